@@ -1,0 +1,212 @@
+//! PTX emission through LLVM's NVPTX target, with libdevice linked in when the
+//! kernel calls `__nv_*` functions.
+
+use super::error::IrError;
+use inkwell::context::Context;
+use inkwell::memory_buffer::MemoryBuffer;
+use inkwell::module::{Linkage, Module};
+use inkwell::passes::PassBuilderOptions;
+use inkwell::targets::{
+    CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine, TargetTriple,
+};
+use inkwell::OptimizationLevel;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Once, OnceLock};
+
+pub const DEFAULT_ARCH: &str = "sm_90";
+const NVPTX_TRIPLE: &str = "nvptx64-nvidia-cuda";
+const LIBDEVICE_FILE: &str = "libdevice.10.bc";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CodegenOptions {
+    /// Target GPU architecture, e.g. `sm_90`.
+    pub arch: String,
+    /// libdevice to link; when `None` it is searched for (see `libdevice_candidates`).
+    pub libdevice: Option<PathBuf>,
+}
+
+impl Default for CodegenOptions {
+    fn default() -> Self {
+        CodegenOptions {
+            arch: DEFAULT_ARCH.to_string(),
+            libdevice: None,
+        }
+    }
+}
+
+/// Where libdevice is looked for, in order: the configured path, `$CUDA_HOME`,
+/// `$CUDA_PATH`, the default CUDA install, and Debian's nvidia-cuda-toolkit.
+pub fn libdevice_candidates(configured: Option<&Path>) -> Vec<PathBuf> {
+    if let Some(path) = configured {
+        return vec![path.to_path_buf()];
+    }
+    let mut out = Vec::new();
+    for var in ["CUDA_HOME", "CUDA_PATH"] {
+        if let Some(home) = std::env::var_os(var) {
+            out.push(
+                PathBuf::from(home)
+                    .join("nvvm/libdevice")
+                    .join(LIBDEVICE_FILE),
+            );
+        }
+    }
+    out.push(PathBuf::from("/usr/local/cuda/nvvm/libdevice").join(LIBDEVICE_FILE));
+    out.push(PathBuf::from("/usr/lib/nvidia-cuda-toolkit/libdevice").join(LIBDEVICE_FILE));
+    out
+}
+
+fn target() -> Result<Target, IrError> {
+    static INIT: Once = Once::new();
+    INIT.call_once(|| Target::initialize_nvptx(&InitializationConfig::default()));
+    Target::from_triple(&TargetTriple::create(NVPTX_TRIPLE)).map_err(|e| IrError::Codegen {
+        message: e.to_string(),
+    })
+}
+
+/// One target machine per thread and arch: creating one costs more than
+/// emitting a small kernel.
+fn with_target_machine<T>(
+    arch: &str,
+    f: impl FnOnce(&TargetMachine) -> Result<T, IrError>,
+) -> Result<T, IrError> {
+    thread_local! {
+        static MACHINES: std::cell::RefCell<HashMap<String, TargetMachine>> = Default::default();
+    }
+    if !arch.starts_with("sm_")
+        || arch.len() < 5
+        || !arch[3..].chars().all(|c| c.is_ascii_alphanumeric())
+    {
+        return Err(IrError::Codegen {
+            message: format!("{arch:?} is not an sm_XX architecture"),
+        });
+    }
+    MACHINES.with(|cell| {
+        let mut machines = cell.borrow_mut();
+        if !machines.contains_key(arch) {
+            let tm = target()?
+                .create_target_machine(
+                    &TargetTriple::create(NVPTX_TRIPLE),
+                    arch,
+                    "",
+                    OptimizationLevel::Default,
+                    RelocMode::Default,
+                    CodeModel::Default,
+                )
+                .ok_or_else(|| IrError::Codegen {
+                    message: format!("LLVM has no NVPTX target machine for {arch}"),
+                })?;
+            machines.insert(arch.to_string(), tm);
+        }
+        f(&machines[arch])
+    })
+}
+
+/// Bytes of each libdevice file read so far (it is about 500 KB and read once).
+fn libdevice_bytes(path: &Path) -> Result<Arc<Vec<u8>>, IrError> {
+    static CACHE: OnceLock<Mutex<HashMap<PathBuf, Arc<Vec<u8>>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(bytes) = cache.lock().expect("libdevice cache").get(path) {
+        return Ok(bytes.clone());
+    }
+    let bytes = Arc::new(std::fs::read(path).map_err(|error| IrError::Io {
+        path: path.to_path_buf(),
+        error,
+    })?);
+    cache
+        .lock()
+        .expect("libdevice cache")
+        .insert(path.to_path_buf(), bytes.clone());
+    Ok(bytes)
+}
+
+/// Names of `__nv_*` functions the module declares and uses.
+fn libdevice_calls(module: &Module) -> Vec<String> {
+    module
+        .get_functions()
+        .filter(|f| f.count_basic_blocks() == 0)
+        .map(|f| f.get_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("__nv_"))
+        .collect()
+}
+
+fn link_libdevice<'ctx>(
+    context: &'ctx Context,
+    module: &Module<'ctx>,
+    options: &CodegenOptions,
+    kernels: &[String],
+    tm: &TargetMachine,
+) -> Result<(), IrError> {
+    let needed = libdevice_calls(module);
+    let Some(first) = needed.first() else {
+        return Ok(());
+    };
+    let candidates = libdevice_candidates(options.libdevice.as_deref());
+    let Some(path) = candidates.iter().find(|p| p.is_file()) else {
+        return Err(IrError::LibdeviceNotFound {
+            function: first.clone(),
+            searched: candidates.iter().map(|p| p.display().to_string()).collect(),
+        });
+    };
+    let link_error = |message: String| IrError::LibdeviceLink {
+        path: path.display().to_string(),
+        message: super::one_line(&message),
+    };
+    let bytes = libdevice_bytes(path)?;
+    let buffer = MemoryBuffer::create_from_memory_range_copy(&bytes, &path.display().to_string());
+    let libdevice = context
+        .create_module_from_ir(buffer)
+        .map_err(|e| link_error(e.to_string()))?;
+    // libdevice ships with a generic data layout; adopt the kernel's so the
+    // linker does not warn.
+    libdevice.set_triple(&module.get_triple());
+    libdevice.set_data_layout(&module.get_data_layout());
+    module
+        .link_in_module(libdevice)
+        .map_err(|e| link_error(e.to_string()))?;
+    for name in &needed {
+        if module
+            .get_function(name)
+            .is_none_or(|f| f.count_basic_blocks() == 0)
+        {
+            return Err(IrError::UnresolvedFunction {
+                function: name.clone(),
+            });
+        }
+    }
+    // Keep only what the kernels reach: libdevice defines hundreds of functions.
+    for f in module.get_functions() {
+        let name = f.get_name().to_string_lossy();
+        if f.count_basic_blocks() > 0 && !kernels.iter().any(|k| *k == name) {
+            f.set_linkage(Linkage::Internal);
+        }
+    }
+    module
+        .run_passes(
+            "function(nvvm-reflect),globaldce",
+            tm,
+            PassBuilderOptions::create(),
+        )
+        .map_err(|e| link_error(e.to_string()))
+}
+
+/// Emits PTX for a verified module. The module is consumed in spirit: linking
+/// and code generation change it, so callers print the IR first.
+pub fn emit_ptx<'ctx>(
+    context: &'ctx Context,
+    module: &Module<'ctx>,
+    kernels: &[String],
+    options: &CodegenOptions,
+) -> Result<String, IrError> {
+    with_target_machine(&options.arch, |tm| {
+        link_libdevice(context, module, options, kernels, tm)?;
+        let buffer = tm
+            .write_to_memory_buffer(module, FileType::Assembly)
+            .map_err(|e| IrError::Codegen {
+                message: e.to_string(),
+            })?;
+        String::from_utf8(buffer.as_slice().to_vec()).map_err(|e| IrError::Codegen {
+            message: e.to_string(),
+        })
+    })
+}

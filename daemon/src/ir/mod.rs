@@ -1,0 +1,395 @@
+//! The LLVM-IR edit engine: the only code that calls inkwell or llvm-sys.
+//!
+//! `KernelIr` holds one kernel's original IR. A `Patch` (an ordered list of
+//! GEVO edits) is always replayed on that original, in a fresh LLVM context,
+//! so the same patch yields byte-identical IR text and PTX in any process.
+//! See ARCHITECTURE.md for the invariants.
+
+pub mod codegen;
+mod dom;
+mod edit;
+mod error;
+mod live;
+mod llvm;
+mod mutate;
+pub mod patch;
+
+pub use codegen::{libdevice_candidates, CodegenOptions, DEFAULT_ARCH};
+pub use dom::DomTree;
+pub use error::{EditError, IrError};
+pub use patch::{
+    ConstKind, Edit, EditKind, InstId, Patch, PatchFormatError, Repair, ValueRef, PATCH_FORMAT,
+};
+
+use inkwell::context::Context;
+use inkwell::memory_buffer::MemoryBuffer;
+use inkwell::module::Module;
+use inkwell::values::AsValueRef;
+use live::LiveFunction;
+use rand::Rng;
+use sha2::{Digest, Sha256};
+use std::path::Path;
+
+/// Hex SHA-256 of `bytes`: IR hashes in patches and the PTX hash the fitness
+/// cache keys on.
+pub fn content_hash(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Module identifier used for every parse, so printed IR never depends on
+/// where the file was read from.
+const MODULE_ID: &str = "kernel";
+
+/// One kernel of an NVPTX module, ready to have patches applied.
+#[derive(Debug, Clone)]
+pub struct KernelIr {
+    source: String,
+    bitcode: Vec<u8>,
+    text: String,
+    ir_hash: String,
+    kernel: String,
+    kernels: Vec<String>,
+    dom: DomTree,
+}
+
+/// A patched kernel: verified IR text and its PTX.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Compiled {
+    pub ir: String,
+    pub ptx: String,
+    pub ptx_hash: String,
+}
+
+/// One edit of a patch as `gevod edits` shows it.
+#[derive(Debug, Clone)]
+pub struct ExplainedEdit {
+    pub edit: Edit,
+    /// The instructions the edit names, as they read just before it.
+    pub operands: Vec<(InstId, String)>,
+    /// IR text after this edit (not verified: a later edit may be needed).
+    pub ir_after: String,
+}
+
+impl KernelIr {
+    /// Loads `.ll` or `.bc` from `path` and picks `kernel` (mangled or
+    /// demangled name; may be omitted when the module has one kernel).
+    pub fn load(path: &Path, kernel: Option<&str>) -> Result<Self, IrError> {
+        let bytes = std::fs::read(path).map_err(|error| IrError::Io {
+            path: path.to_path_buf(),
+            error,
+        })?;
+        Self::parse(&path.display().to_string(), &bytes, kernel)
+    }
+
+    /// Like `load`, from bytes; `source` names them in messages.
+    pub fn parse(source: &str, bytes: &[u8], kernel: Option<&str>) -> Result<Self, IrError> {
+        let context = Context::create();
+        let buffer = MemoryBuffer::create_from_memory_range_copy(bytes, source);
+        let module = context
+            .create_module_from_ir(buffer)
+            .map_err(|e| IrError::Parse {
+                message: one_line(&e.to_string()),
+            })?;
+        let triple = module.get_triple();
+        let triple = triple.as_str().to_string_lossy().into_owned();
+        if !triple.starts_with("nvptx") {
+            return Err(IrError::NotNvptx {
+                name: source.to_string(),
+                triple,
+            });
+        }
+        let kernels = llvm::kernel_functions(module.as_mut_ptr());
+        let kernel = choose_kernel(source, &kernels, kernel)?;
+        module.set_name(MODULE_ID);
+        if let Err(e) = module.verify() {
+            return Err(IrError::Verify {
+                message: format!("{source}: {}", one_line(&e.to_string())),
+            });
+        }
+        let bitcode = module.write_bitcode_to_memory().as_slice().to_vec();
+        drop(module);
+
+        // Canonical form: what every replay starts from.
+        let module = parse_bitcode(&context, &bitcode)?;
+        let text = module.print_to_string().to_string();
+        let function = module
+            .get_function(&kernel)
+            .expect("kernel found above is in the module");
+        let blocks = llvm::blocks(function.as_value_ref());
+        let index = |b| {
+            blocks
+                .iter()
+                .position(|x| *x == b)
+                .expect("successor is a block of the function")
+        };
+        let successors: Vec<Vec<usize>> = blocks
+            .iter()
+            .map(|&b| llvm::successors(b).into_iter().map(index).collect())
+            .collect();
+        Ok(KernelIr {
+            source: source.to_string(),
+            ir_hash: content_hash(text.as_bytes()),
+            bitcode,
+            text,
+            kernel,
+            kernels,
+            dom: DomTree::new(&successors),
+        })
+    }
+
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// The chosen kernel's symbol.
+    pub fn kernel(&self) -> &str {
+        &self.kernel
+    }
+
+    /// Every kernel in the module.
+    pub fn kernels(&self) -> &[String] {
+        &self.kernels
+    }
+
+    /// Hash of the canonical original IR text; patches carry it.
+    pub fn ir_hash(&self) -> &str {
+        &self.ir_hash
+    }
+
+    /// Canonical original IR text (what an empty patch yields).
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// An empty patch for this kernel.
+    pub fn empty_patch(&self) -> Patch {
+        Patch::new(&self.ir_hash, &self.kernel)
+    }
+
+    /// Replays `patch` and returns the verified IR text.
+    pub fn apply(&self, patch: &Patch) -> Result<String, IrError> {
+        self.with_patched(patch, |_, module| Ok(module.print_to_string().to_string()))
+    }
+
+    /// Replays `patch`, verifies, and emits PTX.
+    pub fn compile(&self, patch: &Patch, options: &CodegenOptions) -> Result<Compiled, IrError> {
+        self.with_patched(patch, |context, module| {
+            let ir = module.print_to_string().to_string();
+            let ptx = codegen::emit_ptx(context, module, &self.kernels, options)?;
+            Ok(Compiled {
+                ptx_hash: content_hash(ptx.as_bytes()),
+                ir,
+                ptx,
+            })
+        })
+    }
+
+    /// Replays `patch` edit by edit, recording what each does.
+    pub fn explain(&self, patch: &Patch) -> Result<Vec<ExplainedEdit>, IrError> {
+        self.check_patch(patch)?;
+        let context = Context::create();
+        let module = parse_bitcode(&context, &self.bitcode)?;
+        let mut live = self.live(&module);
+        let mut out = Vec::new();
+        for (i, e) in patch.edits.iter().enumerate() {
+            let operands = named_instructions(&e.kind)
+                .into_iter()
+                .map(|id| {
+                    let text = live
+                        .inst(id)
+                        .map(llvm::value_to_string)
+                        .unwrap_or_else(|err| format!("<{err}>"));
+                    (id, text)
+                })
+                .collect();
+            edit::apply_edit(&mut live, e)
+                .map_err(|reason| IrError::InvalidEdit { edit: i, reason })?;
+            out.push(ExplainedEdit {
+                edit: e.clone(),
+                operands,
+                ir_after: module.print_to_string().to_string(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// `count` random edits, each valid (the IR verifies after every one),
+    /// drawn from `rng`: the same seed gives the same patch.
+    pub fn mutate<R: Rng>(&self, rng: &mut R, count: usize) -> Result<Patch, IrError> {
+        self.extend(self.empty_patch(), rng, count)
+    }
+
+    /// Appends `count` random valid edits to `patch`.
+    pub fn extend<R: Rng>(
+        &self,
+        mut patch: Patch,
+        rng: &mut R,
+        count: usize,
+    ) -> Result<Patch, IrError> {
+        const TRIES_PER_EDIT: usize = 200;
+        self.check_patch(&patch)?;
+        let target = patch.edits.len() + count;
+        let max_tries = TRIES_PER_EDIT * count.max(1);
+        let mut tries = 0;
+        let context = Context::create();
+        'rebuild: loop {
+            // A failed attempt may leave the function half-edited: start over
+            // from the original and replay what was accepted.
+            let module = parse_bitcode(&context, &self.bitcode)?;
+            let mut live = self.live(&module);
+            for (i, e) in patch.edits.iter().enumerate() {
+                edit::apply_edit(&mut live, e)
+                    .map_err(|reason| IrError::InvalidEdit { edit: i, reason })?;
+            }
+            while patch.edits.len() < target {
+                tries += 1;
+                if tries > max_tries {
+                    return Err(IrError::MutationExhausted { tries: max_tries });
+                }
+                let Some(kind) = mutate::random_edit_kind(&mut live, rng) else {
+                    continue;
+                };
+                match edit::perform_edit(&mut live, kind, rng) {
+                    Ok(e) if module.verify().is_ok() => patch.edits.push(e),
+                    _ => continue 'rebuild,
+                }
+            }
+            return Ok(patch);
+        }
+    }
+
+    fn live<'m>(&'m self, module: &Module<'_>) -> LiveFunction<'m> {
+        let function = module
+            .get_function(&self.kernel)
+            .expect("the canonical module holds the kernel");
+        LiveFunction::new(function.as_value_ref(), &self.dom)
+    }
+
+    fn check_patch(&self, patch: &Patch) -> Result<(), IrError> {
+        if patch.format > PATCH_FORMAT {
+            return Err(PatchFormatError::TooNew {
+                found: patch.format,
+                supported: PATCH_FORMAT,
+            }
+            .into());
+        }
+        if patch.ir_hash != self.ir_hash {
+            return Err(IrError::PatchIrMismatch {
+                patch: patch.ir_hash.clone(),
+                ir: self.ir_hash.clone(),
+            });
+        }
+        if patch.kernel != self.kernel {
+            return Err(IrError::PatchKernelMismatch {
+                patch: patch.kernel.clone(),
+                kernel: self.kernel.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    fn with_patched<T>(
+        &self,
+        patch: &Patch,
+        then: impl for<'c> FnOnce(&'c Context, &Module<'c>) -> Result<T, IrError>,
+    ) -> Result<T, IrError> {
+        self.check_patch(patch)?;
+        let context = Context::create();
+        let module = parse_bitcode(&context, &self.bitcode)?;
+        {
+            let mut live = self.live(&module);
+            for (i, e) in patch.edits.iter().enumerate() {
+                edit::apply_edit(&mut live, e)
+                    .map_err(|reason| IrError::InvalidEdit { edit: i, reason })?;
+            }
+        }
+        module.verify().map_err(|e| IrError::Verify {
+            message: one_line(&e.to_string()),
+        })?;
+        then(&context, &module)
+    }
+}
+
+fn parse_bitcode<'c>(context: &'c Context, bitcode: &[u8]) -> Result<Module<'c>, IrError> {
+    let buffer = MemoryBuffer::create_from_memory_range_copy(bitcode, MODULE_ID);
+    context
+        .create_module_from_ir(buffer)
+        .map_err(|e| IrError::Parse {
+            message: one_line(&e.to_string()),
+        })
+}
+
+/// LLVM messages span lines (the offending source line, a caret); errors are
+/// one line.
+fn one_line(message: &str) -> String {
+    message
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.chars().all(|c| c == '^' || c == ' '))
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
+fn demangled(symbol: &str) -> Option<String> {
+    cpp_demangle::Symbol::new(symbol)
+        .ok()
+        .map(|s| s.to_string())
+}
+
+/// Picks the kernel `wanted` names: its symbol, its demangled signature, or
+/// its demangled name without parameters.
+fn choose_kernel(
+    source: &str,
+    kernels: &[String],
+    wanted: Option<&str>,
+) -> Result<String, IrError> {
+    if kernels.is_empty() {
+        return Err(IrError::NoKernel {
+            name: source.to_string(),
+        });
+    }
+    let Some(wanted) = wanted else {
+        return match kernels {
+            [only] => Ok(only.clone()),
+            _ => Err(IrError::KernelRequired {
+                name: source.to_string(),
+                available: kernels.to_vec(),
+            }),
+        };
+    };
+    if let Some(k) = kernels.iter().find(|k| *k == wanted) {
+        return Ok(k.clone());
+    }
+    let matches: Vec<String> = kernels
+        .iter()
+        .filter(|k| {
+            demangled(k).is_some_and(|d| d == wanted || d.split('(').next() == Some(wanted))
+        })
+        .cloned()
+        .collect();
+    match matches.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => Err(IrError::UnknownKernel {
+            name: source.to_string(),
+            wanted: wanted.to_string(),
+            available: kernels.to_vec(),
+        }),
+        _ => Err(IrError::AmbiguousKernel {
+            name: source.to_string(),
+            wanted: wanted.to_string(),
+            matches,
+        }),
+    }
+}
+
+fn named_instructions(kind: &EditKind) -> Vec<InstId> {
+    match *kind {
+        EditKind::Copy { src, before, .. } => vec![src, before],
+        EditKind::Delete { target } => vec![target],
+        EditKind::Move { src, before } => vec![src, before],
+        EditKind::Replace { target, with, .. } => vec![target, with],
+        EditKind::Swap { a, b } => vec![a, b],
+        EditKind::OperandReplace { user, .. } => vec![user],
+    }
+}

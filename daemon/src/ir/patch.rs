@@ -1,0 +1,240 @@
+//! Patches: the ordered list of GEVO edits that, replayed on the original IR,
+//! rebuilds a variant. Plain data with a versioned JSON form; no LLVM here.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// The patch format this build writes and reads. Older formats are read by
+/// migrating them; newer ones are refused (see `Patch::check_format`).
+pub const PATCH_FORMAT: u32 = 1;
+
+/// Names one instruction of the kernel function. Instructions present on load
+/// are numbered 0.. in function order (blocks in order, instructions in block
+/// order); an instruction created by an edit gets the id recorded in that edit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct InstId(pub u32);
+
+impl fmt::Display for InstId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "i{}", self.0)
+    }
+}
+
+/// A value an operand can be set to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ValueRef {
+    /// The result of an instruction.
+    Inst(InstId),
+    /// The kernel's n-th parameter.
+    Arg(u32),
+    /// A constant of the operand's type.
+    Const(ConstKind),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConstKind {
+    /// `zeroinitializer`: 0, 0.0, null.
+    Zero,
+    /// 1 or 1.0 (integer and floating-point types only).
+    One,
+}
+
+impl fmt::Display for ValueRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ValueRef::Inst(id) => write!(f, "{id}"),
+            ValueRef::Arg(n) => write!(f, "arg{n}"),
+            ValueRef::Const(ConstKind::Zero) => f.write_str("zero"),
+            ValueRef::Const(ConstKind::One) => f.write_str("one"),
+        }
+    }
+}
+
+/// One operand set by SSA repair (or, for a copy, the wiring of the clone's
+/// result into a later use). Recorded so that replay needs no randomness.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Repair {
+    pub user: InstId,
+    pub operand: u32,
+    pub value: ValueRef,
+}
+
+/// The six GEVO edit kinds. Positions are "before instruction X"; X may have
+/// been deleted by an earlier edit, in which case the position it had is used.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum EditKind {
+    /// Clone `src` and insert the clone, named `clone`, before `before`.
+    Copy {
+        src: InstId,
+        before: InstId,
+        clone: InstId,
+    },
+    /// Remove `target`; its uses are repaired first.
+    Delete { target: InstId },
+    /// Move `src` to just before `before`.
+    Move { src: InstId, before: InstId },
+    /// Put a clone of `with`, named `clone`, in place of `target` (same result type).
+    Replace {
+        target: InstId,
+        with: InstId,
+        clone: InstId,
+    },
+    /// Exchange the positions of `a` and `b`.
+    Swap { a: InstId, b: InstId },
+    /// Set operand `operand` of `user` to `value`.
+    OperandReplace {
+        user: InstId,
+        operand: u32,
+        value: ValueRef,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Edit {
+    #[serde(flatten)]
+    pub kind: EditKind,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repairs: Vec<Repair>,
+}
+
+impl fmt::Display for Edit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            EditKind::Copy { src, before, clone } => {
+                write!(f, "copy {src} before {before} as {clone}")?
+            }
+            EditKind::Delete { target } => write!(f, "delete {target}")?,
+            EditKind::Move { src, before } => write!(f, "move {src} before {before}")?,
+            EditKind::Replace {
+                target,
+                with,
+                clone,
+            } => write!(f, "replace {target} with a clone of {with} as {clone}")?,
+            EditKind::Swap { a, b } => write!(f, "swap {a} and {b}")?,
+            EditKind::OperandReplace {
+                user,
+                operand,
+                value,
+            } => write!(f, "set operand {operand} of {user} to {value}")?,
+        }
+        for r in &self.repairs {
+            write!(
+                f,
+                "; repair operand {} of {} := {}",
+                r.operand, r.user, r.value
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// A variant of one kernel: the edits to replay on the original IR.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Patch {
+    pub format: u32,
+    /// Content hash of the original IR the edits were made against
+    /// (`KernelIr::ir_hash`): replaying on other IR is refused.
+    pub ir_hash: String,
+    /// The kernel's symbol (mangled) in that IR.
+    pub kernel: String,
+    pub edits: Vec<Edit>,
+}
+
+impl Patch {
+    pub fn new(ir_hash: impl Into<String>, kernel: impl Into<String>) -> Self {
+        Patch {
+            format: PATCH_FORMAT,
+            ir_hash: ir_hash.into(),
+            kernel: kernel.into(),
+            edits: Vec::new(),
+        }
+    }
+
+    /// Parse the JSON form, refusing formats newer than this build's.
+    pub fn from_json(text: &str) -> Result<Self, PatchFormatError> {
+        #[derive(Deserialize)]
+        struct Header {
+            format: u32,
+        }
+        let header: Header =
+            serde_json::from_str(text).map_err(|e| PatchFormatError::Json(e.to_string()))?;
+        if header.format > PATCH_FORMAT {
+            return Err(PatchFormatError::TooNew {
+                found: header.format,
+                supported: PATCH_FORMAT,
+            });
+        }
+        // Format 1 is the first; a future format 2 would migrate older ones here.
+        serde_json::from_str(text).map_err(|e| PatchFormatError::Json(e.to_string()))
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("patch serialization cannot fail")
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PatchFormatError {
+    #[error("not a valid patch: {0}")]
+    Json(String),
+    #[error("patch format {found} is newer than this gevod supports (format {supported})")]
+    TooNew { found: u32, supported: u32 },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_round_trip_and_shape() {
+        let mut patch = Patch::new("abc", "k");
+        patch.edits.push(Edit {
+            kind: EditKind::Copy {
+                src: InstId(3),
+                before: InstId(7),
+                clone: InstId(100),
+            },
+            repairs: vec![Repair {
+                user: InstId(100),
+                operand: 1,
+                value: ValueRef::Arg(0),
+            }],
+        });
+        patch.edits.push(Edit {
+            kind: EditKind::OperandReplace {
+                user: InstId(9),
+                operand: 0,
+                value: ValueRef::Const(ConstKind::One),
+            },
+            repairs: vec![],
+        });
+        let json = patch.to_json();
+        assert!(json.contains(r#""op": "copy""#), "{json}");
+        assert!(
+            json.contains(r#""value": "one""#) || json.contains(r#""const": "one""#),
+            "{json}"
+        );
+        assert_eq!(Patch::from_json(&json).unwrap(), patch);
+    }
+
+    #[test]
+    fn newer_format_is_refused() {
+        let err = Patch::from_json(r#"{"format": 7, "ir_hash": "x", "kernel": "k", "edits": []}"#)
+            .unwrap_err();
+        assert_eq!(
+            err,
+            PatchFormatError::TooNew {
+                found: 7,
+                supported: 1
+            }
+        );
+        assert!(matches!(
+            Patch::from_json("{"),
+            Err(PatchFormatError::Json(_))
+        ));
+    }
+}

@@ -1,0 +1,4 @@
+//! gevod: evolves faster variants of CUDA kernels by genetic improvement of
+//! their LLVM IR (the GEVO method). See ARCHITECTURE.md for the module map.
+
+pub mod ir;

@@ -1,0 +1,199 @@
+//! The `gevod` command line. Library errors are typed; here they gain the
+//! file they concern and become one line on stderr.
+
+use anyhow::{Context as _, Result};
+use clap::{Parser, Subcommand};
+use gevod::ir::{CodegenOptions, IrError, KernelIr, Patch, DEFAULT_ARCH};
+use rand::SeedableRng;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The stencil fixture, compiled in so `gevod ptx` has something to show on a
+/// fresh machine.
+const BUNDLED_KERNEL: &str = include_str!("../../tests/fixtures/kernels/stencil.ll");
+const BUNDLED_NAME: &str = "<bundled stencil.ll>";
+
+#[derive(Parser)]
+#[command(
+    name = "gevod",
+    version,
+    about = "Evolves faster CUDA kernels (GEVO) on their LLVM IR"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Emit PTX for a kernel, optionally with a patch applied.
+    Ptx {
+        /// Kernel IR (.ll or .bc); the bundled stencil kernel when omitted.
+        kernel_ir: Option<PathBuf>,
+        /// Kernel name, mangled or demangled (default: the patch's, or the only one).
+        #[arg(long)]
+        kernel: Option<String>,
+        #[arg(long)]
+        patch: Option<PathBuf>,
+        #[arg(long, default_value = DEFAULT_ARCH)]
+        arch: String,
+        /// libdevice.10.bc to link for __nv_* calls (default: searched).
+        #[arg(long, env = "GEVO_LIBDEVICE")]
+        libdevice: Option<PathBuf>,
+        /// Also write the patched, verified IR here.
+        #[arg(long)]
+        emit_ir: Option<PathBuf>,
+        /// Output file (default: stdout).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// Write a patch of K random valid edits.
+    Mutate {
+        kernel_ir: PathBuf,
+        #[arg(long)]
+        kernel: Option<String>,
+        #[arg(long)]
+        seed: u64,
+        #[arg(long, default_value_t = 1)]
+        edits: usize,
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// Show each edit of a patch and the IR diff it makes.
+    Edits {
+        kernel_ir: PathBuf,
+        #[arg(long)]
+        kernel: Option<String>,
+        #[arg(long)]
+        patch: PathBuf,
+    },
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_env("GEVOD_LOG"))
+        .with_writer(std::io::stderr)
+        .init();
+    if let Err(err) = run(Cli::parse()) {
+        eprintln!("gevod: {err:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Ptx {
+            kernel_ir,
+            kernel,
+            patch,
+            arch,
+            libdevice,
+            emit_ir,
+            output,
+        } => {
+            let patch_file = patch;
+            let patch = patch_file.as_deref().map(read_patch).transpose()?;
+            let ir = match &kernel_ir {
+                Some(path) => load_kernel(path, kernel.as_deref(), patch.as_ref())?,
+                None => {
+                    KernelIr::parse(BUNDLED_NAME, BUNDLED_KERNEL.as_bytes(), kernel.as_deref())?
+                }
+            };
+            let patch = patch.unwrap_or_else(|| ir.empty_patch());
+            let options = CodegenOptions { arch, libdevice };
+            let compiled = ir
+                .compile(&patch, &options)
+                .with_context(|| match &patch_file {
+                    Some(p) => format!("{} with patch {}", ir.source(), p.display()),
+                    None => ir.source().to_string(),
+                })?;
+            if let Some(path) = emit_ir {
+                write_output(Some(&path), &compiled.ir)?;
+            }
+            tracing::info!(ptx_hash = %compiled.ptx_hash, edits = patch.edits.len(), "emitted PTX");
+            write_output(output.as_deref(), &compiled.ptx)
+        }
+        Command::Mutate {
+            kernel_ir,
+            kernel,
+            seed,
+            edits,
+            output,
+        } => {
+            let ir = load_kernel(&kernel_ir, kernel.as_deref(), None)?;
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+            let patch = ir
+                .mutate(&mut rng, edits)
+                .with_context(|| kernel_ir.display().to_string())?;
+            write_output(output.as_deref(), &(patch.to_json() + "\n"))
+        }
+        Command::Edits {
+            kernel_ir,
+            kernel,
+            patch,
+        } => {
+            let patch_file = patch;
+            let patch = read_patch(&patch_file)?;
+            let ir = load_kernel(&kernel_ir, kernel.as_deref(), Some(&patch))?;
+            let steps = ir
+                .explain(&patch)
+                .with_context(|| patch_file.display().to_string())?;
+            let mut out = String::new();
+            let mut before = ir.text().to_string();
+            for (i, step) in steps.iter().enumerate() {
+                out += &format!("edit {i}: {}\n", step.edit);
+                for (id, text) in &step.operands {
+                    out += &format!("  {id} = {text}\n");
+                }
+                let diff = similar::TextDiff::from_lines(&before, &step.ir_after);
+                out += &diff
+                    .unified_diff()
+                    .context_radius(2)
+                    .header("before", "after")
+                    .to_string();
+                out += "\n";
+                before = step.ir_after.clone();
+            }
+            ir.apply(&patch)
+                .with_context(|| patch_file.display().to_string())?;
+            write_output(None, &out)
+        }
+    }
+}
+
+/// Loads a kernel; when the module has several and none is named, the
+/// patch's kernel is taken. Library errors already name the file.
+fn load_kernel(path: &Path, kernel: Option<&str>, patch: Option<&Patch>) -> Result<KernelIr> {
+    match (KernelIr::load(path, kernel), patch) {
+        (Err(IrError::KernelRequired { .. }), Some(patch)) if kernel.is_none() => {
+            Ok(KernelIr::load(path, Some(&patch.kernel))?)
+        }
+        (result, _) => Ok(result?),
+    }
+}
+
+fn read_patch(path: &Path) -> Result<Patch> {
+    let text = std::fs::read_to_string(path).with_context(|| path.display().to_string())?;
+    Patch::from_json(&text).with_context(|| path.display().to_string())
+}
+
+/// Writes `text` to `path` atomically (nothing is left behind on failure), or
+/// to stdout.
+fn write_output(path: Option<&Path>, text: &str) -> Result<()> {
+    let Some(path) = path else {
+        std::io::stdout().write_all(text.as_bytes())?;
+        return Ok(());
+    };
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut tmp =
+        tempfile::NamedTempFile::new_in(dir).with_context(|| path.display().to_string())?;
+    tmp.write_all(text.as_bytes())
+        .and_then(|_| tmp.as_file().sync_all())
+        .with_context(|| path.display().to_string())?;
+    tmp.persist(path)
+        .with_context(|| path.display().to_string())?;
+    Ok(())
+}

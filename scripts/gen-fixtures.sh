@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Regenerate the committed LLVM IR fixtures from the CUDA sources in
+# tests/fixtures/kernels/, then check that every module compiles to PTX.
+#
+# Needs clang-19 and llc-19/llvm-link-19 (LLVM 19), no CUDA SDK: the sources
+# are compiled with -nocudainc -nocudalib against tests/fixtures/kernels/gevo_shim.h,
+# and calls to libdevice (__nv_expf) are resolved for the self-check with
+# tests/fixtures/libdevice-stub.ll.
+#
+# Paths handed to clang are repo-relative, so the output (ModuleID,
+# source_filename) does not depend on where the repository is checked out.
+# Running the script twice leaves `git diff` empty.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+export LC_ALL=C
+
+CLANG=${CLANG:-clang-19}
+LLC=${LLC:-llc-19}
+LLVM_LINK=${LLVM_LINK:-llvm-link-19}
+
+KDIR=tests/fixtures/kernels
+SHIM=$KDIR/gevo_shim.h
+STUB=tests/fixtures/libdevice-stub.ll
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+shopt -s nullglob
+srcs=("$KDIR"/*.cu)
+if [ ${#srcs[@]} -eq 0 ]; then
+    echo "gen-fixtures: no .cu files in $KDIR" >&2
+    exit 1
+fi
+
+for src in "${srcs[@]}"; do
+    out=${src%.cu}.ll
+    echo "gen-fixtures: $src -> $out"
+    "$CLANG" -x cuda --cuda-device-only -nocudainc -nocudalib \
+        --cuda-gpu-arch=sm_90 -O3 -S -emit-llvm \
+        -include "$SHIM" "$src" -o "$out"
+done
+
+# Self-check: every module must compile for sm_90; modules that call
+# libdevice are linked with the stub first.
+for src in "${srcs[@]}"; do
+    ll=${src%.cu}.ll
+    if ! grep -q '!"kernel", i32 1}' "$ll"; then
+        echo "gen-fixtures: $ll: no kernel in !nvvm.annotations" >&2
+        exit 1
+    fi
+    if grep -q '@__nv_' "$ll"; then
+        linked=$tmp/$(basename "${ll%.ll}").linked.ll
+        "$LLVM_LINK" -S "$ll" "$STUB" -o "$linked"
+        "$LLC" -march=nvptx64 -mcpu=sm_90 "$linked" -o /dev/null
+        echo "gen-fixtures: llc ok: $ll (+ $STUB)"
+    else
+        "$LLC" -march=nvptx64 -mcpu=sm_90 "$ll" -o /dev/null
+        echo "gen-fixtures: llc ok: $ll"
+    fi
+done
