@@ -235,11 +235,13 @@ impl Inserter {
         }
     }
 
-    /// Insert the unlinked instruction `inst` just before `position`.
+    /// Insert the unlinked instruction `inst` just before `position`,
+    /// keeping its name (the builder would otherwise clear it).
     pub fn insert_before(&self, inst: Value, position: Value) {
+        let name = std::ffi::CString::new(value_name(inst)).unwrap_or_default();
         unsafe {
             LLVMPositionBuilderBefore(self.0, position);
-            LLVMInsertIntoBuilder(self.0, inst);
+            LLVMInsertIntoBuilderWithName(self.0, inst, name.as_ptr());
         }
     }
 }

@@ -51,6 +51,7 @@ pub struct KernelIr {
     kernel: String,
     kernels: Vec<String>,
     dom: DomTree,
+    instruction_count: u32,
 }
 
 /// A patched kernel: verified IR text and its PTX.
@@ -117,6 +118,10 @@ impl KernelIr {
             .get_function(&kernel)
             .expect("kernel found above is in the module");
         let blocks = llvm::blocks(function.as_value_ref());
+        let instruction_count = blocks
+            .iter()
+            .map(|&b| llvm::instructions(b).len() as u32)
+            .sum();
         let index = |b| {
             blocks
                 .iter()
@@ -135,6 +140,7 @@ impl KernelIr {
             kernel,
             kernels,
             dom: DomTree::new(&successors),
+            instruction_count,
         })
     }
 
@@ -150,6 +156,11 @@ impl KernelIr {
     /// Every kernel in the module.
     pub fn kernels(&self) -> &[String] {
         &self.kernels
+    }
+
+    /// Instructions of the kernel function on load; their ids are 0..count.
+    pub fn instruction_count(&self) -> u32 {
+        self.instruction_count
     }
 
     /// Hash of the canonical original IR text; patches carry it.

@@ -1,0 +1,304 @@
+//! The `gevod` binary, run as a user would: replay across processes, and bad
+//! input giving one line naming the file, a non-zero exit and nothing written.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn gevod(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gevod"))
+        .args(args)
+        .env(
+            "GEVO_LIBDEVICE",
+            common::repo_root().join("tests/fixtures/libdevice-stub.ll"),
+        )
+        .output()
+        .expect("run gevod")
+}
+
+fn ok(args: &[&str]) -> Output {
+    let out = gevod(args);
+    assert!(
+        out.status.success(),
+        "gevod {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A recorded patch re-applied in fresh processes yields identical IR text
+/// and PTX, equal to what the library produces in this process.
+#[test]
+fn replay_in_fresh_processes_is_byte_identical() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in common::KERNEL_FIXTURES {
+        let fixture = common::kernel_fixture(name);
+        let patch_a = dir.path().join(format!("{name}-a.json"));
+        let patch_b = dir.path().join(format!("{name}-b.json"));
+        ok(&[
+            "mutate",
+            s(&fixture),
+            "--seed",
+            "42",
+            "--edits",
+            "8",
+            "-o",
+            s(&patch_a),
+        ]);
+        ok(&[
+            "mutate",
+            s(&fixture),
+            "--seed",
+            "42",
+            "--edits",
+            "8",
+            "-o",
+            s(&patch_b),
+        ]);
+        let patch_text = std::fs::read_to_string(&patch_a).unwrap();
+        assert_eq!(
+            patch_text,
+            std::fs::read_to_string(&patch_b).unwrap(),
+            "{name}: same seed, same patch"
+        );
+
+        let mut runs = Vec::new();
+        for run in 0..2 {
+            let ptx = dir.path().join(format!("{name}-{run}.ptx"));
+            let ll = dir.path().join(format!("{name}-{run}.ll"));
+            ok(&[
+                "ptx",
+                s(&fixture),
+                "--patch",
+                s(&patch_a),
+                "--emit-ir",
+                s(&ll),
+                "-o",
+                s(&ptx),
+            ]);
+            runs.push((
+                std::fs::read_to_string(&ll).unwrap(),
+                std::fs::read_to_string(&ptx).unwrap(),
+            ));
+        }
+        assert_eq!(runs[0], runs[1], "{name}: two processes disagree");
+
+        let ir = common::load(name);
+        let patch = gevod::ir::Patch::from_json(&patch_text).unwrap();
+        let compiled = ir.compile(&patch, &common::codegen_options()).unwrap();
+        assert_eq!(
+            (compiled.ir, compiled.ptx),
+            runs.pop().unwrap(),
+            "{name}: process and library disagree"
+        );
+        assert_ne!(
+            compiled.ptx_hash,
+            ir.compile(&ir.empty_patch(), &common::codegen_options())
+                .unwrap()
+                .ptx_hash
+        );
+    }
+}
+
+#[test]
+fn edits_command_shows_each_edit_and_its_diff() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = common::kernel_fixture("stencil");
+    let patch = dir.path().join("p.json");
+    ok(&[
+        "mutate",
+        s(&fixture),
+        "--seed",
+        "7",
+        "--edits",
+        "3",
+        "-o",
+        s(&patch),
+    ]);
+    let out = String::from_utf8(ok(&["edits", s(&fixture), "--patch", s(&patch)]).stdout).unwrap();
+    for i in 0..3 {
+        assert!(out.contains(&format!("edit {i}: ")), "{out}");
+    }
+    assert_eq!(out.matches("--- before\n+++ after\n").count(), 3, "{out}");
+}
+
+#[test]
+fn kernels_are_found_by_mangled_or_demangled_name() {
+    let fixture = common::kernel_fixture("reduce");
+    for name in [
+        "_Z10reduce_sumPKfPfi",
+        "reduce_sum",
+        "reduce_sum(float const*, float*, int)",
+    ] {
+        let out = ok(&["ptx", s(&fixture), "--kernel", name]);
+        assert!(String::from_utf8_lossy(&out.stdout).contains(".entry _Z10reduce_sumPKfPfi"));
+    }
+}
+
+struct BadInput {
+    what: &'static str,
+    /// File contents to create: (name, content).
+    files: Vec<(&'static str, String)>,
+    /// Arguments; `{dir}` is the temp dir, `{out}` the output that must not appear.
+    args: &'static [&'static str],
+    /// Substrings of the single stderr line.
+    expect: &'static [&'static str],
+}
+
+fn stencil_patch(format: u32) -> String {
+    let ir = common::load("stencil");
+    let mut patch = ir.empty_patch();
+    patch.format = format;
+    patch.to_json()
+}
+
+#[test]
+fn bad_input_is_one_line_naming_the_file_and_writes_nothing() {
+    let fixtures = common::repo_root().join("tests/fixtures/kernels");
+    let vecadd = std::fs::read_to_string(fixtures.join("vecadd.ll")).unwrap();
+    let cases = vec![
+        BadInput {
+            what: "unparsable IR",
+            files: vec![(
+                "bad.ll",
+                vecadd.replace("fadd contract float", "fadd contract flot"),
+            )],
+            args: &["ptx", "{dir}/bad.ll", "-o", "{out}"],
+            expect: &["bad.ll:", "error:"],
+        },
+        BadInput {
+            what: "truncated IR",
+            files: vec![("cut.ll", vecadd[..vecadd.len() / 2].to_string())],
+            args: &["ptx", "{dir}/cut.ll", "-o", "{out}"],
+            expect: &["cut.ll"],
+        },
+        BadInput {
+            what: "not NVPTX",
+            files: vec![("x86.ll", "target triple = \"x86_64-pc-linux-gnu\"\n".into())],
+            args: &["ptx", "{dir}/x86.ll", "-o", "{out}"],
+            expect: &["x86.ll: not an NVPTX module"],
+        },
+        BadInput {
+            what: "no kernel",
+            files: vec![(
+                "nok.ll",
+                "target triple = \"nvptx64-nvidia-cuda\"\ndefine void @f() {\n  ret void\n}\n"
+                    .into(),
+            )],
+            args: &["mutate", "{dir}/nok.ll", "--seed", "1", "-o", "{out}"],
+            expect: &["nok.ll: no kernel found"],
+        },
+        BadInput {
+            what: "unknown kernel name",
+            files: vec![],
+            args: &[
+                "ptx",
+                "{fixtures}/reduce.ll",
+                "--kernel",
+                "nope",
+                "-o",
+                "{out}",
+            ],
+            expect: &[
+                "reduce.ll: no kernel named \"nope\"",
+                "_Z10reduce_sumPKfPfi",
+            ],
+        },
+        BadInput {
+            what: "patch for other IR",
+            files: vec![("p.json", stencil_patch(1))],
+            args: &[
+                "ptx",
+                "{fixtures}/vecadd.ll",
+                "--patch",
+                "{dir}/p.json",
+                "-o",
+                "{out}",
+            ],
+            expect: &[
+                "vecadd.ll with patch",
+                "p.json",
+                "patch was made for other IR",
+            ],
+        },
+        BadInput {
+            what: "patch of a newer format",
+            files: vec![("p.json", stencil_patch(2))],
+            args: &[
+                "ptx",
+                "{fixtures}/stencil.ll",
+                "--patch",
+                "{dir}/p.json",
+                "-o",
+                "{out}",
+            ],
+            expect: &["p.json: patch format 2 is newer"],
+        },
+        BadInput {
+            what: "malformed patch",
+            files: vec![("p.json", "{\"format\": 1, \"edits\": [".into())],
+            args: &["edits", "{fixtures}/stencil.ll", "--patch", "{dir}/p.json"],
+            expect: &["p.json: not a valid patch"],
+        },
+        BadInput {
+            what: "missing file",
+            files: vec![],
+            args: &["ptx", "{dir}/missing.ll", "-o", "{out}"],
+            expect: &["missing.ll: No such file"],
+        },
+        BadInput {
+            what: "libdevice absent",
+            files: vec![],
+            args: &[
+                "ptx",
+                "{fixtures}/expf.ll",
+                "--libdevice",
+                "{dir}/none.bc",
+                "-o",
+                "{out}",
+            ],
+            expect: &["expf.ll", "__nv_expf", "none.bc"],
+        },
+    ];
+    for case in cases {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, content) in &case.files {
+            std::fs::write(dir.path().join(name), content).unwrap();
+        }
+        let out_path: PathBuf = dir.path().join("out");
+        let args: Vec<String> = case
+            .args
+            .iter()
+            .map(|a| {
+                a.replace("{dir}", s(dir.path()))
+                    .replace("{out}", s(&out_path))
+                    .replace("{fixtures}", s(&fixtures))
+            })
+            .collect();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = gevod(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{}: succeeded", case.what);
+        assert_eq!(
+            stderr.trim_end().lines().count(),
+            1,
+            "{}: not one line: {stderr}",
+            case.what
+        );
+        for e in case.expect {
+            assert!(stderr.contains(e), "{}: {e:?} not in {stderr}", case.what);
+        }
+        assert!(!out_path.exists(), "{}: output written", case.what);
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            case.files.len(),
+            "{}: stray files left",
+            case.what
+        );
+    }
+}

@@ -1,0 +1,30 @@
+//! Shared by the integration tests: fixture paths and loading.
+#![allow(dead_code)]
+
+use gevod::ir::{CodegenOptions, KernelIr};
+use std::path::PathBuf;
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+pub fn kernel_fixture(name: &str) -> PathBuf {
+    repo_root()
+        .join("tests/fixtures/kernels")
+        .join(format!("{name}.ll"))
+}
+
+pub const KERNEL_FIXTURES: [&str; 6] = ["vecadd", "reduce", "stencil", "nw", "loops", "expf"];
+
+pub fn load(name: &str) -> KernelIr {
+    KernelIr::load(&kernel_fixture(name), None).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// Code generation options that link the team's libdevice stand-in, so the
+/// expf fixture emits PTX on machines without CUDA.
+pub fn codegen_options() -> CodegenOptions {
+    CodegenOptions {
+        libdevice: Some(repo_root().join("tests/fixtures/libdevice-stub.ll")),
+        ..CodegenOptions::default()
+    }
+}
