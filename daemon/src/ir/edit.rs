@@ -3,17 +3,25 @@
 //! generation chooses them with the RNG and records them. Both share the
 //! structural step, so a generated edit replays to the same IR.
 
-use super::error::EditError;
+use super::error::{EditError, IrError};
 use super::live::LiveFunction;
 use super::llvm::{self, Value};
 use super::patch::{Edit, EditKind, InstId, Repair, ValueRef};
 use rand::seq::SliceRandom;
 use rand::Rng;
 
+/// Replays recorded edits in order; the error names the failing edit.
+pub fn replay(f: &mut LiveFunction, edits: &[Edit]) -> Result<(), IrError> {
+    for (i, e) in edits.iter().enumerate() {
+        apply_edit(f, e).map_err(|reason| IrError::InvalidEdit { edit: i, reason })?;
+    }
+    Ok(())
+}
+
 /// Replays one recorded edit.
 pub fn apply_edit(f: &mut LiveFunction, edit: &Edit) -> Result<(), EditError> {
     if let EditKind::Delete { target } = edit.kind {
-        let inst = deletable(f, target)?;
+        let inst = movable(f, target)?;
         apply_repairs(f, &edit.repairs)?;
         return erase_with_anchor(f, target, inst);
     }
@@ -38,7 +46,7 @@ pub fn perform_edit<R: Rng>(
 ) -> Result<Edit, EditError> {
     let mut repairs = Vec::new();
     if let EditKind::Delete { target } = kind {
-        let inst = deletable(f, target)?;
+        let inst = movable(f, target)?;
         let broken = f.broken_uses_of_removal(inst);
         repair(f, &broken, Some(inst), rng, &mut repairs)?;
         erase_with_anchor(f, target, inst)?;
@@ -123,10 +131,6 @@ fn movable(f: &LiveFunction, id: InstId) -> Result<Value, EditError> {
         return Err(EditError::Pinned(id));
     }
     Ok(inst)
-}
-
-fn deletable(f: &LiveFunction, id: InstId) -> Result<Value, EditError> {
-    movable(f, id)
 }
 
 fn erase_with_anchor(f: &mut LiveFunction, id: InstId, inst: Value) -> Result<(), EditError> {

@@ -249,10 +249,7 @@ impl KernelIr {
             // from the original and replay what was accepted.
             let module = parse_bitcode(&context, &self.bitcode)?;
             let mut live = self.live(&module);
-            for (i, e) in patch.edits.iter().enumerate() {
-                edit::apply_edit(&mut live, e)
-                    .map_err(|reason| IrError::InvalidEdit { edit: i, reason })?;
-            }
+            edit::replay(&mut live, &patch.edits)?;
             while patch.edits.len() < target {
                 tries += 1;
                 if tries > max_tries {
@@ -310,10 +307,7 @@ impl KernelIr {
         let module = parse_bitcode(&context, &self.bitcode)?;
         {
             let mut live = self.live(&module);
-            for (i, e) in patch.edits.iter().enumerate() {
-                edit::apply_edit(&mut live, e)
-                    .map_err(|reason| IrError::InvalidEdit { edit: i, reason })?;
-            }
+            edit::replay(&mut live, &patch.edits)?;
         }
         module.verify().map_err(|e| IrError::Verify {
             message: one_line(&e.to_string()),

@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Runs the benchmarks and rewrites their sections of BENCHMARKS.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+cargo bench -p gevod --bench ir_pipeline

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what is missing and runs every check CI runs: formatting, clippy,
+# the whole test suite, fixture regeneration and the packaging invariants.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets -- -D warnings
+cargo build --workspace --all-targets
+
+# gevod links LLVM statically; gevo-client has no LLVM at all.
+if ldd target/debug/gevod | grep -qi libLLVM; then
+    echo "test: gevod links libLLVM dynamically" >&2; exit 1
+fi
+if cargo tree -p gevo-client --prefix none | grep -qiE '^(llvm-sys|inkwell)'; then
+    echo "test: gevo-client depends on LLVM" >&2; exit 1
+fi
+
+# The committed fixture IR is exactly what the script makes from the sources.
+scripts/gen-fixtures.sh >/dev/null
+git diff --exit-code --stat -- tests/fixtures || { echo "test: fixtures differ from scripts/gen-fixtures.sh output" >&2; exit 1; }
+
+cargo test --workspace
