@@ -2,3 +2,4 @@
 //! their LLVM IR (the GEVO method). See ARCHITECTURE.md for the module map.
 
 pub mod ir;
+pub mod sim;

@@ -59,6 +59,12 @@ enum Command {
         #[arg(short, long)]
         output: Option<PathBuf>,
     },
+    /// List the kernel's instructions with the ids patches use.
+    Ids {
+        kernel_ir: PathBuf,
+        #[arg(long)]
+        kernel: Option<String>,
+    },
     /// Show each edit of a patch and the IR diff it makes.
     Edits {
         kernel_ir: PathBuf,
@@ -126,6 +132,15 @@ fn run(cli: Cli) -> Result<()> {
                 .mutate(&mut rng, edits)
                 .with_context(|| kernel_ir.display().to_string())?;
             write_output(output.as_deref(), &(patch.to_json() + "\n"))
+        }
+        Command::Ids { kernel_ir, kernel } => {
+            let ir = load_kernel(&kernel_ir, kernel.as_deref(), None)?;
+            let out: String = ir
+                .listing()
+                .iter()
+                .map(|(id, text)| format!("{id:>6}  {text}\n"))
+                .collect();
+            write_output(None, &out)
         }
         Command::Edits {
             kernel_ir,

@@ -105,6 +105,32 @@ fn replay_in_fresh_processes_is_byte_identical() {
     }
 }
 
+/// The IR hash (and so every patch) does not depend on where the IR was read
+/// from, even for modules without a `source_filename` line.
+#[test]
+fn ir_hash_does_not_depend_on_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(common::kernel_fixture("vecadd")).unwrap();
+    let stripped: String = text
+        .lines()
+        .filter(|l| !l.starts_with("source_filename"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let hashes: Vec<String> = ["a.ll", "sub/b.ll"]
+        .iter()
+        .map(|name| {
+            let path = dir.path().join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &stripped).unwrap();
+            gevod::ir::KernelIr::load(&path, None)
+                .unwrap()
+                .ir_hash()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(hashes[0], hashes[1]);
+}
+
 #[test]
 fn edits_command_shows_each_edit_and_its_diff() {
     let dir = tempfile::tempdir().unwrap();

@@ -59,6 +59,8 @@ pub enum IrError {
     UnresolvedFunction { function: String },
     #[error("PTX code generation failed: {message}")]
     Codegen { message: String },
+    #[error("the simulator does not support {what}")]
+    Unsupported { what: String },
     #[error("no valid mutation found in {tries} tries")]
     MutationExhausted { tries: usize },
 }

@@ -11,6 +11,7 @@ mod edit;
 mod error;
 mod live;
 mod llvm;
+mod lower;
 mod mutate;
 pub mod patch;
 
@@ -103,6 +104,12 @@ impl KernelIr {
         let kernels = llvm::kernel_functions(module.as_mut_ptr());
         let kernel = choose_kernel(source, &kernels, kernel)?;
         module.set_name(MODULE_ID);
+        // Without a `source_filename` line LLVM names the module after the
+        // buffer, i.e. the path it was read from: canonical IR must not
+        // depend on that.
+        if module.get_source_file_name().to_bytes() == source.as_bytes() {
+            module.set_source_file_name(MODULE_ID);
+        }
         if let Err(e) = module.verify() {
             return Err(IrError::Verify {
                 message: format!("{source}: {}", one_line(&e.to_string())),
@@ -180,12 +187,14 @@ impl KernelIr {
 
     /// Replays `patch` and returns the verified IR text.
     pub fn apply(&self, patch: &Patch) -> Result<String, IrError> {
-        self.with_patched(patch, |_, module| Ok(module.print_to_string().to_string()))
+        self.with_patched(patch, |_, module, _| {
+            Ok(module.print_to_string().to_string())
+        })
     }
 
     /// Replays `patch`, verifies, and emits PTX.
     pub fn compile(&self, patch: &Patch, options: &CodegenOptions) -> Result<Compiled, IrError> {
-        self.with_patched(patch, |context, module| {
+        self.with_patched(patch, |context, module, _| {
             let ir = module.print_to_string().to_string();
             let ptx = codegen::emit_ptx(context, module, &self.kernels, options)?;
             Ok(Compiled {
@@ -193,6 +202,27 @@ impl KernelIr {
                 ir,
                 ptx,
             })
+        })
+    }
+
+    /// Every instruction of the original kernel with its id, as IR text.
+    pub fn listing(&self) -> Vec<(InstId, String)> {
+        let context = Context::create();
+        let module = parse_bitcode(&context, &self.bitcode).expect("canonical bitcode parses");
+        let live = self.live(&module);
+        live.live_instructions()
+            .into_iter()
+            .map(|inst| (live.id_of(inst), llvm::value_to_string(inst)))
+            .collect()
+    }
+
+    /// Replays `patch`, verifies, and lowers the kernel for the simulator.
+    pub fn lower(&self, patch: &Patch) -> Result<crate::sim::code::Program, IrError> {
+        self.with_patched(patch, |_, module, live| {
+            let function = module
+                .get_function(&self.kernel)
+                .expect("the canonical module holds the kernel");
+            lower::lower(module.as_mut_ptr(), function.as_value_ref(), live)
         })
     }
 
@@ -300,19 +330,17 @@ impl KernelIr {
     fn with_patched<T>(
         &self,
         patch: &Patch,
-        then: impl for<'c> FnOnce(&'c Context, &Module<'c>) -> Result<T, IrError>,
+        then: impl for<'c> FnOnce(&'c Context, &Module<'c>, &LiveFunction) -> Result<T, IrError>,
     ) -> Result<T, IrError> {
         self.check_patch(patch)?;
         let context = Context::create();
         let module = parse_bitcode(&context, &self.bitcode)?;
-        {
-            let mut live = self.live(&module);
-            edit::replay(&mut live, &patch.edits)?;
-        }
+        let mut live = self.live(&module);
+        edit::replay(&mut live, &patch.edits)?;
         module.verify().map_err(|e| IrError::Verify {
             message: one_line(&e.to_string()),
         })?;
-        then(&context, &module)
+        then(&context, &module, &live)
     }
 }
 

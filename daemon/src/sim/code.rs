@@ -1,0 +1,311 @@
+//! The simulator's compact form of a kernel: plain data, decoded once from
+//! LLVM IR by `ir::lower` and interpreted by `sim::exec`. Every operand is a
+//! register; constants live in registers preloaded from `Program::constants`.
+
+/// A register index into a thread's register file.
+pub type Reg = u32;
+
+#[derive(Debug, Clone)]
+pub struct Program {
+    pub kernel: String,
+    pub registers: u32,
+    /// Registers that hold constants: (register, raw bits).
+    pub constants: Vec<(Reg, u64)>,
+    /// Registers that receive the kernel parameters, in order.
+    pub params: Vec<ParamSlot>,
+    pub blocks: Vec<Block>,
+    /// Edges from a terminator to a block, with the phi copies they perform.
+    pub edges: Vec<Edge>,
+    /// Bytes of static shared memory (`addrspace(3)` globals, laid out in order).
+    pub static_shared_bytes: u64,
+    /// Read-only `addrspace(4)`/constant globals, indexed by the constant-space id.
+    pub constant_globals: Vec<Vec<u8>>,
+    /// Bytes of `alloca` stack per thread.
+    pub local_bytes: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParamSlot {
+    pub reg: Reg,
+    pub is_pointer: bool,
+    /// Bit width of an integer or float parameter.
+    pub bits: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct Block {
+    pub name: String,
+    pub insts: Vec<Inst>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Edge {
+    pub target: u32,
+    /// Phi copies (destination, source), performed as one parallel copy.
+    pub copies: Vec<(Reg, Reg)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Inst {
+    pub op: Op,
+    pub dst: Reg,
+    /// The edit engine's instruction id, for verdicts.
+    pub id: u32,
+    /// Cost weight (see `sim::cost`).
+    pub cost: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IntOp {
+    Add,
+    Sub,
+    Mul,
+    UDiv,
+    SDiv,
+    URem,
+    SRem,
+    Shl,
+    LShr,
+    AShr,
+    And,
+    Or,
+    Xor,
+    SMax,
+    SMin,
+    UMax,
+    UMin,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FloatOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    Min,
+    Max,
+    CopySign,
+    Pow,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FloatFn {
+    Neg,
+    Abs,
+    Sqrt,
+    Exp,
+    Exp2,
+    Log,
+    Log2,
+    Sin,
+    Cos,
+    Floor,
+    Ceil,
+    Trunc,
+    Round,
+    Rsqrt,
+}
+
+/// LLVM's icmp predicates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ICmp {
+    Eq,
+    Ne,
+    Ugt,
+    Uge,
+    Ult,
+    Ule,
+    Sgt,
+    Sge,
+    Slt,
+    Sle,
+}
+
+/// LLVM's fcmp predicates: `ordered` says NaN makes the result false
+/// (true for unordered ones); `cond` is the comparison otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FCmp {
+    pub cond: FCond,
+    pub unordered_result: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FCond {
+    False,
+    True,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    /// `ord`/`uno`: only the NaN test.
+    Ord,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cast {
+    Trunc,
+    ZExt,
+    SExt,
+    FpToUi,
+    FpToSi,
+    UiToFp,
+    SiToFp,
+    FpTrunc,
+    FpExt,
+    /// Same bits (bitcast, ptrtoint/inttoptr of equal width, addrspacecast).
+    Bits,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpecialReg {
+    TidX,
+    TidY,
+    TidZ,
+    NtidX,
+    NtidY,
+    NtidZ,
+    CtaidX,
+    CtaidY,
+    CtaidZ,
+    NctaidX,
+    NctaidY,
+    NctaidZ,
+    WarpSize,
+    LaneId,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RmwOp {
+    Xchg,
+    Add,
+    Sub,
+    And,
+    Or,
+    Xor,
+    Max,
+    Min,
+    UMax,
+    UMin,
+    FAdd,
+}
+
+/// A float operation's width: f32 (`single`) or f64.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FloatWidth {
+    F32,
+    F64,
+}
+
+/// A variable GEP index: (register, bit width, scale in bytes).
+pub type GepTerm = (Reg, u32, i64);
+
+#[derive(Debug, Clone)]
+pub enum Op {
+    Int {
+        op: IntOp,
+        bits: u32,
+        a: Reg,
+        b: Reg,
+    },
+    Float {
+        op: FloatOp,
+        width: FloatWidth,
+        a: Reg,
+        b: Reg,
+    },
+    FloatUnary {
+        f: FloatFn,
+        width: FloatWidth,
+        a: Reg,
+    },
+    Fma {
+        width: FloatWidth,
+        a: Reg,
+        b: Reg,
+        c: Reg,
+    },
+    IntAbs {
+        bits: u32,
+        a: Reg,
+    },
+    ICmp {
+        pred: ICmp,
+        bits: u32,
+        a: Reg,
+        b: Reg,
+    },
+    FCmp {
+        pred: FCmp,
+        width: FloatWidth,
+        a: Reg,
+        b: Reg,
+    },
+    Cast {
+        cast: Cast,
+        from_bits: u32,
+        to_bits: u32,
+        a: Reg,
+    },
+    Select {
+        cond: Reg,
+        a: Reg,
+        b: Reg,
+    },
+    /// `base + offset + sum(index * scale)`, indices sign-extended from their width.
+    Gep {
+        base: Reg,
+        offset: i64,
+        terms: Vec<(Reg, u32, i64)>,
+    },
+    Load {
+        ptr: Reg,
+        bytes: u32,
+    },
+    Store {
+        ptr: Reg,
+        value: Reg,
+        bytes: u32,
+    },
+    AtomicRmw {
+        op: RmwOp,
+        ptr: Reg,
+        value: Reg,
+        bytes: u32,
+    },
+    CmpXchg {
+        ptr: Reg,
+        expected: Reg,
+        new: Reg,
+        bytes: u32,
+    },
+    /// Frame offset of this alloca within the thread's local memory.
+    Alloca {
+        offset: u64,
+    },
+    Special(SpecialReg),
+    Barrier,
+    Fence,
+    /// No effect (lifetime markers, assumes).
+    Nop,
+    Br {
+        edge: u32,
+    },
+    CondBr {
+        cond: Reg,
+        if_true: u32,
+        if_false: u32,
+    },
+    Switch {
+        value: Reg,
+        bits: u32,
+        cases: Vec<(u64, u32)>,
+        default: u32,
+    },
+    Ret,
+    Unreachable,
+    /// Decoded but not simulated; reaching it is a verdict naming it.
+    Unsupported(String),
+}

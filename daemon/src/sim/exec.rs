@@ -1,0 +1,821 @@
+//! Runs a lowered kernel over its whole grid.
+//!
+//! Blocks are independent and run in parallel on worker threads. Inside a
+//! block, threads run one after another, each until it reaches a barrier or
+//! exits; when every live thread waits at the barrier, all continue. Shared
+//! memory carries a shadow per byte that catches races between two barriers
+//! and reads of bytes never written.
+
+use super::code::*;
+use super::cost;
+use super::memory::GlobalMemory;
+use super::pointer;
+use super::verdict::{Fault, Verdict};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaunchDims {
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub dynamic_shared_bytes: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RunStats {
+    /// Instructions executed (phi copies not counted).
+    pub steps: u64,
+    pub cost: u64,
+    /// The most steps any one block took.
+    pub max_block_steps: u64,
+}
+
+/// Each block may execute at most this many instructions.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub block_step_budget: u64,
+}
+
+/// Runs `program` once over the grid. `args` are the raw parameter values
+/// (global pointers already tagged). Results do not depend on `workers`.
+pub fn run(
+    program: &Program,
+    dims: &LaunchDims,
+    args: &[u64],
+    memory: &GlobalMemory,
+    limits: Limits,
+    workers: usize,
+) -> Result<RunStats, Verdict> {
+    let [gx, gy, gz] = dims.grid;
+    let blocks = gx as usize * gy as usize * gz as usize;
+    let next = AtomicUsize::new(0);
+    // Lowest failing block index so far: later blocks need not run.
+    let first_failure = AtomicUsize::new(usize::MAX);
+    let worker_results: Vec<Vec<(usize, Result<RunStats, Verdict>)>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..workers.clamp(1, blocks.max(1)))
+            .map(|_| {
+                s.spawn(|| {
+                    let mut results = Vec::new();
+                    loop {
+                        let b = next.fetch_add(1, Ordering::Relaxed);
+                        if b >= blocks || b > first_failure.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        let cta = [b as u32 % gx, (b as u32 / gx) % gy, b as u32 / (gx * gy)];
+                        let r = BlockRun::new(program, dims, cta, args, memory, limits).run();
+                        if r.is_err() {
+                            first_failure.fetch_min(b, Ordering::Relaxed);
+                        }
+                        results.push((b, r));
+                    }
+                    results
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("simulator worker"))
+            .collect()
+    });
+    let mut results: Vec<(usize, Result<RunStats, Verdict>)> =
+        worker_results.into_iter().flatten().collect();
+    results.sort_by_key(|(b, _)| *b);
+    let mut total = RunStats::default();
+    for (_, r) in results {
+        let s = r?;
+        total.steps += s.steps;
+        total.cost += s.cost;
+        total.max_block_steps = total.max_block_steps.max(s.max_block_steps);
+    }
+    Ok(total)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Status {
+    Running,
+    AtBarrier,
+    Exited,
+}
+
+struct Thread {
+    regs: Vec<u64>,
+    block: u32,
+    pc: u32,
+    status: Status,
+    local: Vec<u8>,
+    tid: [u32; 3],
+}
+
+const NO_THREAD: u32 = u32::MAX;
+const MANY: u32 = u32::MAX - 1;
+
+/// Per shared byte: who wrote and who read it in which barrier interval.
+#[derive(Clone, Copy)]
+struct Shadow {
+    written: bool,
+    write_epoch: u32,
+    writer: u32,
+    read_epoch: u32,
+    reader: u32,
+}
+
+struct BlockRun<'a> {
+    program: &'a Program,
+    dims: &'a LaunchDims,
+    cta: [u32; 3],
+    memory: &'a GlobalMemory,
+    limits: Limits,
+    threads: Vec<Thread>,
+    shared: Vec<u8>,
+    shadow: Vec<Shadow>,
+    epoch: u32,
+    steps: u64,
+    cost: u64,
+    copy_buffer: Vec<u64>,
+}
+
+impl<'a> BlockRun<'a> {
+    fn new(
+        program: &'a Program,
+        dims: &'a LaunchDims,
+        cta: [u32; 3],
+        args: &[u64],
+        memory: &'a GlobalMemory,
+        limits: Limits,
+    ) -> Self {
+        let mut template = vec![0u64; program.registers as usize];
+        for &(r, bits) in &program.constants {
+            template[r as usize] = bits;
+        }
+        for (slot, &value) in program.params.iter().zip(args) {
+            template[slot.reg as usize] = value;
+        }
+        let [bx, by, bz] = dims.block;
+        let mut threads = Vec::with_capacity((bx * by * bz) as usize);
+        for z in 0..bz {
+            for y in 0..by {
+                for x in 0..bx {
+                    threads.push(Thread {
+                        regs: template.clone(),
+                        block: 0,
+                        pc: 0,
+                        status: Status::Running,
+                        local: vec![0; program.local_bytes as usize],
+                        tid: [x, y, z],
+                    });
+                }
+            }
+        }
+        let shared_bytes = (program.static_shared_bytes + dims.dynamic_shared_bytes) as usize;
+        BlockRun {
+            program,
+            dims,
+            cta,
+            memory,
+            limits,
+            threads,
+            shared: vec![0; shared_bytes],
+            shadow: vec![
+                Shadow {
+                    written: false,
+                    write_epoch: 0,
+                    writer: NO_THREAD,
+                    read_epoch: 0,
+                    reader: NO_THREAD,
+                };
+                shared_bytes
+            ],
+            epoch: 1,
+            steps: 0,
+            cost: 0,
+            copy_buffer: Vec::new(),
+        }
+    }
+
+    fn run(mut self) -> Result<RunStats, Verdict> {
+        loop {
+            for t in 0..self.threads.len() {
+                if self.threads[t].status == Status::Running {
+                    self.run_thread(t)?;
+                }
+            }
+            let waiting = self
+                .threads
+                .iter()
+                .filter(|t| t.status == Status::AtBarrier)
+                .count();
+            if waiting == 0 {
+                break;
+            }
+            // Every live thread is at the barrier (exited threads count as
+            // arrived, as on sm_70 and later): start a new interval.
+            self.epoch += 1;
+            for t in &mut self.threads {
+                if t.status == Status::AtBarrier {
+                    t.status = Status::Running;
+                }
+            }
+        }
+        Ok(RunStats {
+            steps: self.steps,
+            cost: self.cost,
+            max_block_steps: self.steps,
+        })
+    }
+
+    fn verdict(&self, t: usize, inst: &Inst, fault: Fault) -> Verdict {
+        let th = &self.threads[t];
+        Verdict {
+            fault,
+            instruction: inst.id,
+            block: self.program.blocks[th.block as usize].name.clone(),
+            cta: self.cta,
+            thread: th.tid,
+        }
+    }
+
+    fn take_edge(&mut self, t: usize, edge: u32) {
+        let e = &self.program.edges[edge as usize];
+        let th = &mut self.threads[t];
+        if !e.copies.is_empty() {
+            self.copy_buffer.clear();
+            self.copy_buffer
+                .extend(e.copies.iter().map(|&(_, src)| th.regs[src as usize]));
+            for (&(dst, _), &v) in e.copies.iter().zip(&self.copy_buffer) {
+                th.regs[dst as usize] = v;
+            }
+        }
+        th.block = e.target;
+        th.pc = 0;
+    }
+
+    fn run_thread(&mut self, t: usize) -> Result<(), Verdict> {
+        let program = self.program;
+        loop {
+            let th = &mut self.threads[t];
+            let inst = &program.blocks[th.block as usize].insts[th.pc as usize];
+            th.pc += 1;
+            self.steps += 1;
+            self.cost += u64::from(inst.cost);
+            if self.steps > self.limits.block_step_budget {
+                return Err(self.verdict(
+                    t,
+                    inst,
+                    Fault::StepBudget {
+                        budget: self.limits.block_step_budget,
+                    },
+                ));
+            }
+            let r = |reg: Reg| th.regs[reg as usize];
+            let value = match &inst.op {
+                Op::Int { op, bits, a, b } => int_op(*op, *bits, r(*a), r(*b)),
+                Op::Float { op, width, a, b } => float_op(*op, *width, r(*a), r(*b)),
+                Op::FloatUnary { f, width, a } => float_fn(*f, *width, r(*a)),
+                Op::Fma { width, a, b, c } => match width {
+                    FloatWidth::F32 => {
+                        u64::from(f32b(r(*a)).mul_add(f32b(r(*b)), f32b(r(*c))).to_bits())
+                    }
+                    FloatWidth::F64 => f64::from_bits(r(*a))
+                        .mul_add(f64::from_bits(r(*b)), f64::from_bits(r(*c)))
+                        .to_bits(),
+                },
+                Op::IntAbs { bits, a } => (sext(r(*a), *bits).wrapping_abs() as u64) & mask(*bits),
+                Op::ICmp { pred, bits, a, b } => u64::from(icmp(*pred, *bits, r(*a), r(*b))),
+                Op::FCmp { pred, width, a, b } => u64::from(fcmp(*pred, *width, r(*a), r(*b))),
+                Op::Cast {
+                    cast,
+                    from_bits,
+                    to_bits,
+                    a,
+                } => cast_value(*cast, *from_bits, *to_bits, r(*a)),
+                Op::Select { cond, a, b } => {
+                    if r(*cond) & 1 == 1 {
+                        r(*a)
+                    } else {
+                        r(*b)
+                    }
+                }
+                Op::Gep {
+                    base,
+                    offset,
+                    terms,
+                } => {
+                    let mut p = r(*base).wrapping_add(*offset as u64);
+                    for &(idx, bits, scale) in terms {
+                        p = p.wrapping_add(sext(r(idx), bits).wrapping_mul(scale) as u64);
+                    }
+                    p
+                }
+                Op::Special(s) => u64::from(self.special(t, *s)),
+                Op::Load { ptr, bytes } => {
+                    let p = r(*ptr);
+                    self.load(t, inst, p, *bytes)?
+                }
+                Op::Store { ptr, value, bytes } => {
+                    let (p, v) = (r(*ptr), r(*value));
+                    self.store(t, inst, p, v, *bytes)?;
+                    continue;
+                }
+                Op::AtomicRmw {
+                    op,
+                    ptr,
+                    value,
+                    bytes,
+                } => {
+                    let (p, v) = (r(*ptr), r(*value));
+                    self.atomic(t, inst, p, *bytes, |old| rmw(*op, *bytes, old, v))?
+                }
+                Op::CmpXchg {
+                    ptr,
+                    expected,
+                    new,
+                    bytes,
+                } => {
+                    let (p, e, n) = (r(*ptr), r(*expected), r(*new));
+                    // The result is { old, success }; only `old` is modelled.
+                    self.atomic(t, inst, p, *bytes, |old| if old == e { n } else { old })?
+                }
+                Op::Alloca { offset } => pointer::make(pointer::LOCAL, 0, *offset),
+                Op::Barrier => {
+                    self.threads[t].status = Status::AtBarrier;
+                    return Ok(());
+                }
+                Op::Fence | Op::Nop => continue,
+                Op::Br { edge } => {
+                    let edge = *edge;
+                    self.take_edge(t, edge);
+                    continue;
+                }
+                Op::CondBr {
+                    cond,
+                    if_true,
+                    if_false,
+                } => {
+                    let edge = if r(*cond) & 1 == 1 {
+                        *if_true
+                    } else {
+                        *if_false
+                    };
+                    self.take_edge(t, edge);
+                    continue;
+                }
+                Op::Switch {
+                    value,
+                    bits,
+                    cases,
+                    default,
+                } => {
+                    let v = r(*value) & mask(*bits);
+                    let edge = cases
+                        .iter()
+                        .find(|(c, _)| *c == v)
+                        .map_or(*default, |&(_, e)| e);
+                    self.take_edge(t, edge);
+                    continue;
+                }
+                Op::Ret => {
+                    self.threads[t].status = Status::Exited;
+                    return Ok(());
+                }
+                Op::Unreachable => return Err(self.verdict(t, inst, Fault::Unreachable)),
+                Op::Unsupported(what) => {
+                    return Err(self.verdict(t, inst, Fault::Unsupported { what: what.clone() }));
+                }
+            };
+            self.threads[t].regs[inst.dst as usize] = value;
+        }
+    }
+
+    fn special(&self, t: usize, s: SpecialReg) -> u32 {
+        let tid = self.threads[t].tid;
+        let (b, g, c) = (self.dims.block, self.dims.grid, self.cta);
+        match s {
+            SpecialReg::TidX => tid[0],
+            SpecialReg::TidY => tid[1],
+            SpecialReg::TidZ => tid[2],
+            SpecialReg::NtidX => b[0],
+            SpecialReg::NtidY => b[1],
+            SpecialReg::NtidZ => b[2],
+            SpecialReg::CtaidX => c[0],
+            SpecialReg::CtaidY => c[1],
+            SpecialReg::CtaidZ => c[2],
+            SpecialReg::NctaidX => g[0],
+            SpecialReg::NctaidY => g[1],
+            SpecialReg::NctaidZ => g[2],
+            SpecialReg::WarpSize => 32,
+            SpecialReg::LaneId => (t as u32) % 32,
+        }
+    }
+
+    fn out_of_bounds(&self, t: usize, inst: &Inst, p: u64, bytes: u32) -> Verdict {
+        let (space, index, offset) = pointer::split(p);
+        self.verdict(
+            t,
+            inst,
+            Fault::OutOfBounds {
+                space: pointer::space_name(space),
+                buffer: index,
+                offset,
+                bytes,
+            },
+        )
+    }
+
+    /// Checks a shared access against the shadow and records it.
+    fn track_shared(
+        &mut self,
+        t: usize,
+        inst: &Inst,
+        offset: usize,
+        bytes: u32,
+        write: bool,
+    ) -> Result<(), Verdict> {
+        let me = t as u32;
+        for i in offset..offset + bytes as usize {
+            let s = self.shadow[i];
+            let conflict = if write {
+                (s.write_epoch == self.epoch && s.writer != me)
+                    || (s.read_epoch == self.epoch && s.reader != me)
+            } else {
+                s.write_epoch == self.epoch && s.writer != me
+            };
+            if conflict {
+                let other = if s.write_epoch == self.epoch && s.writer != me {
+                    s.writer
+                } else {
+                    s.reader
+                };
+                let other_thread = (other < MANY).then(|| self.threads[other as usize].tid);
+                return Err(self.verdict(
+                    t,
+                    inst,
+                    Fault::SharedRace {
+                        offset: i as u64,
+                        other_thread,
+                        write,
+                    },
+                ));
+            }
+            if !write && !s.written {
+                return Err(self.verdict(t, inst, Fault::UninitializedShared { offset: i as u64 }));
+            }
+            let s = &mut self.shadow[i];
+            if write {
+                s.written = true;
+                s.write_epoch = self.epoch;
+                s.writer = me;
+            } else if s.read_epoch != self.epoch {
+                s.read_epoch = self.epoch;
+                s.reader = me;
+            } else if s.reader != me {
+                s.reader = MANY;
+            }
+        }
+        Ok(())
+    }
+
+    fn load(&mut self, t: usize, inst: &Inst, p: u64, bytes: u32) -> Result<u64, Verdict> {
+        let (space, index, offset) = pointer::split(p);
+        self.cost += cost::memory_weight(space);
+        let end = offset + u64::from(bytes);
+        let value = match space {
+            pointer::GLOBAL => self.memory.read(index, offset, bytes),
+            pointer::SHARED if end <= self.shared.len() as u64 => {
+                self.track_shared(t, inst, offset as usize, bytes, false)?;
+                Some(read_le(&self.shared[offset as usize..end as usize]))
+            }
+            pointer::LOCAL if end <= self.threads[t].local.len() as u64 => Some(read_le(
+                &self.threads[t].local[offset as usize..end as usize],
+            )),
+            pointer::CONSTANT => self
+                .program
+                .constant_globals
+                .get(index)
+                .filter(|g| end <= g.len() as u64)
+                .map(|g| read_le(&g[offset as usize..end as usize])),
+            _ => None,
+        };
+        value.ok_or_else(|| self.out_of_bounds(t, inst, p, bytes))
+    }
+
+    fn store(&mut self, t: usize, inst: &Inst, p: u64, v: u64, bytes: u32) -> Result<(), Verdict> {
+        let (space, index, offset) = pointer::split(p);
+        self.cost += cost::memory_weight(space);
+        let end = offset + u64::from(bytes);
+        let ok = match space {
+            pointer::GLOBAL => self.memory.write(index, offset, bytes, v),
+            pointer::SHARED if end <= self.shared.len() as u64 => {
+                self.track_shared(t, inst, offset as usize, bytes, true)?;
+                write_le(&mut self.shared[offset as usize..end as usize], v);
+                true
+            }
+            pointer::LOCAL if end <= self.threads[t].local.len() as u64 => {
+                write_le(&mut self.threads[t].local[offset as usize..end as usize], v);
+                true
+            }
+            _ => false,
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(self.out_of_bounds(t, inst, p, bytes))
+        }
+    }
+
+    /// Read-modify-write; atomics never race, so shared ones skip the shadow
+    /// checks (but mark the bytes written).
+    fn atomic(
+        &mut self,
+        t: usize,
+        inst: &Inst,
+        p: u64,
+        bytes: u32,
+        f: impl Fn(u64) -> u64,
+    ) -> Result<u64, Verdict> {
+        let (space, index, offset) = pointer::split(p);
+        self.cost += cost::memory_weight(space);
+        let end = offset + u64::from(bytes);
+        let old = match space {
+            pointer::GLOBAL => self.memory.update(index, offset, bytes, &f),
+            pointer::SHARED if end <= self.shared.len() as u64 => {
+                let range = offset as usize..end as usize;
+                let old = read_le(&self.shared[range.clone()]);
+                write_le(&mut self.shared[range.clone()], f(old));
+                for s in &mut self.shadow[range] {
+                    s.written = true;
+                }
+                Some(old)
+            }
+            pointer::LOCAL if end <= self.threads[t].local.len() as u64 => {
+                let range = offset as usize..end as usize;
+                let local = &mut self.threads[t].local;
+                let old = read_le(&local[range.clone()]);
+                write_le(&mut local[range], f(old));
+                Some(old)
+            }
+            _ => None,
+        };
+        old.ok_or_else(|| self.out_of_bounds(t, inst, p, bytes))
+    }
+}
+
+fn read_le(bytes: &[u8]) -> u64 {
+    let mut buf = [0u8; 8];
+    buf[..bytes.len()].copy_from_slice(bytes);
+    u64::from_le_bytes(buf)
+}
+
+fn write_le(dst: &mut [u8], v: u64) {
+    let n = dst.len();
+    dst.copy_from_slice(&v.to_le_bytes()[..n]);
+}
+
+pub(crate) fn mask(bits: u32) -> u64 {
+    if bits >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    }
+}
+
+fn sext(v: u64, bits: u32) -> i64 {
+    if bits >= 64 {
+        v as i64
+    } else {
+        let shift = 64 - bits;
+        ((v << shift) as i64) >> shift
+    }
+}
+
+fn f32b(v: u64) -> f32 {
+    f32::from_bits(v as u32)
+}
+
+/// Integer semantics at `bits` width. Cases LLVM leaves undefined get PTX's
+/// answers: division by zero gives all ones (unsigned) or -1 / the dividend,
+/// shifts by the width or more give zero (or the sign for `ashr`).
+fn int_op(op: IntOp, bits: u32, a: u64, b: u64) -> u64 {
+    let m = mask(bits);
+    let (a, b) = (a & m, b & m);
+    let (sa, sb) = (sext(a, bits), sext(b, bits));
+    let r = match op {
+        IntOp::Add => a.wrapping_add(b),
+        IntOp::Sub => a.wrapping_sub(b),
+        IntOp::Mul => a.wrapping_mul(b),
+        IntOp::UDiv => a.checked_div(b).unwrap_or(m),
+        IntOp::SDiv => {
+            if sb == 0 {
+                m
+            } else {
+                sa.wrapping_div(sb) as u64
+            }
+        }
+        IntOp::URem => a.checked_rem(b).unwrap_or(a),
+        IntOp::SRem => {
+            if sb == 0 {
+                a
+            } else {
+                sa.wrapping_rem(sb) as u64
+            }
+        }
+        IntOp::Shl => {
+            if b >= u64::from(bits) {
+                0
+            } else {
+                a << b
+            }
+        }
+        IntOp::LShr => {
+            if b >= u64::from(bits) {
+                0
+            } else {
+                a >> b
+            }
+        }
+        IntOp::AShr => (sa >> b.min(u64::from(bits) - 1)) as u64,
+        IntOp::And => a & b,
+        IntOp::Or => a | b,
+        IntOp::Xor => a ^ b,
+        IntOp::SMax => sa.max(sb) as u64,
+        IntOp::SMin => sa.min(sb) as u64,
+        IntOp::UMax => a.max(b),
+        IntOp::UMin => a.min(b),
+    };
+    r & m
+}
+
+fn float_op(op: FloatOp, width: FloatWidth, a: u64, b: u64) -> u64 {
+    match width {
+        FloatWidth::F32 => {
+            let (x, y) = (f32b(a), f32b(b));
+            let r = match op {
+                FloatOp::Add => x + y,
+                FloatOp::Sub => x - y,
+                FloatOp::Mul => x * y,
+                FloatOp::Div => x / y,
+                FloatOp::Rem => x % y,
+                FloatOp::Min => x.min(y),
+                FloatOp::Max => x.max(y),
+                FloatOp::CopySign => x.copysign(y),
+                FloatOp::Pow => x.powf(y),
+            };
+            u64::from(r.to_bits())
+        }
+        FloatWidth::F64 => {
+            let (x, y) = (f64::from_bits(a), f64::from_bits(b));
+            let r = match op {
+                FloatOp::Add => x + y,
+                FloatOp::Sub => x - y,
+                FloatOp::Mul => x * y,
+                FloatOp::Div => x / y,
+                FloatOp::Rem => x % y,
+                FloatOp::Min => x.min(y),
+                FloatOp::Max => x.max(y),
+                FloatOp::CopySign => x.copysign(y),
+                FloatOp::Pow => x.powf(y),
+            };
+            r.to_bits()
+        }
+    }
+}
+
+macro_rules! apply_float_fn {
+    ($f:expr, $x:expr) => {
+        match $f {
+            FloatFn::Neg => -$x,
+            FloatFn::Abs => $x.abs(),
+            FloatFn::Sqrt => $x.sqrt(),
+            FloatFn::Exp => $x.exp(),
+            FloatFn::Exp2 => $x.exp2(),
+            FloatFn::Log => $x.ln(),
+            FloatFn::Log2 => $x.log2(),
+            FloatFn::Sin => $x.sin(),
+            FloatFn::Cos => $x.cos(),
+            FloatFn::Floor => $x.floor(),
+            FloatFn::Ceil => $x.ceil(),
+            FloatFn::Trunc => $x.trunc(),
+            FloatFn::Round => $x.round(),
+            FloatFn::Rsqrt => 1.0 / $x.sqrt(),
+        }
+    };
+}
+
+fn float_fn(f: FloatFn, width: FloatWidth, a: u64) -> u64 {
+    match width {
+        FloatWidth::F32 => u64::from(apply_float_fn!(f, f32b(a)).to_bits()),
+        FloatWidth::F64 => apply_float_fn!(f, f64::from_bits(a)).to_bits(),
+    }
+}
+
+fn icmp(pred: ICmp, bits: u32, a: u64, b: u64) -> bool {
+    let m = mask(bits);
+    let (a, b) = (a & m, b & m);
+    let (sa, sb) = (sext(a, bits), sext(b, bits));
+    match pred {
+        ICmp::Eq => a == b,
+        ICmp::Ne => a != b,
+        ICmp::Ugt => a > b,
+        ICmp::Uge => a >= b,
+        ICmp::Ult => a < b,
+        ICmp::Ule => a <= b,
+        ICmp::Sgt => sa > sb,
+        ICmp::Sge => sa >= sb,
+        ICmp::Slt => sa < sb,
+        ICmp::Sle => sa <= sb,
+    }
+}
+
+fn fcmp(pred: FCmp, width: FloatWidth, a: u64, b: u64) -> bool {
+    let (x, y) = match width {
+        FloatWidth::F32 => (f64::from(f32b(a)), f64::from(f32b(b))),
+        FloatWidth::F64 => (f64::from_bits(a), f64::from_bits(b)),
+    };
+    if x.is_nan() || y.is_nan() {
+        return pred.unordered_result;
+    }
+    match pred.cond {
+        FCond::False => false,
+        FCond::True | FCond::Ord => true,
+        FCond::Eq => x == y,
+        FCond::Ne => x != y,
+        FCond::Lt => x < y,
+        FCond::Le => x <= y,
+        FCond::Gt => x > y,
+        FCond::Ge => x >= y,
+    }
+}
+
+fn to_float(v: f64, bits: u32) -> u64 {
+    if bits == 32 {
+        u64::from((v as f32).to_bits())
+    } else {
+        v.to_bits()
+    }
+}
+
+fn from_float(v: u64, bits: u32) -> f64 {
+    if bits == 32 {
+        f64::from(f32b(v))
+    } else {
+        f64::from_bits(v)
+    }
+}
+
+/// Float-to-integer conversions saturate and map NaN to 0, as PTX's `cvt.rzi` does.
+fn cast_value(cast: Cast, from_bits: u32, to_bits: u32, a: u64) -> u64 {
+    let m = mask(to_bits);
+    match cast {
+        Cast::Trunc | Cast::ZExt | Cast::Bits => a & m,
+        Cast::SExt => (sext(a, from_bits) as u64) & m,
+        Cast::FpToSi => {
+            let v = from_float(a, from_bits);
+            let lo = -(2f64.powi(to_bits as i32 - 1));
+            (v.clamp(lo, -lo - 1.0) as i64 as u64) & m
+        }
+        Cast::FpToUi => {
+            let v = from_float(a, from_bits);
+            (v.clamp(0.0, m as f64) as u64) & m
+        }
+        Cast::UiToFp => {
+            if to_bits == 32 {
+                u64::from((a as f32).to_bits())
+            } else {
+                (a as f64).to_bits()
+            }
+        }
+        Cast::SiToFp => {
+            let s = sext(a, from_bits);
+            if to_bits == 32 {
+                u64::from((s as f32).to_bits())
+            } else {
+                (s as f64).to_bits()
+            }
+        }
+        Cast::FpTrunc | Cast::FpExt => to_float(from_float(a, from_bits), to_bits),
+    }
+}
+
+fn rmw(op: RmwOp, bytes: u32, old: u64, v: u64) -> u64 {
+    let bits = bytes * 8;
+    match op {
+        RmwOp::Xchg => v,
+        RmwOp::Add => int_op(IntOp::Add, bits, old, v),
+        RmwOp::Sub => int_op(IntOp::Sub, bits, old, v),
+        RmwOp::And => old & v,
+        RmwOp::Or => old | v,
+        RmwOp::Xor => old ^ v,
+        RmwOp::Max => int_op(IntOp::SMax, bits, old, v),
+        RmwOp::Min => int_op(IntOp::SMin, bits, old, v),
+        RmwOp::UMax => int_op(IntOp::UMax, bits, old, v),
+        RmwOp::UMin => int_op(IntOp::UMin, bits, old, v),
+        RmwOp::FAdd => float_op(
+            FloatOp::Add,
+            if bits == 32 {
+                FloatWidth::F32
+            } else {
+                FloatWidth::F64
+            },
+            old,
+            v,
+        ),
+    }
+}

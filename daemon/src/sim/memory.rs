@@ -1,0 +1,121 @@
+//! Global memory: one buffer per kernel buffer argument, shared by the worker
+//! threads that run blocks in parallel. Words are relaxed atomics, so blocks
+//! that a mutated kernel makes touch the same bytes cannot cause undefined
+//! behaviour here (on x86-64 relaxed loads and stores are plain moves).
+
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+
+pub struct GlobalMemory {
+    buffers: Vec<Buffer>,
+}
+
+struct Buffer {
+    words: Vec<AtomicU32>,
+    len: u64,
+}
+
+impl Buffer {
+    fn byte(&self, i: u64) -> u8 {
+        (self.words[(i / 4) as usize].load(Relaxed) >> (8 * (i % 4))) as u8
+    }
+
+    fn set_byte(&self, i: u64, b: u8) {
+        let shift = 8 * (i % 4);
+        let _ = self.words[(i / 4) as usize].fetch_update(Relaxed, Relaxed, |w| {
+            Some((w & !(0xff << shift)) | (u32::from(b) << shift))
+        });
+    }
+}
+
+impl GlobalMemory {
+    pub fn new(contents: &[&[u8]]) -> Self {
+        let buffers = contents
+            .iter()
+            .map(|bytes| {
+                let words = bytes
+                    .chunks(4)
+                    .map(|c| {
+                        let mut w = [0u8; 4];
+                        w[..c.len()].copy_from_slice(c);
+                        AtomicU32::new(u32::from_le_bytes(w))
+                    })
+                    .collect();
+                Buffer {
+                    words,
+                    len: bytes.len() as u64,
+                }
+            })
+            .collect();
+        GlobalMemory { buffers }
+    }
+
+    pub fn contents(&self, index: usize) -> Vec<u8> {
+        let b = &self.buffers[index];
+        (0..b.len).map(|i| b.byte(i)).collect()
+    }
+
+    fn buffer(&self, index: usize, offset: u64, bytes: u32) -> Option<&Buffer> {
+        self.buffers.get(index).filter(|b| {
+            offset
+                .checked_add(u64::from(bytes))
+                .is_some_and(|end| end <= b.len)
+        })
+    }
+
+    /// Little-endian value of `bytes` bytes at `offset`, or `None` out of bounds.
+    pub fn read(&self, index: usize, offset: u64, bytes: u32) -> Option<u64> {
+        let b = self.buffer(index, offset, bytes)?;
+        if bytes == 4 && offset % 4 == 0 {
+            return Some(u64::from(b.words[(offset / 4) as usize].load(Relaxed)));
+        }
+        if bytes == 8 && offset % 4 == 0 {
+            let w = (offset / 4) as usize;
+            return Some(
+                u64::from(b.words[w].load(Relaxed))
+                    | (u64::from(b.words[w + 1].load(Relaxed)) << 32),
+            );
+        }
+        Some((0..u64::from(bytes)).fold(0, |v, i| v | (u64::from(b.byte(offset + i)) << (8 * i))))
+    }
+
+    /// Writes the low `bytes` bytes of `v`; false when out of bounds.
+    pub fn write(&self, index: usize, offset: u64, bytes: u32, v: u64) -> bool {
+        let Some(b) = self.buffer(index, offset, bytes) else {
+            return false;
+        };
+        if bytes == 4 && offset % 4 == 0 {
+            b.words[(offset / 4) as usize].store(v as u32, Relaxed);
+        } else if bytes == 8 && offset % 4 == 0 {
+            let w = (offset / 4) as usize;
+            b.words[w].store(v as u32, Relaxed);
+            b.words[w + 1].store((v >> 32) as u32, Relaxed);
+        } else {
+            for i in 0..u64::from(bytes) {
+                b.set_byte(offset + i, (v >> (8 * i)) as u8);
+            }
+        }
+        true
+    }
+
+    /// Atomic read-modify-write of an aligned 4- or 8-byte value; returns the old value.
+    pub fn update(
+        &self,
+        index: usize,
+        offset: u64,
+        bytes: u32,
+        f: &dyn Fn(u64) -> u64,
+    ) -> Option<u64> {
+        let b = self.buffer(index, offset, bytes)?;
+        if bytes == 4 && offset % 4 == 0 {
+            let old = b.words[(offset / 4) as usize]
+                .fetch_update(Relaxed, Relaxed, |w| Some(f(u64::from(w)) as u32))
+                .expect("update closure always returns Some");
+            return Some(u64::from(old));
+        }
+        // Wider or unaligned atomics: not atomic across worker threads, but
+        // deterministic within a block.
+        let old = self.read(index, offset, bytes)?;
+        self.write(index, offset, bytes, f(old));
+        Some(old)
+    }
+}
