@@ -4,3 +4,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 cargo bench -p gevod --bench ir_pipeline
+cargo bench -p gevod --bench sim_speed

@@ -1,5 +1,7 @@
 //! gevod: evolves faster variants of CUDA kernels by genetic improvement of
 //! their LLVM IR (the GEVO method). See ARCHITECTURE.md for the module map.
 
+pub mod eval;
 pub mod ir;
 pub mod sim;
+pub mod spec;

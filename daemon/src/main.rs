@@ -3,7 +3,9 @@
 
 use anyhow::{Context as _, Result};
 use clap::{Parser, Subcommand};
+use gevod::eval::{Evaluator, TestResult};
 use gevod::ir::{CodegenOptions, IrError, KernelIr, Patch, DEFAULT_ARCH};
+use gevod::spec::TestSet;
 use rand::SeedableRng;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -47,6 +49,22 @@ enum Command {
         #[arg(short, long)]
         output: Option<PathBuf>,
     },
+    /// Run a kernel spec's tests (optionally with a patch) and report each.
+    Run {
+        spec: PathBuf,
+        #[arg(long)]
+        patch: Option<PathBuf>,
+        #[arg(long, value_enum, default_value = "all")]
+        tests: Tests,
+        /// Only the CPU simulator exists so far.
+        #[arg(long, value_enum, default_value = "sim")]
+        backend: Backend,
+        /// Simulator worker threads (default: all cores).
+        #[arg(long)]
+        workers: Option<usize>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Write a patch of K random valid edits.
     Mutate {
         kernel_ir: PathBuf,
@@ -73,6 +91,18 @@ enum Command {
         #[arg(long)]
         patch: PathBuf,
     },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Tests {
+    Train,
+    Heldout,
+    All,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Backend {
+    Sim,
 }
 
 fn main() {
@@ -133,6 +163,45 @@ fn run(cli: Cli) -> Result<()> {
                 .with_context(|| kernel_ir.display().to_string())?;
             write_output(output.as_deref(), &(patch.to_json() + "\n"))
         }
+        Command::Run {
+            spec,
+            patch,
+            tests,
+            backend: Backend::Sim,
+            workers,
+            json,
+        } => {
+            let spec_file = spec;
+            let spec = gevod::spec::load(&spec_file)?;
+            let workers = workers
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+            let evaluator = Evaluator::new(spec, workers)?;
+            let patch = match &patch {
+                Some(p) => read_patch(p)?,
+                None => evaluator.ir().empty_patch(),
+            };
+            let set = match tests {
+                Tests::Train => TestSet::Train,
+                Tests::Heldout => TestSet::Heldout,
+                Tests::All => TestSet::All,
+            };
+            let results = evaluator.evaluate(&patch, set)?;
+            let text = if json {
+                results_json(&results)
+            } else {
+                results_table(&results)
+            };
+            write_output(None, &text)?;
+            let failed = results.iter().filter(|r| !r.passed()).count();
+            if failed > 0 {
+                anyhow::bail!(
+                    "{}: {failed} of {} tests failed",
+                    spec_file.display(),
+                    results.len()
+                );
+            }
+            Ok(())
+        }
         Command::Ids { kernel_ir, kernel } => {
             let ir = load_kernel(&kernel_ir, kernel.as_deref(), None)?;
             let out: String = ir
@@ -178,6 +247,48 @@ fn run(cli: Cli) -> Result<()> {
 
 /// Loads a kernel; when the module has several and none is named, the
 /// patch's kernel is taken. Library errors already name the file.
+fn results_table(results: &[TestResult]) -> String {
+    let mut out = format!(
+        "{:<12} {:<22} {:>14} {:>8} {:>12}\n",
+        "test", "verdict", "cost", "ratio", "error"
+    );
+    for r in results {
+        let verdict = r.failure.as_ref().map_or("pass", |f| f.kind());
+        let cost = r.cost.map_or("-".into(), |c| c.to_string());
+        let ratio = r.cost.map_or("-".into(), |c| {
+            format!("{:.3}", c as f64 / r.original_cost as f64)
+        });
+        let error = r.error.map_or("-".into(), |e| format!("{e:.3e}"));
+        out += &format!(
+            "{:<12} {:<22} {:>14} {:>8} {:>12}\n",
+            r.test, verdict, cost, ratio, error
+        );
+        if let Some(f) = &r.failure {
+            out += &format!("  {f}\n");
+        }
+    }
+    out
+}
+
+fn results_json(results: &[TestResult]) -> String {
+    let rows: Vec<serde_json::Value> = results
+        .iter()
+        .map(|r| {
+            serde_json::json!({
+                "test": r.test,
+                "passed": r.passed(),
+                "verdict": r.failure.as_ref().map_or("pass", |f| f.kind()),
+                "reason": r.failure.as_ref().map(|f| f.to_string()),
+                "cost": r.cost,
+                "original_cost": r.original_cost,
+                "cost_ratio": r.cost.map(|c| c as f64 / r.original_cost as f64),
+                "error": r.error,
+            })
+        })
+        .collect();
+    serde_json::to_string_pretty(&rows).expect("JSON of plain values") + "\n"
+}
+
 fn load_kernel(path: &Path, kernel: Option<&str>, patch: Option<&Patch>) -> Result<KernelIr> {
     match (KernelIr::load(path, kernel), patch) {
         (Err(IrError::KernelRequired { .. }), Some(patch)) if kernel.is_none() => {

@@ -187,7 +187,29 @@ fn stencil_patch(format: u32) -> String {
 fn bad_input_is_one_line_naming_the_file_and_writes_nothing() {
     let fixtures = common::repo_root().join("tests/fixtures/kernels");
     let vecadd = std::fs::read_to_string(fixtures.join("vecadd.ll")).unwrap();
+    let two_arg_spec = format!(
+        "version = 1\nir = {:?}\nkernel = \"vecadd\"\n[launch]\ngrid = [1]\nblock = [32]\n\
+         [[args]]\nname = \"a\"\nkind = \"buffer\"\ntype = \"f32\"\nlen = \"n\"\nfill = {{ constant = 1.0 }}\nrole = \"in\"\n\
+         [[args]]\nname = \"c\"\nkind = \"buffer\"\ntype = \"f32\"\nlen = \"n\"\nrole = \"out\"\n\
+         [tests]\ntrain = [{{ n = 8, seed = 1 }}]\nheldout = [{{ n = 9, seed = 2 }}]\n[acceptance]\nmetric = \"exact\"\n",
+        s(&fixtures.join("vecadd.ll"))
+    );
     let cases = vec![
+        BadInput {
+            what: "spec arguments not matching the kernel",
+            files: vec![("two.gevo.toml", two_arg_spec.clone())],
+            args: &["run", "{dir}/two.gevo.toml"],
+            expect: &["two.gevo.toml: the spec lists 2 arguments but kernel vecadd takes 4"],
+        },
+        BadInput {
+            what: "malformed spec",
+            files: vec![(
+                "bad.gevo.toml",
+                two_arg_spec.replace("metric = \"exact\"", "metric = \"closest\""),
+            )],
+            args: &["run", "{dir}/bad.gevo.toml"],
+            expect: &["bad.gevo.toml:", "acceptance.metric"],
+        },
         BadInput {
             what: "unparsable IR",
             files: vec![(
@@ -327,4 +349,38 @@ fn bad_input_is_one_line_naming_the_file_and_writes_nothing() {
             case.what
         );
     }
+}
+
+/// `gevod run` on a spec: the original passes; the bundled patch that drops
+/// the stencil's redundant barrier passes at lower cost; `--json` reports it.
+#[test]
+fn run_reports_each_test_and_the_bundled_patch_is_faster() {
+    let spec = common::repo_root().join("tests/fixtures/kernels/stencil.gevo.toml");
+    let patch = common::repo_root().join("tests/fixtures/kernels/stencil.drop-barrier.patch.json");
+    let table = String::from_utf8(ok(&["run", s(&spec), "--tests", "train"]).stdout).unwrap();
+    assert_eq!(
+        table.lines().filter(|l| l.contains(" pass ")).count(),
+        3,
+        "{table}"
+    );
+    let json = ok(&["run", s(&spec), "--patch", s(&patch), "--json"]).stdout;
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&json).unwrap();
+    assert_eq!(rows.len(), 5);
+    for row in rows {
+        assert_eq!(row["passed"], true, "{row}");
+        let ratio = row["cost_ratio"].as_f64().unwrap();
+        assert!(ratio < 0.97, "{row}");
+    }
+    // A failing variant makes the command fail, naming the spec.
+    let dir = tempfile::tempdir().unwrap();
+    let broken = dir.path().join("p.json");
+    let text = std::fs::read_to_string(&patch).unwrap().replace(
+        "\"target\": 87",
+        "\"target\": 86}, {\"op\": \"delete\", \"target\": 87",
+    );
+    std::fs::write(&broken, text).unwrap();
+    let out = gevod(&["run", s(&spec), "--patch", s(&broken), "--tests", "train"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("race"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("stencil.gevo.toml: 3 of 3 tests failed"));
 }

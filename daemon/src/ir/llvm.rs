@@ -300,15 +300,6 @@ pub fn kernel_functions(module: LLVMModuleRef) -> Vec<String> {
     out
 }
 
-pub fn block_name(block: Block) -> String {
-    let name = value_name(unsafe { LLVMBasicBlockAsValue(block) });
-    if name.is_empty() {
-        "<unnamed>".into()
-    } else {
-        name
-    }
-}
-
 pub fn type_to_string(t: Type) -> String {
     unsafe {
         let s = LLVMPrintTypeToString(t);

@@ -15,6 +15,11 @@ use llvm_sys::target::*;
 use llvm_sys::{LLVMIntPredicate, LLVMOpcode, LLVMRealPredicate, LLVMTypeKind};
 use std::collections::HashMap;
 
+/// The GPU's limits: 228 KiB of shared memory per block on sm_90, and a
+/// generous bound on per-thread stack.
+const MAX_SHARED_BYTES: u64 = 228 * 1024;
+const MAX_LOCAL_BYTES: u64 = 64 * 1024;
+
 struct Lowering {
     layout: LLVMTargetDataRef,
     regs: HashMap<Value, Reg>,
@@ -51,6 +56,11 @@ pub fn lower(module: LLVMModuleRef, func: Value, live: &LiveFunction) -> Result<
         local_bytes: 0,
     };
     let (static_shared_bytes, constant_globals) = l.lay_out_globals(module)?;
+    if static_shared_bytes > MAX_SHARED_BYTES {
+        return Err(unsupported(format!(
+            "{static_shared_bytes} bytes of static shared memory"
+        )));
+    }
 
     let mut params = Vec::new();
     for p in llvm::params(func) {
@@ -74,7 +84,7 @@ pub fn lower(module: LLVMModuleRef, func: Value, live: &LiveFunction) -> Result<
         }
     }
     let mut out_blocks = Vec::new();
-    for &b in &blocks {
+    for (index, &b) in blocks.iter().enumerate() {
         let mut insts = Vec::new();
         for inst in llvm::instructions(b) {
             if llvm::is_phi(inst) {
@@ -88,8 +98,14 @@ pub fn lower(module: LLVMModuleRef, func: Value, live: &LiveFunction) -> Result<
                 op,
             });
         }
+        // Unnamed blocks (clang numbers them) are called by their position.
+        let name = llvm::value_name(unsafe { LLVMBasicBlockAsValue(b) });
         out_blocks.push(Block {
-            name: llvm::block_name(b),
+            name: if name.is_empty() {
+                format!("bb{index}")
+            } else {
+                name
+            },
             insts,
         });
     }
@@ -525,7 +541,14 @@ impl Lowering {
                     return Ok(Op::Unsupported("alloca of a variable size".into()));
                 }
                 let n = unsafe { LLVMConstIntGetZExtValue(count) };
-                let size = self.alloc_size(unsafe { LLVMGetAllocatedType(inst) }) * n;
+                let size = self
+                    .alloc_size(unsafe { LLVMGetAllocatedType(inst) })
+                    .saturating_mul(n);
+                if self.local_bytes.saturating_add(size) > MAX_LOCAL_BYTES {
+                    return Ok(Op::Unsupported(format!(
+                        "{size}-byte alloca (the limit is {MAX_LOCAL_BYTES} bytes per thread)"
+                    )));
+                }
                 let align = u64::from(unsafe { LLVMGetAlignment(inst) }.max(1));
                 let offset = self.local_bytes.div_ceil(align) * align;
                 self.local_bytes = offset + size;

@@ -1,0 +1,363 @@
+//! Evaluation: (kernel IR + patch, spec, test set, backend) -> per test a
+//! verdict, a cost and the error against the reference. The reference of each
+//! test is the original kernel's output on the same inputs, computed once.
+
+use crate::ir::{IrError, KernelIr, Patch};
+use crate::sim::code::Program;
+use crate::sim::{self, pointer, GlobalMemory, LaunchDims, Limits, RunStats, Verdict};
+use crate::spec::{self, ArgValue, Scalar, Spec, SpecError, TestCase, TestSet};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// A variant may run this many times the original's steps per block before
+/// it is stopped (mutations easily make loops endless).
+pub const DEFAULT_BUDGET_FACTOR: u64 = 20;
+/// Budget floor, so kernels whose blocks do almost nothing still get room.
+const MIN_BLOCK_BUDGET: u64 = 100_000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EvalError {
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    #[error("{}: {source}", spec.display())]
+    Ir {
+        spec: std::path::PathBuf,
+        #[source]
+        source: IrError,
+    },
+    #[error("{}: {test}: the original kernel fails on the simulator: {verdict}", spec.display())]
+    OriginalFails {
+        spec: std::path::PathBuf,
+        test: String,
+        verdict: Box<Verdict>,
+    },
+    #[error("{}: {message}", spec.display())]
+    Arguments {
+        spec: std::path::PathBuf,
+        message: String,
+    },
+}
+
+/// Why a test did not pass.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Failure {
+    /// The variant does not build (invalid patch, unsupported by the simulator).
+    Invalid(String),
+    /// The simulator stopped it.
+    Verdict(Verdict),
+    /// It ran, but an output differs from the reference beyond the tolerance.
+    Mismatch {
+        arg: String,
+        error: f64,
+        first_mismatch: Option<usize>,
+    },
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Invalid(m) => write!(f, "invalid variant: {m}"),
+            Failure::Verdict(v) => write!(f, "{v}"),
+            Failure::Mismatch {
+                arg,
+                error,
+                first_mismatch,
+            } => {
+                write!(
+                    f,
+                    "output {arg} differs from the reference (error {error:e}"
+                )?;
+                if let Some(i) = first_mismatch {
+                    write!(f, ", first at element {i}")?;
+                }
+                f.write_str(")")
+            }
+        }
+    }
+}
+
+impl Failure {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Failure::Invalid(_) => "invalid",
+            Failure::Verdict(v) => v.kind(),
+            Failure::Mismatch { .. } => "mismatch",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TestResult {
+    pub test: String,
+    pub failure: Option<Failure>,
+    /// The simulator's cost (all launches), when the run completed.
+    pub cost: Option<u64>,
+    /// The original kernel's cost on the same test.
+    pub original_cost: u64,
+    /// Largest error of any output against the reference, when it ran.
+    pub error: Option<f64>,
+}
+
+impl TestResult {
+    pub fn passed(&self) -> bool {
+        self.failure.is_none()
+    }
+}
+
+struct Reference {
+    outputs: Vec<Vec<u8>>,
+    stats: RunStats,
+}
+
+/// Evaluates variants of one spec's kernel on the simulator.
+pub struct Evaluator {
+    spec: Spec,
+    ir: KernelIr,
+    original: Program,
+    workers: usize,
+    budget_factor: u64,
+    references: Mutex<HashMap<String, Arc<Reference>>>,
+}
+
+impl Evaluator {
+    pub fn new(spec: Spec, workers: usize) -> Result<Self, EvalError> {
+        let ir_error = |source| EvalError::Ir {
+            spec: spec.path.clone(),
+            source,
+        };
+        let ir = KernelIr::load(&spec.ir, Some(&spec.kernel)).map_err(ir_error)?;
+        let original = ir.lower(&ir.empty_patch()).map_err(ir_error)?;
+        check_arguments(&spec, &original)?;
+        Ok(Evaluator {
+            spec,
+            ir,
+            original,
+            workers: workers.max(1),
+            budget_factor: DEFAULT_BUDGET_FACTOR,
+            references: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn spec(&self) -> &Spec {
+        &self.spec
+    }
+
+    pub fn ir(&self) -> &KernelIr {
+        &self.ir
+    }
+
+    fn reference(
+        &self,
+        test: &TestCase,
+        instance: &spec::Instance,
+    ) -> Result<Arc<Reference>, EvalError> {
+        if let Some(r) = self
+            .references
+            .lock()
+            .expect("reference cache")
+            .get(&test.name)
+        {
+            return Ok(r.clone());
+        }
+        let limits = Limits {
+            block_step_budget: u64::MAX,
+        };
+        let (stats, outputs) =
+            simulate(&self.original, instance, limits, self.workers).map_err(|verdict| {
+                EvalError::OriginalFails {
+                    spec: self.spec.path.clone(),
+                    test: test.name.clone(),
+                    verdict: Box::new(verdict),
+                }
+            })?;
+        let r = Arc::new(Reference { outputs, stats });
+        self.references
+            .lock()
+            .expect("reference cache")
+            .insert(test.name.clone(), r.clone());
+        Ok(r)
+    }
+
+    /// Runs `patch` on every test of `set`.
+    pub fn evaluate(&self, patch: &Patch, set: TestSet) -> Result<Vec<TestResult>, EvalError> {
+        let program = self.ir.lower(patch);
+        let mut results = Vec::new();
+        for test in self.spec.tests(set) {
+            let instance = self.spec.instantiate(test)?;
+            let reference = self.reference(test, &instance)?;
+            let mut result = TestResult {
+                test: test.name.clone(),
+                failure: None,
+                cost: None,
+                original_cost: reference.stats.cost,
+                error: None,
+            };
+            match &program {
+                Err(e) => result.failure = Some(Failure::Invalid(e.to_string())),
+                Ok(program) => {
+                    let budget = (reference
+                        .stats
+                        .max_block_steps
+                        .saturating_mul(self.budget_factor))
+                    .max(MIN_BLOCK_BUDGET);
+                    match simulate(
+                        program,
+                        &instance,
+                        Limits {
+                            block_step_budget: budget,
+                        },
+                        self.workers,
+                    ) {
+                        Err(v) => result.failure = Some(Failure::Verdict(v)),
+                        Ok((stats, outputs)) => {
+                            result.cost = Some(stats.cost);
+                            self.compare(&instance, &reference.outputs, &outputs, &mut result);
+                        }
+                    }
+                }
+            }
+            results.push(result);
+        }
+        Ok(results)
+    }
+
+    fn compare(
+        &self,
+        instance: &spec::Instance,
+        reference: &[Vec<u8>],
+        actual: &[Vec<u8>],
+        result: &mut TestResult,
+    ) {
+        let mut worst = 0f64;
+        for i in self.spec.outputs() {
+            let ArgValue::Buffer { elem, .. } = &instance.args[i] else {
+                continue;
+            };
+            let c = spec::compare(&self.spec.acceptance, *elem, &reference[i], &actual[i]);
+            worst = worst.max(c.error);
+            if !c.passed && result.failure.is_none() {
+                result.failure = Some(Failure::Mismatch {
+                    arg: self.spec.args[i].name.clone(),
+                    error: c.error,
+                    first_mismatch: c.first_mismatch,
+                });
+            }
+        }
+        result.error = Some(worst);
+    }
+}
+
+/// The spec's arguments must match the kernel's parameters in number and
+/// kind: buffers for pointers, scalars of the parameter's width otherwise.
+fn check_arguments(spec: &Spec, program: &Program) -> Result<(), EvalError> {
+    let error = |message: String| EvalError::Arguments {
+        spec: spec.path.clone(),
+        message,
+    };
+    if spec.args.len() != program.params.len() {
+        return Err(error(format!(
+            "the spec lists {} arguments but kernel {} takes {}",
+            spec.args.len(),
+            program.kernel,
+            program.params.len()
+        )));
+    }
+    for (i, (arg, param)) in spec.args.iter().zip(&program.params).enumerate() {
+        match (&arg.kind, param.is_pointer) {
+            (spec::ArgKind::Buffer { .. }, true) => {}
+            (spec::ArgKind::Scalar { ty, .. }, false) if ty.size() * 8 == param.bits as usize => {}
+            (spec::ArgKind::Scalar { ty, .. }, false) => {
+                return Err(error(format!(
+                    "args[{i}] ({}): {} does not match the kernel's {}-bit parameter",
+                    arg.name,
+                    ty.name(),
+                    param.bits
+                )))
+            }
+            (_, pointer) => {
+                return Err(error(format!(
+                    "args[{i}] ({}): the kernel's parameter {i} is {}",
+                    arg.name,
+                    if pointer {
+                        "a pointer: use kind = \"buffer\""
+                    } else {
+                        "not a pointer: use kind = \"scalar\""
+                    }
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
+fn scalar_bits(s: Scalar) -> u64 {
+    match s {
+        Scalar::I8(v) => v as u8 as u64,
+        Scalar::I16(v) => v as u16 as u64,
+        Scalar::I32(v) => v as u32 as u64,
+        Scalar::I64(v) => v as u64,
+        Scalar::U8(v) => u64::from(v),
+        Scalar::U16(v) => u64::from(v),
+        Scalar::U32(v) => u64::from(v),
+        Scalar::U64(v) => v,
+        Scalar::F32(v) => u64::from(v.to_bits()),
+        Scalar::F64(v) => v.to_bits(),
+    }
+}
+
+/// Runs one test instance (all its launches, swapping buffers between them)
+/// and returns the stats and every argument's final bytes (empty for scalars).
+pub fn simulate(
+    program: &Program,
+    instance: &spec::Instance,
+    limits: Limits,
+    workers: usize,
+) -> Result<(RunStats, Vec<Vec<u8>>), Verdict> {
+    let buffers: Vec<&[u8]> = instance
+        .args
+        .iter()
+        .map(|a| match a {
+            ArgValue::Buffer { data, .. } => data.as_slice(),
+            ArgValue::Scalar(_) => &[],
+        })
+        .collect();
+    let memory = GlobalMemory::new(&buffers);
+    // Which memory buffer each argument points at; swaps exchange these.
+    let mut binding: Vec<usize> = (0..instance.args.len()).collect();
+    let dims = LaunchDims {
+        grid: instance.grid,
+        block: instance.block,
+        dynamic_shared_bytes: u64::from(instance.shared_bytes),
+    };
+    let mut total = RunStats::default();
+    for launch in 0..instance.launches {
+        let args: Vec<u64> = instance
+            .args
+            .iter()
+            .enumerate()
+            .map(|(i, a)| match a {
+                ArgValue::Buffer { .. } => pointer::make(pointer::GLOBAL, binding[i] as u64, 0),
+                ArgValue::Scalar(s) => scalar_bits(*s),
+            })
+            .collect();
+        let stats = sim::run(program, &dims, &args, &memory, limits, workers)?;
+        total.steps += stats.steps;
+        total.cost += stats.cost;
+        total.max_block_steps = total.max_block_steps.max(stats.max_block_steps);
+        if launch + 1 < instance.launches {
+            for &(a, b) in &instance.swaps {
+                binding.swap(a, b);
+            }
+        }
+    }
+    let outputs = instance
+        .args
+        .iter()
+        .enumerate()
+        .map(|(i, a)| match a {
+            ArgValue::Buffer { .. } => memory.contents(binding[i]),
+            ArgValue::Scalar(_) => Vec::new(),
+        })
+        .collect();
+    Ok((total, outputs))
+}

@@ -1,0 +1,363 @@
+//! Per-test evaluation of a spec and deterministic input generation.
+
+use super::error::SpecError;
+use super::expr::{format_number, Expr, MAX_EXACT_INT};
+use super::model::*;
+use rand_chacha::rand_core::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use sha2::{Digest, Sha256};
+
+/// Largest buffer, in bytes (16 GiB).
+pub const MAX_BUFFER_BYTES: u64 = 1 << 34;
+/// Most threads in one block.
+pub const MAX_BLOCK_THREADS: u64 = 1024;
+
+/// A test's launch geometry and argument sizes, before any data is made.
+#[derive(Debug, Clone)]
+pub(crate) struct Plan {
+    pub(crate) grid: [u32; 3],
+    pub(crate) block: [u32; 3],
+    pub(crate) shared_bytes: u32,
+    pub(crate) launches: u32,
+    /// Element count per argument (0 for scalars).
+    pub(crate) lens: Vec<usize>,
+    /// Value per argument (`None` for buffers).
+    pub(crate) scalars: Vec<Option<Scalar>>,
+}
+
+fn show(e: &Expr, v: f64) -> String {
+    let v = format_number(v);
+    if e.source().trim() == v {
+        format!("found {v}")
+    } else {
+        format!("found `{}` = {v}", e.source())
+    }
+}
+
+impl Spec {
+    fn eval(&self, e: &Located<Expr>, test: &TestCase) -> Result<f64, SpecError> {
+        e.value.eval(&test.params).map_err(|err| {
+            e.at.error(&self.path, format!("{} in test {}", err.message, test.name))
+        })
+    }
+
+    /// Evaluates an integer field; `lo..=hi` is its range (capped at ±2^53).
+    fn eval_int(
+        &self,
+        e: &Located<Expr>,
+        test: &TestCase,
+        lo: i128,
+        hi: i128,
+    ) -> Result<i128, SpecError> {
+        let v = self.eval(e, test)?;
+        if v.fract() != 0.0 {
+            return Err(e.at.error(
+                &self.path,
+                format!(
+                    "must be an integer, {} in test {}",
+                    show(&e.value, v),
+                    test.name
+                ),
+            ));
+        }
+        let exact = MAX_EXACT_INT as i128;
+        let (lo, hi) = (lo.max(-exact), hi.min(exact));
+        if v < lo as f64 || v > hi as f64 {
+            return Err(e.at.error(
+                &self.path,
+                format!(
+                    "must be between {lo} and {hi}, {} in test {}",
+                    show(&e.value, v),
+                    test.name
+                ),
+            ));
+        }
+        Ok(v as i128)
+    }
+
+    /// Evaluates every expression for a test and checks the results.
+    pub(crate) fn plan(&self, test: &TestCase) -> Result<Plan, SpecError> {
+        let l = &self.launch;
+        let mut grid = [1u32; 3];
+        for (d, e) in l.grid.iter().enumerate() {
+            let max = if d == 0 { i32::MAX as i128 } else { 65535 };
+            grid[d] = self.eval_int(e, test, 1, max)? as u32;
+        }
+        let mut block = [1u32; 3];
+        for (d, e) in l.block.iter().enumerate() {
+            let max = if d == 2 {
+                64
+            } else {
+                MAX_BLOCK_THREADS as i128
+            };
+            block[d] = self.eval_int(e, test, 1, max)? as u32;
+        }
+        let threads: u64 = block.iter().map(|&b| b as u64).product();
+        if threads > MAX_BLOCK_THREADS {
+            return Err(l.block_at.error(
+                &self.path,
+                format!(
+                    "{}x{}x{} = {threads} threads per block, at most {MAX_BLOCK_THREADS}, in test {}",
+                    block[0], block[1], block[2], test.name
+                ),
+            ));
+        }
+        let shared_bytes = self.eval_int(&l.shared_bytes, test, 0, u32::MAX as i128)? as u32;
+        let launches = match &l.repeat {
+            None => 1,
+            Some(r) => self.eval_int(&r.count, test, 1, u32::MAX as i128)? as u32,
+        };
+
+        let mut lens = Vec::with_capacity(self.args.len());
+        let mut scalars = Vec::with_capacity(self.args.len());
+        for arg in &self.args {
+            match &arg.kind {
+                ArgKind::Buffer {
+                    elem, len, fill, ..
+                } => {
+                    let max = (MAX_BUFFER_BYTES / elem.size() as u64) as i128;
+                    let n = self.eval_int(len, test, 1, max)? as usize;
+                    check_fill(self, fill, *elem, n, test)?;
+                    lens.push(n);
+                    scalars.push(None);
+                }
+                ArgKind::Scalar { ty, value } => {
+                    let s = match ty.int_range() {
+                        Some((lo, hi)) => int_scalar(*ty, self.eval_int(value, test, lo, hi)?),
+                        None => {
+                            let v = self.eval(value, test)?;
+                            if *ty == ElemType::F32 {
+                                if v.abs() > f32::MAX as f64 {
+                                    return Err(value.at.error(
+                                        &self.path,
+                                        format!(
+                                            "out of f32 range, {} in test {}",
+                                            show(&value.value, v),
+                                            test.name
+                                        ),
+                                    ));
+                                }
+                                Scalar::F32(v as f32)
+                            } else {
+                                Scalar::F64(v)
+                            }
+                        }
+                    };
+                    lens.push(0);
+                    scalars.push(Some(s));
+                }
+            }
+        }
+        if let Some(r) = &l.repeat {
+            for (&(a, b), at) in r.swap.iter().zip(&r.swap_at) {
+                if lens[a] != lens[b] {
+                    return Err(at.error(
+                        &self.path,
+                        format!(
+                            "buffers of different lengths cannot be swapped: `{}` has {} elements, `{}` has {}, in test {}",
+                            self.args[a].name, lens[a], self.args[b].name, lens[b], test.name
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(Plan {
+            grid,
+            block,
+            shared_bytes,
+            launches,
+            lens,
+            scalars,
+        })
+    }
+
+    /// Evaluates all expressions for `test` and generates its inputs.
+    ///
+    /// Buffers with a random fill draw from a ChaCha8 generator seeded per
+    /// argument from the test's seed and the argument's name (see
+    /// [`fill_seed`]); `out` buffers are zero-filled. The same spec and test
+    /// give the same bytes, in any process.
+    pub fn instantiate(&self, test: &TestCase) -> Result<Instance, SpecError> {
+        let plan = self.plan(test)?;
+        let mut args = Vec::with_capacity(self.args.len());
+        for (i, arg) in self.args.iter().enumerate() {
+            args.push(match &arg.kind {
+                ArgKind::Buffer {
+                    elem, role, fill, ..
+                } => {
+                    let mut rng = ChaCha8Rng::from_seed(fill_seed(test.seed, &arg.name));
+                    ArgValue::Buffer {
+                        elem: *elem,
+                        role: *role,
+                        data: generate(&fill.value, *elem, plan.lens[i], &mut rng),
+                    }
+                }
+                ArgKind::Scalar { .. } => {
+                    ArgValue::Scalar(plan.scalars[i].expect("planned scalar"))
+                }
+            });
+        }
+        Ok(Instance {
+            grid: plan.grid,
+            block: plan.block,
+            shared_bytes: plan.shared_bytes,
+            launches: plan.launches,
+            swaps: self
+                .launch
+                .repeat
+                .as_ref()
+                .map(|r| r.swap.clone())
+                .unwrap_or_default(),
+            args,
+        })
+    }
+}
+
+/// Checks a fill against a test's buffer length: data files must hold
+/// exactly `len` elements, integer iotas must stay in range.
+fn check_fill(
+    spec: &Spec,
+    fill: &Located<Fill>,
+    elem: ElemType,
+    len: usize,
+    test: &TestCase,
+) -> Result<(), SpecError> {
+    match &fill.value {
+        Fill::File { path, elems, .. } if *elems != len => Err(fill.at.error(
+            &spec.path,
+            format!(
+                "{} holds {elems} {elem} elements, but len is {len} in test {}",
+                path.display(),
+                test.name
+            ),
+        )),
+        Fill::Iota {
+            start: Number::Int(s),
+        } => {
+            if let Some((_, hi)) = elem.int_range() {
+                let last = *s as i128 + len as i128 - 1;
+                if last > hi {
+                    return Err(fill.at.error(
+                        &spec.path,
+                        format!(
+                            "iota from {s} reaches {last} with len {len}, beyond {elem}'s maximum {hi}, in test {}",
+                            test.name
+                        ),
+                    ));
+                }
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+fn int_scalar(ty: ElemType, v: i128) -> Scalar {
+    match ty {
+        ElemType::I8 => Scalar::I8(v as i8),
+        ElemType::I16 => Scalar::I16(v as i16),
+        ElemType::I32 => Scalar::I32(v as i32),
+        ElemType::I64 => Scalar::I64(v as i64),
+        ElemType::U8 => Scalar::U8(v as u8),
+        ElemType::U16 => Scalar::U16(v as u16),
+        ElemType::U32 => Scalar::U32(v as u32),
+        ElemType::U64 => Scalar::U64(v as u64),
+        ElemType::F32 => Scalar::F32(v as f32),
+        ElemType::F64 => Scalar::F64(v as f64),
+    }
+}
+
+/// The 32-byte ChaCha8 seed of one buffer's generator:
+/// `SHA-256("gevo-spec-fill-v1" || 0x00 || seed as u64 little-endian || name as UTF-8)`.
+pub fn fill_seed(seed: u64, arg_name: &str) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(b"gevo-spec-fill-v1\0");
+    h.update(seed.to_le_bytes());
+    h.update(arg_name.as_bytes());
+    h.finalize().into()
+}
+
+/// A uniform draw in [0, 1): the top 53 bits of the next u64, times 2^-53.
+fn unit(rng: &mut ChaCha8Rng) -> f64 {
+    (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+}
+
+fn push_float(out: &mut Vec<u8>, elem: ElemType, v: f64) {
+    match elem {
+        ElemType::F32 => out.extend((v as f32).to_le_bytes()),
+        ElemType::F64 => out.extend(v.to_le_bytes()),
+        _ => unreachable!("float fill on an integer buffer is refused on load"),
+    }
+}
+
+fn push_int(out: &mut Vec<u8>, elem: ElemType, v: i128) {
+    match elem {
+        ElemType::I8 => out.extend((v as i8).to_le_bytes()),
+        ElemType::I16 => out.extend((v as i16).to_le_bytes()),
+        ElemType::I32 => out.extend((v as i32).to_le_bytes()),
+        ElemType::I64 => out.extend((v as i64).to_le_bytes()),
+        ElemType::U8 => out.extend((v as u8).to_le_bytes()),
+        ElemType::U16 => out.extend((v as u16).to_le_bytes()),
+        ElemType::U32 => out.extend((v as u32).to_le_bytes()),
+        ElemType::U64 => out.extend((v as u64).to_le_bytes()),
+        ElemType::F32 | ElemType::F64 => push_float(out, elem, v as f64),
+    }
+}
+
+fn push_number(out: &mut Vec<u8>, elem: ElemType, v: Number) {
+    match v {
+        Number::Int(i) => push_int(out, elem, i as i128),
+        Number::Float(f) => push_float(out, elem, f),
+    }
+}
+
+/// Makes `len` elements of a fill.
+pub(crate) fn generate(fill: &Fill, elem: ElemType, len: usize, rng: &mut ChaCha8Rng) -> Vec<u8> {
+    let mut out = Vec::with_capacity(len * elem.size());
+    match fill {
+        Fill::Zero => out.resize(len * elem.size(), 0),
+        Fill::Uniform { lo, hi } => {
+            for _ in 0..len {
+                let u = unit(rng);
+                push_float(&mut out, elem, lo + (hi - lo) * u);
+            }
+        }
+        Fill::Normal { mean, stddev } => {
+            let mut i = 0;
+            while i < len {
+                // Box-Muller: u1 in (0, 1], u2 in [0, 1); both values of the pair are used.
+                let u1 = 1.0 - unit(rng);
+                let u2 = unit(rng);
+                let r = (-2.0 * u1.ln()).sqrt();
+                let theta = 2.0 * std::f64::consts::PI * u2;
+                push_float(&mut out, elem, mean + stddev * r * theta.cos());
+                if i + 1 < len {
+                    push_float(&mut out, elem, mean + stddev * r * theta.sin());
+                }
+                i += 2;
+            }
+        }
+        Fill::IntRange { lo, hi } => {
+            let span = (*hi as i128 - *lo as i128 + 1) as u128;
+            for _ in 0..len {
+                let x = ((rng.next_u64() as u128 * span) >> 64) as i128;
+                push_int(&mut out, elem, *lo as i128 + x);
+            }
+        }
+        Fill::Iota { start } => {
+            for i in 0..len {
+                match start {
+                    Number::Int(s) => push_int(&mut out, elem, *s as i128 + i as i128),
+                    Number::Float(s) => push_float(&mut out, elem, s + i as f64),
+                }
+            }
+        }
+        Fill::Constant(v) => {
+            for _ in 0..len {
+                push_number(&mut out, elem, *v);
+            }
+        }
+        Fill::File { data, .. } => out.extend_from_slice(data),
+    }
+    out
+}

@@ -1,0 +1,104 @@
+//! Kernel spec files (`*.gevo.toml`): parse, validate, instantiate test inputs,
+//! compare outputs. Plain Rust, no LLVM.
+//!
+//! The format is documented in docs/spec.md. [`load`] (or [`parse`]) reads a
+//! spec and checks everything that can be checked without running the kernel,
+//! including every expression against every test's parameters;
+//! [`Spec::instantiate`] turns one test case into launch geometry and argument
+//! bytes; [`compare`] judges an output buffer against the reference.
+
+mod compare;
+mod error;
+pub mod expr;
+mod inputs;
+mod load;
+mod model;
+pub mod npy;
+mod tree;
+
+pub use compare::{compare, REL_TINY};
+pub use error::{Location, SpecError};
+pub use expr::{Expr, ExprError};
+pub use inputs::{fill_seed, MAX_BLOCK_THREADS, MAX_BUFFER_BYTES};
+pub use load::SPEC_VERSION;
+pub use model::{
+    Acceptance, ArgKind, ArgSpec, ArgValue, Comparison, ElemType, Fill, Instance, Launch, Located,
+    Metric, Number, Repeat, Role, Scalar, Spec, TestCase, TestSet,
+};
+
+use sha2::{Digest, Sha256};
+use std::path::Path;
+
+/// Reads and validates a spec file.
+pub fn load(path: &Path) -> Result<Spec, SpecError> {
+    let text = std::fs::read_to_string(path).map_err(|e| SpecError {
+        file: path.to_path_buf(),
+        line: None,
+        column: None,
+        field: String::new(),
+        message: format!("cannot read spec file: {e}"),
+    })?;
+    parse(path, &text)
+}
+
+/// Validates a spec given as text; `path_for_messages` names it in errors,
+/// and relative paths (`ir`, data files) are resolved against its directory.
+pub fn parse(path_for_messages: &Path, text: &str) -> Result<Spec, SpecError> {
+    load::parse_spec(path_for_messages, text)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl Spec {
+    /// The test cases of a set: train, heldout, or both (train first).
+    pub fn tests(&self, set: TestSet) -> Vec<&TestCase> {
+        match set {
+            TestSet::Train => self.train.iter().collect(),
+            TestSet::Heldout => self.heldout.iter().collect(),
+            TestSet::All => self.train.iter().chain(&self.heldout).collect(),
+        }
+    }
+
+    /// SHA-256 (hex) of the spec file's text, as read.
+    pub fn content_hash(&self) -> String {
+        hex(&Sha256::digest(self.text.as_bytes()))
+    }
+
+    /// SHA-256 (hex) of a canonical text of the set's test cases: the line
+    /// `gevo-spec-tests-v1`, then per test, in order, one line
+    /// `<name> seed=<seed>` followed by ` <param>=<f64 bits as 16 hex digits>`
+    /// for each parameter in name order. Formatting of the spec file and
+    /// everything outside `[tests]` do not change it.
+    pub fn test_set_hash(&self, set: TestSet) -> String {
+        let mut text = String::from("gevo-spec-tests-v1\n");
+        for t in self.tests(set) {
+            text.push_str(&format!("{} seed={}", t.name, t.seed));
+            for (k, v) in &t.params {
+                text.push_str(&format!(" {k}={:016x}", v.to_bits()));
+            }
+            text.push('\n');
+        }
+        hex(&Sha256::digest(text.as_bytes()))
+    }
+
+    /// Indices of the arguments whose final contents are compared
+    /// (`out` and `inout` buffers).
+    pub fn outputs(&self) -> Vec<usize> {
+        self.args
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| matches!(a.kind, ArgKind::Buffer { role, .. } if role.is_output()))
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// The index of the argument named `name`.
+    pub fn arg_index(&self, name: &str) -> Option<usize> {
+        self.args.iter().position(|a| a.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests;

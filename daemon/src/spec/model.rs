@@ -1,0 +1,427 @@
+//! The validated spec and the values it instantiates to.
+
+use super::error::Location;
+use super::expr::Expr;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// A loaded, validated kernel spec.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    /// The spec file (as given).
+    pub path: PathBuf,
+    /// The IR file, resolved against the spec file's directory.
+    pub ir: PathBuf,
+    /// The kernel entry name, as written (mangled or demangled).
+    pub kernel: String,
+    /// Target architecture, e.g. `sm_90`.
+    pub arch: Option<String>,
+    /// Free-form project name.
+    pub project: Option<String>,
+    pub launch: Launch,
+    /// Kernel arguments, in the kernel's parameter order.
+    pub args: Vec<ArgSpec>,
+    pub train: Vec<TestCase>,
+    pub heldout: Vec<TestCase>,
+    pub acceptance: Acceptance,
+    /// The spec file's text (for `content_hash`).
+    pub(crate) text: String,
+}
+
+/// A value from the spec with the place it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Located<T> {
+    pub value: T,
+    pub at: Location,
+}
+
+/// `[launch]`: the launch geometry, as expressions over test parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Launch {
+    /// 1 to 3 entries (x, y, z); missing ones are 1.
+    pub grid: Vec<Located<Expr>>,
+    /// 1 to 3 entries (x, y, z); missing ones are 1.
+    pub block: Vec<Located<Expr>>,
+    /// Dynamic shared memory in bytes (default 0).
+    pub shared_bytes: Located<Expr>,
+    /// Repeated launches (default: one launch, no swaps).
+    pub repeat: Option<Repeat>,
+    pub(crate) block_at: Location,
+}
+
+/// `launch.repeat`: launch the kernel `count` times, swapping buffers between launches.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Repeat {
+    pub count: Located<Expr>,
+    /// Pairs of argument indices (both buffers) exchanged between launches.
+    pub swap: Vec<(usize, usize)>,
+    pub(crate) swap_at: Vec<Location>,
+}
+
+/// One `[[args]]` entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArgSpec {
+    pub name: String,
+    pub kind: ArgKind,
+    pub(crate) at: Location,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ArgKind {
+    Buffer {
+        elem: ElemType,
+        /// Number of elements.
+        len: Located<Expr>,
+        role: Role,
+        /// `Fill::Zero` for `out` buffers.
+        fill: Located<Fill>,
+    },
+    Scalar {
+        ty: ElemType,
+        value: Located<Expr>,
+    },
+}
+
+/// A number as written in the spec: TOML integer or float.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Number {
+    Int(i64),
+    Float(f64),
+}
+
+impl Number {
+    pub fn as_f64(self) -> f64 {
+        match self {
+            Number::Int(i) => i as f64,
+            Number::Float(f) => f,
+        }
+    }
+}
+
+impl fmt::Display for Number {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Number::Int(i) => write!(f, "{i}"),
+            Number::Float(v) => write!(f, "{v}"),
+        }
+    }
+}
+
+/// How a buffer's initial contents are made.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fill {
+    /// All zero bytes (every `out` buffer).
+    Zero,
+    /// Uniform in `[lo, hi)`, float types only.
+    Uniform { lo: f64, hi: f64 },
+    /// Normal (Box-Muller), float types only.
+    Normal { mean: f64, stddev: f64 },
+    /// Uniform integers in `[lo, hi]` (inclusive), any type.
+    IntRange { lo: i64, hi: i64 },
+    /// `start, start + 1, start + 2, ...`
+    Iota { start: Number },
+    /// Every element the same.
+    Constant(Number),
+    /// Contents of a file: `.npy`, or raw little-endian elements.
+    File {
+        /// Resolved path.
+        path: PathBuf,
+        /// The element data (the `.npy` payload without its header).
+        data: Arc<Vec<u8>>,
+        /// Number of elements in the file.
+        elems: usize,
+    },
+}
+
+/// Which set of test cases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TestSet {
+    Train,
+    Heldout,
+    All,
+}
+
+/// One test case: parameter values and the seed for generated inputs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TestCase {
+    /// `train[0]`, `heldout[1]`, ...
+    pub name: String,
+    pub seed: u64,
+    /// Parameters (the test's table without `seed`).
+    pub params: BTreeMap<String, f64>,
+}
+
+/// `[acceptance]`: how a variant's outputs are compared with the reference.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Acceptance {
+    pub metric: Metric,
+    pub tolerance: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    Exact,
+    MaxAbs,
+    MaxRel,
+    Ulp,
+}
+
+impl Metric {
+    pub const NAMES: [&'static str; 4] = ["exact", "max_abs", "max_rel", "ulp"];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::Exact => "exact",
+            Metric::MaxAbs => "max_abs",
+            Metric::MaxRel => "max_rel",
+            Metric::Ulp => "ulp",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Metric> {
+        Some(match name {
+            "exact" => Metric::Exact,
+            "max_abs" => Metric::MaxAbs,
+            "max_rel" => Metric::MaxRel,
+            "ulp" => Metric::Ulp,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for Metric {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Element type of a buffer, or type of a scalar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ElemType {
+    F32,
+    F64,
+    I8,
+    I16,
+    I32,
+    I64,
+    U8,
+    U16,
+    U32,
+    U64,
+}
+
+impl ElemType {
+    pub const ALL: [ElemType; 10] = [
+        ElemType::F32,
+        ElemType::F64,
+        ElemType::I8,
+        ElemType::I16,
+        ElemType::I32,
+        ElemType::I64,
+        ElemType::U8,
+        ElemType::U16,
+        ElemType::U32,
+        ElemType::U64,
+    ];
+
+    /// Size in bytes.
+    pub fn size(self) -> usize {
+        match self {
+            ElemType::I8 | ElemType::U8 => 1,
+            ElemType::I16 | ElemType::U16 => 2,
+            ElemType::F32 | ElemType::I32 | ElemType::U32 => 4,
+            ElemType::F64 | ElemType::I64 | ElemType::U64 => 8,
+        }
+    }
+
+    pub fn is_float(self) -> bool {
+        matches!(self, ElemType::F32 | ElemType::F64)
+    }
+
+    pub fn is_signed(self) -> bool {
+        matches!(
+            self,
+            ElemType::I8 | ElemType::I16 | ElemType::I32 | ElemType::I64
+        )
+    }
+
+    /// The name used in spec files (`f32`, `u8`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            ElemType::F32 => "f32",
+            ElemType::F64 => "f64",
+            ElemType::I8 => "i8",
+            ElemType::I16 => "i16",
+            ElemType::I32 => "i32",
+            ElemType::I64 => "i64",
+            ElemType::U8 => "u8",
+            ElemType::U16 => "u16",
+            ElemType::U32 => "u32",
+            ElemType::U64 => "u64",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<ElemType> {
+        ElemType::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// Smallest and largest value of an integer type (as i128); `None` for floats.
+    pub fn int_range(self) -> Option<(i128, i128)> {
+        Some(match self {
+            ElemType::I8 => (i8::MIN.into(), i8::MAX.into()),
+            ElemType::I16 => (i16::MIN.into(), i16::MAX.into()),
+            ElemType::I32 => (i32::MIN.into(), i32::MAX.into()),
+            ElemType::I64 => (i64::MIN.into(), i64::MAX.into()),
+            ElemType::U8 => (0, u8::MAX.into()),
+            ElemType::U16 => (0, u16::MAX.into()),
+            ElemType::U32 => (0, u32::MAX.into()),
+            ElemType::U64 => (0, u64::MAX.into()),
+            ElemType::F32 | ElemType::F64 => return None,
+        })
+    }
+
+    /// The `.npy` dtype string numpy writes for this type (`<f4`, `|u1`, ...).
+    pub fn npy_descr(self) -> &'static str {
+        match self {
+            ElemType::F32 => "<f4",
+            ElemType::F64 => "<f8",
+            ElemType::I8 => "|i1",
+            ElemType::I16 => "<i2",
+            ElemType::I32 => "<i4",
+            ElemType::I64 => "<i8",
+            ElemType::U8 => "|u1",
+            ElemType::U16 => "<u2",
+            ElemType::U32 => "<u4",
+            ElemType::U64 => "<u8",
+        }
+    }
+}
+
+impl fmt::Display for ElemType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What the kernel does with a buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Read only; filled from `fill`, not compared.
+    In,
+    /// Written only; zero-filled, compared.
+    Out,
+    /// Read and written; filled from `fill`, compared.
+    Inout,
+}
+
+impl Role {
+    /// Whether the buffer's final contents are compared with the reference.
+    pub fn is_output(self) -> bool {
+        matches!(self, Role::Out | Role::Inout)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::In => "in",
+            Role::Out => "out",
+            Role::Inout => "inout",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A scalar kernel argument.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Scalar {
+    I8(i8),
+    I16(i16),
+    I32(i32),
+    I64(i64),
+    U8(u8),
+    U16(u16),
+    U32(u32),
+    U64(u64),
+    F32(f32),
+    F64(f64),
+}
+
+impl Scalar {
+    pub fn elem(self) -> ElemType {
+        match self {
+            Scalar::I8(_) => ElemType::I8,
+            Scalar::I16(_) => ElemType::I16,
+            Scalar::I32(_) => ElemType::I32,
+            Scalar::I64(_) => ElemType::I64,
+            Scalar::U8(_) => ElemType::U8,
+            Scalar::U16(_) => ElemType::U16,
+            Scalar::U32(_) => ElemType::U32,
+            Scalar::U64(_) => ElemType::U64,
+            Scalar::F32(_) => ElemType::F32,
+            Scalar::F64(_) => ElemType::F64,
+        }
+    }
+
+    /// Little-endian bytes, as the kernel parameter is laid out.
+    pub fn to_le_bytes(self) -> Vec<u8> {
+        match self {
+            Scalar::I8(v) => v.to_le_bytes().to_vec(),
+            Scalar::I16(v) => v.to_le_bytes().to_vec(),
+            Scalar::I32(v) => v.to_le_bytes().to_vec(),
+            Scalar::I64(v) => v.to_le_bytes().to_vec(),
+            Scalar::U8(v) => v.to_le_bytes().to_vec(),
+            Scalar::U16(v) => v.to_le_bytes().to_vec(),
+            Scalar::U32(v) => v.to_le_bytes().to_vec(),
+            Scalar::U64(v) => v.to_le_bytes().to_vec(),
+            Scalar::F32(v) => v.to_le_bytes().to_vec(),
+            Scalar::F64(v) => v.to_le_bytes().to_vec(),
+        }
+    }
+}
+
+/// One kernel argument's value for a test.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ArgValue {
+    Buffer {
+        elem: ElemType,
+        role: Role,
+        /// `len * elem.size()` bytes, little-endian elements.
+        data: Vec<u8>,
+    },
+    Scalar(Scalar),
+}
+
+/// Everything needed to run one test case: launch geometry and argument values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Instance {
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_bytes: u32,
+    /// Number of launches (1 without `repeat`).
+    pub launches: u32,
+    /// Argument index pairs whose buffers are exchanged between launches.
+    pub swaps: Vec<(usize, usize)>,
+    /// One value per kernel argument, in order.
+    pub args: Vec<ArgValue>,
+}
+
+/// The outcome of comparing one output buffer with the reference.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Comparison {
+    pub passed: bool,
+    /// The metric's value: max abs diff, max rel diff, max ulp distance, or
+    /// for `exact` the number of differing elements. Infinite when the
+    /// buffers differ in length or a NaN faces a number.
+    pub error: f64,
+    /// First element that fails the acceptance test (`None` when passed).
+    pub first_mismatch: Option<usize>,
+}
