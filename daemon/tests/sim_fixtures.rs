@@ -165,15 +165,20 @@ fn reference(kernel: &str, inst: &Instance) -> Vec<Vec<u8>> {
     out
 }
 
+/// A fixture's spec and its original kernel, lowered for the simulator.
+fn fixture(name: &str) -> (spec::Spec, gevod::sim::code::Program) {
+    let spec =
+        spec::load(&common::repo_root().join(format!("tests/fixtures/kernels/{name}.gevo.toml")))
+            .unwrap();
+    let ir = gevod::ir::KernelIr::load(&spec.ir, Some(&spec.kernel)).unwrap();
+    let program = ir.lower(&ir.empty_patch()).unwrap();
+    (spec, program)
+}
+
 #[test]
 fn fixtures_match_hand_written_references() {
     for name in common::KERNEL_FIXTURES {
-        let spec = spec::load(
-            &common::repo_root().join(format!("tests/fixtures/kernels/{name}.gevo.toml")),
-        )
-        .unwrap();
-        let ir = gevod::ir::KernelIr::load(&spec.ir, Some(&spec.kernel)).unwrap();
-        let program = ir.lower(&ir.empty_patch()).unwrap();
+        let (spec, program) = fixture(name);
         for test in spec.tests(TestSet::All) {
             let inst = spec.instantiate(test).unwrap();
             let (_, outputs) = simulate(
@@ -210,12 +215,7 @@ fn fixtures_match_hand_written_references() {
 #[test]
 fn results_do_not_depend_on_worker_count_or_run() {
     for name in common::KERNEL_FIXTURES {
-        let spec = spec::load(
-            &common::repo_root().join(format!("tests/fixtures/kernels/{name}.gevo.toml")),
-        )
-        .unwrap();
-        let ir = gevod::ir::KernelIr::load(&spec.ir, Some(&spec.kernel)).unwrap();
-        let program = ir.lower(&ir.empty_patch()).unwrap();
+        let (spec, program) = fixture(name);
         let test = &spec.heldout[0];
         let inst = spec.instantiate(test).unwrap();
         let limits = Limits {

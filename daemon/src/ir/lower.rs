@@ -803,20 +803,3 @@ fn fcmp(p: LLVMRealPredicate) -> FCmp {
         unordered_result,
     }
 }
-
-pub fn mask(bits: u32) -> u64 {
-    if bits >= 64 {
-        u64::MAX
-    } else {
-        (1u64 << bits) - 1
-    }
-}
-
-fn sign_extend(v: u64, bits: u32) -> i64 {
-    if bits >= 64 {
-        v as i64
-    } else {
-        let shift = 64 - bits;
-        ((v << shift) as i64) >> shift
-    }
-}

@@ -5,6 +5,27 @@
 /// A register index into a thread's register file.
 pub type Reg = u32;
 
+/// Values live in registers as `u64`: integers zero-extended from their
+/// width, floats as IEEE bits, pointers tagged (`sim::pointer`).
+/// The mask of an integer of `bits` bits.
+pub fn mask(bits: u32) -> u64 {
+    if bits >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    }
+}
+
+/// The signed value of the low `bits` bits of `v`.
+pub fn sign_extend(v: u64, bits: u32) -> i64 {
+    if bits >= 64 {
+        v as i64
+    } else {
+        let shift = 64 - bits;
+        ((v << shift) as i64) >> shift
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Program {
     pub kernel: String,

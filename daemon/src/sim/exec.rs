@@ -278,7 +278,9 @@ impl<'a> BlockRun<'a> {
                         .mul_add(f64::from_bits(r(*b)), f64::from_bits(r(*c)))
                         .to_bits(),
                 },
-                Op::IntAbs { bits, a } => (sext(r(*a), *bits).wrapping_abs() as u64) & mask(*bits),
+                Op::IntAbs { bits, a } => {
+                    (sign_extend(r(*a), *bits).wrapping_abs() as u64) & mask(*bits)
+                }
                 Op::ICmp { pred, bits, a, b } => u64::from(icmp(*pred, *bits, r(*a), r(*b))),
                 Op::FCmp { pred, width, a, b } => u64::from(fcmp(*pred, *width, r(*a), r(*b))),
                 Op::Cast {
@@ -301,7 +303,7 @@ impl<'a> BlockRun<'a> {
                 } => {
                     let mut p = r(*base).wrapping_add(*offset as u64);
                     for &(idx, bits, scale) in terms {
-                        p = p.wrapping_add(sext(r(idx), bits).wrapping_mul(scale) as u64);
+                        p = p.wrapping_add(sign_extend(r(idx), bits).wrapping_mul(scale) as u64);
                     }
                     p
                 }
@@ -569,23 +571,6 @@ fn write_le(dst: &mut [u8], v: u64) {
     dst.copy_from_slice(&v.to_le_bytes()[..n]);
 }
 
-pub(crate) fn mask(bits: u32) -> u64 {
-    if bits >= 64 {
-        u64::MAX
-    } else {
-        (1u64 << bits) - 1
-    }
-}
-
-fn sext(v: u64, bits: u32) -> i64 {
-    if bits >= 64 {
-        v as i64
-    } else {
-        let shift = 64 - bits;
-        ((v << shift) as i64) >> shift
-    }
-}
-
 fn f32b(v: u64) -> f32 {
     f32::from_bits(v as u32)
 }
@@ -596,7 +581,7 @@ fn f32b(v: u64) -> f32 {
 fn int_op(op: IntOp, bits: u32, a: u64, b: u64) -> u64 {
     let m = mask(bits);
     let (a, b) = (a & m, b & m);
-    let (sa, sb) = (sext(a, bits), sext(b, bits));
+    let (sa, sb) = (sign_extend(a, bits), sign_extend(b, bits));
     let r = match op {
         IntOp::Add => a.wrapping_add(b),
         IntOp::Sub => a.wrapping_sub(b),
@@ -643,38 +628,26 @@ fn int_op(op: IntOp, bits: u32, a: u64, b: u64) -> u64 {
     r & m
 }
 
+macro_rules! apply_float_op {
+    ($op:expr, $x:expr, $y:expr) => {
+        match $op {
+            FloatOp::Add => $x + $y,
+            FloatOp::Sub => $x - $y,
+            FloatOp::Mul => $x * $y,
+            FloatOp::Div => $x / $y,
+            FloatOp::Rem => $x % $y,
+            FloatOp::Min => $x.min($y),
+            FloatOp::Max => $x.max($y),
+            FloatOp::CopySign => $x.copysign($y),
+            FloatOp::Pow => $x.powf($y),
+        }
+    };
+}
+
 fn float_op(op: FloatOp, width: FloatWidth, a: u64, b: u64) -> u64 {
     match width {
-        FloatWidth::F32 => {
-            let (x, y) = (f32b(a), f32b(b));
-            let r = match op {
-                FloatOp::Add => x + y,
-                FloatOp::Sub => x - y,
-                FloatOp::Mul => x * y,
-                FloatOp::Div => x / y,
-                FloatOp::Rem => x % y,
-                FloatOp::Min => x.min(y),
-                FloatOp::Max => x.max(y),
-                FloatOp::CopySign => x.copysign(y),
-                FloatOp::Pow => x.powf(y),
-            };
-            u64::from(r.to_bits())
-        }
-        FloatWidth::F64 => {
-            let (x, y) = (f64::from_bits(a), f64::from_bits(b));
-            let r = match op {
-                FloatOp::Add => x + y,
-                FloatOp::Sub => x - y,
-                FloatOp::Mul => x * y,
-                FloatOp::Div => x / y,
-                FloatOp::Rem => x % y,
-                FloatOp::Min => x.min(y),
-                FloatOp::Max => x.max(y),
-                FloatOp::CopySign => x.copysign(y),
-                FloatOp::Pow => x.powf(y),
-            };
-            r.to_bits()
-        }
+        FloatWidth::F32 => u64::from(apply_float_op!(op, f32b(a), f32b(b)).to_bits()),
+        FloatWidth::F64 => apply_float_op!(op, f64::from_bits(a), f64::from_bits(b)).to_bits(),
     }
 }
 
@@ -709,7 +682,7 @@ fn float_fn(f: FloatFn, width: FloatWidth, a: u64) -> u64 {
 fn icmp(pred: ICmp, bits: u32, a: u64, b: u64) -> bool {
     let m = mask(bits);
     let (a, b) = (a & m, b & m);
-    let (sa, sb) = (sext(a, bits), sext(b, bits));
+    let (sa, sb) = (sign_extend(a, bits), sign_extend(b, bits));
     match pred {
         ICmp::Eq => a == b,
         ICmp::Ne => a != b,
@@ -765,7 +738,7 @@ fn cast_value(cast: Cast, from_bits: u32, to_bits: u32, a: u64) -> u64 {
     let m = mask(to_bits);
     match cast {
         Cast::Trunc | Cast::ZExt | Cast::Bits => a & m,
-        Cast::SExt => (sext(a, from_bits) as u64) & m,
+        Cast::SExt => (sign_extend(a, from_bits) as u64) & m,
         Cast::FpToSi => {
             let v = from_float(a, from_bits);
             let lo = -(2f64.powi(to_bits as i32 - 1));
@@ -783,7 +756,7 @@ fn cast_value(cast: Cast, from_bits: u32, to_bits: u32, a: u64) -> u64 {
             }
         }
         Cast::SiToFp => {
-            let s = sext(a, from_bits);
+            let s = sign_extend(a, from_bits);
             if to_bits == 32 {
                 u64::from((s as f32).to_bits())
             } else {
