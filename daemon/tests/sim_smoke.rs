@@ -206,3 +206,104 @@ declare i32 @llvm.nvvm.read.ptx.sreg.clock()
         "{v}"
     );
 }
+
+fn run_text(
+    text: &str,
+    dims: LaunchDims,
+    buffers: &[Vec<u8>],
+) -> Result<Vec<Vec<u8>>, sim::Verdict> {
+    let ir = gevod::ir::KernelIr::parse("test.ll", text.as_bytes(), None).unwrap();
+    let program = ir.lower(&ir.empty_patch()).unwrap();
+    let views: Vec<&[u8]> = buffers.iter().map(Vec::as_slice).collect();
+    let mem = GlobalMemory::new(&views);
+    let args: Vec<u64> = (0..buffers.len())
+        .map(|i| pointer::make(pointer::GLOBAL, i as u64, 0))
+        .collect();
+    sim::run(&program, &dims, &args, &mem, LIMITS, 2)?;
+    Ok((0..buffers.len()).map(|i| mem.contents(i)).collect())
+}
+
+fn u32s(bytes: &[u8]) -> Vec<u32> {
+    bytes
+        .chunks(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+/// Warp intrinsics run in lockstep groups of 32: a shuffle-down tree sums
+/// each warp into lane 0, and a ballot sees every odd lane.
+#[test]
+fn warp_shuffles_and_votes() {
+    let mut body = String::from("  %v0 = add i32 %tid, 1\n");
+    for (k, delta) in [16, 8, 4, 2, 1].iter().enumerate() {
+        body += &format!("  %s{k} = call i32 @llvm.nvvm.shfl.sync.down.i32(i32 -1, i32 %v{k}, i32 {delta}, i32 31)\n");
+        body += &format!("  %v{} = add i32 %v{k}, %s{k}\n", k + 1);
+    }
+    let text = format!(
+        r#"target triple = "nvptx64-nvidia-cuda"
+define void @warp(ptr %out, ptr %ballots) {{
+  %tid = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+{body}  %odd = and i32 %tid, 1
+  %p = icmp eq i32 %odd, 1
+  %b = call i32 @llvm.nvvm.vote.ballot.sync(i32 -1, i1 %p)
+  %i = zext i32 %tid to i64
+  %o = getelementptr i32, ptr %out, i64 %i
+  store i32 %v5, ptr %o, align 4
+  %ob = getelementptr i32, ptr %ballots, i64 %i
+  store i32 %b, ptr %ob, align 4
+  ret void
+}}
+declare i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+declare i32 @llvm.nvvm.shfl.sync.down.i32(i32, i32, i32, i32)
+declare i32 @llvm.nvvm.vote.ballot.sync(i32, i1)
+!nvvm.annotations = !{{!0}}
+!0 = !{{ptr @warp, !"kernel", i32 1}}
+"#
+    );
+    let dims = LaunchDims {
+        grid: [1, 1, 1],
+        block: [64, 1, 1],
+        dynamic_shared_bytes: 0,
+    };
+    let out = run_text(&text, dims, &[vec![0; 256], vec![0; 256]]).unwrap();
+    let (sums, ballots) = (u32s(&out[0]), u32s(&out[1]));
+    assert_eq!(sums[0], (1..=32).sum::<u32>());
+    assert_eq!(sums[32], (33..=64).sum::<u32>());
+    assert!(ballots.iter().all(|&b| b == 0xAAAA_AAAA), "{ballots:x?}");
+}
+
+/// A compare-and-swap loop (atomic max) across blocks: `extractvalue` of the
+/// cmpxchg pair gives its success flag.
+#[test]
+fn compare_and_swap_loop() {
+    let text = r#"target triple = "nvptx64-nvidia-cuda"
+define void @cas(ptr %out) {
+entry:
+  %tid = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+  %cta = call i32 @llvm.nvvm.read.ptx.sreg.ctaid.x()
+  %shifted = mul i32 %cta, 100
+  %mine = add i32 %shifted, %tid
+  br label %loop
+loop:
+  %old = load i32, ptr %out, align 4
+  %m = call i32 @llvm.smax.i32(i32 %old, i32 %mine)
+  %pair = cmpxchg ptr %out, i32 %old, i32 %m seq_cst seq_cst
+  %ok = extractvalue { i32, i1 } %pair, 1
+  br i1 %ok, label %done, label %loop
+done:
+  ret void
+}
+declare i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+declare i32 @llvm.nvvm.read.ptx.sreg.ctaid.x()
+declare i32 @llvm.smax.i32(i32, i32)
+!nvvm.annotations = !{!0}
+!0 = !{ptr @cas, !"kernel", i32 1}
+"#;
+    let dims = LaunchDims {
+        grid: [4, 1, 1],
+        block: [32, 1, 1],
+        dynamic_shared_bytes: 0,
+    };
+    let out = run_text(text, dims, &[vec![0; 4]]).unwrap();
+    assert_eq!(u32s(&out[0]), vec![331]);
+}

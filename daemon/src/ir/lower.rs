@@ -591,9 +591,42 @@ impl Lowering {
                     default,
                 }
             }
+            LLVMExtractValue => self.lower_extract(inst)?,
             LLVMRet => Op::Ret,
             LLVMUnreachable => Op::Unreachable,
             other => Op::Unsupported(format!("{other:?} instruction").replace("LLVM", "")),
+        })
+    }
+
+    /// `extractvalue` of a `cmpxchg` result: its register holds the old
+    /// value; the success flag is `old == expected`. Other aggregates are
+    /// not modelled.
+    fn lower_extract(&mut self, inst: Value) -> Result<Op, IrError> {
+        let aggregate = llvm::operand(inst, 0);
+        let indices = unsafe {
+            std::slice::from_raw_parts(LLVMGetIndices(inst), LLVMGetNumIndices(inst) as usize)
+        };
+        if !llvm::is_instruction(aggregate)
+            || llvm::opcode(aggregate) != LLVMOpcode::LLVMAtomicCmpXchg
+            || indices.len() != 1
+        {
+            return Ok(Op::Unsupported("extractvalue of an aggregate".into()));
+        }
+        let old = self.reg(aggregate)?;
+        let bits = self.bits_of(llvm::type_of(llvm::operand(aggregate, 1)))?;
+        Ok(match indices[0] {
+            0 => Op::Cast {
+                cast: Cast::Bits,
+                from_bits: bits,
+                to_bits: bits,
+                a: old,
+            },
+            _ => Op::ICmp {
+                pred: ICmp::Eq,
+                bits,
+                a: old,
+                b: self.reg(llvm::operand(aggregate, 1))?,
+            },
         })
     }
 
@@ -612,6 +645,13 @@ impl Lowering {
         let arg = |l: &mut Self, i: u32| l.reg(llvm::operand(call, i));
         if let Some(sreg) = special_register(&name) {
             return Ok(Op::Special(sreg));
+        }
+        if let Some(warp) = warp_op(&name) {
+            let count = unsafe { LLVMGetNumArgOperands(call) };
+            let args = (0..count)
+                .map(|i| arg(self, i))
+                .collect::<Result<Vec<_>, _>>()?;
+            return Ok(Op::Warp { op: warp, args });
         }
         let base = intrinsic_base(&name);
         let op = match base {
@@ -691,6 +731,21 @@ fn intrinsic_base(name: &str) -> &str {
         end = dot;
     }
     &name[..end]
+}
+
+fn warp_op(name: &str) -> Option<WarpOp> {
+    Some(match name {
+        "llvm.nvvm.shfl.sync.idx.i32" | "llvm.nvvm.shfl.sync.idx.f32" => WarpOp::ShflIdx,
+        "llvm.nvvm.shfl.sync.up.i32" | "llvm.nvvm.shfl.sync.up.f32" => WarpOp::ShflUp,
+        "llvm.nvvm.shfl.sync.down.i32" | "llvm.nvvm.shfl.sync.down.f32" => WarpOp::ShflDown,
+        "llvm.nvvm.shfl.sync.bfly.i32" | "llvm.nvvm.shfl.sync.bfly.f32" => WarpOp::ShflBfly,
+        "llvm.nvvm.vote.all.sync" => WarpOp::VoteAll,
+        "llvm.nvvm.vote.any.sync" => WarpOp::VoteAny,
+        "llvm.nvvm.vote.uni.sync" => WarpOp::VoteUni,
+        "llvm.nvvm.vote.ballot.sync" => WarpOp::Ballot,
+        "llvm.nvvm.activemask" => WarpOp::ActiveMask,
+        _ => return None,
+    })
 }
 
 fn special_register(name: &str) -> Option<SpecialReg> {

@@ -213,6 +213,24 @@ pub enum RmwOp {
     FAdd,
 }
 
+/// Warp-collective operations: the threads of a warp (32 consecutive
+/// threads of the block) that reach one execute it together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WarpOp {
+    /// `shfl.sync` modes; arguments: mask, value, lane or delta, clamp.
+    ShflIdx,
+    ShflUp,
+    ShflDown,
+    ShflBfly,
+    /// `vote.sync` modes; arguments: mask, predicate.
+    VoteAll,
+    VoteAny,
+    VoteUni,
+    Ballot,
+    /// No arguments.
+    ActiveMask,
+}
+
 /// A float operation's width: f32 (`single`) or f64.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FloatWidth {
@@ -308,6 +326,10 @@ pub enum Op {
     },
     Special(SpecialReg),
     Barrier,
+    Warp {
+        op: WarpOp,
+        args: Vec<Reg>,
+    },
     Fence,
     /// No effect (lifetime markers, assumes).
     Nop,
