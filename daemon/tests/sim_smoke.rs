@@ -86,6 +86,22 @@ fn run_fixture(
     dims: LaunchDims,
     budget: u64,
 ) -> Result<sim::RunStats, sim::Verdict> {
+    let limits = Limits {
+        block_step_budget: budget,
+    };
+    run_program(ir, patch, buffers, scalars, dims, limits).map(|(stats, _)| stats)
+}
+
+/// Runs `patch` of `ir` with the buffers as global memory (the first
+/// arguments) followed by the scalars; returns the stats and final buffers.
+fn run_program(
+    ir: &gevod::ir::KernelIr,
+    patch: &gevod::ir::Patch,
+    buffers: &[Vec<u8>],
+    scalars: &[u64],
+    dims: LaunchDims,
+    limits: Limits,
+) -> Result<(sim::RunStats, Vec<Vec<u8>>), sim::Verdict> {
     let program = ir.lower(patch).unwrap();
     let views: Vec<&[u8]> = buffers.iter().map(Vec::as_slice).collect();
     let mem = GlobalMemory::new(&views);
@@ -93,16 +109,8 @@ fn run_fixture(
         .map(|i| pointer::make(pointer::GLOBAL, i as u64, 0))
         .collect();
     args.extend_from_slice(scalars);
-    sim::run(
-        &program,
-        &dims,
-        &args,
-        &mem,
-        Limits {
-            block_step_budget: budget,
-        },
-        2,
-    )
+    let stats = sim::run(&program, &dims, &args, &mem, limits, 2)?;
+    Ok((stats, (0..buffers.len()).map(|i| mem.contents(i)).collect()))
 }
 
 /// Planted faults get the right verdict, naming the instruction and thread.
@@ -213,14 +221,7 @@ fn run_text(
     buffers: &[Vec<u8>],
 ) -> Result<Vec<Vec<u8>>, sim::Verdict> {
     let ir = gevod::ir::KernelIr::parse("test.ll", text.as_bytes(), None).unwrap();
-    let program = ir.lower(&ir.empty_patch()).unwrap();
-    let views: Vec<&[u8]> = buffers.iter().map(Vec::as_slice).collect();
-    let mem = GlobalMemory::new(&views);
-    let args: Vec<u64> = (0..buffers.len())
-        .map(|i| pointer::make(pointer::GLOBAL, i as u64, 0))
-        .collect();
-    sim::run(&program, &dims, &args, &mem, LIMITS, 2)?;
-    Ok((0..buffers.len()).map(|i| mem.contents(i)).collect())
+    run_program(&ir, &ir.empty_patch(), buffers, &[], dims, LIMITS).map(|(_, out)| out)
 }
 
 fn u32s(bytes: &[u8]) -> Vec<u32> {
