@@ -104,7 +104,10 @@ impl TestResult {
     }
 }
 
+/// What a test needs once per evaluator: its inputs and the original
+/// kernel's outputs and stats on them.
 struct Reference {
+    instance: spec::Instance,
     outputs: Vec<Vec<u8>>,
     stats: RunStats,
 }
@@ -146,11 +149,7 @@ impl Evaluator {
         &self.ir
     }
 
-    fn reference(
-        &self,
-        test: &TestCase,
-        instance: &spec::Instance,
-    ) -> Result<Arc<Reference>, EvalError> {
+    fn reference(&self, test: &TestCase) -> Result<Arc<Reference>, EvalError> {
         if let Some(r) = self
             .references
             .lock()
@@ -159,18 +158,23 @@ impl Evaluator {
         {
             return Ok(r.clone());
         }
+        let instance = self.spec.instantiate(test)?;
         let limits = Limits {
             block_step_budget: u64::MAX,
         };
         let (stats, outputs) =
-            simulate(&self.original, instance, limits, self.workers).map_err(|verdict| {
+            simulate(&self.original, &instance, limits, self.workers).map_err(|verdict| {
                 EvalError::OriginalFails {
                     spec: self.spec.path.clone(),
                     test: test.name.clone(),
                     verdict: Box::new(verdict),
                 }
             })?;
-        let r = Arc::new(Reference { outputs, stats });
+        let r = Arc::new(Reference {
+            instance,
+            outputs,
+            stats,
+        });
         self.references
             .lock()
             .expect("reference cache")
@@ -183,8 +187,8 @@ impl Evaluator {
         let program = self.ir.lower(patch);
         let mut results = Vec::new();
         for test in self.spec.tests(set) {
-            let instance = self.spec.instantiate(test)?;
-            let reference = self.reference(test, &instance)?;
+            let reference = self.reference(test)?;
+            let instance = &reference.instance;
             let mut result = TestResult {
                 test: test.name.clone(),
                 failure: None,
@@ -202,7 +206,7 @@ impl Evaluator {
                     .max(MIN_BLOCK_BUDGET);
                     match simulate(
                         program,
-                        &instance,
+                        instance,
                         Limits {
                             block_step_budget: budget,
                         },
@@ -211,7 +215,7 @@ impl Evaluator {
                         Err(v) => result.failure = Some(Failure::Verdict(v)),
                         Ok((stats, outputs)) => {
                             result.cost = Some(stats.cost);
-                            self.compare(&instance, &reference.outputs, &outputs, &mut result);
+                            self.compare(instance, &reference.outputs, &outputs, &mut result);
                         }
                     }
                 }
@@ -340,10 +344,7 @@ pub fn simulate(
                 ArgValue::Scalar(s) => scalar_bits(*s),
             })
             .collect();
-        let stats = sim::run(program, &dims, &args, &memory, limits, workers)?;
-        total.steps += stats.steps;
-        total.cost += stats.cost;
-        total.max_block_steps = total.max_block_steps.max(stats.max_block_steps);
+        total.add(&sim::run(program, &dims, &args, &memory, limits, workers)?);
         if launch + 1 < instance.launches {
             for &(a, b) in &instance.swaps {
                 binding.swap(a, b);

@@ -205,7 +205,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Ids { kernel_ir, kernel } => {
             let ir = load_kernel(&kernel_ir, kernel.as_deref(), None)?;
             let out: String = ir
-                .listing()
+                .listing()?
                 .iter()
                 .map(|(id, text)| format!("{id:>6}  {text}\n"))
                 .collect();
@@ -245,8 +245,6 @@ fn run(cli: Cli) -> Result<()> {
     }
 }
 
-/// Loads a kernel; when the module has several and none is named, the
-/// patch's kernel is taken. Library errors already name the file.
 fn results_table(results: &[TestResult]) -> String {
     let mut out = format!(
         "{:<12} {:<22} {:>14} {:>8} {:>12}\n",
@@ -289,6 +287,8 @@ fn results_json(results: &[TestResult]) -> String {
     serde_json::to_string_pretty(&rows).expect("JSON of plain values") + "\n"
 }
 
+/// Loads a kernel; when the module has several and none is named, the
+/// patch's kernel is taken. Library errors already name the file.
 fn load_kernel(path: &Path, kernel: Option<&str>, patch: Option<&Patch>) -> Result<KernelIr> {
     match (KernelIr::load(path, kernel), patch) {
         (Err(IrError::KernelRequired { .. }), Some(patch)) if kernel.is_none() => {

@@ -104,6 +104,11 @@ impl<'d> LiveFunction<'d> {
         Err(EditError::UnknownInstruction(id))
     }
 
+    /// The function being edited.
+    pub fn function(&self) -> Value {
+        self.func
+    }
+
     /// Live instructions in function order.
     pub fn live_instructions(&self) -> Vec<Value> {
         llvm::blocks(self.func)

@@ -36,8 +36,9 @@ fn unsupported(what: impl Into<String>) -> IrError {
     IrError::Unsupported { what: what.into() }
 }
 
-/// Lowers `func` of `module`; `live` supplies instruction ids.
-pub fn lower(module: LLVMModuleRef, func: Value, live: &LiveFunction) -> Result<Program, IrError> {
+/// Lowers the function `live` edits (in `module`); `live` supplies instruction ids.
+pub fn lower(module: LLVMModuleRef, live: &LiveFunction) -> Result<Program, IrError> {
+    let func = live.function();
     let layout = unsafe { LLVMGetModuleDataLayout(module) };
     let blocks = llvm::blocks(func);
     let mut l = Lowering {

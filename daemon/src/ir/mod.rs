@@ -206,23 +206,20 @@ impl KernelIr {
     }
 
     /// Every instruction of the original kernel with its id, as IR text.
-    pub fn listing(&self) -> Vec<(InstId, String)> {
-        let context = Context::create();
-        let module = parse_bitcode(&context, &self.bitcode).expect("canonical bitcode parses");
-        let live = self.live(&module);
-        live.live_instructions()
-            .into_iter()
-            .map(|inst| (live.id_of(inst), llvm::value_to_string(inst)))
-            .collect()
+    pub fn listing(&self) -> Result<Vec<(InstId, String)>, IrError> {
+        self.with_patched(&self.empty_patch(), |_, _, live| {
+            Ok(live
+                .live_instructions()
+                .into_iter()
+                .map(|inst| (live.id_of(inst), llvm::value_to_string(inst)))
+                .collect())
+        })
     }
 
     /// Replays `patch`, verifies, and lowers the kernel for the simulator.
     pub fn lower(&self, patch: &Patch) -> Result<crate::sim::code::Program, IrError> {
         self.with_patched(patch, |_, module, live| {
-            let function = module
-                .get_function(&self.kernel)
-                .expect("the canonical module holds the kernel");
-            lower::lower(module.as_mut_ptr(), function.as_value_ref(), live)
+            lower::lower(module.as_mut_ptr(), live)
         })
     }
 

@@ -29,6 +29,15 @@ pub struct RunStats {
     pub max_block_steps: u64,
 }
 
+impl RunStats {
+    /// Accumulates another run (of a block, or of a launch).
+    pub fn add(&mut self, other: &RunStats) {
+        self.steps += other.steps;
+        self.cost += other.cost;
+        self.max_block_steps = self.max_block_steps.max(other.max_block_steps);
+    }
+}
+
 /// Each block may execute at most this many instructions.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
@@ -81,10 +90,7 @@ pub fn run(
     results.sort_by_key(|(b, _)| *b);
     let mut total = RunStats::default();
     for (_, r) in results {
-        let s = r?;
-        total.steps += s.steps;
-        total.cost += s.cost;
-        total.max_block_steps = total.max_block_steps.max(s.max_block_steps);
+        total.add(&r?);
     }
     Ok(total)
 }
