@@ -104,6 +104,73 @@ impl TestResult {
     }
 }
 
+/// One test's result in plain data, as the search and the wire see it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct TestSummary {
+    pub test: String,
+    /// `None` when the test passed; else the failure's kind (`mismatch`,
+    /// `race`, ...) and its message.
+    pub failure: Option<(String, String)>,
+    pub cost: Option<u64>,
+    pub original_cost: u64,
+    pub error: Option<f64>,
+}
+
+/// A variant's results on one test set.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Assessment {
+    pub tests: Vec<TestSummary>,
+}
+
+impl Assessment {
+    pub fn new(results: &[TestResult]) -> Self {
+        let tests = results
+            .iter()
+            .map(|r| TestSummary {
+                test: r.test.clone(),
+                failure: r
+                    .failure
+                    .as_ref()
+                    .map(|f| (f.kind().to_string(), f.to_string())),
+                cost: r.cost,
+                original_cost: r.original_cost,
+                error: r.error,
+            })
+            .collect();
+        Assessment { tests }
+    }
+
+    pub fn passed(&self) -> bool {
+        self.tests.iter().all(|t| t.failure.is_none())
+    }
+
+    /// The first failing test, as `<test>: <failure>`.
+    pub fn first_failure(&self) -> Option<String> {
+        self.tests
+            .iter()
+            .find_map(|t| t.failure.as_ref().map(|(_, m)| format!("{}: {m}", t.test)))
+    }
+
+    /// Summed cost over summed original cost, when every test ran.
+    pub fn cost_ratio(&self) -> Option<f64> {
+        let mut cost = 0u64;
+        let mut original = 0u64;
+        for t in &self.tests {
+            cost = cost.saturating_add(t.cost?);
+            original = original.saturating_add(t.original_cost);
+        }
+        Some(cost as f64 / original.max(1) as f64)
+    }
+
+    /// The largest error of any output on any test (0 when none ran).
+    pub fn error(&self) -> f64 {
+        self.tests
+            .iter()
+            .filter_map(|t| t.error)
+            .fold(0.0, f64::max)
+    }
+}
+
 /// What a test needs once per evaluator: its inputs and the original
 /// kernel's outputs and stats on them.
 struct Reference {

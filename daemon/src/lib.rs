@@ -2,6 +2,9 @@
 //! their LLVM IR (the GEVO method). See ARCHITECTURE.md for the module map.
 
 pub mod eval;
+pub mod evolve;
 pub mod ir;
 pub mod sim;
 pub mod spec;
+pub mod store;
+pub mod worker;

@@ -10,6 +10,8 @@ use rand::SeedableRng;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+mod evolve_cli;
+
 /// The stencil fixture, compiled in so `gevod ptx` has something to show on a
 /// fresh machine.
 const BUNDLED_KERNEL: &str = include_str!("../../tests/fixtures/kernels/stencil.ll");
@@ -65,6 +67,55 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Evolve faster variants of a spec's kernel; checkpoints in --state.
+    Evolve {
+        spec: PathBuf,
+        /// sim: the CPU simulator. cuda: not available in this build yet.
+        #[arg(long, value_enum, default_value = "sim")]
+        backend: EvolveBackend,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Stop after N generations past the initial population (for the whole job).
+        #[arg(long, group = "budget")]
+        generations: Option<u64>,
+        /// Stop once N variants were evaluated (for the whole job; checked between generations).
+        #[arg(long, group = "budget")]
+        evaluations: Option<u64>,
+        /// Stop after this much wall time in this run (90s, 10m, 2h).
+        #[arg(long, group = "budget", value_parser = evolve_cli::parse_duration)]
+        time: Option<std::time::Duration>,
+        /// State directory holding gevod.redb and the exported best variant.
+        #[arg(long, default_value = ".gevo-state")]
+        state: PathBuf,
+        /// Continue the job's checkpoint (starts it when there is none).
+        #[arg(long)]
+        resume: bool,
+        #[arg(long)]
+        json: bool,
+        /// TOML file with an [evolve] table of search parameters.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Evaluation worker processes (default: one per core).
+        #[arg(long)]
+        workers: Option<usize>,
+        /// Target arch (default: the spec's, else sm_90).
+        #[arg(long)]
+        arch: Option<String>,
+        #[arg(long, env = "GEVO_LIBDEVICE")]
+        libdevice: Option<PathBuf>,
+        /// Seconds one compile or one variant's test run may take before its worker is killed.
+        #[arg(long, default_value_t = 120.0)]
+        worker_timeout: f64,
+    },
+    /// Evaluation worker (started by `gevod evolve`; speaks JSON lines on stdio).
+    #[command(hide = true)]
+    EvalWorker {
+        spec: PathBuf,
+        #[arg(long)]
+        arch: Option<String>,
+        #[arg(long)]
+        libdevice: Option<PathBuf>,
+    },
     /// Write a patch of K random valid edits.
     Mutate {
         kernel_ir: PathBuf,
@@ -105,6 +156,12 @@ enum Backend {
     Sim,
 }
 
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum EvolveBackend {
+    Sim,
+    Cuda,
+}
+
 fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_env("GEVOD_LOG"))
@@ -118,6 +175,58 @@ fn main() {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
+        Command::Evolve {
+            spec,
+            backend,
+            seed,
+            generations,
+            evaluations,
+            time,
+            state,
+            resume,
+            json,
+            config,
+            workers,
+            arch,
+            libdevice,
+            worker_timeout,
+        } => {
+            if let EvolveBackend::Cuda = backend {
+                anyhow::bail!(
+                    "--backend cuda: GPU evaluation is not part of this build yet; use --backend sim"
+                );
+            }
+            let budget = match (generations, evaluations, time) {
+                (_, Some(n), _) => evolve_cli::Budget::Evaluations(n),
+                (_, _, Some(t)) => evolve_cli::Budget::Time(t),
+                (n, _, _) => evolve_cli::Budget::Generations(n.unwrap_or(10)),
+            };
+            if !(worker_timeout.is_finite() && worker_timeout > 0.0) {
+                anyhow::bail!("--worker-timeout must be a positive number of seconds");
+            }
+            let status = evolve_cli::evolve(evolve_cli::EvolveArgs {
+                spec,
+                seed,
+                budget,
+                state,
+                resume,
+                json,
+                config,
+                workers,
+                libdevice,
+                arch,
+                worker_timeout: std::time::Duration::from_secs_f64(worker_timeout),
+            })?;
+            if status != 0 {
+                std::process::exit(status);
+            }
+            Ok(())
+        }
+        Command::EvalWorker {
+            spec,
+            arch,
+            libdevice,
+        } => evolve_cli::eval_worker(&spec, arch, libdevice),
         Command::Ptx {
             kernel_ir,
             kernel,

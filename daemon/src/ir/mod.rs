@@ -192,6 +192,11 @@ impl KernelIr {
         })
     }
 
+    /// Replays `patch` and verifies it, producing nothing: is it a valid variant?
+    pub fn check(&self, patch: &Patch) -> Result<(), IrError> {
+        self.with_patched(patch, |_, _, _| Ok(()))
+    }
+
     /// Replays `patch`, verifies, and emits PTX.
     pub fn compile(&self, patch: &Patch, options: &CodegenOptions) -> Result<Compiled, IrError> {
         self.with_patched(patch, |context, module, _| {
@@ -261,14 +266,26 @@ impl KernelIr {
     /// Appends `count` random valid edits to `patch`.
     pub fn extend<R: Rng>(
         &self,
-        mut patch: Patch,
+        patch: Patch,
         rng: &mut R,
         count: usize,
     ) -> Result<Patch, IrError> {
         const TRIES_PER_EDIT: usize = 200;
+        self.extend_within(patch, rng, count, TRIES_PER_EDIT)
+    }
+
+    /// Appends `count` random valid edits to `patch`, drawing at most
+    /// `tries_per_edit` candidate edits per edit wanted.
+    pub fn extend_within<R: Rng>(
+        &self,
+        mut patch: Patch,
+        rng: &mut R,
+        count: usize,
+        tries_per_edit: usize,
+    ) -> Result<Patch, IrError> {
         self.check_patch(&patch)?;
         let target = patch.edits.len() + count;
-        let max_tries = TRIES_PER_EDIT * count.max(1);
+        let max_tries = tries_per_edit.max(1) * count.max(1);
         let mut tries = 0;
         let context = Context::create();
         'rebuild: loop {

@@ -132,6 +132,58 @@ impl fmt::Display for Edit {
     }
 }
 
+impl Edit {
+    /// The id this edit gives to the instruction it creates (Copy, Replace).
+    pub fn created_id(&self) -> Option<InstId> {
+        match self.kind {
+            EditKind::Copy { clone, .. } | EditKind::Replace { clone, .. } => Some(clone),
+            _ => None,
+        }
+    }
+
+    /// Every instruction id this edit mentions (positions, values, created
+    /// ids, repairs), in a fixed order.
+    pub fn ids(&self) -> Vec<InstId> {
+        let mut copy = self.clone();
+        copy.ids_mut().into_iter().map(|id| *id).collect()
+    }
+
+    /// Renames every instruction id this edit mentions through `map`.
+    pub fn remap_ids(&mut self, mut map: impl FnMut(InstId) -> InstId) {
+        for id in self.ids_mut() {
+            *id = map(*id);
+        }
+    }
+
+    fn ids_mut(&mut self) -> Vec<&mut InstId> {
+        let mut ids: Vec<&mut InstId> = match &mut self.kind {
+            EditKind::Copy { src, before, clone } => vec![src, before, clone],
+            EditKind::Delete { target } => vec![target],
+            EditKind::Move { src, before } => vec![src, before],
+            EditKind::Replace {
+                target,
+                with,
+                clone,
+            } => vec![target, with, clone],
+            EditKind::Swap { a, b } => vec![a, b],
+            EditKind::OperandReplace { user, value, .. } => {
+                let mut v = vec![user];
+                if let ValueRef::Inst(id) = value {
+                    v.push(id);
+                }
+                v
+            }
+        };
+        for r in &mut self.repairs {
+            ids.push(&mut r.user);
+            if let ValueRef::Inst(id) = &mut r.value {
+                ids.push(id);
+            }
+        }
+        ids
+    }
+}
+
 /// A variant of one kernel: the edits to replay on the original IR.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Patch {

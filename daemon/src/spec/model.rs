@@ -136,7 +136,8 @@ pub enum Fill {
 }
 
 /// Which set of test cases.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum TestSet {
     Train,
     Heldout,

@@ -1,0 +1,392 @@
+//! The engine: one generation per `step`, all state in one serializable value.
+
+use super::variation::{crossover, mutate};
+use super::{
+    nsga, Backend, Config, Counters, EvolveError, Member, Outcome, PromotionFailure, Scope,
+    Validated,
+};
+use crate::ir::{KernelIr, Patch};
+use crate::spec::TestSet;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What a cached fitness is valid for.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct CacheKey {
+    pub ptx_hash: String,
+    pub scope: Scope,
+    pub test_set_hash: String,
+}
+
+/// The whole state of one search. Serialized as is for checkpoints: a search
+/// resumed from it continues exactly as if never stopped (given a
+/// deterministic backend).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Engine {
+    pub(super) config: Config,
+    pub(super) seed: u64,
+    pub(super) rng: ChaCha8Rng,
+    /// Generations completed; generation 0 is the initial population.
+    pub(super) generations: u64,
+    pub(super) population: Vec<Member>,
+    /// Every non-dominated valid variant seen, one per PTX.
+    pub(super) archive: Vec<Member>,
+    #[serde(with = "pairs")]
+    pub(super) cache: BTreeMap<CacheKey, Outcome>,
+    pub(super) counters: Counters,
+    /// PTX hashes already tried on the held-out tests.
+    pub(super) promoted: BTreeSet<String>,
+    pub(super) validated: Vec<Validated>,
+    pub(super) promotion_failures: Vec<PromotionFailure>,
+}
+
+/// What one generation did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GenerationReport {
+    pub generation: u64,
+    /// Individuals evaluated in this generation, and of those from the cache.
+    pub evaluations: u64,
+    pub cache_hits: u64,
+    /// Valid members of the new population.
+    pub valid: usize,
+    /// Lowest train cost ratio in the population.
+    pub best_cost: Option<f64>,
+    pub validated: Vec<Validated>,
+    pub promotion_failures: Vec<PromotionFailure>,
+}
+
+impl Engine {
+    pub fn new(config: Config, seed: u64) -> Result<Self, EvolveError> {
+        config.validate().map_err(EvolveError::Config)?;
+        Ok(Engine {
+            config,
+            seed,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            generations: 0,
+            population: Vec::new(),
+            archive: Vec::new(),
+            cache: BTreeMap::new(),
+            counters: Counters::default(),
+            promoted: BTreeSet::new(),
+            validated: Vec::new(),
+            promotion_failures: Vec::new(),
+        })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+    /// Generations completed (the initial population is generation 0).
+    pub fn generations(&self) -> u64 {
+        self.generations
+    }
+    pub fn population(&self) -> &[Member] {
+        &self.population
+    }
+    /// The Pareto front over (cost, error), best cost first.
+    pub fn archive(&self) -> &[Member] {
+        &self.archive
+    }
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+    pub fn validated(&self) -> &[Validated] {
+        &self.validated
+    }
+    pub fn promotion_failures(&self) -> &[PromotionFailure] {
+        &self.promotion_failures
+    }
+    /// The validated variant with the largest speedup.
+    pub fn best_validated(&self) -> Option<&Validated> {
+        self.validated
+            .iter()
+            .max_by(|a, b| a.speedup.total_cmp(&b.speedup))
+    }
+    pub fn best_cost(&self) -> Option<f64> {
+        best_cost(&self.population)
+    }
+
+    /// Runs one generation: the initial population first, then breeding and
+    /// survivor selection; then promotion. The state changes only when the
+    /// whole generation succeeded, so a stop between batches loses nothing
+    /// committed.
+    pub fn step(
+        &mut self,
+        ir: &KernelIr,
+        backend: &mut dyn Backend,
+    ) -> Result<GenerationReport, EvolveError> {
+        let mut next = self.clone();
+        let report = next.advance(ir, backend)?;
+        *self = next;
+        Ok(report)
+    }
+
+    fn advance(
+        &mut self,
+        ir: &KernelIr,
+        backend: &mut dyn Backend,
+    ) -> Result<GenerationReport, EvolveError> {
+        let before = self.counters.clone();
+        let generation = self.generations;
+        if self.population.is_empty() {
+            let initial = self.initial(ir)?;
+            self.population = self.evaluate(initial, backend)?;
+        } else {
+            let children = self.breed(ir);
+            let children = self.evaluate(children, backend)?;
+            self.population = self.survivors(children);
+        }
+        self.update_archive();
+        let (validated, promotion_failures) = self.promote(ir, backend, generation)?;
+        self.generations += 1;
+        Ok(GenerationReport {
+            generation,
+            evaluations: self.counters.evaluations - before.evaluations,
+            cache_hits: self.counters.cache_hits - before.cache_hits,
+            valid: self
+                .population
+                .iter()
+                .filter(|m| m.outcome.cost().is_some())
+                .count(),
+            best_cost: self.best_cost(),
+            validated,
+            promotion_failures,
+        })
+    }
+
+    fn initial(&mut self, ir: &KernelIr) -> Result<Vec<Patch>, EvolveError> {
+        (0..self.config.population)
+            .map(|_| {
+                ir.mutate(&mut self.rng, self.config.initial_edits)
+                    .map_err(EvolveError::Initial)
+            })
+            .collect()
+    }
+
+    /// Children for the places the elites leave: tournament-selected
+    /// parents, crossed over and mutated at the configured rates.
+    fn breed(&mut self, ir: &KernelIr) -> Vec<Patch> {
+        let points: Vec<_> = self
+            .population
+            .iter()
+            .map(|m| m.outcome.objectives())
+            .collect();
+        // Position in NSGA-II order: lower is better.
+        let mut standing = vec![0usize; points.len()];
+        for (place, i) in nsga::order(&points).into_iter().enumerate() {
+            standing[i] = place;
+        }
+        let wanted = self.config.population - self.elite_count();
+        let mut children = Vec::with_capacity(wanted);
+        while children.len() < wanted {
+            let a = self.tournament(&standing);
+            let b = self.tournament(&standing);
+            let (pa, pb) = (
+                self.population[a].patch.clone(),
+                self.population[b].patch.clone(),
+            );
+            let pair = if self.rng.gen_bool(self.config.crossover_rate) {
+                let [x, y] = crossover(ir, &pa, &pb, &mut self.rng);
+                let fallbacks = u64::from(x.is_none()) + u64::from(y.is_none());
+                self.counters.crossover_fallbacks += fallbacks;
+                [x.unwrap_or(pa), y.unwrap_or(pb)]
+            } else {
+                [pa, pb]
+            };
+            for child in pair {
+                if children.len() == wanted {
+                    break;
+                }
+                let child = if self.rng.gen_bool(self.config.mutation_rate) {
+                    match mutate(ir, &child, &mut self.rng, self.config.mutation_tries) {
+                        Some(mutated) => mutated,
+                        None => {
+                            self.counters.mutation_failures += 1;
+                            child
+                        }
+                    }
+                } else {
+                    child
+                };
+                children.push(child);
+            }
+        }
+        children
+    }
+
+    fn tournament(&mut self, standing: &[usize]) -> usize {
+        (0..self.config.tournament_size)
+            .map(|_| self.rng.gen_range(0..standing.len()))
+            .min_by_key(|&i| (standing[i], i))
+            .expect("tournament size is at least 1")
+    }
+
+    fn elite_count(&self) -> usize {
+        let n = self.config.population;
+        ((n as f64 * self.config.elite_fraction).round() as usize).min(n - 1)
+    }
+
+    /// The elites of the current population, then NSGA-II selection over the
+    /// rest of it together with the children.
+    fn survivors(&mut self, children: Vec<Member>) -> Vec<Member> {
+        let current = std::mem::take(&mut self.population);
+        let points: Vec<_> = current.iter().map(|m| m.outcome.objectives()).collect();
+        let order = nsga::order(&points);
+        let elites = self.elite_count();
+        let mut slots: Vec<Option<Member>> = current.into_iter().map(Some).collect();
+        let mut next: Vec<Member> = order[..elites]
+            .iter()
+            .map(|&i| slots[i].take().expect("each index once"))
+            .collect();
+        let mut rest: Vec<Member> = slots.into_iter().flatten().collect();
+        rest.extend(children);
+        let points: Vec<_> = rest.iter().map(|m| m.outcome.objectives()).collect();
+        let mut rest: Vec<Option<Member>> = rest.into_iter().map(Some).collect();
+        for i in nsga::order(&points) {
+            if next.len() == self.config.population {
+                break;
+            }
+            next.push(rest[i].take().expect("each index once"));
+        }
+        next
+    }
+
+    /// Compiles every patch, answers what the cache knows, assesses the rest
+    /// on the train tests (each distinct PTX once), and fills the cache.
+    fn evaluate(
+        &mut self,
+        patches: Vec<Patch>,
+        backend: &mut dyn Backend,
+    ) -> Result<Vec<Member>, EvolveError> {
+        let builds = backend.compile(&patches)?;
+        let scope = backend.scope();
+        let test_set_hash = backend.test_set_hash(TestSet::Train);
+        let key = |ptx_hash: &str| CacheKey {
+            ptx_hash: ptx_hash.to_string(),
+            scope: scope.clone(),
+            test_set_hash: test_set_hash.clone(),
+        };
+        // First patch of each PTX not in the cache: these get assessed.
+        let mut to_assess: Vec<usize> = Vec::new();
+        let mut seen: BTreeSet<&str> = BTreeSet::new();
+        for (i, build) in builds.iter().enumerate() {
+            if let Ok(b) = build {
+                if !self.cache.contains_key(&key(&b.ptx_hash)) && seen.insert(&b.ptx_hash) {
+                    to_assess.push(i);
+                }
+            }
+        }
+        let batch: Vec<Patch> = to_assess.iter().map(|&i| patches[i].clone()).collect();
+        let assessments = backend.assess(&batch, TestSet::Train)?;
+        for (&i, a) in to_assess.iter().zip(&assessments) {
+            let hash = &builds[i]
+                .as_ref()
+                .expect("assessed builds compiled")
+                .ptx_hash;
+            self.cache.insert(key(hash), Outcome::of(a));
+        }
+        let assessed: BTreeSet<usize> = to_assess.into_iter().collect();
+        let mut members = Vec::with_capacity(patches.len());
+        for (i, (patch, build)) in patches.into_iter().zip(builds).enumerate() {
+            self.counters.evaluations += 1;
+            let member = match build {
+                Err(reason) => {
+                    self.counters.compile_failures += 1;
+                    Member {
+                        patch,
+                        ptx_hash: None,
+                        outcome: Outcome::Rejected {
+                            reason: format!("does not compile: {reason}"),
+                        },
+                    }
+                }
+                Ok(b) => {
+                    if !assessed.contains(&i) {
+                        self.counters.cache_hits += 1;
+                    }
+                    let outcome = self.cache[&key(&b.ptx_hash)].clone();
+                    Member {
+                        patch,
+                        ptx_hash: Some(b.ptx_hash),
+                        outcome,
+                    }
+                }
+            };
+            match &member.outcome {
+                Outcome::Valid { cost, error } => {
+                    self.counters.valid += 1;
+                    tracing::debug!(edits = member.patch.edits.len(), cost, error, "valid");
+                }
+                Outcome::Rejected { reason } => {
+                    tracing::debug!(edits = member.patch.edits.len(), %reason, "rejected")
+                }
+            }
+            members.push(member);
+        }
+        Ok(members)
+    }
+
+    /// Adds the population's valid members to the archive and keeps only the
+    /// non-dominated, one per PTX, ordered by cost then error.
+    fn update_archive(&mut self) {
+        let mut all: Vec<Member> = std::mem::take(&mut self.archive);
+        all.extend(
+            self.population
+                .iter()
+                .filter(|m| m.outcome.cost().is_some())
+                .cloned(),
+        );
+        let mut seen = BTreeSet::new();
+        all.retain(|m| seen.insert(m.ptx_hash.clone()));
+        let points: Vec<_> = all.iter().map(|m| m.outcome.objectives()).collect();
+        let fronts = nsga::fronts(&points);
+        let mut front: Vec<Member> = all
+            .into_iter()
+            .zip(fronts)
+            .filter(|(_, f)| *f == 0)
+            .map(|(m, _)| m)
+            .collect();
+        front.sort_by(|a, b| {
+            let (pa, pb) = (a.outcome.objectives(), b.outcome.objectives());
+            let (pa, pb) = (pa.expect("valid"), pb.expect("valid"));
+            pa.0.total_cmp(&pb.0)
+                .then(pa.1.total_cmp(&pb.1))
+                .then(a.patch.edits.len().cmp(&b.patch.edits.len()))
+        });
+        self.archive = front;
+    }
+}
+
+fn best_cost(population: &[Member]) -> Option<f64> {
+    population
+        .iter()
+        .filter_map(|m| m.outcome.cost())
+        .min_by(f64::total_cmp)
+}
+
+/// Maps with struct keys as JSON: a list of `[key, value]` pairs.
+mod pairs {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::collections::BTreeMap;
+
+    pub fn serialize<K: Serialize, V: Serialize, S: Serializer>(
+        map: &BTreeMap<K, V>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        s.collect_seq(map.iter())
+    }
+
+    pub fn deserialize<'de, K, V, D>(d: D) -> Result<BTreeMap<K, V>, D::Error>
+    where
+        K: Deserialize<'de> + Ord,
+        V: Deserialize<'de>,
+        D: Deserializer<'de>,
+    {
+        Ok(Vec::<(K, V)>::deserialize(d)?.into_iter().collect())
+    }
+}

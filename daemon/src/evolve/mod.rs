@@ -1,0 +1,244 @@
+//! The search: GEVO's genetic improvement loop as a value. The engine breeds
+//! patches, asks a [`Backend`] to compile and assess them, keeps the
+//! population, the Pareto archive and the fitness cache, promotes improving
+//! variants through the held-out tests and minimizes them. It does no I/O:
+//! compiling and running belong to the backend, persisting to `store`.
+
+mod engine;
+pub mod nsga;
+mod promote;
+mod variation;
+
+pub use engine::{Engine, GenerationReport};
+
+use crate::eval::{Assessment, TestSummary};
+use crate::ir::{IrError, Patch};
+use crate::spec::TestSet;
+use serde::{Deserialize, Serialize};
+
+/// Search parameters. The defaults are GEVO's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Individuals per generation.
+    pub population: usize,
+    /// Random valid edits each initial individual gets.
+    pub initial_edits: usize,
+    /// Chance that two selected parents are crossed over.
+    pub crossover_rate: f64,
+    /// Chance that a child gets one more random edit.
+    pub mutation_rate: f64,
+    /// Share of the population (best by NSGA-II order) kept as is.
+    pub elite_fraction: f64,
+    /// Individuals drawn per tournament.
+    pub tournament_size: usize,
+    /// Candidate edits drawn before a mutation gives up (the child is kept
+    /// unmutated).
+    pub mutation_tries: usize,
+    /// At most this many new train-best variants per generation are re-run on
+    /// the held-out tests.
+    pub promotions_per_generation: usize,
+    /// Minimization drops an edit when the variant stays valid and its cost
+    /// changes by less than this fraction.
+    pub minimize_threshold: f64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            population: 256,
+            initial_edits: 3,
+            crossover_rate: 0.8,
+            mutation_rate: 0.3,
+            elite_fraction: 0.25,
+            tournament_size: 2,
+            mutation_tries: 50,
+            promotions_per_generation: 2,
+            minimize_threshold: 0.01,
+        }
+    }
+}
+
+impl Config {
+    /// Checks ranges; the message names the key.
+    pub fn validate(&self) -> Result<(), String> {
+        let rate = |name: &str, v: f64| {
+            if (0.0..=1.0).contains(&v) {
+                Ok(())
+            } else {
+                Err(format!("{name} must be between 0 and 1, not {v}"))
+            }
+        };
+        if self.population < 4 {
+            return Err(format!(
+                "population must be at least 4, not {}",
+                self.population
+            ));
+        }
+        if self.tournament_size == 0 {
+            return Err("tournament_size must be at least 1".into());
+        }
+        rate("crossover_rate", self.crossover_rate)?;
+        rate("mutation_rate", self.mutation_rate)?;
+        rate("elite_fraction", self.elite_fraction)?;
+        rate("minimize_threshold", self.minimize_threshold)
+    }
+}
+
+/// What a fitness is valid for besides the PTX: the backend and the device or
+/// arch it ran on. With the test-set hash and the PTX hash it keys the cache.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Scope {
+    /// `sim` or `cuda`.
+    pub backend: String,
+    /// The arch (`sm_90`) or the device the backend measures on.
+    pub target: String,
+}
+
+/// A compiled variant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Build {
+    pub ptx_hash: String,
+    pub ptx: String,
+}
+
+/// Why a backend could not go on with a batch.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// A stop was requested (Ctrl-C, shutdown): the batch is abandoned.
+    #[error("interrupted")]
+    Interrupted,
+    /// Nothing can be evaluated (the spec no longer loads, workers cannot start).
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Compiles and runs variants. Per-variant failures (a patch that does not
+/// compile, a crashed code generator, a failing test) are values in the
+/// results; an `Err` means the whole batch could not be done.
+pub trait Backend {
+    fn scope(&self) -> Scope;
+    /// The hash of the test set's definition, for cache keys.
+    fn test_set_hash(&self, set: TestSet) -> String;
+    /// Each patch's PTX, or why it has none.
+    fn compile(&mut self, patches: &[Patch]) -> Result<Vec<Result<Build, String>>, BackendError>;
+    /// Each patch run on `set`.
+    fn assess(&mut self, patches: &[Patch], set: TestSet) -> Result<Vec<Assessment>, BackendError>;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EvolveError {
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    #[error("the initial population cannot be built: {0}")]
+    Initial(IrError),
+    #[error("invalid search configuration: {0}")]
+    Config(String),
+}
+
+/// A variant's fitness on the train tests.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Passed every test: cost relative to the original, and largest error.
+    Valid { cost: f64, error: f64 },
+    /// Does not compile, or failed a test (the reason names which and why).
+    Rejected { reason: String },
+}
+
+impl Outcome {
+    pub fn objectives(&self) -> nsga::Objectives {
+        match self {
+            Outcome::Valid { cost, error } => Some((*cost, *error)),
+            Outcome::Rejected { .. } => None,
+        }
+    }
+
+    pub fn cost(&self) -> Option<f64> {
+        self.objectives().map(|o| o.0)
+    }
+
+    fn of(assessment: &Assessment) -> Outcome {
+        match (assessment.first_failure(), assessment.cost_ratio()) {
+            (None, Some(cost)) => Outcome::Valid {
+                cost,
+                error: assessment.error(),
+            },
+            (Some(reason), _) => Outcome::Rejected { reason },
+            (None, None) => Outcome::Rejected {
+                reason: "no cost measured".into(),
+            },
+        }
+    }
+}
+
+/// One individual: its patch, the hash of its PTX (when it compiled) and its
+/// fitness.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Member {
+    pub patch: Patch,
+    pub ptx_hash: Option<String>,
+    pub outcome: Outcome,
+}
+
+/// A variant that passed the held-out tests, minimized.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Validated {
+    /// The generation that found it.
+    pub generation: u64,
+    pub scope: Scope,
+    /// The patch as the search found it.
+    pub patch: Patch,
+    /// The same with every edit that contributes under the threshold dropped.
+    pub minimized: Patch,
+    /// PTX of the minimized patch.
+    pub ptx: String,
+    pub ptx_hash: String,
+    /// Train cost ratio of the patch as found.
+    pub train_cost: f64,
+    /// Original cost over variant cost on the held-out tests (minimized patch).
+    pub speedup: f64,
+    /// Confidence interval of the speedup. The simulator is deterministic,
+    /// so there it is the point itself.
+    pub interval: (f64, f64),
+    /// The minimized patch's held-out results.
+    pub heldout: Vec<TestSummary>,
+}
+
+/// A train-best variant that the held-out tests rejected.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PromotionFailure {
+    pub generation: u64,
+    pub patch: Patch,
+    pub ptx_hash: String,
+    pub train_cost: f64,
+    /// Which held-out test failed, and how.
+    pub reason: String,
+}
+
+/// Running totals of one search.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Counters {
+    /// Fitness requests: every individual evaluated, cache hits included.
+    pub evaluations: u64,
+    /// Of those, answered by the fitness cache.
+    pub cache_hits: u64,
+    /// Of those, valid.
+    pub valid: u64,
+    /// Variants whose patch did not compile.
+    pub compile_failures: u64,
+    /// Crossover children that did not replay and were replaced by a parent.
+    pub crossover_fallbacks: u64,
+    /// Mutations that found no valid edit within the tries.
+    pub mutation_failures: u64,
+}
+
+impl Counters {
+    pub fn cache_hit_rate(&self) -> f64 {
+        self.cache_hits as f64 / self.evaluations.max(1) as f64
+    }
+
+    pub fn valid_share(&self) -> f64 {
+        self.valid as f64 / self.evaluations.max(1) as f64
+    }
+}

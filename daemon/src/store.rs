@@ -1,0 +1,346 @@
+//! Checkpoints and results in redb: one file (`gevod.redb`) per state
+//! directory, a versioned schema, and one write transaction per generation,
+//! so a process killed at any moment restarts from the last committed
+//! generation with nothing committed lost.
+//!
+//! Values are JSON (serde) so a record is readable and a schema change is a
+//! migration over plain data.
+
+use crate::evolve::{Engine, GenerationReport, Member, PromotionFailure, Validated};
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, TableHandle};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// The schema this build writes. Older stores are migrated on open; newer
+/// ones are refused.
+pub const SCHEMA_VERSION: u64 = 1;
+pub const FILE_NAME: &str = "gevod.redb";
+
+const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+/// job id -> `JobRecord`
+const JOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("jobs");
+/// job id -> `Engine` (the checkpoint)
+const ENGINES: TableDefinition<&str, &[u8]> = TableDefinition::new("engines");
+/// (job id, generation) -> `GenerationRecord`
+const GENERATIONS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("generations");
+/// (job id, sequence) -> `Validated`
+const VALIDATED: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("validated");
+/// (job id, sequence) -> `PromotionFailure`
+const FAILURES: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("promotion_failures");
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{}: {source}", path.display())]
+    Db {
+        path: PathBuf,
+        #[source]
+        source: redb::Error,
+    },
+    #[error("{}: cannot create the state directory: {source}", path.display())]
+    Dir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: schema version {found} was written by a newer gevod (this one reads up to {SCHEMA_VERSION})", path.display())]
+    TooNew { path: PathBuf, found: u64 },
+    #[error("{}: record {key} is unreadable: {source}", path.display())]
+    Record {
+        path: PathBuf,
+        key: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// What a job is: the spec and IR it evolves (contents kept, so results stay
+/// explainable after the files change) and how it searches.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobRecord {
+    pub id: String,
+    pub spec_path: PathBuf,
+    pub spec_hash: String,
+    pub spec_text: String,
+    pub ir_hash: String,
+    pub ir_text: String,
+    pub backend: String,
+    pub target: String,
+    pub seed: u64,
+}
+
+/// One committed generation: its population with fitness, and counters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GenerationRecord {
+    pub report: GenerationReport,
+    pub population: Vec<Member>,
+    pub evaluations: u64,
+    pub cache_hits: u64,
+}
+
+pub struct Store {
+    path: PathBuf,
+    db: Database,
+}
+
+impl Store {
+    /// Opens (creating if needed) `<dir>/gevod.redb` and brings its schema
+    /// up to date.
+    pub fn open(dir: &Path) -> Result<Self, StoreError> {
+        std::fs::create_dir_all(dir).map_err(|source| StoreError::Dir {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let path = dir.join(FILE_NAME);
+        let db = Database::create(&path).map_err(|e| db_error(&path, e))?;
+        let store = Store { path, db };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Creates every table and records the schema version. Version 1 is the
+    /// first; a later version adds its step here (read old records, write
+    /// new ones, bump the version) inside the same transaction.
+    fn migrate(&self) -> Result<(), StoreError> {
+        let txn = self.db.begin_write().map_err(|e| self.err(e))?;
+        {
+            let mut meta = txn.open_table(META).map_err(|e| self.err(e))?;
+            let found = meta
+                .get("schema_version")
+                .map_err(|e| self.err(e))?
+                .map(|v| v.value());
+            match found {
+                Some(v) if v > SCHEMA_VERSION => {
+                    return Err(StoreError::TooNew {
+                        path: self.path.clone(),
+                        found: v,
+                    })
+                }
+                Some(SCHEMA_VERSION) => {}
+                // Fresh store (or, later, an older version to migrate).
+                _ => {
+                    meta.insert("schema_version", SCHEMA_VERSION)
+                        .map_err(|e| self.err(e))?;
+                }
+            }
+            txn.open_table(JOBS).map_err(|e| self.err(e))?;
+            txn.open_table(ENGINES).map_err(|e| self.err(e))?;
+            txn.open_table(GENERATIONS).map_err(|e| self.err(e))?;
+            txn.open_table(VALIDATED).map_err(|e| self.err(e))?;
+            txn.open_table(FAILURES).map_err(|e| self.err(e))?;
+        }
+        txn.commit().map_err(|e| self.err(e))
+    }
+
+    pub fn job(&self, id: &str) -> Result<Option<JobRecord>, StoreError> {
+        self.get(JOBS, id)
+    }
+
+    /// The engine as of the last committed generation.
+    pub fn checkpoint(&self, id: &str) -> Result<Option<Engine>, StoreError> {
+        self.get(ENGINES, id)
+    }
+
+    /// Records a new job with its starting engine, in one transaction.
+    pub fn create_job(&self, job: &JobRecord, engine: &Engine) -> Result<(), StoreError> {
+        let txn = self.db.begin_write().map_err(|e| self.err(e))?;
+        {
+            let mut jobs = txn.open_table(JOBS).map_err(|e| self.err(e))?;
+            jobs.insert(job.id.as_str(), to_json(job).as_slice())
+                .map_err(|e| self.err(e))?;
+            let mut engines = txn.open_table(ENGINES).map_err(|e| self.err(e))?;
+            engines
+                .insert(job.id.as_str(), to_json(engine).as_slice())
+                .map_err(|e| self.err(e))?;
+        }
+        txn.commit().map_err(|e| self.err(e))
+    }
+
+    /// Commits one generation: its record, the engine after it, and any
+    /// variants it validated or failed to promote. All or nothing.
+    pub fn commit_generation(
+        &self,
+        job: &str,
+        engine: &Engine,
+        report: &GenerationReport,
+    ) -> Result<(), StoreError> {
+        let record = GenerationRecord {
+            report: report.clone(),
+            population: engine.population().to_vec(),
+            evaluations: engine.counters().evaluations,
+            cache_hits: engine.counters().cache_hits,
+        };
+        let txn = self.db.begin_write().map_err(|e| self.err(e))?;
+        {
+            let mut engines = txn.open_table(ENGINES).map_err(|e| self.err(e))?;
+            engines
+                .insert(job, to_json(engine).as_slice())
+                .map_err(|e| self.err(e))?;
+            let mut generations = txn.open_table(GENERATIONS).map_err(|e| self.err(e))?;
+            generations
+                .insert((job, report.generation), to_json(&record).as_slice())
+                .map_err(|e| self.err(e))?;
+            append(&txn, VALIDATED, job, &report.validated).map_err(|e| self.err(e))?;
+            append(&txn, FAILURES, job, &report.promotion_failures).map_err(|e| self.err(e))?;
+        }
+        txn.commit().map_err(|e| self.err(e))
+    }
+
+    pub fn generation(&self, job: &str, n: u64) -> Result<Option<GenerationRecord>, StoreError> {
+        let txn = self.db.begin_read().map_err(|e| self.err(e))?;
+        let table = txn.open_table(GENERATIONS).map_err(|e| self.err(e))?;
+        let value = table.get((job, n)).map_err(|e| self.err(e))?;
+        value
+            .map(|v| self.decode(&format!("{job}/generation {n}"), v.value()))
+            .transpose()
+    }
+
+    pub fn validated(&self, job: &str) -> Result<Vec<Validated>, StoreError> {
+        self.list(VALIDATED, job)
+    }
+
+    pub fn promotion_failures(&self, job: &str) -> Result<Vec<PromotionFailure>, StoreError> {
+        self.list(FAILURES, job)
+    }
+
+    fn get<T: DeserializeOwned>(
+        &self,
+        table: TableDefinition<&str, &[u8]>,
+        key: &str,
+    ) -> Result<Option<T>, StoreError> {
+        let txn = self.db.begin_read().map_err(|e| self.err(e))?;
+        let t = txn.open_table(table).map_err(|e| self.err(e))?;
+        let value = t.get(key).map_err(|e| self.err(e))?;
+        value
+            .map(|v| self.decode(&format!("{}/{key}", table.name()), v.value()))
+            .transpose()
+    }
+
+    fn list<T: DeserializeOwned>(
+        &self,
+        table: TableDefinition<(&str, u64), &[u8]>,
+        job: &str,
+    ) -> Result<Vec<T>, StoreError> {
+        let txn = self.db.begin_read().map_err(|e| self.err(e))?;
+        let t = txn.open_table(table).map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        for entry in t
+            .range((job, 0)..=(job, u64::MAX))
+            .map_err(|e| self.err(e))?
+        {
+            let (k, v) = entry.map_err(|e| self.err(e))?;
+            let key = format!("{}/{job}/{}", table.name(), k.value().1);
+            out.push(self.decode(&key, v.value())?);
+        }
+        Ok(out)
+    }
+
+    fn decode<T: DeserializeOwned>(&self, key: &str, bytes: &[u8]) -> Result<T, StoreError> {
+        serde_json::from_slice(bytes).map_err(|source| StoreError::Record {
+            path: self.path.clone(),
+            key: key.to_string(),
+            source,
+        })
+    }
+
+    fn err(&self, e: impl Into<redb::Error>) -> StoreError {
+        db_error(&self.path, e)
+    }
+}
+
+/// Appends `items` after the job's last sequence number in `table`.
+fn append<T: Serialize>(
+    txn: &redb::WriteTransaction,
+    table: TableDefinition<(&str, u64), &[u8]>,
+    job: &str,
+    items: &[T],
+) -> Result<(), redb::Error> {
+    let mut t = txn.open_table(table)?;
+    let mut next = match t.range((job, 0)..=(job, u64::MAX))?.next_back() {
+        Some(last) => last?.0.value().1 + 1,
+        None => 0,
+    };
+    for item in items {
+        t.insert((job, next), to_json(item).as_slice())?;
+        next += 1;
+    }
+    Ok(())
+}
+
+fn to_json<T: Serialize>(value: &T) -> Vec<u8> {
+    serde_json::to_vec(value).expect("store records serialize")
+}
+
+fn db_error(path: &Path, e: impl Into<redb::Error>) -> StoreError {
+    StoreError::Db {
+        path: path.to_path_buf(),
+        source: e.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evolve::Config;
+
+    fn job(id: &str) -> JobRecord {
+        JobRecord {
+            id: id.into(),
+            spec_path: "k.gevo.toml".into(),
+            spec_hash: "s".into(),
+            spec_text: "spec".into(),
+            ir_hash: "i".into(),
+            ir_text: "ir".into(),
+            backend: "sim".into(),
+            target: "sm_90".into(),
+            seed: 1,
+        }
+    }
+
+    #[test]
+    fn jobs_and_checkpoints_round_trip_across_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Engine::new(Config::default(), 7).unwrap();
+        {
+            let store = Store::open(dir.path()).unwrap();
+            assert_eq!(store.job("a").unwrap(), None);
+            store.create_job(&job("a"), &engine).unwrap();
+        }
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.job("a").unwrap(), Some(job("a")));
+        assert_eq!(store.checkpoint("a").unwrap(), Some(engine));
+        assert_eq!(store.job("b").unwrap(), None);
+        assert!(store.validated("a").unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_newer_schema_is_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = Store::open(dir.path()).unwrap();
+            let txn = store.db.begin_write().unwrap();
+            txn.open_table(META)
+                .unwrap()
+                .insert("schema_version", SCHEMA_VERSION + 1)
+                .unwrap();
+            txn.commit().unwrap();
+        }
+        let err = Store::open(dir.path()).err().expect("refused");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("gevod.redb") && msg.contains("newer gevod"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_store_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(FILE_NAME), b"not a database at all").unwrap();
+        let msg = Store::open(dir.path()).err().expect("refused").to_string();
+        assert!(msg.contains("gevod.redb"), "{msg}");
+    }
+}
