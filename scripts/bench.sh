@@ -5,3 +5,4 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 cargo bench -p gevod --bench ir_pipeline
 cargo bench -p gevod --bench sim_speed
+cargo bench -p gevod --bench evolve

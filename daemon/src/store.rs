@@ -135,6 +135,17 @@ impl Store {
         txn.commit().map_err(|e| self.err(e))
     }
 
+    /// Every job's id, in order.
+    pub fn jobs(&self) -> Result<Vec<String>, StoreError> {
+        let txn = self.db.begin_read().map_err(|e| self.err(e))?;
+        let t = txn.open_table(JOBS).map_err(|e| self.err(e))?;
+        let mut ids = Vec::new();
+        for entry in t.iter().map_err(|e| self.err(e))? {
+            ids.push(entry.map_err(|e| self.err(e))?.0.value().to_string());
+        }
+        Ok(ids)
+    }
+
     pub fn job(&self, id: &str) -> Result<Option<JobRecord>, StoreError> {
         self.get(JOBS, id)
     }
@@ -259,13 +270,12 @@ fn append<T: Serialize>(
     items: &[T],
 ) -> Result<(), redb::Error> {
     let mut t = txn.open_table(table)?;
-    let mut next = match t.range((job, 0)..=(job, u64::MAX))?.next_back() {
+    let first = match t.range((job, 0)..=(job, u64::MAX))?.next_back() {
         Some(last) => last?.0.value().1 + 1,
         None => 0,
     };
-    for item in items {
-        t.insert((job, next), to_json(item).as_slice())?;
-        next += 1;
+    for (seq, item) in (first..).zip(items) {
+        t.insert((job, seq), to_json(item).as_slice())?;
     }
     Ok(())
 }

@@ -3,10 +3,11 @@
 use super::variation::{crossover, mutate};
 use super::{
     nsga, Backend, Config, Counters, EvolveError, Member, Outcome, PromotionFailure, Scope,
-    Validated,
+    Selection, Validated,
 };
 use crate::ir::{KernelIr, Patch};
 use crate::spec::TestSet;
+use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -171,14 +172,12 @@ impl Engine {
     /// Children for the places the elites leave: tournament-selected
     /// parents, crossed over and mutated at the configured rates.
     fn breed(&mut self, ir: &KernelIr) -> Vec<Patch> {
-        let points: Vec<_> = self
-            .population
-            .iter()
-            .map(|m| m.outcome.objectives())
-            .collect();
-        // Position in NSGA-II order: lower is better.
-        let mut standing = vec![0usize; points.len()];
-        for (place, i) in nsga::order(&points).into_iter().enumerate() {
+        // Position in the selection order: lower is better.
+        let population = std::mem::take(&mut self.population);
+        let order = self.order(&population);
+        self.population = population;
+        let mut standing = vec![0usize; order.len()];
+        for (place, i) in order.into_iter().enumerate() {
             standing[i] = place;
         }
         let wanted = self.config.population - self.elite_count();
@@ -219,6 +218,21 @@ impl Engine {
         children
     }
 
+    /// Indices best first: NSGA-II order, or for the blind control valid
+    /// members in a random order, then the rejected.
+    fn order(&mut self, members: &[Member]) -> Vec<usize> {
+        let points: Vec<_> = members.iter().map(|m| m.outcome.objectives()).collect();
+        match self.config.selection {
+            Selection::Nsga2 => nsga::order(&points),
+            Selection::Blind => {
+                let mut idx: Vec<usize> = (0..members.len()).collect();
+                idx.shuffle(&mut self.rng);
+                idx.sort_by_key(|&i| points[i].is_none());
+                idx
+            }
+        }
+    }
+
     fn tournament(&mut self, standing: &[usize]) -> usize {
         (0..self.config.tournament_size)
             .map(|_| self.rng.gen_range(0..standing.len()))
@@ -235,8 +249,7 @@ impl Engine {
     /// rest of it together with the children.
     fn survivors(&mut self, children: Vec<Member>) -> Vec<Member> {
         let current = std::mem::take(&mut self.population);
-        let points: Vec<_> = current.iter().map(|m| m.outcome.objectives()).collect();
-        let order = nsga::order(&points);
+        let order = self.order(&current);
         let elites = self.elite_count();
         let mut slots: Vec<Option<Member>> = current.into_iter().map(Some).collect();
         let mut next: Vec<Member> = order[..elites]
@@ -245,9 +258,9 @@ impl Engine {
             .collect();
         let mut rest: Vec<Member> = slots.into_iter().flatten().collect();
         rest.extend(children);
-        let points: Vec<_> = rest.iter().map(|m| m.outcome.objectives()).collect();
+        let order = self.order(&rest);
         let mut rest: Vec<Option<Member>> = rest.into_iter().map(Some).collect();
-        for i in nsga::order(&points) {
+        for i in order {
             if next.len() == self.config.population {
                 break;
             }

@@ -9,7 +9,7 @@ pub mod nsga;
 mod promote;
 mod variation;
 
-pub use engine::{Engine, GenerationReport};
+pub use engine::{CacheKey, Engine, GenerationReport};
 
 use crate::eval::{Assessment, TestSummary};
 use crate::ir::{IrError, Patch};
@@ -41,6 +41,17 @@ pub struct Config {
     /// Minimization drops an edit when the variant stays valid and its cost
     /// changes by less than this fraction.
     pub minimize_threshold: f64,
+    /// `nsga2` (GEVO's), or `blind`: parents and survivors drawn at random,
+    /// ignoring fitness (rejected variants still die). The control that
+    /// shows the search's selection is what finds improvements.
+    pub selection: Selection,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Selection {
+    Nsga2,
+    Blind,
 }
 
 impl Default for Config {
@@ -55,6 +66,7 @@ impl Default for Config {
             mutation_tries: 50,
             promotions_per_generation: 2,
             minimize_threshold: 0.01,
+            selection: Selection::Nsga2,
         }
     }
 }

@@ -78,7 +78,7 @@ impl Engine {
                 assess_one(backend, &minimized, TestSet::Heldout)?
             };
             let ratio = heldout.cost_ratio().unwrap_or(f64::INFINITY);
-            if !(ratio < 1.0) {
+            if ratio.partial_cmp(&1.0) != Some(std::cmp::Ordering::Less) {
                 failures.push(failure(format!(
                     "not faster on the held-out tests (cost ratio {ratio:.4})"
                 )));
@@ -135,8 +135,10 @@ impl Engine {
                 continue; // a later edit needs this one
             }
             let a = assess_one(backend, &candidate, TestSet::All)?;
+            // Still faster than the original, and within the threshold: an
+            // improvement smaller than the threshold is never minimized away.
             let keeps_cost = a.cost_ratio().is_some_and(|c| {
-                (c - full_cost).abs() < self.config.minimize_threshold * full_cost
+                c < 1.0 && (c - full_cost).abs() < self.config.minimize_threshold * full_cost
             });
             if a.passed() && keeps_cost {
                 current = candidate;

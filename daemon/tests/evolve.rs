@@ -1,0 +1,212 @@
+//! The search engine through the library, on the in-process simulator
+//! backend: exact resume, determinism, the fitness cache, promotion and
+//! minimization, and the invariant that only race-free, held-out-passing
+//! variants are validated.
+
+mod common;
+
+use gevod::eval::{Assessment, Evaluator};
+use gevod::evolve::{Backend, BackendError, Build, Config, Engine, Scope};
+use gevod::ir::{KernelIr, Patch};
+use gevod::spec::{self, TestSet};
+use gevod::worker::InProcess;
+use std::collections::BTreeSet;
+
+fn spec_path(name: &str) -> std::path::PathBuf {
+    common::repo_root()
+        .join("tests/fixtures/kernels")
+        .join(format!("{name}.gevo.toml"))
+}
+
+fn backend(name: &str) -> (KernelIr, InProcess) {
+    let spec = spec::load(&spec_path(name)).unwrap();
+    let ir = KernelIr::load(&spec.ir, Some(&spec.kernel)).unwrap();
+    let backend = InProcess::new(spec, common::codegen_options()).unwrap();
+    (ir, backend)
+}
+
+fn small(population: usize) -> Config {
+    Config {
+        population,
+        ..Config::default()
+    }
+}
+
+fn run(engine: &mut Engine, ir: &KernelIr, backend: &mut dyn Backend, generations: u64) {
+    for _ in 0..generations {
+        engine.step(ir, backend).unwrap();
+    }
+}
+
+#[test]
+fn resume_from_a_serialized_checkpoint_is_exact() {
+    let (ir, mut b) = backend("stencil");
+    let mut straight = Engine::new(small(24), 11).unwrap();
+    run(&mut straight, &ir, &mut b, 6);
+
+    let mut first = Engine::new(small(24), 11).unwrap();
+    run(&mut first, &ir, &mut b, 3);
+    let checkpoint = serde_json::to_vec(&first).unwrap();
+    drop(first);
+    // A new backend too: nothing may carry over but the checkpoint.
+    let (ir2, mut b2) = backend("stencil");
+    let mut resumed: Engine = serde_json::from_slice(&checkpoint).unwrap();
+    run(&mut resumed, &ir2, &mut b2, 3);
+
+    assert_eq!(resumed.generations(), 6);
+    assert_eq!(
+        resumed, straight,
+        "3 + checkpoint + 3 generations differ from 6"
+    );
+    // And the comparison is not vacuous: the search did something.
+    // 24 initial, then 18 children per generation (a quarter are elites).
+    assert_eq!(straight.counters().evaluations, 24 + 5 * 18);
+    assert!(straight.counters().valid > 0);
+}
+
+#[test]
+fn the_same_seed_gives_the_same_search_and_another_seed_another() {
+    let (ir, mut b) = backend("vecadd");
+    let mut one = Engine::new(small(16), 5).unwrap();
+    let mut two = Engine::new(small(16), 5).unwrap();
+    let mut other = Engine::new(small(16), 6).unwrap();
+    run(&mut one, &ir, &mut b, 3);
+    run(&mut two, &ir, &mut b, 3);
+    run(&mut other, &ir, &mut b, 3);
+    assert_eq!(one, two);
+    assert_ne!(one.population(), other.population());
+}
+
+/// Counts what reaches the real backend.
+struct Counting<'a> {
+    inner: &'a mut InProcess,
+    compiled: usize,
+    assessed: Vec<Patch>,
+}
+
+impl Backend for Counting<'_> {
+    fn scope(&self) -> Scope {
+        self.inner.scope()
+    }
+    fn test_set_hash(&self, set: TestSet) -> String {
+        self.inner.test_set_hash(set)
+    }
+    fn compile(&mut self, patches: &[Patch]) -> Result<Vec<Result<Build, String>>, BackendError> {
+        self.compiled += patches.len();
+        self.inner.compile(patches)
+    }
+    fn assess(&mut self, patches: &[Patch], set: TestSet) -> Result<Vec<Assessment>, BackendError> {
+        if set == TestSet::Train {
+            self.assessed.extend(patches.iter().cloned());
+        }
+        self.inner.assess(patches, set)
+    }
+}
+
+#[test]
+fn each_distinct_ptx_is_assessed_once_and_the_rest_are_cache_hits() {
+    let (ir, mut inner) = backend("vecadd");
+    let mut b = Counting {
+        inner: &mut inner,
+        compiled: 0,
+        assessed: Vec::new(),
+    };
+    let mut engine = Engine::new(small(32), 3).unwrap();
+    run(&mut engine, &ir, &mut b, 4);
+    let c = engine.counters().clone();
+    assert_eq!(c.evaluations as usize, b.compiled);
+    // Every compiled variant was either assessed or answered by the cache.
+    assert_eq!(
+        c.evaluations,
+        b.assessed.len() as u64 + c.cache_hits + c.compile_failures
+    );
+    // Assessed variants all have different PTX.
+    let hashes: BTreeSet<String> = b
+        .assessed
+        .iter()
+        .map(|p| b.inner.compile_one(p).unwrap().ptx_hash)
+        .collect();
+    assert_eq!(hashes.len(), b.assessed.len());
+    // vecadd has few distinct variants: the cache must be doing real work.
+    assert!(c.cache_hit_rate() > 0.3, "{c:?}");
+}
+
+#[test]
+fn validated_variants_pass_every_test_race_free_and_are_minimized() {
+    let (ir, mut b) = backend("stencil");
+    let mut engine = Engine::new(small(48), 2).unwrap();
+    let mut generations = 0;
+    while engine.validated().is_empty() && generations < 25 {
+        engine.step(&ir, &mut b).unwrap();
+        generations += 1;
+    }
+    let best = engine
+        .best_validated()
+        .expect("stencil's redundant barrier is found within 25 generations of 48");
+    assert!(best.speedup > 1.0 && best.interval.0 > 1.0, "{best:?}");
+    assert!(best.minimized.edits.len() <= best.patch.edits.len());
+    assert!(!best.minimized.edits.is_empty());
+    assert_eq!(best.heldout.len(), 2);
+    // Re-check independently, with two simulator threads: every test passes
+    // (so no race, out-of-bounds or mismatch) and the cost is lower.
+    let evaluator = Evaluator::new(spec::load(&spec_path("stencil")).unwrap(), 2).unwrap();
+    for v in engine.validated() {
+        let results = evaluator.evaluate(&v.minimized, TestSet::All).unwrap();
+        for r in &results {
+            assert!(
+                r.passed(),
+                "validated variant fails {}: {:?}",
+                r.test,
+                r.failure
+            );
+            assert!(r.cost.unwrap() < r.original_cost, "{}", r.test);
+        }
+        // Dropping any one more edit would either break the variant or
+        // change its cost by at least the threshold.
+        let full = Assessment::new(&results).cost_ratio().unwrap();
+        for i in 0..v.minimized.edits.len() {
+            let mut fewer = v.minimized.clone();
+            fewer.edits.remove(i);
+            if ir.check(&fewer).is_err() {
+                continue;
+            }
+            let a = Assessment::new(&evaluator.evaluate(&fewer, TestSet::All).unwrap());
+            let still_minimal = !a.passed()
+                || a.cost_ratio()
+                    .is_none_or(|c| c >= 1.0 || (c - full).abs() >= 0.01 * full);
+            assert!(still_minimal, "edit {i} of {:?} could go", v.minimized);
+        }
+    }
+    // The PTX handed out is the minimized patch's.
+    assert_eq!(b.compile_one(&best.minimized).unwrap().ptx, best.ptx);
+}
+
+#[test]
+fn a_bad_configuration_is_refused_naming_the_key() {
+    for (config, key) in [
+        (
+            Config {
+                population: 2,
+                ..Config::default()
+            },
+            "population",
+        ),
+        (
+            Config {
+                crossover_rate: 1.5,
+                ..Config::default()
+            },
+            "crossover_rate",
+        ),
+        (
+            Config {
+                tournament_size: 0,
+                ..Config::default()
+            },
+            "tournament_size",
+        ),
+    ] {
+        let err = Engine::new(config, 1).expect_err("refused").to_string();
+        assert!(err.contains(key), "{err}");
+    }
+}

@@ -1,0 +1,350 @@
+//! `gevod evolve` as a user runs it: the report, the exported variant,
+//! resume across processes, SIGKILL at random moments, Ctrl-C, bad input.
+
+mod common;
+
+use gevod::store::Store;
+use rand::{Rng, SeedableRng};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+fn spec(name: &str) -> PathBuf {
+    common::repo_root()
+        .join("tests/fixtures/kernels")
+        .join(format!("{name}.gevo.toml"))
+}
+
+fn gevod() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_gevod"));
+    c.env_remove("GEVOD_LOG");
+    c
+}
+
+/// A small search configuration, so each run takes a second or two.
+fn small_config(dir: &Path, population: usize) -> PathBuf {
+    let path = dir.join("evolve.toml");
+    std::fs::write(&path, format!("[evolve]\npopulation = {population}\n")).unwrap();
+    path
+}
+
+fn evolve(args: &[&str]) -> Output {
+    gevod().arg("evolve").args(args).output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// The only job in a state directory, and its engine.
+fn checkpoint(state: &Path) -> Option<(String, gevod::evolve::Engine)> {
+    let store = Store::open(state).unwrap();
+    let jobs = store.jobs().unwrap();
+    assert!(jobs.len() <= 1, "{jobs:?}");
+    let id = jobs.into_iter().next()?;
+    store.checkpoint(&id).unwrap().map(|e| (id, e))
+}
+
+#[test]
+fn evolve_finds_and_exports_a_validated_stencil_variant() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let config = small_config(dir.path(), 48);
+    let out = evolve(&[
+        s(&spec("stencil")),
+        "--state",
+        s(&state),
+        "--config",
+        s(&config),
+        "--generations",
+        "20",
+        "--seed",
+        "2",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["generations"], 20);
+    assert_eq!(report["backend"], "sim");
+    let best = &report["best"];
+    assert!(best["speedup"].as_f64().unwrap() > 1.0, "{report}");
+    assert!(best["edits_after"].as_u64().unwrap() <= best["edits_before"].as_u64().unwrap());
+    assert!(!report["pareto"].as_array().unwrap().is_empty());
+    // Progress went to stderr, one line per generation.
+    assert_eq!(text(&out.stderr).matches("generation ").count(), 21);
+
+    // The exported PTX is real PTX for the kernel, and the minimized patch
+    // runs faster than the original on every test.
+    let ptx = std::fs::read_to_string(best["ptx"].as_str().unwrap()).unwrap();
+    assert!(ptx.contains(".entry stencil5"), "{ptx}");
+    let run = gevod()
+        .args(["run", s(&spec("stencil")), "--patch"])
+        .arg(best["minimized_patch"].as_str().unwrap())
+        .args(["--json"])
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(rows.len(), 5);
+    for r in rows {
+        assert!(r["cost_ratio"].as_f64().unwrap() < 1.0, "{r}");
+    }
+
+    // The text report names the same things.
+    let again = evolve(&[
+        s(&spec("stencil")),
+        "--state",
+        s(&state),
+        "--config",
+        s(&config),
+        "--generations",
+        "20",
+        "--seed",
+        "2",
+        "--resume",
+    ]);
+    assert!(again.status.success(), "{}", text(&again.stderr));
+    let t = text(&again.stdout);
+    for needle in [
+        "best validated variant",
+        "speedup",
+        "after minimization",
+        "heldout[0]",
+        "Pareto front",
+        "best.ptx",
+    ] {
+        assert!(t.contains(needle), "missing {needle:?} in\n{t}");
+    }
+}
+
+#[test]
+fn resuming_in_a_new_process_equals_an_uninterrupted_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = small_config(dir.path(), 16);
+    let run = |state: &Path, generations: &str, resume: bool| {
+        let mut args = vec![
+            s(&spec("stencil")).to_string(),
+            "--state".into(),
+            s(state).into(),
+            "--config".into(),
+            s(&config).into(),
+            "--generations".into(),
+            generations.into(),
+        ];
+        if resume {
+            args.push("--resume".into());
+        }
+        let out = gevod().arg("evolve").args(&args).output().unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    };
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    run(&a, "3", false);
+    run(&a, "6", true);
+    run(&b, "6", false);
+    let (ja, ea) = checkpoint(&a).unwrap();
+    let (jb, eb) = checkpoint(&b).unwrap();
+    assert_eq!(ja, jb);
+    assert_eq!(ea.generations(), 7);
+    assert_eq!(ea, eb);
+}
+
+#[test]
+fn sigkill_at_random_moments_never_loses_a_committed_generation() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = small_config(dir.path(), 16);
+    let generations = "10";
+    let args = |state: &Path| {
+        vec![
+            "evolve".to_string(),
+            s(&spec("stencil")).into(),
+            "--state".into(),
+            s(state).into(),
+            "--config".into(),
+            s(&config).into(),
+            "--generations".into(),
+            generations.into(),
+            "--resume".into(),
+        ]
+    };
+    // The reference: the same job, never interrupted.
+    let reference = dir.path().join("reference");
+    let out = gevod().args(args(&reference)).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let (_, expected) = checkpoint(&reference).unwrap();
+
+    let state = dir.path().join("killed");
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
+    let mut committed = 0u64;
+    let mut kills = 0;
+    let mut finished_early = 0;
+    while kills < 20 {
+        let mut child = gevod()
+            .args(args(&state))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(rng.gen_range(20..700)));
+        if child.try_wait().unwrap().is_some() {
+            finished_early += 1;
+            // Done before the kill: start over so every kill lands mid-run.
+            std::fs::remove_dir_all(&state).unwrap();
+            committed = 0;
+            assert!(finished_early < 10, "runs finish too fast to be killed");
+            continue;
+        }
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        kills += 1;
+        // The store opens, every committed generation is there and readable,
+        // and nothing committed before was lost.
+        if let Some((job, engine)) = checkpoint(&state) {
+            let store = Store::open(&state).unwrap();
+            assert!(engine.generations() >= committed, "kill {kills}: went back");
+            for g in 0..engine.generations() {
+                assert!(
+                    store.generation(&job, g).unwrap().is_some(),
+                    "kill {kills}: generation {g}"
+                );
+            }
+            committed = engine.generations();
+        }
+    }
+    // Finish the job; it must equal the uninterrupted one exactly.
+    let out = gevod().args(args(&state)).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let (_, resumed) = checkpoint(&state).unwrap();
+    assert_eq!(resumed, expected, "after {kills} kills");
+}
+
+#[test]
+fn ctrl_c_checkpoints_and_exits_130_and_resume_continues() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let config = small_config(dir.path(), 16);
+    let mut child = gevod()
+        .args([
+            "evolve",
+            s(&spec("stencil")),
+            "--state",
+            s(&state),
+            "--config",
+            s(&config),
+        ])
+        .args(["--generations", "100000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    for line in BufReader::new(stderr).lines() {
+        if line.unwrap().starts_with("generation   2") {
+            break;
+        }
+    }
+    let pid = child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130));
+    assert!(
+        text(&out.stdout).contains("interrupted"),
+        "{}",
+        text(&out.stdout)
+    );
+    let (_, engine) = checkpoint(&state).unwrap();
+    assert!(engine.generations() >= 3);
+    let more = engine.generations() + 1;
+    let out = evolve(&[
+        s(&spec("stencil")),
+        "--state",
+        s(&state),
+        "--config",
+        s(&config),
+        "--generations",
+        &more.to_string(),
+        "--resume",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(checkpoint(&state).unwrap().1.generations(), more + 1);
+}
+
+#[test]
+fn bad_input_is_one_clear_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let bad_key = dir.path().join("bad.toml");
+    std::fs::write(&bad_key, "[evolve]\npopulaton = 8\n").unwrap();
+    let bad_value = dir.path().join("value.toml");
+    std::fs::write(&bad_value, "[evolve]\nmutation_rate = 2.0\n").unwrap();
+    let config = small_config(dir.path(), 8);
+    let vecadd = spec("vecadd");
+    let first = evolve(&[
+        s(&vecadd),
+        "--state",
+        s(&state),
+        "--config",
+        s(&config),
+        "--generations",
+        "0",
+    ]);
+    assert!(first.status.success(), "{}", text(&first.stderr));
+
+    let cases: Vec<(Vec<&str>, Vec<&str>)> = vec![
+        (
+            vec![s(&vecadd), "--backend", "cuda", "--state", s(&state)],
+            vec!["--backend cuda"],
+        ),
+        (
+            vec![s(&vecadd), "--state", s(&state), "--config", s(&bad_key)],
+            vec!["bad.toml", "populaton"],
+        ),
+        (
+            vec![s(&vecadd), "--state", s(&state), "--config", s(&bad_value)],
+            vec!["value.toml", "mutation_rate"],
+        ),
+        (
+            vec![
+                s(&vecadd),
+                "--state",
+                s(&state),
+                "--config",
+                s(&config),
+                "--generations",
+                "0",
+            ],
+            vec!["already has a checkpoint", "--resume"],
+        ),
+        (
+            vec!["/nonexistent/k.gevo.toml", "--state", s(&state)],
+            vec!["/nonexistent/k.gevo.toml"],
+        ),
+    ];
+    for (args, needles) in cases {
+        let out = evolve(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = text(&out.stderr);
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        for n in needles {
+            assert!(err.contains(n), "{args:?}: {n:?} not in {err}");
+        }
+    }
+    // Command-line syntax errors are clap's: exit 2, naming the flag.
+    let out = evolve(&[s(&vecadd), "--time", "ten minutes"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("--time") && err.contains("expected a duration"),
+        "{err}"
+    );
+    // The checkpoint made before is still there.
+    assert_eq!(checkpoint(&state).unwrap().1.generations(), 1);
+}
