@@ -43,7 +43,10 @@ fn run(fixture: &'static str, seed: u64, selection: &'static str) -> Row {
         .arg(&config)
         .args(["--evaluations", &EVALUATIONS.to_string()])
         .args(["--seed", &seed.to_string(), "--json"])
-        .env("GEVO_LIBDEVICE", root.join("tests/fixtures/libdevice-stub.ll"))
+        .env(
+            "GEVO_LIBDEVICE",
+            root.join("tests/fixtures/libdevice-stub.ll"),
+        )
         .output()
         .unwrap();
     assert!(
@@ -125,7 +128,10 @@ fn write_report(path: &Path, rows: &[Row]) {
              | fixture | nsga2, lowest speedup over seeds | blind, highest speedup over seeds | eval/s (nsga2, median) | target met |\n\
              |---|---:|---:|---:|---|\n";
     for fixture in FIXTURES {
-        let of = |sel: &'static str| rows.iter().filter(move |r| r.fixture == fixture && r.selection == sel);
+        let of = |sel: &'static str| {
+            rows.iter()
+                .filter(move |r| r.fixture == fixture && r.selection == sel)
+        };
         let worst = of("nsga2")
             .map(|r| r.speedup.unwrap_or(1.0))
             .fold(f64::INFINITY, f64::min);
@@ -136,7 +142,11 @@ fn write_report(path: &Path, rows: &[Row]) {
         rates.sort_by(f64::total_cmp);
         let rate = rates[rates.len() / 2];
         let target = if RATE_FIXTURES.contains(&fixture) {
-            if rate >= RATE_TARGET { "yes" } else { "no" }
+            if rate >= RATE_TARGET {
+                "yes"
+            } else {
+                "no"
+            }
         } else {
             "-"
         };

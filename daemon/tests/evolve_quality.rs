@@ -50,7 +50,13 @@ fn the_search_beats_the_bar_on_every_fixture_and_seed() {
                 .arg(spec(fixture))
                 .arg("--state")
                 .arg(dir.path())
-                .args(["--evaluations", "3000", "--seed", &seed.to_string(), "--json"])
+                .args([
+                    "--evaluations",
+                    "3000",
+                    "--seed",
+                    &seed.to_string(),
+                    "--json",
+                ])
                 .output()
                 .unwrap();
             assert!(
