@@ -293,6 +293,8 @@ impl<'a> BlockRun<'a> {
                 Op::IntAbs { bits, a } => {
                     (sign_extend(r(*a), *bits).wrapping_abs() as u64) & mask(*bits)
                 }
+                Op::IntUnary { f, bits, a } => int_fn(*f, *bits, r(*a)),
+                Op::Prmt { a, b, c } => prmt(r(*a), r(*b), r(*c)),
                 Op::ICmp { pred, bits, a, b } => u64::from(icmp(*pred, *bits, r(*a), r(*b))),
                 Op::FCmp { pred, width, a, b } => u64::from(fcmp(*pred, *width, r(*a), r(*b))),
                 Op::Cast {
@@ -327,6 +329,25 @@ impl<'a> BlockRun<'a> {
                 Op::Store { ptr, value, bytes } => {
                     let (p, v) = (r(*ptr), r(*value));
                     self.store(t, inst, p, v, *bytes)?;
+                    continue;
+                }
+                Op::VecLoad {
+                    ptr,
+                    elem_bytes,
+                    lanes,
+                } => {
+                    let p = r(*ptr);
+                    self.load_vector(t, inst, p, *elem_bytes, *lanes)?;
+                    continue;
+                }
+                Op::VecStore {
+                    ptr,
+                    value,
+                    elem_bytes,
+                    lanes,
+                } => {
+                    let p = r(*ptr);
+                    self.store_vector(t, inst, p, *value, *elem_bytes, *lanes)?;
                     continue;
                 }
                 Op::AtomicRmw {
@@ -635,6 +656,100 @@ impl<'a> BlockRun<'a> {
         }
     }
 
+    /// Whether `bytes` bytes at `offset` of the space's region `index` exist.
+    fn accessible(&self, t: usize, space: u8, index: usize, offset: u64, bytes: u64) -> bool {
+        let Some(end) = offset.checked_add(bytes) else {
+            return false;
+        };
+        match space {
+            pointer::GLOBAL => {
+                u32::try_from(bytes).is_ok_and(|bytes| self.memory.in_bounds(index, offset, bytes))
+            }
+            pointer::SHARED => end <= self.shared.len() as u64,
+            pointer::LOCAL => end <= self.threads[t].local.len() as u64,
+            pointer::CONSTANT => self
+                .program
+                .constant_globals
+                .get(index)
+                .is_some_and(|g| end <= g.len() as u64),
+            _ => false,
+        }
+    }
+
+    /// A vector load: the whole access is checked once (bounds, and the
+    /// shared shadow for every byte), then each element is read.
+    fn load_vector(
+        &mut self,
+        t: usize,
+        inst: &Inst,
+        p: u64,
+        elem_bytes: u32,
+        lanes: u32,
+    ) -> Result<(), Verdict> {
+        let (space, index, offset) = pointer::split(p);
+        self.cost += cost::memory_weight(space);
+        let total = elem_bytes.saturating_mul(lanes);
+        if !self.accessible(t, space, index, offset, u64::from(total)) {
+            return Err(self.out_of_bounds(t, inst, p, total));
+        }
+        if space == pointer::SHARED {
+            self.track_shared(t, inst, offset as usize, total, false)?;
+        }
+        for lane in 0..lanes {
+            let at = (offset + u64::from(lane * elem_bytes)) as usize;
+            let range = at..at + elem_bytes as usize;
+            let value = match space {
+                pointer::GLOBAL => self.memory.read(index, at as u64, elem_bytes),
+                pointer::SHARED => self.shared.get(range).map(read_le),
+                pointer::LOCAL => self.threads[t].local.get(range).map(read_le),
+                _ => self
+                    .program
+                    .constant_globals
+                    .get(index)
+                    .and_then(|g| g.get(range))
+                    .map(read_le),
+            };
+            // In bounds: checked above for the whole access.
+            self.threads[t].regs[(inst.dst + lane) as usize] = value.unwrap_or(0);
+        }
+        Ok(())
+    }
+
+    /// A vector store of registers `value..value + lanes`, checked as one access.
+    fn store_vector(
+        &mut self,
+        t: usize,
+        inst: &Inst,
+        p: u64,
+        value: Reg,
+        elem_bytes: u32,
+        lanes: u32,
+    ) -> Result<(), Verdict> {
+        let (space, index, offset) = pointer::split(p);
+        self.cost += cost::memory_weight(space);
+        let total = elem_bytes.saturating_mul(lanes);
+        if space == pointer::CONSTANT || !self.accessible(t, space, index, offset, u64::from(total))
+        {
+            return Err(self.out_of_bounds(t, inst, p, total));
+        }
+        if space == pointer::SHARED {
+            self.track_shared(t, inst, offset as usize, total, true)?;
+        }
+        for lane in 0..lanes {
+            let v = self.threads[t].regs[(value + lane) as usize];
+            let at = (offset + u64::from(lane * elem_bytes)) as usize;
+            let range = at..at + elem_bytes as usize;
+            match space {
+                pointer::GLOBAL => {
+                    self.memory.write(index, at as u64, elem_bytes, v);
+                }
+                pointer::SHARED => write_le(&mut self.shared[range], v),
+                _ => write_le(&mut self.threads[t].local[range], v),
+            }
+        }
+        Ok(())
+    }
+
     /// Read-modify-write; atomics never race, so shared ones skip the shadow
     /// checks (but mark the bytes written).
     fn atomic(
@@ -736,12 +851,58 @@ fn int_op(op: IntOp, bits: u32, a: u64, b: u64) -> u64 {
         IntOp::SMin => sa.min(sb) as u64,
         IntOp::UMax => a.max(b),
         IntOp::UMin => a.min(b),
+        IntOp::MulHiS => ((i128::from(sa) * i128::from(sb)) >> bits) as u64,
+        IntOp::MulHiU => ((u128::from(a) * u128::from(b)) >> bits) as u64,
+        IntOp::Mul24S => (sign_extend(a & 0xff_ffff, 24) * sign_extend(b & 0xff_ffff, 24)) as u64,
+        IntOp::Mul24U => (a & 0xff_ffff) * (b & 0xff_ffff),
+        IntOp::SAddSat => saturate_signed(i128::from(sa) + i128::from(sb), bits),
+        IntOp::SSubSat => saturate_signed(i128::from(sa) - i128::from(sb), bits),
+        IntOp::UAddSat => a.checked_add(b).filter(|&s| s <= m).unwrap_or(m),
+        IntOp::USubSat => a.saturating_sub(b),
     };
     r & m
 }
 
+/// `v` clamped to the signed range of `bits` bits.
+fn saturate_signed(v: i128, bits: u32) -> u64 {
+    let max = i128::from(mask(bits) >> 1);
+    v.clamp(-max - 1, max) as u64
+}
+
+fn int_fn(f: IntFn, bits: u32, a: u64) -> u64 {
+    let a = a & mask(bits);
+    // Widths above 64 never reach here (`ir::lower` refuses them).
+    let unused = 64 - bits.min(64);
+    u64::from(match f {
+        IntFn::Popcount => a.count_ones(),
+        IntFn::Clz => a.leading_zeros() - unused,
+        IntFn::Ctz => a.trailing_zeros().min(bits),
+        IntFn::Bswap => return a.swap_bytes() >> unused,
+        IntFn::BitReverse => return a.reverse_bits() >> unused,
+    })
+}
+
+/// PTX `prmt.b32` in its default mode: result byte i is byte `c[4i+2:4i]`
+/// of the 8 bytes `b:a`, or that byte's sign replicated if `c[4i+3]` is set.
+fn prmt(a: u64, b: u64, c: u64) -> u64 {
+    let source = (b << 32) | (a & 0xffff_ffff);
+    (0..4).fold(0, |out, i| {
+        let select = (c >> (4 * i)) & 0xf;
+        let byte = (source >> (8 * (select & 7))) & 0xff;
+        let byte = if select & 8 == 0 {
+            byte
+        } else if byte & 0x80 != 0 {
+            0xff
+        } else {
+            0
+        };
+        out | (byte << (8 * i))
+    })
+}
+
+/// `$raw_b` is the second operand's register (an integer for `PowI`).
 macro_rules! apply_float_op {
-    ($op:expr, $x:expr, $y:expr) => {
+    ($op:expr, $x:expr, $y:expr, $raw_b:expr) => {
         match $op {
             FloatOp::Add => $x + $y,
             FloatOp::Sub => $x - $y,
@@ -750,21 +911,51 @@ macro_rules! apply_float_op {
             FloatOp::Rem => $x % $y,
             FloatOp::Min => $x.min($y),
             FloatOp::Max => $x.max($y),
+            // NaN in, NaN out (a quiet NaN from the sum); -0 orders below +0.
+            FloatOp::Minimum => {
+                if $x.is_nan() || $y.is_nan() {
+                    $x + $y
+                } else if $x == $y {
+                    if $x.is_sign_negative() {
+                        $x
+                    } else {
+                        $y
+                    }
+                } else {
+                    $x.min($y)
+                }
+            }
+            FloatOp::Maximum => {
+                if $x.is_nan() || $y.is_nan() {
+                    $x + $y
+                } else if $x == $y {
+                    if $x.is_sign_positive() {
+                        $x
+                    } else {
+                        $y
+                    }
+                } else {
+                    $x.max($y)
+                }
+            }
             FloatOp::CopySign => $x.copysign($y),
             FloatOp::Pow => $x.powf($y),
+            FloatOp::PowI => $x.powi(sign_extend($raw_b, 32) as i32),
+            FloatOp::Atan2 => $x.atan2($y),
+            FloatOp::Hypot => $x.hypot($y),
         }
     };
 }
 
 fn float_op(op: FloatOp, width: FloatWidth, a: u64, b: u64) -> u64 {
     match width {
-        FloatWidth::F32 => u64::from(apply_float_op!(op, f32b(a), f32b(b)).to_bits()),
-        FloatWidth::F64 => apply_float_op!(op, f64::from_bits(a), f64::from_bits(b)).to_bits(),
+        FloatWidth::F32 => u64::from(apply_float_op!(op, f32b(a), f32b(b), b).to_bits()),
+        FloatWidth::F64 => apply_float_op!(op, f64::from_bits(a), f64::from_bits(b), b).to_bits(),
     }
 }
 
 macro_rules! apply_float_fn {
-    ($f:expr, $x:expr) => {
+    ($f:expr, $x:expr, $t:ty) => {
         match $f {
             FloatFn::Neg => -$x,
             FloatFn::Abs => $x.abs(),
@@ -779,15 +970,35 @@ macro_rules! apply_float_fn {
             FloatFn::Ceil => $x.ceil(),
             FloatFn::Trunc => $x.trunc(),
             FloatFn::Round => $x.round(),
+            FloatFn::RoundEven => $x.round_ties_even(),
             FloatFn::Rsqrt => 1.0 / $x.sqrt(),
+            FloatFn::Saturate => {
+                if $x > 0.0 {
+                    $x.min(1.0)
+                } else {
+                    0.0
+                }
+            }
+            FloatFn::Log10 => $x.log10(),
+            FloatFn::Exp10 => <$t>::powf(10.0, $x),
+            FloatFn::Tan => $x.tan(),
+            FloatFn::Asin => $x.asin(),
+            FloatFn::Acos => $x.acos(),
+            FloatFn::Atan => $x.atan(),
+            FloatFn::Sinh => $x.sinh(),
+            FloatFn::Cosh => $x.cosh(),
+            FloatFn::Tanh => $x.tanh(),
+            FloatFn::Cbrt => $x.cbrt(),
+            FloatFn::Expm1 => $x.exp_m1(),
+            FloatFn::Log1p => $x.ln_1p(),
         }
     };
 }
 
 fn float_fn(f: FloatFn, width: FloatWidth, a: u64) -> u64 {
     match width {
-        FloatWidth::F32 => u64::from(apply_float_fn!(f, f32b(a)).to_bits()),
-        FloatWidth::F64 => apply_float_fn!(f, f64::from_bits(a)).to_bits(),
+        FloatWidth::F32 => u64::from(apply_float_fn!(f, f32b(a), f32).to_bits()),
+        FloatWidth::F64 => apply_float_fn!(f, f64::from_bits(a), f64).to_bits(),
     }
 }
 

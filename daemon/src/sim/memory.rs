@@ -62,6 +62,11 @@ impl GlobalMemory {
         })
     }
 
+    /// Whether buffer `index` has `bytes` bytes at `offset`.
+    pub fn in_bounds(&self, index: usize, offset: u64, bytes: u32) -> bool {
+        self.buffer(index, offset, bytes).is_some()
+    }
+
     /// Little-endian value of `bytes` bytes at `offset`, or `None` out of bounds.
     pub fn read(&self, index: usize, offset: u64, bytes: u32) -> Option<u64> {
         let b = self.buffer(index, offset, bytes)?;
