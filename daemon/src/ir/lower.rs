@@ -1439,14 +1439,19 @@ impl Lowering {
                 to_bits: self.bits_of(ty)?,
                 a,
             },
-            Recipe::LoHiToDouble => {
-                let (high, amount) = (self.fresh(), self.const_reg(32));
-                self.int(IntOp::Shl, 64, args[1], amount, high);
+            Recipe::HalvesToDouble { high_first } => {
+                let (low, high) = if high_first {
+                    (args[1], a)
+                } else {
+                    (a, args[1])
+                };
+                let (shifted, amount) = (self.fresh(), self.const_reg(32));
+                self.int(IntOp::Shl, 64, high, amount, shifted);
                 Op::Int {
                     op: IntOp::Or,
                     bits: 64,
-                    a: high,
-                    b: a,
+                    a: shifted,
+                    b: low,
                 }
             }
             Recipe::DoubleLo => Op::Cast {
@@ -1677,8 +1682,11 @@ enum Recipe {
     FloatResize,
     /// The same bits (bitcast intrinsics, `llvm.expect`, canonicalize).
     Copy,
-    /// A double from its low and high 32-bit halves.
-    LoHiToDouble,
+    /// A double from its 32-bit halves: (low, high), or (high, low) for
+    /// libdevice's `hiloint2double`.
+    HalvesToDouble {
+        high_first: bool,
+    },
     DoubleLo,
     DoubleHi,
     /// |a - b| + c.
@@ -1699,7 +1707,10 @@ enum Recipe {
 impl Recipe {
     fn arity(self) -> usize {
         match self {
-            Recipe::FloatOp(_) | Recipe::Int(_) | Recipe::LoHiToDouble | Recipe::Rotate { .. } => 2,
+            Recipe::FloatOp(_)
+            | Recipe::Int(_)
+            | Recipe::HalvesToDouble { .. }
+            | Recipe::Rotate { .. } => 2,
             Recipe::Fma | Recipe::Sad { .. } | Recipe::Prmt | Recipe::Funnel { .. } => 3,
             _ => 1,
         }
@@ -1821,7 +1832,7 @@ fn nvvm_recipe(rest: &str) -> Option<Recipe> {
         "i2f" | "i2d" | "ll2f" | "ll2d" => ToFloat { signed: true },
         "ui2f" | "ui2d" | "ull2f" | "ull2d" => ToFloat { signed: false },
         "d2f" => FloatResize,
-        "lohi.i2d" => LoHiToDouble,
+        "lohi.i2d" => HalvesToDouble { high_first: false },
         "d2i.lo" => DoubleLo,
         "d2i.hi" => DoubleHi,
         "bitcast.f2i" | "bitcast.i2f" | "bitcast.ll2d" | "bitcast.d2ll" => Copy,
@@ -1961,7 +1972,7 @@ fn libdevice_recipe(rest: &str) -> Option<Recipe> {
         "float_as_int" | "int_as_float" | "double_as_longlong" | "longlong_as_double" => Copy,
         "double2hiint" => DoubleHi,
         "double2loint" => DoubleLo,
-        "hiloint2double" => LoHiToDouble,
+        "hiloint2double" => HalvesToDouble { high_first: true },
         _ => return None,
     })
 }
