@@ -766,3 +766,135 @@ declare i32 @llvm.smax.i32(i32, i32)
     let out = run_text(text, dims, &[vec![0; 4]]).unwrap();
     assert_eq!(u32s(&out[0]), vec![331]);
 }
+
+/// Runs `program` on fresh buffers with `workers` worker threads.
+fn run_on(
+    program: &sim::code::Program,
+    buffers: &[Vec<u8>],
+    scalars: &[u64],
+    dims: LaunchDims,
+    workers: usize,
+) -> (Result<sim::RunStats, sim::Verdict>, GlobalMemory) {
+    let views: Vec<&[u8]> = buffers.iter().map(Vec::as_slice).collect();
+    let mem = GlobalMemory::new(&views);
+    let mut args: Vec<u64> = (0..buffers.len())
+        .map(|i| pointer::make(pointer::GLOBAL, i as u64, 0))
+        .collect();
+    args.extend_from_slice(scalars);
+    let r = sim::run(program, &dims, &args, &mem, LIMITS, workers);
+    (r, mem)
+}
+
+/// vecadd indexed by threadIdx.x alone: every block writes out[0..256].
+/// The verdict is the one of running blocks in order, whatever the worker
+/// count: block 1's first store hits what block 0 wrote.
+#[test]
+fn blocks_writing_the_same_global_bytes_race() {
+    let (ir, patch) = patched(
+        "vecadd",
+        r#"[{"op":"operand_replace","user":7,"operand":0,"value":{"inst":3}}]"#,
+    );
+    let program = ir.lower(&patch).unwrap();
+    let input = bytes_of(&(0..1000).map(|i| i as f32).collect::<Vec<_>>());
+    let buffers = [input.clone(), input, vec![0; 4000]];
+    let dims = LaunchDims {
+        grid: [4, 1, 1],
+        block: [256, 1, 1],
+        dynamic_shared_bytes: 0,
+    };
+    let expected = sim::Verdict {
+        fault: sim::Fault::GlobalRace {
+            buffer: 2,
+            offset: 0,
+            bytes: 4,
+            other_block: [0, 0, 0],
+        },
+        instruction: 14,
+        block: "bb1".into(),
+        cta: [1, 0, 0],
+        thread: [0, 0, 0],
+    };
+    for workers in [1, 2, 2, 2, 2, 2, 2, 2, 2, 3] {
+        let v = run_on(&program, &buffers, &[1000], dims, workers)
+            .0
+            .unwrap_err();
+        assert_eq!(v, expected, "{workers} workers: {v}");
+        assert_eq!(v.kind(), "global_race");
+    }
+
+    // The original writes disjoint words from every block, launch after
+    // launch on the same memory.
+    let program = ir.lower(&ir.empty_patch()).unwrap();
+    let (r, mem) = run_on(&program, &buffers, &[1000], dims, 2);
+    r.unwrap();
+    let args = [
+        pointer::make(pointer::GLOBAL, 0, 0),
+        pointer::make(pointer::GLOBAL, 1, 0),
+        pointer::make(pointer::GLOBAL, 2, 0),
+        1000,
+    ];
+    sim::run(&program, &dims, &args, &mem, LIMITS, 2).unwrap();
+}
+
+/// Plain byte stores: blocks of 3 threads writing neighbouring bytes of one
+/// word do not conflict; overlapping ones do. Atomics never conflict.
+#[test]
+fn global_conflicts_are_per_byte_and_skip_atomics() {
+    let kernel = |index: &str| {
+        format!(
+            r#"target triple = "nvptx64-nvidia-cuda"
+define void @k(ptr %out, ptr %count) {{
+  %tid = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+  %cta = call i32 @llvm.nvvm.read.ptx.sreg.ctaid.x()
+  %base = mul i32 %cta, {index}
+  %i = add i32 %base, %tid
+  %p = getelementptr i8, ptr %out, i32 %i
+  %v = trunc i32 %i to i8
+  store i8 %v, ptr %p, align 1
+  %old = atomicrmw add ptr %count, i32 1 monotonic
+  ret void
+}}
+declare i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+declare i32 @llvm.nvvm.read.ptx.sreg.ctaid.x()
+!nvvm.annotations = !{{!0}}
+!0 = !{{ptr @k, !"kernel", i32 1}}
+"#
+        )
+    };
+    let dims = LaunchDims {
+        grid: [5, 1, 1],
+        block: [3, 1, 1],
+        dynamic_shared_bytes: 0,
+    };
+    let ir = |index| gevod::ir::KernelIr::parse("k.ll", kernel(index).as_bytes(), None).unwrap();
+    let buffers = [vec![0xee; 16], vec![0; 4]];
+    for workers in [1, 2] {
+        let program = ir("3").lower(&ir("3").empty_patch()).unwrap();
+        let (r, mem) = run_on(&program, &buffers, &[], dims, workers);
+        r.unwrap();
+        let mut expected: Vec<u8> = (0..15).collect();
+        expected.push(0xee);
+        assert_eq!(mem.contents(0), expected);
+        assert_eq!(u32s(&mem.contents(1)), vec![15]);
+
+        // Blocks two bytes apart: block 1's thread 0 rewrites block 0's byte 2.
+        let program = ir("2").lower(&ir("2").empty_patch()).unwrap();
+        let v = run_on(&program, &buffers, &[], dims, workers)
+            .0
+            .unwrap_err();
+        assert_eq!(
+            (v.fault, v.cta, v.thread),
+            (
+                sim::Fault::GlobalRace {
+                    buffer: 0,
+                    offset: 2,
+                    bytes: 1,
+                    other_block: [0, 0, 0]
+                },
+                [1, 0, 0],
+                [0, 0, 0]
+            ),
+            "{workers} workers"
+        );
+    }
+}

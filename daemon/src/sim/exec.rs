@@ -4,14 +4,15 @@
 //! block, threads run one after another, each until it reaches a barrier or
 //! exits; when every live thread waits at the barrier, all continue. Shared
 //! memory carries a shadow per byte that catches races between two barriers
-//! and reads of bytes never written.
+//! and reads of bytes never written; global memory records which block wrote
+//! each word (`Writers`), which catches blocks writing the same bytes.
 
 use super::code::*;
 use super::cost;
-use super::memory::GlobalMemory;
+use super::memory::{GlobalMemory, Writers};
 use super::pointer;
 use super::verdict::{Fault, Verdict};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LaunchDims {
@@ -45,7 +46,10 @@ pub struct Limits {
 }
 
 /// Runs `program` once over the grid. `args` are the raw parameter values
-/// (global pointers already tagged). Results do not depend on `workers`.
+/// (global pointers already tagged). Results do not depend on `workers`:
+/// they are those of running the blocks one after another in order, where a
+/// failure is reported for the lowest failing block and two blocks writing
+/// the same global bytes are a `GlobalRace` of the later one.
 pub fn run(
     program: &Program,
     dims: &LaunchDims,
@@ -56,23 +60,73 @@ pub fn run(
 ) -> Result<RunStats, Verdict> {
     let [gx, gy, gz] = dims.grid;
     let blocks = gx as usize * gy as usize * gz as usize;
+    let workers = workers.clamp(1, blocks.max(1));
+    // Stores narrower than a word can be two blocks writing neighbouring
+    // bytes of one word, which is no conflict: track bytes then.
+    let narrow = program
+        .blocks
+        .iter()
+        .flat_map(|b| &b.insts)
+        .any(|i| match i.op {
+            Op::Store { bytes, .. } => bytes < 4,
+            Op::VecStore {
+                elem_bytes, lanes, ..
+            } => elem_bytes.saturating_mul(lanes) < 4,
+            _ => false,
+        });
+    let shift = if narrow { 0 } else { 2 };
+    if workers == 1 {
+        return run_blocks(program, dims, args, memory, limits, 1, shift).0;
+    }
+    let start = memory.snapshot();
+    let (result, conflict) = run_blocks(program, dims, args, memory, limits, workers, shift);
+    if !conflict {
+        return result;
+    }
+    // Blocks wrote the same bytes; which of them noticed depended on timing.
+    // Run again, in block order, from the launch's starting memory.
+    memory.restore(&start);
+    run_blocks(program, dims, args, memory, limits, 1, shift).0
+}
+
+/// One pass over the grid on `workers` threads; also whether a block saw a
+/// global write conflict (the pass then stops early).
+fn run_blocks(
+    program: &Program,
+    dims: &LaunchDims,
+    args: &[u64],
+    memory: &GlobalMemory,
+    limits: Limits,
+    workers: usize,
+    shift: u32,
+) -> (Result<RunStats, Verdict>, bool) {
+    let [gx, gy, gz] = dims.grid;
+    let blocks = gx as usize * gy as usize * gz as usize;
+    let writers = Writers::new(memory, shift);
     let next = AtomicUsize::new(0);
     // Lowest failing block index so far: later blocks need not run.
     let first_failure = AtomicUsize::new(usize::MAX);
+    let conflict = AtomicBool::new(false);
     let worker_results: Vec<Vec<(usize, Result<RunStats, Verdict>)>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..workers.clamp(1, blocks.max(1)))
+        let handles: Vec<_> = (0..workers)
             .map(|_| {
                 s.spawn(|| {
                     let mut results = Vec::new();
                     loop {
                         let b = next.fetch_add(1, Ordering::Relaxed);
-                        if b >= blocks || b > first_failure.load(Ordering::Relaxed) {
+                        if b >= blocks
+                            || b > first_failure.load(Ordering::Relaxed)
+                            || conflict.load(Ordering::Relaxed)
+                        {
                             break;
                         }
-                        let cta = [b as u32 % gx, (b as u32 / gx) % gy, b as u32 / (gx * gy)];
-                        let r = BlockRun::new(program, dims, cta, args, memory, limits).run();
-                        if r.is_err() {
+                        let r =
+                            BlockRun::new(program, dims, b, args, memory, &writers, limits).run();
+                        if let Err(v) = &r {
                             first_failure.fetch_min(b, Ordering::Relaxed);
+                            if matches!(v.fault, Fault::GlobalRace { .. }) {
+                                conflict.store(true, Ordering::Relaxed);
+                            }
                         }
                         results.push((b, r));
                     }
@@ -90,9 +144,12 @@ pub fn run(
     results.sort_by_key(|(b, _)| *b);
     let mut total = RunStats::default();
     for (_, r) in results {
-        total.add(&r?);
+        match r {
+            Ok(stats) => total.add(&stats),
+            Err(v) => return (Err(v), conflict.into_inner()),
+        }
     }
-    Ok(total)
+    (Ok(total), conflict.into_inner())
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -131,6 +188,10 @@ struct BlockRun<'a> {
     dims: &'a LaunchDims,
     cta: [u32; 3],
     memory: &'a GlobalMemory,
+    writers: &'a Writers,
+    /// This block's linear index + 1, as `Writers` records it (0: too many
+    /// blocks to record, never the case in practice).
+    writer: u32,
     limits: Limits,
     threads: Vec<Thread>,
     shared: Vec<u8>,
@@ -145,11 +206,13 @@ impl<'a> BlockRun<'a> {
     fn new(
         program: &'a Program,
         dims: &'a LaunchDims,
-        cta: [u32; 3],
+        block: usize,
         args: &[u64],
         memory: &'a GlobalMemory,
+        writers: &'a Writers,
         limits: Limits,
     ) -> Self {
+        let cta = cta_of(dims, block);
         let mut template = vec![0u64; program.registers as usize];
         for &(r, bits) in &program.constants {
             template[r as usize] = bits;
@@ -179,6 +242,8 @@ impl<'a> BlockRun<'a> {
             dims,
             cta,
             memory,
+            writers,
+            writer: u32::try_from(block + 1).unwrap_or(0),
             limits,
             threads,
             shared: vec![0; shared_bytes],
@@ -555,6 +620,29 @@ impl<'a> BlockRun<'a> {
         )
     }
 
+    /// Records this block as the writer of global bytes (a plain store);
+    /// a verdict if another block wrote any of them in this launch.
+    fn claim_global(
+        &self,
+        t: usize,
+        inst: &Inst,
+        index: usize,
+        offset: u64,
+        bytes: u32,
+    ) -> Result<(), Verdict> {
+        self.writers
+            .claim(index, offset, bytes, self.writer)
+            .map_err(|other| {
+                let fault = Fault::GlobalRace {
+                    buffer: index,
+                    offset,
+                    bytes,
+                    other_block: cta_of(self.dims, other as usize - 1),
+                };
+                self.verdict(t, inst, fault)
+            })
+    }
+
     /// Checks a shared access against the shadow and records it.
     fn track_shared(
         &mut self,
@@ -637,7 +725,13 @@ impl<'a> BlockRun<'a> {
         self.cost += cost::memory_weight(space);
         let end = offset + u64::from(bytes);
         let ok = match space {
-            pointer::GLOBAL => self.memory.write(index, offset, bytes, v),
+            pointer::GLOBAL => {
+                let ok = self.memory.write(index, offset, bytes, v);
+                if ok {
+                    self.claim_global(t, inst, index, offset, bytes)?;
+                }
+                ok
+            }
             pointer::SHARED if end <= self.shared.len() as u64 => {
                 self.track_shared(t, inst, offset as usize, bytes, true)?;
                 write_le(&mut self.shared[offset as usize..end as usize], v);
@@ -732,8 +826,10 @@ impl<'a> BlockRun<'a> {
         {
             return Err(self.out_of_bounds(t, inst, p, total));
         }
-        if space == pointer::SHARED {
-            self.track_shared(t, inst, offset as usize, total, true)?;
+        match space {
+            pointer::SHARED => self.track_shared(t, inst, offset as usize, total, true)?,
+            pointer::GLOBAL => self.claim_global(t, inst, index, offset, total)?,
+            _ => {}
         }
         for lane in 0..lanes {
             let v = self.threads[t].regs[(value + lane) as usize];
@@ -785,6 +881,13 @@ impl<'a> BlockRun<'a> {
         };
         old.ok_or_else(|| self.out_of_bounds(t, inst, p, bytes))
     }
+}
+
+/// The CTA coordinates of the block with linear index `b`.
+fn cta_of(dims: &LaunchDims, b: usize) -> [u32; 3] {
+    let [gx, gy, _] = dims.grid;
+    let b = b as u32;
+    [b % gx, (b / gx) % gy, b / (gx * gy)]
 }
 
 fn read_le(bytes: &[u8]) -> u64 {

@@ -2,8 +2,10 @@
 //! threads that run blocks in parallel. Words are relaxed atomics, so blocks
 //! that a mutated kernel makes touch the same bytes cannot cause undefined
 //! behaviour here (on x86-64 relaxed loads and stores are plain moves).
+//! `Writers` records, per launch, which block wrote each part of it.
 
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::sync::OnceLock;
 
 pub struct GlobalMemory {
     buffers: Vec<Buffer>,
@@ -47,6 +49,22 @@ impl GlobalMemory {
             })
             .collect();
         GlobalMemory { buffers }
+    }
+
+    /// Every buffer's words, to restore a launch's starting state.
+    pub(crate) fn snapshot(&self) -> Vec<Vec<u32>> {
+        self.buffers
+            .iter()
+            .map(|b| b.words.iter().map(|w| w.load(Relaxed)).collect())
+            .collect()
+    }
+
+    pub(crate) fn restore(&self, snapshot: &[Vec<u32>]) {
+        for (b, words) in self.buffers.iter().zip(snapshot) {
+            for (w, &v) in b.words.iter().zip(words) {
+                w.store(v, Relaxed);
+            }
+        }
     }
 
     pub fn contents(&self, index: usize) -> Vec<u8> {
@@ -122,5 +140,60 @@ impl GlobalMemory {
         let old = self.read(index, offset, bytes)?;
         self.write(index, offset, bytes, f(old));
         Some(old)
+    }
+}
+
+/// Which block last wrote each granule (4-byte word, or byte) of global
+/// memory with a plain store during one launch: 0 for none, else the block's
+/// linear index + 1. One per launch; a buffer's table is made on its first
+/// plain store, so read-only buffers cost nothing.
+pub(crate) struct Writers {
+    /// log2 of the granule size: 2 (words) or 0 (bytes).
+    shift: u32,
+    lens: Vec<u64>,
+    tables: Vec<OnceLock<Box<[AtomicU32]>>>,
+}
+
+impl Writers {
+    pub(crate) fn new(memory: &GlobalMemory, shift: u32) -> Self {
+        Writers {
+            shift,
+            lens: memory.buffers.iter().map(|b| b.len).collect(),
+            tables: memory.buffers.iter().map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    /// Records block `me` (index + 1; 0 records nothing) as the writer of
+    /// bytes `offset..offset + bytes` of buffer `index`, which the caller has
+    /// bounds-checked. Returns another block (index + 1) that wrote one of
+    /// them in this launch. Every pair of blocks writing one granule is seen
+    /// by whichever of them writes second: a block's first write of a
+    /// granule is an atomic swap, so two first writes cannot both miss.
+    pub(crate) fn claim(&self, index: usize, offset: u64, bytes: u32, me: u32) -> Result<(), u32> {
+        let (Some(table), Some(&len)) = (self.tables.get(index), self.lens.get(index)) else {
+            return Ok(());
+        };
+        if me == 0 || bytes == 0 {
+            return Ok(());
+        }
+        let shift = self.shift;
+        let table = table.get_or_init(|| {
+            (0..len.div_ceil(1 << shift))
+                .map(|_| AtomicU32::new(0))
+                .collect()
+        });
+        let first = offset >> shift;
+        let last = (offset + u64::from(bytes) - 1) >> shift;
+        for granule in table.iter().take(last as usize + 1).skip(first as usize) {
+            // Rewriting a granule this block owns needs no atomic swap.
+            if granule.load(Relaxed) == me {
+                continue;
+            }
+            let previous = granule.swap(me, Relaxed);
+            if previous != 0 && previous != me {
+                return Err(previous);
+            }
+        }
+        Ok(())
     }
 }
