@@ -436,6 +436,11 @@ entry:
   %tri = bitcast <4 x i8> %tr to i32
   %undef = insertelement <2 x i32> undef, i32 5, i64 1
   %uw = bitcast <2 x i32> %undef to i64
+  %fr = freeze <4 x float> %half
+  %neg = fneg <4 x float> %fr
+  %lt = fcmp olt <4 x float> %neg, <float -1.0, float -1.0, float -1.0, float -1.0>
+  %any = call i1 @llvm.vector.reduce.or.v4i1(<4 x i1> %lt)
+  %pick = select i1 %any, <4 x float> %neg, <4 x float> %half
   br label %loop
 loop:
   %i = phi i32 [ 0, %entry ], [ %i1, %loop ]
@@ -482,8 +487,11 @@ exit:
   store i64 %uw, ptr %o34, align 4
   %o36 = getelementptr i32, ptr %out, i64 36
   store <2 x i32> <i32 -1, i32 42>, ptr %o36, align 4
+  %o38 = getelementptr i32, ptr %out, i64 38
+  store <4 x float> %pick, ptr %o38, align 4
   ret void
 }
+declare i1 @llvm.vector.reduce.or.v4i1(<4 x i1>)
 declare float @llvm.vector.reduce.fadd.v4f32(float, <4 x float>)
 declare i32 @llvm.vector.reduce.smax.v4i32(<4 x i32>)
 declare i32 @llvm.vector.reduce.umin.v4i32(<4 x i32>)
@@ -493,7 +501,7 @@ declare i32 @llvm.vector.reduce.umin.v4i32(<4 x i32>)
     let a = [1, 7, 3, -5];
     let b = [10, 20, 30, 40];
     let input = i32_bytes(&[a, b].concat());
-    let out = run_text(text, one_block(1), &[input, vec![0xAB; 4 * 38]]).unwrap();
+    let out = run_text(text, one_block(1), &[input, vec![0xAB; 4 * 42]]).unwrap();
     let got = u32s(&out[1]);
     let u = |v: i32| v as u32;
     assert_eq!(got[0..4], [11, 27, 33, 35].map(u));
@@ -512,6 +520,8 @@ declare i32 @llvm.vector.reduce.umin.v4i32(<4 x i32>)
     assert_eq!(got[30..34], [3, 21, 9, -15].map(u));
     assert_eq!(got[34..36], [0, 5]);
     assert_eq!(got[36..38], [u(-1), 42]);
+    let picked: Vec<f32> = got[38..42].iter().map(|&b| f32::from_bits(b)).collect();
+    assert_eq!(picked, [-0.5, -3.5, -1.5, 2.5]);
 }
 
 /// Vector accesses to shared memory go through the race and
