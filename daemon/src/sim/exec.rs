@@ -102,7 +102,7 @@ fn run_blocks(
 ) -> (Result<RunStats, Verdict>, bool) {
     let [gx, gy, gz] = dims.grid;
     let blocks = gx as usize * gy as usize * gz as usize;
-    let writers = Writers::new(memory, shift);
+    let writers = Writers::new(memory, shift, workers == 1);
     let next = AtomicUsize::new(0);
     // Lowest failing block index so far: later blocks need not run.
     let first_failure = AtomicUsize::new(usize::MAX);

@@ -150,14 +150,17 @@ impl GlobalMemory {
 pub(crate) struct Writers {
     /// log2 of the granule size: 2 (words) or 0 (bytes).
     shift: u32,
+    /// Only one worker thread runs blocks: plain stores suffice.
+    exclusive: bool,
     lens: Vec<u64>,
     tables: Vec<OnceLock<Box<[AtomicU32]>>>,
 }
 
 impl Writers {
-    pub(crate) fn new(memory: &GlobalMemory, shift: u32) -> Self {
+    pub(crate) fn new(memory: &GlobalMemory, shift: u32, exclusive: bool) -> Self {
         Writers {
             shift,
+            exclusive,
             lens: memory.buffers.iter().map(|b| b.len).collect(),
             tables: memory.buffers.iter().map(|_| OnceLock::new()).collect(),
         }
@@ -185,15 +188,60 @@ impl Writers {
         let first = offset >> shift;
         let last = (offset + u64::from(bytes) - 1) >> shift;
         for granule in table.iter().take(last as usize + 1).skip(first as usize) {
-            // Rewriting a granule this block owns needs no atomic swap.
-            if granule.load(Relaxed) == me {
+            // Rewriting a granule this block owns needs no atomic swap, and
+            // neither does anything when no other thread is writing.
+            let seen = granule.load(Relaxed);
+            if seen == me {
                 continue;
             }
-            let previous = granule.swap(me, Relaxed);
+            let previous = if self.exclusive {
+                granule.store(me, Relaxed);
+                seen
+            } else {
+                granule.swap(me, Relaxed)
+            };
             if previous != 0 && previous != me {
                 return Err(previous);
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writers_report_other_blocks_per_granule() {
+        let memory = GlobalMemory::new(&[&[0u8; 16]]);
+        for exclusive in [false, true] {
+            let words = Writers::new(&memory, 2, exclusive);
+            assert_eq!(words.claim(0, 0, 4, 1), Ok(()));
+            assert_eq!(words.claim(0, 0, 4, 1), Ok(()), "the same block again");
+            assert_eq!(words.claim(0, 4, 4, 2), Ok(()));
+            // Bytes 2..6 touch block 1's word first.
+            assert_eq!(words.claim(0, 2, 4, 3), Err(1));
+            assert_eq!(words.claim(0, 12, 1, 4), Ok(()));
+            assert_eq!(words.claim(0, 15, 1, 5), Err(4), "one word, other bytes");
+
+            let bytes = Writers::new(&memory, 0, exclusive);
+            assert_eq!(bytes.claim(0, 0, 2, 1), Ok(()));
+            assert_eq!(bytes.claim(0, 2, 2, 2), Ok(()), "neighbouring bytes");
+            assert_eq!(bytes.claim(0, 1, 1, 2), Err(1));
+            assert_eq!(bytes.claim(0, 0, 1, 0), Ok(()), "block 0 is not recorded");
+            assert_eq!(bytes.claim(1, 0, 1, 1), Ok(()), "no such buffer");
+        }
+    }
+
+    #[test]
+    fn snapshot_restores_contents() {
+        let memory = GlobalMemory::new(&[&[1, 2, 3, 4, 5], &[6]]);
+        let start = memory.snapshot();
+        assert!(memory.write(0, 3, 2, 0xffff));
+        assert!(memory.write(1, 0, 1, 0));
+        memory.restore(&start);
+        assert_eq!(memory.contents(0), [1, 2, 3, 4, 5]);
+        assert_eq!(memory.contents(1), [6]);
     }
 }
