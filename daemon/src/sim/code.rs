@@ -3,10 +3,13 @@
 //! register; constants live in registers preloaded from `Program::constants`.
 
 /// A register index into a thread's register file.
+///
+/// Values live in registers as `u64`: integers zero-extended from their
+/// width, floats as IEEE bits, pointers tagged (`sim::pointer`). A vector
+/// (or a struct returned by `cmpxchg` and the `*.with.overflow` intrinsics)
+/// occupies one consecutive register per element, element 0 first.
 pub type Reg = u32;
 
-/// Values live in registers as `u64`: integers zero-extended from their
-/// width, floats as IEEE bits, pointers tagged (`sim::pointer`).
 /// The mask of an integer of `bits` bits.
 pub fn mask(bits: u32) -> u64 {
     if bits >= 64 {
@@ -95,6 +98,30 @@ pub enum IntOp {
     SMin,
     UMax,
     UMin,
+    /// High half of the double-width product (signed, unsigned).
+    MulHiS,
+    MulHiU,
+    /// PTX `mul24.lo`: the low 24 bits of each operand (sign- or
+    /// zero-extended) multiplied, low half of the product.
+    Mul24S,
+    Mul24U,
+    /// Saturating add and subtract.
+    SAddSat,
+    UAddSat,
+    SSubSat,
+    USubSat,
+}
+
+/// Unary bit operations on integers of `bits` bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IntFn {
+    Popcount,
+    /// Leading zeros within the width (the width for zero).
+    Clz,
+    /// Trailing zeros (the width for zero).
+    Ctz,
+    Bswap,
+    BitReverse,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,8 +133,15 @@ pub enum FloatOp {
     Rem,
     Min,
     Max,
+    /// `llvm.minimum`/`maximum`: NaN if either operand is NaN, -0 < +0.
+    Minimum,
+    Maximum,
     CopySign,
     Pow,
+    /// `b` is a 32-bit integer exponent (`llvm.powi`).
+    PowI,
+    Atan2,
+    Hypot,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,7 +159,23 @@ pub enum FloatFn {
     Ceil,
     Trunc,
     Round,
+    /// Round to nearest, ties to even (`rint`, PTX `cvt.rni`).
+    RoundEven,
     Rsqrt,
+    /// Clamp to [0, 1], NaN to 0 (PTX `.sat`).
+    Saturate,
+    Log10,
+    Exp10,
+    Tan,
+    Asin,
+    Acos,
+    Atan,
+    Sinh,
+    Cosh,
+    Tanh,
+    Cbrt,
+    Expm1,
+    Log1p,
 }
 
 /// LLVM's icmp predicates.
@@ -270,6 +320,17 @@ pub enum Op {
         bits: u32,
         a: Reg,
     },
+    IntUnary {
+        f: IntFn,
+        bits: u32,
+        a: Reg,
+    },
+    /// PTX `prmt` (default mode): bytes of `b:a` picked by the nibbles of `c`.
+    Prmt {
+        a: Reg,
+        b: Reg,
+        c: Reg,
+    },
     ICmp {
         pred: ICmp,
         bits: u32,
@@ -307,6 +368,20 @@ pub enum Op {
         ptr: Reg,
         value: Reg,
         bytes: u32,
+    },
+    /// A vector load: `lanes` elements of `elem_bytes` bytes each into
+    /// registers `dst..dst + lanes`, one access (one bounds check).
+    VecLoad {
+        ptr: Reg,
+        elem_bytes: u32,
+        lanes: u32,
+    },
+    /// A vector store of registers `value..value + lanes`, one access.
+    VecStore {
+        ptr: Reg,
+        value: Reg,
+        elem_bytes: u32,
+        lanes: u32,
     },
     AtomicRmw {
         op: RmwOp,

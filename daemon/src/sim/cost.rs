@@ -6,12 +6,14 @@
 //! | instruction | weight |
 //! |---|---|
 //! | integer and float add/sub/mul/logic/compare, casts, select, GEP, branches | 1 |
+//! | bit counts and reversals, min/max, rounding, `prmt` | 1 |
 //! | integer division and remainder | 8 |
 //! | float division, sqrt, transcendental functions, pow | 4 |
+//! | register moves a vector instruction lowers to (`extractelement` and `insertelement` with a constant index, `shufflevector`, vector bitcasts) | 1 per instruction |
 //! | special registers, phi copies, no-ops | 0 (special registers 1) |
 //! | barrier | 8 |
 //! | fence | 4 |
-//! | load or store | 1 + global 8 / shared 2 / local 2 / constant 1 |
+//! | load or store (a vector load or store is one access) | 1 + global 8 / shared 2 / local 2 / constant 1 |
 //! | atomic | 16 + the space's weight |
 
 use super::code::{FloatFn, FloatOp, IntOp, Op};
@@ -23,7 +25,13 @@ pub fn weight(op: &Op) -> u32 {
             ..
         } => 8,
         Op::Float {
-            op: FloatOp::Div | FloatOp::Rem | FloatOp::Pow,
+            op:
+                FloatOp::Div
+                | FloatOp::Rem
+                | FloatOp::Pow
+                | FloatOp::PowI
+                | FloatOp::Atan2
+                | FloatOp::Hypot,
             ..
         } => 4,
         Op::FloatUnary { f, .. } => match f {
@@ -32,7 +40,9 @@ pub fn weight(op: &Op) -> u32 {
             | FloatFn::Floor
             | FloatFn::Ceil
             | FloatFn::Trunc
-            | FloatFn::Round => 1,
+            | FloatFn::Round
+            | FloatFn::RoundEven
+            | FloatFn::Saturate => 1,
             _ => 4,
         },
         Op::Barrier => 8,

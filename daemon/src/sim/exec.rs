@@ -4,14 +4,15 @@
 //! block, threads run one after another, each until it reaches a barrier or
 //! exits; when every live thread waits at the barrier, all continue. Shared
 //! memory carries a shadow per byte that catches races between two barriers
-//! and reads of bytes never written.
+//! and reads of bytes never written; global memory records which block wrote
+//! each word (`Writers`), which catches blocks writing the same bytes.
 
 use super::code::*;
 use super::cost;
-use super::memory::GlobalMemory;
+use super::memory::{GlobalMemory, Writers};
 use super::pointer;
 use super::verdict::{Fault, Verdict};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LaunchDims {
@@ -45,7 +46,10 @@ pub struct Limits {
 }
 
 /// Runs `program` once over the grid. `args` are the raw parameter values
-/// (global pointers already tagged). Results do not depend on `workers`.
+/// (global pointers already tagged). Results do not depend on `workers`:
+/// they are those of running the blocks one after another in order, where a
+/// failure is reported for the lowest failing block and two blocks writing
+/// the same global bytes are a `GlobalRace` of the later one.
 pub fn run(
     program: &Program,
     dims: &LaunchDims,
@@ -56,23 +60,73 @@ pub fn run(
 ) -> Result<RunStats, Verdict> {
     let [gx, gy, gz] = dims.grid;
     let blocks = gx as usize * gy as usize * gz as usize;
+    let workers = workers.clamp(1, blocks.max(1));
+    // Stores narrower than a word can be two blocks writing neighbouring
+    // bytes of one word, which is no conflict: track bytes then.
+    let narrow = program
+        .blocks
+        .iter()
+        .flat_map(|b| &b.insts)
+        .any(|i| match i.op {
+            Op::Store { bytes, .. } => bytes < 4,
+            Op::VecStore {
+                elem_bytes, lanes, ..
+            } => elem_bytes.saturating_mul(lanes) < 4,
+            _ => false,
+        });
+    let shift = if narrow { 0 } else { 2 };
+    if workers == 1 {
+        return run_blocks(program, dims, args, memory, limits, 1, shift).0;
+    }
+    let start = memory.snapshot();
+    let (result, conflict) = run_blocks(program, dims, args, memory, limits, workers, shift);
+    if !conflict {
+        return result;
+    }
+    // Blocks wrote the same bytes; which of them noticed depended on timing.
+    // Run again, in block order, from the launch's starting memory.
+    memory.restore(&start);
+    run_blocks(program, dims, args, memory, limits, 1, shift).0
+}
+
+/// One pass over the grid on `workers` threads; also whether a block saw a
+/// global write conflict (the pass then stops early).
+fn run_blocks(
+    program: &Program,
+    dims: &LaunchDims,
+    args: &[u64],
+    memory: &GlobalMemory,
+    limits: Limits,
+    workers: usize,
+    shift: u32,
+) -> (Result<RunStats, Verdict>, bool) {
+    let [gx, gy, gz] = dims.grid;
+    let blocks = gx as usize * gy as usize * gz as usize;
+    let writers = Writers::new(memory, shift, workers == 1);
     let next = AtomicUsize::new(0);
     // Lowest failing block index so far: later blocks need not run.
     let first_failure = AtomicUsize::new(usize::MAX);
+    let conflict = AtomicBool::new(false);
     let worker_results: Vec<Vec<(usize, Result<RunStats, Verdict>)>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..workers.clamp(1, blocks.max(1)))
+        let handles: Vec<_> = (0..workers)
             .map(|_| {
                 s.spawn(|| {
                     let mut results = Vec::new();
                     loop {
                         let b = next.fetch_add(1, Ordering::Relaxed);
-                        if b >= blocks || b > first_failure.load(Ordering::Relaxed) {
+                        if b >= blocks
+                            || b > first_failure.load(Ordering::Relaxed)
+                            || conflict.load(Ordering::Relaxed)
+                        {
                             break;
                         }
-                        let cta = [b as u32 % gx, (b as u32 / gx) % gy, b as u32 / (gx * gy)];
-                        let r = BlockRun::new(program, dims, cta, args, memory, limits).run();
-                        if r.is_err() {
+                        let r =
+                            BlockRun::new(program, dims, b, args, memory, &writers, limits).run();
+                        if let Err(v) = &r {
                             first_failure.fetch_min(b, Ordering::Relaxed);
+                            if matches!(v.fault, Fault::GlobalRace { .. }) {
+                                conflict.store(true, Ordering::Relaxed);
+                            }
                         }
                         results.push((b, r));
                     }
@@ -90,9 +144,12 @@ pub fn run(
     results.sort_by_key(|(b, _)| *b);
     let mut total = RunStats::default();
     for (_, r) in results {
-        total.add(&r?);
+        match r {
+            Ok(stats) => total.add(&stats),
+            Err(v) => return (Err(v), conflict.into_inner()),
+        }
     }
-    Ok(total)
+    (Ok(total), conflict.into_inner())
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -131,6 +188,10 @@ struct BlockRun<'a> {
     dims: &'a LaunchDims,
     cta: [u32; 3],
     memory: &'a GlobalMemory,
+    writers: &'a Writers,
+    /// This block's linear index + 1, as `Writers` records it (0: too many
+    /// blocks to record, never the case in practice).
+    writer: u32,
     limits: Limits,
     threads: Vec<Thread>,
     shared: Vec<u8>,
@@ -145,11 +206,13 @@ impl<'a> BlockRun<'a> {
     fn new(
         program: &'a Program,
         dims: &'a LaunchDims,
-        cta: [u32; 3],
+        block: usize,
         args: &[u64],
         memory: &'a GlobalMemory,
+        writers: &'a Writers,
         limits: Limits,
     ) -> Self {
+        let cta = cta_of(dims, block);
         let mut template = vec![0u64; program.registers as usize];
         for &(r, bits) in &program.constants {
             template[r as usize] = bits;
@@ -179,6 +242,8 @@ impl<'a> BlockRun<'a> {
             dims,
             cta,
             memory,
+            writers,
+            writer: u32::try_from(block + 1).unwrap_or(0),
             limits,
             threads,
             shared: vec![0; shared_bytes],
@@ -293,6 +358,8 @@ impl<'a> BlockRun<'a> {
                 Op::IntAbs { bits, a } => {
                     (sign_extend(r(*a), *bits).wrapping_abs() as u64) & mask(*bits)
                 }
+                Op::IntUnary { f, bits, a } => int_fn(*f, *bits, r(*a)),
+                Op::Prmt { a, b, c } => prmt(r(*a), r(*b), r(*c)),
                 Op::ICmp { pred, bits, a, b } => u64::from(icmp(*pred, *bits, r(*a), r(*b))),
                 Op::FCmp { pred, width, a, b } => u64::from(fcmp(*pred, *width, r(*a), r(*b))),
                 Op::Cast {
@@ -327,6 +394,25 @@ impl<'a> BlockRun<'a> {
                 Op::Store { ptr, value, bytes } => {
                     let (p, v) = (r(*ptr), r(*value));
                     self.store(t, inst, p, v, *bytes)?;
+                    continue;
+                }
+                Op::VecLoad {
+                    ptr,
+                    elem_bytes,
+                    lanes,
+                } => {
+                    let p = r(*ptr);
+                    self.load_vector(t, inst, p, *elem_bytes, *lanes)?;
+                    continue;
+                }
+                Op::VecStore {
+                    ptr,
+                    value,
+                    elem_bytes,
+                    lanes,
+                } => {
+                    let p = r(*ptr);
+                    self.store_vector(t, inst, p, *value, *elem_bytes, *lanes)?;
                     continue;
                 }
                 Op::AtomicRmw {
@@ -534,6 +620,29 @@ impl<'a> BlockRun<'a> {
         )
     }
 
+    /// Records this block as the writer of global bytes (a plain store);
+    /// a verdict if another block wrote any of them in this launch.
+    fn claim_global(
+        &self,
+        t: usize,
+        inst: &Inst,
+        index: usize,
+        offset: u64,
+        bytes: u32,
+    ) -> Result<(), Verdict> {
+        self.writers
+            .claim(index, offset, bytes, self.writer)
+            .map_err(|other| {
+                let fault = Fault::GlobalRace {
+                    buffer: index,
+                    offset,
+                    bytes,
+                    other_block: cta_of(self.dims, other as usize - 1),
+                };
+                self.verdict(t, inst, fault)
+            })
+    }
+
     /// Checks a shared access against the shadow and records it.
     fn track_shared(
         &mut self,
@@ -616,7 +725,13 @@ impl<'a> BlockRun<'a> {
         self.cost += cost::memory_weight(space);
         let end = offset + u64::from(bytes);
         let ok = match space {
-            pointer::GLOBAL => self.memory.write(index, offset, bytes, v),
+            pointer::GLOBAL => {
+                let ok = self.memory.write(index, offset, bytes, v);
+                if ok {
+                    self.claim_global(t, inst, index, offset, bytes)?;
+                }
+                ok
+            }
             pointer::SHARED if end <= self.shared.len() as u64 => {
                 self.track_shared(t, inst, offset as usize, bytes, true)?;
                 write_le(&mut self.shared[offset as usize..end as usize], v);
@@ -633,6 +748,102 @@ impl<'a> BlockRun<'a> {
         } else {
             Err(self.out_of_bounds(t, inst, p, bytes))
         }
+    }
+
+    /// Whether `bytes` bytes at `offset` of the space's region `index` exist.
+    fn accessible(&self, t: usize, space: u8, index: usize, offset: u64, bytes: u64) -> bool {
+        let Some(end) = offset.checked_add(bytes) else {
+            return false;
+        };
+        match space {
+            pointer::GLOBAL => {
+                u32::try_from(bytes).is_ok_and(|bytes| self.memory.in_bounds(index, offset, bytes))
+            }
+            pointer::SHARED => end <= self.shared.len() as u64,
+            pointer::LOCAL => end <= self.threads[t].local.len() as u64,
+            pointer::CONSTANT => self
+                .program
+                .constant_globals
+                .get(index)
+                .is_some_and(|g| end <= g.len() as u64),
+            _ => false,
+        }
+    }
+
+    /// A vector load: the whole access is checked once (bounds, and the
+    /// shared shadow for every byte), then each element is read.
+    fn load_vector(
+        &mut self,
+        t: usize,
+        inst: &Inst,
+        p: u64,
+        elem_bytes: u32,
+        lanes: u32,
+    ) -> Result<(), Verdict> {
+        let (space, index, offset) = pointer::split(p);
+        self.cost += cost::memory_weight(space);
+        let total = elem_bytes.saturating_mul(lanes);
+        if !self.accessible(t, space, index, offset, u64::from(total)) {
+            return Err(self.out_of_bounds(t, inst, p, total));
+        }
+        if space == pointer::SHARED {
+            self.track_shared(t, inst, offset as usize, total, false)?;
+        }
+        for lane in 0..lanes {
+            let at = (offset + u64::from(lane * elem_bytes)) as usize;
+            let range = at..at + elem_bytes as usize;
+            let value = match space {
+                pointer::GLOBAL => self.memory.read(index, at as u64, elem_bytes),
+                pointer::SHARED => self.shared.get(range).map(read_le),
+                pointer::LOCAL => self.threads[t].local.get(range).map(read_le),
+                _ => self
+                    .program
+                    .constant_globals
+                    .get(index)
+                    .and_then(|g| g.get(range))
+                    .map(read_le),
+            };
+            // In bounds: checked above for the whole access.
+            self.threads[t].regs[(inst.dst + lane) as usize] = value.unwrap_or(0);
+        }
+        Ok(())
+    }
+
+    /// A vector store of registers `value..value + lanes`, checked as one access.
+    fn store_vector(
+        &mut self,
+        t: usize,
+        inst: &Inst,
+        p: u64,
+        value: Reg,
+        elem_bytes: u32,
+        lanes: u32,
+    ) -> Result<(), Verdict> {
+        let (space, index, offset) = pointer::split(p);
+        self.cost += cost::memory_weight(space);
+        let total = elem_bytes.saturating_mul(lanes);
+        if space == pointer::CONSTANT || !self.accessible(t, space, index, offset, u64::from(total))
+        {
+            return Err(self.out_of_bounds(t, inst, p, total));
+        }
+        match space {
+            pointer::SHARED => self.track_shared(t, inst, offset as usize, total, true)?,
+            pointer::GLOBAL => self.claim_global(t, inst, index, offset, total)?,
+            _ => {}
+        }
+        for lane in 0..lanes {
+            let v = self.threads[t].regs[(value + lane) as usize];
+            let at = (offset + u64::from(lane * elem_bytes)) as usize;
+            let range = at..at + elem_bytes as usize;
+            match space {
+                pointer::GLOBAL => {
+                    self.memory.write(index, at as u64, elem_bytes, v);
+                }
+                pointer::SHARED => write_le(&mut self.shared[range], v),
+                _ => write_le(&mut self.threads[t].local[range], v),
+            }
+        }
+        Ok(())
     }
 
     /// Read-modify-write; atomics never race, so shared ones skip the shadow
@@ -670,6 +881,13 @@ impl<'a> BlockRun<'a> {
         };
         old.ok_or_else(|| self.out_of_bounds(t, inst, p, bytes))
     }
+}
+
+/// The CTA coordinates of the block with linear index `b`.
+fn cta_of(dims: &LaunchDims, b: usize) -> [u32; 3] {
+    let [gx, gy, _] = dims.grid;
+    let b = b as u32;
+    [b % gx, (b / gx) % gy, b / (gx * gy)]
 }
 
 fn read_le(bytes: &[u8]) -> u64 {
@@ -736,12 +954,58 @@ fn int_op(op: IntOp, bits: u32, a: u64, b: u64) -> u64 {
         IntOp::SMin => sa.min(sb) as u64,
         IntOp::UMax => a.max(b),
         IntOp::UMin => a.min(b),
+        IntOp::MulHiS => ((i128::from(sa) * i128::from(sb)) >> bits) as u64,
+        IntOp::MulHiU => ((u128::from(a) * u128::from(b)) >> bits) as u64,
+        IntOp::Mul24S => (sign_extend(a & 0xff_ffff, 24) * sign_extend(b & 0xff_ffff, 24)) as u64,
+        IntOp::Mul24U => (a & 0xff_ffff) * (b & 0xff_ffff),
+        IntOp::SAddSat => saturate_signed(i128::from(sa) + i128::from(sb), bits),
+        IntOp::SSubSat => saturate_signed(i128::from(sa) - i128::from(sb), bits),
+        IntOp::UAddSat => a.checked_add(b).filter(|&s| s <= m).unwrap_or(m),
+        IntOp::USubSat => a.saturating_sub(b),
     };
     r & m
 }
 
+/// `v` clamped to the signed range of `bits` bits.
+fn saturate_signed(v: i128, bits: u32) -> u64 {
+    let max = i128::from(mask(bits) >> 1);
+    v.clamp(-max - 1, max) as u64
+}
+
+fn int_fn(f: IntFn, bits: u32, a: u64) -> u64 {
+    let a = a & mask(bits);
+    // Widths above 64 never reach here (`ir::lower` refuses them).
+    let unused = 64 - bits.min(64);
+    u64::from(match f {
+        IntFn::Popcount => a.count_ones(),
+        IntFn::Clz => a.leading_zeros() - unused,
+        IntFn::Ctz => a.trailing_zeros().min(bits),
+        IntFn::Bswap => return a.swap_bytes() >> unused,
+        IntFn::BitReverse => return a.reverse_bits() >> unused,
+    })
+}
+
+/// PTX `prmt.b32` in its default mode: result byte i is byte `c[4i+2:4i]`
+/// of the 8 bytes `b:a`, or that byte's sign replicated if `c[4i+3]` is set.
+fn prmt(a: u64, b: u64, c: u64) -> u64 {
+    let source = (b << 32) | (a & 0xffff_ffff);
+    (0..4).fold(0, |out, i| {
+        let select = (c >> (4 * i)) & 0xf;
+        let byte = (source >> (8 * (select & 7))) & 0xff;
+        let byte = if select & 8 == 0 {
+            byte
+        } else if byte & 0x80 != 0 {
+            0xff
+        } else {
+            0
+        };
+        out | (byte << (8 * i))
+    })
+}
+
+/// `$raw_b` is the second operand's register (an integer for `PowI`).
 macro_rules! apply_float_op {
-    ($op:expr, $x:expr, $y:expr) => {
+    ($op:expr, $x:expr, $y:expr, $raw_b:expr) => {
         match $op {
             FloatOp::Add => $x + $y,
             FloatOp::Sub => $x - $y,
@@ -750,21 +1014,51 @@ macro_rules! apply_float_op {
             FloatOp::Rem => $x % $y,
             FloatOp::Min => $x.min($y),
             FloatOp::Max => $x.max($y),
+            // NaN in, NaN out (a quiet NaN from the sum); -0 orders below +0.
+            FloatOp::Minimum => {
+                if $x.is_nan() || $y.is_nan() {
+                    $x + $y
+                } else if $x == $y {
+                    if $x.is_sign_negative() {
+                        $x
+                    } else {
+                        $y
+                    }
+                } else {
+                    $x.min($y)
+                }
+            }
+            FloatOp::Maximum => {
+                if $x.is_nan() || $y.is_nan() {
+                    $x + $y
+                } else if $x == $y {
+                    if $x.is_sign_positive() {
+                        $x
+                    } else {
+                        $y
+                    }
+                } else {
+                    $x.max($y)
+                }
+            }
             FloatOp::CopySign => $x.copysign($y),
             FloatOp::Pow => $x.powf($y),
+            FloatOp::PowI => $x.powi(sign_extend($raw_b, 32) as i32),
+            FloatOp::Atan2 => $x.atan2($y),
+            FloatOp::Hypot => $x.hypot($y),
         }
     };
 }
 
 fn float_op(op: FloatOp, width: FloatWidth, a: u64, b: u64) -> u64 {
     match width {
-        FloatWidth::F32 => u64::from(apply_float_op!(op, f32b(a), f32b(b)).to_bits()),
-        FloatWidth::F64 => apply_float_op!(op, f64::from_bits(a), f64::from_bits(b)).to_bits(),
+        FloatWidth::F32 => u64::from(apply_float_op!(op, f32b(a), f32b(b), b).to_bits()),
+        FloatWidth::F64 => apply_float_op!(op, f64::from_bits(a), f64::from_bits(b), b).to_bits(),
     }
 }
 
 macro_rules! apply_float_fn {
-    ($f:expr, $x:expr) => {
+    ($f:expr, $x:expr, $t:ty) => {
         match $f {
             FloatFn::Neg => -$x,
             FloatFn::Abs => $x.abs(),
@@ -779,15 +1073,35 @@ macro_rules! apply_float_fn {
             FloatFn::Ceil => $x.ceil(),
             FloatFn::Trunc => $x.trunc(),
             FloatFn::Round => $x.round(),
+            FloatFn::RoundEven => $x.round_ties_even(),
             FloatFn::Rsqrt => 1.0 / $x.sqrt(),
+            FloatFn::Saturate => {
+                if $x > 0.0 {
+                    $x.min(1.0)
+                } else {
+                    0.0
+                }
+            }
+            FloatFn::Log10 => $x.log10(),
+            FloatFn::Exp10 => <$t>::powf(10.0, $x),
+            FloatFn::Tan => $x.tan(),
+            FloatFn::Asin => $x.asin(),
+            FloatFn::Acos => $x.acos(),
+            FloatFn::Atan => $x.atan(),
+            FloatFn::Sinh => $x.sinh(),
+            FloatFn::Cosh => $x.cosh(),
+            FloatFn::Tanh => $x.tanh(),
+            FloatFn::Cbrt => $x.cbrt(),
+            FloatFn::Expm1 => $x.exp_m1(),
+            FloatFn::Log1p => $x.ln_1p(),
         }
     };
 }
 
 fn float_fn(f: FloatFn, width: FloatWidth, a: u64) -> u64 {
     match width {
-        FloatWidth::F32 => u64::from(apply_float_fn!(f, f32b(a)).to_bits()),
-        FloatWidth::F64 => apply_float_fn!(f, f64::from_bits(a)).to_bits(),
+        FloatWidth::F32 => u64::from(apply_float_fn!(f, f32b(a), f32).to_bits()),
+        FloatWidth::F64 => apply_float_fn!(f, f64::from_bits(a), f64).to_bits(),
     }
 }
 

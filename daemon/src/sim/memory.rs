@@ -2,8 +2,10 @@
 //! threads that run blocks in parallel. Words are relaxed atomics, so blocks
 //! that a mutated kernel makes touch the same bytes cannot cause undefined
 //! behaviour here (on x86-64 relaxed loads and stores are plain moves).
+//! `Writers` records, per launch, which block wrote each part of it.
 
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::sync::OnceLock;
 
 pub struct GlobalMemory {
     buffers: Vec<Buffer>,
@@ -49,6 +51,22 @@ impl GlobalMemory {
         GlobalMemory { buffers }
     }
 
+    /// Every buffer's words, to restore a launch's starting state.
+    pub(crate) fn snapshot(&self) -> Vec<Vec<u32>> {
+        self.buffers
+            .iter()
+            .map(|b| b.words.iter().map(|w| w.load(Relaxed)).collect())
+            .collect()
+    }
+
+    pub(crate) fn restore(&self, snapshot: &[Vec<u32>]) {
+        for (b, words) in self.buffers.iter().zip(snapshot) {
+            for (w, &v) in b.words.iter().zip(words) {
+                w.store(v, Relaxed);
+            }
+        }
+    }
+
     pub fn contents(&self, index: usize) -> Vec<u8> {
         let b = &self.buffers[index];
         (0..b.len).map(|i| b.byte(i)).collect()
@@ -60,6 +78,11 @@ impl GlobalMemory {
                 .checked_add(u64::from(bytes))
                 .is_some_and(|end| end <= b.len)
         })
+    }
+
+    /// Whether buffer `index` has `bytes` bytes at `offset`.
+    pub fn in_bounds(&self, index: usize, offset: u64, bytes: u32) -> bool {
+        self.buffer(index, offset, bytes).is_some()
     }
 
     /// Little-endian value of `bytes` bytes at `offset`, or `None` out of bounds.
@@ -117,5 +140,108 @@ impl GlobalMemory {
         let old = self.read(index, offset, bytes)?;
         self.write(index, offset, bytes, f(old));
         Some(old)
+    }
+}
+
+/// Which block last wrote each granule (4-byte word, or byte) of global
+/// memory with a plain store during one launch: 0 for none, else the block's
+/// linear index + 1. One per launch; a buffer's table is made on its first
+/// plain store, so read-only buffers cost nothing.
+pub(crate) struct Writers {
+    /// log2 of the granule size: 2 (words) or 0 (bytes).
+    shift: u32,
+    /// Only one worker thread runs blocks: plain stores suffice.
+    exclusive: bool,
+    lens: Vec<u64>,
+    tables: Vec<OnceLock<Box<[AtomicU32]>>>,
+}
+
+impl Writers {
+    pub(crate) fn new(memory: &GlobalMemory, shift: u32, exclusive: bool) -> Self {
+        Writers {
+            shift,
+            exclusive,
+            lens: memory.buffers.iter().map(|b| b.len).collect(),
+            tables: memory.buffers.iter().map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    /// Records block `me` (index + 1; 0 records nothing) as the writer of
+    /// bytes `offset..offset + bytes` of buffer `index`, which the caller has
+    /// bounds-checked. Returns another block (index + 1) that wrote one of
+    /// them in this launch. Every pair of blocks writing one granule is seen
+    /// by whichever of them writes second: a block's first write of a
+    /// granule is an atomic swap, so two first writes cannot both miss.
+    pub(crate) fn claim(&self, index: usize, offset: u64, bytes: u32, me: u32) -> Result<(), u32> {
+        let (Some(table), Some(&len)) = (self.tables.get(index), self.lens.get(index)) else {
+            return Ok(());
+        };
+        if me == 0 || bytes == 0 {
+            return Ok(());
+        }
+        let shift = self.shift;
+        let table = table.get_or_init(|| {
+            (0..len.div_ceil(1 << shift))
+                .map(|_| AtomicU32::new(0))
+                .collect()
+        });
+        let first = offset >> shift;
+        let last = (offset + u64::from(bytes) - 1) >> shift;
+        for granule in table.iter().take(last as usize + 1).skip(first as usize) {
+            // Rewriting a granule this block owns needs no atomic swap, and
+            // neither does anything when no other thread is writing.
+            let seen = granule.load(Relaxed);
+            if seen == me {
+                continue;
+            }
+            let previous = if self.exclusive {
+                granule.store(me, Relaxed);
+                seen
+            } else {
+                granule.swap(me, Relaxed)
+            };
+            if previous != 0 && previous != me {
+                return Err(previous);
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writers_report_other_blocks_per_granule() {
+        let memory = GlobalMemory::new(&[&[0u8; 16]]);
+        for exclusive in [false, true] {
+            let words = Writers::new(&memory, 2, exclusive);
+            assert_eq!(words.claim(0, 0, 4, 1), Ok(()));
+            assert_eq!(words.claim(0, 0, 4, 1), Ok(()), "the same block again");
+            assert_eq!(words.claim(0, 4, 4, 2), Ok(()));
+            // Bytes 2..6 touch block 1's word first.
+            assert_eq!(words.claim(0, 2, 4, 3), Err(1));
+            assert_eq!(words.claim(0, 12, 1, 4), Ok(()));
+            assert_eq!(words.claim(0, 15, 1, 5), Err(4), "one word, other bytes");
+
+            let bytes = Writers::new(&memory, 0, exclusive);
+            assert_eq!(bytes.claim(0, 0, 2, 1), Ok(()));
+            assert_eq!(bytes.claim(0, 2, 2, 2), Ok(()), "neighbouring bytes");
+            assert_eq!(bytes.claim(0, 1, 1, 2), Err(1));
+            assert_eq!(bytes.claim(0, 0, 1, 0), Ok(()), "block 0 is not recorded");
+            assert_eq!(bytes.claim(1, 0, 1, 1), Ok(()), "no such buffer");
+        }
+    }
+
+    #[test]
+    fn snapshot_restores_contents() {
+        let memory = GlobalMemory::new(&[&[1, 2, 3, 4, 5], &[6]]);
+        let start = memory.snapshot();
+        assert!(memory.write(0, 3, 2, 0xffff));
+        assert!(memory.write(1, 0, 1, 0));
+        memory.restore(&start);
+        assert_eq!(memory.contents(0), [1, 2, 3, 4, 5]);
+        assert_eq!(memory.contents(1), [6]);
     }
 }

@@ -19,6 +19,14 @@ pub enum Fault {
     UninitializedShared {
         offset: u64,
     },
+    /// A plain store to global bytes that another block (`other_block`,
+    /// its CTA coordinates) also wrote with plain stores in this launch.
+    GlobalRace {
+        buffer: usize,
+        offset: u64,
+        bytes: u32,
+        other_block: [u32; 3],
+    },
     StepBudget {
         budget: u64,
     },
@@ -45,6 +53,7 @@ impl Verdict {
             Fault::OutOfBounds { .. } => "out_of_bounds",
             Fault::SharedRace { .. } => "race",
             Fault::UninitializedShared { .. } => "uninitialized_shared",
+            Fault::GlobalRace { .. } => "global_race",
             Fault::StepBudget { .. } => "step_budget",
             Fault::Unsupported { .. } => "unsupported",
             Fault::Unreachable => "unreachable",
@@ -88,6 +97,15 @@ impl fmt::Display for Fault {
                     "read of shared byte {offset}, never written in this block"
                 )
             }
+            Fault::GlobalRace {
+                buffer,
+                offset,
+                bytes,
+                other_block,
+            } => write!(
+                f,
+                "global-memory race: {bytes}-byte write to buffer {buffer} at byte {offset}, which block {other_block:?} also wrote in this launch"
+            ),
             Fault::StepBudget { budget } => {
                 write!(f, "step budget of {budget} instructions per block exceeded")
             }
