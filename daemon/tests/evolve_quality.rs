@@ -1,24 +1,25 @@
 //! The search-quality bar: `gevod evolve --backend sim` with 3,000
 //! evaluations and seeds 1..3 finds a validated variant on every fixture that
-//! carries inefficiencies, at least as fast as the fixture's bar. For stencil
-//! and nw the bar is one the fitness-blind control does not reach on any
-//! seed (BENCHMARKS.md, "Search quality"); for expf, reduce and loops the
-//! control finds as much, and the bar only asks for a validated variant.
-//! Every validated variant is re-run independently, with two simulator
-//! threads, and must pass every test: a racy variant is never validated.
+//! carries inefficiencies, with every seed. For stencil and nw the best of the
+//! three seeds must also reach a bar that the fitness-blind control's best of
+//! three does not (BENCHMARKS.md, "Search quality"); for expf, reduce and
+//! loops the control finds as much, and the bar only asks for a validated
+//! variant. Every validated variant is re-run independently, with two
+//! simulator threads, and must pass every test: a racy variant is never
+//! validated.
 
 mod common;
 
 use std::path::PathBuf;
 use std::process::Command;
 
-/// Fixture and the speedup every seed must reach. Measured (BENCHMARKS.md):
-/// stencil 1.088-1.106 (blind control at most 1.077), nw 1.162-1.218 (blind
-/// at most 1.097), expf 1.361-1.400, reduce 1.001-1.007, loops 1.0005.
+/// Fixture and the speedup the best seed must reach. Measured
+/// (BENCHMARKS.md): stencil's best seed 1.10 (the blind control's best 1.08),
+/// nw's 1.22 (blind 1.10).
 const BAR: [(&str, f64); 5] = [
-    ("stencil", 1.08),
+    ("stencil", 1.09),
     ("nw", 1.15),
-    ("expf", 1.3),
+    ("expf", 1.0),
     ("reduce", 1.0),
     ("loops", 1.0),
 ];
@@ -43,6 +44,7 @@ fn gevod() -> Command {
 fn the_search_beats_the_bar_on_every_fixture_and_seed() {
     let mut failures = Vec::new();
     for (fixture, bar) in BAR {
+        let mut best = 0.0f64;
         for seed in SEEDS {
             let dir = tempfile::tempdir().unwrap();
             let out = gevod()
@@ -67,9 +69,10 @@ fn the_search_beats_the_bar_on_every_fixture_and_seed() {
             let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
             let speedup = report["best"]["speedup"].as_f64().unwrap_or(0.0);
             eprintln!("{fixture} seed {seed}: speedup {speedup:.4} (bar {bar})");
+            best = best.max(speedup);
             // A validated variant is faster by definition: > 1.0 always.
-            if speedup <= bar {
-                failures.push(format!("{fixture} seed {seed}: {speedup:.4} < {bar}"));
+            if speedup <= 1.0 {
+                failures.push(format!("{fixture} seed {seed}: no validated variant"));
                 continue;
             }
             // Independent re-check of the exported minimized patch.
@@ -87,6 +90,9 @@ fn the_search_beats_the_bar_on_every_fixture_and_seed() {
                 String::from_utf8_lossy(&run.stdout),
                 String::from_utf8_lossy(&run.stderr)
             );
+        }
+        if best < bar {
+            failures.push(format!("{fixture}: best seed {best:.4} < {bar}"));
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
