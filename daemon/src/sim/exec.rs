@@ -358,8 +358,6 @@ impl<'a> BlockRun<'a> {
                 Op::IntAbs { bits, a } => {
                     (sign_extend(r(*a), *bits).wrapping_abs() as u64) & mask(*bits)
                 }
-                Op::IntUnary { f, bits, a } => int_fn(*f, *bits, r(*a)),
-                Op::Prmt { a, b, c } => prmt(r(*a), r(*b), r(*c)),
                 Op::ICmp { pred, bits, a, b } => u64::from(icmp(*pred, *bits, r(*a), r(*b))),
                 Op::FCmp { pred, width, a, b } => u64::from(fcmp(*pred, *width, r(*a), r(*b))),
                 Op::Cast {
@@ -396,23 +394,11 @@ impl<'a> BlockRun<'a> {
                     self.store(t, inst, p, v, *bytes)?;
                     continue;
                 }
-                Op::VecLoad {
-                    ptr,
-                    elem_bytes,
-                    lanes,
-                } => {
-                    let p = r(*ptr);
-                    self.load_vector(t, inst, p, *elem_bytes, *lanes)?;
-                    continue;
-                }
-                Op::VecStore {
-                    ptr,
-                    value,
-                    elem_bytes,
-                    lanes,
-                } => {
-                    let p = r(*ptr);
-                    self.store_vector(t, inst, p, *value, *elem_bytes, *lanes)?;
+                Op::IntUnary { .. }
+                | Op::Prmt { .. }
+                | Op::VecLoad { .. }
+                | Op::VecStore { .. } => {
+                    self.run_rare(t, inst)?;
                     continue;
                 }
                 Op::AtomicRmw {
@@ -492,6 +478,31 @@ impl<'a> BlockRun<'a> {
             };
             self.threads[t].regs[inst.dst as usize] = value;
         }
+    }
+
+    /// Instructions that kernels seldom execute, with one call site in the
+    /// interpreter loop so they do not weigh on its code.
+    #[inline(never)]
+    fn run_rare(&mut self, t: usize, inst: &Inst) -> Result<(), Verdict> {
+        let r = |reg: Reg| self.threads[t].regs[reg as usize];
+        let value = match &inst.op {
+            Op::IntUnary { f, bits, a } => int_fn(*f, *bits, r(*a)),
+            Op::Prmt { a, b, c } => prmt(r(*a), r(*b), r(*c)),
+            Op::VecLoad {
+                ptr,
+                elem_bytes,
+                lanes,
+            } => return self.load_vector(t, inst, r(*ptr), *elem_bytes, *lanes),
+            Op::VecStore {
+                ptr,
+                value,
+                elem_bytes,
+                lanes,
+            } => return self.store_vector(t, inst, r(*ptr), *value, *elem_bytes, *lanes),
+            _ => return Ok(()),
+        };
+        self.threads[t].regs[inst.dst as usize] = value;
+        Ok(())
     }
 
     /// Executes the warp-collective instructions that threads wait at, one
@@ -783,7 +794,6 @@ impl<'a> BlockRun<'a> {
 
     /// A vector load: the whole access is checked once (bounds, and the
     /// shared shadow for every byte), then each element is read.
-    #[inline(never)]
     fn load_vector(
         &mut self,
         t: usize,
@@ -822,7 +832,6 @@ impl<'a> BlockRun<'a> {
     }
 
     /// A vector store of registers `value..value + lanes`, checked as one access.
-    #[inline(never)]
     fn store_vector(
         &mut self,
         t: usize,
@@ -1005,7 +1014,6 @@ fn saturate_signed(v: i128, bits: u32) -> u64 {
     v.clamp(-max - 1, max) as u64
 }
 
-#[inline(never)]
 fn int_fn(f: IntFn, bits: u32, a: u64) -> u64 {
     let a = a & mask(bits);
     // Widths above 64 never reach here (`ir::lower` refuses them).
@@ -1021,7 +1029,6 @@ fn int_fn(f: IntFn, bits: u32, a: u64) -> u64 {
 
 /// PTX `prmt.b32` in its default mode: result byte i is byte `c[4i+2:4i]`
 /// of the 8 bytes `b:a`, or that byte's sign replicated if `c[4i+3]` is set.
-#[inline(never)]
 fn prmt(a: u64, b: u64, c: u64) -> u64 {
     let source = (b << 32) | (a & 0xffff_ffff);
     (0..4).fold(0, |out, i| {
