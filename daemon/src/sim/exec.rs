@@ -358,8 +358,6 @@ impl<'a> BlockRun<'a> {
                 Op::IntAbs { bits, a } => {
                     (sign_extend(r(*a), *bits).wrapping_abs() as u64) & mask(*bits)
                 }
-                Op::IntUnary { f, bits, a } => int_fn(*f, *bits, r(*a)),
-                Op::Prmt { a, b, c } => prmt(r(*a), r(*b), r(*c)),
                 Op::ICmp { pred, bits, a, b } => u64::from(icmp(*pred, *bits, r(*a), r(*b))),
                 Op::FCmp { pred, width, a, b } => u64::from(fcmp(*pred, *width, r(*a), r(*b))),
                 Op::Cast {
@@ -396,23 +394,11 @@ impl<'a> BlockRun<'a> {
                     self.store(t, inst, p, v, *bytes)?;
                     continue;
                 }
-                Op::VecLoad {
-                    ptr,
-                    elem_bytes,
-                    lanes,
-                } => {
-                    let p = r(*ptr);
-                    self.load_vector(t, inst, p, *elem_bytes, *lanes)?;
-                    continue;
-                }
-                Op::VecStore {
-                    ptr,
-                    value,
-                    elem_bytes,
-                    lanes,
-                } => {
-                    let p = r(*ptr);
-                    self.store_vector(t, inst, p, *value, *elem_bytes, *lanes)?;
+                Op::IntUnary { .. }
+                | Op::Prmt { .. }
+                | Op::VecLoad { .. }
+                | Op::VecStore { .. } => {
+                    self.run_rare(t, inst)?;
                     continue;
                 }
                 Op::AtomicRmw {
@@ -492,6 +478,31 @@ impl<'a> BlockRun<'a> {
             };
             self.threads[t].regs[inst.dst as usize] = value;
         }
+    }
+
+    /// Instructions that kernels seldom execute, with one call site in the
+    /// interpreter loop so they do not weigh on its code.
+    #[inline(never)]
+    fn run_rare(&mut self, t: usize, inst: &Inst) -> Result<(), Verdict> {
+        let r = |reg: Reg| self.threads[t].regs[reg as usize];
+        let value = match &inst.op {
+            Op::IntUnary { f, bits, a } => int_fn(*f, *bits, r(*a)),
+            Op::Prmt { a, b, c } => prmt(r(*a), r(*b), r(*c)),
+            Op::VecLoad {
+                ptr,
+                elem_bytes,
+                lanes,
+            } => return self.load_vector(t, inst, r(*ptr), *elem_bytes, *lanes),
+            Op::VecStore {
+                ptr,
+                value,
+                elem_bytes,
+                lanes,
+            } => return self.store_vector(t, inst, r(*ptr), *value, *elem_bytes, *lanes),
+            _ => return Ok(()),
+        };
+        self.threads[t].regs[inst.dst as usize] = value;
+        Ok(())
     }
 
     /// Executes the warp-collective instructions that threads wait at, one
@@ -620,6 +631,23 @@ impl<'a> BlockRun<'a> {
         )
     }
 
+    /// A plain store to global memory (one call from the interpreter loop).
+    #[inline(never)]
+    fn store_global(
+        &self,
+        t: usize,
+        inst: &Inst,
+        p: u64,
+        v: u64,
+        bytes: u32,
+    ) -> Result<(), Verdict> {
+        let (_, index, offset) = pointer::split(p);
+        if !self.memory.write(index, offset, bytes, v) {
+            return Err(self.out_of_bounds(t, inst, p, bytes));
+        }
+        self.claim_global(t, inst, index, offset, bytes)
+    }
+
     /// Records this block as the writer of global bytes (a plain store);
     /// a verdict if another block wrote any of them in this launch.
     fn claim_global(
@@ -721,17 +749,11 @@ impl<'a> BlockRun<'a> {
     }
 
     fn store(&mut self, t: usize, inst: &Inst, p: u64, v: u64, bytes: u32) -> Result<(), Verdict> {
-        let (space, index, offset) = pointer::split(p);
+        let (space, _, offset) = pointer::split(p);
         self.cost += cost::memory_weight(space);
         let end = offset + u64::from(bytes);
         let ok = match space {
-            pointer::GLOBAL => {
-                let ok = self.memory.write(index, offset, bytes, v);
-                if ok {
-                    self.claim_global(t, inst, index, offset, bytes)?;
-                }
-                ok
-            }
+            pointer::GLOBAL => return self.store_global(t, inst, p, v, bytes),
             pointer::SHARED if end <= self.shared.len() as u64 => {
                 self.track_shared(t, inst, offset as usize, bytes, true)?;
                 write_le(&mut self.shared[offset as usize..end as usize], v);
@@ -954,6 +976,25 @@ fn int_op(op: IntOp, bits: u32, a: u64, b: u64) -> u64 {
         IntOp::SMin => sa.min(sb) as u64,
         IntOp::UMax => a.max(b),
         IntOp::UMin => a.min(b),
+        IntOp::MulHiS
+        | IntOp::MulHiU
+        | IntOp::Mul24S
+        | IntOp::Mul24U
+        | IntOp::SAddSat
+        | IntOp::SSubSat
+        | IntOp::UAddSat
+        | IntOp::USubSat => rare_int_op(op, bits, a, b),
+    };
+    r & m
+}
+
+/// The integer operations intrinsics bring, kept out of the interpreter
+/// loop's inlined code. Operands are already masked to `bits`.
+#[inline(never)]
+fn rare_int_op(op: IntOp, bits: u32, a: u64, b: u64) -> u64 {
+    let (sa, sb) = (sign_extend(a, bits), sign_extend(b, bits));
+    let m = mask(bits);
+    match op {
         IntOp::MulHiS => ((i128::from(sa) * i128::from(sb)) >> bits) as u64,
         IntOp::MulHiU => ((u128::from(a) * u128::from(b)) >> bits) as u64,
         IntOp::Mul24S => (sign_extend(a & 0xff_ffff, 24) * sign_extend(b & 0xff_ffff, 24)) as u64,
@@ -962,8 +1003,9 @@ fn int_op(op: IntOp, bits: u32, a: u64, b: u64) -> u64 {
         IntOp::SSubSat => saturate_signed(i128::from(sa) - i128::from(sb), bits),
         IntOp::UAddSat => a.checked_add(b).filter(|&s| s <= m).unwrap_or(m),
         IntOp::USubSat => a.saturating_sub(b),
-    };
-    r & m
+        // Never passed here (`int_op` computes the others).
+        _ => 0,
+    }
 }
 
 /// `v` clamped to the signed range of `bits` bits.
@@ -1003,9 +1045,10 @@ fn prmt(a: u64, b: u64, c: u64) -> u64 {
     })
 }
 
-/// `$raw_b` is the second operand's register (an integer for `PowI`).
+/// `$a` and `$raw_b` are the operands' registers (`$raw_b` is an integer
+/// for `PowI`).
 macro_rules! apply_float_op {
-    ($op:expr, $x:expr, $y:expr, $raw_b:expr) => {
+    ($op:expr, $x:expr, $y:expr, $width:expr, $a:expr, $raw_b:expr) => {
         match $op {
             FloatOp::Add => $x + $y,
             FloatOp::Sub => $x - $y,
@@ -1014,6 +1057,22 @@ macro_rules! apply_float_op {
             FloatOp::Rem => $x % $y,
             FloatOp::Min => $x.min($y),
             FloatOp::Max => $x.max($y),
+            FloatOp::CopySign => $x.copysign($y),
+            FloatOp::Pow => $x.powf($y),
+            FloatOp::Minimum
+            | FloatOp::Maximum
+            | FloatOp::PowI
+            | FloatOp::Atan2
+            | FloatOp::Hypot => return rare_float_op($op, $width, $a, $raw_b),
+        }
+    };
+}
+
+/// The float operations intrinsics bring, kept out of the interpreter
+/// loop's inlined code.
+macro_rules! apply_rare_float_op {
+    ($op:expr, $x:expr, $y:expr, $width:expr, $a:expr, $raw_b:expr) => {
+        match $op {
             // NaN in, NaN out (a quiet NaN from the sum); -0 orders below +0.
             FloatOp::Minimum => {
                 if $x.is_nan() || $y.is_nan() {
@@ -1041,24 +1100,38 @@ macro_rules! apply_float_op {
                     $x.max($y)
                 }
             }
-            FloatOp::CopySign => $x.copysign($y),
-            FloatOp::Pow => $x.powf($y),
             FloatOp::PowI => $x.powi(sign_extend($raw_b, 32) as i32),
             FloatOp::Atan2 => $x.atan2($y),
             FloatOp::Hypot => $x.hypot($y),
+            // Never passed here (`float_op` computes the others).
+            _ => $x,
         }
     };
 }
 
 fn float_op(op: FloatOp, width: FloatWidth, a: u64, b: u64) -> u64 {
     match width {
-        FloatWidth::F32 => u64::from(apply_float_op!(op, f32b(a), f32b(b), b).to_bits()),
-        FloatWidth::F64 => apply_float_op!(op, f64::from_bits(a), f64::from_bits(b), b).to_bits(),
+        FloatWidth::F32 => u64::from(apply_float_op!(op, f32b(a), f32b(b), width, a, b).to_bits()),
+        FloatWidth::F64 => {
+            apply_float_op!(op, f64::from_bits(a), f64::from_bits(b), width, a, b).to_bits()
+        }
+    }
+}
+
+#[inline(never)]
+fn rare_float_op(op: FloatOp, width: FloatWidth, a: u64, b: u64) -> u64 {
+    match width {
+        FloatWidth::F32 => {
+            u64::from(apply_rare_float_op!(op, f32b(a), f32b(b), width, a, b).to_bits())
+        }
+        FloatWidth::F64 => {
+            apply_rare_float_op!(op, f64::from_bits(a), f64::from_bits(b), width, a, b).to_bits()
+        }
     }
 }
 
 macro_rules! apply_float_fn {
-    ($f:expr, $x:expr, $t:ty) => {
+    ($f:expr, $x:expr, $width:expr, $a:expr) => {
         match $f {
             FloatFn::Neg => -$x,
             FloatFn::Abs => $x.abs(),
@@ -1073,8 +1146,31 @@ macro_rules! apply_float_fn {
             FloatFn::Ceil => $x.ceil(),
             FloatFn::Trunc => $x.trunc(),
             FloatFn::Round => $x.round(),
-            FloatFn::RoundEven => $x.round_ties_even(),
             FloatFn::Rsqrt => 1.0 / $x.sqrt(),
+            FloatFn::RoundEven
+            | FloatFn::Saturate
+            | FloatFn::Log10
+            | FloatFn::Exp10
+            | FloatFn::Tan
+            | FloatFn::Asin
+            | FloatFn::Acos
+            | FloatFn::Atan
+            | FloatFn::Sinh
+            | FloatFn::Cosh
+            | FloatFn::Tanh
+            | FloatFn::Cbrt
+            | FloatFn::Expm1
+            | FloatFn::Log1p => return rare_float_fn($f, $width, $a),
+        }
+    };
+}
+
+/// The float functions intrinsics bring, kept out of the interpreter loop's
+/// inlined code.
+macro_rules! apply_rare_float_fn {
+    ($f:expr, $x:expr, $t:ty, $width:expr, $a:expr) => {
+        match $f {
+            FloatFn::RoundEven => $x.round_ties_even(),
             FloatFn::Saturate => {
                 if $x > 0.0 {
                     $x.min(1.0)
@@ -1094,14 +1190,24 @@ macro_rules! apply_float_fn {
             FloatFn::Cbrt => $x.cbrt(),
             FloatFn::Expm1 => $x.exp_m1(),
             FloatFn::Log1p => $x.ln_1p(),
+            // Never passed here (`float_fn` computes the others).
+            _ => $x,
         }
     };
 }
 
 fn float_fn(f: FloatFn, width: FloatWidth, a: u64) -> u64 {
     match width {
-        FloatWidth::F32 => u64::from(apply_float_fn!(f, f32b(a), f32).to_bits()),
-        FloatWidth::F64 => apply_float_fn!(f, f64::from_bits(a), f64).to_bits(),
+        FloatWidth::F32 => u64::from(apply_float_fn!(f, f32b(a), width, a).to_bits()),
+        FloatWidth::F64 => apply_float_fn!(f, f64::from_bits(a), width, a).to_bits(),
+    }
+}
+
+#[inline(never)]
+fn rare_float_fn(f: FloatFn, width: FloatWidth, a: u64) -> u64 {
+    match width {
+        FloatWidth::F32 => u64::from(apply_rare_float_fn!(f, f32b(a), f32, width, a).to_bits()),
+        FloatWidth::F64 => apply_rare_float_fn!(f, f64::from_bits(a), f64, width, a).to_bits(),
     }
 }
 
