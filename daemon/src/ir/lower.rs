@@ -880,7 +880,7 @@ impl Lowering {
             Some(v) => Op::VecStore {
                 ptr: self.reg(llvm::operand(inst, 1))?,
                 // A vector's registers are consecutive (constants too).
-                value: self.lanes(v)?[0],
+                value: self.lanes(v)?.first().copied().unwrap_or(0),
                 elem_bytes,
                 lanes,
             },

@@ -907,9 +907,17 @@ impl<'a> BlockRun<'a> {
 
 /// The CTA coordinates of the block with linear index `b`.
 fn cta_of(dims: &LaunchDims, b: usize) -> [u32; 3] {
-    let [gx, gy, _] = dims.grid;
-    let b = b as u32;
-    [b % gx, (b / gx) % gy, b / (gx * gy)]
+    // In 64 bits: a grid's x * y can pass u32::MAX.
+    let (gx, gy) = (
+        u64::from(dims.grid[0].max(1)),
+        u64::from(dims.grid[1].max(1)),
+    );
+    let b = b as u64;
+    [
+        (b % gx) as u32,
+        ((b / gx) % gy) as u32,
+        (b / (gx * gy)) as u32,
+    ]
 }
 
 fn read_le(bytes: &[u8]) -> u64 {

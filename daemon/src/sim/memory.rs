@@ -170,8 +170,9 @@ impl Writers {
     /// bytes `offset..offset + bytes` of buffer `index`, which the caller has
     /// bounds-checked. Returns another block (index + 1) that wrote one of
     /// them in this launch. Every pair of blocks writing one granule is seen
-    /// by whichever of them writes second: a block's first write of a
-    /// granule is an atomic swap, so two first writes cannot both miss.
+    /// by whichever of them writes second: with several workers a block's
+    /// first write of a granule is an atomic swap, so two first writes
+    /// cannot both miss.
     pub(crate) fn claim(&self, index: usize, offset: u64, bytes: u32, me: u32) -> Result<(), u32> {
         let (Some(table), Some(&len)) = (self.tables.get(index), self.lens.get(index)) else {
             return Ok(());
