@@ -210,3 +210,25 @@ fn a_bad_configuration_is_refused_naming_the_key() {
         assert!(err.contains(key), "{err}");
     }
 }
+
+/// The fitness cache keys on PTX hashes, so a patch's PTX must not depend on
+/// what the process compiled before (LLVM numbers call sites process-wide).
+#[test]
+fn ptx_does_not_depend_on_compile_order() {
+    use rand::SeedableRng;
+    let options = common::codegen_options();
+    for name in common::KERNEL_FIXTURES {
+        let ir = common::load(name);
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(2);
+        let patches: Vec<_> = (0..20).map(|_| ir.mutate(&mut rng, 3).unwrap()).collect();
+        let hash = |p: &Patch| {
+            ir.compile(p, &options)
+                .map(|c| c.ptx_hash)
+                .unwrap_or_default()
+        };
+        let forward: Vec<String> = patches.iter().map(hash).collect();
+        let mut backward: Vec<String> = patches.iter().rev().map(hash).collect();
+        backward.reverse();
+        assert_eq!(forward, backward, "{name}");
+    }
+}

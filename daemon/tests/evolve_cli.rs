@@ -154,6 +154,37 @@ fn resuming_in_a_new_process_equals_an_uninterrupted_run() {
 }
 
 #[test]
+fn the_search_does_not_depend_on_the_worker_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = small_config(dir.path(), 24);
+    let mut engines = Vec::new();
+    for workers in ["1", "2", "3"] {
+        let state = dir.path().join(workers);
+        // expf: its PTX has call sites, which LLVM numbers process-wide.
+        let out = gevod()
+            .args([
+                "evolve",
+                s(&spec("expf")),
+                "--state",
+                s(&state),
+                "--config",
+                s(&config),
+            ])
+            .args(["--generations", "3", "--workers", workers])
+            .env(
+                "GEVO_LIBDEVICE",
+                common::repo_root().join("tests/fixtures/libdevice-stub.ll"),
+            )
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        engines.push(checkpoint(&state).unwrap().1);
+    }
+    assert_eq!(engines[0], engines[1]);
+    assert_eq!(engines[0], engines[2]);
+}
+
+#[test]
 fn sigkill_at_random_moments_never_loses_a_committed_generation() {
     let dir = tempfile::tempdir().unwrap();
     let config = small_config(dir.path(), 16);

@@ -205,8 +205,58 @@ pub fn emit_ptx<'ctx>(
             .map_err(|e| IrError::Codegen {
                 message: e.to_string(),
             })?;
-        String::from_utf8(buffer.as_slice().to_vec()).map_err(|e| IrError::Codegen {
+        let ptx = String::from_utf8(buffer.as_slice().to_vec()).map_err(|e| IrError::Codegen {
             message: e.to_string(),
-        })
+        })?;
+        Ok(renumber_call_sites(&ptx))
     })
+}
+
+/// LLVM's NVPTX backend numbers call sites (`// callseq N` comments,
+/// `prototype_N` labels) from a process-wide counter, so the same module
+/// printed twice differs. Renumbering them in order of appearance makes PTX
+/// a function of the IR alone (replay must give byte-identical PTX).
+fn renumber_call_sites(ptx: &str) -> String {
+    const MARKERS: [&str; 2] = ["callseq ", "prototype_"];
+    let mut numbers: HashMap<&str, usize> = HashMap::new();
+    let mut out = String::with_capacity(ptx.len());
+    let mut rest = ptx;
+    loop {
+        let next = MARKERS
+            .iter()
+            .filter_map(|m| rest.find(m).map(|i| (i, m.len())))
+            .min();
+        let Some((at, len)) = next else {
+            out.push_str(rest);
+            return out;
+        };
+        let digits_start = at + len;
+        let digits_len = rest[digits_start..]
+            .bytes()
+            .take_while(u8::is_ascii_digit)
+            .count();
+        out.push_str(&rest[..digits_start]);
+        if digits_len > 0 {
+            let original = &rest[digits_start..digits_start + digits_len];
+            let fresh = numbers.len();
+            let n = *numbers.entry(original).or_insert(fresh);
+            out.push_str(&n.to_string());
+        }
+        rest = &rest[digits_start + digits_len..];
+    }
+}
+
+#[cfg(test)]
+mod call_site_tests {
+    use super::renumber_call_sites;
+
+    #[test]
+    fn call_sites_are_numbered_from_zero_in_order() {
+        let ptx = "{ // callseq 7, 0\nprototype_7 : .callprototype\n} // callseq 7\n{ // callseq 9, 0\n} // callseq 9\n";
+        assert_eq!(
+            renumber_call_sites(ptx),
+            "{ // callseq 0, 0\nprototype_0 : .callprototype\n} // callseq 0\n{ // callseq 1, 0\n} // callseq 1\n"
+        );
+        assert_eq!(renumber_call_sites("no calls"), "no calls");
+    }
 }
