@@ -355,7 +355,7 @@ fn bad_input_is_one_line_naming_the_file_and_writes_nothing() {
 /// the stencil's redundant barrier passes at lower cost; `--json` reports it.
 #[test]
 fn run_reports_each_test_and_the_bundled_patch_is_faster() {
-    let spec = common::repo_root().join("tests/fixtures/kernels/stencil.gevo.toml");
+    let spec = common::spec_fixture("stencil");
     let patch = common::repo_root().join("tests/fixtures/kernels/stencil.drop-barrier.patch.json");
     let table = String::from_utf8(ok(&["run", s(&spec), "--tests", "train"]).stdout).unwrap();
     assert_eq!(

@@ -12,14 +12,8 @@ use gevod::spec::{self, TestSet};
 use gevod::worker::InProcess;
 use std::collections::BTreeSet;
 
-fn spec_path(name: &str) -> std::path::PathBuf {
-    common::repo_root()
-        .join("tests/fixtures/kernels")
-        .join(format!("{name}.gevo.toml"))
-}
-
 fn backend(name: &str) -> (KernelIr, InProcess) {
-    let spec = spec::load(&spec_path(name)).unwrap();
+    let spec = spec::load(&common::spec_fixture(name)).unwrap();
     let ir = KernelIr::load(&spec.ir, Some(&spec.kernel)).unwrap();
     let backend = InProcess::new(spec, common::codegen_options()).unwrap();
     (ir, backend)
@@ -149,7 +143,8 @@ fn validated_variants_pass_every_test_race_free_and_are_minimized() {
     assert_eq!(best.heldout.len(), 2);
     // Re-check independently, with two simulator threads: every test passes
     // (so no race, out-of-bounds or mismatch) and the cost is lower.
-    let evaluator = Evaluator::new(spec::load(&spec_path("stencil")).unwrap(), 2).unwrap();
+    let evaluator =
+        Evaluator::new(spec::load(&common::spec_fixture("stencil")).unwrap(), 2).unwrap();
     for v in engine.validated() {
         let results = evaluator.evaluate(&v.minimized, TestSet::All).unwrap();
         for r in &results {

@@ -10,12 +10,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-fn spec(name: &str) -> PathBuf {
-    common::repo_root()
-        .join("tests/fixtures/kernels")
-        .join(format!("{name}.gevo.toml"))
-}
-
 fn gevod() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_gevod"));
     c.env_remove("GEVOD_LOG");
@@ -56,7 +50,7 @@ fn evolve_finds_and_exports_a_validated_stencil_variant() {
     let state = dir.path().join("state");
     let config = small_config(dir.path(), 48);
     let out = evolve(&[
-        s(&spec("stencil")),
+        s(&common::spec_fixture("stencil")),
         "--state",
         s(&state),
         "--config",
@@ -83,7 +77,7 @@ fn evolve_finds_and_exports_a_validated_stencil_variant() {
     let ptx = std::fs::read_to_string(best["ptx"].as_str().unwrap()).unwrap();
     assert!(ptx.contains(".entry stencil5"), "{ptx}");
     let run = gevod()
-        .args(["run", s(&spec("stencil")), "--patch"])
+        .args(["run", s(&common::spec_fixture("stencil")), "--patch"])
         .arg(best["minimized_patch"].as_str().unwrap())
         .args(["--json"])
         .output()
@@ -97,7 +91,7 @@ fn evolve_finds_and_exports_a_validated_stencil_variant() {
 
     // The text report names the same things.
     let again = evolve(&[
-        s(&spec("stencil")),
+        s(&common::spec_fixture("stencil")),
         "--state",
         s(&state),
         "--config",
@@ -128,7 +122,7 @@ fn resuming_in_a_new_process_equals_an_uninterrupted_run() {
     let config = small_config(dir.path(), 16);
     let run = |state: &Path, generations: &str, resume: bool| {
         let mut args = vec![
-            s(&spec("stencil")).to_string(),
+            s(&common::spec_fixture("stencil")).to_string(),
             "--state".into(),
             s(state).into(),
             "--config".into(),
@@ -164,17 +158,14 @@ fn the_search_does_not_depend_on_the_worker_count() {
         let out = gevod()
             .args([
                 "evolve",
-                s(&spec("expf")),
+                s(&common::spec_fixture("expf")),
                 "--state",
                 s(&state),
                 "--config",
                 s(&config),
             ])
             .args(["--generations", "3", "--workers", workers])
-            .env(
-                "GEVO_LIBDEVICE",
-                common::repo_root().join("tests/fixtures/libdevice-stub.ll"),
-            )
+            .env("GEVO_LIBDEVICE", common::libdevice_stub())
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", text(&out.stderr));
@@ -193,7 +184,7 @@ fn sigkill_at_random_moments_never_loses_a_committed_generation() {
     let args = |state: &Path| {
         vec![
             "evolve".to_string(),
-            s(&spec("stencil")).into(),
+            s(&common::spec_fixture("stencil")).into(),
             "--state".into(),
             s(state).into(),
             "--config".into(),
@@ -257,7 +248,7 @@ fn ctrl_c_checkpoints_and_exits_130_and_resume_continues() {
     let mut child = gevod()
         .args([
             "evolve",
-            s(&spec("stencil")),
+            s(&common::spec_fixture("stencil")),
             "--state",
             s(&state),
             "--config",
@@ -291,7 +282,7 @@ fn ctrl_c_checkpoints_and_exits_130_and_resume_continues() {
     assert!(engine.generations() >= 3);
     let more = engine.generations() + 1;
     let out = evolve(&[
-        s(&spec("stencil")),
+        s(&common::spec_fixture("stencil")),
         "--state",
         s(&state),
         "--config",
@@ -313,7 +304,7 @@ fn bad_input_is_one_clear_line() {
     let bad_value = dir.path().join("value.toml");
     std::fs::write(&bad_value, "[evolve]\nmutation_rate = 2.0\n").unwrap();
     let config = small_config(dir.path(), 8);
-    let vecadd = spec("vecadd");
+    let vecadd = common::spec_fixture("vecadd");
     let first = evolve(&[
         s(&vecadd),
         "--state",

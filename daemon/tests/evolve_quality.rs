@@ -10,7 +10,6 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::process::Command;
 
 /// Fixture and the speedup the best seed must reach. Measured
@@ -25,18 +24,9 @@ const BAR: [(&str, f64); 5] = [
 ];
 const SEEDS: [u64; 3] = [1, 2, 3];
 
-fn spec(name: &str) -> PathBuf {
-    common::repo_root()
-        .join("tests/fixtures/kernels")
-        .join(format!("{name}.gevo.toml"))
-}
-
 fn gevod() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_gevod"));
-    c.env(
-        "GEVO_LIBDEVICE",
-        common::repo_root().join("tests/fixtures/libdevice-stub.ll"),
-    );
+    c.env("GEVO_LIBDEVICE", common::libdevice_stub());
     c
 }
 
@@ -49,7 +39,7 @@ fn the_search_beats_the_bar_on_every_fixture_and_seed() {
             let dir = tempfile::tempdir().unwrap();
             let out = gevod()
                 .arg("evolve")
-                .arg(spec(fixture))
+                .arg(common::spec_fixture(fixture))
                 .arg("--state")
                 .arg(dir.path())
                 .args([
@@ -78,7 +68,7 @@ fn the_search_beats_the_bar_on_every_fixture_and_seed() {
             // Independent re-check of the exported minimized patch.
             let run = gevod()
                 .arg("run")
-                .arg(spec(fixture))
+                .arg(common::spec_fixture(fixture))
                 .arg("--patch")
                 .arg(report["best"]["minimized_patch"].as_str().unwrap())
                 .args(["--workers", "2", "--json"])

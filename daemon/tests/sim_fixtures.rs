@@ -167,9 +167,7 @@ fn reference(kernel: &str, inst: &Instance) -> Vec<Vec<u8>> {
 
 /// A fixture's spec and its original kernel, lowered for the simulator.
 fn fixture(name: &str) -> (spec::Spec, gevod::sim::code::Program) {
-    let spec =
-        spec::load(&common::repo_root().join(format!("tests/fixtures/kernels/{name}.gevo.toml")))
-            .unwrap();
+    let spec = spec::load(&common::spec_fixture(name)).unwrap();
     let ir = gevod::ir::KernelIr::load(&spec.ir, Some(&spec.kernel)).unwrap();
     let program = ir.lower(&ir.empty_patch()).unwrap();
     (spec, program)

@@ -15,10 +15,7 @@ const SEEDS: u64 = 60;
 fn mutants_end_with_a_verdict_or_a_result() {
     let mut total: BTreeMap<&'static str, u64> = BTreeMap::new();
     for name in common::KERNEL_FIXTURES {
-        let spec = spec::load(
-            &common::repo_root().join(format!("tests/fixtures/kernels/{name}.gevo.toml")),
-        )
-        .unwrap();
+        let spec = spec::load(&common::spec_fixture(name)).unwrap();
         let evaluator = Evaluator::new(spec, 2).unwrap();
         let mut tally: BTreeMap<&'static str, u64> = BTreeMap::new();
         for seed in 0..SEEDS {

@@ -14,14 +14,8 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-fn spec_path(name: &str) -> std::path::PathBuf {
-    common::repo_root()
-        .join("tests/fixtures/kernels")
-        .join(format!("{name}.gevo.toml"))
-}
-
 fn pool(spec_name: &str, fault: Option<&str>, timeout: Duration) -> Result<WorkerPool, String> {
-    let path = spec_path(spec_name);
+    let path = common::spec_fixture(spec_name);
     let spec = spec::load(&path).map_err(|e| e.to_string())?;
     let env = fault
         .map(|f| vec![("GEVOD_WORKER_FAULT".into(), f.into())])
@@ -101,7 +95,7 @@ fn workers_that_cannot_start_fail_the_pool_with_the_reason() {
     let dir = tempfile::tempdir().unwrap();
     // The spec loads here, then its IR disappears before the workers start.
     let broken = dir.path().join("vecadd.gevo.toml");
-    std::fs::copy(spec_path("vecadd"), &broken).unwrap();
+    std::fs::copy(common::spec_fixture("vecadd"), &broken).unwrap();
     std::fs::copy(
         common::kernel_fixture("vecadd"),
         dir.path().join("vecadd.ll"),

@@ -14,6 +14,19 @@ pub fn kernel_fixture(name: &str) -> PathBuf {
         .join(format!("{name}.ll"))
 }
 
+/// A fixture's kernel spec, `tests/fixtures/kernels/<name>.gevo.toml`.
+pub fn spec_fixture(name: &str) -> PathBuf {
+    repo_root()
+        .join("tests/fixtures/kernels")
+        .join(format!("{name}.gevo.toml"))
+}
+
+/// The team's libdevice stand-in (a written `__nv_expf`), for machines
+/// without CUDA.
+pub fn libdevice_stub() -> PathBuf {
+    repo_root().join("tests/fixtures/libdevice-stub.ll")
+}
+
 pub const KERNEL_FIXTURES: [&str; 6] = ["vecadd", "reduce", "stencil", "nw", "loops", "expf"];
 
 pub fn load(name: &str) -> KernelIr {
@@ -24,7 +37,7 @@ pub fn load(name: &str) -> KernelIr {
 /// expf fixture emits PTX on machines without CUDA.
 pub fn codegen_options() -> CodegenOptions {
     CodegenOptions {
-        libdevice: Some(repo_root().join("tests/fixtures/libdevice-stub.ll")),
+        libdevice: Some(libdevice_stub()),
         ..CodegenOptions::default()
     }
 }
