@@ -3,6 +3,8 @@
 //! control. Records validated speedups, evaluations per second and the cache
 //! hit rate in BENCHMARKS.md (section `bench:evolve`).
 
+mod report;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -99,15 +101,15 @@ fn write_report(path: &Path, rows: &[Row]) {
         "## Search quality and throughput (simulator)\n\n\
          Command: `scripts/bench.sh` (runs `cargo bench -p gevod --bench evolve`). Machine: {}. Date: {}.\n\n\
          `gevod evolve --backend sim --evaluations {EVALUATIONS}` per fixture and seed, with GEVO's defaults \
-         (population 256, 2 worker processes on this 2-core machine). *nsga2* is the search; *blind* is the \
+         (population 256, one worker process per core). *nsga2* is the search; *blind* is the \
          control that ignores fitness (random parents and survivors; rejected variants still die). *speedup* is \
          the best validated variant's, on the held-out tests (the simulator's cost is deterministic, so its \
          interval is the point). Rates are wall-clock on a shared machine: read them as rough. \
          Target: {RATE_TARGET} evaluations/s on {}.\n\n\
          | fixture | seed | search | evaluations | eval/s | cache hits | best train cost ratio | validated speedup | edits found / minimized |\n\
          |---|---:|---|---:|---:|---:|---:|---:|---|\n",
-        cpu(),
-        today(),
+        report::machine(),
+        report::today(),
         RATE_FIXTURES.join(" and ")
     );
     for r in rows {
@@ -157,38 +159,5 @@ fn write_report(path: &Path, rows: &[Row]) {
             "| {fixture} | {worst:.4}x | {best:.4}x | {blind:.4}x | {rate:.1} | {target} |\n"
         );
     }
-    write_section(path, "evolve", &body);
-}
-
-fn cpu() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-        })
-        .unwrap_or_default()
-        + ", 2 cores"
-}
-
-fn today() -> String {
-    Command::new("date")
-        .args(["-u", "+%Y-%m-%d"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default()
-}
-
-/// Replaces the text between `<!-- bench:NAME -->` and its end marker.
-fn write_section(path: &Path, name: &str, body: &str) {
-    let begin = format!("<!-- bench:{name} -->");
-    let end = format!("<!-- /bench:{name} -->");
-    let section = format!("{begin}\n{body}{end}");
-    let old = std::fs::read_to_string(path).unwrap_or_else(|_| "# Benchmarks\n".into());
-    let new = match (old.find(&begin), old.find(&end)) {
-        (Some(b), Some(e)) if e > b => format!("{}{section}{}", &old[..b], &old[e + end.len()..]),
-        _ => format!("{}\n\n{section}\n", old.trim_end()),
-    };
-    std::fs::write(path, new).unwrap();
+    report::write_section(path, "evolve", &body);
 }

@@ -8,6 +8,8 @@
 //! The process pipeline is given the already-patched IR untimed, which favours
 //! it: the edits themselves are not counted against it.
 
+mod report;
+
 use gevod::ir::{CodegenOptions, KernelIr};
 use rand::SeedableRng;
 use std::path::{Path, PathBuf};
@@ -139,33 +141,10 @@ fn ratio(row: &Row) -> f64 {
     row.pipeline.as_secs_f64() / row.in_process.as_secs_f64()
 }
 
-fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|m| m.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    format!("{cpu}, {cores} cores")
-}
-
-fn today() -> String {
-    let out = Command::new("date").arg("-u").arg("+%Y-%m-%d").output();
-    out.ok()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default()
-}
-
 /// Replaces this benchmark's section of BENCHMARKS.md, keeping the others.
 fn write_report(path: &Path, rows: &[Row]) {
-    const BEGIN: &str = "<!-- bench:ir-pipeline -->";
-    const END: &str = "<!-- /bench:ir-pipeline -->";
     let mut section = format!(
-        "{BEGIN}\n## IR edit engine: patch -> verified IR -> PTX\n\n\
+        "## IR edit engine: patch -> verified IR -> PTX\n\n\
          Command: `scripts/bench.sh` (runs `cargo bench -p gevod --bench ir_pipeline`). \
          Machine: {}. Date: {}.\n\n\
          Each fixture gets a fixed {EDITS}-edit patch (seed 1). *In-process* is `KernelIr::compile` \
@@ -176,8 +155,8 @@ fn write_report(path: &Path, rows: &[Row]) {
          the ratio is what to read on a shared, noisy machine. Target: at least {TARGET_RATIO}x on every fixture.\n\n\
          | fixture | instructions | in-process (ms) | process pipeline (ms) | ratio | target met |\n\
          |---|---:|---:|---:|---:|---|\n",
-        machine(),
-        today()
+        report::machine(),
+        report::today()
     );
     for row in rows {
         let r = ratio(row);
@@ -191,11 +170,5 @@ fn write_report(path: &Path, rows: &[Row]) {
             if r >= TARGET_RATIO { "yes" } else { "no" }
         );
     }
-    section += END;
-    let old = std::fs::read_to_string(path).unwrap_or_else(|_| "# Benchmarks\n\n".into());
-    let new = match (old.find(BEGIN), old.find(END)) {
-        (Some(b), Some(e)) if e > b => format!("{}{section}{}", &old[..b], &old[e + END.len()..]),
-        _ => format!("{}\n{section}\n", old.trim_end()),
-    };
-    std::fs::write(path, new).expect("write BENCHMARKS.md");
+    report::write_section(path, "ir-pipeline", &section);
 }

@@ -2,6 +2,8 @@
 //! thread (per core), for the stencil and reduction fixtures. Writes its
 //! section of BENCHMARKS.md. Run with `scripts/bench.sh`.
 
+mod report;
+
 use gevod::ir::KernelIr;
 use gevod::sim::{self, pointer, GlobalMemory, LaunchDims, Limits};
 use std::path::{Path, PathBuf};
@@ -112,27 +114,13 @@ fn main() {
 }
 
 fn write_report(path: &Path, rows: &[Row]) {
-    const BEGIN: &str = "<!-- bench:sim-speed -->";
-    const END: &str = "<!-- /bench:sim-speed -->";
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-        })
-        .unwrap_or_default();
-    let date = std::process::Command::new("date")
-        .arg("-u")
-        .arg("+%Y-%m-%d")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default();
     let mut section = format!(
-        "{BEGIN}\n## Simulator speed\n\nCommand: `scripts/bench.sh` (runs `cargo bench -p gevod --bench sim_speed`). Machine: {cpu}. Date: {date}.\n\n\
+        "## Simulator speed\n\nCommand: `scripts/bench.sh` (runs `cargo bench -p gevod --bench sim_speed`). Machine: {}. Date: {}.\n\n\
          Executed IR instructions per second on one worker thread (one core), median of {ROUNDS} runs of the whole grid \
          with bounds, race and budget checks on. The instruction counts are deterministic. Target: {} million per second per core.\n\n\
          | fixture | launch | instructions per run | million instructions/s | target met |\n|---|---|---:|---:|---|\n",
+        report::machine(),
+        report::today(),
         TARGET / 1e6
     );
     for r in rows {
@@ -145,11 +133,5 @@ fn write_report(path: &Path, rows: &[Row]) {
             if r.rate >= TARGET { "yes" } else { "no" }
         );
     }
-    section += END;
-    let old = std::fs::read_to_string(path).unwrap_or_else(|_| "# Benchmarks\n".into());
-    let new = match (old.find(BEGIN), old.find(END)) {
-        (Some(b), Some(e)) if e > b => format!("{}{section}{}", &old[..b], &old[e + END.len()..]),
-        _ => format!("{}\n\n{section}\n", old.trim_end()),
-    };
-    std::fs::write(path, new).unwrap();
+    report::write_section(path, "sim-speed", &section);
 }
