@@ -124,7 +124,7 @@ pub fn evolve(args: EvolveArgs) -> Result<i32> {
         backend: "sim".into(),
         target: arch.clone(),
     };
-    let job = job_record(&args, &spec, &ir, &scope, &config)?;
+    let job = job_record(&args, &spec, &ir, &scope, &config);
 
     let store = Store::open(&args.state)?;
     let mut engine = match (store.job(&job.id)?, args.resume) {
@@ -151,9 +151,7 @@ pub fn evolve(args: EvolveArgs) -> Result<i32> {
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, stop.clone()).context("installing signal handlers")?;
     }
-    let workers = args
-        .workers
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let workers = args.workers.unwrap_or_else(crate::default_workers);
     let mut worker_args: Vec<std::ffi::OsString> = vec![
         "eval-worker".into(),
         args.spec.clone().into(),
@@ -216,7 +214,7 @@ fn job_record(
     ir: &KernelIr,
     scope: &Scope,
     config: &Config,
-) -> Result<JobRecord> {
+) -> JobRecord {
     let spec_hash = spec.content_hash();
     let identity = serde_json::json!({
         "spec": spec_hash, "ir": ir.ir_hash(), "scope": scope,
@@ -232,18 +230,17 @@ fn job_record(
         "{stem}-{}",
         &content_hash(identity.to_string().as_bytes())[..12]
     );
-    Ok(JobRecord {
+    JobRecord {
         id,
         spec_path: args.spec.clone(),
         spec_hash,
-        spec_text: std::fs::read_to_string(&args.spec)
-            .with_context(|| args.spec.display().to_string())?,
+        spec_text: spec.text().to_string(),
         ir_hash: ir.ir_hash().to_string(),
         ir_text: ir.text().to_string(),
         backend: scope.backend.clone(),
         target: scope.target.clone(),
         seed: args.seed,
-    })
+    }
 }
 
 fn budget_met(engine: &Engine, budget: Budget, started: Instant) -> bool {

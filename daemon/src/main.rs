@@ -282,8 +282,7 @@ fn run(cli: Cli) -> Result<()> {
         } => {
             let spec_file = spec;
             let spec = gevod::spec::load(&spec_file)?;
-            let workers = workers
-                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+            let workers = workers.unwrap_or_else(default_workers);
             let evaluator = Evaluator::new(spec, workers)?;
             let patch = match &patch {
                 Some(p) => read_patch(p)?,
@@ -394,6 +393,11 @@ fn results_json(results: &[TestResult]) -> String {
         })
         .collect();
     serde_json::to_string_pretty(&rows).expect("JSON of plain values") + "\n"
+}
+
+/// Worker threads or processes when none are asked for: one per core.
+fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// Loads a kernel; when the module has several and none is named, the

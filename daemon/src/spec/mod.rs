@@ -61,6 +61,11 @@ impl Spec {
         }
     }
 
+    /// The spec file's text, as read.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
     /// SHA-256 (hex) of the spec file's text, as read.
     pub fn content_hash(&self) -> String {
         hex(&Sha256::digest(self.text.as_bytes()))
