@@ -173,9 +173,7 @@ impl Engine {
     /// parents, crossed over and mutated at the configured rates.
     fn breed(&mut self, ir: &KernelIr) -> Vec<Patch> {
         // Position in the selection order: lower is better.
-        let population = std::mem::take(&mut self.population);
-        let order = self.order(&population);
-        self.population = population;
+        let order = selection_order(self.config.selection, &self.population, &mut self.rng);
         let mut standing = vec![0usize; order.len()];
         for (place, i) in order.into_iter().enumerate() {
             standing[i] = place;
@@ -218,21 +216,6 @@ impl Engine {
         children
     }
 
-    /// Indices best first: NSGA-II order, or for the blind control valid
-    /// members in a random order, then the rejected.
-    fn order(&mut self, members: &[Member]) -> Vec<usize> {
-        let points: Vec<_> = members.iter().map(|m| m.outcome.objectives()).collect();
-        match self.config.selection {
-            Selection::Nsga2 => nsga::order(&points),
-            Selection::Blind => {
-                let mut idx: Vec<usize> = (0..members.len()).collect();
-                idx.shuffle(&mut self.rng);
-                idx.sort_by_key(|&i| points[i].is_none());
-                idx
-            }
-        }
-    }
-
     fn tournament(&mut self, standing: &[usize]) -> usize {
         (0..self.config.tournament_size)
             .map(|_| self.rng.gen_range(0..standing.len()))
@@ -249,7 +232,7 @@ impl Engine {
     /// rest of it together with the children.
     fn survivors(&mut self, children: Vec<Member>) -> Vec<Member> {
         let current = std::mem::take(&mut self.population);
-        let order = self.order(&current);
+        let order = selection_order(self.config.selection, &current, &mut self.rng);
         let elites = self.elite_count();
         let mut slots: Vec<Option<Member>> = current.into_iter().map(Some).collect();
         let mut next: Vec<Member> = order[..elites]
@@ -258,7 +241,7 @@ impl Engine {
             .collect();
         let mut rest: Vec<Member> = slots.into_iter().flatten().collect();
         rest.extend(children);
-        let order = self.order(&rest);
+        let order = selection_order(self.config.selection, &rest, &mut self.rng);
         let mut rest: Vec<Option<Member>> = rest.into_iter().map(Some).collect();
         for i in order {
             if next.len() == self.config.population {
@@ -372,6 +355,21 @@ impl Engine {
                 .then(a.patch.edits.len().cmp(&b.patch.edits.len()))
         });
         self.archive = front;
+    }
+}
+
+/// Indices best first: NSGA-II order, or for the blind control valid members
+/// in a random order, then the rejected.
+fn selection_order(selection: Selection, members: &[Member], rng: &mut ChaCha8Rng) -> Vec<usize> {
+    let points: Vec<_> = members.iter().map(|m| m.outcome.objectives()).collect();
+    match selection {
+        Selection::Nsga2 => nsga::order(&points),
+        Selection::Blind => {
+            let mut idx: Vec<usize> = (0..members.len()).collect();
+            idx.shuffle(rng);
+            idx.sort_by_key(|&i| points[i].is_none());
+            idx
+        }
     }
 }
 
