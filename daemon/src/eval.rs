@@ -2,10 +2,12 @@
 //! verdict, a cost and the error against the reference. The reference of each
 //! test is the original kernel's output on the same inputs, computed once.
 
+use crate::cuda::DeviceInfo;
 use crate::ir::{IrError, KernelIr, Patch};
 use crate::sim::code::Program;
 use crate::sim::{self, pointer, GlobalMemory, LaunchDims, Limits, RunStats, Verdict};
 use crate::spec::{self, ArgValue, Scalar, Spec, SpecError, TestCase, TestSet};
+use crate::stats::{self, Interval, Timing};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -114,12 +116,33 @@ pub struct TestSummary {
     pub cost: Option<u64>,
     pub original_cost: u64,
     pub error: Option<f64>,
+    /// GPU rounds (the costs above are their medians, in nanoseconds); none
+    /// on the simulator, whose costs are exact counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timing: Option<Timing>,
+}
+
+impl TestSummary {
+    /// A test that did not pass, with no measurements.
+    pub fn failed(test: &str, kind: &str, message: String) -> Self {
+        TestSummary {
+            test: test.to_string(),
+            failure: Some((kind.to_string(), message)),
+            cost: None,
+            original_cost: 0,
+            error: None,
+            timing: None,
+        }
+    }
 }
 
 /// A variant's results on one test set.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Assessment {
     pub tests: Vec<TestSummary>,
+    /// The GPU that measured it (none on the simulator).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<DeviceInfo>,
 }
 
 impl Assessment {
@@ -135,9 +158,21 @@ impl Assessment {
                 cost: r.cost,
                 original_cost: r.original_cost,
                 error: r.error,
+                timing: None,
             })
             .collect();
-        Assessment { tests }
+        Assessment {
+            tests,
+            device: None,
+        }
+    }
+
+    /// A variant that failed before any test ran (one pseudo-test `test`).
+    pub fn failed(test: &str, kind: &str, message: String) -> Self {
+        Assessment {
+            tests: vec![TestSummary::failed(test, kind, message)],
+            device: None,
+        }
     }
 
     pub fn passed(&self) -> bool {
@@ -160,6 +195,17 @@ impl Assessment {
             original = original.saturating_add(t.original_cost);
         }
         Some(cost as f64 / original.max(1) as f64)
+    }
+
+    /// The cost ratio with its confidence interval: a bootstrap over the GPU
+    /// rounds when every test was timed, else the exact point.
+    pub fn cost_interval(&self) -> Option<Interval> {
+        let point = self.cost_ratio()?;
+        let timings: Option<Vec<&Timing>> = self.tests.iter().map(|t| t.timing.as_ref()).collect();
+        Some(match timings {
+            Some(t) if !t.is_empty() => stats::cost_ratio(&t),
+            _ => Interval::point(point),
+        })
     }
 
     /// The largest error of any output on any test (0 when none ran).
@@ -249,11 +295,26 @@ impl Evaluator {
         Ok(r)
     }
 
+    /// The original kernel's outputs on `test` (per argument; empty for
+    /// scalars), computed once.
+    pub fn reference_outputs(&self, test: &TestCase) -> Result<Vec<Vec<u8>>, EvalError> {
+        Ok(self.reference(test)?.outputs.clone())
+    }
+
     /// Runs `patch` on every test of `set`.
     pub fn evaluate(&self, patch: &Patch, set: TestSet) -> Result<Vec<TestResult>, EvalError> {
+        self.evaluate_cases(patch, &self.spec.tests(set))
+    }
+
+    /// Runs `patch` on the given tests of the spec.
+    pub fn evaluate_cases(
+        &self,
+        patch: &Patch,
+        tests: &[&TestCase],
+    ) -> Result<Vec<TestResult>, EvalError> {
         let program = self.ir.lower(patch);
         let mut results = Vec::new();
-        for test in self.spec.tests(set) {
+        for &test in tests {
             let reference = self.reference(test)?;
             let instance = &reference.instance;
             let mut result = TestResult {
@@ -282,7 +343,10 @@ impl Evaluator {
                         Err(v) => result.failure = Some(Failure::Verdict(v)),
                         Ok((stats, outputs)) => {
                             result.cost = Some(stats.cost);
-                            self.compare(instance, &reference.outputs, &outputs, &mut result);
+                            let (failure, error) =
+                                compare_outputs(&self.spec, instance, &reference.outputs, &outputs);
+                            result.failure = failure;
+                            result.error = Some(error);
                         }
                     }
                 }
@@ -291,31 +355,34 @@ impl Evaluator {
         }
         Ok(results)
     }
+}
 
-    fn compare(
-        &self,
-        instance: &spec::Instance,
-        reference: &[Vec<u8>],
-        actual: &[Vec<u8>],
-        result: &mut TestResult,
-    ) {
-        let mut worst = 0f64;
-        for i in self.spec.outputs() {
-            let ArgValue::Buffer { elem, .. } = &instance.args[i] else {
-                continue;
-            };
-            let c = spec::compare(&self.spec.acceptance, *elem, &reference[i], &actual[i]);
-            worst = worst.max(c.error);
-            if !c.passed && result.failure.is_none() {
-                result.failure = Some(Failure::Mismatch {
-                    arg: self.spec.args[i].name.clone(),
-                    error: c.error,
-                    first_mismatch: c.first_mismatch,
-                });
-            }
+/// Compares every output argument of a run with the reference under the
+/// spec's acceptance: the first failing output (if any), and the largest
+/// error of any output.
+pub fn compare_outputs(
+    spec: &Spec,
+    instance: &spec::Instance,
+    reference: &[Vec<u8>],
+    actual: &[Vec<u8>],
+) -> (Option<Failure>, f64) {
+    let mut worst = 0f64;
+    let mut failure = None;
+    for i in spec.outputs() {
+        let ArgValue::Buffer { elem, .. } = &instance.args[i] else {
+            continue;
+        };
+        let c = spec::compare(&spec.acceptance, *elem, &reference[i], &actual[i]);
+        worst = worst.max(c.error);
+        if !c.passed && failure.is_none() {
+            failure = Some(Failure::Mismatch {
+                arg: spec.args[i].name.clone(),
+                error: c.error,
+                first_mismatch: c.first_mismatch,
+            });
         }
-        result.error = Some(worst);
     }
+    (failure, worst)
 }
 
 /// The spec's arguments must match the kernel's parameters in number and
@@ -361,7 +428,7 @@ fn check_arguments(spec: &Spec, program: &Program) -> Result<(), EvalError> {
     Ok(())
 }
 
-fn scalar_bits(s: Scalar) -> u64 {
+pub fn scalar_bits(s: Scalar) -> u64 {
     match s {
         Scalar::I8(v) => v as u8 as u64,
         Scalar::I16(v) => v as u16 as u64,

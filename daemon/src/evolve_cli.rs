@@ -2,12 +2,14 @@
 //! engine, the worker pool and the store, progress on stderr, the report.
 
 use anyhow::{bail, Context as _, Result};
-use gevod::evolve::{Config, Engine, GenerationReport, Scope, Validated};
-use gevod::ir::{content_hash, CodegenOptions, KernelIr, DEFAULT_ARCH};
+use gevod::cuda::backend::GpuWorker;
+use gevod::cuda::DeviceInfo;
+use gevod::evolve::{Backend, Config, Engine, GenerationReport, Scope, Validated};
+use gevod::ir::{content_hash, CodegenOptions, KernelIr};
 use gevod::spec::{self, Spec};
 use gevod::store::{JobRecord, Store};
-use gevod::worker::pool::{PoolOptions, WorkerPool};
-use gevod::worker::{self, Fault, InProcess};
+use gevod::worker::pool::WorkerPool;
+use gevod::worker::{self, Fault, Handler, InProcess};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -30,6 +32,10 @@ pub struct EvolveArgs {
     pub libdevice: Option<PathBuf>,
     pub arch: Option<String>,
     pub worker_timeout: Duration,
+    /// The GPU to evaluate on; the simulator when `None`.
+    pub device: Option<DeviceInfo>,
+    /// GPU only: screen variants on the simulator first.
+    pub prescreen: bool,
 }
 
 /// When the search stops. Generations and evaluations count the whole job,
@@ -97,20 +103,19 @@ pub fn eval_worker(spec: &Path, arch: Option<String>, libdevice: Option<PathBuf>
         ),
         Err(_) => None,
     };
-    let backend = spec::load(spec)
+    let mut backend = spec::load(spec)
         .map_err(|e| e.to_string())
         .and_then(|spec| {
-            let arch = target_arch(&spec, arch);
+            let arch = crate::gpu_cli::arch_for(&spec, arch, None);
             InProcess::new(spec, CodegenOptions { arch, libdevice }).map_err(|e| e.to_string())
         });
+    let handler: Result<&mut dyn Handler, String> = match &mut backend {
+        Ok(b) => Ok(b),
+        Err(e) => Err(e.clone()),
+    };
     let stdin = std::io::stdin().lock();
     let stdout = std::io::stdout().lock();
-    worker::serve(backend, fault, stdin, stdout).context("worker I/O")
-}
-
-fn target_arch(spec: &Spec, arch: Option<String>) -> String {
-    arch.or_else(|| spec.arch.clone())
-        .unwrap_or_else(|| DEFAULT_ARCH.to_string())
+    worker::serve(handler, fault, stdin, stdout).context("worker I/O")
 }
 
 /// Runs the search; returns the process exit status.
@@ -119,10 +124,13 @@ pub fn evolve(args: EvolveArgs) -> Result<i32> {
     let config = read_config(args.config.as_deref())?;
     let ir = KernelIr::load(&spec.ir, Some(&spec.kernel))
         .with_context(|| args.spec.display().to_string())?;
-    let arch = target_arch(&spec, args.arch.clone());
-    let scope = Scope {
-        backend: "sim".into(),
-        target: arch.clone(),
+    let arch = crate::gpu_cli::arch_for(&spec, args.arch.clone(), args.device.as_ref());
+    let scope = match &args.device {
+        Some(d) => GpuWorker::scope(d),
+        None => Scope {
+            backend: "sim".into(),
+            target: arch.clone(),
+        },
     };
     let job = job_record(&args, &spec, &ir, &scope, &config);
 
@@ -151,32 +159,27 @@ pub fn evolve(args: EvolveArgs) -> Result<i32> {
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, stop.clone()).context("installing signal handlers")?;
     }
-    let workers = args.workers.unwrap_or_else(crate::default_workers);
-    let mut worker_args: Vec<std::ffi::OsString> = vec![
-        "eval-worker".into(),
-        args.spec.clone().into(),
-        "--arch".into(),
-        arch.clone().into(),
-    ];
-    if let Some(l) = &args.libdevice {
-        worker_args.push("--libdevice".into());
-        worker_args.push(l.clone().into());
-    }
-    let options = PoolOptions {
-        program: std::env::current_exe().context("locating the gevod binary")?,
-        args: worker_args,
-        env: Vec::new(),
-        workers,
+    let setup = crate::gpu_cli::WorkerSetup {
+        spec_path: &args.spec,
+        arch: &arch,
+        libdevice: args.libdevice.as_deref(),
+        workers: args.workers.unwrap_or_else(crate::default_workers),
         timeout: args.worker_timeout,
-        start_timeout: Duration::from_secs(120),
     };
     let started = Instant::now();
-    let mut pool = WorkerPool::start(options, &spec, scope.clone(), stop.clone())
-        .with_context(|| args.spec.display().to_string())?;
+    let mut backend: Box<dyn Backend> = match args.device.clone() {
+        Some(device) => {
+            Box::new(setup.cuda_backend(&spec, device, args.prescreen, stop.clone())?)
+        }
+        None => Box::new(
+            WorkerPool::start(setup.compile_pool()?, &spec, scope.clone(), stop.clone())
+                .with_context(|| args.spec.display().to_string())?,
+        ),
+    };
     let mut progress = Progress::new(started, engine.counters().evaluations);
     let mut interrupted = false;
     while !budget_met(&engine, args.budget, started) {
-        match engine.step(&ir, &mut pool) {
+        match engine.step(&ir, backend.as_mut()) {
             Ok(report) => {
                 store.commit_generation(&job.id, &engine, &report)?;
                 progress.generation(&engine, &report);
@@ -188,7 +191,7 @@ pub fn evolve(args: EvolveArgs) -> Result<i32> {
             Err(e) => return Err(e).with_context(|| args.spec.display().to_string()),
         }
     }
-    drop(pool);
+    drop(backend);
     progress.finish();
     let out_dir = args.state.join(&job.id);
     let exported = export_best(&engine, &out_dir)?;

@@ -1,10 +1,12 @@
 //! gevod: evolves faster variants of CUDA kernels by genetic improvement of
 //! their LLVM IR (the GEVO method). See ARCHITECTURE.md for the module map.
 
+pub mod cuda;
 pub mod eval;
 pub mod evolve;
 pub mod ir;
 pub mod sim;
 pub mod spec;
+pub mod stats;
 pub mod store;
 pub mod worker;

@@ -11,6 +11,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 mod evolve_cli;
+mod gpu_cli;
+
+use gpu_cli::BackendChoice;
 
 /// The stencil fixture, compiled in so `gevod ptx` has something to show on a
 /// fresh machine.
@@ -56,23 +59,45 @@ enum Command {
         spec: PathBuf,
         #[arg(long)]
         patch: Option<PathBuf>,
+        /// GPU only: measure this PTX instead of a patch (repeat for several,
+        /// measured in order on the same workers).
+        #[arg(long, conflicts_with = "patch")]
+        ptx: Vec<PathBuf>,
         #[arg(long, value_enum, default_value = "all")]
         tests: Tests,
-        /// Only the CPU simulator exists so far.
-        #[arg(long, value_enum, default_value = "sim")]
-        backend: Backend,
-        /// Simulator worker threads (default: all cores).
+        /// auto: the GPU when one is present, else the simulator.
+        #[arg(long, value_enum, default_value = "auto")]
+        backend: BackendChoice,
+        /// GPU by ordinal or UUID (GPU-...).
+        #[arg(long, default_value = "0")]
+        device: gevod::cuda::DeviceSelector,
+        /// GPU only: instead of a variant, check the original kernel's outputs
+        /// on the GPU against the simulator's.
+        #[arg(long, conflicts_with_all = ["patch", "ptx"])]
+        compare_sim: bool,
+        /// Simulator threads, or compile workers on the GPU (default: all cores).
         #[arg(long)]
         workers: Option<usize>,
+        #[arg(long)]
+        arch: Option<String>,
+        #[arg(long, env = "GEVO_LIBDEVICE")]
+        libdevice: Option<PathBuf>,
         #[arg(long)]
         json: bool,
     },
     /// Evolve faster variants of a spec's kernel; checkpoints in --state.
     Evolve {
         spec: PathBuf,
-        /// sim: the CPU simulator. cuda: not available in this build yet.
-        #[arg(long, value_enum, default_value = "sim")]
-        backend: EvolveBackend,
+        /// auto: the GPU when one is present, else the simulator.
+        #[arg(long, value_enum, default_value = "auto")]
+        backend: BackendChoice,
+        /// GPU by ordinal or UUID (GPU-...).
+        #[arg(long, default_value = "0")]
+        device: gevod::cuda::DeviceSelector,
+        /// GPU only: do not run new variants on the simulator's smallest
+        /// train test before spending GPU time on them.
+        #[arg(long)]
+        no_prescreen: bool,
         #[arg(long, default_value_t = 1)]
         seed: u64,
         /// Stop after N generations past the initial population (for the whole job).
@@ -116,6 +141,17 @@ enum Command {
         #[arg(long)]
         libdevice: Option<PathBuf>,
     },
+    /// GPU worker (started by the GPU backend; speaks JSON lines on stdio).
+    #[command(hide = true)]
+    GpuWorker {
+        spec: PathBuf,
+        #[arg(long, default_value = "0")]
+        device: gevod::cuda::DeviceSelector,
+        #[arg(long)]
+        arch: Option<String>,
+        #[arg(long)]
+        libdevice: Option<PathBuf>,
+    },
     /// Write a patch of K random valid edits.
     Mutate {
         kernel_ir: PathBuf,
@@ -151,17 +187,6 @@ enum Tests {
     All,
 }
 
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum Backend {
-    Sim,
-}
-
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum EvolveBackend {
-    Sim,
-    Cuda,
-}
-
 fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_env("GEVOD_LOG"))
@@ -178,6 +203,8 @@ fn run(cli: Cli) -> Result<()> {
         Command::Evolve {
             spec,
             backend,
+            device,
+            no_prescreen,
             seed,
             generations,
             evaluations,
@@ -191,11 +218,7 @@ fn run(cli: Cli) -> Result<()> {
             libdevice,
             worker_timeout,
         } => {
-            if let EvolveBackend::Cuda = backend {
-                anyhow::bail!(
-                    "--backend cuda: GPU evaluation is not part of this build yet; use --backend sim"
-                );
-            }
+            let device = gpu_cli::resolve(backend, &device)?;
             let budget = match (generations, evaluations, time) {
                 (_, Some(n), _) => evolve_cli::Budget::Evaluations(n),
                 (_, _, Some(t)) => evolve_cli::Budget::Time(t),
@@ -216,6 +239,8 @@ fn run(cli: Cli) -> Result<()> {
                 libdevice,
                 arch,
                 worker_timeout: std::time::Duration::from_secs_f64(worker_timeout),
+                device,
+                prescreen: !no_prescreen,
             })?;
             if status != 0 {
                 std::process::exit(status);
@@ -227,6 +252,12 @@ fn run(cli: Cli) -> Result<()> {
             arch,
             libdevice,
         } => evolve_cli::eval_worker(&spec, arch, libdevice),
+        Command::GpuWorker {
+            spec,
+            device,
+            arch,
+            libdevice,
+        } => gpu_cli::gpu_worker(&spec, &device, arch, libdevice),
         Command::Ptx {
             kernel_ir,
             kernel,
@@ -275,35 +306,84 @@ fn run(cli: Cli) -> Result<()> {
         Command::Run {
             spec,
             patch,
+            ptx,
             tests,
-            backend: Backend::Sim,
+            backend,
+            device,
+            compare_sim,
             workers,
+            arch,
+            libdevice,
             json,
         } => {
             let spec_file = spec;
             let spec = gevod::spec::load(&spec_file)?;
+            let device = gpu_cli::resolve(backend, &device)?;
             let workers = workers.unwrap_or_else(default_workers);
-            let evaluator = Evaluator::new(spec, workers)?;
-            let patch = match &patch {
-                Some(p) => read_patch(p)?,
-                None => evaluator.ir().empty_patch(),
-            };
             let set = match tests {
                 Tests::Train => TestSet::Train,
                 Tests::Heldout => TestSet::Heldout,
                 Tests::All => TestSet::All,
             };
-            let results = evaluator.evaluate(&patch, set)?;
-            let text = if json {
-                results_json(&results)
+            if compare_sim || !ptx.is_empty() {
+                gpu_cli::require_gpu(
+                    device.as_ref(),
+                    if compare_sim {
+                        "--compare-sim"
+                    } else {
+                        "--ptx"
+                    },
+                )?;
+            }
+            let Some(device) = device else {
+                return run_on_simulator(&spec_file, spec, patch.as_deref(), set, workers, json);
+            };
+            let arch = gpu_cli::arch_for(&spec, arch, Some(&device));
+            if compare_sim {
+                let (text, agree) =
+                    gpu_cli::compare_with_simulator(&spec_file, &device, &arch, libdevice, set)?;
+                write_output(None, &text)?;
+                if !agree {
+                    anyhow::bail!(
+                        "{}: the GPU and the simulator disagree",
+                        spec_file.display()
+                    );
+                }
+                return Ok(());
+            }
+            let variants = if ptx.is_empty() {
+                let (label, patch) = match &patch {
+                    Some(p) => (p.display().to_string(), read_patch(p)?),
+                    None => {
+                        let ir = KernelIr::load(&spec.ir, Some(&spec.kernel))?;
+                        ("original".to_string(), ir.empty_patch())
+                    }
+                };
+                gpu_cli::Variants::Patch(label, patch)
             } else {
-                results_table(&results)
+                gpu_cli::Variants::Ptx(ptx)
+            };
+            let setup = gpu_cli::WorkerSetup {
+                spec_path: &spec_file,
+                arch: &arch,
+                libdevice: libdevice.as_deref(),
+                workers,
+                timeout: std::time::Duration::from_secs(120),
+            };
+            let results = gpu_cli::run_on_gpu(&setup, &spec, device, variants, set)?;
+            let text = if json {
+                serde_json::to_string_pretty(&results_by_label(&results))? + "\n"
+            } else {
+                results
+                    .iter()
+                    .map(|(l, a)| gpu_cli::gpu_table(l, a))
+                    .collect()
             };
             write_output(None, &text)?;
-            let failed = results.iter().filter(|r| !r.passed()).count();
+            let failed = results.iter().filter(|(_, a)| !a.passed()).count();
             if failed > 0 {
                 anyhow::bail!(
-                    "{}: {failed} of {} tests failed",
+                    "{}: {failed} of {} variants failed",
                     spec_file.display(),
                     results.len()
                 );
@@ -351,6 +431,55 @@ fn run(cli: Cli) -> Result<()> {
             write_output(None, &out)
         }
     }
+}
+
+fn run_on_simulator(
+    spec_file: &Path,
+    spec: gevod::spec::Spec,
+    patch: Option<&Path>,
+    set: TestSet,
+    workers: usize,
+    json: bool,
+) -> Result<()> {
+    let evaluator = Evaluator::new(spec, workers)?;
+    let patch = match patch {
+        Some(p) => read_patch(p)?,
+        None => evaluator.ir().empty_patch(),
+    };
+    let results = evaluator.evaluate(&patch, set)?;
+    let text = if json {
+        results_json(&results)
+    } else {
+        results_table(&results)
+    };
+    write_output(None, &text)?;
+    let failed = results.iter().filter(|r| !r.passed()).count();
+    if failed > 0 {
+        anyhow::bail!(
+            "{}: {failed} of {} tests failed",
+            spec_file.display(),
+            results.len()
+        );
+    }
+    Ok(())
+}
+
+/// GPU results as JSON: per variant its label, whether it passed, the
+/// cost ratio with its interval, and the tests (with their timing rounds).
+fn results_by_label(results: &[(String, gevod::eval::Assessment)]) -> serde_json::Value {
+    results
+        .iter()
+        .map(|(label, a)| {
+            serde_json::json!({
+                "variant": label,
+                "passed": a.passed(),
+                "failure": a.first_failure(),
+                "cost_ratio": a.cost_interval(),
+                "device": a.device,
+                "tests": a.tests,
+            })
+        })
+        .collect()
 }
 
 fn results_table(results: &[TestResult]) -> String {

@@ -259,7 +259,6 @@ impl Engine {
         patches: Vec<Patch>,
         backend: &mut dyn Backend,
     ) -> Result<Vec<Member>, EvolveError> {
-        let builds = backend.compile(&patches)?;
         let scope = backend.scope();
         let test_set_hash = backend.test_set_hash(TestSet::Train);
         let key = |ptx_hash: &str| CacheKey {
@@ -267,26 +266,19 @@ impl Engine {
             scope: scope.clone(),
             test_set_hash: test_set_hash.clone(),
         };
-        // First patch of each PTX not in the cache: these get assessed.
-        let mut to_assess: Vec<usize> = Vec::new();
-        let mut seen: BTreeSet<&str> = BTreeSet::new();
-        for (i, build) in builds.iter().enumerate() {
-            if let Ok(b) = build {
-                if !self.cache.contains_key(&key(&b.ptx_hash)) && seen.insert(&b.ptx_hash) {
-                    to_assess.push(i);
-                }
+        let cache = &self.cache;
+        let evaluated = backend.evaluate(&patches, TestSet::Train, &|hash: &str| {
+            cache.contains_key(&key(hash))
+        })?;
+        let mut builds = Vec::with_capacity(evaluated.len());
+        let mut assessed = BTreeSet::new();
+        for (i, e) in evaluated.into_iter().enumerate() {
+            if let (Ok(b), Some(a)) = (&e.build, &e.assessment) {
+                self.cache.insert(key(&b.ptx_hash), Outcome::of(a));
+                assessed.insert(i);
             }
+            builds.push(e.build);
         }
-        let batch: Vec<Patch> = to_assess.iter().map(|&i| patches[i].clone()).collect();
-        let assessments = backend.assess(&batch, TestSet::Train)?;
-        for (&i, a) in to_assess.iter().zip(&assessments) {
-            let hash = &builds[i]
-                .as_ref()
-                .expect("assessed builds compiled")
-                .ptx_hash;
-            self.cache.insert(key(hash), Outcome::of(a));
-        }
-        let assessed: BTreeSet<usize> = to_assess.into_iter().collect();
         let mut members = Vec::with_capacity(patches.len());
         for (i, (patch, build)) in patches.into_iter().zip(builds).enumerate() {
             self.counters.evaluations += 1;

@@ -136,6 +136,47 @@ pub trait Backend {
     fn compile(&mut self, patches: &[Patch]) -> Result<Vec<Result<Build, String>>, BackendError>;
     /// Each patch run on `set`.
     fn assess(&mut self, patches: &[Patch], set: TestSet) -> Result<Vec<Assessment>, BackendError>;
+
+    /// Compiles every patch and runs on `set` the first patch of each PTX
+    /// that `known` (the fitness cache) does not answer. A backend may
+    /// overlap the two (the GPU backend does); this one compiles all first.
+    fn evaluate(
+        &mut self,
+        patches: &[Patch],
+        set: TestSet,
+        known: &dyn Fn(&str) -> bool,
+    ) -> Result<Vec<Evaluated>, BackendError> {
+        let builds = self.compile(patches)?;
+        let mut seen = std::collections::BTreeSet::new();
+        let to_assess: Vec<usize> = builds
+            .iter()
+            .enumerate()
+            .filter_map(|(i, b)| match b {
+                Ok(b) if !known(&b.ptx_hash) && seen.insert(b.ptx_hash.clone()) => Some(i),
+                _ => None,
+            })
+            .collect();
+        let batch: Vec<Patch> = to_assess.iter().map(|&i| patches[i].clone()).collect();
+        let mut assessments = self.assess(&batch, set)?.into_iter();
+        let mut out: Vec<Evaluated> = builds
+            .into_iter()
+            .map(|build| Evaluated {
+                build,
+                assessment: None,
+            })
+            .collect();
+        for &i in &to_assess {
+            out[i].assessment = assessments.next();
+        }
+        Ok(out)
+    }
+}
+
+/// A patch's build, and its assessment when [`Backend::evaluate`] ran it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Evaluated {
+    pub build: Result<Build, String>,
+    pub assessment: Option<Assessment>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -210,8 +251,9 @@ pub struct Validated {
     pub train_cost: f64,
     /// Original cost over variant cost on the held-out tests (minimized patch).
     pub speedup: f64,
-    /// Confidence interval of the speedup. The simulator is deterministic,
-    /// so there it is the point itself.
+    /// 95% confidence interval of the speedup (a bootstrap over the GPU's
+    /// timing rounds). The simulator is deterministic, so there it is the
+    /// point itself.
     pub interval: (f64, f64),
     /// The minimized patch's held-out results.
     pub heldout: Vec<TestSummary>,

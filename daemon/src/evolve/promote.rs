@@ -77,13 +77,20 @@ impl Engine {
             } else {
                 assess_one(backend, &minimized, TestSet::Heldout)?
             };
-            let ratio = heldout.cost_ratio().unwrap_or(f64::INFINITY);
-            if ratio.partial_cmp(&1.0) != Some(std::cmp::Ordering::Less) {
-                failures.push(failure(format!(
-                    "not faster on the held-out tests (cost ratio {ratio:.4})"
-                )));
+            // A speedup is claimed only when the whole confidence interval
+            // of the cost ratio lies below 1.0 (on the simulator, whose
+            // costs are exact, the interval is the point).
+            let interval = heldout.cost_interval();
+            let Some(interval) = interval.filter(|i| i.below(1.0)) else {
+                failures.push(failure(match interval {
+                    Some(i) => format!(
+                        "not faster with confidence on the held-out tests (cost ratio {:.4}, 95% interval {:.4}..{:.4})",
+                        i.estimate, i.lo, i.hi
+                    ),
+                    None => "no cost measured on the held-out tests".into(),
+                }));
                 continue;
-            }
+            };
             let build = match backend.compile(std::slice::from_ref(&minimized))?.remove(0) {
                 Ok(b) => b,
                 Err(reason) => {
@@ -93,7 +100,7 @@ impl Engine {
                     continue;
                 }
             };
-            let speedup = 1.0 / ratio;
+            let speedup = interval.reciprocal();
             bar = train_cost;
             let v = Validated {
                 generation,
@@ -103,8 +110,8 @@ impl Engine {
                 ptx: build.ptx,
                 ptx_hash: build.ptx_hash,
                 train_cost,
-                speedup,
-                interval: (speedup, speedup),
+                speedup: speedup.estimate,
+                interval: (speedup.lo, speedup.hi),
                 heldout: heldout.tests,
             };
             self.validated.push(v.clone());

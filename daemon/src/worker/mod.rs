@@ -4,32 +4,47 @@
 //! hang costs one variant and a respawn, never the engine.
 //!
 //! [`InProcess`] is the same backend without processes: the worker's request
-//! handler, and a backend for tests.
+//! handler, and a backend for tests. GPU workers (`gevod gpu-worker`, see
+//! `cuda`) speak the same protocol through their own [`Handler`].
 
 pub mod pool;
 
+use crate::cuda::DeviceInfo;
 use crate::eval::{Assessment, Evaluator};
 use crate::evolve::{Backend, BackendError, Build, Scope};
 use crate::ir::{CodegenOptions, Patch};
-use crate::spec::{Spec, TestSet};
+use crate::spec::{Spec, TestCase, TestSet};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
 
 /// Wire protocol version, sent in the worker's greeting.
-pub const PROTOCOL: u32 = 1;
+pub const PROTOCOL: u32 = 2;
 
 /// A request from the engine's process.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Request {
-    Compile { id: u64, patch: Patch },
+    /// PTX for the patch; with `prescreen`, also a run of the smallest train
+    /// test on the simulator, whose memory and loop faults reject the
+    /// variant before it costs GPU time.
+    Compile {
+        id: u64,
+        patch: Patch,
+        #[serde(default)]
+        prescreen: bool,
+    },
+    /// The patch run on the simulator.
     Assess { id: u64, patch: Patch, set: TestSet },
+    /// PTX checked and timed on the GPU (GPU workers only).
+    Measure { id: u64, ptx: String, set: TestSet },
 }
 
 impl Request {
     pub fn id(&self) -> u64 {
         match self {
-            Request::Compile { id, .. } | Request::Assess { id, .. } => *id,
+            Request::Compile { id, .. }
+            | Request::Assess { id, .. }
+            | Request::Measure { id, .. } => *id,
         }
     }
 }
@@ -42,10 +57,16 @@ pub enum Response {
     Ready {
         protocol: u32,
         scope: Scope,
+        /// The GPU a GPU worker measures on.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        device: Option<DeviceInfo>,
     },
     Built {
         id: u64,
         build: Build,
+        /// The pre-screen's result when it rejects the variant.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        screened_out: Option<Assessment>,
     },
     CompileFailed {
         id: u64,
@@ -65,13 +86,70 @@ pub enum Response {
 pub struct InProcess {
     evaluator: Evaluator,
     codegen: CodegenOptions,
+    /// The train test the pre-screen runs: the one with the least input.
+    screen_test: Option<TestCase>,
 }
+
+/// Simulator verdicts that reject a variant in the pre-screen: undefined
+/// behaviour or a runaway loop on the GPU. Mismatches and unsupported
+/// instructions are left for the GPU to judge.
+const SCREENED_OUT: [&str; 6] = [
+    "out_of_bounds",
+    "race",
+    "global_race",
+    "uninitialized_shared",
+    "step_budget",
+    "unreachable",
+];
 
 impl InProcess {
     pub fn new(spec: Spec, codegen: CodegenOptions) -> Result<Self, crate::eval::EvalError> {
+        let mut screen_test = None;
+        let mut least = usize::MAX;
+        for test in spec.tests(TestSet::Train) {
+            let bytes: usize = spec
+                .instantiate(test)?
+                .args
+                .iter()
+                .map(|a| match a {
+                    crate::spec::ArgValue::Buffer { data, .. } => data.len(),
+                    crate::spec::ArgValue::Scalar(_) => 0,
+                })
+                .sum();
+            if bytes < least {
+                least = bytes;
+                screen_test = Some(test.clone());
+            }
+        }
         // One simulator thread: parallelism comes from running several workers.
         let evaluator = Evaluator::new(spec, 1)?;
-        Ok(InProcess { evaluator, codegen })
+        Ok(InProcess {
+            evaluator,
+            codegen,
+            screen_test,
+        })
+    }
+
+    /// The pre-screen: the patch on the smallest train test, on the
+    /// simulator; the assessment when a fault rejects the variant.
+    pub fn screen(&self, patch: &Patch) -> Result<Option<Assessment>, BackendError> {
+        let Some(test) = &self.screen_test else {
+            return Ok(None);
+        };
+        let results = self
+            .evaluator
+            .evaluate_cases(patch, &[test])
+            .map_err(|e| BackendError::Failed(e.to_string()))?;
+        let rejected = results[0]
+            .failure
+            .as_ref()
+            .is_some_and(|f| SCREENED_OUT.contains(&f.kind()));
+        Ok(rejected.then(|| {
+            let mut a = Assessment::new(&results);
+            let (kind, message) = a.tests[0].failure.take().expect("rejected");
+            a.tests[0].failure = Some((kind, format!("pre-screen on the simulator: {message}")));
+            a
+        }))
     }
 
     pub fn compile_one(&self, patch: &Patch) -> Result<Build, String> {
@@ -148,10 +226,57 @@ impl std::str::FromStr for Fault {
     }
 }
 
+/// What a worker process does with requests.
+pub trait Handler {
+    fn scope(&self) -> Scope;
+    /// The GPU it measures on, for the greeting.
+    fn device(&self) -> Option<DeviceInfo> {
+        None
+    }
+    /// The response, and whether the worker must exit after sending it; an
+    /// `Err` ends the worker with `Fatal`.
+    fn handle(&mut self, request: Request) -> Result<(Response, bool), String>;
+}
+
+impl Handler for InProcess {
+    fn scope(&self) -> Scope {
+        Backend::scope(self)
+    }
+
+    fn handle(&mut self, request: Request) -> Result<(Response, bool), String> {
+        let response = match request {
+            Request::Compile {
+                id,
+                patch,
+                prescreen,
+            } => match self.compile_one(&patch) {
+                Ok(build) => Response::Built {
+                    id,
+                    build,
+                    screened_out: if prescreen {
+                        self.screen(&patch).map_err(|e| e.to_string())?
+                    } else {
+                        None
+                    },
+                },
+                Err(reason) => Response::CompileFailed { id, reason },
+            },
+            Request::Assess { id, patch, set } => Response::Assessed {
+                id,
+                assessment: self.assess_one(&patch, set).map_err(|e| e.to_string())?,
+            },
+            Request::Measure { .. } => {
+                return Err("this worker has no GPU; measure requests go to gpu-worker".into())
+            }
+        };
+        Ok((response, false))
+    }
+}
+
 /// The worker's loop: greet, then answer each request line until stdin
 /// closes. A request that is not valid JSON ends the worker with `Fatal`.
 pub fn serve(
-    backend: Result<InProcess, String>,
+    handler: Result<&mut dyn Handler, String>,
     fault: Option<Fault>,
     input: impl BufRead,
     mut output: impl Write,
@@ -161,15 +286,16 @@ pub fn serve(
         output.write_all(b"\n")?;
         output.flush()
     }
-    let backend = match backend {
-        Ok(b) => b,
+    let handler = match handler {
+        Ok(h) => h,
         Err(message) => return send(&mut output, &Response::Fatal { message }),
     };
     send(
         &mut output,
         &Response::Ready {
             protocol: PROTOCOL,
-            scope: backend.scope(),
+            scope: handler.scope(),
+            device: handler.device(),
         },
     )?;
     for line in input.lines() {
@@ -200,24 +326,15 @@ pub fn serve(
                 }
             }
         }
-        let response = match request {
-            Request::Compile { id, patch } => match backend.compile_one(&patch) {
-                Ok(build) => Response::Built { id, build },
-                Err(reason) => Response::CompileFailed { id, reason },
-            },
-            Request::Assess { id, patch, set } => match backend.assess_one(&patch, set) {
-                Ok(assessment) => Response::Assessed { id, assessment },
-                Err(e) => {
-                    return send(
-                        &mut output,
-                        &Response::Fatal {
-                            message: e.to_string(),
-                        },
-                    )
+        match handler.handle(request) {
+            Ok((response, exit)) => {
+                send(&mut output, &response)?;
+                if exit {
+                    return Ok(());
                 }
-            },
-        };
-        send(&mut output, &response)?;
+            }
+            Err(message) => return send(&mut output, &Response::Fatal { message }),
+        }
     }
     Ok(())
 }

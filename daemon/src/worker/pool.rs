@@ -4,7 +4,7 @@
 //! the reason, and every other request goes on.
 
 use super::{Request, Response, PROTOCOL};
-use crate::eval::{Assessment, TestSummary};
+use crate::eval::Assessment;
 use crate::evolve::{Backend, BackendError, Build, Scope};
 use crate::ir::Patch;
 use crate::spec::{Spec, TestSet};
@@ -179,9 +179,20 @@ impl WorkerPool {
         Ok(what)
     }
 
+    /// Worker processes in the pool.
+    pub fn size(&self) -> usize {
+        self.workers.len()
+    }
+
+    /// A request id not used before in this pool.
+    pub fn next_id(&mut self) -> u64 {
+        self.next_request += 1;
+        self.next_request
+    }
+
     /// Runs requests on the workers, each on one, and returns per request
     /// the response or why there is none.
-    fn run(
+    pub fn run(
         &mut self,
         requests: Vec<Request>,
     ) -> Result<Vec<Result<Response, String>>, BackendError> {
@@ -232,7 +243,12 @@ impl WorkerPool {
                         (Ok(Response::Fatal { message }), _) => {
                             return Err(BackendError::Failed(format!("worker: {message}")))
                         }
-                        (Ok(Response::Ready { protocol, scope }), State::Starting(_)) => {
+                        (
+                            Ok(Response::Ready {
+                                protocol, scope, ..
+                            }),
+                            State::Starting(_),
+                        ) => {
                             if protocol != PROTOCOL || scope != self.scope {
                                 return Err(BackendError::Failed(format!(
                                     "worker speaks protocol {protocol} for {scope:?}; expected {PROTOCOL} for {:?}",
@@ -318,13 +334,7 @@ impl WorkerPool {
         make: impl Fn(u64, &Patch) -> Request,
         patches: &[Patch],
     ) -> Vec<Request> {
-        patches
-            .iter()
-            .map(|p| {
-                self.next_request += 1;
-                make(self.next_request, p)
-            })
-            .collect()
+        patches.iter().map(|p| make(self.next_id(), p)).collect()
     }
 }
 
@@ -355,6 +365,7 @@ impl Backend for WorkerPool {
             |id, p| Request::Compile {
                 id,
                 patch: p.clone(),
+                prescreen: false,
             },
             patches,
         );
@@ -392,16 +403,8 @@ impl Backend for WorkerPool {
 }
 
 /// A variant whose run ended its worker: one failing pseudo-test saying why.
-fn failed_assessment(reason: String) -> Assessment {
-    Assessment {
-        tests: vec![TestSummary {
-            test: "worker".into(),
-            failure: Some(("worker".into(), reason)),
-            cost: None,
-            original_cost: 0,
-            error: None,
-        }],
-    }
+pub fn failed_assessment(reason: String) -> Assessment {
+    Assessment::failed("worker", "worker", reason)
 }
 
 fn response_id(r: &Response) -> Option<u64> {

@@ -1,0 +1,277 @@
+//! The engine's side of GPU evaluation: a pool of compile workers
+//! (`gevod eval-worker`: LLVM, and the simulator pre-screen) feeding a GPU
+//! worker per device (`gevod gpu-worker`). Compilation runs a chunk ahead
+//! of the GPU, so the GPU does not wait on LLVM; a worker that crashes,
+//! hangs or loses its context costs one variant and a respawn.
+
+use super::measure::Measurer;
+use super::DeviceInfo;
+use crate::eval::Assessment;
+use crate::evolve::{Backend, BackendError, Build, Evaluated, Scope};
+use crate::ir::Patch;
+use crate::spec::{Spec, TestSet};
+use crate::worker::pool::{failed_assessment, PoolOptions, WorkerPool};
+use crate::worker::{Handler, Request, Response};
+use std::collections::BTreeSet;
+use std::sync::atomic::AtomicBool;
+use std::sync::{mpsc, Arc};
+
+/// A GPU worker's request handler: measures PTX with its [`Measurer`].
+pub struct GpuWorker {
+    measurer: Measurer,
+}
+
+impl GpuWorker {
+    pub fn new(measurer: Measurer) -> Self {
+        GpuWorker { measurer }
+    }
+
+    pub fn scope(device: &DeviceInfo) -> Scope {
+        Scope {
+            backend: "cuda".into(),
+            target: device.target(),
+        }
+    }
+}
+
+impl Handler for GpuWorker {
+    fn scope(&self) -> Scope {
+        GpuWorker::scope(self.measurer.device())
+    }
+
+    fn device(&self) -> Option<DeviceInfo> {
+        Some(self.measurer.device().clone())
+    }
+
+    fn handle(&mut self, request: Request) -> Result<(Response, bool), String> {
+        match request {
+            Request::Measure { id, ptx, set } => {
+                let measured = self.measurer.measure(&ptx, set);
+                Ok((
+                    Response::Assessed {
+                        id,
+                        assessment: measured.assessment,
+                    },
+                    measured.fatal,
+                ))
+            }
+            other => Err(format!(
+                "a GPU worker only measures PTX, not {:?}",
+                other.id()
+            )),
+        }
+    }
+}
+
+/// How the GPU backend starts its workers.
+pub struct CudaOptions {
+    /// `gevod eval-worker` processes: compilation and the pre-screen.
+    pub compile: PoolOptions,
+    /// `gevod gpu-worker` processes, one per device.
+    pub gpu: PoolOptions,
+    pub device: DeviceInfo,
+    /// The target the compile workers emit PTX for.
+    pub arch: String,
+    /// Run each new variant on the simulator's smallest train test first.
+    pub prescreen: bool,
+}
+
+/// Compile workers and GPU workers as one [`Backend`].
+pub struct CudaBackend {
+    compile: WorkerPool,
+    gpu: WorkerPool,
+    scope: Scope,
+    prescreen: bool,
+    /// Variants rejected by the pre-screen (since start).
+    pub screened_out: u64,
+}
+
+impl CudaBackend {
+    pub fn start(
+        options: CudaOptions,
+        spec: &Spec,
+        stop: Arc<AtomicBool>,
+    ) -> Result<Self, BackendError> {
+        let scope = GpuWorker::scope(&options.device);
+        let compile_scope = Scope {
+            backend: "sim".into(),
+            target: options.arch.clone(),
+        };
+        let compile = WorkerPool::start(options.compile, spec, compile_scope, stop.clone())?;
+        let gpu = WorkerPool::start(options.gpu, spec, scope.clone(), stop)?;
+        Ok(CudaBackend {
+            compile,
+            gpu,
+            scope,
+            prescreen: options.prescreen,
+            screened_out: 0,
+        })
+    }
+
+    /// Worker processes replaced after crashes, hangs, garbage or a lost
+    /// context.
+    pub fn respawns(&self) -> u64 {
+        self.compile.respawns + self.gpu.respawns
+    }
+
+    /// Measures ready-made PTX (no compilation, no pre-screen), in order.
+    pub fn measure_ptx(
+        &mut self,
+        ptx: &[String],
+        set: TestSet,
+    ) -> Result<Vec<Assessment>, BackendError> {
+        let requests = ptx
+            .iter()
+            .map(|p| Request::Measure {
+                id: self.gpu.next_id(),
+                ptx: p.clone(),
+                set,
+            })
+            .collect();
+        Ok(self
+            .gpu
+            .run(requests)?
+            .into_iter()
+            .map(assessment_of)
+            .collect())
+    }
+
+    /// Compiles (and pre-screens) chunk after chunk on the compile workers
+    /// while the GPU measures the chunk before; each distinct PTX that
+    /// `known` does not answer is measured once.
+    fn pipeline(
+        &mut self,
+        patches: &[Patch],
+        set: TestSet,
+        known: &dyn Fn(&str) -> bool,
+    ) -> Result<Vec<Evaluated>, BackendError> {
+        let chunk = (2 * self.compile.size()).max(8);
+        let prescreen = self.prescreen;
+        let (compile, gpu) = (&mut self.compile, &mut self.gpu);
+        let mut out: Vec<Evaluated> = Vec::with_capacity(patches.len());
+        let mut seen = BTreeSet::new();
+        let mut screened_out = 0;
+        std::thread::scope(|s| -> Result<(), BackendError> {
+            let (sender, chunks) = mpsc::sync_channel(1);
+            let producer = s.spawn(move || -> Result<(), BackendError> {
+                for part in patches.chunks(chunk) {
+                    let requests = part
+                        .iter()
+                        .map(|p| Request::Compile {
+                            id: compile.next_id(),
+                            patch: p.clone(),
+                            prescreen,
+                        })
+                        .collect();
+                    let responses = compile.run(requests)?;
+                    if sender.send(responses).is_err() {
+                        break; // the GPU side stopped
+                    }
+                }
+                Ok(())
+            });
+            for responses in chunks {
+                let first = out.len();
+                let mut measure = Vec::new();
+                for response in responses {
+                    let (build, screen) = match response {
+                        Ok(Response::Built {
+                            build,
+                            screened_out,
+                            ..
+                        }) => (Ok(build), screened_out),
+                        Ok(Response::CompileFailed { reason, .. }) => (Err(reason), None),
+                        Ok(other) => (Err(format!("unexpected answer {other:?}")), None),
+                        Err(reason) => (Err(format!("code generation failed: {reason}")), None),
+                    };
+                    let fresh = match &build {
+                        Ok(b) => !known(&b.ptx_hash) && seen.insert(b.ptx_hash.clone()),
+                        Err(_) => false,
+                    };
+                    let assessment = match (fresh, screen) {
+                        (true, Some(a)) => {
+                            screened_out += 1;
+                            Some(a)
+                        }
+                        (true, None) => {
+                            measure.push(out.len());
+                            None
+                        }
+                        (false, _) => None,
+                    };
+                    out.push(Evaluated { build, assessment });
+                }
+                let requests = measure
+                    .iter()
+                    .map(|&i| Request::Measure {
+                        id: gpu.next_id(),
+                        ptx: ptx_of(&out[i].build).to_string(),
+                        set,
+                    })
+                    .collect();
+                let measured = gpu.run(requests)?;
+                for (&i, r) in measure.iter().zip(measured) {
+                    out[i].assessment = Some(assessment_of(r));
+                }
+                tracing::debug!(first, measured = measure.len(), "chunk measured");
+            }
+            producer.join().expect("the compile thread does not panic")
+        })?;
+        self.screened_out += screened_out;
+        Ok(out)
+    }
+}
+
+fn ptx_of(build: &Result<Build, String>) -> &str {
+    &build
+        .as_ref()
+        .expect("only built variants are measured")
+        .ptx
+}
+
+fn assessment_of(response: Result<Response, String>) -> Assessment {
+    match response {
+        Ok(Response::Assessed { assessment, .. }) => assessment,
+        Ok(other) => failed_assessment(format!("unexpected answer {other:?}")),
+        Err(reason) => failed_assessment(reason),
+    }
+}
+
+impl Backend for CudaBackend {
+    fn scope(&self) -> Scope {
+        self.scope.clone()
+    }
+
+    fn test_set_hash(&self, set: TestSet) -> String {
+        self.compile.test_set_hash(set)
+    }
+
+    fn compile(&mut self, patches: &[Patch]) -> Result<Vec<Result<Build, String>>, BackendError> {
+        self.compile.compile(patches)
+    }
+
+    /// Every patch compiled, pre-screened and measured (no deduplication:
+    /// each patch gets its own measurement).
+    fn assess(&mut self, patches: &[Patch], set: TestSet) -> Result<Vec<Assessment>, BackendError> {
+        let mut out = Vec::with_capacity(patches.len());
+        for patch in patches {
+            let e = self.pipeline(std::slice::from_ref(patch), set, &|_| false)?;
+            let e = e.into_iter().next().expect("one patch in, one out");
+            out.push(match (e.build, e.assessment) {
+                (_, Some(a)) => a,
+                (Err(reason), None) => Assessment::failed("compile", "invalid", reason),
+                (Ok(_), None) => unreachable!("a fresh build is measured or screened out"),
+            });
+        }
+        Ok(out)
+    }
+
+    fn evaluate(
+        &mut self,
+        patches: &[Patch],
+        set: TestSet,
+        known: &dyn Fn(&str) -> bool,
+    ) -> Result<Vec<Evaluated>, BackendError> {
+        self.pipeline(patches, set, known)
+    }
+}

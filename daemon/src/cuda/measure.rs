@@ -1,0 +1,418 @@
+//! What a GPU worker does with a variant's PTX: for each test, one checked
+//! run (outputs poisoned first, then compared with the original's), then
+//! rounds that time the original and the variant back to back in
+//! alternating order, each run after restoring the inputs and flushing L2.
+//! The original's outputs on each test are computed once, at start.
+
+use super::driver::{Context, DeviceBuffer, Event, Kernel};
+use super::{CudaError, DeviceInfo};
+use crate::eval::{compare_outputs, scalar_bits, Assessment, TestSummary};
+use crate::spec::{ArgValue, Instance, Role, Spec, SpecError, TestSet};
+use crate::stats::{self, Timing};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// How variants are timed. The defaults are documented in
+/// ARCHITECTURE.md ("cuda").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MeasureOptions {
+    /// Untimed runs of each kernel before the rounds (module load, clocks).
+    pub warmups: u32,
+    /// Timed rounds (one original and one variant run each) per train test.
+    pub rounds: u32,
+    /// Rounds per held-out test: promotion claims a speedup from these.
+    pub heldout_rounds: u32,
+    /// A variant's run may take this many times the original's.
+    pub timeout_factor: f64,
+    /// ... but at least this long (seconds).
+    pub min_timeout_s: f64,
+}
+
+impl Default for MeasureOptions {
+    fn default() -> Self {
+        MeasureOptions {
+            warmups: 2,
+            rounds: 15,
+            heldout_rounds: 40,
+            timeout_factor: 100.0,
+            min_timeout_s: 1.0,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MeasureError {
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    #[error(transparent)]
+    Cuda(#[from] CudaError),
+    #[error("{test}: the original kernel fails on the GPU: {source}")]
+    OriginalFails {
+        test: String,
+        #[source]
+        source: CudaError,
+    },
+}
+
+/// One test's inputs on the device and the original's results on them.
+struct DeviceTest {
+    name: String,
+    instance: Instance,
+    /// Per argument: the inputs as uploaded (`in`/`inout` buffers).
+    pristine: Vec<Option<DeviceBuffer>>,
+    /// Per argument: the buffer the kernel runs on.
+    work: Vec<Option<DeviceBuffer>>,
+    /// The original's final bytes per argument (empty for scalars).
+    reference: Vec<Vec<u8>>,
+    /// The original's median time, for timeouts.
+    original_ns: f64,
+}
+
+/// A variant's assessment, and whether the worker must exit after sending
+/// it (the context is poisoned or a kernel is still running).
+pub struct Measured {
+    pub assessment: Assessment,
+    pub fatal: bool,
+}
+
+/// Times variants of one spec's kernel on one GPU.
+pub struct Measurer {
+    spec: Spec,
+    device: DeviceInfo,
+    kernel_name: String,
+    options: MeasureOptions,
+    original: Kernel,
+    tests: Vec<DeviceTest>,
+    /// Written between timed runs to evict the previous run's data from L2.
+    flush: DeviceBuffer,
+    /// Four per round: original start/end, variant start/end.
+    events: Vec<Event>,
+    // Dropped last: everything above lives in this context.
+    _context: Context,
+}
+
+/// Poison for output buffers before each run: NaN for floats, -1 for
+/// integers, so an element a variant forgets to write cannot pass.
+const POISON: u8 = 0xff;
+/// The original runs under this limit when the references are made.
+const ORIGINAL_LIMIT: Duration = Duration::from_secs(60);
+/// Runs of the original timed at start, for the timeouts.
+const START_TIMINGS: usize = 5;
+
+impl Measurer {
+    /// Uploads every test's inputs, and runs and times the original on each.
+    pub fn new(
+        spec: Spec,
+        device: DeviceInfo,
+        original_ptx: &str,
+        kernel_name: &str,
+        options: MeasureOptions,
+    ) -> Result<Self, MeasureError> {
+        let context = Context::new(device.ordinal)?;
+        let original = Kernel::load(original_ptx, kernel_name)?;
+        let events = (0..4 * options
+            .rounds
+            .max(options.heldout_rounds)
+            .max(START_TIMINGS as u32))
+            .map(|_| Event::new())
+            .collect::<Result<_, _>>()?;
+        let flush = DeviceBuffer::new((2 * device.l2_bytes).max(1 << 20) as usize)?;
+        let mut m = Measurer {
+            spec,
+            device,
+            kernel_name: kernel_name.to_string(),
+            options,
+            original,
+            tests: Vec::new(),
+            flush,
+            events,
+            _context: context,
+        };
+        let cases: Vec<_> = m.spec.tests(TestSet::All).into_iter().cloned().collect();
+        for case in cases {
+            let instance = m.spec.instantiate(&case)?;
+            let mut test = upload(&case.name, instance)?;
+            let failed = |source| MeasureError::OriginalFails {
+                test: case.name.clone(),
+                source,
+            };
+            test.reference = m
+                .checked_run(&m.original, &test, ORIGINAL_LIMIT)
+                .map_err(failed)?;
+            let mut times = Vec::with_capacity(START_TIMINGS);
+            for _ in 0..START_TIMINGS {
+                let (start, end) = (&m.events[0], &m.events[1]);
+                m.timed_run(&m.original, &test, start, end)?;
+                end.wait(ORIGINAL_LIMIT).map_err(failed)?;
+                times.push(start.nanos_until(end)?);
+            }
+            test.original_ns = stats::median(&times);
+            tracing::info!(test = %case.name, original_us = test.original_ns / 1e3, "reference ready");
+            m.tests.push(test);
+        }
+        Ok(m)
+    }
+
+    pub fn device(&self) -> &DeviceInfo {
+        &self.device
+    }
+
+    /// The original's outputs on `test` (per argument), as computed at start.
+    pub fn reference(&self, test: &str) -> Option<&[Vec<u8>]> {
+        self.test(test).map(|t| t.reference.as_slice())
+    }
+
+    fn test(&self, name: &str) -> Option<&DeviceTest> {
+        self.tests.iter().find(|t| t.name == name)
+    }
+
+    /// How long one run of the variant may take on `test`.
+    fn limit(&self, test: &DeviceTest) -> Duration {
+        Duration::from_secs_f64(
+            (test.original_ns * 1e-9 * self.options.timeout_factor).max(self.options.min_timeout_s),
+        )
+    }
+
+    /// Checks and times `ptx` on every test of `set`; stops at the first
+    /// test that fails.
+    pub fn measure(&self, ptx: &str, set: TestSet) -> Measured {
+        let mut assessment = Assessment {
+            tests: Vec::new(),
+            device: Some(self.device.clone()),
+        };
+        let kernel = match Kernel::load(ptx, &self.kernel_name) {
+            Ok(k) => k,
+            Err(e) => {
+                let fatal = e.poisons_context();
+                assessment
+                    .tests
+                    .push(TestSummary::failed("load", e.kind(), e.to_string()));
+                return Measured { assessment, fatal };
+            }
+        };
+        let rounds = match set {
+            TestSet::Heldout => self.options.heldout_rounds,
+            _ => self.options.rounds,
+        };
+        for case in self.spec.tests(set) {
+            let test = self.test(&case.name).expect("every test uploaded at start");
+            let (summary, error) = self.measure_test(&kernel, test, rounds);
+            let failed = summary.failure.is_some();
+            assessment.tests.push(summary);
+            if let Some(e) = error.filter(CudaError::poisons_context) {
+                tracing::warn!(test = %test.name, error = %e, "context lost; the worker exits");
+                return Measured {
+                    assessment,
+                    fatal: true,
+                };
+            }
+            if failed {
+                break;
+            }
+        }
+        Measured {
+            assessment,
+            fatal: false,
+        }
+    }
+
+    fn measure_test(
+        &self,
+        kernel: &Kernel,
+        test: &DeviceTest,
+        rounds: u32,
+    ) -> (TestSummary, Option<CudaError>) {
+        let limit = self.limit(test);
+        let cuda_failure = |e: CudaError| {
+            let mut message = e.to_string();
+            if let CudaError::Timeout { .. } = e {
+                message += &format!(
+                    " ({}x the original's {:.1} us)",
+                    self.options.timeout_factor,
+                    test.original_ns / 1e3
+                );
+            }
+            let mut s = TestSummary::failed(&test.name, e.kind(), message);
+            s.original_cost = test.original_ns as u64;
+            (s, Some(e))
+        };
+        let outputs = match self.checked_run(kernel, test, limit) {
+            Ok(o) => o,
+            Err(e) => return cuda_failure(e),
+        };
+        let (failure, error) =
+            compare_outputs(&self.spec, &test.instance, &test.reference, &outputs);
+        if let Some(f) = failure {
+            let mut s = TestSummary::failed(&test.name, f.kind(), f.to_string());
+            s.original_cost = test.original_ns as u64;
+            s.error = Some(error);
+            return (s, None);
+        }
+        let timing = match self.time(kernel, test, rounds, limit) {
+            Ok(t) => t,
+            Err(e) => return cuda_failure(e),
+        };
+        let summary = TestSummary {
+            test: test.name.clone(),
+            failure: None,
+            cost: Some(stats::median(&timing.variant_ns).round() as u64),
+            original_cost: stats::median(&timing.original_ns).round() as u64,
+            error: Some(error),
+            timing: Some(timing),
+        };
+        (summary, None)
+    }
+
+    /// Warm-ups, then `rounds` rounds alternating which kernel runs first.
+    fn time(
+        &self,
+        kernel: &Kernel,
+        test: &DeviceTest,
+        rounds: u32,
+        limit: Duration,
+    ) -> Result<Timing, CudaError> {
+        for _ in 0..self.options.warmups {
+            for k in [&self.original, kernel] {
+                self.restore(test)?;
+                self.launch_all(k, test)?;
+            }
+        }
+        let rounds = rounds as usize;
+        for r in 0..rounds {
+            let e = &self.events[4 * r..4 * r + 4];
+            if r % 2 == 0 {
+                self.timed_run(&self.original, test, &e[0], &e[1])?;
+                self.timed_run(kernel, test, &e[2], &e[3])?;
+            } else {
+                self.timed_run(kernel, test, &e[2], &e[3])?;
+                self.timed_run(&self.original, test, &e[0], &e[1])?;
+            }
+        }
+        // Every run queued; the last event recorded ends the batch.
+        let last = if rounds % 2 == 1 { 3 } else { 1 };
+        let batch_limit = limit * (2 * rounds as u32 + 2 * self.options.warmups);
+        self.events[4 * (rounds - 1) + last].wait(batch_limit)?;
+        let mut timing = Timing {
+            original_ns: Vec::with_capacity(rounds),
+            variant_ns: Vec::with_capacity(rounds),
+        };
+        for r in 0..rounds {
+            let e = &self.events[4 * r..4 * r + 4];
+            timing.original_ns.push(e[0].nanos_until(&e[1])?);
+            timing.variant_ns.push(e[2].nanos_until(&e[3])?);
+        }
+        Ok(timing)
+    }
+
+    /// Restores the inputs, evicts L2, and queues the launches between two
+    /// events.
+    fn timed_run(
+        &self,
+        kernel: &Kernel,
+        test: &DeviceTest,
+        start: &Event,
+        end: &Event,
+    ) -> Result<(), CudaError> {
+        self.restore(test)?;
+        self.flush.fill(0)?;
+        start.record()?;
+        self.launch_all(kernel, test)?;
+        end.record()
+    }
+
+    /// One run with outputs poisoned; returns each argument's final bytes.
+    fn checked_run(
+        &self,
+        kernel: &Kernel,
+        test: &DeviceTest,
+        limit: Duration,
+    ) -> Result<Vec<Vec<u8>>, CudaError> {
+        self.restore(test)?;
+        let binding = self.launch_all(kernel, test)?;
+        let done = &self.events[0];
+        done.record()?;
+        done.wait(limit)?;
+        let mut outputs = Vec::with_capacity(test.work.len());
+        for (i, _) in test.work.iter().enumerate() {
+            outputs.push(match &test.work[binding[i]] {
+                Some(buffer) => {
+                    let mut bytes = vec![0u8; buffer.len];
+                    buffer.download(&mut bytes)?;
+                    bytes
+                }
+                None => Vec::new(),
+            });
+        }
+        Ok(outputs)
+    }
+
+    /// Inputs back to their uploaded contents, outputs poisoned.
+    fn restore(&self, test: &DeviceTest) -> Result<(), CudaError> {
+        for (work, pristine) in test.work.iter().zip(&test.pristine) {
+            match (work, pristine) {
+                (Some(w), Some(p)) => w.copy_from(p)?,
+                (Some(w), None) => w.fill(POISON)?,
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Queues the test's launches, exchanging buffers between them as the
+    /// spec's `repeat.swap` says; returns which buffer each argument ends on.
+    fn launch_all(&self, kernel: &Kernel, test: &DeviceTest) -> Result<Vec<usize>, CudaError> {
+        let i = &test.instance;
+        let mut binding: Vec<usize> = (0..i.args.len()).collect();
+        for launch in 0..i.launches {
+            let mut args: Vec<u64> = i
+                .args
+                .iter()
+                .enumerate()
+                .map(|(a, v)| match v {
+                    ArgValue::Buffer { .. } => test.work[binding[a]].as_ref().map_or(0, |b| b.ptr),
+                    ArgValue::Scalar(s) => scalar_bits(*s),
+                })
+                .collect();
+            kernel.launch(i.grid, i.block, i.shared_bytes, &mut args)?;
+            if launch + 1 < i.launches {
+                for &(a, b) in &i.swaps {
+                    binding.swap(a, b);
+                }
+            }
+        }
+        Ok(binding)
+    }
+}
+
+fn upload(name: &str, instance: Instance) -> Result<DeviceTest, CudaError> {
+    let mut pristine = Vec::with_capacity(instance.args.len());
+    let mut work = Vec::with_capacity(instance.args.len());
+    for arg in &instance.args {
+        match arg {
+            ArgValue::Buffer { role, data, .. } => {
+                work.push(Some(DeviceBuffer::new(data.len())?));
+                pristine.push(match role {
+                    Role::Out => None,
+                    Role::In | Role::Inout => {
+                        let b = DeviceBuffer::new(data.len())?;
+                        b.upload(data)?;
+                        Some(b)
+                    }
+                });
+            }
+            ArgValue::Scalar(_) => {
+                work.push(None);
+                pristine.push(None);
+            }
+        }
+    }
+    Ok(DeviceTest {
+        name: name.to_string(),
+        instance,
+        pristine,
+        work,
+        reference: Vec::new(),
+        original_ns: f64::NAN,
+    })
+}

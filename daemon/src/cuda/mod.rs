@@ -1,0 +1,166 @@
+//! The GPU backend. Variants are timed on a real GPU by a worker process per
+//! device (`gevod gpu-worker`), which owns the CUDA context: an illegal
+//! address poisons a context for good and a runaway kernel cannot be
+//! stopped, so either costs the worker, never the engine. The driver is
+//! loaded at run time (cudarc), so gevod builds and runs without CUDA.
+//!
+//! - [`driver`]: the checked driver calls (the only `unsafe` code).
+//! - [`measure`]: what a worker does per variant: check outputs, then time
+//!   it alternately with the original.
+//! - [`backend`]: the engine's side: compile workers and GPU workers,
+//!   pipelined, with the simulator pre-screen.
+
+pub mod backend;
+pub mod driver;
+pub mod measure;
+
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// Which GPU: an ordinal (`0`) or a UUID as nvidia-smi prints it
+/// (`GPU-8c3f...`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeviceSelector {
+    Ordinal(usize),
+    Uuid(String),
+}
+
+impl std::str::FromStr for DeviceSelector {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if let Ok(n) = s.parse() {
+            return Ok(DeviceSelector::Ordinal(n));
+        }
+        if s.len() > 4 && s[..4].eq_ignore_ascii_case("GPU-") {
+            return Ok(DeviceSelector::Uuid(s.to_string()));
+        }
+        Err(format!(
+            "expected a device ordinal (0) or a UUID (GPU-...), not {s:?}"
+        ))
+    }
+}
+
+impl std::fmt::Display for DeviceSelector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeviceSelector::Ordinal(n) => write!(f, "{n}"),
+            DeviceSelector::Uuid(u) => f.write_str(u),
+        }
+    }
+}
+
+/// The GPU a result was measured on; recorded with every GPU result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceInfo {
+    pub ordinal: usize,
+    pub uuid: String,
+    pub name: String,
+    pub compute_capability: (u32, u32),
+    /// The CUDA version the driver supports, `13.0`.
+    pub driver_version: String,
+    pub l2_bytes: u64,
+}
+
+impl DeviceInfo {
+    /// The PTX target matching the device: `sm_90` for 9.0.
+    pub fn arch(&self) -> String {
+        format!(
+            "sm_{}{}",
+            self.compute_capability.0, self.compute_capability.1
+        )
+    }
+
+    /// What GPU fitness is valid for (the cache's scope): the model, its
+    /// compute capability and the driver, not the particular card.
+    pub fn target(&self) -> String {
+        format!(
+            "{} {} driver {}",
+            self.name,
+            self.arch(),
+            self.driver_version
+        )
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CudaError {
+    #[error("no CUDA driver: libcuda.so cannot be loaded (install the NVIDIA driver, or use --backend sim)")]
+    NoDriver,
+    #[error("no CUDA device {wanted} (this machine has {count})")]
+    NoDevice { wanted: String, count: usize },
+    #[error("{call} failed: {name}")]
+    Driver { call: &'static str, name: String },
+    #[error("the driver rejects the PTX: {log}")]
+    InvalidPtx { log: String },
+    #[error("the kernel ran past {limit:?}")]
+    Timeout { limit: Duration },
+}
+
+impl CudaError {
+    /// Whether the context is unusable after this error (a sticky launch
+    /// error, or a kernel still running): the worker must exit.
+    pub fn poisons_context(&self) -> bool {
+        match self {
+            CudaError::Timeout { .. } => true,
+            CudaError::Driver { call, .. } => !call.starts_with("cuModule"),
+            _ => false,
+        }
+    }
+
+    /// The failure kind reported for a variant.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            CudaError::InvalidPtx { .. } => "invalid_ptx",
+            CudaError::Timeout { .. } => "timeout",
+            _ => "cuda_error",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selectors_and_targets() {
+        for (text, expected) in [
+            ("0", Ok(DeviceSelector::Ordinal(0))),
+            ("3", Ok(DeviceSelector::Ordinal(3))),
+            (
+                "GPU-8c3f0a2e-1b2c-3d4e-5f60-718293a4b5c6",
+                Ok(DeviceSelector::Uuid(
+                    "GPU-8c3f0a2e-1b2c-3d4e-5f60-718293a4b5c6".into(),
+                )),
+            ),
+            ("gpu", Err(())),
+            ("-1", Err(())),
+        ] {
+            assert_eq!(text.parse::<DeviceSelector>().map_err(|_| ()), expected);
+        }
+        let d = DeviceInfo {
+            ordinal: 0,
+            uuid: driver::format_uuid(&[0xab; 16]),
+            name: "NVIDIA H200".into(),
+            compute_capability: (9, 0),
+            driver_version: "13.0".into(),
+            l2_bytes: 50 << 20,
+        };
+        assert_eq!(d.uuid, "GPU-abababab-abab-abab-abab-abababababab");
+        assert_eq!(d.arch(), "sm_90");
+        assert_eq!(d.target(), "NVIDIA H200 sm_90 driver 13.0");
+    }
+
+    /// Without a driver (CI), probing fails with the one clear error; with
+    /// one, device 0 describes itself.
+    #[test]
+    fn probing_names_a_missing_driver() {
+        match driver::probe(&DeviceSelector::Ordinal(0)) {
+            Err(CudaError::NoDriver) => {
+                println!("no CUDA driver here: checked the error only")
+            }
+            Err(CudaError::NoDevice { count: 0, .. }) => println!("a driver but no GPU"),
+            Ok(d) => assert!(d.arch().starts_with("sm_"), "{d:?}"),
+            Err(e) => panic!("{e}"),
+        }
+    }
+}

@@ -1,0 +1,252 @@
+//! Statistics of GPU timings: medians, and a bootstrap confidence interval
+//! for the ratio of a variant's time to the original's. Pure functions; the
+//! resampling generator is seeded, so the same samples give the same
+//! interval.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+/// Paired timings of one test: round `k` ran the original and the variant
+/// back to back (in alternating order), so drift hits both alike.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Timing {
+    /// Nanoseconds per round: all of the test's launches of the original.
+    pub original_ns: Vec<f64>,
+    /// Nanoseconds per round: the same for the variant.
+    pub variant_ns: Vec<f64>,
+}
+
+/// A point estimate with its confidence interval.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Interval {
+    pub estimate: f64,
+    pub lo: f64,
+    pub hi: f64,
+}
+
+impl Interval {
+    pub fn point(x: f64) -> Self {
+        Interval {
+            estimate: x,
+            lo: x,
+            hi: x,
+        }
+    }
+
+    /// The interval of `1 / x` (a cost ratio's speedup).
+    pub fn reciprocal(self) -> Self {
+        Interval {
+            estimate: 1.0 / self.estimate,
+            lo: 1.0 / self.hi,
+            hi: 1.0 / self.lo,
+        }
+    }
+
+    /// Whether the whole interval lies below `x`.
+    pub fn below(&self, x: f64) -> bool {
+        self.hi < x
+    }
+}
+
+/// Bootstrap resamples per interval: enough that the 2.5% and 97.5%
+/// quantiles move by well under the timing noise.
+pub const RESAMPLES: usize = 2000;
+/// Two-sided confidence of the intervals.
+pub const CONFIDENCE: f64 = 0.95;
+/// Fixed seed of the resampling generator: intervals are a function of the
+/// samples alone.
+const BOOTSTRAP_SEED: u64 = 0x6765_766f;
+
+/// The median; NaN for no samples. Even counts average the middle two.
+pub fn median(samples: &[f64]) -> f64 {
+    let mut v: Vec<f64> = samples.to_vec();
+    median_in_place(&mut v)
+}
+
+fn median_in_place(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// The spread of samples around their median: the median absolute
+/// deviation, relative to the median (0.02 = 2%).
+pub fn relative_spread(samples: &[f64]) -> f64 {
+    let m = median(samples);
+    let deviations: Vec<f64> = samples.iter().map(|x| (x - m).abs()).collect();
+    median(&deviations) / m
+}
+
+/// The cost ratio over several tests, `sum(median variant) / sum(median
+/// original)`, with a percentile bootstrap interval: each resample draws
+/// every test's rounds with replacement (pairs stay together) and
+/// recomputes the ratio. Tests without rounds are skipped; none gives NaN.
+pub fn cost_ratio(tests: &[&Timing]) -> Interval {
+    let tests: Vec<&Timing> = tests
+        .iter()
+        .copied()
+        .filter(|t| !t.original_ns.is_empty() && t.original_ns.len() == t.variant_ns.len())
+        .collect();
+    if tests.is_empty() {
+        return Interval::point(f64::NAN);
+    }
+    let all: Vec<Vec<usize>> = tests
+        .iter()
+        .map(|t| (0..t.original_ns.len()).collect())
+        .collect();
+    let estimate = ratio_of_medians(&tests, &all);
+    let mut rng = ChaCha8Rng::seed_from_u64(BOOTSTRAP_SEED);
+    let mut resampled: Vec<f64> = (0..RESAMPLES)
+        .map(|_| {
+            let draws: Vec<Vec<usize>> = tests
+                .iter()
+                .map(|t| {
+                    let n = t.original_ns.len();
+                    (0..n).map(|_| rng.gen_range(0..n)).collect()
+                })
+                .collect();
+            ratio_of_medians(&tests, &draws)
+        })
+        .collect();
+    resampled.sort_by(f64::total_cmp);
+    let tail = (1.0 - CONFIDENCE) / 2.0;
+    let at = |q: f64| resampled[((q * (RESAMPLES - 1) as f64).round() as usize).min(RESAMPLES - 1)];
+    Interval {
+        estimate,
+        lo: at(tail).min(estimate),
+        hi: at(1.0 - tail).max(estimate),
+    }
+}
+
+/// `sum(median variant) / sum(median original)` over the rounds `draws[t]`
+/// of each test `t`.
+fn ratio_of_medians(tests: &[&Timing], draws: &[Vec<usize>]) -> f64 {
+    let (mut variant, mut original) = (0.0, 0.0);
+    let (mut o, mut v) = (Vec::new(), Vec::new());
+    for (t, rounds) in tests.iter().zip(draws) {
+        o.clear();
+        v.clear();
+        o.extend(rounds.iter().map(|&k| t.original_ns[k]));
+        v.extend(rounds.iter().map(|&k| t.variant_ns[k]));
+        original += median_in_place(&mut o);
+        variant += median_in_place(&mut v);
+    }
+    variant / original
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand_distr_free::normal;
+
+    /// Normal samples without another dependency: Box-Muller on ChaCha8.
+    mod rand_distr_free {
+        use rand::Rng;
+        pub fn normal(rng: &mut impl Rng, mean: f64, sd: f64) -> f64 {
+            let u1: f64 = rng.gen_range(f64::EPSILON..1.0);
+            let u2: f64 = rng.gen();
+            mean + sd * (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+        }
+    }
+
+    fn timing(seed: u64, rounds: usize, original: f64, variant: f64, noise: f64) -> Timing {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut t = Timing {
+            original_ns: Vec::new(),
+            variant_ns: Vec::new(),
+        };
+        for _ in 0..rounds {
+            t.original_ns
+                .push(normal(&mut rng, original, original * noise));
+            t.variant_ns
+                .push(normal(&mut rng, variant, variant * noise));
+        }
+        t
+    }
+
+    #[test]
+    fn medians() {
+        let cases: [(&[f64], f64); 5] = [
+            (&[3.0], 3.0),
+            (&[3.0, 1.0, 2.0], 2.0),
+            (&[4.0, 1.0, 3.0, 2.0], 2.5),
+            (&[1.0, 1.0, 100.0], 1.0),
+            (&[-1.0, 5.0], 2.0),
+        ];
+        for (samples, expected) in cases {
+            assert_eq!(median(samples), expected, "{samples:?}");
+        }
+        assert!(median(&[]).is_nan());
+        assert_eq!(relative_spread(&[10.0, 11.0, 9.0, 10.0, 30.0]), 0.1);
+    }
+
+    /// (true variant/original ratio, noise, rounds, how many of 20 seeds
+    /// may claim a speedup: the interval lies below 1.0).
+    #[test]
+    fn intervals_claim_real_speedups_and_only_those() {
+        let cases = [
+            (0.80, 0.02, 20, 20..=20),
+            (0.95, 0.01, 20, 20..=20),
+            (0.99, 0.002, 40, 20..=20),
+            (1.00, 0.05, 20, 0..=3), // the interval's 2.5% tail
+            (1.00, 0.01, 40, 0..=3),
+            (1.05, 0.02, 20, 0..=0),
+            (0.99, 0.10, 10, 0..=9), // a 1% gain inside 10% noise
+        ];
+        for (ratio, noise, rounds, allowed) in cases {
+            let mut claimed = 0;
+            for seed in 0..20 {
+                let t = timing(seed, rounds, 10_000.0, 10_000.0 * ratio, noise);
+                let i = cost_ratio(&[&t]);
+                assert!(i.lo <= i.estimate && i.estimate <= i.hi, "{i:?}");
+                assert!(
+                    (i.estimate - ratio).abs() < 4.0 * noise,
+                    "estimate {i:?} for ratio {ratio}"
+                );
+                claimed += usize::from(i.below(1.0));
+            }
+            assert!(
+                allowed.contains(&claimed),
+                "ratio {ratio}, noise {noise}: {claimed}/20 seeds claim a speedup"
+            );
+        }
+    }
+
+    #[test]
+    fn intervals_cover_the_true_ratio_about_95_percent() {
+        let covered = (0..200)
+            .filter(|&seed| {
+                let t = timing(seed, 30, 20_000.0, 18_000.0, 0.05);
+                let i = cost_ratio(&[&t]);
+                i.lo <= 0.9 && 0.9 <= i.hi
+            })
+            .count();
+        assert!((175..=200).contains(&covered), "covered {covered}/200");
+    }
+
+    #[test]
+    fn several_tests_weigh_by_time_and_resampling_is_deterministic() {
+        let small = timing(1, 20, 1_000.0, 500.0, 0.01);
+        let large = timing(2, 20, 100_000.0, 100_000.0, 0.01);
+        let i = cost_ratio(&[&small, &large]);
+        // Halving a test that takes 1% of the time gains about 0.5%.
+        assert!((i.estimate - 0.995).abs() < 0.005, "{i:?}");
+        assert_eq!(i, cost_ratio(&[&small, &large]));
+        assert!(cost_ratio(&[]).estimate.is_nan());
+        let r = Interval {
+            estimate: 0.5,
+            lo: 0.4,
+            hi: 0.8,
+        }
+        .reciprocal();
+        assert_eq!((r.estimate, r.lo, r.hi), (2.0, 1.25, 2.5));
+    }
+}
