@@ -5,36 +5,53 @@
 #   here:   scripts/package-gevod.sh           (writes .dist/gevod.gz)
 #   there:  scripts/gpu-suite.sh [.dist/gevod.gz]
 #
-# Checks, each counted: every fixture's PTX (libdevice linked from the CUDA
-# install) is accepted by ptxas for sm_90; for every fixture, SEEDS mutated
-# variants emit PTX that ptxas accepts; vecadd's PTX loads and runs on the GPU
-# and gives the right sums. Ends with "N passed, N failed".
+# Checks, each counted:
+#  - gevod carries no libLLVM; every fixture's PTX (libdevice linked from the
+#    CUDA install) and SEEDS mutated variants of it are accepted by ptxas;
+#  - every fixture's original kernel gives on the GPU what the simulator
+#    gives (bit for bit for integer outputs, within the spec's tolerance
+#    for floats), and the stencil's bundled patch passes every test there;
+#  - planted faults (an out-of-bounds write, an endless loop, invalid PTX)
+#    are each rejected with their reason, and the variant after each still
+#    evaluates; the pre-screen rejects a patch that reads out of bounds, and
+#    the GPU times out one that loops forever;
+#  - a timed `gevod evolve --backend cuda` on stencil and nw (EVOLVE_TIME
+#    each) and on vecadd (THROUGHPUT_TIME), printing validated speedups with
+#    their intervals and the evaluation rates.
+# Ends with "N passed, N failed". With REPORT=FILE, also writes the results
+# as a Markdown section for BENCHMARKS.md.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 package=${1:-.dist/gevod.gz}
-seeds=${SEEDS:-40}
+seeds=${SEEDS:-20}
+evolve_time=${EVOLVE_TIME:-120s}
+throughput_time=${THROUGHPUT_TIME:-45s}
+report=${REPORT:-/dev/null}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 gevod=$work/gevod
 gunzip -c "$package" > "$gevod" && chmod +x "$gevod" || { echo "gpu-suite: cannot unpack $package" >&2; exit 1; }
+export GEVO_LIBDEVICE=${GEVO_LIBDEVICE:-/usr/local/cuda/nvvm/libdevice/libdevice.10.bc}
+k=tests/fixtures/kernels
 
 passed=0 failed=0
 check() { # name, command...
     local name=$1; shift
     if "$@" > "$work/log" 2>&1; then
-        passed=$((passed + 1))
+        passed=$((passed + 1)); echo "ok   $name"
     else
-        failed=$((failed + 1)); echo "FAIL $name"; tail -5 "$work/log"
+        failed=$((failed + 1)); echo "FAIL $name"; tail -8 "$work/log"
     fi
 }
 
-echo "gpu-suite: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1); $(ptxas --version | tail -1)"
+gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
+echo "gpu-suite: $gpu; $(ptxas --version | tail -1)"
 check "no libLLVM in gevod" bash -c "! ldd '$gevod' | grep -qi libllvm"
 
 fixtures=(vecadd reduce stencil nw loops expf)
 for f in "${fixtures[@]}"; do
-    ll=tests/fixtures/kernels/$f.ll
+    ll=$k/$f.ll
     check "$f: original PTX assembles" bash -c "'$gevod' ptx $ll -o $work/$f.ptx && ptxas -arch=sm_90 $work/$f.ptx -o $work/$f.cubin"
     ok=0
     for seed in $(seq 1 "$seeds"); do
@@ -47,22 +64,103 @@ for f in "${fixtures[@]}"; do
             echo "  $f seed $seed:"; tail -3 "$work/err"
         fi
     done
-    echo "gpu-suite: $f: $ok/$seeds mutated variants assembled by ptxas"
-    check "$f: all mutated variants assemble" test "$ok" -eq "$seeds"
+    check "$f: $ok/$seeds mutated variants assemble" test "$ok" -eq "$seeds"
+    check "$f: GPU outputs match the simulator's" "$gevod" run $k/$f.gevo.toml --backend cuda --compare-sim
+    sed -n '1,40p' "$work/log" | sed 's/^/    /'
 done
 
-check "vecadd PTX runs on the GPU" python3 - "$work/vecadd.ptx" <<'PY'
-import sys, numpy as np, cupy as cp
-mod = cp.RawModule(path=sys.argv[1])
-k = mod.get_function("vecadd")
-n = 1 << 20
-a = cp.random.rand(n, dtype=cp.float32); b = cp.random.rand(n, dtype=cp.float32)
-c = cp.zeros(n, dtype=cp.float32)
-k(((n + 255) // 256,), (256,), (a, b, c, np.int32(n)))
-cp.cuda.runtime.deviceSynchronize()
-assert cp.array_equal(c, a + b), "wrong sums"
-print("vecadd ok")
+check "stencil: bundled patch passes every test on the GPU" \
+    "$gevod" run $k/stencil.gevo.toml --backend cuda --patch $k/stencil.drop-barrier.patch.json
+sed 's/^/    /' "$work/log"
+
+# Planted faults, in PTX made from vecadd's: each bad one between good ones.
+good=$work/vecadd.ptx
+sed 's/^\(\s*\)st.global.f32 \s*\[%rd1\], %f3;/\1add.s64 %rd1, %rd1, 1099511627776;\n\1st.global.f32 [%rd1], %f3;/' "$good" > "$work/oob.ptx"
+sed 's/^\$L__BB0_2:/$L__hang:\n\tst.global.f32 [%rd1], %f3;\n\tbra.uni $L__hang;\n$L__BB0_2:/' "$good" > "$work/hang.ptx"
+sed 's/add.rn.f32/add.bogus.f32/' "$good" > "$work/invalid.ptx"
+for bad in oob hang invalid; do
+    check "planted fault: $bad.ptx differs from the original" bash -c "! cmp -s $good $work/$bad.ptx"
+done
+"$gevod" run $k/vecadd.gevo.toml --backend cuda --tests train --json \
+    --ptx "$work/oob.ptx" --ptx "$good" --ptx "$work/hang.ptx" --ptx "$good" \
+    --ptx "$work/invalid.ptx" --ptx "$good" > "$work/faults.json" 2> "$work/faults.err"
+check "planted faults: each rejected with its reason, the next variant passes" python3 - "$work/faults.json" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))
+expect = [("CUDA_ERROR_ILLEGAL_ADDRESS", "cuda_error"), None, ("ran past", "timeout"), None,
+          ("rejects the PTX", "invalid_ptx"), None]
+assert len(rows) == len(expect), f"{len(rows)} results"
+for row, e in zip(rows, expect):
+    kinds = [t["failure"][0] for t in row["tests"] if t["failure"]]
+    print(row["variant"].split("/")[-1], "->", "pass" if row["passed"] else f"{kinds[0]}: {row['failure'][:150]}")
+    if e is None:
+        assert row["passed"], row["failure"]
+    else:
+        assert not row["passed"] and kinds[0] == e[1] and e[0] in row["failure"], row["failure"]
 PY
+sed 's/^/    /' "$work/log"
+
+"$gevod" run $k/vecadd.gevo.toml --backend cuda --tests train \
+    --patch $k/vecadd.no-bounds-check.patch.json > "$work/screen.txt" 2>&1
+check "pre-screen: an out-of-bounds patch is rejected on the simulator" \
+    grep -q "pre-screen on the simulator: out-of-bounds" "$work/screen.txt"
+"$gevod" run $k/loops.gevo.toml --backend cuda --tests train \
+    --patch $k/loops.endless.patch.json > "$work/endless.txt" 2>&1
+check "an endless loop the pre-screen misses times out on the GPU" \
+    grep -q "timeout" "$work/endless.txt"
+sed 's/^/    /' "$work/endless.txt" | head -12
+
+# Timed searches. Prints each job's validated speedup with its interval.
+evolve() { # fixture, time
+    GEVOD_LOG=gevod::evolve=debug "$gevod" evolve $k/$1.gevo.toml --backend cuda --time "$2" \
+        --state "$work/state-$1" --json > "$work/$1.json" 2> "$work/$1.err"
+}
+rejections() { # fixture: the commonest reasons variants were rejected for
+    python3 - "$work/$1.err" <<'PY'
+import collections, re, sys
+reasons = collections.Counter()
+for line in open(sys.argv[1], errors="replace"):
+    m = re.search(r'reason=(.*?) edits=|reason=(.*)$', line.strip())
+    if "rejected" in line and m:
+        text = re.sub(r"\x1b\[[0-9;]*m", "", m.group(1) or m.group(2))
+        reasons[re.sub(r"[0-9]+", "N", text)[:110]] += 1
+for text, n in reasons.most_common(6):
+    print(f"    {n:6d}  {text}")
+PY
+}
+summary() { # fixture
+    python3 - "$work/$1.json" "$1" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+fresh = r["evaluations"] - r["cache_hits"]
+secs = r["evaluations"] / max(r["evaluations_per_second"], 1e-9)
+best = r["best"]
+speed = (f'{best["speedup"]:.3f}x [{best["interval"][0]:.3f}, {best["interval"][1]:.3f}], '
+         f'{best["edits_after"]} edits' if best else "none validated")
+print(f'| {sys.argv[2]} | {secs:.0f} | {r["generations"]} | {r["evaluations"]} | '
+      f'{r["evaluations_per_second"]:.1f} | {fresh / secs:.1f} | {r["worker_respawns"]} | '
+      f'{r["validated"]} | {speed} |')
+PY
+}
+rows=()
+for f in stencil nw; do
+    check "$f: timed evolve on the GPU ($evolve_time)" evolve $f "$evolve_time"
+    grep -v DEBUG "$work/$f.err" | tail -3
+    echo "  $f: commonest rejections"; rejections $f
+    rows+=("$(summary $f)")
+done
+check "vecadd: timed evolve on the GPU ($throughput_time)" evolve vecadd "$throughput_time"
+grep -v DEBUG "$work/vecadd.err" | tail -2
+echo "  vecadd: commonest rejections"; rejections vecadd
+rows+=("$(summary vecadd)")
+
+{
+    echo "GPU: $gpu. gevod $("$gevod" --version | cut -d' ' -f2), $(date -u +%Y-%m-%d)."
+    echo
+    echo "| fixture | seconds | generations | evaluations | evaluations/s | new variants/s | worker respawns | validated | best validated speedup [95% interval] |"
+    echo "|---|---|---|---|---|---|---|---|---|"
+    printf '%s\n' "${rows[@]}"
+} | tee "$report"
 
 echo "gpu-suite: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -191,6 +191,7 @@ pub fn evolve(args: EvolveArgs) -> Result<i32> {
             Err(e) => return Err(e).with_context(|| args.spec.display().to_string()),
         }
     }
+    let respawns = backend.respawns();
     drop(backend);
     progress.finish();
     let out_dir = args.state.join(&job.id);
@@ -201,6 +202,7 @@ pub fn evolve(args: EvolveArgs) -> Result<i32> {
         exported: exported.as_ref(),
         state: &args.state,
         rate: progress.rate(),
+        respawns,
         interrupted,
     };
     if args.json {
@@ -341,6 +343,8 @@ struct Report<'a> {
     exported: Option<&'a Exported>,
     state: &'a Path,
     rate: f64,
+    /// Worker processes replaced in this run.
+    respawns: u64,
     interrupted: bool,
 }
 
@@ -367,12 +371,13 @@ impl Report<'_> {
             );
         }
         out += &format!(
-            "generations {}, evaluations {} ({:.1}% from the cache), valid {:.1}%, {:.1} evaluations/s\n\n",
+            "generations {}, evaluations {} ({:.1}% from the cache), valid {:.1}%, {:.1} evaluations/s, {} worker respawns\n\n",
             e.generations().saturating_sub(1),
             c.evaluations,
             100.0 * c.cache_hit_rate(),
             100.0 * c.valid_share(),
-            self.rate
+            self.rate,
+            self.respawns
         );
         match (self.best(), self.exported) {
             (Some(v), Some(files)) => {
@@ -470,6 +475,7 @@ impl Report<'_> {
             "cache_hit_rate": c.cache_hit_rate(),
             "valid_share": c.valid_share(),
             "evaluations_per_second": self.rate,
+            "worker_respawns": self.respawns,
             "best_cost": e.best_cost(),
             "validated": e.validated().len(),
             "best": best,

@@ -133,7 +133,14 @@ pub fn gpu_worker(
     };
     let stdin = std::io::stdin().lock();
     let stdout = std::io::stdout().lock();
-    worker::serve(handler, None, stdin, stdout).context("worker I/O")
+    let served = worker::serve(handler, None, stdin, stdout).context("worker I/O");
+    if served.is_ok() {
+        // No destructors: freeing device memory or unloading modules waits
+        // for running kernels, and after a timeout one runs forever. The
+        // driver reclaims everything when the process ends.
+        std::process::exit(0);
+    }
+    served
 }
 
 fn start_measurer(

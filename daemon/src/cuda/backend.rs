@@ -51,6 +51,7 @@ impl Handler for GpuWorker {
                     Response::Assessed {
                         id,
                         assessment: measured.assessment,
+                        exiting: measured.fatal,
                     },
                     measured.fatal,
                 ))
@@ -106,12 +107,6 @@ impl CudaBackend {
             prescreen: options.prescreen,
             screened_out: 0,
         })
-    }
-
-    /// Worker processes replaced after crashes, hangs, garbage or a lost
-    /// context.
-    pub fn respawns(&self) -> u64 {
-        self.compile.respawns + self.gpu.respawns
     }
 
     /// Measures ready-made PTX (no compilation, no pre-screen), in order.
@@ -240,6 +235,10 @@ fn assessment_of(response: Result<Response, String>) -> Assessment {
 impl Backend for CudaBackend {
     fn scope(&self) -> Scope {
         self.scope.clone()
+    }
+
+    fn respawns(&self) -> u64 {
+        self.compile.respawns + self.gpu.respawns
     }
 
     fn test_set_hash(&self, set: TestSet) -> String {

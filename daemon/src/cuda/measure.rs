@@ -202,6 +202,9 @@ impl Measurer {
             assessment.tests.push(summary);
             if let Some(e) = error.filter(CudaError::poisons_context) {
                 tracing::warn!(test = %test.name, error = %e, "context lost; the worker exits");
+                // Unloading a module waits for its kernels, and one may run
+                // forever: leave it to the process exit.
+                std::mem::forget(kernel);
                 return Measured {
                     assessment,
                     fatal: true,

@@ -134,6 +134,10 @@ pub trait Backend {
     fn test_set_hash(&self, set: TestSet) -> String;
     /// Each patch's PTX, or why it has none.
     fn compile(&mut self, patches: &[Patch]) -> Result<Vec<Result<Build, String>>, BackendError>;
+    /// Worker processes replaced so far (crashes, hangs, lost GPU contexts).
+    fn respawns(&self) -> u64 {
+        0
+    }
     /// Each patch run on `set`.
     fn assess(&mut self, patches: &[Patch], set: TestSet) -> Result<Vec<Assessment>, BackendError>;
 

@@ -75,6 +75,10 @@ pub enum Response {
     Assessed {
         id: u64,
         assessment: Assessment,
+        /// The worker exits after this answer (a GPU worker whose context
+        /// the variant broke); the pool replaces it at once.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        exiting: bool,
     },
     /// The worker cannot go on (its spec broke); it exits after this.
     Fatal {
@@ -264,6 +268,7 @@ impl Handler for InProcess {
             Request::Assess { id, patch, set } => Response::Assessed {
                 id,
                 assessment: self.assess_one(&patch, set).map_err(|e| e.to_string())?,
+                exiting: false,
             },
             Request::Measure { .. } => {
                 return Err("this worker has no GPU; measure requests go to gpu-worker".into())

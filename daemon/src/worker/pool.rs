@@ -64,7 +64,7 @@ pub struct WorkerPool {
     next_serial: u64,
     next_request: u64,
     stop: Arc<AtomicBool>,
-    /// Workers replaced after a crash, garbage or a timeout.
+    /// Workers replaced after a crash, garbage, a timeout or an exit.
     pub respawns: u64,
 }
 
@@ -260,9 +260,14 @@ impl WorkerPool {
                         (Ok(response), &State::Busy { request, .. })
                             if response_id(&response) == Some(requests[request].id()) =>
                         {
+                            let exiting =
+                                matches!(response, Response::Assessed { exiting: true, .. });
                             results[request] = Some(Ok(response));
                             remaining -= 1;
                             self.workers[slot].state = State::Idle;
+                            if exiting {
+                                self.replace(slot)?;
+                            }
                         }
                         (_, state) => {
                             let request = match state {
@@ -350,6 +355,10 @@ impl Drop for WorkerPool {
 impl Backend for WorkerPool {
     fn scope(&self) -> Scope {
         self.scope.clone()
+    }
+
+    fn respawns(&self) -> u64 {
+        self.respawns
     }
 
     fn test_set_hash(&self, set: TestSet) -> String {
