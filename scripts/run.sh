@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds gevod, and runs the main job on its
-# embedded default, the CPU simulator: GEVO's search on the bundled stencil
+# embedded default, the CPU simulator (the GPU where one is present): GEVO's search on the bundled stencil
 # kernel (3,000 evaluations), then the report: the best validated variant,
 # its held-out results, its edits before and after minimization, the Pareto
 # front, and where its PTX and patch were written. Running it again resumes

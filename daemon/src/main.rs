@@ -188,8 +188,11 @@ enum Tests {
 }
 
 fn main() {
+    use std::io::IsTerminal;
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_env("GEVOD_LOG"))
+        // Colour only on a terminal: logs captured to files stay plain text.
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
     if let Err(err) = run(Cli::parse()) {

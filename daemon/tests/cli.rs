@@ -384,3 +384,41 @@ fn run_reports_each_test_and_the_bundled_patch_is_faster() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("race"));
     assert!(String::from_utf8_lossy(&out.stderr).contains("stencil.gevo.toml: 3 of 3 tests failed"));
 }
+
+/// Without a CUDA driver (CI), `--backend cuda` is one line saying so, GPU-only
+/// options say they need the GPU, and `auto` runs on the simulator. With a
+/// GPU the suite in scripts/gpu-suite.sh covers these paths.
+#[test]
+fn the_gpu_backend_without_a_driver_is_one_clear_line() {
+    if gevod::cuda::driver::init().is_ok() {
+        println!("skipped: this machine has a CUDA driver (scripts/gpu-suite.sh tests the GPU)");
+        return;
+    }
+    let spec = common::spec_fixture("vecadd");
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let no_driver = "gevod: --backend cuda: no CUDA driver: libcuda.so cannot be loaded (install the NVIDIA driver, or use --backend sim)\n";
+    for args in [
+        vec!["run", s(&spec), "--backend", "cuda"],
+        vec![
+            "evolve",
+            s(&spec),
+            "--backend",
+            "cuda",
+            "--state",
+            s(&state),
+        ],
+    ] {
+        let out = gevod(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), no_driver, "{args:?}");
+    }
+    assert!(!state.exists(), "nothing is written when the backend fails");
+    let out = gevod(&["run", s(&spec), "--ptx", s(&spec)]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "gevod: --ptx needs the GPU backend (no GPU is in use: --backend sim, or auto without a GPU)\n"
+    );
+    let out = ok(&["run", s(&spec), "--tests", "train"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("train[2]"));
+}

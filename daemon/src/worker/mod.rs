@@ -343,3 +343,129 @@ pub fn serve(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eval::TestSummary;
+    use crate::stats::Timing;
+
+    fn device() -> DeviceInfo {
+        DeviceInfo {
+            ordinal: 1,
+            uuid: "GPU-58cba95d-ca2a-6e6a-c26d-68000d48365c".into(),
+            name: "NVIDIA H200".into(),
+            compute_capability: (9, 0),
+            driver_version: "13.0".into(),
+            l2_bytes: 52_428_800,
+        }
+    }
+
+    fn assessment() -> Assessment {
+        Assessment {
+            tests: vec![
+                TestSummary {
+                    test: "train[0]".into(),
+                    failure: None,
+                    cost: Some(4960),
+                    original_cost: 4800,
+                    error: Some(0.0),
+                    timing: Some(Timing {
+                        original_ns: vec![4800.0, 4812.5],
+                        variant_ns: vec![4960.0, 4950.25],
+                    }),
+                },
+                TestSummary::failed(
+                    "train[1]",
+                    "cuda_error",
+                    "CUDA_ERROR_ILLEGAL_ADDRESS".into(),
+                ),
+            ],
+            device: Some(device()),
+        }
+    }
+
+    /// Every message survives the wire unchanged, and the requests' text is
+    /// the documented one (ARCHITECTURE.md, "worker protocol").
+    #[test]
+    fn messages_round_trip() {
+        let scope = Scope {
+            backend: "cuda".into(),
+            target: device().target(),
+        };
+        let build = Build {
+            ptx_hash: "ab".repeat(32),
+            ptx: ".version 8.0\n.target sm_90\n".into(),
+        };
+        let requests = [
+            (
+                Request::Measure {
+                    id: 7,
+                    ptx: build.ptx.clone(),
+                    set: TestSet::Heldout,
+                },
+                r#"{"op":"measure","id":7,"ptx":".version 8.0\n.target sm_90\n","set":"heldout"}"#,
+            ),
+            (
+                Request::Assess {
+                    id: 8,
+                    patch: Patch {
+                        format: 1,
+                        ir_hash: "00".into(),
+                        kernel: "k".into(),
+                        edits: Vec::new(),
+                    },
+                    set: TestSet::Train,
+                },
+                r#"{"op":"assess","id":8,"patch":{"format":1,"ir_hash":"00","kernel":"k","edits":[]},"set":"train"}"#,
+            ),
+        ];
+        for (request, text) in requests {
+            assert_eq!(serde_json::to_string(&request).unwrap(), text);
+            assert_eq!(serde_json::from_str::<Request>(text).unwrap(), request);
+        }
+        // A compile request from protocol 1 (no prescreen) still reads.
+        let old = r#"{"op":"compile","id":3,"patch":{"format":1,"ir_hash":"00","kernel":"k","edits":[]}}"#;
+        assert!(matches!(
+            serde_json::from_str::<Request>(old).unwrap(),
+            Request::Compile {
+                prescreen: false,
+                ..
+            }
+        ));
+        let responses = [
+            Response::Ready {
+                protocol: PROTOCOL,
+                scope: scope.clone(),
+                device: Some(device()),
+            },
+            Response::Built {
+                id: 1,
+                build: build.clone(),
+                screened_out: Some(assessment()),
+            },
+            Response::Built {
+                id: 2,
+                build,
+                screened_out: None,
+            },
+            Response::CompileFailed {
+                id: 3,
+                reason: "no".into(),
+            },
+            Response::Assessed {
+                id: 4,
+                assessment: assessment(),
+                exiting: true,
+            },
+            Response::Fatal {
+                message: "spec broke".into(),
+            },
+        ];
+        for response in responses {
+            let text = serde_json::to_string(&response).unwrap();
+            assert!(!text.contains('\n'), "one line: {text}");
+            assert_eq!(serde_json::from_str::<Response>(&text).unwrap(), response);
+        }
+    }
+}

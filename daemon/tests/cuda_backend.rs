@@ -1,0 +1,179 @@
+//! The GPU backend's supervision and pipeline without a GPU: real compile
+//! workers (`gevod eval-worker`, with the simulator pre-screen) feeding a
+//! stand-in GPU worker (tests/fixtures/fake/gpu-worker.sh) that crashes,
+//! hangs, answers garbage or exits on the requests its plan names. Each
+//! fault costs its variant and a respawn; every other variant, in the same
+//! batch and the next, is measured.
+
+mod common;
+
+use gevod::cuda::backend::{CudaBackend, CudaOptions};
+use gevod::cuda::DeviceInfo;
+use gevod::evolve::{Backend, Evaluated};
+use gevod::ir::Patch;
+use gevod::spec::{self, TestSet};
+use gevod::worker::pool::PoolOptions;
+use rand::SeedableRng;
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn fake_device() -> DeviceInfo {
+    DeviceInfo {
+        ordinal: 0,
+        uuid: "GPU-00000000-0000-0000-0000-000000000000".into(),
+        name: "Fake GPU".into(),
+        compute_capability: (9, 0),
+        driver_version: "13.0".into(),
+        l2_bytes: 1 << 20,
+    }
+}
+
+fn backend(plan: &str, counter: &Path, prescreen: bool) -> CudaBackend {
+    let spec_path = common::spec_fixture("vecadd");
+    let spec = spec::load(&spec_path).unwrap();
+    let compile = PoolOptions {
+        program: env!("CARGO_BIN_EXE_gevod").into(),
+        args: vec!["eval-worker".into(), spec_path.into()],
+        env: Vec::new(),
+        workers: 2,
+        timeout: Duration::from_secs(60),
+        start_timeout: Duration::from_secs(60),
+    };
+    let gpu = PoolOptions {
+        program: common::repo_root().join("tests/fixtures/fake/gpu-worker.sh"),
+        args: Vec::new(),
+        env: vec![
+            ("FAKE_GPU_PLAN".into(), plan.into()),
+            ("FAKE_GPU_COUNTER".into(), counter.into()),
+        ],
+        workers: 1,
+        timeout: Duration::from_secs(3),
+        start_timeout: Duration::from_secs(30),
+    };
+    let options = CudaOptions {
+        compile,
+        gpu,
+        device: fake_device(),
+        arch: "sm_90".into(),
+        prescreen,
+    };
+    CudaBackend::start(options, &spec, Arc::new(AtomicBool::new(false))).unwrap()
+}
+
+/// Random patches of 1 to 3 edits (more than a compile chunk, so the
+/// pipeline overlaps several).
+fn patches(seed: u64, count: usize) -> Vec<Patch> {
+    let ir = common::load("vecadd");
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    (0..count)
+        .map(|k| ir.mutate(&mut rng, 1 + k % 3).unwrap())
+        .collect()
+}
+
+/// The failure of each variant the GPU worker saw, in request order
+/// (`None`: passed).
+fn measured(results: &[Evaluated]) -> Vec<Option<String>> {
+    results
+        .iter()
+        .filter_map(|e| e.assessment.as_ref())
+        .filter(|a| {
+            !a.first_failure()
+                .is_some_and(|f| f.contains("pre-screen on the simulator"))
+        })
+        .map(|a| a.first_failure())
+        .collect()
+}
+
+#[test]
+fn gpu_worker_faults_cost_one_variant_each_and_a_respawn() {
+    let dir = tempfile::tempdir().unwrap();
+    let counter = dir.path().join("requests");
+    let mut backend = backend("2:crash 4:hang 6:garbage 8:exit", &counter, true);
+    let batch = patches(1, 40);
+    let results = backend
+        .evaluate(&batch, TestSet::Train, &|_| false)
+        .unwrap();
+    assert_eq!(results.len(), batch.len());
+    let seen = measured(&results);
+    assert!(seen.len() >= 9, "only {} variants measured", seen.len());
+    for (n, failure) in seen.iter().enumerate() {
+        let expect = match n + 1 {
+            2 => Some("worker crashed"),
+            4 => Some("timed out after 3s"),
+            6 => Some("worker answered garbage"),
+            _ => None, // the 8th answers, then its worker exits
+        };
+        match (expect, failure) {
+            (None, None) => {}
+            (Some(e), Some(f)) => assert!(f.contains(e), "request {}: {f}", n + 1),
+            _ => panic!("request {}: expected {expect:?}, got {failure:?}", n + 1),
+        }
+    }
+    assert_eq!(backend.respawns(), 4, "crash, hang, garbage and exit");
+
+    // The next batch is measured normally on the replacement worker.
+    let again = backend
+        .evaluate(&patches(2, 12), TestSet::Train, &|_| false)
+        .unwrap();
+    assert!(measured(&again).iter().all(Option::is_none));
+    assert_eq!(backend.respawns(), 4);
+}
+
+#[test]
+fn each_new_ptx_is_measured_once_and_known_ones_not_at_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let counter = dir.path().join("requests");
+    let mut backend = backend("", &counter, false);
+    let mut batch = patches(3, 20);
+    batch.extend(batch.clone()); // every PTX twice
+    let builds = backend.compile(&batch[..1]).unwrap();
+    let known = builds[0].as_ref().unwrap().ptx_hash.clone();
+    let results = backend
+        .evaluate(&batch, TestSet::Train, &|h| h == known)
+        .unwrap();
+    let mut hashes = std::collections::BTreeSet::new();
+    for (i, e) in results.iter().enumerate() {
+        let Ok(build) = &e.build else {
+            assert!(e.assessment.is_none(), "variant {i} did not compile");
+            continue;
+        };
+        let first = hashes.insert(build.ptx_hash.clone());
+        assert_eq!(
+            e.assessment.is_some(),
+            first && build.ptx_hash != known,
+            "variant {i}"
+        );
+    }
+    let requests: usize = std::fs::read_to_string(&counter)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        requests,
+        hashes.len() - usize::from(hashes.contains(&known))
+    );
+}
+
+#[test]
+fn the_prescreen_rejects_out_of_bounds_variants_before_the_gpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let counter = dir.path().join("requests");
+    let mut backend = backend("", &counter, true);
+    let patch = Patch::from_json(
+        &std::fs::read_to_string(
+            common::repo_root().join("tests/fixtures/kernels/vecadd.no-bounds-check.patch.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let a = backend.assess(&[patch], TestSet::Train).unwrap();
+    let failure = a[0].first_failure().expect("rejected");
+    assert!(
+        failure.contains("pre-screen on the simulator: out-of-bounds"),
+        "{failure}"
+    );
+    assert!(!counter.exists(), "the GPU worker saw a request");
+}
