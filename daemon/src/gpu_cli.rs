@@ -8,7 +8,7 @@ use gevod::cuda::measure::{MeasureOptions, Measurer};
 use gevod::cuda::{driver, CudaError, DeviceInfo, DeviceSelector};
 use gevod::eval::{Assessment, Evaluator};
 use gevod::ir::{CodegenOptions, KernelIr};
-use gevod::spec::{self, Acceptance, ArgValue, Metric, Spec, TestSet};
+use gevod::spec::{self, Acceptance, ArgKind, Metric, Spec, TestSet};
 use gevod::worker::pool::PoolOptions;
 use gevod::worker::{self, Handler};
 use std::ffi::OsString;
@@ -126,7 +126,10 @@ pub fn gpu_worker(
     arch: Option<String>,
     libdevice: Option<PathBuf>,
 ) -> Result<()> {
-    let mut started = start_measurer(spec_path, device, arch, libdevice).map(GpuWorker::new);
+    let mut started = spec::load(spec_path)
+        .map_err(anyhow::Error::from)
+        .and_then(|spec| start_measurer(spec, spec_path, device, arch, libdevice))
+        .map(GpuWorker::new);
     let handler: Result<&mut dyn Handler, String> = match &mut started {
         Ok(h) => Ok(h),
         Err(e) => Err(format!("{e:#}")),
@@ -144,12 +147,12 @@ pub fn gpu_worker(
 }
 
 fn start_measurer(
+    spec: Spec,
     spec_path: &Path,
     device: &DeviceSelector,
     arch: Option<String>,
     libdevice: Option<PathBuf>,
 ) -> Result<Measurer> {
-    let spec = spec::load(spec_path)?;
     let device = driver::probe(device)?;
     let arch = arch_for(&spec, arch, Some(&device));
     let ir = KernelIr::load(&spec.ir, Some(&spec.kernel))
@@ -218,17 +221,22 @@ pub fn compare_with_simulator(
     set: TestSet,
 ) -> Result<(String, bool)> {
     let selector = DeviceSelector::Uuid(device.uuid.clone());
-    let measurer = start_measurer(spec_path, &selector, Some(arch.to_string()), libdevice)?;
     let spec = spec::load(spec_path)?;
     let evaluator = Evaluator::new(spec.clone(), crate::default_workers())?;
+    let measurer = start_measurer(
+        spec.clone(),
+        spec_path,
+        &selector,
+        Some(arch.to_string()),
+        libdevice,
+    )?;
     let mut out = String::new();
     let mut all = true;
     for test in spec.tests(set) {
         let simulated = evaluator.reference_outputs(test)?;
         let on_gpu = measurer.reference(&test.name).expect("every test measured");
-        let instance = spec.instantiate(test)?;
         for i in spec.outputs() {
-            let ArgValue::Buffer { elem, .. } = &instance.args[i] else {
+            let ArgKind::Buffer { elem, .. } = &spec.args[i].kind else {
                 continue;
             };
             let acceptance = if elem.is_float() {

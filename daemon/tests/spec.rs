@@ -519,3 +519,30 @@ fn content_and_test_set_hashes_are_stable() {
         c.test_set_hash(TestSet::Train)
     );
 }
+
+/// `buffer_bytes` counts what `instantiate` would generate, without
+/// generating it (the pre-screen picks its test by it).
+#[test]
+fn buffer_bytes_match_the_generated_instances() {
+    for name in FIXTURES {
+        let spec = spec::load(&fixture(name)).unwrap();
+        for test in spec.tests(TestSet::All) {
+            let generated: usize = spec
+                .instantiate(test)
+                .unwrap()
+                .args
+                .iter()
+                .map(|a| match a {
+                    ArgValue::Buffer { data, .. } => data.len(),
+                    ArgValue::Scalar(_) => 0,
+                })
+                .sum();
+            assert_eq!(
+                spec.buffer_bytes(test).unwrap(),
+                generated,
+                "{name} {}",
+                test.name
+            );
+        }
+    }
+}

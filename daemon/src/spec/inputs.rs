@@ -171,6 +171,20 @@ impl Spec {
         })
     }
 
+    /// Bytes of buffer data a test's instance holds, without generating it.
+    pub fn buffer_bytes(&self, test: &TestCase) -> Result<usize, SpecError> {
+        let plan = self.plan(test)?;
+        Ok(self
+            .args
+            .iter()
+            .zip(&plan.lens)
+            .map(|(arg, len)| match &arg.kind {
+                ArgKind::Buffer { elem, .. } => len * elem.size(),
+                ArgKind::Scalar { .. } => 0,
+            })
+            .sum())
+    }
+
     /// Evaluates all expressions for `test` and generates its inputs.
     ///
     /// Buffers with a random fill draw from a ChaCha8 generator seeded per

@@ -111,15 +111,7 @@ impl InProcess {
         let mut screen_test = None;
         let mut least = usize::MAX;
         for test in spec.tests(TestSet::Train) {
-            let bytes: usize = spec
-                .instantiate(test)?
-                .args
-                .iter()
-                .map(|a| match a {
-                    crate::spec::ArgValue::Buffer { data, .. } => data.len(),
-                    crate::spec::ArgValue::Scalar(_) => 0,
-                })
-                .sum();
+            let bytes = spec.buffer_bytes(test)?;
             if bytes < least {
                 least = bytes;
                 screen_test = Some(test.clone());
