@@ -1,8 +1,12 @@
-//! gevo-client: the daemon's wire protocol types and the command-line client.
-//! It has no LLVM dependency, so build scripts can call it anywhere.
+//! gevo-client: the daemon's wire protocol, default paths, the exported-best
+//! file format, and the command-line client. It has no LLVM dependency, so
+//! build scripts can call it anywhere.
 //!
-//! The request and response types arrive with the daemon's socket API; until
-//! then the crate fixes the protocol version both sides will check.
+//! `gevod` depends on this crate for the same three things, so both sides
+//! agree on them by construction.
 
-/// Version of the request/response protocol between `gevo-client` and `gevod`.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub mod export;
+pub mod paths;
+pub mod proto;
+
+pub use proto::PROTOCOL_VERSION;

@@ -1,0 +1,248 @@
+//! The exported best variants: files in the state directory that answer
+//! `gevo-client best` while the daemon is down.
+//!
+//! Layout: `<state>/exports/<project>/<name>/<target>.ptx` and, beside it,
+//! `<target>.json` (a [`BestRecord`]). The daemon writes the PTX first and
+//! the record second, each atomically (temporary file and rename), and the
+//! record carries the PTX's hash, so a reader never takes a PTX that does
+//! not belong to its record.
+
+use crate::proto::{Best, BestRecord};
+use sha2::{Digest, Sha256};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+pub const EXPORTS_DIR: &str = "exports";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: unreadable record: {source}", path.display())]
+    Record {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{}: the PTX does not match its record's hash (a write was cut short?)", path.display())]
+    HashMismatch { path: PathBuf },
+    #[error("no exported variant of {kernel} in {}", dir.display())]
+    NotFound { kernel: String, dir: PathBuf },
+    #[error("{name} is ambiguous; name one of: {}", candidates.join(", "))]
+    Ambiguous {
+        name: String,
+        candidates: Vec<String>,
+    },
+    #[error("{kernel}: no exported variant for {arch} (exported: {})", have.join(", "))]
+    NoArch {
+        kernel: String,
+        arch: String,
+        have: Vec<String>,
+    },
+}
+
+/// SHA-256 (hex) of a PTX text, as records carry it.
+pub fn ptx_hash(ptx: &str) -> String {
+    Sha256::digest(ptx.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn kernel_dir(state: &Path, kernel: &str) -> PathBuf {
+    state.join(EXPORTS_DIR).join(kernel)
+}
+
+/// Writes `text` to `path` through a temporary file in the same directory
+/// and a rename, so readers see the old content or the new, never a part.
+pub fn write_atomic(path: &Path, text: &[u8]) -> Result<(), ExportError> {
+    let io = |source| ExportError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("file"),
+        std::process::id()
+    ));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(text)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result.map_err(io)
+}
+
+/// Exports `best` for its kernel (`<project>/<name>`) and target.
+pub fn write(state: &Path, best: &Best) -> Result<(), ExportError> {
+    let dir = kernel_dir(state, &best.record.kernel);
+    let target = &best.record.target;
+    write_atomic(&dir.join(format!("{target}.ptx")), best.ptx.as_bytes())?;
+    let record = serde_json::to_string_pretty(&best.record).expect("records serialize") + "\n";
+    write_atomic(&dir.join(format!("{target}.json")), record.as_bytes())
+}
+
+/// Reads the exported best variant of `kernel` (`<project>/<name>` or a
+/// unique `<name>`) for `arch`, or for any target when `arch` is `None`
+/// (the highest speedup).
+pub fn read(state: &Path, kernel: &str, arch: Option<&str>) -> Result<Best, ExportError> {
+    let full = resolve(state, kernel)?;
+    let dir = kernel_dir(state, &full);
+    let mut records = Vec::new();
+    let entries = std::fs::read_dir(&dir).map_err(|source| ExportError::Io {
+        path: dir.clone(),
+        source,
+    })?;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().is_some_and(|e| e == "json") {
+            let text = std::fs::read_to_string(&path).map_err(|source| ExportError::Io {
+                path: path.clone(),
+                source,
+            })?;
+            let record: BestRecord =
+                serde_json::from_str(&text).map_err(|source| ExportError::Record {
+                    path: path.clone(),
+                    source,
+                })?;
+            records.push(record);
+        }
+    }
+    let have: Vec<String> = records.iter().map(|r| r.target.clone()).collect();
+    let chosen = match arch {
+        Some(a) => records.into_iter().find(|r| r.target == a),
+        None => records
+            .into_iter()
+            .max_by(|a, b| a.speedup.total_cmp(&b.speedup)),
+    };
+    let Some(record) = chosen else {
+        return Err(match arch {
+            Some(a) if !have.is_empty() => ExportError::NoArch {
+                kernel: full,
+                arch: a.to_string(),
+                have,
+            },
+            _ => ExportError::NotFound {
+                kernel: full,
+                dir: state.join(EXPORTS_DIR),
+            },
+        });
+    };
+    let ptx_path = dir.join(format!("{}.ptx", record.target));
+    let ptx = std::fs::read_to_string(&ptx_path).map_err(|source| ExportError::Io {
+        path: ptx_path.clone(),
+        source,
+    })?;
+    if ptx_hash(&ptx) != record.ptx_hash {
+        return Err(ExportError::HashMismatch { path: ptx_path });
+    }
+    Ok(Best { record, ptx })
+}
+
+/// `<project>/<name>` for a kernel given either way.
+fn resolve(state: &Path, kernel: &str) -> Result<String, ExportError> {
+    if kernel.contains('/') {
+        return Ok(kernel.to_string());
+    }
+    let root = state.join(EXPORTS_DIR);
+    let mut candidates = Vec::new();
+    if let Ok(projects) = std::fs::read_dir(&root) {
+        for project in projects.flatten() {
+            if project.path().join(kernel).is_dir() {
+                candidates.push(format!(
+                    "{}/{kernel}",
+                    project.file_name().to_string_lossy()
+                ));
+            }
+        }
+    }
+    candidates.sort();
+    match candidates.len() {
+        0 => Err(ExportError::NotFound {
+            kernel: kernel.to_string(),
+            dir: root,
+        }),
+        1 => Ok(candidates.remove(0)),
+        _ => Err(ExportError::Ambiguous {
+            name: kernel.to_string(),
+            candidates,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn best(kernel: &str, target: &str, speedup: f64, ptx: &str) -> Best {
+        Best {
+            record: BestRecord {
+                kernel: kernel.into(),
+                job: "j".into(),
+                version: 1,
+                target: target.into(),
+                backend: "sim".into(),
+                speedup,
+                interval: (speedup, speedup),
+                generation: 3,
+                ptx_hash: ptx_hash(ptx),
+                spec_hash: "s".into(),
+                ir_hash: "i".into(),
+                validated_at: 0,
+            },
+            ptx: ptx.into(),
+        }
+    }
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("gevo-export-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn exports_read_back_by_full_and_short_name_and_arch() {
+        let state = temp_dir("roundtrip");
+        let a = best("app/stencil", "sm_90", 1.2, ".entry a");
+        let b = best("app/stencil", "sm_80", 1.5, ".entry b");
+        write(&state, &a).unwrap();
+        write(&state, &b).unwrap();
+        assert_eq!(read(&state, "app/stencil", Some("sm_90")).unwrap(), a);
+        assert_eq!(read(&state, "stencil", Some("sm_80")).unwrap(), b);
+        assert_eq!(read(&state, "stencil", None).unwrap(), b, "highest speedup");
+        let err = read(&state, "stencil", Some("sm_70")).unwrap_err();
+        assert!(matches!(err, ExportError::NoArch { .. }), "{err}");
+        write(&state, &best("other/stencil", "sm_90", 1.1, "x")).unwrap();
+        let err = read(&state, "stencil", None).unwrap_err().to_string();
+        assert!(err.contains("app/stencil, other/stencil"), "{err}");
+        assert!(matches!(
+            read(&state, "nothing", None),
+            Err(ExportError::NotFound { .. })
+        ));
+        std::fs::remove_dir_all(&state).unwrap();
+    }
+
+    #[test]
+    fn a_ptx_that_does_not_match_its_record_is_refused() {
+        let state = temp_dir("torn");
+        write(&state, &best("p/k", "sm_90", 1.2, ".entry k")).unwrap();
+        let ptx = state.join("exports/p/k/sm_90.ptx");
+        std::fs::write(&ptx, ".entry k (cut").unwrap();
+        let err = read(&state, "p/k", Some("sm_90")).unwrap_err();
+        assert!(matches!(err, ExportError::HashMismatch { .. }), "{err}");
+        std::fs::write(state.join("exports/p/k/sm_90.json"), "{\"kernel\":").unwrap();
+        let err = read(&state, "p/k", Some("sm_90")).unwrap_err().to_string();
+        assert!(err.contains("sm_90.json: unreadable record"), "{err}");
+        std::fs::remove_dir_all(&state).unwrap();
+    }
+}

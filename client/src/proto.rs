@@ -1,0 +1,292 @@
+//! The socket protocol: one JSON request line from the client, one JSON
+//! response line from the daemon, then the connection closes. Both carry
+//! [`PROTOCOL_VERSION`]; the daemon refuses a request of another version
+//! with [`ErrorCode::VersionMismatch`], naming both.
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// Version of the request/response protocol between `gevo-client` and `gevod`.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Longest request or response line either side accepts (PTX included).
+pub const MAX_MESSAGE_BYTES: usize = 64 << 20;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Request {
+    pub version: u32,
+    #[serde(flatten)]
+    pub command: Command,
+}
+
+impl Request {
+    pub fn new(command: Command) -> Self {
+        Request {
+            version: PROTOCOL_VERSION,
+            command,
+        }
+    }
+}
+
+/// A kernel is `<project>/<name>` or, when unique, the short `<name>`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "command", rename_all = "snake_case")]
+pub enum Command {
+    Status,
+    Jobs,
+    Best {
+        kernel: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        arch: Option<String>,
+    },
+    Pareto {
+        kernel: String,
+    },
+    Explain {
+        kernel: String,
+    },
+    Watch {
+        dir: PathBuf,
+    },
+    Unwatch {
+        dir: PathBuf,
+    },
+    /// One kernel's current job, or every job when `kernel` is `None`.
+    Pause {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kernel: Option<String>,
+    },
+    Resume {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kernel: Option<String>,
+    },
+    Shutdown,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Response {
+    pub version: u32,
+    #[serde(flatten)]
+    pub body: Body,
+}
+
+impl Response {
+    pub fn ok(reply: Reply) -> Self {
+        Response {
+            version: PROTOCOL_VERSION,
+            body: Body::Ok(reply),
+        }
+    }
+
+    pub fn error(code: ErrorCode, message: impl Into<String>) -> Self {
+        Response {
+            version: PROTOCOL_VERSION,
+            body: Body::Error(ApiError {
+                code,
+                message: message.into(),
+            }),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Body {
+    Ok(Reply),
+    Error(ApiError),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApiError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// The line is not a request this daemon understands.
+    BadRequest,
+    VersionMismatch,
+    /// The peer's uid/gid is not allowed to use the daemon.
+    Refused,
+    UnknownKernel,
+    /// A short name that several projects use; the message lists them.
+    AmbiguousKernel,
+    /// The kernel is known but has no validated variant (for that arch).
+    NoValidated,
+    /// A watch/unwatch directory that cannot be used.
+    BadDirectory,
+    Internal,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reply {
+    Status(Status),
+    Jobs(Vec<JobInfo>),
+    Best(Best),
+    Pareto(Pareto),
+    Explain(Explanation),
+    /// Watch, unwatch, pause, resume and shutdown: what was done.
+    Done(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    pub pid: u32,
+    pub daemon_version: String,
+    pub uptime_s: f64,
+    pub socket: PathBuf,
+    pub state_dir: PathBuf,
+    pub watch_roots: Vec<WatchRoot>,
+    pub slots: Vec<SlotInfo>,
+    pub jobs: Vec<JobInfo>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WatchRoot {
+    pub path: PathBuf,
+    /// `config` (gevod.toml or --watch) or `client` (gevo-client watch).
+    pub source: String,
+    pub exists: bool,
+}
+
+/// Where jobs run: a GPU or the simulator.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SlotInfo {
+    /// `sim`, or the GPU's name and UUID.
+    pub name: String,
+    /// `idle`, `running <job>`, `waiting: <why>`.
+    pub state: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    /// Evolving now.
+    Running,
+    /// Runnable, waiting for its turn or an idle GPU.
+    Queued,
+    /// Paused by a client.
+    Paused,
+    /// Its spec file is gone; resumes if it comes back unchanged.
+    Removed,
+    /// A newer version of the kernel replaced it.
+    Superseded,
+    /// Reached the configured generation limit.
+    Finished,
+    /// Cannot run: the message says why (bad spec, unparsable IR, ...).
+    Error,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobInfo {
+    /// `<project>/<name>`.
+    pub kernel: String,
+    /// The job id in the store; empty for a spec that never made a job.
+    pub job: String,
+    /// 1 for the kernel's first spec+IR content, counting up.
+    pub version: u64,
+    pub spec: PathBuf,
+    pub state: JobState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    pub backend: String,
+    pub target: String,
+    pub generations: u64,
+    pub evaluations: u64,
+    pub validated: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub best_speedup: Option<f64>,
+}
+
+/// The best validated variant of a kernel for one target, as exported.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BestRecord {
+    pub kernel: String,
+    pub job: String,
+    pub version: u64,
+    pub target: String,
+    pub backend: String,
+    pub speedup: f64,
+    /// 95% interval of the speedup.
+    pub interval: (f64, f64),
+    pub generation: u64,
+    /// SHA-256 (hex) of the PTX text.
+    pub ptx_hash: String,
+    pub spec_hash: String,
+    pub ir_hash: String,
+    /// Seconds since the Unix epoch.
+    pub validated_at: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Best {
+    #[serde(flatten)]
+    pub record: BestRecord,
+    pub ptx: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Pareto {
+    pub kernel: String,
+    pub job: String,
+    pub points: Vec<ParetoPoint>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ParetoPoint {
+    /// Train cost relative to the original (below 1 is faster).
+    pub cost: f64,
+    pub error: f64,
+    pub edits: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Explanation {
+    pub kernel: String,
+    pub job: String,
+    pub speedup: f64,
+    /// The minimized patch's edits, one line each.
+    pub edits: Vec<String>,
+    /// Unified diff of the kernel's IR, original to variant.
+    pub diff: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_have_a_flat_readable_form() {
+        let r = Request::new(Command::Best {
+            kernel: "app/stencil".into(),
+            arch: Some("sm_90".into()),
+        });
+        let line = serde_json::to_string(&r).unwrap();
+        assert_eq!(
+            line,
+            r#"{"version":1,"command":"best","kernel":"app/stencil","arch":"sm_90"}"#
+        );
+        assert_eq!(serde_json::from_str::<Request>(&line).unwrap(), r);
+        let pause: Request = serde_json::from_str(r#"{"version":1,"command":"pause"}"#).unwrap();
+        assert_eq!(pause.command, Command::Pause { kernel: None });
+    }
+
+    #[test]
+    fn responses_round_trip() {
+        for response in [
+            Response::ok(Reply::Done("paused 2 jobs".into())),
+            Response::error(ErrorCode::UnknownKernel, "no kernel named x"),
+        ] {
+            let line = serde_json::to_string(&response).unwrap();
+            assert_eq!(serde_json::from_str::<Response>(&line).unwrap(), response);
+        }
+        let line = serde_json::to_string(&Response::error(ErrorCode::Refused, "uid 7")).unwrap();
+        assert_eq!(
+            line,
+            r#"{"version":1,"error":{"code":"refused","message":"uid 7"}}"#
+        );
+    }
+}
