@@ -89,6 +89,8 @@ impl Response {
     }
 }
 
+// One response per connection: boxing the reply would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Body {

@@ -76,26 +76,13 @@ fn read_config(path: Option<&Path>) -> Result<Config> {
     Ok(file.evolve)
 }
 
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (number, unit) = s.split_at(s.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(s.len()));
-    let n: f64 = number
-        .parse()
-        .map_err(|_| format!("expected a duration like 90s, 10m or 2h, not {s:?}"))?;
-    let seconds = match unit {
-        "" | "s" => n,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => return Err(format!("unknown unit {unit:?} in {s:?} (use s, m or h)")),
-    };
-    if !(seconds.is_finite() && seconds >= 0.0) {
-        return Err(format!("{s:?} is not a duration"));
-    }
-    Ok(Duration::from_secs_f64(seconds))
-}
-
 /// The hidden worker: loads the spec, greets, answers requests on stdio.
-pub fn eval_worker(spec: &Path, arch: Option<String>, libdevice: Option<PathBuf>) -> Result<()> {
+pub fn eval_worker(
+    spec: &Path,
+    ir: Option<&Path>,
+    arch: Option<String>,
+    libdevice: Option<PathBuf>,
+) -> Result<()> {
     let fault = match std::env::var("GEVOD_WORKER_FAULT") {
         Ok(v) => Some(
             v.parse::<Fault>()
@@ -103,7 +90,7 @@ pub fn eval_worker(spec: &Path, arch: Option<String>, libdevice: Option<PathBuf>
         ),
         Err(_) => None,
     };
-    let mut backend = spec::load(spec)
+    let mut backend = crate::gpu_cli::load_worker_spec(spec, ir)
         .map_err(|e| e.to_string())
         .and_then(|spec| {
             let arch = crate::gpu_cli::arch_for(&spec, arch, None);
@@ -161,6 +148,7 @@ pub fn evolve(args: EvolveArgs) -> Result<i32> {
     }
     let setup = crate::gpu_cli::WorkerSetup {
         spec_path: &args.spec,
+        ir: None,
         arch: &arch,
         libdevice: args.libdevice.as_deref(),
         workers: args.workers.unwrap_or_else(crate::default_workers),

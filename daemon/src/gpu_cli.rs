@@ -56,6 +56,8 @@ pub fn arch_for(spec: &Spec, arch: Option<String>, device: Option<&DeviceInfo>) 
 /// What the worker processes need to know.
 pub struct WorkerSetup<'a> {
     pub spec_path: &'a Path,
+    /// The IR the workers load instead of the spec's (`--ir`).
+    pub ir: Option<&'a Path>,
     pub arch: &'a str,
     pub libdevice: Option<&'a Path>,
     pub workers: usize,
@@ -70,6 +72,10 @@ impl WorkerSetup<'_> {
             "--arch".into(),
             self.arch.into(),
         ];
+        if let Some(ir) = self.ir {
+            args.push("--ir".into());
+            args.push(ir.into());
+        }
         if let Some(l) = self.libdevice {
             args.push("--libdevice".into());
             args.push(l.into());
@@ -122,11 +128,12 @@ impl WorkerSetup<'_> {
 /// greets, and measures PTX from stdin until it closes.
 pub fn gpu_worker(
     spec_path: &Path,
+    ir: Option<&Path>,
     device: &DeviceSelector,
     arch: Option<String>,
     libdevice: Option<PathBuf>,
 ) -> Result<()> {
-    let mut started = spec::load(spec_path)
+    let mut started = load_worker_spec(spec_path, ir)
         .map_err(anyhow::Error::from)
         .and_then(|spec| start_measurer(spec, spec_path, device, arch, libdevice))
         .map(GpuWorker::new);
@@ -144,6 +151,16 @@ pub fn gpu_worker(
         std::process::exit(0);
     }
     served
+}
+
+/// A worker's spec, with the IR path replaced when the daemon gives a
+/// snapshot (the build may have rewritten the spec's IR since).
+pub fn load_worker_spec(path: &Path, ir: Option<&Path>) -> Result<Spec, spec::SpecError> {
+    let mut spec = spec::load(path)?;
+    if let Some(ir) = ir {
+        spec.ir = ir.to_path_buf();
+    }
+    Ok(spec)
 }
 
 fn start_measurer(

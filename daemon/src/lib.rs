@@ -1,12 +1,16 @@
 //! gevod: evolves faster variants of CUDA kernels by genetic improvement of
 //! their LLVM IR (the GEVO method). See ARCHITECTURE.md for the module map.
 
+pub mod api;
 pub mod cuda;
 pub mod eval;
 pub mod evolve;
 pub mod ir;
+pub mod sched;
+pub mod serve;
 pub mod sim;
 pub mod spec;
 pub mod stats;
 pub mod store;
+pub mod watch;
 pub mod worker;

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 mod evolve_cli;
 mod gpu_cli;
+mod serve_cli;
 
 use gpu_cli::BackendChoice;
 
@@ -27,12 +28,38 @@ const BUNDLED_NAME: &str = "<bundled stencil.ll>";
     about = "Evolves faster CUDA kernels (GEVO) on their LLVM IR"
 )]
 struct Cli {
+    /// Validate the daemon's configuration file and exit.
+    #[arg(long)]
+    check_config: bool,
+    /// With --check-config: the file (default: /etc/gevod/gevod.toml as
+    /// root, else $XDG_CONFIG_HOME/gevo/gevod.toml).
+    #[arg(long, requires = "check_config")]
+    config: Option<PathBuf>,
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
 }
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the daemon: watch build directories for kernel specs, evolve
+    /// them in idle GPU time, serve the best validated PTX on a socket.
+    Serve {
+        /// Configuration file (default: /etc/gevod/gevod.toml as root, else
+        /// $XDG_CONFIG_HOME/gevo/gevod.toml; a missing default is empty).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// API socket (overrides [daemon] socket).
+        #[arg(long)]
+        socket: Option<PathBuf>,
+        /// State directory (overrides [daemon] state_dir).
+        #[arg(long)]
+        state: Option<PathBuf>,
+        /// A build directory to watch, besides the configured ones (repeatable).
+        #[arg(long)]
+        watch: Vec<PathBuf>,
+        #[arg(long, env = "GEVO_LIBDEVICE")]
+        libdevice: Option<PathBuf>,
+    },
     /// Emit PTX for a kernel, optionally with a patch applied.
     Ptx {
         /// Kernel IR (.ll or .bc); the bundled stencil kernel when omitted.
@@ -107,7 +134,7 @@ enum Command {
         #[arg(long, group = "budget")]
         evaluations: Option<u64>,
         /// Stop after this much wall time in this run (90s, 10m, 2h).
-        #[arg(long, group = "budget", value_parser = evolve_cli::parse_duration)]
+        #[arg(long, group = "budget", value_parser = gevod::serve::config::parse_duration)]
         time: Option<std::time::Duration>,
         /// State directory holding gevod.redb and the exported best variant.
         #[arg(long, default_value = ".gevo-state")]
@@ -136,6 +163,9 @@ enum Command {
     #[command(hide = true)]
     EvalWorker {
         spec: PathBuf,
+        /// The IR to load instead of the spec's `ir` (a daemon job's snapshot).
+        #[arg(long)]
+        ir: Option<PathBuf>,
         #[arg(long)]
         arch: Option<String>,
         #[arg(long)]
@@ -145,6 +175,8 @@ enum Command {
     #[command(hide = true)]
     GpuWorker {
         spec: PathBuf,
+        #[arg(long)]
+        ir: Option<PathBuf>,
         #[arg(long, default_value = "0")]
         device: gevod::cuda::DeviceSelector,
         #[arg(long)]
@@ -188,21 +220,51 @@ enum Tests {
 }
 
 fn main() {
-    use std::io::IsTerminal;
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_env("GEVOD_LOG"))
-        // Colour only on a terminal: logs captured to files stay plain text.
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
-        .init();
-    if let Err(err) = run(Cli::parse()) {
+    let cli = Cli::parse();
+    init_logging(matches!(cli.command, Some(Command::Serve { .. })));
+    if let Err(err) = run(cli) {
         eprintln!("gevod: {err:#}");
         std::process::exit(1);
     }
 }
 
+/// Logs go to stderr, filtered by GEVOD_LOG (default: info for the daemon,
+/// errors only for the one-shot commands). Under systemd (JOURNAL_STREAM
+/// set) lines are plain, without the time journald adds itself; colour only
+/// on a terminal.
+fn init_logging(daemon: bool) {
+    use std::io::IsTerminal;
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("GEVOD_LOG")
+        .unwrap_or_else(|_| EnvFilter::new(if daemon { "info" } else { "error" }));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr);
+    if std::env::var_os("JOURNAL_STREAM").is_some() {
+        builder.without_time().with_target(false).init();
+    } else {
+        builder.init();
+    }
+}
+
 fn run(cli: Cli) -> Result<()> {
-    match cli.command {
+    if cli.check_config {
+        return serve_cli::check_config(cli.config);
+    }
+    let Some(command) = cli.command else {
+        use clap::CommandFactory;
+        Cli::command().print_help()?;
+        std::process::exit(2);
+    };
+    match command {
+        Command::Serve {
+            config,
+            socket,
+            state,
+            watch,
+            libdevice,
+        } => serve_cli::serve(config, socket, state, watch, libdevice),
         Command::Evolve {
             spec,
             backend,
@@ -252,15 +314,17 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::EvalWorker {
             spec,
+            ir,
             arch,
             libdevice,
-        } => evolve_cli::eval_worker(&spec, arch, libdevice),
+        } => evolve_cli::eval_worker(&spec, ir.as_deref(), arch, libdevice),
         Command::GpuWorker {
             spec,
+            ir,
             device,
             arch,
             libdevice,
-        } => gpu_cli::gpu_worker(&spec, &device, arch, libdevice),
+        } => gpu_cli::gpu_worker(&spec, ir.as_deref(), &device, arch, libdevice),
         Command::Ptx {
             kernel_ir,
             kernel,
@@ -367,6 +431,7 @@ fn run(cli: Cli) -> Result<()> {
                 gpu_cli::Variants::Ptx(ptx)
             };
             let setup = gpu_cli::WorkerSetup {
+                ir: None,
                 spec_path: &spec_file,
                 arch: &arch,
                 libdevice: libdevice.as_deref(),

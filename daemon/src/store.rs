@@ -27,6 +27,10 @@ const GENERATIONS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("g
 const VALIDATED: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("validated");
 /// (job id, sequence) -> `PromotionFailure`
 const FAILURES: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("promotion_failures");
+/// job id -> `DaemonJob` (what `gevod serve` knows of a job beyond the engine)
+const DAEMON_JOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("daemon_jobs");
+/// name -> JSON value: `gevod serve`'s own settings (client watch roots)
+const SETTINGS: TableDefinition<&str, &[u8]> = TableDefinition::new("settings");
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -66,6 +70,23 @@ pub struct JobRecord {
     pub backend: String,
     pub target: String,
     pub seed: u64,
+}
+
+/// A job of `gevod serve`: which kernel and version it is, where its spec
+/// was found, and the client's pause. The job's `JobRecord` and engine are
+/// in their own tables under the same id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DaemonJob {
+    /// `<project>/<name>`.
+    pub kernel: String,
+    /// 1 for the kernel's first spec+IR content, counting up.
+    pub version: u64,
+    pub root: PathBuf,
+    /// Hash of the spec file's and the IR file's bytes as found.
+    pub fingerprint: String,
+    pub paused: bool,
+    /// A newer version of the kernel replaced it.
+    pub superseded: bool,
 }
 
 /// One committed generation: its population with fitness, and counters.
@@ -131,6 +152,9 @@ impl Store {
             txn.open_table(GENERATIONS).map_err(|e| self.err(e))?;
             txn.open_table(VALIDATED).map_err(|e| self.err(e))?;
             txn.open_table(FAILURES).map_err(|e| self.err(e))?;
+            // Added tables need no version step: older builds never open them.
+            txn.open_table(DAEMON_JOBS).map_err(|e| self.err(e))?;
+            txn.open_table(SETTINGS).map_err(|e| self.err(e))?;
         }
         txn.commit().map_err(|e| self.err(e))
     }
@@ -196,6 +220,72 @@ impl Store {
                 .map_err(|e| self.err(e))?;
             append(&txn, VALIDATED, job, &report.validated).map_err(|e| self.err(e))?;
             append(&txn, FAILURES, job, &report.promotion_failures).map_err(|e| self.err(e))?;
+        }
+        txn.commit().map_err(|e| self.err(e))
+    }
+
+    /// Records a new daemon job: its record, starting engine and daemon
+    /// entry, in one transaction.
+    pub fn create_daemon_job(
+        &self,
+        job: &JobRecord,
+        engine: &Engine,
+        entry: &DaemonJob,
+    ) -> Result<(), StoreError> {
+        let txn = self.db.begin_write().map_err(|e| self.err(e))?;
+        {
+            let mut jobs = txn.open_table(JOBS).map_err(|e| self.err(e))?;
+            jobs.insert(job.id.as_str(), to_json(job).as_slice())
+                .map_err(|e| self.err(e))?;
+            let mut engines = txn.open_table(ENGINES).map_err(|e| self.err(e))?;
+            engines
+                .insert(job.id.as_str(), to_json(engine).as_slice())
+                .map_err(|e| self.err(e))?;
+            let mut daemon = txn.open_table(DAEMON_JOBS).map_err(|e| self.err(e))?;
+            daemon
+                .insert(job.id.as_str(), to_json(entry).as_slice())
+                .map_err(|e| self.err(e))?;
+        }
+        txn.commit().map_err(|e| self.err(e))
+    }
+
+    pub fn put_daemon_job(&self, id: &str, entry: &DaemonJob) -> Result<(), StoreError> {
+        self.put(DAEMON_JOBS, id, entry)
+    }
+
+    /// Every daemon job, by id.
+    pub fn daemon_jobs(&self) -> Result<Vec<(String, DaemonJob)>, StoreError> {
+        let txn = self.db.begin_read().map_err(|e| self.err(e))?;
+        let t = txn.open_table(DAEMON_JOBS).map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        for entry in t.iter().map_err(|e| self.err(e))? {
+            let (k, v) = entry.map_err(|e| self.err(e))?;
+            let id = k.value().to_string();
+            let job = self.decode(&format!("daemon_jobs/{id}"), v.value())?;
+            out.push((id, job));
+        }
+        Ok(out)
+    }
+
+    pub fn setting<T: DeserializeOwned>(&self, name: &str) -> Result<Option<T>, StoreError> {
+        self.get(SETTINGS, name)
+    }
+
+    pub fn put_setting<T: Serialize>(&self, name: &str, value: &T) -> Result<(), StoreError> {
+        self.put(SETTINGS, name, value)
+    }
+
+    fn put<T: Serialize>(
+        &self,
+        table: TableDefinition<&str, &[u8]>,
+        key: &str,
+        value: &T,
+    ) -> Result<(), StoreError> {
+        let txn = self.db.begin_write().map_err(|e| self.err(e))?;
+        {
+            let mut t = txn.open_table(table).map_err(|e| self.err(e))?;
+            t.insert(key, to_json(value).as_slice())
+                .map_err(|e| self.err(e))?;
         }
         txn.commit().map_err(|e| self.err(e))
     }

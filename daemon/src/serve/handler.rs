@@ -1,0 +1,299 @@
+//! What each API request does, against the shared registry.
+
+use super::registry::Lookup;
+use super::Shared;
+use crate::api::{Access, Handler, Peer};
+use crate::ir::KernelIr;
+use gevo_client::proto::{
+    Best, Command, ErrorCode, Explanation, Pareto, Reply, Request, Response, SlotInfo, Status,
+    WatchRoot,
+};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+pub struct ApiHandler {
+    pub shared: Arc<Shared>,
+}
+
+impl Handler for ApiHandler {
+    fn access(&self) -> Access {
+        let api = self.shared.config().api;
+        Access::own(api.allowed_uids, api.allowed_gids)
+    }
+
+    fn handle(&self, request: Request, peer: &Peer) -> Response {
+        tracing::debug!(?request.command, uid = peer.uid, "request");
+        match self.command(request.command) {
+            Ok(reply) => Response::ok(reply),
+            Err((code, message)) => Response::error(code, message),
+        }
+    }
+}
+
+type Outcome = Result<Reply, (ErrorCode, String)>;
+
+impl ApiHandler {
+    fn command(&self, command: Command) -> Outcome {
+        match command {
+            Command::Status => Ok(Reply::Status(self.status())),
+            Command::Jobs => Ok(Reply::Jobs(self.shared.registry().infos())),
+            Command::Best { kernel, arch } => self.best(&kernel, arch.as_deref()),
+            Command::Pareto { kernel } => self.pareto(&kernel),
+            Command::Explain { kernel } => self.explain(&kernel),
+            Command::Watch { dir } => self.watch(dir, true),
+            Command::Unwatch { dir } => self.watch(dir, false),
+            Command::Pause { kernel } => self.pause(kernel.as_deref(), true),
+            Command::Resume { kernel } => self.pause(kernel.as_deref(), false),
+            Command::Shutdown => {
+                self.shared.shutdown.store(true, Ordering::Relaxed);
+                Ok(Reply::Done("gevod is shutting down".into()))
+            }
+        }
+    }
+
+    fn status(&self) -> Status {
+        let registry = self.shared.registry();
+        let slots = self
+            .shared
+            .slots
+            .iter()
+            .enumerate()
+            .map(|(i, slot)| {
+                let running = registry.jobs.values().find(|j| j.running_on == Some(i));
+                let state = match (running, &registry.slots[i].reason) {
+                    (Some(j), _) => format!("running {}", j.id),
+                    (None, Some(why)) => format!("waiting: {why}"),
+                    (None, None) => "idle".into(),
+                };
+                SlotInfo {
+                    name: slot.name(),
+                    state,
+                }
+            })
+            .collect();
+        Status {
+            pid: std::process::id(),
+            daemon_version: env!("CARGO_PKG_VERSION").into(),
+            uptime_s: self.shared.started.elapsed().as_secs_f64(),
+            socket: self.shared.socket.clone(),
+            state_dir: self.shared.state_dir.clone(),
+            watch_roots: registry
+                .roots
+                .iter()
+                .map(|r| WatchRoot {
+                    path: r.path.clone(),
+                    source: if r.from_client { "client" } else { "config" }.into(),
+                    exists: r.path.is_dir(),
+                })
+                .collect(),
+            slots,
+            jobs: registry.infos(),
+        }
+    }
+
+    fn resolve(&self, kernel: &str) -> Result<String, (ErrorCode, String)> {
+        match self.shared.registry().resolve(kernel) {
+            Lookup::Found(k) => Ok(k),
+            Lookup::Unknown => Err((
+                ErrorCode::UnknownKernel,
+                format!("no kernel named {kernel} (see gevo-client jobs)"),
+            )),
+            Lookup::Ambiguous(names) => Err((
+                ErrorCode::AmbiguousKernel,
+                format!("{kernel} is ambiguous; name one of: {}", names.join(", ")),
+            )),
+        }
+    }
+
+    /// The newest version that has a validated variant (for `arch`): a new
+    /// version takes over only once it has its own.
+    fn best(&self, kernel: &str, arch: Option<&str>) -> Outcome {
+        let kernel = self.resolve(kernel)?;
+        let registry = self.shared.registry();
+        let versions = registry.versions(&kernel);
+        let found = versions.iter().find_map(|j| {
+            j.best
+                .as_ref()
+                .filter(|(_, r)| arch.is_none_or(|a| r.target == a))
+        });
+        match found {
+            Some((v, record)) => Ok(Reply::Best(Best {
+                record: record.clone(),
+                ptx: v.ptx.clone(),
+            })),
+            None => {
+                let newest = versions.first();
+                let progress = newest.map_or(String::new(), |j| {
+                    format!(
+                        " (version {} is {:?} at generation {}, target {})",
+                        j.daemon.version,
+                        j.state(),
+                        j.generations,
+                        j.record.target
+                    )
+                    .to_lowercase()
+                });
+                let for_arch = arch.map_or(String::new(), |a| format!(" for {a}"));
+                Err((
+                    ErrorCode::NoValidated,
+                    format!("{kernel}: no validated variant{for_arch} yet{progress}"),
+                ))
+            }
+        }
+    }
+
+    fn pareto(&self, kernel: &str) -> Outcome {
+        let kernel = self.resolve(kernel)?;
+        let registry = self.shared.registry();
+        let job = registry
+            .versions(&kernel)
+            .into_iter()
+            .find(|j| !j.daemon.superseded)
+            .or_else(|| registry.versions(&kernel).into_iter().next())
+            .ok_or((
+                ErrorCode::UnknownKernel,
+                format!("{kernel} has no job: see gevo-client status"),
+            ))?;
+        Ok(Reply::Pareto(Pareto {
+            kernel: kernel.clone(),
+            job: job.id.clone(),
+            points: job.pareto.clone(),
+        }))
+    }
+
+    fn explain(&self, kernel: &str) -> Outcome {
+        let kernel = self.resolve(kernel)?;
+        let (id, validated, ir_text, spec_path, spec_text) = {
+            let registry = self.shared.registry();
+            let job = registry
+                .versions(&kernel)
+                .into_iter()
+                .find(|j| j.best.is_some())
+                .ok_or((
+                    ErrorCode::NoValidated,
+                    format!("{kernel}: no validated variant yet"),
+                ))?;
+            (
+                job.id.clone(),
+                job.best.clone().expect("found").0,
+                job.record.ir_text.clone(),
+                job.record.spec_path.clone(),
+                job.record.spec_text.clone(),
+            )
+        };
+        let internal = |e: String| (ErrorCode::Internal, format!("{id}: {e}"));
+        let spec =
+            crate::spec::parse(&spec_path, &spec_text).map_err(|e| internal(e.to_string()))?;
+        let ir = KernelIr::parse(&id, ir_text.as_bytes(), Some(&spec.kernel))
+            .map_err(|e| internal(e.to_string()))?;
+        let variant = ir
+            .apply(&validated.minimized)
+            .map_err(|e| internal(e.to_string()))?;
+        let diff = similar::TextDiff::from_lines(ir.text(), &variant)
+            .unified_diff()
+            .context_radius(3)
+            .header("original", "variant")
+            .to_string();
+        Ok(Reply::Explain(Explanation {
+            kernel,
+            job: id,
+            speedup: validated.speedup,
+            edits: validated
+                .minimized
+                .edits
+                .iter()
+                .map(|e| e.to_string())
+                .collect(),
+            diff,
+        }))
+    }
+
+    fn watch(&self, dir: PathBuf, add: bool) -> Outcome {
+        if !dir.is_absolute() {
+            return Err((
+                ErrorCode::BadDirectory,
+                format!("{}: give an absolute path", dir.display()),
+            ));
+        }
+        if add && !dir.is_dir() {
+            return Err((
+                ErrorCode::BadDirectory,
+                format!("{}: not a directory the daemon can see", dir.display()),
+            ));
+        }
+        let mut registry = self.shared.registry();
+        let existing = registry.roots.iter().position(|r| r.path == dir);
+        let message = match (add, existing) {
+            (true, Some(_)) => format!("already watching {}", dir.display()),
+            (true, None) => {
+                registry.roots.push(super::registry::Root {
+                    path: dir.clone(),
+                    from_client: true,
+                });
+                format!("watching {}", dir.display())
+            }
+            (false, Some(i)) if !registry.roots[i].from_client => {
+                return Err((
+                    ErrorCode::BadDirectory,
+                    format!(
+                        "{} is watched by the configuration; remove it there and reload",
+                        dir.display()
+                    ),
+                ))
+            }
+            (false, Some(i)) => {
+                registry.roots.remove(i);
+                format!(
+                    "no longer watching {} (its jobs are kept, removed)",
+                    dir.display()
+                )
+            }
+            (false, None) => {
+                return Err((
+                    ErrorCode::BadDirectory,
+                    format!("{} is not watched", dir.display()),
+                ))
+            }
+        };
+        let client_roots: Vec<PathBuf> = registry
+            .roots
+            .iter()
+            .filter(|r| r.from_client)
+            .map(|r| r.path.clone())
+            .collect();
+        drop(registry);
+        self.shared
+            .store
+            .put_setting("watch_roots", &client_roots)
+            .map_err(|e| (ErrorCode::Internal, e.to_string()))?;
+        self.shared.rescan.store(true, Ordering::Relaxed);
+        Ok(Reply::Done(message))
+    }
+
+    fn pause(&self, kernel: Option<&str>, pause: bool) -> Outcome {
+        let kernel = kernel.map(|k| self.resolve(k)).transpose()?;
+        let mut registry = self.shared.registry();
+        let mut changed = Vec::new();
+        for job in registry.jobs.values_mut() {
+            if job.daemon.superseded || kernel.as_ref().is_some_and(|k| &job.daemon.kernel != k) {
+                continue;
+            }
+            if job.daemon.paused != pause {
+                job.daemon.paused = pause;
+                self.shared
+                    .store
+                    .put_daemon_job(&job.id, &job.daemon)
+                    .map_err(|e| (ErrorCode::Internal, e.to_string()))?;
+                changed.push(job.id.clone());
+            }
+        }
+        self.shared.wake.notify_all();
+        let verb = if pause { "paused" } else { "resumed" };
+        Ok(Reply::Done(if changed.is_empty() {
+            format!("nothing to do: no job to be {verb}")
+        } else {
+            format!("{verb} {}", changed.join(", "))
+        }))
+    }
+}

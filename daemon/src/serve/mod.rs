@@ -1,0 +1,441 @@
+//! `gevod serve`: the long-running daemon. It watches build directories for
+//! kernel specs, keeps one job per kernel version, runs jobs on idle GPUs
+//! (or the simulator) in slices chosen by the scheduler, checkpoints every
+//! generation in the store, exports each new best validated variant, and
+//! answers clients on a Unix socket.
+//!
+//! Threads: the control loop (this module: signals, scans, GPU idleness,
+//! telling runners to stop, the systemd watchdog), one runner per slot
+//! ([`runner`]: the engine and its worker processes), and the API
+//! ([`crate::api`] with [`handler`]). They share [`Shared`].
+//!
+//! Invariants: a job runs on at most one slot; a job's engine is only
+//! advanced by committed generations, so stopping a runner at any moment
+//! loses at most the generation in flight; a spec or IR change never alters
+//! a job, it makes a new version.
+
+pub mod config;
+mod handler;
+pub mod registry;
+mod runner;
+mod scan;
+
+pub use config::ServeConfig;
+
+use crate::cuda::DeviceInfo;
+use crate::evolve::{Backend, Scope};
+use crate::sched::idle::{IdleGate, Nvml};
+use crate::spec::Spec;
+use crate::store::{Store, StoreError};
+use registry::{Registry, Root, SlotState};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::time::{Duration, Instant};
+
+/// The control loop's tick: how fast it reacts to signals and stops.
+const TICK: Duration = Duration::from_millis(100);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Api(#[from] crate::api::ApiError),
+    #[error("{0}")]
+    Gpu(String),
+}
+
+/// What a job's worker processes need: the binary knows how to start them.
+pub struct JobFiles<'a> {
+    pub spec_path: &'a Path,
+    pub spec: &'a Spec,
+    /// The IR snapshot the workers load instead of the spec's `ir`.
+    pub ir: &'a Path,
+    pub arch: &'a str,
+    pub workers: usize,
+    pub timeout: Duration,
+    pub prescreen: bool,
+}
+
+pub trait BackendFactory: Send + Sync {
+    /// Starts the backend of one job on `device` (the simulator when `None`).
+    fn start(
+        &self,
+        job: &JobFiles,
+        device: Option<&DeviceInfo>,
+        stop: Arc<AtomicBool>,
+    ) -> Result<Box<dyn Backend>, String>;
+}
+
+/// Where jobs run: one GPU, or the simulator.
+pub struct Slot {
+    pub device: Option<DeviceInfo>,
+    /// Set to make the runner abandon its generation and return.
+    pub stop: Arc<AtomicBool>,
+}
+
+impl Slot {
+    pub fn name(&self) -> String {
+        match &self.device {
+            Some(d) => format!("{} ({})", d.name, d.uuid),
+            None => "sim".into(),
+        }
+    }
+}
+
+/// Paths and overrides from the command line.
+#[derive(Debug, Clone, Default)]
+pub struct ServeOptions {
+    pub config: PathBuf,
+    /// The config was named on the command line (so it must exist).
+    pub config_required: bool,
+    pub socket: Option<PathBuf>,
+    pub state: Option<PathBuf>,
+    pub watch: Vec<PathBuf>,
+}
+
+impl ServeOptions {
+    pub fn load_config(&self) -> Result<ServeConfig, ServeError> {
+        Ok(ServeConfig::load(&self.config, self.config_required)?)
+    }
+
+    fn socket(&self, config: &ServeConfig) -> PathBuf {
+        self.socket
+            .clone()
+            .or_else(|| config.daemon.socket.clone())
+            .unwrap_or_else(|| gevo_client::paths::Defaults::current().socket)
+    }
+
+    fn state(&self, config: &ServeConfig) -> PathBuf {
+        self.state
+            .clone()
+            .or_else(|| config.daemon.state_dir.clone())
+            .unwrap_or_else(|| gevo_client::paths::Defaults::current().state)
+    }
+
+    /// Config roots: the file's and `--watch`, made absolute.
+    fn roots(&self, config: &ServeConfig) -> Vec<PathBuf> {
+        let mut roots: Vec<PathBuf> = config
+            .daemon
+            .watch
+            .iter()
+            .chain(&self.watch)
+            .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()))
+            .collect();
+        roots.dedup();
+        roots
+    }
+}
+
+pub struct Shared {
+    pub registry: Mutex<Registry>,
+    /// Wakes runners waiting for a job.
+    pub wake: Condvar,
+    pub store: Store,
+    pub config: RwLock<ServeConfig>,
+    pub slots: Vec<Slot>,
+    pub scope: Scope,
+    pub state_dir: PathBuf,
+    pub socket: PathBuf,
+    pub shutdown: AtomicBool,
+    /// A client asked for a rescan (watch/unwatch).
+    pub rescan: AtomicBool,
+    pub started: Instant,
+}
+
+impl Shared {
+    pub fn registry(&self) -> MutexGuard<'_, Registry> {
+        // A panicking thread cannot leave the registry half-updated in a way
+        // worse than stopping the daemon would; keep serving.
+        self.registry.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn config(&self) -> ServeConfig {
+        self.config
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn set_config(&self, config: ServeConfig) {
+        *self.config.write().unwrap_or_else(|e| e.into_inner()) = config;
+    }
+}
+
+/// Signals the control loop reacts to, as flags set by handlers.
+pub struct Signals {
+    pub terminate: Arc<AtomicBool>,
+    pub reload: Arc<AtomicBool>,
+}
+
+/// Runs the daemon until SIGTERM/SIGINT or a client's shutdown.
+pub fn serve(
+    options: ServeOptions,
+    factory: Arc<dyn BackendFactory>,
+    slots_for: impl Fn(&ServeConfig) -> Result<Vec<Option<DeviceInfo>>, String>,
+    signals: Signals,
+) -> Result<(), ServeError> {
+    let config = options.load_config()?;
+    let state_dir = options.state(&config);
+    let socket = options.socket(&config);
+    let devices = slots_for(&config).map_err(ServeError::Gpu)?;
+    let store = Store::open(&state_dir)?;
+    let scope = match devices.first() {
+        Some(Some(d)) => crate::cuda::backend::GpuWorker::scope(d),
+        _ => Scope {
+            backend: "sim".into(),
+            target: String::new(), // per job: the spec's arch
+        },
+    };
+    let slots: Vec<Slot> = devices
+        .into_iter()
+        .map(|device| Slot {
+            device,
+            stop: Arc::new(AtomicBool::new(false)),
+        })
+        .collect();
+    let mut registry = Registry {
+        slots: vec![SlotState::default(); slots.len()],
+        ..Registry::default()
+    };
+    let client_roots: Vec<PathBuf> = store.setting("watch_roots")?.unwrap_or_default();
+    registry.roots = merge_roots(&options.roots(&config), &client_roots);
+    scan::load_jobs(&store, &state_dir, &mut registry)?;
+    let shared = Arc::new(Shared {
+        registry: Mutex::new(registry),
+        wake: Condvar::new(),
+        store,
+        config: RwLock::new(config),
+        slots,
+        scope,
+        state_dir,
+        socket: socket.clone(),
+        shutdown: AtomicBool::new(false),
+        rescan: AtomicBool::new(false),
+        started: Instant::now(),
+    });
+
+    let listener = crate::api::bind(&socket)?;
+    let api_handler: Arc<dyn crate::api::Handler> = Arc::new(handler::ApiHandler {
+        shared: shared.clone(),
+    });
+    std::thread::Builder::new()
+        .name("api".into())
+        .spawn(move || crate::api::serve(listener, api_handler))
+        .expect("spawning the API thread");
+    tracing::info!(socket = %socket.display(), state = %shared.state_dir.display(), slots = shared.slots.len(), "gevod serving");
+
+    let mut control = Control::new(shared.clone());
+    control.scan_now();
+    let runners: Vec<_> = (0..shared.slots.len())
+        .map(|i| {
+            let shared = shared.clone();
+            let factory = factory.clone();
+            std::thread::Builder::new()
+                .name(format!("runner-{i}"))
+                .spawn(move || runner::run(&shared, i, factory.as_ref()))
+                .expect("spawning a runner thread")
+        })
+        .collect();
+    // Ready: the store is open and the socket listens.
+    let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
+    let watchdog = sd_notify::watchdog_enabled().map(|d| d / 2);
+    let mut last_ping = Instant::now();
+
+    let mut events = crate::watch::Events::watch(&control.root_paths());
+    loop {
+        if signals.terminate.load(Ordering::Relaxed) || shared.shutdown.load(Ordering::Relaxed) {
+            break;
+        }
+        let now = Instant::now();
+        if signals.reload.swap(false, Ordering::Relaxed) {
+            let _ = sd_notify::notify(&[sd_notify::NotifyState::Reloading]);
+            match options.load_config() {
+                Ok(config) => {
+                    let client_roots: Vec<PathBuf> =
+                        shared.store.setting("watch_roots")?.unwrap_or_default();
+                    shared.registry().roots = merge_roots(&options.roots(&config), &client_roots);
+                    shared.set_config(config);
+                    events = crate::watch::Events::watch(&control.root_paths());
+                    control.scan_now();
+                    tracing::info!("configuration reloaded");
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "reload refused; keeping the configuration in force")
+                }
+            }
+            let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
+        }
+        let config = shared.config();
+        if shared.rescan.swap(false, Ordering::Relaxed) {
+            events = crate::watch::Events::watch(&control.root_paths());
+            control.scan_now();
+        } else if events.quiet_after_change(now, config.daemon.debounce) || control.scan_due(now) {
+            control.scan_now();
+        }
+        control.gates(&config, now);
+        control.stop_what_must_stop();
+        shared.wake.notify_all();
+        if let Some(interval) = watchdog {
+            if last_ping.elapsed() >= interval {
+                let _ = sd_notify::notify(&[sd_notify::NotifyState::Watchdog]);
+                last_ping = Instant::now();
+            }
+        }
+        std::thread::sleep(TICK);
+    }
+
+    tracing::info!("shutting down: stopping the runners");
+    let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
+    shared.shutdown.store(true, Ordering::Relaxed);
+    for slot in &shared.slots {
+        slot.stop.store(true, Ordering::Relaxed);
+    }
+    shared.wake.notify_all();
+    for r in runners {
+        let _ = r.join();
+    }
+    let _ = std::fs::remove_file(&socket);
+    tracing::info!("stopped; every job is checkpointed at its last generation");
+    Ok(())
+}
+
+fn merge_roots(config: &[PathBuf], client: &[PathBuf]) -> Vec<Root> {
+    let mut roots: Vec<Root> = config
+        .iter()
+        .map(|p| Root {
+            path: p.clone(),
+            from_client: false,
+        })
+        .collect();
+    for p in client {
+        if !roots.iter().any(|r| &r.path == p) {
+            roots.push(Root {
+                path: p.clone(),
+                from_client: true,
+            });
+        }
+    }
+    roots
+}
+
+/// The control loop's own state.
+struct Control {
+    shared: Arc<Shared>,
+    settler: crate::watch::Settler,
+    next_scan: Instant,
+    nvml: Option<Nvml>,
+    gates: Vec<Option<IdleGate>>,
+    last_poll: Option<Instant>,
+}
+
+impl Control {
+    fn new(shared: Arc<Shared>) -> Control {
+        let config = shared.config();
+        let now = Instant::now();
+        let gpus = shared.slots.iter().any(|s| s.device.is_some());
+        let nvml = if gpus {
+            match Nvml::init() {
+                Ok(n) => Some(n),
+                Err(e) => {
+                    tracing::warn!(error = %e, "no idle detection: GPUs count as idle");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let gates = shared
+            .slots
+            .iter()
+            .map(|s| {
+                s.device
+                    .as_ref()
+                    .filter(|_| nvml.is_some())
+                    .map(|_| IdleGate::new(config.gpu.idle_utilization, config.gpu.idle_grace, now))
+            })
+            .collect();
+        Control {
+            shared,
+            settler: Default::default(),
+            next_scan: now,
+            nvml,
+            gates,
+            last_poll: None,
+        }
+    }
+
+    fn root_paths(&self) -> Vec<PathBuf> {
+        self.shared
+            .registry()
+            .roots
+            .iter()
+            .map(|r| r.path.clone())
+            .collect()
+    }
+
+    fn scan_due(&self, now: Instant) -> bool {
+        now >= self.next_scan
+    }
+
+    fn scan_now(&mut self) {
+        let config = self.shared.config();
+        let now = Instant::now();
+        let pending = scan::rescan(&self.shared, &mut self.settler, &config, now);
+        // Rescan when the next unsettled spec may have settled, else at
+        // the periodic interval.
+        self.next_scan = now
+            + pending
+                .map(|p| p + Duration::from_millis(50))
+                .unwrap_or(config.daemon.scan_interval)
+                .min(config.daemon.scan_interval);
+    }
+
+    /// Samples each GPU (at the poll interval) and opens or closes its slot.
+    fn gates(&mut self, config: &ServeConfig, now: Instant) {
+        let poll = self
+            .last_poll
+            .is_none_or(|t| now.duration_since(t) >= config.gpu.poll_interval);
+        let own_pid = std::process::id();
+        let mut registry = self.shared.registry();
+        for (i, slot) in self.shared.slots.iter().enumerate() {
+            let using = registry.jobs.values().any(|j| j.running_on == Some(i));
+            let (open, reason) = match (&slot.device, self.gates[i].as_mut(), &self.nvml) {
+                (Some(device), Some(gate), Some(nvml)) => {
+                    if poll {
+                        match nvml.sample(&device.uuid, own_pid) {
+                            Ok(sample) => gate.observe(&sample, using, now),
+                            Err(e) => tracing::warn!(error = %e, "GPU sample"),
+                        }
+                    }
+                    (gate.open(now), gate.reason(now))
+                }
+                _ => (true, None),
+            };
+            registry.slots[i] = SlotState { open, reason };
+        }
+        if poll {
+            self.last_poll = Some(now);
+        }
+    }
+
+    /// Sets the stop flag of every runner whose job must not go on: shut
+    /// down, its GPU became busy, or the job was paused, superseded,
+    /// removed or failed.
+    fn stop_what_must_stop(&self) {
+        let registry = self.shared.registry();
+        for (i, slot) in self.shared.slots.iter().enumerate() {
+            let must_stop = registry
+                .jobs
+                .values()
+                .find(|j| j.running_on == Some(i))
+                .is_some_and(|j| !j.runnable() || !registry.slots[i].open);
+            if must_stop && !slot.stop.swap(true, Ordering::Relaxed) {
+                tracing::info!(slot = i, reason = ?registry.slots[i].reason, "stopping the running job");
+            }
+        }
+    }
+}

@@ -1,0 +1,221 @@
+//! A slot's runner thread: takes the job the scheduler picks, starts its
+//! backend (worker processes), steps its engine a generation at a time for
+//! one slice, committing each generation and exporting each new best, and
+//! gives the slot back. Consecutive slices of the same job reuse the engine
+//! and the workers.
+
+use super::scan::{best_record, unix_now};
+use super::{BackendFactory, JobFiles, Shared};
+use crate::evolve::{Backend, BackendError, Engine, EvolveError};
+use crate::ir::KernelIr;
+use gevo_client::proto::Best;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// The job a runner holds between slices.
+struct Current {
+    id: String,
+    ir: KernelIr,
+    engine: Engine,
+    backend: Box<dyn Backend>,
+}
+
+pub fn run(shared: &Shared, slot: usize, factory: &dyn BackendFactory) {
+    let mut current: Option<Current> = None;
+    loop {
+        let Some(id) = next_job(shared, slot, &mut current) else {
+            return;
+        };
+        shared.slots[slot].stop.store(false, Ordering::Relaxed);
+        let started = Instant::now();
+        let span = tracing::info_span!("job", id = %id);
+        let _enter = span.enter();
+        if current.as_ref().is_none_or(|c| c.id != id) {
+            current = None; // stops the previous job's workers
+            match start(shared, slot, &id, factory) {
+                Ok(c) => current = Some(c),
+                Err(message) => {
+                    tracing::error!(%message, "job cannot start");
+                    let mut registry = shared.registry();
+                    if let Some(job) = registry.jobs.get_mut(&id) {
+                        job.error = Some(message);
+                        job.running_on = None;
+                    }
+                    continue;
+                }
+            }
+        }
+        let keep = slice(shared, slot, current.as_mut().expect("started above"));
+        if !keep {
+            current = None;
+        }
+        let config = shared.config();
+        let mut registry = shared.registry();
+        if let Some(job) = registry.jobs.get_mut(&id) {
+            job.running_on = None;
+            let weight = crate::sched::weight(
+                job.generations,
+                job.last_improvement,
+                config.schedule.recent_generations,
+                config.schedule.improved_weight,
+            );
+            job.vtime = crate::sched::charge(job.vtime, started.elapsed(), weight);
+        }
+    }
+}
+
+/// Waits for a job to run on `slot`; `None` at shutdown. Drops the held
+/// job's workers while there is nothing to run, so an idle daemon holds no
+/// GPU memory.
+fn next_job(shared: &Shared, slot: usize, current: &mut Option<Current>) -> Option<String> {
+    let mut registry = shared.registry();
+    loop {
+        if shared.shutdown.load(Ordering::Relaxed) {
+            return None;
+        }
+        if let Some(id) = registry.pick(slot) {
+            registry.jobs.get_mut(&id).expect("picked").running_on = Some(slot);
+            return Some(id);
+        }
+        if current.is_some() {
+            drop(registry);
+            *current = None;
+            registry = shared.registry();
+            continue;
+        }
+        registry = shared
+            .wake
+            .wait_timeout(registry, Duration::from_millis(500))
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
+}
+
+fn start(
+    shared: &Shared,
+    slot: usize,
+    id: &str,
+    factory: &dyn BackendFactory,
+) -> Result<Current, String> {
+    let (record, snapshot) = {
+        let registry = shared.registry();
+        let job = registry.jobs.get(id).ok_or("the job is gone")?;
+        (job.record.clone(), job.ir_snapshot.clone())
+    };
+    let mut spec =
+        crate::spec::parse(&record.spec_path, &record.spec_text).map_err(|e| e.to_string())?;
+    spec.ir = snapshot.clone();
+    let ir = KernelIr::load(&snapshot, Some(&spec.kernel)).map_err(|e| e.to_string())?;
+    let engine = shared
+        .store
+        .checkpoint(id)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| {
+            format!(
+                "{}: job {id} has no checkpoint",
+                shared.store.path().display()
+            )
+        })?;
+    let config = shared.config();
+    let files = JobFiles {
+        spec_path: &record.spec_path,
+        spec: &spec,
+        ir: &snapshot,
+        arch: &record.target,
+        workers: if config.workers.count == 0 {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            config.workers.count
+        },
+        timeout: config.workers.timeout,
+        prescreen: config.gpu.prescreen,
+    };
+    let stop = shared.slots[slot].stop.clone();
+    let backend = factory.start(&files, shared.slots[slot].device.as_ref(), stop)?;
+    tracing::info!(generation = engine.generations(), "job started");
+    Ok(Current {
+        id: id.to_string(),
+        ir,
+        engine,
+        backend,
+    })
+}
+
+/// Steps the engine until the slice is used or the runner is told to stop.
+/// Returns whether the engine and workers may be kept for the next slice.
+fn slice(shared: &Shared, slot: usize, current: &mut Current) -> bool {
+    let config = shared.config();
+    let started = Instant::now();
+    let stop = &shared.slots[slot].stop;
+    loop {
+        match current.engine.step(&current.ir, current.backend.as_mut()) {
+            Ok(report) => {
+                if let Err(e) =
+                    shared
+                        .store
+                        .commit_generation(&current.id, &current.engine, &report)
+                {
+                    fail(shared, &current.id, format!("checkpoint: {e}"));
+                    return false;
+                }
+                let finished = config.jobs.max_generations > 0
+                    && current.engine.generations() > config.jobs.max_generations;
+                after_generation(shared, current, finished);
+                tracing::debug!(generation = report.generation, best = ?report.best_cost, "generation committed");
+                if finished {
+                    return false;
+                }
+            }
+            // The generation in flight is abandoned; the engine is as of the
+            // last commit. Workers may be mid-request: start fresh next time.
+            Err(EvolveError::Backend(BackendError::Interrupted)) => return false,
+            Err(e) => {
+                fail(shared, &current.id, e.to_string());
+                return false;
+            }
+        }
+        if stop.load(Ordering::Relaxed) || started.elapsed() >= config.schedule.slice {
+            return true;
+        }
+    }
+}
+
+fn fail(shared: &Shared, id: &str, message: String) {
+    tracing::error!(%message, "job failed");
+    if let Some(job) = shared.registry().jobs.get_mut(id) {
+        job.error = Some(message);
+    }
+}
+
+/// Publishes a committed generation: counters, and a new best exported.
+fn after_generation(shared: &Shared, current: &Current, finished: bool) {
+    let mut registry = shared.registry();
+    let Some(job) = registry.jobs.get_mut(&current.id) else {
+        return;
+    };
+    job.absorb(&current.engine);
+    job.finished = finished;
+    let new_best = current.engine.best_validated().is_some_and(|v| {
+        job.best
+            .as_ref()
+            .is_none_or(|(old, _)| old.ptx_hash != v.ptx_hash)
+    });
+    if !new_best {
+        return;
+    }
+    job.best = best_record(job, &current.engine, unix_now());
+    let (validated, record) = job.best.clone().expect("just set");
+    drop(registry);
+    tracing::info!(
+        speedup = validated.speedup,
+        generation = validated.generation,
+        "new best validated variant"
+    );
+    let best = Best {
+        record,
+        ptx: validated.ptx,
+    };
+    if let Err(e) = gevo_client::export::write(&shared.state_dir, &best) {
+        tracing::error!(error = %e, "exporting the best variant");
+    }
+}

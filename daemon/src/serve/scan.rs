@@ -1,0 +1,359 @@
+//! Turning spec files into jobs: loading the jobs the store knows at
+//! start-up, and on each scan registering new spec/IR contents as new
+//! versions, marking vanished specs removed and broken ones as problems.
+
+use super::registry::{JobEntry, Problem, Registry};
+use super::{ServeConfig, Shared};
+use crate::evolve::Engine;
+use crate::ir::{content_hash, KernelIr};
+use crate::store::{DaemonJob, JobRecord, Store, StoreError};
+use gevo_client::proto::BestRecord;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// `[A-Za-z0-9._-]`, everything else `_`: kernel names are path components.
+fn sanitize(s: &str) -> String {
+    let s: String = s
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.is_empty() || s.starts_with('.') {
+        format!("_{s}")
+    } else {
+        s
+    }
+}
+
+/// `<project>/<name>`: the spec's `project`, else the watched root's
+/// directory name; the spec file's stem.
+pub fn kernel_name(project: Option<&str>, root: &Path, spec: &Path) -> String {
+    let project = project
+        .map(str::to_string)
+        .or_else(|| root.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "root".into());
+    format!(
+        "{}/{}",
+        sanitize(&project),
+        sanitize(&crate::watch::spec_stem(spec))
+    )
+}
+
+fn snapshot_path(state: &Path, id: &str) -> PathBuf {
+    state.join("jobs").join(id).join("kernel.ll")
+}
+
+/// The best validated variant of an engine as an export record.
+pub fn best_record(
+    entry: &JobEntry,
+    engine: &Engine,
+    validated_at: u64,
+) -> Option<(crate::evolve::Validated, BestRecord)> {
+    let v = engine.best_validated()?.clone();
+    let record = BestRecord {
+        kernel: entry.daemon.kernel.clone(),
+        job: entry.id.clone(),
+        version: entry.daemon.version,
+        target: v.scope.target.clone(),
+        backend: v.scope.backend.clone(),
+        speedup: v.speedup,
+        interval: v.interval,
+        generation: v.generation,
+        ptx_hash: v.ptx_hash.clone(),
+        spec_hash: entry.record.spec_hash.clone(),
+        ir_hash: entry.record.ir_hash.clone(),
+        validated_at,
+    };
+    Some((v, record))
+}
+
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Loads every daemon job from the store. They start `removed` until a
+/// scan finds their spec again.
+pub fn load_jobs(store: &Store, state: &Path, registry: &mut Registry) -> Result<(), StoreError> {
+    for (id, daemon) in store.daemon_jobs()? {
+        let Some(record) = store.job(&id)? else {
+            continue;
+        };
+        let engine = store.checkpoint(&id)?;
+        let ir_snapshot = snapshot_path(state, &id);
+        if !ir_snapshot.exists() {
+            // The snapshot is derived data; the store has the IR.
+            if let Err(e) =
+                gevo_client::export::write_atomic(&ir_snapshot, record.ir_text.as_bytes())
+            {
+                tracing::error!(error = %e, "restoring a job's IR snapshot");
+            }
+        }
+        let mut entry = JobEntry {
+            id: id.clone(),
+            daemon,
+            record,
+            ir_snapshot,
+            removed: true,
+            finished: false,
+            error: None,
+            running_on: None,
+            vtime: 0.0,
+            generations: 0,
+            evaluations: 0,
+            validated: 0,
+            best_cost: None,
+            last_improvement: None,
+            best: None,
+            pareto: Vec::new(),
+        };
+        if let Some(engine) = engine {
+            entry.absorb(&engine);
+            // Keep the export's time when it is this variant's.
+            let at = gevo_client::export::read(
+                state,
+                &entry.daemon.kernel,
+                engine.best_validated().map(|v| v.scope.target.as_str()),
+            )
+            .ok()
+            .filter(|b| Some(&b.record.ptx_hash) == engine.best_validated().map(|v| &v.ptx_hash))
+            .map_or_else(unix_now, |b| b.record.validated_at);
+            entry.best = best_record(&entry, &engine, at);
+        }
+        registry.jobs.insert(id, entry);
+    }
+    Ok(())
+}
+
+/// Scans the roots and updates the registry. Returns how long until the
+/// next not-yet-settled spec may count, if any.
+pub fn rescan(
+    shared: &Shared,
+    settler: &mut crate::watch::Settler,
+    config: &ServeConfig,
+    now: Instant,
+) -> Option<Duration> {
+    let roots: Vec<PathBuf> = shared
+        .registry()
+        .roots
+        .iter()
+        .map(|r| r.path.clone())
+        .collect();
+    let found = crate::watch::scan(&roots);
+    let present: BTreeSet<PathBuf> = found.iter().map(|f| f.spec.clone()).collect();
+    settler.retain(|p| present.contains(p));
+    let mut pending: Option<Duration> = None;
+    for f in &found {
+        let Ok(spec_bytes) = std::fs::read(&f.spec) else {
+            continue;
+        };
+        let spec_text = String::from_utf8_lossy(&spec_bytes).into_owned();
+        let parsed = crate::spec::parse(&f.spec, &spec_text);
+        let ir_bytes = parsed.as_ref().ok().and_then(|s| std::fs::read(&s.ir).ok());
+        let fingerprint = content_hash(
+            format!(
+                "{}\n{}",
+                content_hash(&spec_bytes),
+                ir_bytes.as_deref().map_or("-".to_string(), content_hash)
+            )
+            .as_bytes(),
+        );
+        let project = parsed.as_ref().ok().and_then(|s| s.project.clone());
+        let kernel = kernel_name(project.as_deref(), &f.root, &f.spec);
+        // An unchanged spec of a known job needs no settling.
+        {
+            let mut registry = shared.registry();
+            let known = registry.jobs.values_mut().find(|j| {
+                j.record.spec_path == f.spec
+                    && j.daemon.fingerprint == fingerprint
+                    && !j.daemon.superseded
+            });
+            if let Some(job) = known {
+                job.removed = false;
+                registry.problems.remove(&f.spec);
+                continue;
+            }
+        }
+        let wait = settler.observe(&f.spec, &fingerprint, now, config.daemon.settle);
+        if !wait.is_zero() {
+            pending = Some(pending.map_or(wait, |p| p.min(wait)));
+            continue;
+        }
+        let outcome = parsed.map_err(|e| e.to_string()).and_then(|spec| {
+            let ir_bytes = ir_bytes.ok_or_else(|| {
+                format!(
+                    "{}: ir: cannot read {}",
+                    f.spec.display(),
+                    spec.ir.display()
+                )
+            })?;
+            register(
+                shared,
+                config,
+                f,
+                &kernel,
+                spec,
+                &spec_text,
+                &ir_bytes,
+                &fingerprint,
+            )
+        });
+        if let Err(message) = outcome {
+            tracing::warn!(spec = %f.spec.display(), %message, "spec not usable");
+            shared
+                .registry()
+                .problems
+                .insert(f.spec.clone(), Problem { kernel, message });
+        }
+    }
+    let mut registry = shared.registry();
+    registry.problems.retain(|p, _| present.contains(p));
+    for job in registry.jobs.values_mut() {
+        if !present.contains(&job.record.spec_path) {
+            job.removed = true;
+        }
+    }
+    pending
+}
+
+/// Makes a job for a settled spec and IR content (or revives the one that
+/// had this content), superseding the kernel's other versions from the same
+/// spec file.
+#[allow(clippy::too_many_arguments)]
+fn register(
+    shared: &Shared,
+    config: &ServeConfig,
+    found: &crate::watch::Found,
+    kernel: &str,
+    spec: crate::spec::Spec,
+    spec_text: &str,
+    ir_bytes: &[u8],
+    fingerprint: &str,
+) -> Result<(), String> {
+    let ir_path = spec.ir.display().to_string();
+    let ir = KernelIr::parse(&ir_path, ir_bytes, Some(&spec.kernel))
+        .map_err(|e| format!("{}: {e}", found.spec.display()))?;
+    let mut scope = shared.scope.clone();
+    if scope.target.is_empty() {
+        scope.target = spec
+            .arch
+            .clone()
+            .unwrap_or_else(|| crate::ir::DEFAULT_ARCH.to_string());
+    }
+    let identity = format!("{fingerprint}\n{}\n{}", scope.backend, scope.target);
+    let id = format!("{kernel}@{}", &content_hash(identity.as_bytes())[..12]);
+
+    let mut registry = shared.registry();
+    // Another spec file already defines this kernel name.
+    if let Some(other) = registry.jobs.values().find(|j| {
+        j.daemon.kernel == kernel
+            && j.record.spec_path != found.spec
+            && !j.daemon.superseded
+            && !j.removed
+    }) {
+        return Err(format!(
+            "{}: kernel {kernel} is already defined by {}; set `project` in one of them",
+            found.spec.display(),
+            other.record.spec_path.display()
+        ));
+    }
+    let store = &shared.store;
+    let persist = |id: &str, d: &DaemonJob| store.put_daemon_job(id, d).map_err(|e| e.to_string());
+    let newest = registry
+        .versions(kernel)
+        .first()
+        .map_or(0, |j| j.daemon.version);
+    if !registry.jobs.contains_key(&id) {
+        let engine =
+            Engine::new(config.evolve.clone(), config.jobs.seed).map_err(|e| e.to_string())?;
+        let record = JobRecord {
+            id: id.clone(),
+            spec_path: found.spec.clone(),
+            spec_hash: content_hash(spec_text.as_bytes()),
+            spec_text: spec_text.to_string(),
+            ir_hash: ir.ir_hash().to_string(),
+            ir_text: ir.text().to_string(),
+            backend: scope.backend.clone(),
+            target: scope.target.clone(),
+            seed: config.jobs.seed,
+        };
+        let daemon = DaemonJob {
+            kernel: kernel.to_string(),
+            version: newest + 1,
+            root: found.root.clone(),
+            fingerprint: fingerprint.to_string(),
+            paused: false,
+            superseded: false,
+        };
+        let ir_snapshot = snapshot_path(&shared.state_dir, &id);
+        gevo_client::export::write_atomic(&ir_snapshot, record.ir_text.as_bytes())
+            .map_err(|e| e.to_string())?;
+        store
+            .create_daemon_job(&record, &engine, &daemon)
+            .map_err(|e| e.to_string())?;
+        tracing::info!(job = %id, version = daemon.version, "new job");
+        let vtime = registry.entry_vtime();
+        registry.jobs.insert(
+            id.clone(),
+            JobEntry {
+                id: id.clone(),
+                daemon,
+                record,
+                ir_snapshot,
+                removed: false,
+                finished: false,
+                error: None,
+                running_on: None,
+                vtime,
+                generations: 0,
+                evaluations: 0,
+                validated: 0,
+                best_cost: None,
+                last_improvement: None,
+                best: None,
+                pareto: Vec::new(),
+            },
+        );
+    }
+    let vtime = registry.entry_vtime();
+    for job in registry.jobs.values_mut() {
+        if job.daemon.kernel != kernel || job.record.spec_path != found.spec {
+            continue;
+        }
+        let current = job.id == id;
+        if job.daemon.superseded == current {
+            job.daemon.superseded = !current;
+            persist(&job.id, &job.daemon)?;
+            if current {
+                job.vtime = vtime;
+            }
+        }
+        if current {
+            job.removed = false;
+            job.error = None;
+        }
+    }
+    registry.problems.remove(&found.spec);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_names_come_from_the_project_or_the_root() {
+        let root = Path::new("/home/ann/app/build");
+        let spec = Path::new("/home/ann/app/build/gevo/stencil.gevo.toml");
+        assert_eq!(kernel_name(None, root, spec), "build/stencil");
+        assert_eq!(kernel_name(Some("my app"), root, spec), "my_app/stencil");
+        assert_eq!(kernel_name(Some(".."), root, spec), "_../stencil");
+    }
+}

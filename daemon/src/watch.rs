@@ -1,0 +1,218 @@
+//! Finding kernel specs in build directories: a recursive scan for
+//! `*.gevo.toml`, a settle rule (a spec and its IR count only once their
+//! content stayed the same for a while, so a half-written build output never
+//! starts a job), and file events (notify) that tell the daemon when to scan
+//! again between its periodic full scans.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+pub const SPEC_SUFFIX: &str = ".gevo.toml";
+
+/// Directories deeper than this under a root are not searched (a guard
+/// against symlink loops and huge trees).
+const MAX_DEPTH: usize = 24;
+
+/// A spec file found under a watched root.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Found {
+    pub root: PathBuf,
+    pub spec: PathBuf,
+}
+
+/// Every `*.gevo.toml` under `roots`, sorted. Hidden directories (`.git`,
+/// gevod's own state) are skipped; unreadable directories are skipped
+/// silently (a build tree changes while it is scanned).
+pub fn scan(roots: &[PathBuf]) -> Vec<Found> {
+    let mut found = Vec::new();
+    for root in roots {
+        let mut stack = vec![(root.clone(), 0usize)];
+        while let Some((dir, depth)) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                let name = name.to_string_lossy();
+                let Ok(kind) = entry.file_type() else {
+                    continue;
+                };
+                let path = entry.path();
+                if kind.is_dir() {
+                    if !name.starts_with('.') && depth < MAX_DEPTH {
+                        stack.push((path, depth + 1));
+                    }
+                } else if name.ends_with(SPEC_SUFFIX) && name.len() > SPEC_SUFFIX.len() {
+                    found.push(Found {
+                        root: root.clone(),
+                        spec: path,
+                    });
+                }
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// A spec's kernel name: the file name without `.gevo.toml`.
+pub fn spec_stem(spec: &Path) -> String {
+    let name = spec
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    name.strip_suffix(SPEC_SUFFIX).unwrap_or(&name).to_string()
+}
+
+/// Remembers what each path's content was and since when.
+#[derive(Debug, Default)]
+pub struct Settler {
+    seen: HashMap<PathBuf, (String, Instant)>,
+}
+
+impl Settler {
+    /// Records `fingerprint` (a content hash) for `path` at `now`; returns
+    /// how long it must still stay the same to count (zero: settled).
+    pub fn observe(
+        &mut self,
+        path: &Path,
+        fingerprint: &str,
+        now: Instant,
+        settle: Duration,
+    ) -> Duration {
+        let since = match self.seen.get(path) {
+            Some((f, since)) if f == fingerprint => *since,
+            _ => {
+                self.seen
+                    .insert(path.to_path_buf(), (fingerprint.to_string(), now));
+                now
+            }
+        };
+        settle.saturating_sub(now.saturating_duration_since(since))
+    }
+
+    /// Forgets paths no longer present.
+    pub fn retain(&mut self, present: impl Fn(&Path) -> bool) {
+        self.seen.retain(|p, _| present(p));
+    }
+}
+
+/// File events under the watched roots, reduced to "something changed".
+pub struct Events {
+    // Kept alive: dropping the watcher stops the events.
+    _watcher: Option<notify::RecommendedWatcher>,
+    receiver: mpsc::Receiver<()>,
+    last: Option<Instant>,
+}
+
+impl Events {
+    /// Watches `roots` recursively. A root that cannot be watched (missing,
+    /// too many inotify watches) is logged; periodic scans still cover it.
+    pub fn watch(roots: &[PathBuf]) -> Events {
+        use notify::Watcher as _;
+        let (sender, receiver) = mpsc::channel();
+        let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            if event.is_ok() {
+                let _ = sender.send(());
+            }
+        });
+        let watcher = match watcher {
+            Ok(mut w) => {
+                for root in roots {
+                    if let Err(e) = w.watch(root, notify::RecursiveMode::Recursive) {
+                        tracing::warn!(root = %root.display(), error = %e, "not watching for file events; periodic scans only");
+                    }
+                }
+                Some(w)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "no file events; periodic scans only");
+                None
+            }
+        };
+        Events {
+            _watcher: watcher,
+            receiver,
+            last: None,
+        }
+    }
+
+    /// Drains pending events; true once events came and then none for
+    /// `debounce` (time to rescan).
+    pub fn quiet_after_change(&mut self, now: Instant, debounce: Duration) -> bool {
+        while self.receiver.try_recv().is_ok() {
+            self.last = Some(now);
+        }
+        match self.last {
+            Some(t) if now.saturating_duration_since(t) >= debounce => {
+                self.last = None;
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scan_finds_specs_and_skips_hidden_dirs() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        for f in [
+            "a.gevo.toml",
+            "sub/deeper/b.gevo.toml",
+            ".hidden/c.gevo.toml",
+            "sub/not-a-spec.toml",
+            "sub/.gevo.toml",
+        ] {
+            let p = root.join(f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, "").unwrap();
+        }
+        let found: Vec<_> = scan(std::slice::from_ref(&root))
+            .into_iter()
+            .map(|f| f.spec.strip_prefix(&root).unwrap().to_path_buf())
+            .collect();
+        assert_eq!(
+            found,
+            [
+                PathBuf::from("a.gevo.toml"),
+                PathBuf::from("sub/deeper/b.gevo.toml")
+            ]
+        );
+        assert_eq!(spec_stem(Path::new("x/stencil.gevo.toml")), "stencil");
+        assert!(scan(&[root.join("missing")]).is_empty());
+    }
+
+    #[test]
+    fn content_counts_once_unchanged_for_the_settle_time() {
+        let mut s = Settler::default();
+        let t0 = Instant::now();
+        let settle = Duration::from_secs(2);
+        let p = Path::new("k.gevo.toml");
+        assert_eq!(s.observe(p, "h1", t0, settle), settle);
+        assert_eq!(
+            s.observe(p, "h1", t0 + Duration::from_secs(1), settle),
+            Duration::from_secs(1)
+        );
+        // A change restarts the clock.
+        assert_eq!(
+            s.observe(p, "h2", t0 + Duration::from_secs(1), settle),
+            settle
+        );
+        assert_eq!(
+            s.observe(p, "h2", t0 + Duration::from_secs(3), settle),
+            Duration::ZERO
+        );
+        s.retain(|_| false);
+        assert_eq!(
+            s.observe(p, "h2", t0 + Duration::from_secs(4), settle),
+            settle
+        );
+    }
+}
