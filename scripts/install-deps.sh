@@ -12,6 +12,8 @@ for p in "${packages[@]}"; do
         missing+=("$p")
     fi
 done
+# systemd-analyze, for scripts/verify-systemd.sh.
+command -v systemd-analyze >/dev/null || missing+=(systemd)
 
 if ((${#missing[@]})); then
     echo "install-deps: installing ${missing[*]}" >&2

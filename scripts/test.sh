@@ -8,6 +8,7 @@ scripts/install-deps.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo build --workspace --all-targets
+scripts/verify-systemd.sh target/debug/gevod
 
 # gevod links LLVM statically; gevo-client has no LLVM at all.
 if ldd target/debug/gevod | grep -qi libLLVM; then
