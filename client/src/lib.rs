@@ -8,5 +8,6 @@
 pub mod export;
 pub mod paths;
 pub mod proto;
+pub mod transport;
 
 pub use proto::PROTOCOL_VERSION;

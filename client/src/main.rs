@@ -1,24 +1,608 @@
-//! The `gevo-client` command line.
+//! The `gevo-client` command line. docs/client.md is its manual; the exit
+//! codes below are part of its contract with build scripts.
 
-use clap::Parser;
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+use gevo_client::export::{self, ExportError};
+use gevo_client::paths::Defaults;
+use gevo_client::proto::{
+    Best, Body, Command, ErrorCode, Explanation, JobInfo, JobState, Pareto, Reply, Request, Status,
+};
+use gevo_client::transport::{self, CallError};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Usage errors, daemon errors other than "nothing validated", anything else.
+const EXIT_ERROR: i32 = 1;
+/// The daemon could not be reached (and, for `best`, no export could be used).
+const EXIT_UNREACHABLE: i32 = 2;
+/// `best`: the kernel has no validated variant (yet), or the daemon does not know it.
+const EXIT_NO_VARIANT: i32 = 3;
 
 #[derive(Parser)]
 #[command(
     name = "gevo-client",
     version,
-    about = "Asks the gevo daemon for the best validated PTX of a kernel",
-    long_about = "Asks the gevo daemon for the best validated PTX of a kernel.\n\n\
-                  This build has no daemon commands yet; it reports its protocol version."
+    about = "Asks the gevo daemon for the best validated PTX of a kernel, and manages its jobs",
+    after_help = "Exit codes: 0 ok; 1 error; 2 daemon unreachable (best: and no usable export); \
+                  3 best: no validated variant yet."
 )]
 struct Cli {
-    /// Print the wire protocol version and exit.
-    #[arg(long)]
-    protocol_version: bool,
+    /// gevod's config file; only [daemon] socket and state_dir are read
+    /// [default: the mode's gevod.toml, if it exists]
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// The daemon's socket [default: from the config, else the mode's]
+    #[arg(long, global = true, value_name = "PATH")]
+    socket: Option<PathBuf>,
+    /// The daemon's state directory, read by `best` when the daemon is down
+    /// [default: from the config, else the mode's]
+    #[arg(long, global = true, value_name = "DIR")]
+    state: Option<PathBuf>,
+    /// Print the answer as JSON instead of a table
+    #[arg(long, global = true)]
+    json: bool,
+    /// Seconds to wait for the daemon to accept and answer [default: 30]
+    #[arg(long, global = true, value_name = "SECONDS", value_parser = parse_seconds)]
+    timeout: Option<Duration>,
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// The daemon: pid, uptime, paths, watch roots, GPU slots and jobs
+    Status,
+    /// Every job with its progress and best speedup
+    Jobs,
+    /// Write the best validated PTX of a kernel (from the daemon, else its export)
+    Best {
+        /// `<project>/<name>`, or `<name>` when only one project has it
+        kernel: String,
+        /// The target, e.g. sm_90 [default: the variant with the highest speedup]
+        #[arg(long, value_name = "sm_XX")]
+        arch: Option<String>,
+        /// Write the PTX here (only when it changed) instead of to stdout
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// The Pareto front (cost, error, edits) of a kernel's current job
+    Pareto { kernel: String },
+    /// What the best variant changed: its edits and the IR diff
+    Explain { kernel: String },
+    /// Have the daemon watch a build directory for kernel specs
+    Watch { dir: PathBuf },
+    /// Stop watching a directory added with `watch`
+    Unwatch { dir: PathBuf },
+    /// Pause a kernel's job, or every job
+    Pause { kernel: Option<String> },
+    /// Resume a kernel's job, or every job
+    Resume { kernel: Option<String> },
+    /// Ask the daemon to exit
+    Shutdown,
+}
+
+fn parse_seconds(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if !(secs > 0.0 && secs.is_finite()) {
+        return Err("must be a positive number of seconds".into());
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// An error that ends the program with a particular exit code.
+#[derive(Debug)]
+struct Exit {
+    code: i32,
+    message: String,
+}
+
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Exit {}
+
+fn exit(code: i32, message: impl Into<String>) -> anyhow::Error {
+    Exit {
+        code,
+        message: message.into(),
+    }
+    .into()
 }
 
 fn main() {
-    let cli = Cli::parse();
-    if cli.protocol_version {
-        println!("{}", gevo_client::PROTOCOL_VERSION);
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // clap exits 2 on usage errors; here 2 means "daemon unreachable".
+            let code = if e.use_stderr() { EXIT_ERROR } else { 0 };
+            let _ = e.print();
+            std::process::exit(code);
+        }
+    };
+    if let Err(e) = run(cli) {
+        eprintln!("gevo-client: {e:#}");
+        let code = e.downcast_ref::<Exit>().map_or(EXIT_ERROR, |x| x.code);
+        std::process::exit(code);
+    }
+}
+
+/// Where the daemon is, after flags, config and defaults.
+struct Settings {
+    socket: PathBuf,
+    state: PathBuf,
+    timeout: Duration,
+}
+
+fn run(cli: Cli) -> Result<()> {
+    let settings = settings(&cli, Defaults::for_client())?;
+    let json = cli.json;
+    let request = match cli.command {
+        Cmd::Best {
+            kernel,
+            arch,
+            output,
+        } => return best(&settings, &kernel, arch.as_deref(), output.as_deref(), json),
+        Cmd::Status => Command::Status,
+        Cmd::Jobs => Command::Jobs,
+        Cmd::Pareto { kernel } => Command::Pareto { kernel },
+        Cmd::Explain { kernel } => Command::Explain { kernel },
+        Cmd::Watch { dir } => Command::Watch {
+            dir: absolute_dir(&dir)?,
+        },
+        Cmd::Unwatch { dir } => Command::Unwatch {
+            dir: absolute_dir(&dir)?,
+        },
+        Cmd::Pause { kernel } => Command::Pause { kernel },
+        Cmd::Resume { kernel } => Command::Resume { kernel },
+        Cmd::Shutdown => Command::Shutdown,
+    };
+    let reply = ask(&settings, request)?;
+    let text = if json {
+        reply_json(&reply)
+    } else {
+        render(&reply)
+    };
+    print_out(&text)
+}
+
+fn settings(cli: &Cli, defaults: Defaults) -> Result<Settings> {
+    let config = match &cli.config {
+        Some(path) => read_config(path)?,
+        // The default config is optional, and one this user may not read
+        // (a root-only system config) must not break a build.
+        None => match std::fs::read_to_string(&defaults.config) {
+            Ok(text) => parse_config(&text, &defaults.config)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => ConfigPaths::default(),
+            Err(e) => {
+                eprintln!(
+                    "gevo-client: warning: ignoring {}: {e}",
+                    defaults.config.display()
+                );
+                ConfigPaths::default()
+            }
+        },
+    };
+    Ok(Settings {
+        socket: cli
+            .socket
+            .clone()
+            .or(config.socket)
+            .unwrap_or(defaults.socket),
+        state: cli
+            .state
+            .clone()
+            .or(config.state_dir)
+            .unwrap_or(defaults.state),
+        timeout: cli.timeout.unwrap_or(transport::DEFAULT_TIMEOUT),
+    })
+}
+
+/// The two keys of gevod.toml the client needs; the daemon validates the rest.
+#[derive(Default)]
+struct ConfigPaths {
+    socket: Option<PathBuf>,
+    state_dir: Option<PathBuf>,
+}
+
+fn read_config(path: &Path) -> Result<ConfigPaths> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the config {}", path.display()))?;
+    parse_config(&text, path)
+}
+
+fn parse_config(text: &str, path: &Path) -> Result<ConfigPaths> {
+    let context = || format!("config {}", path.display());
+    let table: toml::Table = toml::from_str(text).with_context(context)?;
+    let Some(daemon) = table.get("daemon") else {
+        return Ok(ConfigPaths::default());
+    };
+    let Some(daemon) = daemon.as_table() else {
+        return Err(anyhow::anyhow!("[daemon] is not a table")).with_context(context);
+    };
+    // Relative paths are relative to the config file, not to wherever the
+    // client happens to run.
+    let base = path.parent().unwrap_or(Path::new("."));
+    let get = |key: &str| -> Result<Option<PathBuf>> {
+        match daemon.get(key) {
+            None => Ok(None),
+            Some(toml::Value::String(s)) if !s.is_empty() => Ok(Some(base.join(s))),
+            Some(toml::Value::String(_)) => bail!("[daemon] {key} is empty"),
+            Some(other) => bail!("[daemon] {key} must be a string, not {}", other.type_str()),
+        }
+    };
+    Ok(ConfigPaths {
+        socket: get("socket").with_context(context)?,
+        state_dir: get("state_dir").with_context(context)?,
+    })
+}
+
+/// The daemon resolves nothing relative to the client's directory, so the
+/// client sends a canonical path; a typo fails here, not in the daemon.
+fn absolute_dir(dir: &Path) -> Result<PathBuf> {
+    let abs = std::fs::canonicalize(dir)
+        .with_context(|| format!("cannot use the directory {}", dir.display()))?;
+    if !abs.is_dir() {
+        bail!("{} is not a directory", dir.display());
+    }
+    Ok(abs)
+}
+
+/// Sends a command that needs the daemon and returns its reply.
+fn ask(settings: &Settings, command: Command) -> Result<Reply> {
+    match transport::call(&settings.socket, &Request::new(command), settings.timeout) {
+        Ok(response) => match response.body {
+            Body::Ok(reply) => Ok(reply),
+            Body::Error(e) => Err(exit(EXIT_ERROR, e.message)),
+        },
+        Err(e @ CallError::Unreachable { .. }) => Err(exit(
+            EXIT_UNREACHABLE,
+            format!("{e} (is it running? start it with: gevod serve)"),
+        )),
+        Err(e) if e.is_unreachable() => Err(exit(EXIT_UNREACHABLE, e.to_string())),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Where a `best` answer came from.
+enum Source {
+    Daemon,
+    /// The export in the state dir; the daemon was unreachable for this reason.
+    Export(String),
+}
+
+fn best(
+    settings: &Settings,
+    kernel: &str,
+    arch: Option<&str>,
+    output: Option<&Path>,
+    json: bool,
+) -> Result<()> {
+    let request = Request::new(Command::Best {
+        kernel: kernel.to_string(),
+        arch: arch.map(str::to_string),
+    });
+    let (best, source) = match transport::call(&settings.socket, &request, settings.timeout) {
+        Ok(response) => match response.body {
+            Body::Ok(Reply::Best(best)) => (best, Source::Daemon),
+            Body::Ok(other) => bail!("gevod answered best with {}", reply_kind(&other)),
+            Body::Error(e) => {
+                let code = match e.code {
+                    ErrorCode::NoValidated | ErrorCode::UnknownKernel => EXIT_NO_VARIANT,
+                    _ => EXIT_ERROR,
+                };
+                return Err(exit(code, e.message));
+            }
+        },
+        Err(e) if e.is_unreachable() => match export::read(&settings.state, kernel, arch) {
+            Ok(best) => (best, Source::Export(e.reason())),
+            Err(x) => {
+                return Err(exit(
+                    EXIT_UNREACHABLE,
+                    format!("{e}; {}", export_failure(&x, kernel, &settings.state)),
+                ))
+            }
+        },
+        Err(e) => return Err(e.into()),
+    };
+    check_best(&best, arch)?;
+
+    let r = &best.record;
+    let (lo, hi) = r.interval;
+    let from = match &source {
+        Source::Daemon => "from the daemon".to_string(),
+        Source::Export(why) => format!(
+            "from the export in {}, daemon unreachable: {why}",
+            settings.state.display()
+        ),
+    };
+    let mut note = format!(
+        "{} {}: validated variant, speedup {:.3}x [{lo:.2}, {hi:.2}] ({from})",
+        r.kernel, r.target, r.speedup
+    );
+    if let Some(path) = output {
+        let changed = write_if_changed(path, best.ptx.as_bytes())?;
+        let verb = if changed { "wrote" } else { "unchanged:" };
+        note += &format!("; {verb} {}", path.display());
+    }
+    if json {
+        let mut value = serde_json::to_value(&best).expect("best serializes");
+        let tag = match source {
+            Source::Daemon => "daemon",
+            Source::Export(_) => "export",
+        };
+        value["source"] = tag.into();
+        print_out(&(serde_json::to_string_pretty(&value).expect("json serializes") + "\n"))?;
+    } else if output.is_none() {
+        print_out(&best.ptx)?;
+    }
+    eprintln!("gevo-client: {note}");
+    Ok(())
+}
+
+/// A build must never link a PTX other than the one the record describes.
+fn check_best(best: &Best, arch: Option<&str>) -> Result<()> {
+    if export::ptx_hash(&best.ptx) != best.record.ptx_hash {
+        bail!(
+            "gevod sent a PTX for {} that does not match its record's hash",
+            best.record.kernel
+        );
+    }
+    if let Some(arch) = arch {
+        if best.record.target != arch {
+            bail!(
+                "asked for {arch}, gevod answered with a variant for {}",
+                best.record.target
+            );
+        }
+    }
+    Ok(())
+}
+
+fn export_failure(e: &ExportError, kernel: &str, state: &Path) -> String {
+    match e {
+        ExportError::NotFound { .. } | ExportError::NoArch { .. } => e.to_string(),
+        // A full name whose directory does not exist is simply not exported.
+        ExportError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+            format!(
+                "no exported variant of {kernel} in {}",
+                state.join(export::EXPORTS_DIR).display()
+            )
+        }
+        _ => format!("cannot use the export: {e}"),
+    }
+}
+
+/// Rewrites `path` only when its content differs, so that a build system
+/// sees an unchanged file when the answer is unchanged. Returns whether it
+/// wrote.
+fn write_if_changed(path: &Path, content: &[u8]) -> Result<bool> {
+    if std::fs::read(path).is_ok_and(|old| old == content) {
+        return Ok(false);
+    }
+    export::write_atomic(path, content).context("cannot write the PTX")?;
+    Ok(true)
+}
+
+fn print_out(text: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .context("cannot write to stdout")
+}
+
+fn reply_kind(reply: &Reply) -> &'static str {
+    match reply {
+        Reply::Status(_) => "a status",
+        Reply::Jobs(_) => "a job list",
+        Reply::Best(_) => "a best variant",
+        Reply::Pareto(_) => "a Pareto front",
+        Reply::Explain(_) => "an explanation",
+        Reply::Done(_) => "a confirmation",
+    }
+}
+
+/// The reply's payload as pretty JSON (for `done`, a JSON string).
+fn reply_json(reply: &Reply) -> String {
+    let value = match reply {
+        Reply::Status(s) => serde_json::to_value(s),
+        Reply::Jobs(j) => serde_json::to_value(j),
+        Reply::Best(b) => serde_json::to_value(b),
+        Reply::Pareto(p) => serde_json::to_value(p),
+        Reply::Explain(e) => serde_json::to_value(e),
+        Reply::Done(d) => serde_json::to_value(d),
+    };
+    serde_json::to_string_pretty(&value.expect("replies serialize")).expect("json serializes")
+        + "\n"
+}
+
+fn render(reply: &Reply) -> String {
+    match reply {
+        Reply::Status(s) => render_status(s),
+        Reply::Jobs(jobs) => render_jobs(jobs),
+        Reply::Best(b) => b.ptx.clone(),
+        Reply::Pareto(p) => render_pareto(p),
+        Reply::Explain(e) => render_explain(e),
+        Reply::Done(message) => format!("{message}\n"),
+    }
+}
+
+fn render_status(s: &Status) -> String {
+    let mut out = format!(
+        "gevod {} (pid {}), up {}\nsocket:    {}\nstate dir: {}\n\n",
+        s.daemon_version,
+        s.pid,
+        uptime(s.uptime_s),
+        s.socket.display(),
+        s.state_dir.display()
+    );
+    if s.watch_roots.is_empty() {
+        out += "no watch roots (add one with: gevo-client watch <dir>)\n";
+    } else {
+        let rows: Vec<Vec<String>> = s
+            .watch_roots
+            .iter()
+            .map(|w| {
+                let exists = if w.exists { "yes" } else { "no" };
+                vec![
+                    w.path.display().to_string(),
+                    w.source.clone(),
+                    exists.into(),
+                ]
+            })
+            .collect();
+        out += &table(&["WATCH ROOT", "SOURCE", "EXISTS"], &rows);
+    }
+    out += "\n";
+    if s.slots.is_empty() {
+        out += "no slots\n";
+    } else {
+        let rows: Vec<Vec<String>> = s
+            .slots
+            .iter()
+            .map(|slot| vec![slot.name.clone(), slot.state.clone()])
+            .collect();
+        out += &table(&["SLOT", "STATE"], &rows);
+    }
+    out += "\n";
+    out += &render_jobs(&s.jobs);
+    out
+}
+
+fn render_jobs(jobs: &[JobInfo]) -> String {
+    if jobs.is_empty() {
+        return "no jobs\n".into();
+    }
+    let with_message = jobs.iter().any(|j| j.message.is_some());
+    let mut header = vec![
+        "KERNEL",
+        "VERSION",
+        "STATE",
+        "GENERATIONS",
+        "EVALUATIONS",
+        "VALIDATED",
+        "BEST",
+        "BACKEND/TARGET",
+    ];
+    if with_message {
+        header.push("MESSAGE");
+    }
+    let rows: Vec<Vec<String>> = jobs
+        .iter()
+        .map(|j| {
+            let mut row = vec![
+                j.kernel.clone(),
+                j.version.to_string(),
+                state_name(j.state).into(),
+                j.generations.to_string(),
+                j.evaluations.to_string(),
+                j.validated.to_string(),
+                j.best_speedup
+                    .map_or_else(|| "-".into(), |s| format!("{s:.3}x")),
+                format!("{}/{}", j.backend, j.target),
+            ];
+            if with_message {
+                row.push(j.message.clone().unwrap_or_default());
+            }
+            row
+        })
+        .collect();
+    table(&header, &rows)
+}
+
+fn state_name(state: JobState) -> &'static str {
+    match state {
+        JobState::Running => "running",
+        JobState::Queued => "queued",
+        JobState::Paused => "paused",
+        JobState::Removed => "removed",
+        JobState::Superseded => "superseded",
+        JobState::Finished => "finished",
+        JobState::Error => "error",
+    }
+}
+
+fn render_pareto(p: &Pareto) -> String {
+    let mut out = format!(
+        "{} (job {}): {} point{} on the Pareto front\n",
+        p.kernel,
+        p.job,
+        p.points.len(),
+        if p.points.len() == 1 { "" } else { "s" }
+    );
+    let rows: Vec<Vec<String>> = p
+        .points
+        .iter()
+        .map(|pt| {
+            let error = if pt.error == 0.0 {
+                "0".to_string()
+            } else {
+                format!("{:.3e}", pt.error)
+            };
+            vec![format!("{:.4}", pt.cost), error, pt.edits.to_string()]
+        })
+        .collect();
+    if !rows.is_empty() {
+        out += &table(&["COST", "ERROR", "EDITS"], &rows);
+    }
+    out
+}
+
+fn render_explain(e: &Explanation) -> String {
+    let mut out = format!(
+        "{} (job {}): speedup {:.3}x with {} edit{}\n",
+        e.kernel,
+        e.job,
+        e.speedup,
+        e.edits.len(),
+        if e.edits.len() == 1 { "" } else { "s" }
+    );
+    for (i, edit) in e.edits.iter().enumerate() {
+        out += &format!("  {}. {edit}\n", i + 1);
+    }
+    if !e.diff.is_empty() {
+        out += "\n";
+        out += &e.diff;
+        if !e.diff.ends_with('\n') {
+            out += "\n";
+        }
+    }
+    out
+}
+
+/// Left-aligned columns two spaces apart, no trailing blanks.
+fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut s = String::new();
+        for (cell, w) in cells.iter().zip(&widths) {
+            s += &format!("{cell:<w$}  ");
+        }
+        s.trim_end().to_string() + "\n"
+    };
+    let mut out = line(header.to_vec());
+    for row in rows {
+        out += &line(row.iter().map(String::as_str).collect());
+    }
+    out
+}
+
+fn uptime(seconds: f64) -> String {
+    let s = seconds.max(0.0) as u64;
+    let (d, h, m, s) = (s / 86400, s / 3600 % 24, s / 60 % 60, s % 60);
+    match (d, h, m) {
+        (0, 0, 0) => format!("{s}s"),
+        (0, 0, _) => format!("{m}m {s:02}s"),
+        (0, _, _) => format!("{h}h {m:02}m {s:02}s"),
+        _ => format!("{d}d {h:02}h {m:02}m"),
     }
 }
