@@ -155,7 +155,7 @@ fn run(cli: Cli) -> Result<()> {
             dir: absolute_dir(&dir)?,
         },
         Cmd::Unwatch { dir } => Command::Unwatch {
-            dir: absolute_dir(&dir)?,
+            dir: unwatched_dir(&dir)?,
         },
         Cmd::Pause { kernel } => Command::Pause { kernel },
         Cmd::Resume { kernel } => Command::Resume { kernel },
@@ -250,6 +250,15 @@ fn absolute_dir(dir: &Path) -> Result<PathBuf> {
         bail!("{} is not a directory", dir.display());
     }
     Ok(abs)
+}
+
+/// Like [`absolute_dir`], except that a directory deleted since it was
+/// watched can still be unwatched (by its absolute path).
+fn unwatched_dir(dir: &Path) -> Result<PathBuf> {
+    if dir.exists() {
+        return absolute_dir(dir);
+    }
+    std::path::absolute(dir).with_context(|| format!("cannot use the directory {}", dir.display()))
 }
 
 /// Sends a command that needs the daemon and returns its reply.
@@ -503,7 +512,12 @@ fn render_jobs(jobs: &[JobInfo]) -> String {
                 j.validated.to_string(),
                 j.best_speedup
                     .map_or_else(|| "-".into(), |s| format!("{s:.3}x")),
-                format!("{}/{}", j.backend, j.target),
+                // A spec that never made a job has no backend yet.
+                if j.backend.is_empty() {
+                    "-".into()
+                } else {
+                    format!("{}/{}", j.backend, j.target)
+                },
             ];
             if with_message {
                 row.push(j.message.clone().unwrap_or_default());

@@ -668,10 +668,27 @@ fn watch_sends_an_absolute_path_and_refuses_a_missing_one_itself() {
         };
         assert_eq!(daemon.received(), expect);
 
+        if command == "unwatch" {
+            // A watched directory deleted since can still be unwatched.
+            let daemon = FakeDaemon::replying(
+                &dir.join("d-gone.sock"),
+                vec![ok(Reply::Done("unwatched".into()))],
+            );
+            let run = gevo(
+                &dir,
+                &["--socket", s(&dir.join("d-gone.sock")), command, "nope"],
+            );
+            assert_eq!(run.code, 0, "{}", run.stderr);
+            let gone = std::fs::canonicalize(&dir).unwrap().join("nope");
+            assert_eq!(daemon.received(), Command::Unwatch { dir: gone });
+        }
         for (bad, why) in [
             ("nope", "cannot use the directory nope"),
             ("file", "file is not a directory"),
         ] {
+            if command == "unwatch" && bad == "nope" {
+                continue;
+            }
             let run = gevo(&dir, &["--socket", s(&socket), command, bad]);
             assert_eq!(run.code, 1, "{bad}");
             assert!(run.stderr.contains(why), "{bad}: {}", run.stderr);

@@ -105,15 +105,28 @@ impl ServeOptions {
     fn socket(&self, config: &ServeConfig) -> PathBuf {
         self.socket
             .clone()
-            .or_else(|| config.daemon.socket.clone())
+            .or_else(|| config.daemon.socket.as_ref().map(|p| self.from_config(p)))
             .unwrap_or_else(|| gevo_client::paths::Defaults::current().socket)
     }
 
     fn state(&self, config: &ServeConfig) -> PathBuf {
         self.state
             .clone()
-            .or_else(|| config.daemon.state_dir.clone())
+            .or_else(|| {
+                config
+                    .daemon
+                    .state_dir
+                    .as_ref()
+                    .map(|p| self.from_config(p))
+            })
             .unwrap_or_else(|| gevo_client::paths::Defaults::current().state)
+    }
+
+    /// A path from the config file: relative ones are relative to the file
+    /// (as gevo-client reads them), not to the daemon's working directory.
+    fn from_config(&self, path: &Path) -> PathBuf {
+        let base = self.config.parent().unwrap_or(Path::new("."));
+        absolute(&base.join(path))
     }
 
     /// Config roots: the file's and `--watch`, made absolute.
@@ -122,8 +135,8 @@ impl ServeOptions {
             .daemon
             .watch
             .iter()
-            .chain(&self.watch)
-            .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()))
+            .map(|p| self.from_config(p))
+            .chain(self.watch.iter().map(|p| absolute(p)))
             .collect();
         roots.dedup();
         roots
@@ -301,6 +314,10 @@ pub fn serve(
     let _ = std::fs::remove_file(&socket);
     tracing::info!("stopped; every job is checkpointed at its last generation");
     Ok(())
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
 }
 
 fn merge_roots(config: &[PathBuf], client: &[PathBuf]) -> Vec<Root> {

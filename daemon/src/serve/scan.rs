@@ -269,7 +269,7 @@ fn register(
     let newest = registry
         .versions(kernel)
         .first()
-        .map_or(0, |j| j.daemon.version);
+        .map(|j| (j.daemon.version, j.daemon.paused));
     if !registry.jobs.contains_key(&id) {
         let engine =
             Engine::new(config.evolve.clone(), config.jobs.seed).map_err(|e| e.to_string())?;
@@ -286,10 +286,11 @@ fn register(
         };
         let daemon = DaemonJob {
             kernel: kernel.to_string(),
-            version: newest + 1,
+            version: newest.map_or(1, |(v, _)| v + 1),
             root: found.root.clone(),
             fingerprint: fingerprint.to_string(),
-            paused: false,
+            // A rebuild does not undo a client's pause.
+            paused: newest.is_some_and(|(_, paused)| paused),
             superseded: false,
         };
         let ir_snapshot = snapshot_path(&shared.state_dir, &id);

@@ -1,0 +1,489 @@
+//! `gevod serve` and `gevo-client` as users run them: real processes on a
+//! temporary socket and state directory, the simulator backend, the fixture
+//! kernels copied into watched build directories.
+
+mod common;
+
+use gevo_client::proto::{Command, JobInfo, JobState, Reply, Request, Response};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command as Process, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Small and quick: stencil variants validate within a few generations.
+const CONFIG: &str = r#"
+[daemon]
+settle = "300ms"
+scan_interval = "1s"
+debounce = "200ms"
+[schedule]
+slice = "1s"
+[gpu]
+backend = "sim"
+[workers]
+count = 1
+[evolve]
+population = 32
+"#;
+
+const WAIT: Duration = Duration::from_secs(180);
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// gevo-client, built beside gevod (`cargo build --workspace`).
+fn client_binary() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe.parent().unwrap().parent().unwrap().join("gevo-client");
+    assert!(
+        bin.exists(),
+        "{} is missing: build it first (cargo build -p gevo-client)",
+        bin.display()
+    );
+    bin
+}
+
+struct Daemon {
+    child: Option<Child>,
+    dir: PathBuf,
+    socket: PathBuf,
+    state: PathBuf,
+    config: PathBuf,
+    log: PathBuf,
+}
+
+impl Daemon {
+    /// Starts `gevod serve` in `dir` (config `dir/gevod.toml`, written from
+    /// CONFIG unless present) and waits for its socket.
+    fn start(dir: &Path, args: &[&str]) -> Daemon {
+        let config = dir.join("gevod.toml");
+        if !config.exists() {
+            std::fs::write(&config, CONFIG).unwrap();
+        }
+        let log = dir.join(format!("gevod-{}.log", Instant::now().elapsed().as_nanos()));
+        let mut d = Daemon {
+            child: None,
+            dir: dir.to_path_buf(),
+            socket: dir.join("gevod.sock"),
+            state: dir.join("state"),
+            config,
+            log,
+        };
+        d.spawn(args);
+        d
+    }
+
+    fn spawn(&mut self, args: &[&str]) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .unwrap();
+        let child = Process::new(env!("CARGO_BIN_EXE_gevod"))
+            .args([
+                "serve",
+                "--config",
+                s(&self.config),
+                "--state",
+                s(&self.state),
+            ])
+            .args(["--socket", s(&self.socket)])
+            .args(args)
+            .env("GEVOD_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let started = Instant::now();
+        while self.try_call(Command::Status).is_none() {
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("gevod exited with {status}:\n{}", self.log_text());
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "no socket:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn try_call(&self, command: Command) -> Option<Response> {
+        let mut stream = UnixStream::connect(&self.socket).ok()?;
+        let line = serde_json::to_string(&Request::new(command)).unwrap() + "\n";
+        stream.write_all(line.as_bytes()).ok()?;
+        let mut answer = String::new();
+        BufReader::new(stream).read_line(&mut answer).ok()?;
+        serde_json::from_str(&answer).ok()
+    }
+
+    fn call(&self, command: Command) -> Reply {
+        let response = self
+            .try_call(command.clone())
+            .unwrap_or_else(|| panic!("{command:?}: no answer\n{}", self.log_text()));
+        match response.body {
+            gevo_client::proto::Body::Ok(reply) => reply,
+            gevo_client::proto::Body::Error(e) => panic!("{command:?}: {e:?}"),
+        }
+    }
+
+    fn jobs(&self) -> Vec<JobInfo> {
+        match self.call(Command::Jobs) {
+            Reply::Jobs(jobs) => jobs,
+            other => panic!("jobs answered {other:?}"),
+        }
+    }
+
+    /// Polls `check` until it gives a value.
+    fn wait_for<T>(&self, what: &str, mut check: impl FnMut(&Daemon) -> Option<T>) -> T {
+        let started = Instant::now();
+        loop {
+            if let Some(v) = check(self) {
+                return v;
+            }
+            assert!(
+                started.elapsed() < WAIT,
+                "timed out waiting for {what}; jobs: {:#?}\n{}",
+                self.jobs(),
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    fn client(&self, args: &[&str]) -> Output {
+        Process::new(client_binary())
+            .args(["--socket", s(&self.socket), "--state", s(&self.state)])
+            .args(args)
+            .current_dir(&self.dir)
+            .output()
+            .unwrap()
+    }
+
+    fn signal(&mut self, signal: i32) -> (ExitStatus, Duration) {
+        let mut child = self.child.take().expect("running");
+        let sent = Instant::now();
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let status = child.wait().unwrap();
+        (status, sent.elapsed())
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A build directory `dir/<project>/build` with the stencil fixture.
+fn build_dir(dir: &Path, project: &str) -> PathBuf {
+    let build = dir.join(project).join("build");
+    std::fs::create_dir_all(&build).unwrap();
+    // Without `project`, the kernel is named after the watched directory.
+    let spec = std::fs::read_to_string(common::spec_fixture("stencil")).unwrap();
+    let spec: String = spec
+        .lines()
+        .filter(|l| !l.starts_with("project"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(build.join("stencil.gevo.toml"), spec).unwrap();
+    std::fs::copy(common::kernel_fixture("stencil"), build.join("stencil.ll")).unwrap();
+    build
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn best_json(d: &Daemon) -> Option<serde_json::Value> {
+    let out = d.client(&["--json", "best", "stencil"]);
+    match out.status.code() {
+        Some(0) => Some(serde_json::from_slice(&out.stdout).unwrap()),
+        Some(3) => None,
+        _ => panic!("best: {out:?}"),
+    }
+}
+
+#[test]
+fn a_watched_kernel_is_evolved_served_and_exported() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = dir.path().join("app");
+    build_dir(dir.path(), "app");
+    let mut d = Daemon::start(dir.path(), &["--watch", s(&app)]);
+    d.wait_for("the job", |d| {
+        d.jobs().into_iter().find(|j| j.kernel == "app/stencil")
+    });
+
+    // Until a variant is validated, `best` says so with exit 3.
+    let out = dir.path().join("kernel.ptx");
+    let served = d.wait_for("a validated variant", |d| {
+        let run = d.client(&["best", "stencil", "--arch", "sm_90", "-o", s(&out)]);
+        match run.status.code() {
+            Some(0) => Some(text(&run.stderr)),
+            Some(3) => None,
+            _ => panic!("best: {run:?}"),
+        }
+    });
+    assert!(served.contains("from the daemon"), "{served}");
+    let ptx = std::fs::read_to_string(&out).unwrap();
+    let original = Process::new(env!("CARGO_BIN_EXE_gevod"))
+        .args([
+            "ptx",
+            s(&common::kernel_fixture("stencil")),
+            "--arch",
+            "sm_90",
+        ])
+        .output()
+        .unwrap();
+    assert!(original.status.success());
+    assert!(ptx.contains(".entry stencil5"));
+    assert_ne!(
+        ptx,
+        text(&original.stdout),
+        "the served PTX is the original's"
+    );
+
+    let best = best_json(&d).unwrap();
+    assert!(best["speedup"].as_f64().unwrap() > 1.0, "{best}");
+    assert_eq!(best["ptx_hash"], gevo_client::export::ptx_hash(&ptx));
+    assert_eq!(best["target"], "sm_90");
+
+    let explain = d.client(&["explain", "stencil"]);
+    assert!(explain.status.success(), "{explain:?}");
+    assert!(
+        text(&explain.stdout).contains("@@"),
+        "no diff: {}",
+        text(&explain.stdout)
+    );
+    let pareto = d.client(&["--json", "pareto", "app/stencil"]);
+    let pareto: serde_json::Value = serde_json::from_slice(&pareto.stdout).unwrap();
+    assert!(!pareto["points"].as_array().unwrap().is_empty(), "{pareto}");
+
+    // SIGTERM: checkpoint, exit 0 well within 10 s, socket gone.
+    let (status, took) = d.signal(libc::SIGTERM);
+    assert!(status.success(), "{status}\n{}", d.log_text());
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    assert!(!d.socket.exists());
+
+    // With the daemon down, `best` answers from the export.
+    let again = dir.path().join("again.ptx");
+    let run = d.client(&["best", "app/stencil", "-o", s(&again)]);
+    assert_eq!(run.status.code(), Some(0), "{run:?}");
+    assert!(
+        text(&run.stderr).contains("export"),
+        "{}",
+        text(&run.stderr)
+    );
+    let exported = std::fs::read_to_string(&again).unwrap();
+    // The exported best is at least as new as the one served earlier.
+    assert!(exported.contains(".entry stencil5"));
+    std::fs::remove_dir_all(d.state.join("exports")).unwrap();
+    let run = d.client(&["best", "stencil"]);
+    assert_eq!(run.status.code(), Some(2), "{run:?}");
+}
+
+#[test]
+fn a_killed_daemon_resumes_its_jobs_and_client_watch_roots() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = build_dir(dir.path(), "proj")
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let mut d = Daemon::start(dir.path(), &[]);
+    let watch = d.client(&["watch", s(&app)]);
+    assert!(watch.status.success(), "{watch:?}");
+    let job = d.wait_for("3 generations", |d| {
+        d.jobs().into_iter().find(|j| j.generations >= 3)
+    });
+    let (status, _) = d.signal(libc::SIGKILL);
+    assert!(!status.success());
+
+    // What the store holds is what was committed before the kill.
+    let committed = {
+        let store = gevod::store::Store::open(&d.state).unwrap();
+        store.checkpoint(&job.job).unwrap().unwrap().generations()
+    };
+    assert!(committed >= 4, "{committed}");
+    d.spawn(&[]);
+    let jobs = d.jobs();
+    assert_eq!(jobs.len(), 1, "{jobs:#?}");
+    assert_eq!(jobs[0].job, job.job, "the same job, not a new one");
+    assert!(
+        jobs[0].generations + 1 >= committed,
+        "{jobs:#?} vs {committed}"
+    );
+    // The watch root came back from the store and the job goes on.
+    let Reply::Status(status) = d.call(Command::Status) else {
+        panic!()
+    };
+    assert_eq!(status.watch_roots.len(), 1);
+    assert_eq!(status.watch_roots[0].source, "client");
+    d.wait_for("more generations", |d| {
+        d.jobs().into_iter().find(|j| {
+            j.job == job.job && j.generations + 1 > committed && j.state == JobState::Running
+        })
+    });
+}
+
+#[test]
+fn broken_specs_show_in_status_and_the_good_job_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let build = build_dir(dir.path(), "app");
+    let spec = std::fs::read_to_string(build.join("stencil.gevo.toml")).unwrap();
+    std::fs::write(build.join("malformed.gevo.toml"), "version = 1\nir = \n").unwrap();
+    std::fs::write(build.join("garbage.ll"), "this is not LLVM IR\n").unwrap();
+    std::fs::write(
+        build.join("unparsable.gevo.toml"),
+        spec.replace("ir = \"stencil.ll\"", "ir = \"garbage.ll\""),
+    )
+    .unwrap();
+    std::fs::write(
+        build.join("nokernel.gevo.toml"),
+        spec.replace("kernel = \"stencil5\"", "kernel = \"no_such_kernel\""),
+    )
+    .unwrap();
+    let d = Daemon::start(dir.path(), &["--watch", s(&dir.path().join("app"))]);
+    let jobs = d.wait_for("three errors and a running job", |d| {
+        let jobs = d.jobs();
+        let errors = jobs.iter().filter(|j| j.state == JobState::Error).count();
+        let good = jobs
+            .iter()
+            .any(|j| j.kernel == "app/stencil" && j.generations > 0);
+        (errors == 3 && good).then_some(jobs)
+    });
+    for (kernel, expected) in [
+        ("app/malformed", "malformed.gevo.toml"),
+        ("app/unparsable", "unparsable.gevo.toml"),
+        ("app/nokernel", "no_such_kernel"),
+    ] {
+        let job = jobs.iter().find(|j| j.kernel == kernel).unwrap();
+        let message = job.message.as_deref().unwrap_or_default();
+        assert!(message.contains(expected), "{kernel}: {message}");
+    }
+    let status = d.client(&["status"]);
+    assert!(status.status.success());
+    let table = text(&status.stdout);
+    for kernel in [
+        "app/malformed",
+        "app/unparsable",
+        "app/nokernel",
+        "app/stencil",
+    ] {
+        assert!(table.contains(kernel), "{table}");
+    }
+}
+
+#[test]
+fn a_rebuilt_kernel_is_a_new_version_and_best_keeps_the_old_until_it_has_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let build = build_dir(dir.path(), "app");
+    let d = Daemon::start(dir.path(), &["--watch", s(&dir.path().join("app"))]);
+    let v1 = d.wait_for("version 1's variant", best_json);
+    let paused = d.client(&["pause", "stencil"]);
+    assert!(paused.status.success(), "{paused:?}");
+
+    // A rebuild from another source: different IR bytes.
+    let ir = build.join("stencil.ll");
+    let mut text_ir = std::fs::read_to_string(&ir).unwrap();
+    text_ir.push_str("\n; rebuilt from another revision of stencil.cu\n");
+    std::fs::write(&ir, text_ir).unwrap();
+    let v2 = d.wait_for("version 2", |d| {
+        d.jobs().into_iter().find(|j| j.version == 2)
+    });
+    assert_eq!(
+        v2.state,
+        JobState::Paused,
+        "a rebuild keeps the client's pause"
+    );
+    let jobs = d.jobs();
+    let old = jobs.iter().find(|j| j.version == 1).unwrap();
+    assert_eq!(old.state, JobState::Superseded);
+    // The old version's result stays the answer meanwhile.
+    let now = best_json(&d).unwrap();
+    assert_eq!(now["job"], v1["job"]);
+    assert_eq!(now["version"], 1);
+
+    assert!(d.client(&["resume", "stencil"]).status.success());
+    let newer = d.wait_for("version 2's own variant", |d| {
+        best_json(d).filter(|b| b["version"] == 2)
+    });
+    assert_eq!(newer["job"], serde_json::Value::from(v2.job));
+}
+
+#[test]
+fn sighup_reloads_the_config_and_shutdown_stops_the_daemon() {
+    let dir = tempfile::tempdir().unwrap();
+    build_dir(dir.path(), "app");
+    let mut d = Daemon::start(dir.path(), &[]);
+    assert!(d.jobs().is_empty());
+    // A bad config is refused on reload; the daemon keeps its own.
+    std::fs::write(&d.config, "[daemon]\nwatch = 3\n").unwrap();
+    unsafe { libc::kill(d.child.as_ref().unwrap().id() as i32, libc::SIGHUP) };
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(d.try_call(Command::Status).is_some());
+    std::fs::write(
+        &d.config,
+        format!("{CONFIG}\n").replace("[daemon]\n", "[daemon]\nwatch = [\"app\"]\n"),
+    )
+    .unwrap();
+    unsafe { libc::kill(d.child.as_ref().unwrap().id() as i32, libc::SIGHUP) };
+    d.wait_for("the job from the reloaded roots", |d| {
+        d.jobs().into_iter().find(|j| j.kernel == "app/stencil")
+    });
+    assert!(d.log_text().contains("reload refused"), "{}", d.log_text());
+    let out = d.client(&["shutdown"]);
+    assert!(out.status.success(), "{out:?}");
+    let status = d.child.take().unwrap().wait().unwrap();
+    assert!(status.success(), "{status}");
+}
+
+#[test]
+fn a_client_of_another_user_is_refused() {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("skipped: switching users needs root");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let as_nobody = || {
+        Process::new(client_binary())
+            .args(["--socket", s(&d.socket), "--state", s(&d.state), "status"])
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .unwrap()
+    };
+    // The socket's mode (0660) keeps others out...
+    let run = as_nobody();
+    assert_eq!(run.status.code(), Some(2), "{run:?}");
+    assert!(
+        text(&run.stderr)
+            .to_lowercase()
+            .contains("permission denied"),
+        "{run:?}"
+    );
+    // ...and so does the daemon's own peer check when the mode is opened.
+    std::fs::set_permissions(&d.socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let run = as_nobody();
+    assert_eq!(run.status.code(), Some(1), "{run:?}");
+    assert!(
+        text(&run.stderr).contains("uid 65534 is not allowed"),
+        "{run:?}"
+    );
+    assert!(d.client(&["status"]).status.success());
+}
