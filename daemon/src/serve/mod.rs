@@ -105,7 +105,7 @@ impl ServeOptions {
     fn socket(&self, config: &ServeConfig) -> PathBuf {
         self.socket
             .clone()
-            .or_else(|| config.daemon.socket.as_ref().map(|p| self.from_config(p)))
+            .or_else(|| config.daemon.socket.as_ref().map(|p| self.config_relative(p)))
             .unwrap_or_else(|| gevo_client::paths::Defaults::current().socket)
     }
 
@@ -117,14 +117,14 @@ impl ServeOptions {
                     .daemon
                     .state_dir
                     .as_ref()
-                    .map(|p| self.from_config(p))
+                    .map(|p| self.config_relative(p))
             })
             .unwrap_or_else(|| gevo_client::paths::Defaults::current().state)
     }
 
     /// A path from the config file: relative ones are relative to the file
     /// (as gevo-client reads them), not to the daemon's working directory.
-    fn from_config(&self, path: &Path) -> PathBuf {
+    fn config_relative(&self, path: &Path) -> PathBuf {
         let base = self.config.parent().unwrap_or(Path::new("."));
         absolute(&base.join(path))
     }
@@ -135,7 +135,7 @@ impl ServeOptions {
             .daemon
             .watch
             .iter()
-            .map(|p| self.from_config(p))
+            .map(|p| self.config_relative(p))
             .chain(self.watch.iter().map(|p| absolute(p)))
             .collect();
         roots.dedup();
