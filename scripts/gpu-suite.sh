@@ -2,8 +2,10 @@
 # The GPU test machine's suite. That machine has CUDA (ptxas, libdevice, the
 # driver) but no Rust and no clang, so it runs a prebuilt gevod:
 #
-#   here:   scripts/package-gevod.sh           (writes .dist/gevod.gz)
-#   there:  scripts/gpu-suite.sh [.dist/gevod.gz]
+#   here:   scripts/package-gevod.sh   (writes .dist/gevod.gz, .dist/gevo-client.gz)
+#   there:  scripts/gpu-suite.sh [.dist/gevod.gz [.dist/gevo-client.gz]]
+#
+# SECTIONS picks what runs (default "kernels evolve daemon").
 #
 # Checks, each counted:
 #  - gevod carries no libLLVM; every fixture's PTX (libdevice linked from the
@@ -17,13 +19,20 @@
 #    the GPU times out one that loops forever;
 #  - a timed `gevod evolve --backend cuda` on stencil and nw (EVOLVE_TIME
 #    each) and on vecadd (THROUGHPUT_TIME), printing validated speedups with
-#    their intervals and the evaluation rates.
+#    their intervals and the evaluation rates;
+#  - the daemon: `gevod serve` runs a watched kernel's job on the idle GPU,
+#    stops and frees the GPU when another process (tests/fixtures/gpu/busy.cu)
+#    computes, resumes after the grace period, and serves a validated
+#    variant through gevo-client; SIGTERM exits 0 within 10 s.
 # Ends with "N passed, N failed". With REPORT=FILE, also writes the results
 # as a Markdown section for BENCHMARKS.md.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 package=${1:-.dist/gevod.gz}
+client_package=${2:-.dist/gevo-client.gz}
+sections=" ${SECTIONS:-kernels evolve daemon} "
+want() { [[ $sections == *" $1 "* ]]; }
 seeds=${SEEDS:-20}
 evolve_time=${EVOLVE_TIME:-120s}
 throughput_time=${THROUGHPUT_TIME:-45s}
@@ -50,6 +59,7 @@ echo "gpu-suite: $gpu; $(ptxas --version | tail -1)"
 check "no libLLVM in gevod" bash -c "! ldd '$gevod' | grep -qi libllvm"
 
 fixtures=(vecadd reduce stencil nw loops expf)
+if want kernels; then
 for f in "${fixtures[@]}"; do
     ll=$k/$f.ll
     check "$f: original PTX assembles" bash -c "'$gevod' ptx $ll -o $work/$f.ptx && ptxas -arch=sm_90 $work/$f.ptx -o $work/$f.cubin"
@@ -109,6 +119,7 @@ check "pre-screen: an out-of-bounds patch is rejected on the simulator" \
 check "an endless loop the pre-screen misses times out on the GPU" \
     grep -q "timeout" "$work/endless.txt"
 sed 's/^/    /' "$work/endless.txt" | head -12
+fi
 
 # Timed searches. Prints each job's validated speedup with its interval.
 evolve() { # fixture, time
@@ -142,6 +153,7 @@ print(f'| {sys.argv[2]} | {secs:.0f} | {r["generations"]} | {r["evaluations"]} |
       f'{r["validated"]} | {speed} |')
 PY
 }
+if want evolve; then
 rows=()
 for f in stencil nw; do
     check "$f: timed evolve on the GPU ($evolve_time)" evolve $f "$evolve_time"
@@ -161,6 +173,17 @@ rows+=("$(summary vecadd)")
     echo "|---|---|---|---|---|---|---|---|---|"
     printf '%s\n' "${rows[@]}"
 } | tee "$report"
+fi
+
+if want daemon; then
+    scripts/gpu-daemon.sh "$gevod" "$client_package" "$work/daemon" > "$work/daemon.out" 2>&1
+    daemon_rc=$?
+    cat "$work/daemon.out"
+    passed=$((passed + $(grep -c '^ok ' "$work/daemon.out")))
+    failed=$((failed + $(grep -c '^FAIL ' "$work/daemon.out")))
+    [ "$daemon_rc" -eq 0 ] || [ "$(grep -c '^FAIL ' "$work/daemon.out")" -gt 0 ] || failed=$((failed + 1))
+    grep '^|' "$work/daemon.out" >> "$report" || true
+fi
 
 echo "gpu-suite: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Builds gevod in release mode, strips it and gzips it to .dist/gevod.gz, for
-# machines without a Rust toolchain (the GPU test machine).
+# Builds gevod and gevo-client in release mode, strips and gzips them to
+# .dist/gevod.gz and .dist/gevo-client.gz, for machines without a Rust
+# toolchain (the GPU test machine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release -p gevod
+cargo build --release -p gevod -p gevo-client
 mkdir -p .dist
-strip -o .dist/gevod target/release/gevod
-gzip -9 -f .dist/gevod
-ls -l .dist/gevod.gz
+for bin in gevod gevo-client; do
+    strip -o ".dist/$bin" "target/release/$bin"
+    gzip -9 -f ".dist/$bin"
+done
+ls -l .dist/*.gz

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# The daemon part of the GPU suite (called by scripts/gpu-suite.sh):
+#   scripts/gpu-daemon.sh GEVOD GEVO_CLIENT.gz WORKDIR
+# Starts `gevod serve` (cuda backend, short idle grace) on a build directory
+# holding the stencil fixture, then checks, printing "ok NAME" or
+# "FAIL NAME" per check and a Markdown table of the measured times:
+#  - the job runs on the GPU once it has been idle for the grace period;
+#  - another process computing on the GPU (tests/fixtures/gpu/busy.cu)
+#    makes gevod stop its GPU worker, which frees the GPU's memory;
+#  - once that process ends, the job resumes after the grace period;
+#  - gevo-client best serves a validated variant that ptxas accepts;
+#  - SIGTERM: exit 0 within 10 s.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+gevod=$1 client_package=$2 work=$3
+mkdir -p "$work/app/build"
+client=$work/gevo-client
+gunzip -c "$client_package" > "$client" && chmod +x "$client" || { echo "FAIL unpack $client_package"; exit 1; }
+grace=3
+
+ok() { echo "ok   $1"; }
+fail() { echo "FAIL $1"; [ -n "${2:-}" ] && tail -15 "$2" | sed 's/^/    /'; }
+now() { date +%s.%N; }
+since() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.2f}')" "$1" "$(now)"; }
+status_json() { "$client" --socket "$work/sock" --json status 2>/dev/null; }
+slot_state() { status_json | python3 -c 'import json,sys; print(json.load(sys.stdin)["slots"][0]["state"])' 2>/dev/null; }
+generations() { status_json | python3 -c 'import json,sys; j=[j for j in json.load(sys.stdin)["jobs"] if j["job"]]; print(j[0]["generations"] if j else -1)' 2>/dev/null; }
+# wait_until SECONDS COMMAND...: polls every 0.1 s; true once COMMAND is.
+wait_until() {
+    local limit=$1; shift
+    local end=$(( $(date +%s) + limit ))
+    until "$@"; do
+        [ "$(date +%s)" -ge "$end" ] && return 1
+        sleep 0.1
+    done
+}
+running() { [[ $(slot_state) == running* ]]; }
+waiting_busy() { [[ $(slot_state) == "waiting: GPU busy"*"other process"* ]]; }
+worker_gone() { ! pgrep -f "gevod gpu-worker" > /dev/null; }
+
+nvcc -O2 -o "$work/busy" tests/fixtures/gpu/busy.cu || { fail "busy.cu builds"; exit 1; }
+grep -v '^project' tests/fixtures/kernels/stencil.gevo.toml > "$work/app/build/stencil.gevo.toml"
+cp tests/fixtures/kernels/stencil.ll "$work/app/build/"
+cat > "$work/gevod.toml" <<TOML
+[daemon]
+settle = "500ms"
+[schedule]
+slice = "5s"
+[gpu]
+backend = "cuda"
+idle_grace = "${grace}s"
+poll_interval = "250ms"
+[evolve]
+population = 64
+TOML
+"$work/busy" 0.1 > /dev/null  # the CUDA runtime's first start, out of the timings
+
+GEVOD_LOG=info "$gevod" serve --config "$work/gevod.toml" --state "$work/state" \
+    --socket "$work/sock" --watch "$work/app" > "$work/gevod.log" 2>&1 &
+daemon=$!
+started=$(now)
+if wait_until 60 running; then
+    to_running=$(since "$started"); ok "daemon: the job runs on the idle GPU (after ${to_running}s, grace ${grace}s)"
+else
+    fail "daemon: the job runs on the idle GPU" "$work/gevod.log"; kill -9 $daemon; exit 1
+fi
+wait_until 60 bash -c '[ "$(pgrep -fc "gevod gpu-worker")" -ge 1 ]' && ok "daemon: its GPU worker is up" || fail "daemon: its GPU worker is up" "$work/gevod.log"
+
+"$work/busy" 12 > "$work/busy.out" 2>&1 &
+busy=$!
+busy_started=$(now)
+if wait_until 10 bash -c "nvidia-smi --query-compute-apps=pid --format=csv,noheader | grep -qw $busy"; then
+    seen=$(now)
+    if wait_until 10 worker_gone; then
+        released=$(since "$seen"); ok "daemon: GPU worker stopped ${released}s after another process started computing"
+    else
+        fail "daemon: GPU worker stopped when another process computes" "$work/gevod.log"
+    fi
+    wait_until 5 waiting_busy && ok "daemon: status says why ($(slot_state))" || fail "daemon: status names the other process ($(slot_state))"
+    others=$(nvidia-smi --query-compute-apps=pid --format=csv,noheader | grep -vcw $busy)
+    [ "$others" -eq 0 ] && ok "daemon: no gevod process holds GPU memory meanwhile" || fail "daemon: $others other compute processes remain"
+    sleep 3
+    [[ $(slot_state) == waiting* ]] && ok "daemon: still waiting while the GPU is busy" || fail "daemon: still waiting while the GPU is busy ($(slot_state))"
+else
+    fail "daemon: busy.cu shows up in nvidia-smi" "$work/busy.out"
+fi
+wait $busy
+busy_ended=$(now)
+if wait_until 30 running; then
+    resumed=$(since "$busy_ended"); ok "daemon: the job resumed ${resumed}s after the other process ended (grace ${grace}s)"
+else
+    fail "daemon: the job resumes after the grace period" "$work/gevod.log"
+fi
+
+if wait_until 240 "$client" --socket "$work/sock" best stencil --arch sm_90 -o "$work/best.ptx"; then
+    ok "daemon: gevo-client best serves a validated variant"
+    "$client" --socket "$work/sock" --json best stencil | python3 -c 'import json,sys; b=json.load(sys.stdin); print(f"    {b[\"kernel\"]} {b[\"backend\"]} {b[\"target\"]}: speedup {b[\"speedup\"]:.3f}x [{b[\"interval\"][0]:.3f}, {b[\"interval\"][1]:.3f}], generation {b[\"generation\"]}")'
+    ptxas -arch=sm_90 "$work/best.ptx" -o "$work/best.cubin" && ok "daemon: the served PTX assembles" || fail "daemon: the served PTX assembles"
+else
+    fail "daemon: gevo-client best serves a validated variant" "$work/gevod.log"
+fi
+gens=$(generations)
+
+term=$(now)
+kill -TERM $daemon
+wait $daemon
+rc=$?
+stop_time=$(since "$term")
+if [ "$rc" -eq 0 ] && python3 -c "import sys; sys.exit(float(sys.argv[1]) >= 10)" "$stop_time"; then
+    ok "daemon: SIGTERM exits 0 in ${stop_time}s"
+else
+    fail "daemon: SIGTERM exits 0 within 10 s (rc $rc, ${stop_time}s)" "$work/gevod.log"
+fi
+"$client" --socket "$work/sock" --state "$work/state" best stencil --arch sm_90 -o "$work/exported.ptx" 2> "$work/export.err" &&
+    cmp -s "$work/exported.ptx" "$work/best.ptx" || "$client" --socket "$work/sock" --state "$work/state" best stencil > /dev/null 2>&1
+[ $? -eq 0 ] && ok "daemon: gevo-client best answers from the export when gevod is down" || fail "daemon: answers from the export" "$work/export.err"
+grep -E "WARN|ERROR" "$work/gevod.log" | head -5 | sed 's/^/    log: /'
+
+echo
+echo "| daemon on the GPU | seconds |"
+echo "|---|---|"
+echo "| start to the job running (idle grace ${grace} s) | ${to_running:-} |"
+echo "| another process computing to gevod's GPU worker gone | ${released:-} |"
+echo "| other process ended to the job running again (grace ${grace} s) | ${resumed:-} |"
+echo "| SIGTERM to exit | ${stop_time:-} |"
+echo "| generations when stopped | ${gens:-} |"
