@@ -105,7 +105,13 @@ impl ServeOptions {
     fn socket(&self, config: &ServeConfig) -> PathBuf {
         self.socket
             .clone()
-            .or_else(|| config.daemon.socket.as_ref().map(|p| self.config_relative(p)))
+            .or_else(|| {
+                config
+                    .daemon
+                    .socket
+                    .as_ref()
+                    .map(|p| self.config_relative(p))
+            })
             .unwrap_or_else(|| gevo_client::paths::Defaults::current().socket)
     }
 
@@ -150,7 +156,10 @@ pub struct Shared {
     pub store: Store,
     pub config: RwLock<ServeConfig>,
     pub slots: Vec<Slot>,
+    /// What jobs are measured on: `sim`, or `cuda` and the first GPU.
     pub scope: Scope,
+    /// The GPUs' PTX target; `None` on the simulator (each spec's own).
+    pub arch: Option<String>,
     pub state_dir: PathBuf,
     pub socket: PathBuf,
     pub shutdown: AtomicBool,
@@ -196,12 +205,15 @@ pub fn serve(
     let socket = options.socket(&config);
     let devices = slots_for(&config).map_err(ServeError::Gpu)?;
     let store = Store::open(&state_dir)?;
-    let scope = match devices.first() {
-        Some(Some(d)) => crate::cuda::backend::GpuWorker::scope(d),
-        _ => Scope {
-            backend: "sim".into(),
-            target: String::new(), // per job: the spec's arch
-        },
+    let (scope, arch) = match devices.first() {
+        Some(Some(d)) => (crate::cuda::backend::GpuWorker::scope(d), Some(d.arch())),
+        _ => (
+            Scope {
+                backend: "sim".into(),
+                target: String::new(),
+            },
+            None,
+        ),
     };
     let slots: Vec<Slot> = devices
         .into_iter()
@@ -224,6 +236,7 @@ pub fn serve(
         config: RwLock::new(config),
         slots,
         scope,
+        arch,
         state_dir,
         socket: socket.clone(),
         shutdown: AtomicBool::new(false),
@@ -270,7 +283,14 @@ pub fn serve(
                 Ok(config) => {
                     let client_roots: Vec<PathBuf> =
                         shared.store.setting("watch_roots")?.unwrap_or_default();
-                    shared.registry().roots = merge_roots(&options.roots(&config), &client_roots);
+                    {
+                        let mut registry = shared.registry();
+                        registry.roots = merge_roots(&options.roots(&config), &client_roots);
+                        // A reload is also the way to retry jobs that failed.
+                        for job in registry.jobs.values_mut() {
+                            job.error = None;
+                        }
+                    }
                     shared.set_config(config);
                     events = crate::watch::Events::watch(&control.root_paths());
                     control.scan_now();

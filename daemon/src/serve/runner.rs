@@ -35,10 +35,17 @@ pub fn run(shared: &Shared, slot: usize, factory: &dyn BackendFactory) {
             match start(shared, slot, &id, factory) {
                 Ok(c) => current = Some(c),
                 Err(message) => {
-                    tracing::error!(%message, "job cannot start");
+                    // Told to stop while starting (busy GPU, pause, shutdown)
+                    // is not the job's fault.
+                    let stopped = shared.slots[slot].stop.load(Ordering::Relaxed);
+                    if !stopped {
+                        tracing::error!(%message, "job cannot start");
+                    }
                     let mut registry = shared.registry();
                     if let Some(job) = registry.jobs.get_mut(&id) {
-                        job.error = Some(message);
+                        if !stopped {
+                            job.error = Some(message);
+                        }
                         job.running_on = None;
                     }
                     continue;

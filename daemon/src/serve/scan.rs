@@ -60,8 +60,14 @@ pub fn best_record(
         kernel: entry.daemon.kernel.clone(),
         job: entry.id.clone(),
         version: entry.daemon.version,
-        target: v.scope.target.clone(),
-        backend: v.scope.backend.clone(),
+        // The PTX target (what builds ask for); a GPU's scope also names
+        // the device and driver it was measured on.
+        target: entry.record.target.clone(),
+        backend: if v.scope.target == entry.record.target {
+            v.scope.backend.clone()
+        } else {
+            format!("{} on {}", v.scope.backend, v.scope.target)
+        },
         speedup: v.speedup,
         interval: v.interval,
         generation: v.generation,
@@ -120,7 +126,7 @@ pub fn load_jobs(store: &Store, state: &Path, registry: &mut Registry) -> Result
             let at = gevo_client::export::read(
                 state,
                 &entry.daemon.kernel,
-                engine.best_validated().map(|v| v.scope.target.as_str()),
+                Some(entry.record.target.as_str()),
             )
             .ok()
             .filter(|b| Some(&b.record.ptx_hash) == engine.best_validated().map(|v| &v.ptx_hash))
@@ -240,14 +246,14 @@ fn register(
     let ir_path = spec.ir.display().to_string();
     let ir = KernelIr::parse(&ir_path, ir_bytes, Some(&spec.kernel))
         .map_err(|e| format!("{}: {e}", found.spec.display()))?;
-    let mut scope = shared.scope.clone();
-    if scope.target.is_empty() {
-        scope.target = spec
-            .arch
-            .clone()
-            .unwrap_or_else(|| crate::ir::DEFAULT_ARCH.to_string());
-    }
-    let identity = format!("{fingerprint}\n{}\n{}", scope.backend, scope.target);
+    // The PTX target: the GPUs', else the spec's, else the default.
+    let arch = shared
+        .arch
+        .clone()
+        .or_else(|| spec.arch.clone())
+        .unwrap_or_else(|| crate::ir::DEFAULT_ARCH.to_string());
+    let scope = &shared.scope;
+    let identity = format!("{fingerprint}\n{}\n{}\n{arch}", scope.backend, scope.target);
     let id = format!("{kernel}@{}", &content_hash(identity.as_bytes())[..12]);
 
     let mut registry = shared.registry();
@@ -281,7 +287,7 @@ fn register(
             ir_hash: ir.ir_hash().to_string(),
             ir_text: ir.text().to_string(),
             backend: scope.backend.clone(),
-            target: scope.target.clone(),
+            target: arch,
             seed: config.jobs.seed,
         };
         let daemon = DaemonJob {
