@@ -92,12 +92,17 @@ else
     fail "daemon: the job resumes after the grace period" "$work/gevod.log"
 fi
 
-if wait_until 240 "$client" --socket "$work/sock" best stencil --arch sm_90 -o "$work/best.ptx"; then
+served() { "$client" --socket "$work/sock" best stencil --arch sm_90 -o "$work/best.ptx" 2> "$work/best.err"; }
+if wait_until 300 served; then
     ok "daemon: gevo-client best serves a validated variant"
-    "$client" --socket "$work/sock" --json best stencil | python3 -c 'import json,sys; b=json.load(sys.stdin); print(f"    {b[\"kernel\"]} {b[\"backend\"]} {b[\"target\"]}: speedup {b[\"speedup\"]:.3f}x [{b[\"interval\"][0]:.3f}, {b[\"interval\"][1]:.3f}], generation {b[\"generation\"]}")'
+    "$client" --socket "$work/sock" --json best stencil 2>/dev/null | python3 -c '
+import json, sys
+b = json.load(sys.stdin)
+lo, hi = b["interval"]
+print(f"    {b['"'"'kernel'"'"']} on {b['"'"'backend'"'"']}: speedup {b['"'"'speedup'"'"']:.3f}x [{lo:.3f}, {hi:.3f}], generation {b['"'"'generation'"'"']}")'
     ptxas -arch=sm_90 "$work/best.ptx" -o "$work/best.cubin" && ok "daemon: the served PTX assembles" || fail "daemon: the served PTX assembles"
 else
-    fail "daemon: gevo-client best serves a validated variant" "$work/gevod.log"
+    fail "daemon: gevo-client best serves a validated variant ($(cat "$work/best.err"))" "$work/gevod.log"
 fi
 gens=$(generations)
 

@@ -1,6 +1,8 @@
 //! Shared by the integration tests: fixture paths and loading.
 #![allow(dead_code)]
 
+pub mod daemon;
+
 use gevod::ir::{CodegenOptions, KernelIr};
 use std::path::PathBuf;
 

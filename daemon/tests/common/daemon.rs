@@ -1,0 +1,201 @@
+//! A `gevod serve` process for tests: a temporary socket and state
+//! directory, the simulator backend, requests over the socket, and
+//! `gevo-client` run against it.
+
+use gevo_client::proto::{Command, JobInfo, Reply, Request, Response};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command as Process, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Small and quick: stencil variants validate within a few generations.
+pub const CONFIG: &str = r#"
+[daemon]
+settle = "300ms"
+scan_interval = "1s"
+debounce = "200ms"
+[schedule]
+slice = "1s"
+[gpu]
+backend = "sim"
+[workers]
+count = 1
+[evolve]
+population = 32
+"#;
+
+pub const WAIT: Duration = Duration::from_secs(180);
+
+pub fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// gevo-client, built beside gevod (`cargo build --workspace`).
+pub fn client_binary() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe.parent().unwrap().parent().unwrap().join("gevo-client");
+    assert!(
+        bin.exists(),
+        "{} is missing: build it first (cargo build -p gevo-client)",
+        bin.display()
+    );
+    bin
+}
+
+pub struct Daemon {
+    pub child: Option<Child>,
+    pub dir: PathBuf,
+    pub socket: PathBuf,
+    pub state: PathBuf,
+    pub config: PathBuf,
+    pub log: PathBuf,
+}
+
+impl Daemon {
+    /// Starts `gevod serve` in `dir` (config `dir/gevod.toml`, written from
+    /// CONFIG unless present) and waits for its socket.
+    pub fn start(dir: &Path, args: &[&str]) -> Daemon {
+        let config = dir.join("gevod.toml");
+        if !config.exists() {
+            std::fs::write(&config, CONFIG).unwrap();
+        }
+        let log = dir.join(format!("gevod-{}.log", Instant::now().elapsed().as_nanos()));
+        let mut d = Daemon {
+            child: None,
+            dir: dir.to_path_buf(),
+            socket: dir.join("gevod.sock"),
+            state: dir.join("state"),
+            config,
+            log,
+        };
+        d.spawn(args);
+        d
+    }
+
+    pub fn spawn(&mut self, args: &[&str]) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .unwrap();
+        let child = Process::new(env!("CARGO_BIN_EXE_gevod"))
+            .args([
+                "serve",
+                "--config",
+                s(&self.config),
+                "--state",
+                s(&self.state),
+            ])
+            .args(["--socket", s(&self.socket)])
+            .args(args)
+            .env("GEVOD_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let started = Instant::now();
+        while self.try_call(Command::Status).is_none() {
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("gevod exited with {status}:\n{}", self.log_text());
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "no socket:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn try_call(&self, command: Command) -> Option<Response> {
+        let mut stream = UnixStream::connect(&self.socket).ok()?;
+        let line = serde_json::to_string(&Request::new(command)).unwrap() + "\n";
+        stream.write_all(line.as_bytes()).ok()?;
+        let mut answer = String::new();
+        BufReader::new(stream).read_line(&mut answer).ok()?;
+        serde_json::from_str(&answer).ok()
+    }
+
+    pub fn call(&self, command: Command) -> Reply {
+        let response = self
+            .try_call(command.clone())
+            .unwrap_or_else(|| panic!("{command:?}: no answer\n{}", self.log_text()));
+        match response.body {
+            gevo_client::proto::Body::Ok(reply) => reply,
+            gevo_client::proto::Body::Error(e) => panic!("{command:?}: {e:?}"),
+        }
+    }
+
+    pub fn jobs(&self) -> Vec<JobInfo> {
+        match self.call(Command::Jobs) {
+            Reply::Jobs(jobs) => jobs,
+            other => panic!("jobs answered {other:?}"),
+        }
+    }
+
+    /// Polls `check` until it gives a value.
+    pub fn wait_for<T>(&self, what: &str, mut check: impl FnMut(&Daemon) -> Option<T>) -> T {
+        let started = Instant::now();
+        loop {
+            if let Some(v) = check(self) {
+                return v;
+            }
+            assert!(
+                started.elapsed() < WAIT,
+                "timed out waiting for {what}; jobs: {:#?}\n{}",
+                self.jobs(),
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    pub fn client(&self, args: &[&str]) -> Output {
+        Process::new(client_binary())
+            .args(["--socket", s(&self.socket), "--state", s(&self.state)])
+            .args(args)
+            .current_dir(&self.dir)
+            .output()
+            .unwrap()
+    }
+
+    pub fn signal(&mut self, signal: i32) -> (ExitStatus, Duration) {
+        let mut child = self.child.take().expect("running");
+        let sent = Instant::now();
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let status = child.wait().unwrap();
+        (status, sent.elapsed())
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A build directory `dir/<project>/build` with the stencil fixture.
+pub fn build_dir(dir: &Path, project: &str) -> PathBuf {
+    let build = dir.join(project).join("build");
+    std::fs::create_dir_all(&build).unwrap();
+    // Without `project`, the kernel is named after the watched directory.
+    let spec = std::fs::read_to_string(super::spec_fixture("stencil")).unwrap();
+    let spec: String = spec
+        .lines()
+        .filter(|l| !l.starts_with("project"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(build.join("stencil.gevo.toml"), spec).unwrap();
+    std::fs::copy(super::kernel_fixture("stencil"), build.join("stencil.ll")).unwrap();
+    build
+}
