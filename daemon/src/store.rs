@@ -181,17 +181,7 @@ impl Store {
 
     /// Records a new job with its starting engine, in one transaction.
     pub fn create_job(&self, job: &JobRecord, engine: &Engine) -> Result<(), StoreError> {
-        let txn = self.db.begin_write().map_err(|e| self.err(e))?;
-        {
-            let mut jobs = txn.open_table(JOBS).map_err(|e| self.err(e))?;
-            jobs.insert(job.id.as_str(), to_json(job).as_slice())
-                .map_err(|e| self.err(e))?;
-            let mut engines = txn.open_table(ENGINES).map_err(|e| self.err(e))?;
-            engines
-                .insert(job.id.as_str(), to_json(engine).as_slice())
-                .map_err(|e| self.err(e))?;
-        }
-        txn.commit().map_err(|e| self.err(e))
+        self.create(job, engine, None)
     }
 
     /// Commits one generation: its record, the engine after it, and any
@@ -232,6 +222,15 @@ impl Store {
         engine: &Engine,
         entry: &DaemonJob,
     ) -> Result<(), StoreError> {
+        self.create(job, engine, Some(entry))
+    }
+
+    fn create(
+        &self,
+        job: &JobRecord,
+        engine: &Engine,
+        entry: Option<&DaemonJob>,
+    ) -> Result<(), StoreError> {
         let txn = self.db.begin_write().map_err(|e| self.err(e))?;
         {
             let mut jobs = txn.open_table(JOBS).map_err(|e| self.err(e))?;
@@ -241,10 +240,12 @@ impl Store {
             engines
                 .insert(job.id.as_str(), to_json(engine).as_slice())
                 .map_err(|e| self.err(e))?;
-            let mut daemon = txn.open_table(DAEMON_JOBS).map_err(|e| self.err(e))?;
-            daemon
-                .insert(job.id.as_str(), to_json(entry).as_slice())
-                .map_err(|e| self.err(e))?;
+            if let Some(entry) = entry {
+                let mut daemon = txn.open_table(DAEMON_JOBS).map_err(|e| self.err(e))?;
+                daemon
+                    .insert(job.id.as_str(), to_json(entry).as_slice())
+                    .map_err(|e| self.err(e))?;
+            }
         }
         txn.commit().map_err(|e| self.err(e))
     }

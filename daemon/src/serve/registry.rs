@@ -34,6 +34,34 @@ pub struct JobEntry {
 }
 
 impl JobEntry {
+    /// A job with no generation run in this process yet.
+    pub fn new(
+        daemon: DaemonJob,
+        record: JobRecord,
+        ir_snapshot: PathBuf,
+        removed: bool,
+        vtime: f64,
+    ) -> JobEntry {
+        JobEntry {
+            id: record.id.clone(),
+            daemon,
+            record,
+            ir_snapshot,
+            removed,
+            finished: false,
+            error: None,
+            running_on: None,
+            vtime,
+            generations: 0,
+            evaluations: 0,
+            validated: 0,
+            best_cost: None,
+            last_improvement: None,
+            best: None,
+            pareto: Vec::new(),
+        }
+    }
+
     pub fn state(&self) -> JobState {
         if self.error.is_some() {
             JobState::Error

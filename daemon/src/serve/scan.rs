@@ -102,24 +102,8 @@ pub fn load_jobs(store: &Store, state: &Path, registry: &mut Registry) -> Result
                 tracing::error!(error = %e, "restoring a job's IR snapshot");
             }
         }
-        let mut entry = JobEntry {
-            id: id.clone(),
-            daemon,
-            record,
-            ir_snapshot,
-            removed: true,
-            finished: false,
-            error: None,
-            running_on: None,
-            vtime: 0.0,
-            generations: 0,
-            evaluations: 0,
-            validated: 0,
-            best_cost: None,
-            last_improvement: None,
-            best: None,
-            pareto: Vec::new(),
-        };
+        // Removed until a scan finds the spec again.
+        let mut entry = JobEntry::new(daemon, record, ir_snapshot, true, 0.0);
         if let Some(engine) = engine {
             entry.absorb(&engine);
             // Keep the export's time when it is this variant's.
@@ -309,24 +293,7 @@ fn register(
         let vtime = registry.entry_vtime();
         registry.jobs.insert(
             id.clone(),
-            JobEntry {
-                id: id.clone(),
-                daemon,
-                record,
-                ir_snapshot,
-                removed: false,
-                finished: false,
-                error: None,
-                running_on: None,
-                vtime,
-                generations: 0,
-                evaluations: 0,
-                validated: 0,
-                best_cost: None,
-                last_improvement: None,
-                best: None,
-                pareto: Vec::new(),
-            },
+            JobEntry::new(daemon, record, ir_snapshot, false, vtime),
         );
     }
     let vtime = registry.entry_vtime();
