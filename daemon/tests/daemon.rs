@@ -294,3 +294,42 @@ fn a_client_of_another_user_is_refused() {
     );
     assert!(d.client(&["status"]).status.success());
 }
+
+#[test]
+fn systemd_hears_ready_watchdog_pings_and_stopping() {
+    use std::os::unix::net::UnixDatagram;
+    let dir = tempfile::tempdir().unwrap();
+    let notify_path = dir.path().join("notify.sock");
+    let notify = UnixDatagram::bind(&notify_path).unwrap();
+    notify
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    // Pings are due every half of WATCHDOG_USEC: 0.2 s here.
+    let mut d = Daemon::start_with_env(
+        dir.path(),
+        &[],
+        &[
+            ("NOTIFY_SOCKET", s(&notify_path)),
+            ("WATCHDOG_USEC", "400000"),
+        ],
+    );
+    let mut buf = [0u8; 256];
+    let mut next = || {
+        let n = notify.recv(&mut buf).expect("a notification");
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    assert_eq!(next(), "READY=1\n");
+    for _ in 0..3 {
+        assert_eq!(next(), "WATCHDOG=1\n");
+    }
+    let (status, _) = d.signal(libc::SIGTERM);
+    assert!(status.success());
+    let mut rest = Vec::new();
+    notify
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    while let Ok(n) = notify.recv(&mut buf) {
+        rest.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+    }
+    assert!(rest.iter().any(|m| m == "STOPPING=1\n"), "{rest:?}");
+}

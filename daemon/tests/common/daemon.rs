@@ -56,6 +56,10 @@ impl Daemon {
     /// Starts `gevod serve` in `dir` (config `dir/gevod.toml`, written from
     /// CONFIG unless present) and waits for its socket.
     pub fn start(dir: &Path, args: &[&str]) -> Daemon {
+        Self::start_with_env(dir, args, &[])
+    }
+
+    pub fn start_with_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Daemon {
         let config = dir.join("gevod.toml");
         if !config.exists() {
             std::fs::write(&config, CONFIG).unwrap();
@@ -69,11 +73,15 @@ impl Daemon {
             config,
             log,
         };
-        d.spawn(args);
+        d.spawn_with_env(args, env);
         d
     }
 
     pub fn spawn(&mut self, args: &[&str]) {
+        self.spawn_with_env(args, &[])
+    }
+
+    pub fn spawn_with_env(&mut self, args: &[&str], env: &[(&str, &str)]) {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -90,6 +98,7 @@ impl Daemon {
             .args(["--socket", s(&self.socket)])
             .args(args)
             .env("GEVOD_LOG", "info")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
