@@ -1,0 +1,251 @@
+# GevoBuildStep.cmake: the build-time steps of gevo_optimize(), run as
+#   cmake -DGEVO_STEP=<step> -D... -P GevoBuildStep.cmake
+#
+#   spec      USER_SPEC OUT LL ARCH PROJECT: writes the spec gevod reads: the
+#             user's spec with `ir`, `arch` and `project` set, and the IR's
+#             SHA-256 in a comment (so the spec's hash names this exact IR).
+#   original  LL OUT ARCH GEVOD CLANG ENTRY: the original kernel's PTX, with
+#             `gevod ptx` when GEVOD is set, else (or when it fails) clang.
+#   select    KERNEL ARCH CLIENT SOCKET STATE USE_EVOLVED SPEC ORIGINAL OUT
+#             ORIGIN: asks gevo-client for the best validated PTX; copies it,
+#             or the original on any failure, to OUT only when the content
+#             differs, and what it is to ORIGIN; says which and why.
+#   embed     PTX ORIGIN NAME ENTRY OUT: the C source holding the PTX.
+#
+# Any failure of gevo (no client, no daemon, a stale or unusable answer) makes
+# `select` choose the original PTX: it never fails the build.
+
+cmake_minimum_required(VERSION 3.20)
+
+function(_gevo_copy_if_different from to)
+  execute_process(COMMAND "${CMAKE_COMMAND}" -E copy_if_different "${from}" "${to}"
+    RESULT_VARIABLE rc ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "gevo: cannot copy ${from} to ${to}: ${err}")
+  endif()
+endfunction()
+
+function(_gevo_write_if_different file content)
+  if(EXISTS "${file}")
+    file(READ "${file}" old)
+    if(old STREQUAL content)
+      return()
+    endif()
+  endif()
+  file(WRITE "${file}" "${content}")
+endfunction()
+
+function(_gevo_step_spec)
+  file(READ "${USER_SPEC}" text)
+  file(SHA256 "${LL}" ir_sha256)
+  get_filename_component(ir "${LL}" NAME)
+  # Top-level keys come before the first table header.
+  string(PREPEND text "\n")
+  string(FIND "${text}" "\n[" at)
+  if(at LESS 0)
+    set(head "${text}")
+    set(tail "\n")
+  else()
+    string(SUBSTRING "${text}" 0 ${at} head)
+    string(SUBSTRING "${text}" ${at} -1 tail)
+  endif()
+  foreach(key ir arch project)
+    string(REGEX REPLACE "\n[ \t]*${key}[ \t]*=[^\n]*" "" head "${head}")
+  endforeach()
+  string(REGEX REPLACE "^\n" "" head "${head}")
+  string(REGEX REPLACE "[ \t\n]+$" "" head "${head}")
+  set(out "# Written by gevo_optimize() from ${USER_SPEC}: edit that file, not this one.\n")
+  string(APPEND out "${head}\n\n"
+    "# Set by gevo_optimize():\n"
+    "ir = \"${ir}\"\n"
+    "arch = \"${ARCH}\"\n"
+    "project = \"${PROJECT}\"\n"
+    "# ir sha256: ${ir_sha256}\n"
+    "${tail}")
+  # gevod goes by content: rewriting the same text starts nothing.
+  file(WRITE "${OUT}" "${out}")
+endfunction()
+
+function(_gevo_step_original)
+  set(tmp "${OUT}.tmp")
+  file(REMOVE "${tmp}")
+  if(GEVOD AND EXISTS "${GEVOD}")
+    execute_process(COMMAND "${GEVOD}" ptx "${LL}" --kernel "${ENTRY}" --arch "${ARCH}" -o "${tmp}"
+      RESULT_VARIABLE rc ERROR_VARIABLE err)
+    if(rc EQUAL 0)
+      file(RENAME "${tmp}" "${OUT}")
+      return()
+    endif()
+    string(STRIP "${err}" err)
+    message(STATUS "gevo: `gevod ptx` failed (${err}); compiling the original PTX with ${CLANG}")
+  endif()
+  execute_process(
+    COMMAND "${CLANG}" --target=nvptx64-nvidia-cuda "-march=${ARCH}" -O3 -S -x ir "${LL}" -o "${tmp}"
+    RESULT_VARIABLE rc ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "gevo: cannot compile ${LL} to PTX with ${CLANG}: ${err}")
+  endif()
+  file(READ "${tmp}" ptx)
+  if(ptx MATCHES "\\.extern[^\n]*__nv_")
+    message(WARNING "gevo: ${OUT} calls libdevice functions (__nv_*) that were not linked in, "
+      "so the driver will not load it: install CUDA where clang finds it, or set GEVOD and "
+      "give gevod a libdevice (GEVO_LIBDEVICE)")
+  endif()
+  file(RENAME "${tmp}" "${OUT}")
+endfunction()
+
+function(_gevo_step_select)
+  set(best "${OUT}.best")
+  file(REMOVE "${best}")
+  set(why "")
+  if(NOT USE_EVOLVED)
+    set(why "GEVO_USE_EVOLVED is OFF")
+  elseif(NOT CLIENT OR NOT EXISTS "${CLIENT}")
+    set(why "gevo-client not found (set GEVO_CLIENT)")
+  else()
+    set(args)
+    if(NOT SOCKET STREQUAL "")
+      list(APPEND args --socket "${SOCKET}")
+    endif()
+    if(NOT STATE STREQUAL "")
+      list(APPEND args --state "${STATE}")
+    endif()
+    execute_process(
+      COMMAND "${CLIENT}" ${args} --json best "${KERNEL}" --arch "${ARCH}" -o "${best}"
+      RESULT_VARIABLE rc OUTPUT_VARIABLE json ERROR_VARIABLE said TIMEOUT 120)
+    string(STRIP "${said}" said)
+    string(REGEX REPLACE "^gevo-client: " "" said "${said}")
+    string(REGEX REPLACE "\n(gevo-client: )?" "; " said "${said}")
+    # The client names its output file, a temporary one here.
+    string(REGEX REPLACE "; (wrote|unchanged:) [^;]*$" "" said "${said}")
+    if(rc STREQUAL "0")
+      string(JSON spec_hash ERROR_VARIABLE json_error GET "${json}" spec_hash)
+      file(SHA256 "${SPEC}" our_spec_hash)
+      if(json_error)
+        set(why "gevo-client's answer is unreadable: ${json_error}")
+      elseif(NOT spec_hash STREQUAL our_spec_hash)
+        # gevod keeps serving an earlier version's variant until the new
+        # version has one; that variant is of other IR or tests than this
+        # build's.
+        string(CONCAT why "the validated variant is of another version of the kernel or "
+          "its spec, none of this one yet (${said})")
+      elseif(NOT EXISTS "${best}")
+        set(why "gevo-client exited 0 but wrote no PTX")
+      endif()
+    elseif(rc STREQUAL "3")
+      set(why "no validated variant yet: ${said}")
+      if(said MATCHES "no kernel named")
+        get_filename_component(dir "${SPEC}" DIRECTORY)
+        string(APPEND why " (does gevod watch ${dir}? re-run cmake or `gevo-client watch ${dir}`)")
+      endif()
+    elseif(rc STREQUAL "2")
+      set(why "gevod unreachable and no export: ${said}")
+    else()
+      set(why "gevo-client failed (${rc}): ${said}")
+    endif()
+  endif()
+
+  if(why STREQUAL "")
+    string(JSON target GET "${json}" target)
+    string(JSON backend GET "${json}" backend)
+    string(JSON job GET "${json}" job)
+    string(JSON generation GET "${json}" generation)
+    set(speedup "")
+    if(said MATCHES "(speedup [^ ]+ \\[[^]]*\\])")
+      set(speedup ", ${CMAKE_MATCH_1}")
+    endif()
+    set(origin "evolved: ${KERNEL} ${target}${speedup} on ${backend}, ${job} generation ${generation}")
+    set(chosen "${best}")
+  else()
+    set(origin "original")
+    set(chosen "${ORIGINAL}")
+  endif()
+  file(SHA256 "${chosen}" new_hash)
+  set(changed "changed")
+  if(EXISTS "${OUT}")
+    file(SHA256 "${OUT}" old_hash)
+    if(old_hash STREQUAL new_hash)
+      set(changed "unchanged")
+    endif()
+  endif()
+  _gevo_copy_if_different("${chosen}" "${OUT}")
+  _gevo_write_if_different("${ORIGIN}" "${origin}\n")
+  file(REMOVE "${best}")
+  get_filename_component(out_name "${OUT}" NAME)
+  if(why STREQUAL "")
+    message(STATUS "gevo: ${KERNEL} ${ARCH}: using the evolved PTX: ${said}; ${out_name} ${changed}")
+  else()
+    message(STATUS "gevo: ${KERNEL} ${ARCH}: using the original PTX: ${why}; ${out_name} ${changed}")
+  endif()
+endfunction()
+
+function(_gevo_step_embed)
+  file(SIZE "${PTX}" size)
+  file(READ "${PTX}" hex HEX)
+  file(READ "${PTX}" text)
+  string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," bytes "${hex}")
+  string(REPEAT "0x[0-9a-f][0-9a-f]," 16 row)
+  string(REGEX REPLACE "(${row})" "\\1\n    " bytes "${bytes}")
+
+  # The entry named by the spec's kernel: itself, the only one, or the
+  # (mangled) one containing it.
+  string(REGEX MATCHALL "\\.entry[ \t]+[A-Za-z0-9_$%]+" found "${text}")
+  set(entries)
+  foreach(e IN LISTS found)
+    string(REGEX REPLACE "^\\.entry[ \t]+" "" e "${e}")
+    list(APPEND entries "${e}")
+  endforeach()
+  set(entry "")
+  list(LENGTH entries count)
+  if(ENTRY IN_LIST entries)
+    set(entry "${ENTRY}")
+  elseif(count EQUAL 1)
+    list(GET entries 0 entry)
+  else()
+    foreach(e IN LISTS entries)
+      string(FIND "${e}" "${ENTRY}" at)
+      if(at GREATER_EQUAL 0)
+        set(entry "${e}")
+        break()
+      endif()
+    endforeach()
+  endif()
+  if(entry STREQUAL "")
+    message(WARNING "gevo: ${PTX} has no entry named like ${ENTRY} (entries: ${entries})")
+  endif()
+
+  file(READ "${ORIGIN}" origin)
+  string(STRIP "${origin}" origin)
+  string(REPLACE "\\" "\\\\" origin "${origin}")
+  string(REPLACE "\"" "\\\"" origin "${origin}")
+  string(REPLACE "\n" "\\n" origin "${origin}")
+
+  math(EXPR stored "${size} + 1")
+  set(c "/* Generated by gevo_optimize() (GevoBuildStep.cmake) from ${PTX}: do not edit.\n")
+  string(APPEND c " * ${NAME}: ${origin} */\n"
+    "/* Only the declarations: this file needs no cuda.h. */\n"
+    "#define GEVO_NO_LOAD_HELPERS 1\n"
+    "#include \"gevo_${NAME}.h\"\n\n"
+    "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n"
+    "static const unsigned char gevo_ptx_${NAME}_bytes[${stored}] = {\n"
+    "    ${bytes}0x00\n};\n\n"
+    "const char *gevo_ptx_${NAME}(void)\n{\n"
+    "    return (const char *)gevo_ptx_${NAME}_bytes;\n}\n\n"
+    "size_t gevo_ptx_${NAME}_size(void)\n{\n    return ${size};\n}\n\n"
+    "const char *gevo_ptx_${NAME}_origin(void)\n{\n    return \"${origin}\";\n}\n\n"
+    "const char *gevo_ptx_${NAME}_entry(void)\n{\n    return \"${entry}\";\n}\n\n"
+    "#ifdef __cplusplus\n}\n#endif\n")
+  file(WRITE "${OUT}" "${c}")
+endfunction()
+
+if(GEVO_STEP STREQUAL "spec")
+  _gevo_step_spec()
+elseif(GEVO_STEP STREQUAL "original")
+  _gevo_step_original()
+elseif(GEVO_STEP STREQUAL "select")
+  _gevo_step_select()
+elseif(GEVO_STEP STREQUAL "embed")
+  _gevo_step_embed()
+else()
+  message(FATAL_ERROR "GevoBuildStep.cmake: unknown GEVO_STEP '${GEVO_STEP}'")
+endif()

@@ -1,0 +1,430 @@
+# GevoOptimize.cmake: gevo_optimize(), the CMake side of gevo.
+#
+#   include(path/to/gevo/cmake/GevoOptimize.cmake)      # or: find_package(gevo)
+#   gevo_optimize(<target> KERNEL <name> SOURCE <file.cu> SPEC <file.gevo.toml>
+#                 [ARCH sm_XX] [MODE EMBED] [CLANG <path>] [PROJECT <project>])
+#
+# For one CUDA kernel of <target>, at build time:
+#   1. clang emits the kernel's device LLVM IR to <build>/gevo/<name>.ll and
+#      the spec is written beside it as <build>/gevo/<name>.gevo.toml, with
+#      `ir`, `arch` and `project` set; gevod watches <build>/gevo (registered
+#      with `gevo-client watch` at configure time) and evolves the kernel;
+#   2. the original PTX is compiled from the IR (<name>.original.ptx);
+#   3. every build asks `gevo-client best <project>/<name>` for the best
+#      validated PTX of exactly this IR and spec, and falls back to the
+#      original on any failure; the chosen PTX is <name>.ptx, rewritten only
+#      when its content changes;
+#   4. EMBED: the chosen PTX is compiled into <target> as data, with the
+#      header gevo_<name>.h (gevo_ptx_<name>(), gevo_load_<name>(), ...).
+#
+# Cache variables: GEVO_CLANG, GEVOD, GEVO_CLIENT, GEVO_SOCKET, GEVO_STATE,
+# GEVO_USE_EVOLVED. docs/cmake.md describes all of it.
+
+if(CMAKE_VERSION VERSION_LESS 3.20)
+  message(FATAL_ERROR "gevo_optimize() needs CMake 3.20 or newer; this is ${CMAKE_VERSION}")
+endif()
+
+# The build-time steps run this script with `cmake -P`; it lives beside us.
+set_property(GLOBAL PROPERTY GEVO_CMAKE_DIR "${CMAKE_CURRENT_LIST_DIR}")
+include_guard(GLOBAL)
+
+cmake_policy(PUSH)
+cmake_policy(VERSION 3.20...3.31)
+
+find_program(GEVO_CLANG NAMES clang-19 clang
+  DOC "clang that emits the kernels' device IR (clang 19: gevod reads LLVM 19 IR)")
+find_program(GEVOD NAMES gevod HINTS "$ENV{HOME}/.cargo/bin"
+  DOC "gevod, to compile the original PTX (else clang does)")
+find_program(GEVO_CLIENT NAMES gevo-client HINTS "$ENV{HOME}/.cargo/bin"
+  DOC "gevo-client, to register the build with gevod and ask for evolved PTX")
+set(GEVO_SOCKET "" CACHE STRING "gevod's socket for gevo-client (--socket); empty: the client's default")
+set(GEVO_STATE "" CACHE STRING "gevod's state directory for gevo-client (--state); empty: the client's default")
+option(GEVO_USE_EVOLVED "Embed evolved PTX when gevod has a validated variant (OFF: always the original)" ON)
+
+# GEVO_SOCKET and GEVO_STATE as absolute paths (relative ones are relative
+# to the build directory), or "" for the client's defaults.
+function(_gevo_daemon_paths socket_out state_out)
+  foreach(var SOCKET STATE)
+    set(path "${GEVO_${var}}")
+    if(NOT path STREQUAL "")
+      get_filename_component(path "${path}" ABSOLUTE BASE_DIR "${CMAKE_BINARY_DIR}")
+    endif()
+    set(${var} "${path}")
+  endforeach()
+  set(${socket_out} "${SOCKET}" PARENT_SCOPE)
+  set(${state_out} "${STATE}" PARENT_SCOPE)
+endfunction()
+
+# gevo-client's options for where the daemon is.
+function(_gevo_client_args out)
+  _gevo_daemon_paths(socket state)
+  set(args)
+  if(NOT socket STREQUAL "")
+    list(APPEND args --socket "${socket}")
+  endif()
+  if(NOT state STREQUAL "")
+    list(APPEND args --state "${state}")
+  endif()
+  set(${out} "${args}" PARENT_SCOPE)
+endfunction()
+
+# The value of a top-level string key of a TOML file (before its first
+# table header), or "" when it has none.
+function(_gevo_toml_top_key file key out)
+  file(READ "${file}" text)
+  string(PREPEND text "\n")
+  string(FIND "${text}" "\n[" table_at)
+  if(table_at GREATER_EQUAL 0)
+    string(SUBSTRING "${text}" 0 ${table_at} text)
+  endif()
+  set(value "")
+  if(text MATCHES "\n[ \t]*${key}[ \t]*=[ \t]*\"([^\"\n]*)\"")
+    set(value "${CMAKE_MATCH_1}")
+  elseif(text MATCHES "\n[ \t]*${key}[ \t]*=[ \t]*'([^'\n]*)'")
+    set(value "${CMAKE_MATCH_1}")
+  endif()
+  set(${out} "${value}" PARENT_SCOPE)
+endfunction()
+
+# sm_XX from CMAKE_CUDA_ARCHITECTURES ("90", "90a-real", "80;90"), else sm_90.
+function(_gevo_default_arch out)
+  set(arch sm_90)
+  if(DEFINED CMAKE_CUDA_ARCHITECTURES)
+    list(GET CMAKE_CUDA_ARCHITECTURES 0 first)
+    if(first MATCHES "^([0-9]+[a-z]?)(-real|-virtual)?$")
+      set(arch "sm_${CMAKE_MATCH_1}")
+    endif()
+  endif()
+  set(${out} "${arch}" PARENT_SCOPE)
+endfunction()
+
+# Whether clang finds a CUDA installation (headers and libdevice) for arch:
+# it compiles a trivial kernel, once per clang and arch (cached).
+function(_gevo_clang_finds_cuda clang arch out)
+  string(MAKE_C_IDENTIFIER "${clang}_${arch}" key)
+  set(var "_GEVO_CLANG_CUDA_${key}")
+  if(NOT DEFINED ${var})
+    set(dir "${CMAKE_BINARY_DIR}/CMakeFiles/gevo")
+    file(MAKE_DIRECTORY "${dir}")
+    file(WRITE "${dir}/cuda_check.cu"
+      "__global__ void gevo_cuda_check(int *p) { p[threadIdx.x] = 1; }\n")
+    execute_process(
+      COMMAND "${clang}" -x cuda --cuda-device-only -emit-llvm -S "--cuda-gpu-arch=${arch}"
+              "${dir}/cuda_check.cu" -o "${dir}/cuda_check.ll"
+      RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
+    if(rc EQUAL 0)
+      set(found TRUE)
+      message(STATUS "gevo: ${clang} finds a CUDA installation for ${arch}")
+    else()
+      set(found FALSE)
+      string(REGEX REPLACE "\n.*" "" err "${err}")
+      message(STATUS "gevo: ${clang} finds no CUDA installation for ${arch} (${err}); "
+        "kernels are compiled with -nocudainc -nocudalib and gevo's shim header")
+    endif()
+    set(${var} ${found} CACHE INTERNAL "gevo: ${clang} finds CUDA for ${arch}")
+  endif()
+  set(${out} ${${var}} PARENT_SCOPE)
+endfunction()
+
+# Warns once per clang that is not clang 19.
+function(_gevo_check_clang_version clang)
+  string(MAKE_C_IDENTIFIER "${clang}" key)
+  get_property(checked GLOBAL PROPERTY "_GEVO_CLANG_CHECKED_${key}")
+  if(checked)
+    return()
+  endif()
+  set_property(GLOBAL PROPERTY "_GEVO_CLANG_CHECKED_${key}" TRUE)
+  execute_process(COMMAND "${clang}" --version OUTPUT_VARIABLE version ERROR_QUIET RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "gevo: ${clang} --version failed; set GEVO_CLANG (or CLANG) to clang 19")
+  endif()
+  if(version MATCHES "clang version ([0-9]+)" AND NOT CMAKE_MATCH_1 STREQUAL "19")
+    message(WARNING "gevo: ${clang} is clang ${CMAKE_MATCH_1}; gevod reads the IR of LLVM 19, "
+      "so kernels may fail to load there (builds then use the original PTX). "
+      "Set GEVO_CLANG (or CLANG) to clang-19.")
+  endif()
+endfunction()
+
+# Registers <build>/gevo with the daemon, once per configure.
+function(_gevo_watch dir)
+  get_property(done GLOBAL PROPERTY _GEVO_WATCHED)
+  if(done)
+    return()
+  endif()
+  set_property(GLOBAL PROPERTY _GEVO_WATCHED TRUE)
+  if(NOT GEVO_CLIENT OR NOT EXISTS "${GEVO_CLIENT}")
+    message(STATUS "gevo: gevo-client not found (set GEVO_CLIENT); builds use the original kernels")
+    return()
+  endif()
+  _gevo_client_args(args)
+  execute_process(COMMAND "${GEVO_CLIENT}" ${args} watch "${dir}"
+    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
+  string(STRIP "${out}" out)
+  string(STRIP "${err}" err)
+  string(REGEX REPLACE "^gevo-client: " "" err "${err}")
+  if(err STREQUAL "")
+    set(err "gevo-client exited ${rc} without a message")
+  endif()
+  if(rc STREQUAL "0")
+    message(STATUS "gevo: gevod: ${out}")
+  else()
+    message(STATUS "gevo: could not register ${dir} with gevod (${err}); builds use the "
+      "original kernels until it is: start gevod, then re-run cmake or `gevo-client watch ${dir}`")
+  endif()
+endfunction()
+
+function(_gevo_write_if_different file content)
+  if(EXISTS "${file}")
+    file(READ "${file}" old)
+    if(old STREQUAL content)
+      return()
+    endif()
+  endif()
+  file(WRITE "${file}" "${content}")
+endfunction()
+
+function(gevo_optimize target)
+  cmake_parse_arguments(PARSE_ARGV 1 G "" "KERNEL;SOURCE;SPEC;ARCH;MODE;CLANG;PROJECT" "")
+  string(CONCAT usage "gevo_optimize(<target> KERNEL <name> SOURCE <file.cu> SPEC <file.gevo.toml> "
+    "[ARCH sm_XX] [MODE EMBED] [CLANG <path>] [PROJECT <project>])")
+  if(G_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "gevo_optimize: unexpected arguments: ${G_UNPARSED_ARGUMENTS}\n${usage}")
+  endif()
+  foreach(required KERNEL SOURCE SPEC)
+    if(NOT G_${required})
+      message(FATAL_ERROR "gevo_optimize(${target}): ${required} is missing\n${usage}")
+    endif()
+  endforeach()
+
+  if(NOT TARGET ${target})
+    message(FATAL_ERROR "gevo_optimize: no target named ${target}")
+  endif()
+  get_target_property(type ${target} TYPE)
+  get_target_property(imported ${target} IMPORTED)
+  get_target_property(aliased ${target} ALIASED_TARGET)
+  if(imported OR aliased OR type STREQUAL "INTERFACE_LIBRARY" OR type STREQUAL "UTILITY")
+    message(FATAL_ERROR "gevo_optimize(${target}): needs a target that compiles sources "
+      "(an executable or a static, shared, module or object library), not a ${type}")
+  endif()
+  get_target_property(target_dir ${target} SOURCE_DIR)
+  if(NOT target_dir STREQUAL CMAKE_CURRENT_SOURCE_DIR)
+    message(FATAL_ERROR "gevo_optimize(${target}): call it in the directory that creates "
+      "the target (${target_dir}): the generated sources' rules live in the calling directory")
+  endif()
+
+  set(name "${G_KERNEL}")
+  if(NOT name MATCHES "^[A-Za-z_][A-Za-z0-9_]*$")
+    message(FATAL_ERROR "gevo_optimize(${target}): KERNEL ${name} must be a C identifier "
+      "(it names the files and the functions gevo_ptx_<name>() ...)")
+  endif()
+  get_property(names GLOBAL PROPERTY _GEVO_KERNELS)
+  if(name IN_LIST names)
+    message(FATAL_ERROR "gevo_optimize(${target}): KERNEL ${name} is already used in this build; "
+      "kernel names must be unique")
+  endif()
+  set_property(GLOBAL APPEND PROPERTY _GEVO_KERNELS "${name}")
+
+  if(NOT G_MODE)
+    set(G_MODE EMBED)
+  endif()
+  if(G_MODE STREQUAL "REPLACE")
+    message(FATAL_ERROR "gevo_optimize(${target}): MODE REPLACE is not implemented yet, use EMBED")
+  elseif(NOT G_MODE STREQUAL "EMBED")
+    message(FATAL_ERROR "gevo_optimize(${target}): unknown MODE ${G_MODE}; use EMBED")
+  endif()
+
+  set(arch "${G_ARCH}")
+  if(NOT arch)
+    _gevo_default_arch(arch)
+  endif()
+  if(NOT arch MATCHES "^sm_[0-9]+[a-z]?$")
+    message(FATAL_ERROR "gevo_optimize(${target}): ARCH ${arch}: expected sm_ and digits, e.g. sm_90")
+  endif()
+
+  set(clang "${G_CLANG}")
+  if(NOT clang)
+    set(clang "${GEVO_CLANG}")
+  endif()
+  if(NOT clang)
+    message(FATAL_ERROR "gevo_optimize(${target}): clang not found; install clang-19 "
+      "or set GEVO_CLANG (or the CLANG option) to it")
+  endif()
+  _gevo_check_clang_version("${clang}")
+
+  get_filename_component(source "${G_SOURCE}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+  get_filename_component(user_spec "${G_SPEC}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+  foreach(file "${source}" "${user_spec}")
+    if(NOT EXISTS "${file}")
+      message(FATAL_ERROR "gevo_optimize(${target}): ${file} does not exist")
+    endif()
+  endforeach()
+  # The spec's project and kernel keys are read here: editing it reconfigures.
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${user_spec}")
+  _gevo_toml_top_key("${user_spec}" kernel entry)
+  if(entry STREQUAL "")
+    message(FATAL_ERROR "gevo_optimize(${target}): ${user_spec} has no `kernel = \"...\"`")
+  endif()
+
+  # The daemon names the kernel <project>/<name>.
+  set(project "${G_PROJECT}")
+  if(NOT project)
+    _gevo_toml_top_key("${user_spec}" project project)
+  endif()
+  if(NOT project)
+    set(project "${CMAKE_PROJECT_NAME}")
+  endif()
+  string(REGEX REPLACE "[^A-Za-z0-9._-]" "_" project "${project}")
+
+  get_property(cmake_dir GLOBAL PROPERTY GEVO_CMAKE_DIR)
+  set(step "${cmake_dir}/GevoBuildStep.cmake")
+  set(shim "${cmake_dir}/gevo_cuda_shim.h")
+  set(dir "${CMAKE_BINARY_DIR}/gevo")
+  set(private "${CMAKE_BINARY_DIR}/CMakeFiles/gevo")
+  file(MAKE_DIRECTORY "${dir}" "${private}")
+  set(ll "${dir}/${name}.ll")
+  set(spec "${dir}/${name}.gevo.toml")
+  set(original "${dir}/${name}.original.ptx")
+  set(ptx "${dir}/${name}.ptx")
+  set(origin "${dir}/${name}.ptx.origin")
+  set(header "${dir}/gevo_${name}.h")
+  get_property(languages GLOBAL PROPERTY ENABLED_LANGUAGES)
+  if("C" IN_LIST languages)
+    set(embedded "${dir}/${name}_ptx.c")
+  else()
+    set(embedded "${dir}/${name}_ptx.cpp")
+  endif()
+
+  _gevo_clang_finds_cuda("${clang}" "${arch}" has_cuda)
+  set(cuda_flags)
+  if(NOT has_cuda)
+    set(cuda_flags -nocudainc -nocudalib -include "${shim}")
+  endif()
+
+  # A stamp of everything on the IR command's line, rewritten (by CMake) only
+  # when it changes: Makefiles do not rerun a custom command whose line changed.
+  set(includes "$<TARGET_PROPERTY:${target},INCLUDE_DIRECTORIES>")
+  set(defines "$<TARGET_PROPERTY:${target},COMPILE_DEFINITIONS>")
+  set(flags "${private}/${name}-$<CONFIG>.flags")
+  file(GENERATE OUTPUT "${flags}" CONTENT
+    "clang=${clang}\narch=${arch}\ncuda=${cuda_flags}\nproject=${project}\ngevod=${GEVOD}\nincludes=${includes}\ndefines=${defines}\n")
+
+  add_custom_command(
+    OUTPUT "${ll}"
+    COMMAND "${clang}" -x cuda --cuda-device-only -emit-llvm -O3 -S "--cuda-gpu-arch=${arch}"
+            ${cuda_flags}
+            "$<$<BOOL:${includes}>:-I$<JOIN:${includes},;-I>>"
+            "$<$<BOOL:${defines}>:-D$<JOIN:${defines},;-D>>"
+            -MD -MF "${private}/${name}.ll.d" -MT "${ll}"
+            "${source}" -o "${ll}"
+    DEPENDS "${source}" "${flags}"
+    DEPFILE "${private}/${name}.ll.d"
+    COMMENT "gevo: device IR of ${name} for ${arch}"
+    COMMAND_EXPAND_LISTS VERBATIM)
+
+  add_custom_command(
+    OUTPUT "${spec}"
+    COMMAND "${CMAKE_COMMAND}" -DGEVO_STEP=spec "-DUSER_SPEC=${user_spec}" "-DOUT=${spec}"
+            "-DLL=${ll}" "-DARCH=${arch}" "-DPROJECT=${project}" -P "${step}"
+    DEPENDS "${user_spec}" "${ll}" "${step}" "${flags}"
+    COMMENT "gevo: spec of ${name} for gevod"
+    VERBATIM)
+
+  add_custom_command(
+    OUTPUT "${original}"
+    COMMAND "${CMAKE_COMMAND}" -DGEVO_STEP=original "-DLL=${ll}" "-DOUT=${original}"
+            "-DARCH=${arch}" "-DGEVOD=${GEVOD}" "-DCLANG=${clang}" "-DENTRY=${entry}"
+            -P "${step}"
+    DEPENDS "${ll}" "${step}" "${flags}"
+    COMMENT "gevo: original PTX of ${name}"
+    VERBATIM)
+
+  # Runs at every build; rewrites <name>.ptx only when the answer changes.
+  _gevo_daemon_paths(socket state)
+  add_custom_target(gevo_select_${name}
+    COMMAND "${CMAKE_COMMAND}" -DGEVO_STEP=select "-DKERNEL=${project}/${name}" "-DARCH=${arch}"
+            "-DCLIENT=${GEVO_CLIENT}" "-DSOCKET=${socket}" "-DSTATE=${state}"
+            "-DUSE_EVOLVED=${GEVO_USE_EVOLVED}" "-DSPEC=${spec}" "-DORIGINAL=${original}"
+            "-DOUT=${ptx}" "-DORIGIN=${origin}" -P "${step}"
+    DEPENDS "${original}" "${spec}"
+    BYPRODUCTS "${ptx}" "${origin}"
+    COMMENT "gevo: choosing the PTX of ${name}"
+    VERBATIM)
+  add_dependencies(${target} gevo_select_${name})
+
+  add_custom_command(
+    OUTPUT "${embedded}"
+    COMMAND "${CMAKE_COMMAND}" -DGEVO_STEP=embed "-DPTX=${ptx}" "-DORIGIN=${origin}"
+            "-DNAME=${name}" "-DENTRY=${entry}" "-DOUT=${embedded}" -P "${step}"
+    DEPENDS "${ptx}" "${origin}" "${step}"
+    COMMENT "gevo: embedding ${name}.ptx"
+    VERBATIM)
+
+  set(text [=[
+/* gevo_@NAME@.h: generated by gevo_optimize() (GevoOptimize.cmake); do not edit.
+ *
+ * The PTX of kernel "@NAME@" built into this program: the best validated
+ * variant gevod had for this exact IR and spec at build time, or else the
+ * original kernel. */
+#ifndef GEVO_@NAME@_H_INCLUDED
+#define GEVO_@NAME@_H_INCLUDED
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The PTX text, NUL-terminated. */
+const char *gevo_ptx_@NAME@(void);
+/* Its length in bytes, without the terminating NUL. */
+size_t gevo_ptx_@NAME@_size(void);
+/* "original", or "evolved: <kernel> <arch>, speedup ...": which PTX it is. */
+const char *gevo_ptx_@NAME@_origin(void);
+/* The kernel's entry name in the PTX, for cuModuleGetFunction. */
+const char *gevo_ptx_@NAME@_entry(void);
+
+/* gevo_load_@NAME@() below is there where <cuda.h> can be included, unless
+ * GEVO_NO_LOAD_HELPERS is defined. */
+
+#ifdef __cplusplus
+}
+#endif
+
+#if defined(__has_include) && !defined(GEVO_NO_LOAD_HELPERS)
+#if __has_include(<cuda.h>)
+#include <cuda.h>
+#ifndef GEVO_HAVE_CUDA_H
+#define GEVO_HAVE_CUDA_H 1
+#endif
+/* Loads the PTX into the current CUDA context and finds the kernel. On
+ * failure *module is left NULL and the driver's error is returned. */
+static inline CUresult gevo_load_@NAME@(CUmodule *module, CUfunction *function)
+{
+    CUresult r = cuModuleLoadData(module, gevo_ptx_@NAME@());
+    if (r != CUDA_SUCCESS) {
+        *module = NULL;
+        return r;
+    }
+    r = cuModuleGetFunction(function, *module, gevo_ptx_@NAME@_entry());
+    if (r != CUDA_SUCCESS) {
+        cuModuleUnload(*module);
+        *module = NULL;
+    }
+    return r;
+}
+#endif
+#endif
+
+#endif
+]=])
+  string(REPLACE "@NAME@" "${name}" text "${text}")
+  string(REGEX REPLACE "^\n" "" text "${text}")
+  _gevo_write_if_different("${header}" "${text}")
+
+  target_sources(${target} PRIVATE "${embedded}" "${header}")
+  target_include_directories(${target} PRIVATE "${dir}")
+
+  _gevo_watch("${dir}")
+endfunction()
+
+cmake_policy(POP)
