@@ -4,7 +4,8 @@
 # Safe to run again: it does nothing when everything is present.
 set -euo pipefail
 
-packages=(llvm-19-dev clang-19 libpolly-19-dev libzstd-dev libffi-dev zlib1g-dev cmake)
+# g++ and make: the CMake example project (daemon/tests/cmake_example.rs).
+packages=(llvm-19-dev clang-19 libpolly-19-dev libzstd-dev libffi-dev zlib1g-dev cmake g++ make)
 
 missing=()
 for p in "${packages[@]}"; do

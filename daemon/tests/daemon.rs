@@ -225,7 +225,20 @@ fn a_rebuilt_kernel_is_a_new_version_and_best_keeps_the_old_until_it_has_its_own
     let newer = d.wait_for("version 2's own variant", |d| {
         best_json(d).filter(|b| b["version"] == 2)
     });
-    assert_eq!(newer["job"], serde_json::Value::from(v2.job));
+    assert_eq!(newer["job"], serde_json::Value::from(v2.job.clone()));
+
+    // Reverting the rebuild makes version 1 current again, and its variant
+    // the answer, although version 2 has a newer number.
+    std::fs::copy(common::kernel_fixture("stencil"), &ir).unwrap();
+    d.wait_for("version 1 current again", |d| {
+        let jobs = d.jobs();
+        let superseded = |v| {
+            jobs.iter()
+                .any(|j| j.version == v && j.state == JobState::Superseded)
+        };
+        (superseded(2) && !superseded(1)).then_some(())
+    });
+    assert_eq!(best_json(&d).unwrap()["job"], v1["job"]);
 }
 
 #[test]

@@ -111,7 +111,10 @@ impl ApiHandler {
     fn best(&self, kernel: &str, arch: Option<&str>) -> Outcome {
         let kernel = self.resolve(kernel)?;
         let registry = self.shared.registry();
-        let versions = registry.versions(&kernel);
+        let mut versions = registry.versions(&kernel);
+        // The current version first (content reverted to an older version
+        // makes that one current again), then the others, newest first.
+        versions.sort_by_key(|j| j.daemon.superseded);
         let found = versions.iter().find_map(|j| {
             j.best
                 .as_ref()
