@@ -27,6 +27,7 @@ endif()
 # The build-time steps run this script with `cmake -P`; it lives beside us.
 set_property(GLOBAL PROPERTY GEVO_CMAKE_DIR "${CMAKE_CURRENT_LIST_DIR}")
 include_guard(GLOBAL)
+include("${CMAKE_CURRENT_LIST_DIR}/GevoCommon.cmake")
 
 cmake_policy(PUSH)
 cmake_policy(VERSION 3.20...3.31)
@@ -58,13 +59,7 @@ endfunction()
 # gevo-client's options for where the daemon is.
 function(_gevo_client_args out)
   _gevo_daemon_paths(socket state)
-  set(args)
-  if(NOT socket STREQUAL "")
-    list(APPEND args --socket "${socket}")
-  endif()
-  if(NOT state STREQUAL "")
-    list(APPEND args --state "${state}")
-  endif()
+  _gevo_location_args(args "${socket}" "${state}")
   set(${out} "${args}" PARENT_SCOPE)
 endfunction()
 
@@ -173,7 +168,6 @@ function(_gevo_watch dir)
   endif()
 endfunction()
 
-include("${CMAKE_CURRENT_LIST_DIR}/GevoCommon.cmake")
 
 function(gevo_optimize target)
   cmake_parse_arguments(PARSE_ARGV 1 G "" "KERNEL;SOURCE;SPEC;ARCH;MODE;CLANG;PROJECT" "")

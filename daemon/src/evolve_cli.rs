@@ -63,13 +63,7 @@ fn read_config(path: Option<&Path>) -> Result<Config> {
         return Ok(Config::default());
     };
     let text = std::fs::read_to_string(path).with_context(|| path.display().to_string())?;
-    let file: ConfigFile = toml::from_str(&text).map_err(|e| {
-        // One line: file:line:column: message (toml's own text spans lines).
-        let at = e.span().map_or(0, |s| s.start);
-        let line = text[..at].matches('\n').count() + 1;
-        let column = at - text[..at].rfind('\n').map_or(0, |i| i + 1) + 1;
-        anyhow::anyhow!("{}:{line}:{column}: {}", path.display(), e.message().trim())
-    })?;
+    let file: ConfigFile = gevod::serve::config::parse_toml(path, &text)?;
     file.evolve
         .validate()
         .map_err(|e| anyhow::anyhow!("{}: [evolve] {e}", path.display()))?;

@@ -111,10 +111,7 @@ impl ApiHandler {
     fn best(&self, kernel: &str, arch: Option<&str>) -> Outcome {
         let kernel = self.resolve(kernel)?;
         let registry = self.shared.registry();
-        let mut versions = registry.versions(&kernel);
-        // The current version first (content reverted to an older version
-        // makes that one current again), then the others, newest first.
-        versions.sort_by_key(|j| j.daemon.superseded);
+        let versions = registry.versions(&kernel);
         let found = versions.iter().find_map(|j| {
             j.best
                 .as_ref()
@@ -149,15 +146,10 @@ impl ApiHandler {
     fn pareto(&self, kernel: &str) -> Outcome {
         let kernel = self.resolve(kernel)?;
         let registry = self.shared.registry();
-        let job = registry
-            .versions(&kernel)
-            .into_iter()
-            .find(|j| !j.daemon.superseded)
-            .or_else(|| registry.versions(&kernel).into_iter().next())
-            .ok_or((
-                ErrorCode::UnknownKernel,
-                format!("{kernel} has no job: see gevo-client status"),
-            ))?;
+        let job = registry.versions(&kernel).into_iter().next().ok_or((
+            ErrorCode::UnknownKernel,
+            format!("{kernel} has no job: see gevo-client status"),
+        ))?;
         Ok(Reply::Pareto(Pareto {
             kernel: kernel.clone(),
             job: job.id.clone(),

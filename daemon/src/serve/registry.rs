@@ -191,14 +191,16 @@ impl Registry {
         }
     }
 
-    /// A kernel's jobs, newest version first.
+    /// A kernel's jobs: the current version first (content reverted to an
+    /// older version makes that one current again), then the superseded
+    /// ones, newest first.
     pub fn versions(&self, kernel: &str) -> Vec<&JobEntry> {
         let mut v: Vec<&JobEntry> = self
             .jobs
             .values()
             .filter(|j| j.daemon.kernel == kernel)
             .collect();
-        v.sort_by_key(|j| std::cmp::Reverse(j.daemon.version));
+        v.sort_by_key(|j| (j.daemon.superseded, std::cmp::Reverse(j.daemon.version)));
         v
     }
 

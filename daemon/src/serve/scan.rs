@@ -256,10 +256,10 @@ fn register(
     }
     let store = &shared.store;
     let persist = |id: &str, d: &DaemonJob| store.put_daemon_job(id, d).map_err(|e| e.to_string());
-    let newest = registry
-        .versions(kernel)
-        .first()
-        .map(|j| (j.daemon.version, j.daemon.paused));
+    let versions = registry.versions(kernel);
+    let last_version = versions.iter().map(|j| j.daemon.version).max();
+    // A rebuild does not undo a client's pause of the current version.
+    let paused = versions.first().is_some_and(|j| j.daemon.paused);
     if !registry.jobs.contains_key(&id) {
         let engine =
             Engine::new(config.evolve.clone(), config.jobs.seed).map_err(|e| e.to_string())?;
@@ -276,11 +276,10 @@ fn register(
         };
         let daemon = DaemonJob {
             kernel: kernel.to_string(),
-            version: newest.map_or(1, |(v, _)| v + 1),
+            version: last_version.map_or(1, |v| v + 1),
             root: found.root.clone(),
             fingerprint: fingerprint.to_string(),
-            // A rebuild does not undo a client's pause.
-            paused: newest.is_some_and(|(_, paused)| paused),
+            paused,
             superseded: false,
         };
         let ir_snapshot = snapshot_path(&shared.state_dir, &id);
