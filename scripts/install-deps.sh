@@ -4,6 +4,17 @@
 # Safe to run again: it does nothing when everything is present.
 set -euo pipefail
 
+# Some containers ship /dev/null as a regular file. Whatever one process writes
+# there, the next one reads back: cargo's rustc probe takes its stdin from it and
+# fails on another build's error text. Put the character device back.
+if [ ! -c /dev/null ]; then
+    if [ "$(id -u)" -eq 0 ] && mknod -m 666 /dev/.null.gevo.$$ c 1 3 2>/dev/null && mv -f /dev/.null.gevo.$$ /dev/null; then
+        echo "install-deps: /dev/null was a regular file; restored the character device" >&2
+    else
+        echo "install-deps: warning: /dev/null is not a character device and cannot be restored; builds may fail reading it" >&2
+    fi
+fi
+
 # g++ and make: the CMake example project (daemon/tests/cmake_example.rs).
 packages=(llvm-19-dev clang-19 libpolly-19-dev libzstd-dev libffi-dev zlib1g-dev cmake g++ make)
 
