@@ -127,6 +127,13 @@ pub fn serve(listener: UnixListener, handler: Arc<dyn Handler>) {
 
 fn connection(stream: UnixStream, handler: &dyn Handler) -> std::io::Result<()> {
     let peer = peer_of(&stream)?;
+    // The request is read even from a refused peer: closing before the
+    // client finished writing would cost it our answer (its write fails).
+    stream.set_read_timeout(Some(READ_TIMEOUT))?;
+    let mut line = String::new();
+    BufReader::new(&stream)
+        .take(MAX_MESSAGE_BYTES as u64)
+        .read_line(&mut line)?;
     let response = if !handler.access().allows(&peer) {
         tracing::warn!(uid = peer.uid, pid = peer.pid, "refused a client");
         Response::error(
@@ -137,11 +144,6 @@ fn connection(stream: UnixStream, handler: &dyn Handler) -> std::io::Result<()> 
             ),
         )
     } else {
-        stream.set_read_timeout(Some(READ_TIMEOUT))?;
-        let mut line = String::new();
-        BufReader::new(&stream)
-            .take(MAX_MESSAGE_BYTES as u64)
-            .read_line(&mut line)?;
         match serde_json::from_str::<serde_json::Value>(&line) {
             Err(e) => Response::error(ErrorCode::BadRequest, format!("not a JSON request: {e}")),
             Ok(value) => {

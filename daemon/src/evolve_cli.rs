@@ -5,6 +5,7 @@ use anyhow::{bail, Context as _, Result};
 use gevod::cuda::backend::GpuWorker;
 use gevod::cuda::DeviceInfo;
 use gevod::evolve::{Backend, Config, Engine, GenerationReport, Scope, Validated};
+use gevod::harness::Runner;
 use gevod::ir::{content_hash, CodegenOptions, KernelIr};
 use gevod::spec::{self, Spec};
 use gevod::store::{JobRecord, Store};
@@ -71,11 +72,38 @@ fn read_config(path: Option<&Path>) -> Result<Config> {
 }
 
 /// The hidden worker: loads the spec, greets, answers requests on stdio.
+/// Where a harness program's kernel launches run.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum HarnessTarget {
+    Sim,
+    Gpu,
+}
+
+/// `UID:GID`.
+pub fn parse_uid_gid(s: &str) -> Result<(u32, u32), String> {
+    let bad = || format!("expected UID:GID, not {s:?}");
+    let (u, g) = s.split_once(':').ok_or_else(bad)?;
+    Ok((u.parse().map_err(|_| bad())?, g.parse().map_err(|_| bad())?))
+}
+
+/// The harness runner of a worker: the simulator runs launches through this
+/// very binary (`gevod sim-launch`).
+fn harness_runner(target: HarnessTarget, device: Option<String>) -> Result<Runner, String> {
+    Ok(match target {
+        HarnessTarget::Sim => Runner::Simulate {
+            gevod: std::env::current_exe()
+                .map_err(|e| format!("locating the gevod binary: {e}"))?,
+        },
+        HarnessTarget::Gpu => Runner::Gpu { device },
+    })
+}
+
 pub fn eval_worker(
     spec: &Path,
     ir: Option<&Path>,
     arch: Option<String>,
     libdevice: Option<PathBuf>,
+    harness: Option<(HarnessTarget, Option<String>, Option<(u32, u32)>)>,
 ) -> Result<()> {
     let fault = match std::env::var("GEVOD_WORKER_FAULT") {
         Ok(v) => Some(
@@ -88,7 +116,14 @@ pub fn eval_worker(
         .map_err(|e| e.to_string())
         .and_then(|spec| {
             let arch = crate::gpu_cli::arch_for(&spec, arch, None);
-            InProcess::new(spec, CodegenOptions { arch, libdevice }).map_err(|e| e.to_string())
+            let codegen = CodegenOptions { arch, libdevice };
+            match harness {
+                None => InProcess::new(spec, codegen).map_err(|e| e.to_string()),
+                Some((target, device, user)) => {
+                    let runner = harness_runner(target, device)?;
+                    InProcess::harness(spec, codegen, runner, user).map_err(|e| e.to_string())
+                }
+            }
         });
     let handler: Result<&mut dyn Handler, String> = match &mut backend {
         Ok(b) => Ok(b),
@@ -106,10 +141,15 @@ pub fn evolve(args: EvolveArgs) -> Result<i32> {
     let ir = KernelIr::load(&spec.ir, Some(&spec.kernel))
         .with_context(|| args.spec.display().to_string())?;
     let arch = crate::gpu_cli::arch_for(&spec, args.arch.clone(), args.device.as_ref());
-    let scope = match &args.device {
-        Some(d) => GpuWorker::scope(d),
-        None => Scope {
+    let scope = match (&args.device, &spec.harness) {
+        (Some(d), None) => GpuWorker::scope(d),
+        (None, None) => Scope {
             backend: "sim".into(),
+            target: arch.clone(),
+        },
+        // The worker reports the same scope (`InProcess::scope`).
+        (device, Some(_)) => Scope {
+            backend: gevod::harness::backend_name(device.is_some()).into(),
             target: arch.clone(),
         },
     };
@@ -150,6 +190,16 @@ pub fn evolve(args: EvolveArgs) -> Result<i32> {
     };
     let started = Instant::now();
     let mut backend: Box<dyn Backend> = match args.device.clone() {
+        // Harness runs as the invoking user: it is their own command.
+        _ if spec.harness.is_some() => Box::new(
+            WorkerPool::start(
+                setup.harness_pool(args.device.as_ref(), None)?,
+                &spec,
+                scope.clone(),
+                stop.clone(),
+            )
+            .with_context(|| args.spec.display().to_string())?,
+        ),
         Some(device) => {
             Box::new(setup.cuda_backend(&spec, device, args.prescreen, stop.clone())?)
         }

@@ -95,6 +95,34 @@ impl WorkerSetup<'_> {
         })
     }
 
+    /// `gevod eval-worker` processes that run a harness spec's command: on
+    /// `device` (one at a time, so runs do not share the GPU), or on the
+    /// simulator; as `user` when given.
+    pub fn harness_pool(
+        &self,
+        device: Option<&DeviceInfo>,
+        user: Option<(u32, u32)>,
+    ) -> Result<PoolOptions> {
+        let mut pool = self.compile_pool()?;
+        match device {
+            Some(d) => {
+                pool.args.extend([
+                    "--harness".into(),
+                    "gpu".into(),
+                    "--device".into(),
+                    d.uuid.clone().into(),
+                ]);
+                pool.workers = 1;
+            }
+            None => pool.args.extend(["--harness".into(), "sim".into()]),
+        }
+        if let Some((uid, gid)) = user {
+            pool.args
+                .extend(["--run-as".into(), format!("{uid}:{gid}").into()]);
+        }
+        Ok(pool)
+    }
+
     /// The GPU backend: compile workers (one core is left to the GPU
     /// worker) and one GPU worker on `device`.
     pub fn cuda_backend(

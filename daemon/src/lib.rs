@@ -5,6 +5,7 @@ pub mod api;
 pub mod cuda;
 pub mod eval;
 pub mod evolve;
+pub mod harness;
 pub mod ir;
 pub mod sched;
 pub mod serve;

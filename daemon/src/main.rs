@@ -170,6 +170,31 @@ enum Command {
         arch: Option<String>,
         #[arg(long)]
         libdevice: Option<PathBuf>,
+        /// A harness spec's worker: where the program's launches run.
+        #[arg(long, value_enum)]
+        harness: Option<evolve_cli::HarnessTarget>,
+        /// The GPU (UUID) a `--harness gpu` program runs on.
+        #[arg(long)]
+        device: Option<String>,
+        /// Run harness commands as UID:GID.
+        #[arg(long, value_parser = evolve_cli::parse_uid_gid)]
+        run_as: Option<(u32, u32)>,
+    },
+    /// One kernel launch of a harness program on the simulator (run by
+    /// gevo_harness.h; docs/harness.md).
+    #[command(hide = true)]
+    SimLaunch {
+        /// The kernel's IR (`$GEVO_IR`).
+        #[arg(long)]
+        ir: PathBuf,
+        #[arg(long)]
+        kernel: Option<String>,
+        /// The launch file the header wrote.
+        #[arg(long)]
+        launch: PathBuf,
+        /// Where `cost` and `steps` are written.
+        #[arg(long)]
+        result: PathBuf,
     },
     /// GPU worker (started by the GPU backend; speaks JSON lines on stdio).
     #[command(hide = true)]
@@ -317,7 +342,27 @@ fn run(cli: Cli) -> Result<()> {
             ir,
             arch,
             libdevice,
-        } => evolve_cli::eval_worker(&spec, ir.as_deref(), arch, libdevice),
+            harness,
+            device,
+            run_as,
+        } => {
+            let harness = harness.map(|h| (h, device, run_as));
+            evolve_cli::eval_worker(&spec, ir.as_deref(), arch, libdevice, harness)
+        }
+        Command::SimLaunch {
+            ir,
+            kernel,
+            launch,
+            result,
+        } => {
+            let stats = gevod::harness::launch::run_launch(&ir, kernel.as_deref(), &launch, 1)?;
+            std::fs::write(
+                &result,
+                format!("cost {}\nsteps {}\n", stats.cost, stats.steps),
+            )
+            .with_context(|| result.display().to_string())?;
+            Ok(())
+        }
         Command::GpuWorker {
             spec,
             ir,

@@ -139,6 +139,17 @@ impl BackendFactory for Factory {
             timeout: job.timeout,
         };
         let started: Result<Box<dyn Backend>> = match device {
+            _ if job.spec.harness.is_some() => setup
+                .harness_pool(device, job.harness_user)
+                .and_then(|options| {
+                    let scope = Scope {
+                        backend: gevod::harness::backend_name(device.is_some()).into(),
+                        target: job.arch.to_string(),
+                    };
+                    WorkerPool::start(options, job.spec, scope, stop)
+                        .map(|p| Box::new(p) as Box<dyn Backend>)
+                        .map_err(anyhow::Error::from)
+                }),
             Some(d) => setup
                 .cuda_backend(job.spec, d.clone(), job.prescreen, stop)
                 .map(|b| Box::new(b) as Box<dyn Backend>),

@@ -36,7 +36,28 @@ pub struct ServeConfig {
     pub gpu: GpuSection,
     pub workers: WorkersSection,
     pub jobs: JobsSection,
+    pub harness: HarnessSection,
     pub evolve: evolve::Config,
+}
+
+/// `[harness]`: who may have the daemon run harness commands, and as whom.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HarnessSection {
+    /// Owners of spec files (besides the daemon's own user) whose harness
+    /// commands the daemon runs.
+    pub allowed_uids: Vec<u32>,
+    /// The user harness commands run as when the daemon runs as root.
+    pub user: String,
+}
+
+impl Default for HarnessSection {
+    fn default() -> Self {
+        HarnessSection {
+            allowed_uids: Vec::new(),
+            user: "nobody".to_string(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]

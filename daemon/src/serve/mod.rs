@@ -58,6 +58,8 @@ pub struct JobFiles<'a> {
     pub workers: usize,
     pub timeout: Duration,
     pub prescreen: bool,
+    /// Harness commands run as this uid/gid (the daemon running as root).
+    pub harness_user: Option<(u32, u32)>,
 }
 
 pub trait BackendFactory: Send + Sync {

@@ -136,6 +136,10 @@ fn start(
         },
         timeout: config.workers.timeout,
         prescreen: config.gpu.prescreen,
+        harness_user: match spec.harness {
+            Some(_) => crate::harness::run_as(&config.harness.user)?,
+            None => None,
+        },
     };
     let stop = shared.slots[slot].stop.clone();
     let backend = factory.start(&files, shared.slots[slot].device.as_ref(), stop)?;

@@ -227,6 +227,9 @@ fn register(
     ir_bytes: &[u8],
     fingerprint: &str,
 ) -> Result<(), String> {
+    if spec.harness.is_some() {
+        check_harness_owner(&found.spec, &config.harness.allowed_uids)?;
+    }
     let ir_path = spec.ir.display().to_string();
     let ir = KernelIr::parse(&ir_path, ir_bytes, Some(&spec.kernel))
         .map_err(|e| format!("{}: {e}", found.spec.display()))?;
@@ -237,7 +240,13 @@ fn register(
         .or_else(|| spec.arch.clone())
         .unwrap_or_else(|| crate::ir::DEFAULT_ARCH.to_string());
     let scope = &shared.scope;
-    let identity = format!("{fingerprint}\n{}\n{}\n{arch}", scope.backend, scope.target);
+    // Harness runs measure the application, not the kernel alone: another
+    // backend, so never the same job or cached results as a kernel spec's.
+    let backend = match spec.harness {
+        Some(_) => crate::harness::backend_name(scope.backend == "cuda").to_string(),
+        None => scope.backend.clone(),
+    };
+    let identity = format!("{fingerprint}\n{backend}\n{}\n{arch}", scope.target);
     let id = format!("{kernel}@{}", &content_hash(identity.as_bytes())[..12]);
 
     let mut registry = shared.registry();
@@ -270,7 +279,7 @@ fn register(
             spec_text: spec_text.to_string(),
             ir_hash: ir.ir_hash().to_string(),
             ir_text: ir.text().to_string(),
-            backend: scope.backend.clone(),
+            backend,
             target: arch,
             seed: config.jobs.seed,
         };
@@ -315,6 +324,24 @@ fn register(
     }
     registry.problems.remove(&found.spec);
     Ok(())
+}
+
+/// A harness command runs with the daemon's rights, so only spec files
+/// owned by the daemon's own user or by an allowed uid may name one.
+fn check_harness_owner(spec: &Path, allowed_uids: &[u32]) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let owner = std::fs::metadata(spec)
+        .map_err(|e| format!("{}: {e}", spec.display()))?
+        .uid();
+    // SAFETY: geteuid cannot fail and touches no memory.
+    let me = unsafe { libc::geteuid() };
+    if owner == me || allowed_uids.contains(&owner) {
+        return Ok(());
+    }
+    Err(format!(
+        "{}: harness: refused: the spec is owned by uid {owner}, and gevod runs harness commands only from its own user's (uid {me}) spec files or those of [harness] allowed_uids in gevod.toml",
+        spec.display()
+    ))
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 
 use super::error::{Location, Locator, SpecError};
 use super::expr::{format_number, Expr, MAX_EXACT_INT};
+use super::inputs::MAX_BUFFER_BYTES;
 use super::model::*;
 use super::npy;
 use super::tree::{self, Entry, Node, Value};
@@ -23,7 +24,17 @@ const TOP_KEYS: &[&str] = &[
     "args",
     "tests",
     "acceptance",
+    "harness",
 ];
+const HARNESS_KEYS: &[&str] = &[
+    "command",
+    "workdir",
+    "timeout_s",
+    "max_output_bytes",
+    "rounds",
+    "outputs",
+];
+const HARNESS_OUTPUT_KEYS: &[&str] = &["file", "type"];
 const LAUNCH_KEYS: &[&str] = &["grid", "block", "shared_bytes", "repeat"];
 const REPEAT_KEYS: &[&str] = &["count", "swap"];
 const ARG_KEYS: &[&str] = &["name", "kind", "type", "len", "fill", "role", "value"];
@@ -314,14 +325,32 @@ fn read_root(cx: &Cx, root: &Node, text: &str) -> Res<Spec> {
         .map(|n| string(cx, n, "project"))
         .transpose()?;
 
-    let launch_node = top.req(cx, "launch", "a [launch] table with grid and block")?;
-    let (launch, raw_swaps) = read_launch(cx, launch_node)?;
-
-    let args = read_args(cx, &top)?;
-    let mut launch = launch;
-    if let (Some(repeat), Some(raw)) = (launch.repeat.as_mut(), raw_swaps) {
-        resolve_swaps(cx, repeat, raw, &args)?;
-    }
+    let harness_node = top.get("harness");
+    let (launch, args) = match harness_node {
+        None => {
+            let launch_node = top.req(cx, "launch", "a [launch] table with grid and block")?;
+            let (mut launch, raw_swaps) = read_launch(cx, launch_node)?;
+            let args = read_args(cx, &top)?;
+            if let (Some(repeat), Some(raw)) = (launch.repeat.as_mut(), raw_swaps) {
+                resolve_swaps(cx, repeat, raw, &args)?;
+            }
+            (launch, args)
+        }
+        Some(h) => {
+            // The application launches the kernel: a launch or arguments
+            // here would be silently unused, so they are refused.
+            for key in ["launch", "args"] {
+                if let Some(n) = top.get(key) {
+                    return Err(cx.err(
+                        &n.span,
+                        key,
+                        "not used in harness mode (the [harness] command launches the kernel); remove it",
+                    ));
+                }
+            }
+            (trivial_launch(cx, &h.span), Vec::new())
+        }
+    };
 
     let tests_node = top.req(cx, "tests", "a [tests] table with train and heldout arrays")?;
     let (train, heldout) = read_tests(cx, tests_node)?;
@@ -332,6 +361,9 @@ fn read_root(cx: &Cx, root: &Node, text: &str) -> Res<Spec> {
         "an [acceptance] table with metric (and tolerance)",
     )?;
     let acceptance = read_acceptance(cx, acc_node)?;
+    let harness = harness_node
+        .map(|n| read_harness(cx, n, &train, &heldout))
+        .transpose()?;
 
     Ok(Spec {
         path: cx.file.clone(),
@@ -344,6 +376,7 @@ fn read_root(cx: &Cx, root: &Node, text: &str) -> Res<Spec> {
         train,
         heldout,
         acceptance,
+        harness,
         text: text.to_string(),
     })
 }
@@ -1046,4 +1079,156 @@ fn read_acceptance(cx: &Cx, node: &Node) -> Res<Acceptance> {
         }
     };
     Ok(Acceptance { metric, tolerance })
+}
+
+/// The launch a harness spec carries: one thread, never run.
+fn trivial_launch(cx: &Cx, span: &Range<usize>) -> Launch {
+    let one = || Located {
+        value: Expr::number(1.0),
+        at: cx.at(span, "harness"),
+    };
+    Launch {
+        grid: vec![one()],
+        block: vec![one()],
+        shared_bytes: Located {
+            value: Expr::number(0.0),
+            at: cx.at(span, "harness"),
+        },
+        repeat: None,
+        block_at: cx.at(span, "harness"),
+    }
+}
+
+/// Harness runs default to a minute and a mebibyte of output per stream or file.
+const DEFAULT_HARNESS_TIMEOUT_S: f64 = 60.0;
+const DEFAULT_HARNESS_OUTPUT_BYTES: i64 = 1 << 20;
+const DEFAULT_HARNESS_ROUNDS: i64 = 5;
+
+fn read_harness(cx: &Cx, node: &Node, train: &[TestCase], heldout: &[TestCase]) -> Res<Harness> {
+    let t = table(cx, node, "harness", HARNESS_KEYS)?;
+    let expected = "an array of strings: the program and its arguments, e.g. [\"./app\", \"--ptx\", \"{ptx}\", \"--out\", \"{out}\"]";
+    let c = t.req(cx, "command", expected)?;
+    let items = array(cx, c, "harness.command", expected)?;
+    if items.is_empty() {
+        return Err(cx.err(
+            &c.span,
+            "harness.command",
+            format!("empty; expected {expected}"),
+        ));
+    }
+    let mut command = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let field = format!("harness.command[{i}]");
+        let arg = if i == 0 {
+            nonempty_string(cx, item, &field)?
+        } else {
+            string(cx, item, &field)?
+        };
+        // Every placeholder must have a value in every test.
+        for test in train.iter().chain(heldout) {
+            substitute(&arg, |name| {
+                (HARNESS_PLACEHOLDERS.contains(&name) || test.params.contains_key(name))
+                    .then(String::new)
+            })
+            .map_err(|e| {
+                cx.err(
+                    &item.span,
+                    &field,
+                    format!(
+                        "{e} in test {}; placeholders are {{ptx}}, {{out}}, {{test}}, {{seed}} and the test's parameters",
+                        test.name
+                    ),
+                )
+            })?;
+        }
+        command.push(arg);
+    }
+    let workdir = match t.get("workdir") {
+        None => cx.resolve("."),
+        Some(n) => cx.resolve(&nonempty_string(cx, n, "harness.workdir")?),
+    };
+    let timeout_s = match t.get("timeout_s") {
+        None => DEFAULT_HARNESS_TIMEOUT_S,
+        Some(n) => {
+            let v = number(cx, n, "harness.timeout_s")?.as_f64();
+            if !(v > 0.0 && v <= 86_400.0) {
+                return Err(cx.err(
+                    &n.span,
+                    "harness.timeout_s",
+                    format!("expected seconds in (0, 86400], found {}", format_number(v)),
+                ));
+            }
+            v
+        }
+    };
+    let positive = |key: &str, default: i64, max: i64| -> Res<i64> {
+        let field = format!("harness.{key}");
+        match t.get(key) {
+            None => Ok(default),
+            Some(n) => {
+                let v = integer(cx, n, &field)?;
+                if v < 1 || v > max {
+                    return Err(cx.err(&n.span, &field, format!("expected 1 to {max}, found {v}")));
+                }
+                Ok(v)
+            }
+        }
+    };
+    let max_output_bytes = positive(
+        "max_output_bytes",
+        DEFAULT_HARNESS_OUTPUT_BYTES,
+        MAX_BUFFER_BYTES as i64,
+    )? as u64;
+    let rounds = positive("rounds", DEFAULT_HARNESS_ROUNDS, 1000)? as u32;
+
+    let expected =
+        "an array of output files, e.g. outputs = [{ file = \"out.f32\", type = \"f32\" }]";
+    let o = t.req(cx, "outputs", expected)?;
+    let items = array(cx, o, "harness.outputs", expected)?;
+    if items.is_empty() {
+        return Err(cx.err(
+            &o.span,
+            "harness.outputs",
+            format!("empty; expected {expected}"),
+        ));
+    }
+    let mut outputs: Vec<HarnessOutput> = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let field = format!("harness.outputs[{i}]");
+        let ot = table(cx, item, &field, HARNESS_OUTPUT_KEYS)?;
+        let f = ot.req(cx, "file", "a file name inside {out}")?;
+        let file = nonempty_string(cx, f, &ot.path("file"))?;
+        if file.contains('/') || file == "." || file == ".." {
+            return Err(cx.err(
+                &f.span,
+                &ot.path("file"),
+                format!("\"{file}\" is not a plain file name; outputs are files directly inside {{out}}"),
+            ));
+        }
+        if outputs.iter().any(|o| o.file == file) {
+            return Err(cx.err(
+                &f.span,
+                &ot.path("file"),
+                format!("\"{file}\" is listed twice"),
+            ));
+        }
+        let ty = ot.req(cx, "type", &format!("an element type: {TYPE_NAMES}"))?;
+        let name = string(cx, ty, &ot.path("type"))?;
+        let elem = ElemType::from_name(&name).ok_or_else(|| {
+            cx.err(
+                &ty.span,
+                &ot.path("type"),
+                format!("unknown type \"{name}\"; expected one of {TYPE_NAMES}"),
+            )
+        })?;
+        outputs.push(HarnessOutput { file, elem });
+    }
+    Ok(Harness {
+        command,
+        workdir,
+        timeout: std::time::Duration::from_secs_f64(timeout_s),
+        max_output_bytes,
+        rounds,
+        outputs,
+    })
 }

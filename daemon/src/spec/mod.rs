@@ -22,8 +22,9 @@ pub use expr::{Expr, ExprError};
 pub use inputs::{fill_seed, MAX_BLOCK_THREADS, MAX_BUFFER_BYTES};
 pub use load::SPEC_VERSION;
 pub use model::{
-    Acceptance, ArgKind, ArgSpec, ArgValue, Comparison, ElemType, Fill, Instance, Launch, Located,
-    Metric, Number, Repeat, Role, Scalar, Spec, TestCase, TestSet,
+    Acceptance, ArgKind, ArgSpec, ArgValue, Comparison, ElemType, Fill, Harness, HarnessOutput,
+    Instance, Launch, Located, Metric, Number, Repeat, Role, Scalar, Spec, TestCase, TestSet,
+    HARNESS_PLACEHOLDERS,
 };
 
 use sha2::{Digest, Sha256};

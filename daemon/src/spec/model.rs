@@ -26,8 +26,100 @@ pub struct Spec {
     pub train: Vec<TestCase>,
     pub heldout: Vec<TestCase>,
     pub acceptance: Acceptance,
+    /// Harness mode: the kernel's application runs it (`[harness]`). Such a
+    /// spec has no `[launch]` or `[[args]]`: `launch` is the trivial 1x1
+    /// launch and `args` is empty, and nothing launches them.
+    pub harness: Option<Harness>,
     /// The spec file's text (for `content_hash`).
     pub(crate) text: String,
+}
+
+/// `[harness]`: how to run the kernel's application with a given PTX.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Harness {
+    /// The program and its arguments. `{ptx}`, `{out}`, `{test}`, `{seed}`
+    /// and the test's parameters (`{n}`) are replaced per run.
+    pub command: Vec<String>,
+    /// Where the command runs (resolved against the spec's directory).
+    pub workdir: PathBuf,
+    /// Longest a run may take before it is killed (and the variant rejected).
+    pub timeout: std::time::Duration,
+    /// Most bytes of stdout, of stderr, and of each output file.
+    pub max_output_bytes: u64,
+    /// On the GPU: runs of the original and of the variant per test, in
+    /// alternating order; their medians are compared.
+    pub rounds: u32,
+    /// Files the command writes in `{out}`, compared with the original's.
+    pub outputs: Vec<HarnessOutput>,
+}
+
+/// One output file of a harness run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HarnessOutput {
+    /// A plain file name inside `{out}`.
+    pub file: String,
+    pub elem: ElemType,
+}
+
+/// The placeholders every harness command may use besides test parameters.
+pub const HARNESS_PLACEHOLDERS: [&str; 4] = ["ptx", "out", "test", "seed"];
+
+impl Harness {
+    /// The command line for one run: placeholders replaced.
+    pub fn argv(
+        &self,
+        test: &TestCase,
+        ptx: &std::path::Path,
+        out: &std::path::Path,
+    ) -> Vec<String> {
+        self.command
+            .iter()
+            .map(|arg| {
+                substitute(arg, |name| match name {
+                    "ptx" => Some(ptx.display().to_string()),
+                    "out" => Some(out.display().to_string()),
+                    "test" => Some(test.name.clone()),
+                    "seed" => Some(test.seed.to_string()),
+                    _ => test
+                        .params
+                        .get(name)
+                        .map(|v| super::expr::format_number(*v)),
+                })
+                .expect("placeholders are checked when the spec loads")
+            })
+            .collect()
+    }
+}
+
+/// `text` with every `{name}` replaced by `value(name)`; a name without a
+/// value, or an unpaired brace, is the error. `{{` and `}}` stand for braces.
+pub(crate) fn substitute(
+    text: &str,
+    mut value: impl FnMut(&str) -> Option<String>,
+) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find(['{', '}']) {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i..];
+        if tail.starts_with("{{") || tail.starts_with("}}") {
+            out.push_str(&tail[..1]);
+            rest = &tail[2..];
+            continue;
+        }
+        if tail.starts_with('}') {
+            return Err("a lone `}` (write `}}` for a brace)".into());
+        }
+        let Some(end) = tail.find('}') else {
+            return Err("a `{` without its `}` (write `{{` for a brace)".into());
+        };
+        let name = &tail[1..end];
+        let v = value(name).ok_or_else(|| format!("no value for the placeholder `{{{name}}}`"))?;
+        out.push_str(&v);
+        rest = &tail[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
 }
 
 /// A value from the spec with the place it came from.

@@ -12,6 +12,7 @@ pub mod pool;
 use crate::cuda::DeviceInfo;
 use crate::eval::{Assessment, Evaluator};
 use crate::evolve::{Backend, BackendError, Build, Scope};
+use crate::harness::{HarnessEvaluator, Runner};
 use crate::ir::{CodegenOptions, Patch};
 use crate::spec::{Spec, TestCase, TestSet};
 use serde::{Deserialize, Serialize};
@@ -86,9 +87,10 @@ pub enum Response {
     },
 }
 
-/// Compiles with LLVM and runs on the simulator, in this process.
+/// Compiles with LLVM and runs on the simulator (or, for harness specs,
+/// runs the kernel's application), in this process.
 pub struct InProcess {
-    evaluator: Evaluator,
+    evaluation: Evaluation,
     codegen: CodegenOptions,
     /// The train test the pre-screen runs: the one with the least input.
     screen_test: Option<TestCase>,
@@ -106,7 +108,33 @@ const SCREENED_OUT: [&str; 6] = [
     "unreachable",
 ];
 
+/// How variants are run: the spec's own launches on the simulator, or the
+/// spec's harness command.
+enum Evaluation {
+    Kernel(Evaluator),
+    Harness(HarnessEvaluator),
+}
+
 impl InProcess {
+    /// A harness spec's worker: its command runs each variant.
+    pub fn harness(
+        spec: Spec,
+        codegen: CodegenOptions,
+        runner: Runner,
+        user: Option<(u32, u32)>,
+    ) -> Result<Self, crate::harness::HarnessError> {
+        Ok(InProcess {
+            evaluation: Evaluation::Harness(HarnessEvaluator::new(
+                spec,
+                codegen.clone(),
+                runner,
+                user,
+            )?),
+            codegen,
+            screen_test: None,
+        })
+    }
+
     pub fn new(spec: Spec, codegen: CodegenOptions) -> Result<Self, crate::eval::EvalError> {
         let mut screen_test = None;
         let mut least = usize::MAX;
@@ -120,7 +148,7 @@ impl InProcess {
         // One simulator thread: parallelism comes from running several workers.
         let evaluator = Evaluator::new(spec, 1)?;
         Ok(InProcess {
-            evaluator,
+            evaluation: Evaluation::Kernel(evaluator),
             codegen,
             screen_test,
         })
@@ -129,11 +157,11 @@ impl InProcess {
     /// The pre-screen: the patch on the smallest train test, on the
     /// simulator; the assessment when a fault rejects the variant.
     pub fn screen(&self, patch: &Patch) -> Result<Option<Assessment>, BackendError> {
-        let Some(test) = &self.screen_test else {
+        let (Some(test), Evaluation::Kernel(evaluator)) = (&self.screen_test, &self.evaluation)
+        else {
             return Ok(None);
         };
-        let results = self
-            .evaluator
+        let results = evaluator
             .evaluate_cases(patch, &[test])
             .map_err(|e| BackendError::Failed(e.to_string()))?;
         let rejected = results[0]
@@ -149,9 +177,11 @@ impl InProcess {
     }
 
     pub fn compile_one(&self, patch: &Patch) -> Result<Build, String> {
-        self.evaluator
-            .ir()
-            .compile(patch, &self.codegen)
+        let ir = match &self.evaluation {
+            Evaluation::Kernel(e) => e.ir(),
+            Evaluation::Harness(h) => h.ir(),
+        };
+        ir.compile(patch, &self.codegen)
             .map(|c| Build {
                 ptx_hash: c.ptx_hash,
                 ptx: c.ptx,
@@ -160,23 +190,39 @@ impl InProcess {
     }
 
     pub fn assess_one(&self, patch: &Patch, set: TestSet) -> Result<Assessment, BackendError> {
-        self.evaluator
-            .evaluate(patch, set)
-            .map(|r| Assessment::new(&r))
-            .map_err(|e| BackendError::Failed(e.to_string()))
+        match &self.evaluation {
+            Evaluation::Kernel(e) => e
+                .evaluate(patch, set)
+                .map(|r| Assessment::new(&r))
+                .map_err(|e| BackendError::Failed(e.to_string())),
+            Evaluation::Harness(h) => h
+                .assess(patch, set)
+                .map_err(|e| BackendError::Failed(e.to_string())),
+        }
+    }
+
+    fn spec(&self) -> &Spec {
+        match &self.evaluation {
+            Evaluation::Kernel(e) => e.spec(),
+            Evaluation::Harness(h) => h.spec(),
+        }
     }
 }
 
 impl Backend for InProcess {
     fn scope(&self) -> Scope {
+        let backend = match &self.evaluation {
+            Evaluation::Kernel(_) => "sim",
+            Evaluation::Harness(h) => h.runner().backend_name(),
+        };
         Scope {
-            backend: "sim".into(),
+            backend: backend.into(),
             target: self.codegen.arch.clone(),
         }
     }
 
     fn test_set_hash(&self, set: TestSet) -> String {
-        self.evaluator.spec().test_set_hash(set)
+        self.spec().test_set_hash(set)
     }
 
     fn compile(&mut self, patches: &[Patch]) -> Result<Vec<Result<Build, String>>, BackendError> {
