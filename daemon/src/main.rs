@@ -447,6 +447,22 @@ fn run(cli: Cli) -> Result<()> {
                     },
                 )?;
             }
+            if spec.harness.is_some() {
+                if !ptx.is_empty() {
+                    anyhow::bail!("--ptx: not for harness specs (pass --patch)");
+                }
+                let arch = gpu_cli::arch_for(&spec, arch, device.as_ref());
+                let codegen = gevod::ir::CodegenOptions { arch, libdevice };
+                return run_harness(
+                    &spec_file,
+                    spec,
+                    codegen,
+                    device,
+                    patch.as_deref(),
+                    set,
+                    json,
+                );
+            }
             let Some(device) = device else {
                 return run_on_simulator(&spec_file, spec, patch.as_deref(), set, workers, json);
             };
@@ -573,6 +589,50 @@ fn run_on_simulator(
             spec_file.display(),
             results.len()
         );
+    }
+    Ok(())
+}
+
+/// `gevod run` on a harness spec: the application runs the original, then
+/// the patched kernel, on every test of the set (as this user).
+fn run_harness(
+    spec_file: &Path,
+    spec: gevod::spec::Spec,
+    codegen: gevod::ir::CodegenOptions,
+    device: Option<gevod::cuda::DeviceInfo>,
+    patch: Option<&Path>,
+    set: TestSet,
+    json: bool,
+) -> Result<()> {
+    use gevod::harness::{HarnessEvaluator, Runner};
+    let runner = match &device {
+        Some(d) => Runner::Gpu {
+            device: Some(d.uuid.clone()),
+        },
+        None => Runner::Simulate {
+            gevod: std::env::current_exe().context("locating the gevod binary")?,
+        },
+    };
+    let evaluator = HarnessEvaluator::new(spec, codegen, runner, None)?;
+    let (label, patch) = match patch {
+        Some(p) => (p.display().to_string(), read_patch(p)?),
+        None => ("original".to_string(), evaluator.ir().empty_patch()),
+    };
+    let mut assessment = evaluator.assess(&patch, set)?;
+    assessment.device = device;
+    let results = vec![(label, assessment)];
+    let text = if json {
+        serde_json::to_string_pretty(&results_by_label(&results))? + "\n"
+    } else {
+        results
+            .iter()
+            .map(|(l, a)| gpu_cli::gpu_table(l, a))
+            .collect()
+    };
+    write_output(None, &text)?;
+    let a = &results[0].1;
+    if let Some(failure) = a.first_failure() {
+        anyhow::bail!("{}: {failure}", spec_file.display());
     }
     Ok(())
 }

@@ -191,7 +191,7 @@ impl HarnessEvaluator {
     ) -> Result<TestSummary, HarnessError> {
         let timeout = self.variant_timeout(reference);
         Ok(match self.run_once(test, files, timeout)? {
-            Err((kind, message)) => TestSummary::failed(&test.name, kind, message),
+            Err((kind, message)) => failed(test, reference, kind, message),
             Ok(m) => self.judge(test, reference, &m),
         })
     }
@@ -218,7 +218,7 @@ impl HarnessEvaluator {
                 original_ns = Some(self.run_original(test, &original_files)?.cost as f64);
             }
             let m = match self.run_once(test, files, timeout)? {
-                Err((kind, message)) => return Ok(TestSummary::failed(&test.name, kind, message)),
+                Err((kind, message)) => return Ok(failed(test, reference, kind, message)),
                 Ok(m) => m,
             };
             // Every round's outputs must pass, not only the first's.
@@ -490,6 +490,14 @@ impl HarnessEvaluator {
             cost,
             wall: o.wall,
         })
+    }
+}
+
+/// A test the variant failed, beside the original's cost.
+fn failed(test: &TestCase, reference: &Reference, kind: &str, message: String) -> TestSummary {
+    TestSummary {
+        original_cost: reference.cost,
+        ..TestSummary::failed(&test.name, kind, message)
     }
 }
 

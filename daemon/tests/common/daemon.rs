@@ -45,6 +45,8 @@ pub fn client_binary() -> PathBuf {
 
 pub struct Daemon {
     pub child: Option<Child>,
+    /// The gevod binary (a copy where another user can reach it, or the build's).
+    pub binary: PathBuf,
     pub dir: PathBuf,
     pub socket: PathBuf,
     pub state: PathBuf,
@@ -60,21 +62,33 @@ impl Daemon {
     }
 
     pub fn start_with_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Daemon {
+        let mut d = Self::unstarted(dir, Path::new(env!("CARGO_BIN_EXE_gevod")));
+        d.spawn_with_env(args, env);
+        d
+    }
+
+    /// Like `start`, from another gevod binary.
+    pub fn start_binary(dir: &Path, binary: &Path, args: &[&str]) -> Daemon {
+        let mut d = Self::unstarted(dir, binary);
+        d.spawn(args);
+        d
+    }
+
+    fn unstarted(dir: &Path, binary: &Path) -> Daemon {
         let config = dir.join("gevod.toml");
         if !config.exists() {
             std::fs::write(&config, CONFIG).unwrap();
         }
         let log = dir.join(format!("gevod-{}.log", Instant::now().elapsed().as_nanos()));
-        let mut d = Daemon {
+        Daemon {
             child: None,
+            binary: binary.to_path_buf(),
             dir: dir.to_path_buf(),
             socket: dir.join("gevod.sock"),
             state: dir.join("state"),
             config,
             log,
-        };
-        d.spawn_with_env(args, env);
-        d
+        }
     }
 
     pub fn spawn(&mut self, args: &[&str]) {
@@ -87,7 +101,7 @@ impl Daemon {
             .append(true)
             .open(&self.log)
             .unwrap();
-        let child = Process::new(env!("CARGO_BIN_EXE_gevod"))
+        let child = Process::new(&self.binary)
             .args([
                 "serve",
                 "--config",
