@@ -5,7 +5,8 @@
 #             user's spec with `ir`, `arch` and `project` set, and the IR's
 #             SHA-256 in a comment (so the spec's hash names this exact IR).
 #   original  LL OUT ARCH GEVOD CLANG ENTRY: the original kernel's PTX, with
-#             `gevod ptx` when GEVOD is set, else (or when it fails) clang.
+#             `gevod ptx` when GEVOD is set, else (or when it fails) clang;
+#             CLANG is empty with prebuilt IR on a machine without clang.
 #   select    KERNEL ARCH CLIENT SOCKET STATE USE_EVOLVED SPEC ORIGINAL OUT
 #             ORIGIN: asks gevo-client for the best validated PTX; copies it,
 #             or the original on any failure, to OUT only when the content
@@ -69,7 +70,16 @@ function(_gevo_step_original)
       return()
     endif()
     string(STRIP "${err}" err)
+    if(NOT CLANG)
+      # Prebuilt IR (GEVO_IR_DIR) on a machine without clang: nothing else
+      # can make the PTX.
+      message(FATAL_ERROR "gevo: `gevod ptx ${LL}` failed and no clang is set to try instead: ${err}")
+    endif()
     message(STATUS "gevo: `gevod ptx` failed (${err}); compiling the original PTX with ${CLANG}")
+  endif()
+  if(NOT CLANG)
+    message(FATAL_ERROR "gevo: neither gevod (GEVOD) nor clang (GEVO_CLANG) is available to "
+      "compile ${LL} to PTX")
   endif()
   execute_process(
     COMMAND "${CLANG}" --target=nvptx64-nvidia-cuda "-march=${ARCH}" -O3 -S -x ir "${LL}" -o "${tmp}"

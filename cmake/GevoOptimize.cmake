@@ -17,8 +17,11 @@
 #   4. EMBED: the chosen PTX is compiled into <target> as data, with the
 #      header gevo_<name>.h (gevo_ptx_<name>(), gevo_load_<name>(), ...).
 #
+# With GEVO_IR_DIR set, step 1 copies <GEVO_IR_DIR>/<name>.ll instead of
+# running clang (build machines without clang), and gevod makes the PTX.
+#
 # Cache variables: GEVO_CLANG, GEVOD, GEVO_CLIENT, GEVO_SOCKET, GEVO_STATE,
-# GEVO_USE_EVOLVED. docs/cmake.md describes all of it.
+# GEVO_USE_EVOLVED, GEVO_IR_DIR. docs/cmake.md describes all of it.
 
 if(CMAKE_VERSION VERSION_LESS 3.20)
   message(FATAL_ERROR "gevo_optimize() needs CMake 3.20 or newer; this is ${CMAKE_VERSION}")
@@ -41,6 +44,10 @@ find_program(GEVO_CLIENT NAMES gevo-client HINTS "$ENV{HOME}/.cargo/bin"
 set(GEVO_SOCKET "" CACHE STRING "gevod's socket for gevo-client (--socket); empty: the client's default")
 set(GEVO_STATE "" CACHE STRING "gevod's state directory for gevo-client (--state); empty: the client's default")
 option(GEVO_USE_EVOLVED "Embed evolved PTX when gevod has a validated variant (OFF: always the original)" ON)
+# STRING, not PATH: CMake would make a relative PATH given with -D relative
+# to the current directory, and ours are relative to the build directory.
+set(GEVO_IR_DIR "" CACHE STRING
+  "Directory with prebuilt device IR <KERNEL>.ll, used instead of running clang (relative: to the build directory); empty: clang emits the IR")
 
 # GEVO_SOCKET and GEVO_STATE as absolute paths (relative ones are relative
 # to the build directory), or "" for the client's defaults.
@@ -119,6 +126,28 @@ function(_gevo_clang_finds_cuda clang arch out)
     set(${var} ${found} CACHE INTERNAL "gevo: ${clang} finds CUDA for ${arch}")
   endif()
   set(${out} ${${var}} PARENT_SCOPE)
+endfunction()
+
+# The program at path (absolute, or a name looked up on the PATH) when it
+# exists, else "".
+function(_gevo_usable_program path out)
+  set(found "")
+  if(path)
+    if(IS_ABSOLUTE "${path}")
+      if(EXISTS "${path}" AND NOT IS_DIRECTORY "${path}")
+        set(found "${path}")
+      endif()
+    else()
+      # A cache entry per name (NO_CACHE needs CMake 3.21).
+      string(MAKE_C_IDENTIFIER "_GEVO_PROGRAM_${path}" var)
+      find_program(${var} NAMES "${path}")
+      mark_as_advanced(${var})
+      if(${var})
+        set(found "${${var}}")
+      endif()
+    endif()
+  endif()
+  set(${out} "${found}" PARENT_SCOPE)
 endfunction()
 
 # Warns once per clang that is not clang 19.
@@ -231,11 +260,39 @@ function(gevo_optimize target)
   if(NOT clang)
     set(clang "${GEVO_CLANG}")
   endif()
-  if(NOT clang)
-    message(FATAL_ERROR "gevo_optimize(${target}): clang not found; install clang-19 "
-      "or set GEVO_CLANG (or the CLANG option) to it")
+
+  # Prebuilt IR: clang is not needed, and not run even when it is set.
+  set(prebuilt "")
+  if(NOT GEVO_IR_DIR STREQUAL "")
+    get_filename_component(ir_dir "${GEVO_IR_DIR}" ABSOLUTE BASE_DIR "${CMAKE_BINARY_DIR}")
+    set(prebuilt "${ir_dir}/${name}.ll")
+    if(NOT EXISTS "${prebuilt}" OR IS_DIRECTORY "${prebuilt}")
+      message(FATAL_ERROR "gevo_optimize(${target}): GEVO_IR_DIR is set, but ${prebuilt} "
+        "does not exist: copy the kernel's IR there (<build>/gevo/${name}.ll of a build on a "
+        "machine with clang-19), or unset GEVO_IR_DIR to let clang emit it")
+    endif()
+    # clang then only compiles the original PTX when gevod cannot, so a
+    # missing one is no error as long as gevod is there.
+    _gevo_usable_program("${clang}" clang)
+    set(has_gevod FALSE)
+    if(GEVOD AND EXISTS "${GEVOD}" AND NOT IS_DIRECTORY "${GEVOD}")
+      set(has_gevod TRUE)
+    endif()
+    if(NOT has_gevod AND NOT clang)
+      message(FATAL_ERROR "gevo_optimize(${target}): GEVO_IR_DIR is set and neither gevod nor "
+        "clang is available to compile the original PTX of ${prebuilt}: set GEVOD to gevod "
+        "(GEVOD is '${GEVOD}'), or GEVO_CLANG to clang-19")
+    endif()
+    if(clang)
+      _gevo_check_clang_version("${clang}")
+    endif()
+  else()
+    if(NOT clang)
+      message(FATAL_ERROR "gevo_optimize(${target}): clang not found; install clang-19 "
+        "or set GEVO_CLANG (or the CLANG option) to it, or give prebuilt IR with GEVO_IR_DIR")
+    endif()
+    _gevo_check_clang_version("${clang}")
   endif()
-  _gevo_check_clang_version("${clang}")
 
   get_filename_component(source "${G_SOURCE}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
   get_filename_component(user_spec "${G_SPEC}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
@@ -280,32 +337,50 @@ function(gevo_optimize target)
     set(embedded "${dir}/${name}_ptx.cpp")
   endif()
 
-  _gevo_clang_finds_cuda("${clang}" "${arch}" has_cuda)
-  set(cuda_flags)
-  if(NOT has_cuda)
-    set(cuda_flags -nocudainc -nocudalib -include "${shim}")
-  endif()
-
   # A stamp of everything on the IR command's line, rewritten (by CMake) only
   # when it changes: Makefiles do not rerun a custom command whose line changed.
   set(includes "$<TARGET_PROPERTY:${target},INCLUDE_DIRECTORIES>")
   set(defines "$<TARGET_PROPERTY:${target},COMPILE_DEFINITIONS>")
   set(flags "${private}/${name}-$<CONFIG>.flags")
-  file(GENERATE OUTPUT "${flags}" CONTENT
-    "clang=${clang}\narch=${arch}\ncuda=${cuda_flags}\nproject=${project}\ngevod=${GEVOD}\nincludes=${includes}\ndefines=${defines}\n")
 
-  add_custom_command(
-    OUTPUT "${ll}"
-    COMMAND "${clang}" -x cuda --cuda-device-only -emit-llvm -O3 -S "--cuda-gpu-arch=${arch}"
-            ${cuda_flags}
-            "$<$<BOOL:${includes}>:-I$<JOIN:${includes},;-I>>"
-            "$<$<BOOL:${defines}>:-D$<JOIN:${defines},;-D>>"
-            -MD -MF "${private}/${name}.ll.d" -MT "${ll}"
-            "${source}" -o "${ll}"
-    DEPENDS "${source}" "${flags}"
-    DEPFILE "${private}/${name}.ll.d"
-    COMMENT "gevo: device IR of ${name} for ${arch}"
-    COMMAND_EXPAND_LISTS VERBATIM)
+  if(prebuilt)
+    message(STATUS "gevo: ${name}: device IR from ${prebuilt} (GEVO_IR_DIR); clang is not run for it")
+    file(GENERATE OUTPUT "${flags}" CONTENT
+      "prebuilt=${prebuilt}\nclang=${clang}\narch=${arch}\nproject=${project}\ngevod=${GEVOD}\n")
+    # GEVO_IR_DIR may be <build>/gevo itself: then the IR is already in place.
+    if(NOT prebuilt STREQUAL ll)
+      # copy, then touch: the copy may keep the source's time, which would
+      # leave the IR older than the stamp and rerun this at every build.
+      add_custom_command(
+        OUTPUT "${ll}"
+        COMMAND "${CMAKE_COMMAND}" -E copy "${prebuilt}" "${ll}"
+        COMMAND "${CMAKE_COMMAND}" -E touch "${ll}"
+        DEPENDS "${prebuilt}" "${flags}"
+        COMMENT "gevo: device IR of ${name} from ${prebuilt}"
+        VERBATIM)
+    endif()
+  else()
+    _gevo_clang_finds_cuda("${clang}" "${arch}" has_cuda)
+    set(cuda_flags)
+    if(NOT has_cuda)
+      set(cuda_flags -nocudainc -nocudalib -include "${shim}")
+    endif()
+    file(GENERATE OUTPUT "${flags}" CONTENT
+      "clang=${clang}\narch=${arch}\ncuda=${cuda_flags}\nproject=${project}\ngevod=${GEVOD}\nincludes=${includes}\ndefines=${defines}\n")
+
+    add_custom_command(
+      OUTPUT "${ll}"
+      COMMAND "${clang}" -x cuda --cuda-device-only -emit-llvm -O3 -S "--cuda-gpu-arch=${arch}"
+              ${cuda_flags}
+              "$<$<BOOL:${includes}>:-I$<JOIN:${includes},;-I>>"
+              "$<$<BOOL:${defines}>:-D$<JOIN:${defines},;-D>>"
+              -MD -MF "${private}/${name}.ll.d" -MT "${ll}"
+              "${source}" -o "${ll}"
+      DEPENDS "${source}" "${flags}"
+      DEPFILE "${private}/${name}.ll.d"
+      COMMENT "gevo: device IR of ${name} for ${arch}"
+      COMMAND_EXPAND_LISTS VERBATIM)
+  endif()
 
   add_custom_command(
     OUTPUT "${spec}"

@@ -52,6 +52,8 @@ fn run(command: &mut Command) -> String {
 }
 
 struct Project {
+    /// The example's name, also its program's.
+    name: String,
     source: PathBuf,
     build: PathBuf,
     socket: PathBuf,
@@ -59,8 +61,30 @@ struct Project {
 }
 
 impl Project {
-    fn configure(&self) -> String {
-        run(Command::new("cmake")
+    /// A copy of examples/<example> in dir/<example>, built in dir/<build>,
+    /// talking to a daemon in dir/daemon (where `Daemon::start` puts its
+    /// socket and state).
+    fn new(dir: &Path, example: &str, build: &str) -> Project {
+        let daemon_dir = dir.join("daemon");
+        std::fs::create_dir_all(&daemon_dir).unwrap();
+        let source = dir.join(example);
+        if !source.exists() {
+            copy_dir(&common::repo_root().join("examples").join(example), &source);
+        }
+        Project {
+            name: example.to_string(),
+            source,
+            build: dir.join(build),
+            socket: daemon_dir.join("gevod.sock"),
+            state: daemon_dir.join("state"),
+        }
+    }
+
+    /// cmake's command line for configuring, with gevo's tools and the
+    /// daemon's place; `extra` are more -D options.
+    fn configure_command(&self, extra: &[String]) -> Command {
+        let mut command = Command::new("cmake");
+        command
             .arg("-S")
             .arg(&self.source)
             .arg("-B")
@@ -72,7 +96,25 @@ impl Project {
             .arg(format!("-DGEVO_CLIENT={}", s(&client_binary())))
             .arg(format!("-DGEVOD={}", env!("CARGO_BIN_EXE_gevod")))
             .arg(format!("-DGEVO_SOCKET={}", s(&self.socket)))
-            .arg(format!("-DGEVO_STATE={}", s(&self.state))))
+            .arg(format!("-DGEVO_STATE={}", s(&self.state)))
+            .args(extra);
+        command
+    }
+
+    fn configure(&self) -> String {
+        self.configure_with(&[])
+    }
+
+    fn configure_with(&self, extra: &[String]) -> String {
+        run(&mut self.configure_command(extra))
+    }
+
+    /// Configures, expecting it to fail; returns what cmake said.
+    fn configure_fails(&self, extra: &[String]) -> String {
+        let out = self.configure_command(extra).output().unwrap();
+        let both = text(&out.stdout) + &text(&out.stderr);
+        assert!(!out.status.success(), "configuring succeeded:\n{both}");
+        both
     }
 
     fn build(&self) -> String {
@@ -80,7 +122,7 @@ impl Project {
     }
 
     fn app(&self, arg: &str) -> String {
-        run(Command::new(self.build.join("stencil-app")).arg(arg))
+        run(Command::new(self.build.join(&self.name)).arg(arg))
     }
 
     fn gevo_file(&self, name: &str) -> PathBuf {
@@ -106,15 +148,7 @@ fn the_example_embeds_the_evolved_ptx_and_falls_back_to_the_original() {
     }
     let dir = tempfile::tempdir().unwrap();
     let daemon_dir = dir.path().join("daemon");
-    std::fs::create_dir_all(&daemon_dir).unwrap();
-    let p = Project {
-        source: dir.path().join("stencil-app"),
-        build: dir.path().join("build"),
-        // Where Daemon::start puts them.
-        socket: daemon_dir.join("gevod.sock"),
-        state: daemon_dir.join("state"),
-    };
-    copy_dir(&common::repo_root().join("examples/stencil-app"), &p.source);
+    let p = Project::new(dir.path(), "stencil-app", "build");
 
     // 1. No daemon, no export: the original PTX, and the log says why.
     let log = p.configure();
@@ -215,4 +249,97 @@ fn the_example_embeds_the_evolved_ptx_and_falls_back_to_the_original() {
     );
     assert_eq!(p.app("--print-ptx"), original);
     assert_eq!(p.app("--origin"), "original\n");
+}
+
+#[test]
+fn prebuilt_ir_from_gevo_ir_dir_needs_no_clang() {
+    for tool in ["cmake", "clang-19"] {
+        if !have(tool) {
+            println!("skipped: {tool} is not installed");
+            return;
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // A normal build emits the IR with clang ...
+    let normal = Project::new(dir.path(), "stencil-app", "normal");
+    normal.configure();
+    normal.build();
+    let ir = normal.gevo_file("stencil.ll");
+    let original = normal.original();
+    assert!(original.contains(".entry stencil5"), "{original}");
+
+    // ... which a build machine without clang takes from GEVO_IR_DIR (a
+    // relative path is relative to the build directory). A clang that does
+    // not exist would fail the build if anything ran it.
+    let no_clang = vec![
+        "-DGEVO_IR_DIR=../normal/gevo".to_string(),
+        format!("-DGEVO_CLANG={}", s(&dir.path().join("no-such-clang-19"))),
+    ];
+    let p = Project::new(dir.path(), "stencil-app", "prebuilt");
+    let log = p.configure_with(&no_clang);
+    assert!(
+        log.contains(&format!(
+            "gevo: stencil: device IR from {} (GEVO_IR_DIR)",
+            s(&ir)
+        )),
+        "{log}"
+    );
+    assert!(
+        !log.contains("finds no CUDA installation"),
+        "clang ran:\n{log}"
+    );
+    let log = p.build();
+    assert!(
+        log.contains(&format!("gevo: device IR of stencil from {}", s(&ir))),
+        "{log}"
+    );
+    assert!(!log.contains("device IR of stencil for"), "{log}");
+    assert_eq!(
+        std::fs::read(p.gevo_file("stencil.ll")).unwrap(),
+        std::fs::read(&ir).unwrap()
+    );
+    // The same IR gives the same spec (its hash names the IR) and the same
+    // original PTX, made by gevod, which is what the program embeds.
+    assert_eq!(
+        std::fs::read_to_string(p.gevo_file("stencil.gevo.toml")).unwrap(),
+        std::fs::read_to_string(normal.gevo_file("stencil.gevo.toml")).unwrap()
+    );
+    assert_eq!(p.original(), original);
+    assert_eq!(p.app("--print-ptx"), original);
+    assert_eq!(p.app("--origin"), "original\n");
+
+    // New IR there is copied at the next build; unchanged IR copies nothing.
+    let log = p.build();
+    assert!(!log.contains("device IR of stencil"), "{log}");
+    let mut changed = std::fs::read_to_string(&ir).unwrap();
+    changed.push_str("\n; rebuilt elsewhere\n");
+    std::fs::write(&ir, &changed).unwrap();
+    let log = p.build();
+    assert!(log.contains("gevo: device IR of stencil from"), "{log}");
+    assert_eq!(
+        std::fs::read_to_string(p.gevo_file("stencil.ll")).unwrap(),
+        changed
+    );
+
+    // Configure-time errors name what is missing.
+    let missing = Project::new(dir.path(), "stencil-app", "missing");
+    let empty = dir.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let log = missing.configure_fails(&[format!("-DGEVO_IR_DIR={}", s(&empty))]);
+    let wanted = format!("{}/stencil.ll", s(&empty));
+    // cmake wraps long messages: compare without line breaks.
+    let flat = log.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains(&format!("GEVO_IR_DIR is set, but {wanted} does not exist")),
+        "{log}"
+    );
+    let neither = Project::new(dir.path(), "stencil-app", "neither");
+    let mut args = no_clang.clone();
+    args.push(format!("-DGEVOD={}", s(&dir.path().join("no-such-gevod"))));
+    let log = neither.configure_fails(&args);
+    let flat = log.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("GEVO_IR_DIR is set and neither gevod nor clang is available to compile the original PTX"),
+        "{log}"
+    );
 }
