@@ -5,12 +5,19 @@
 #             user's spec with `ir`, `arch` and `project` set, and the IR's
 #             SHA-256 in a comment (so the spec's hash names this exact IR).
 #   original  LL OUT ARCH GEVOD CLANG ENTRY: the original kernel's PTX, with
-#             `gevod ptx` when GEVOD is set, else (or when it fails) clang.
+#             `gevod ptx` when GEVOD is set, else (or when it fails) clang;
+#             CLANG is empty with prebuilt IR on a machine without clang.
 #   select    KERNEL ARCH CLIENT SOCKET STATE USE_EVOLVED SPEC ORIGINAL OUT
 #             ORIGIN: asks gevo-client for the best validated PTX; copies it,
 #             or the original on any failure, to OUT only when the content
 #             differs, and what it is to ORIGIN; says which and why.
+#             With PTXAS set (MODE REPLACE), an evolved PTX is chosen only
+#             if it has every entry of the original (the source's launches
+#             need them all) and ptxas assembles it for ARCH.
 #   embed     PTX ORIGIN NAME ENTRY OUT: the C source holding the PTX.
+#   fatbin    PTX OUT CUBIN ARCH PTXAS FATBINARY STYLE COMPRESS: assembles the
+#             PTX (ptxas) and packs cubin and PTX into the fatbin OUT
+#             (MODE REPLACE); STYLE is fatbinary's "image3" or older "image".
 #
 # Any failure of gevo (no client, no daemon, a stale or unusable answer) makes
 # `select` choose the original PTX: it never fails the build.
@@ -69,7 +76,16 @@ function(_gevo_step_original)
       return()
     endif()
     string(STRIP "${err}" err)
+    if(NOT CLANG)
+      # Prebuilt IR (GEVO_IR_DIR) on a machine without clang: nothing else
+      # can make the PTX.
+      message(FATAL_ERROR "gevo: `gevod ptx ${LL}` failed and no clang is set to try instead: ${err}")
+    endif()
     message(STATUS "gevo: `gevod ptx` failed (${err}); compiling the original PTX with ${CLANG}")
+  endif()
+  if(NOT CLANG)
+    message(FATAL_ERROR "gevo: neither gevod (GEVOD) nor clang (GEVO_CLANG) is available to "
+      "compile ${LL} to PTX")
   endif()
   execute_process(
     COMMAND "${CLANG}" --target=nvptx64-nvidia-cuda "-march=${ARCH}" -O3 -S -x ir "${LL}" -o "${tmp}"
@@ -84,6 +100,56 @@ function(_gevo_step_original)
       "give gevod a libdevice (GEVO_LIBDEVICE)")
   endif()
   file(RENAME "${tmp}" "${OUT}")
+endfunction()
+
+# The names of a PTX file's .entry directives.
+function(_gevo_ptx_entries file out)
+  file(READ "${file}" text)
+  string(REGEX MATCHALL "\\.entry[ \t]+[A-Za-z0-9_$%]+" found "${text}")
+  set(entries)
+  foreach(e IN LISTS found)
+    string(REGEX REPLACE "^\\.entry[ \t]+" "" e "${e}")
+    list(APPEND entries "${e}")
+  endforeach()
+  set(${out} "${entries}" PARENT_SCOPE)
+endfunction()
+
+# For MODE REPLACE: why the evolved PTX best cannot replace the original's
+# device code, or "". Checked only when it differs from what OUT holds (what
+# OUT holds was checked when it was chosen).
+function(_gevo_replace_check best out)
+  set(why "")
+  if(EXISTS "${OUT}")
+    file(SHA256 "${OUT}" old_hash)
+    file(SHA256 "${best}" new_hash)
+    if(old_hash STREQUAL new_hash)
+      set(${out} "" PARENT_SCOPE)
+      return()
+    endif()
+  endif()
+  _gevo_ptx_entries("${ORIGINAL}" wanted)
+  _gevo_ptx_entries("${best}" have)
+  set(missing)
+  foreach(e IN LISTS wanted)
+    if(NOT e IN_LIST have)
+      list(APPEND missing "${e}")
+    endif()
+  endforeach()
+  if(missing)
+    string(REPLACE ";" ", " missing "${missing}")
+    set(why "the evolved PTX lacks the entries ${missing} of the original, which the launches need")
+  else()
+    set(cubin "${OUT}.check.cubin")
+    execute_process(COMMAND "${PTXAS}" "-arch=${ARCH}" "${best}" -o "${cubin}"
+      RESULT_VARIABLE rc OUTPUT_VARIABLE said ERROR_VARIABLE said)
+    file(REMOVE "${cubin}")
+    if(NOT rc EQUAL 0)
+      string(STRIP "${said}" said)
+      string(REGEX REPLACE "\n.*" "" said "${said}")
+      set(why "ptxas rejects the evolved PTX (${said})")
+    endif()
+  endif()
+  set(${out} "${why}" PARENT_SCOPE)
 endfunction()
 
 function(_gevo_step_select)
@@ -117,6 +183,8 @@ function(_gevo_step_select)
           "its spec, none of this one yet (${said})")
       elseif(NOT EXISTS "${best}")
         set(why "gevo-client exited 0 but wrote no PTX")
+      elseif(PTXAS)
+        _gevo_replace_check("${best}" why)
       endif()
     elseif(rc STREQUAL "3")
       set(why "no validated variant yet: ${said}")
@@ -168,19 +236,13 @@ endfunction()
 function(_gevo_step_embed)
   file(SIZE "${PTX}" size)
   file(READ "${PTX}" hex HEX)
-  file(READ "${PTX}" text)
   string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," bytes "${hex}")
   string(REPEAT "0x[0-9a-f][0-9a-f]," 16 row)
   string(REGEX REPLACE "(${row})" "\\1\n    " bytes "${bytes}")
 
   # The entry named by the spec's kernel: itself, the only one, or the
   # (mangled) one containing it.
-  string(REGEX MATCHALL "\\.entry[ \t]+[A-Za-z0-9_$%]+" found "${text}")
-  set(entries)
-  foreach(e IN LISTS found)
-    string(REGEX REPLACE "^\\.entry[ \t]+" "" e "${e}")
-    list(APPEND entries "${e}")
-  endforeach()
+  _gevo_ptx_entries("${PTX}" entries)
   set(entry "")
   list(LENGTH entries count)
   if(ENTRY IN_LIST entries)
@@ -224,6 +286,34 @@ function(_gevo_step_embed)
   file(WRITE "${OUT}" "${c}")
 endfunction()
 
+function(_gevo_step_fatbin)
+  execute_process(COMMAND "${PTXAS}" "-arch=${ARCH}" "${PTX}" -o "${CUBIN}"
+    RESULT_VARIABLE rc OUTPUT_VARIABLE said ERROR_VARIABLE said)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "gevo: ${PTXAS} cannot assemble ${PTX} for ${ARCH}: ${said}")
+  endif()
+  string(REGEX REPLACE "^sm_" "" sm "${ARCH}")
+  if(STYLE STREQUAL "image3")
+    set(images "--image3=kind=elf,sm=${sm},file=${CUBIN}" "--image3=kind=ptx,sm=${sm},file=${PTX}")
+  else()
+    set(images "--image=profile=sm_${sm},file=${CUBIN}" "--image=profile=compute_${sm},file=${PTX}")
+  endif()
+  # Uncompressed: a kernel's PTX is small, and so the fatbin in the program
+  # shows the PTX it runs (strings, grep).
+  set(no_compress)
+  if(COMPRESS)
+    set(no_compress --compress=false)
+  endif()
+  set(tmp "${OUT}.tmp")
+  execute_process(COMMAND "${FATBINARY}" "--create=${tmp}" -64 ${no_compress} ${images}
+    RESULT_VARIABLE rc OUTPUT_VARIABLE said ERROR_VARIABLE said)
+  if(NOT rc EQUAL 0)
+    file(REMOVE "${tmp}")
+    message(FATAL_ERROR "gevo: ${FATBINARY} cannot pack ${CUBIN} and ${PTX}: ${said}")
+  endif()
+  file(RENAME "${tmp}" "${OUT}")
+endfunction()
+
 if(GEVO_STEP STREQUAL "spec")
   _gevo_step_spec()
 elseif(GEVO_STEP STREQUAL "original")
@@ -232,6 +322,8 @@ elseif(GEVO_STEP STREQUAL "select")
   _gevo_step_select()
 elseif(GEVO_STEP STREQUAL "embed")
   _gevo_step_embed()
+elseif(GEVO_STEP STREQUAL "fatbin")
+  _gevo_step_fatbin()
 else()
   message(FATAL_ERROR "GevoBuildStep.cmake: unknown GEVO_STEP '${GEVO_STEP}'")
 endif()

@@ -2,7 +2,7 @@
 #
 #   include(path/to/gevo/cmake/GevoOptimize.cmake)      # or: find_package(gevo)
 #   gevo_optimize(<target> KERNEL <name> SOURCE <file.cu> SPEC <file.gevo.toml>
-#                 [ARCH sm_XX] [MODE EMBED] [CLANG <path>] [PROJECT <project>])
+#                 [ARCH sm_XX] [MODE EMBED|REPLACE] [CLANG <path>] [PROJECT <project>])
 #
 # For one CUDA kernel of <target>, at build time:
 #   1. clang emits the kernel's device LLVM IR to <build>/gevo/<name>.ll and
@@ -15,10 +15,19 @@
 #      original on any failure; the chosen PTX is <name>.ptx, rewritten only
 #      when its content changes;
 #   4. EMBED: the chosen PTX is compiled into <target> as data, with the
-#      header gevo_<name>.h (gevo_ptx_<name>(), gevo_load_<name>(), ...).
+#      header gevo_<name>.h (gevo_ptx_<name>(), gevo_load_<name>(), ...);
+#   5. REPLACE, also: ptxas and fatbinary make <name>.fatbin of the chosen
+#      PTX, and clang compiles SOURCE's host side against it, in place of
+#      the target's own compilation of SOURCE, so its <<<...>>> launches run
+#      that PTX. Without clang or the CUDA toolkit, REPLACE is off (configure
+#      says why; GevoReplace.cmake) and SOURCE builds the ordinary way.
+#
+# With GEVO_IR_DIR set, step 1 copies <GEVO_IR_DIR>/<name>.ll instead of
+# running clang (build machines without clang), and gevod makes the PTX.
 #
 # Cache variables: GEVO_CLANG, GEVOD, GEVO_CLIENT, GEVO_SOCKET, GEVO_STATE,
-# GEVO_USE_EVOLVED. docs/cmake.md describes all of it.
+# GEVO_USE_EVOLVED, GEVO_IR_DIR, GEVO_CUDA_PATH, GEVO_REPLACE_FLAGS.
+# docs/cmake.md describes all of it.
 
 if(CMAKE_VERSION VERSION_LESS 3.20)
   message(FATAL_ERROR "gevo_optimize() needs CMake 3.20 or newer; this is ${CMAKE_VERSION}")
@@ -31,6 +40,8 @@ include("${CMAKE_CURRENT_LIST_DIR}/GevoCommon.cmake")
 
 cmake_policy(PUSH)
 cmake_policy(VERSION 3.20...3.31)
+# Functions keep the policies of where they are defined: after the PUSH.
+include("${CMAKE_CURRENT_LIST_DIR}/GevoReplace.cmake")
 
 find_program(GEVO_CLANG NAMES clang-19 clang
   DOC "clang that emits the kernels' device IR (clang 19: gevod reads LLVM 19 IR)")
@@ -41,6 +52,10 @@ find_program(GEVO_CLIENT NAMES gevo-client HINTS "$ENV{HOME}/.cargo/bin"
 set(GEVO_SOCKET "" CACHE STRING "gevod's socket for gevo-client (--socket); empty: the client's default")
 set(GEVO_STATE "" CACHE STRING "gevod's state directory for gevo-client (--state); empty: the client's default")
 option(GEVO_USE_EVOLVED "Embed evolved PTX when gevod has a validated variant (OFF: always the original)" ON)
+# STRING, not PATH: CMake would make a relative PATH given with -D relative
+# to the current directory, and ours are relative to the build directory.
+set(GEVO_IR_DIR "" CACHE STRING
+  "Directory with prebuilt device IR <KERNEL>.ll, used instead of running clang (relative: to the build directory); empty: clang emits the IR")
 
 # GEVO_SOCKET and GEVO_STATE as absolute paths (relative ones are relative
 # to the build directory), or "" for the client's defaults.
@@ -93,10 +108,12 @@ function(_gevo_default_arch out)
   set(${out} "${arch}" PARENT_SCOPE)
 endfunction()
 
-# Whether clang finds a CUDA installation (headers and libdevice) for arch:
-# it compiles a trivial kernel, once per clang and arch (cached).
-function(_gevo_clang_finds_cuda clang arch out)
-  string(MAKE_C_IDENTIFIER "${clang}_${arch}" key)
+# Whether clang finds a CUDA installation (headers and libdevice) for arch
+# with flags (--cuda-path, ...): it compiles a trivial kernel, once per clang,
+# arch and flags (cached).
+function(_gevo_clang_finds_cuda clang arch flags out)
+  string(MD5 hash "${flags}")
+  string(MAKE_C_IDENTIFIER "${clang}_${arch}_${hash}" key)
   set(var "_GEVO_CLANG_CUDA_${key}")
   if(NOT DEFINED ${var})
     set(dir "${CMAKE_BINARY_DIR}/CMakeFiles/gevo")
@@ -105,20 +122,42 @@ function(_gevo_clang_finds_cuda clang arch out)
       "__global__ void gevo_cuda_check(int *p) { p[threadIdx.x] = 1; }\n")
     execute_process(
       COMMAND "${clang}" -x cuda --cuda-device-only -emit-llvm -S "--cuda-gpu-arch=${arch}"
-              "${dir}/cuda_check.cu" -o "${dir}/cuda_check.ll"
+              ${flags} "${dir}/cuda_check.cu" -o "${dir}/cuda_check.ll"
       RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
     if(rc EQUAL 0)
       set(found TRUE)
       message(STATUS "gevo: ${clang} finds a CUDA installation for ${arch}")
     else()
       set(found FALSE)
-      string(REGEX REPLACE "\n.*" "" err "${err}")
+      _gevo_first_error("${err}" err)
       message(STATUS "gevo: ${clang} finds no CUDA installation for ${arch} (${err}); "
         "kernels are compiled with -nocudainc -nocudalib and gevo's shim header")
     endif()
     set(${var} ${found} CACHE INTERNAL "gevo: ${clang} finds CUDA for ${arch}")
   endif()
   set(${out} ${${var}} PARENT_SCOPE)
+endfunction()
+
+# The program at path (absolute, or a name looked up on the PATH) when it
+# exists, else "".
+function(_gevo_usable_program path out)
+  set(found "")
+  if(path)
+    if(IS_ABSOLUTE "${path}")
+      if(EXISTS "${path}" AND NOT IS_DIRECTORY "${path}")
+        set(found "${path}")
+      endif()
+    else()
+      # A cache entry per name (NO_CACHE needs CMake 3.21).
+      string(MAKE_C_IDENTIFIER "_GEVO_PROGRAM_${path}" var)
+      find_program(${var} NAMES "${path}")
+      mark_as_advanced(${var})
+      if(${var})
+        set(found "${${var}}")
+      endif()
+    endif()
+  endif()
+  set(${out} "${found}" PARENT_SCOPE)
 endfunction()
 
 # Warns once per clang that is not clang 19.
@@ -172,7 +211,7 @@ endfunction()
 function(gevo_optimize target)
   cmake_parse_arguments(PARSE_ARGV 1 G "" "KERNEL;SOURCE;SPEC;ARCH;MODE;CLANG;PROJECT" "")
   string(CONCAT usage "gevo_optimize(<target> KERNEL <name> SOURCE <file.cu> SPEC <file.gevo.toml> "
-    "[ARCH sm_XX] [MODE EMBED] [CLANG <path>] [PROJECT <project>])")
+    "[ARCH sm_XX] [MODE EMBED|REPLACE] [CLANG <path>] [PROJECT <project>])")
   if(G_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "gevo_optimize: unexpected arguments: ${G_UNPARSED_ARGUMENTS}\n${usage}")
   endif()
@@ -213,10 +252,8 @@ function(gevo_optimize target)
   if(NOT G_MODE)
     set(G_MODE EMBED)
   endif()
-  if(G_MODE STREQUAL "REPLACE")
-    message(FATAL_ERROR "gevo_optimize(${target}): MODE REPLACE is not implemented yet, use EMBED")
-  elseif(NOT G_MODE STREQUAL "EMBED")
-    message(FATAL_ERROR "gevo_optimize(${target}): unknown MODE ${G_MODE}; use EMBED")
+  if(NOT G_MODE MATCHES "^(EMBED|REPLACE)$")
+    message(FATAL_ERROR "gevo_optimize(${target}): unknown MODE ${G_MODE}; use EMBED or REPLACE")
   endif()
 
   set(arch "${G_ARCH}")
@@ -231,11 +268,39 @@ function(gevo_optimize target)
   if(NOT clang)
     set(clang "${GEVO_CLANG}")
   endif()
-  if(NOT clang)
-    message(FATAL_ERROR "gevo_optimize(${target}): clang not found; install clang-19 "
-      "or set GEVO_CLANG (or the CLANG option) to it")
+
+  # Prebuilt IR: clang is not needed, and not run even when it is set.
+  set(prebuilt "")
+  if(NOT GEVO_IR_DIR STREQUAL "")
+    get_filename_component(ir_dir "${GEVO_IR_DIR}" ABSOLUTE BASE_DIR "${CMAKE_BINARY_DIR}")
+    set(prebuilt "${ir_dir}/${name}.ll")
+    if(NOT EXISTS "${prebuilt}" OR IS_DIRECTORY "${prebuilt}")
+      message(FATAL_ERROR "gevo_optimize(${target}): GEVO_IR_DIR is set, but ${prebuilt} "
+        "does not exist: copy the kernel's IR there (<build>/gevo/${name}.ll of a build on a "
+        "machine with clang-19), or unset GEVO_IR_DIR to let clang emit it")
+    endif()
+    # clang then only compiles the original PTX when gevod cannot, so a
+    # missing one is no error as long as gevod is there.
+    _gevo_usable_program("${clang}" clang)
+    set(has_gevod FALSE)
+    if(GEVOD AND EXISTS "${GEVOD}" AND NOT IS_DIRECTORY "${GEVOD}")
+      set(has_gevod TRUE)
+    endif()
+    if(NOT has_gevod AND NOT clang)
+      message(FATAL_ERROR "gevo_optimize(${target}): GEVO_IR_DIR is set and neither gevod nor "
+        "clang is available to compile the original PTX of ${prebuilt}: set GEVOD to gevod "
+        "(GEVOD is '${GEVOD}'), or GEVO_CLANG to clang-19")
+    endif()
+    if(clang)
+      _gevo_check_clang_version("${clang}")
+    endif()
+  else()
+    if(NOT clang)
+      message(FATAL_ERROR "gevo_optimize(${target}): clang not found; install clang-19 "
+        "or set GEVO_CLANG (or the CLANG option) to it, or give prebuilt IR with GEVO_IR_DIR")
+    endif()
+    _gevo_check_clang_version("${clang}")
   endif()
-  _gevo_check_clang_version("${clang}")
 
   get_filename_component(source "${G_SOURCE}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
   get_filename_component(user_spec "${G_SPEC}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
@@ -280,10 +345,26 @@ function(gevo_optimize target)
     set(embedded "${dir}/${name}_ptx.cpp")
   endif()
 
-  _gevo_clang_finds_cuda("${clang}" "${arch}" has_cuda)
-  set(cuda_flags)
-  if(NOT has_cuda)
-    set(cuda_flags -nocudainc -nocudalib -include "${shim}")
+  # MODE REPLACE: whether it can work here (GevoReplace.cmake), else why not.
+  set(replaced FALSE)
+  if(G_MODE STREQUAL "REPLACE")
+    get_property(replacer SOURCE "${source}" PROPERTY _GEVO_REPLACED_BY)
+    if(replacer)
+      message(FATAL_ERROR "gevo_optimize(${target}): ${source} already has MODE REPLACE for "
+        "kernel ${replacer}; its fatbin holds all of the file's device code, so only one kernel "
+        "per source file can use REPLACE: use MODE EMBED for ${name}")
+    endif()
+    set_property(SOURCE "${source}" PROPERTY _GEVO_REPLACED_BY "${name}")
+    _gevo_usable_program("${clang}" host_clang)
+    _gevo_replace_toolchain(${target} "${host_clang}" "${arch}")
+    if(replace_why STREQUAL "")
+      set(replaced TRUE)
+      message(STATUS "gevo: ${name}: MODE REPLACE: ${target} runs the chosen PTX for the "
+        "kernels of ${G_SOURCE} (CUDA at ${replace_root})")
+    else()
+      message(STATUS "gevo: ${name}: MODE REPLACE is off: ${replace_why}; ${target} builds "
+        "${G_SOURCE} the ordinary way")
+    endif()
   endif()
 
   # A stamp of everything on the IR command's line, rewritten (by CMake) only
@@ -291,21 +372,57 @@ function(gevo_optimize target)
   set(includes "$<TARGET_PROPERTY:${target},INCLUDE_DIRECTORIES>")
   set(defines "$<TARGET_PROPERTY:${target},COMPILE_DEFINITIONS>")
   set(flags "${private}/${name}-$<CONFIG>.flags")
-  file(GENERATE OUTPUT "${flags}" CONTENT
-    "clang=${clang}\narch=${arch}\ncuda=${cuda_flags}\nproject=${project}\ngevod=${GEVOD}\nincludes=${includes}\ndefines=${defines}\n")
 
-  add_custom_command(
-    OUTPUT "${ll}"
-    COMMAND "${clang}" -x cuda --cuda-device-only -emit-llvm -O3 -S "--cuda-gpu-arch=${arch}"
-            ${cuda_flags}
-            "$<$<BOOL:${includes}>:-I$<JOIN:${includes},;-I>>"
-            "$<$<BOOL:${defines}>:-D$<JOIN:${defines},;-D>>"
-            -MD -MF "${private}/${name}.ll.d" -MT "${ll}"
-            "${source}" -o "${ll}"
-    DEPENDS "${source}" "${flags}"
-    DEPFILE "${private}/${name}.ll.d"
-    COMMENT "gevo: device IR of ${name} for ${arch}"
-    COMMAND_EXPAND_LISTS VERBATIM)
+  if(prebuilt)
+    message(STATUS "gevo: ${name}: device IR from ${prebuilt} (GEVO_IR_DIR); clang is not run for it")
+    file(GENERATE OUTPUT "${flags}" CONTENT
+      "prebuilt=${prebuilt}\nclang=${clang}\narch=${arch}\nproject=${project}\ngevod=${GEVOD}\n")
+    # GEVO_IR_DIR may be <build>/gevo itself: then the IR is already in place.
+    if(NOT prebuilt STREQUAL ll)
+      # copy, then touch: the copy may keep the source's time, which would
+      # leave the IR older than the stamp and rerun this at every build.
+      add_custom_command(
+        OUTPUT "${ll}"
+        COMMAND "${CMAKE_COMMAND}" -E copy "${prebuilt}" "${ll}"
+        COMMAND "${CMAKE_COMMAND}" -E touch "${ll}"
+        DEPENDS "${prebuilt}" "${flags}"
+        COMMENT "gevo: device IR of ${name} from ${prebuilt}"
+        VERBATIM)
+    endif()
+  else()
+    if(replaced)
+      # The device IR sees the same CUDA headers as REPLACE's host side (the
+      # toolkit's probe compiled with these flags already).
+      _gevo_cuda_clang_flags("${replace_root}" cuda_flags)
+    else()
+      set(root "")
+      if(NOT GEVO_CUDA_PATH STREQUAL "")
+        get_filename_component(root "${GEVO_CUDA_PATH}" ABSOLUTE BASE_DIR "${CMAKE_BINARY_DIR}")
+      endif()
+      _gevo_cuda_clang_flags("${root}" with_cuda)
+      _gevo_clang_finds_cuda("${clang}" "${arch}" "${with_cuda}" has_cuda)
+      if(has_cuda)
+        set(cuda_flags ${with_cuda})
+      else()
+        set(cuda_flags -nocudainc -nocudalib -include "${shim}")
+      endif()
+    endif()
+    file(GENERATE OUTPUT "${flags}" CONTENT
+      "clang=${clang}\narch=${arch}\ncuda=${cuda_flags}\nproject=${project}\ngevod=${GEVOD}\nincludes=${includes}\ndefines=${defines}\n")
+
+    add_custom_command(
+      OUTPUT "${ll}"
+      COMMAND "${clang}" -x cuda --cuda-device-only -emit-llvm -O3 -S "--cuda-gpu-arch=${arch}"
+              ${cuda_flags}
+              "$<$<BOOL:${includes}>:-I$<JOIN:${includes},;-I>>"
+              "$<$<BOOL:${defines}>:-D$<JOIN:${defines},;-D>>"
+              -MD -MF "${private}/${name}.ll.d" -MT "${ll}"
+              "${source}" -o "${ll}"
+      DEPENDS "${source}" "${flags}"
+      DEPFILE "${private}/${name}.ll.d"
+      COMMENT "gevo: device IR of ${name} for ${arch}"
+      COMMAND_EXPAND_LISTS VERBATIM)
+  endif()
 
   add_custom_command(
     OUTPUT "${spec}"
@@ -325,12 +442,19 @@ function(gevo_optimize target)
     VERBATIM)
 
   # Runs at every build; rewrites <name>.ptx only when the answer changes.
+  # With REPLACE, ptxas must take an evolved PTX before it is chosen: the
+  # build then assembles it.
   _gevo_daemon_paths(socket state)
+  set(select_ptxas "")
+  if(replaced)
+    set(select_ptxas "${replace_ptxas}")
+  endif()
   add_custom_target(gevo_select_${name}
     COMMAND "${CMAKE_COMMAND}" -DGEVO_STEP=select "-DKERNEL=${project}/${name}" "-DARCH=${arch}"
             "-DCLIENT=${GEVO_CLIENT}" "-DSOCKET=${socket}" "-DSTATE=${state}"
             "-DUSE_EVOLVED=${GEVO_USE_EVOLVED}" "-DSPEC=${spec}" "-DORIGINAL=${original}"
-            "-DOUT=${ptx}" "-DORIGIN=${origin}" -P "${step}"
+            "-DOUT=${ptx}" "-DORIGIN=${origin}" "-DPTXAS=${select_ptxas}"
+            -P "${step}"
     DEPENDS "${original}" "${spec}"
     BYPRODUCTS "${ptx}" "${origin}"
     COMMENT "gevo: choosing the PTX of ${name}"
@@ -345,6 +469,10 @@ function(gevo_optimize target)
     COMMENT "gevo: embedding ${name}.ptx"
     VERBATIM)
 
+  if(replaced)
+    _gevo_replace_rules()
+  endif()
+
   set(text [=[
 /* gevo_@NAME@.h: generated by gevo_optimize() (GevoOptimize.cmake); do not edit.
  *
@@ -355,6 +483,12 @@ function(gevo_optimize target)
 #define GEVO_@NAME@_H_INCLUDED
 
 #include <stddef.h>
+
+/* 1 when the program's <<<...>>> launches of the kernels in @SOURCE@
+ * run this PTX (MODE REPLACE in effect); 0 when they run what the ordinary
+ * build compiled, if anything (MODE EMBED, or REPLACE turned off: the
+ * configure log says why). */
+#define GEVO_@NAME@_REPLACED @REPLACED@
 
 #ifdef __cplusplus
 extern "C" {
@@ -404,6 +538,12 @@ static inline CUresult gevo_load_@NAME@(CUmodule *module, CUfunction *function)
 #endif
 ]=])
   string(REPLACE "@NAME@" "${name}" text "${text}")
+  string(REPLACE "@SOURCE@" "${G_SOURCE}" text "${text}")
+  if(replaced)
+    string(REPLACE "@REPLACED@" "1" text "${text}")
+  else()
+    string(REPLACE "@REPLACED@" "0" text "${text}")
+  endif()
   string(REGEX REPLACE "^\n" "" text "${text}")
   _gevo_write_if_different("${header}" "${text}")
 
@@ -411,6 +551,81 @@ static inline CUresult gevo_load_@NAME@(CUmodule *module, CUfunction *function)
   target_include_directories(${target} PRIVATE "${dir}")
 
   _gevo_watch("${dir}")
+  # For the caller: whether the launches run the chosen PTX.
+  set(GEVO_${name}_REPLACED ${replaced} PARENT_SCOPE)
 endfunction()
+
+# The build rules of MODE REPLACE, in gevo_optimize()'s scope (a macro: it
+# reads and sets gevo_optimize()'s variables):
+#   <name>.ptx -> ptxas, fatbinary -> <build>/gevo/<name>.fatbin
+#   SOURCE -> clang --cuda-host-only -fcuda-include-gpubinary <name>.fatbin
+#          -> CMakeFiles/gevo/<name>.host.o, linked into the target instead
+#             of the target's own compilation of SOURCE.
+macro(_gevo_replace_rules)
+  set(fatbin "${dir}/${name}.fatbin")
+  set(cubin "${private}/${name}.cubin")
+  set(host_object "${private}/${name}.host.o")
+  get_filename_component(source_name "${source}" NAME)
+
+  _gevo_cuda_clang_flags("${replace_root}" host_cuda_flags)
+  _gevo_replace_config_flags(host_config_flags)
+  set(host_pic "$<$<BOOL:$<TARGET_PROPERTY:${target},POSITION_INDEPENDENT_CODE>>:-fPIC>")
+  if(type STREQUAL "SHARED_LIBRARY" OR type STREQUAL "MODULE_LIBRARY")
+    set(host_pic -fPIC)
+  endif()
+  # The language standard the target asks for, CUDA's first.
+  set(cuda_std "$<TARGET_PROPERTY:${target},CUDA_STANDARD>")
+  set(cxx_std "$<TARGET_PROPERTY:${target},CXX_STANDARD>")
+  set(host_std "$<IF:$<BOOL:${cuda_std}>,-std=c++${cuda_std},$<$<BOOL:${cxx_std}>:-std=c++${cxx_std}>>")
+
+  # As for the IR: a stamp of the command lines, so that a changed toolchain
+  # or flag rebuilds (Makefiles do not compare command lines).
+  set(replace_flags "${private}/${name}-$<CONFIG>.replace.flags")
+  file(GENERATE OUTPUT "${replace_flags}" CONTENT
+    "clang=${host_clang}\nroot=${replace_root}\narch=${arch}\nptxas=${replace_ptxas}\nfatbinary=${replace_fatbinary}\nstyle=${replace_style}\ncompress=${replace_compress}\nflags=${host_cuda_flags};${host_config_flags};${host_pic};${host_std}\nincludes=${includes}\ndefines=${defines}\n")
+
+  add_custom_command(
+    OUTPUT "${fatbin}"
+    BYPRODUCTS "${cubin}"
+    COMMAND "${CMAKE_COMMAND}" -DGEVO_STEP=fatbin "-DPTX=${ptx}" "-DOUT=${fatbin}"
+            "-DCUBIN=${cubin}" "-DARCH=${arch}" "-DPTXAS=${replace_ptxas}"
+            "-DFATBINARY=${replace_fatbinary}" "-DSTYLE=${replace_style}"
+            "-DCOMPRESS=${replace_compress}" -P "${step}"
+    DEPENDS "${ptx}" "${step}" "${replace_flags}"
+    COMMENT "gevo: fatbin of ${name}.ptx for ${arch}"
+    VERBATIM)
+
+  add_custom_command(
+    OUTPUT "${host_object}"
+    COMMAND "${host_clang}" -x cuda --cuda-host-only "--cuda-gpu-arch=${arch}" ${host_cuda_flags}
+            ${host_config_flags} "${host_pic}" "${host_std}"
+            "$<$<BOOL:${includes}>:-I$<JOIN:${includes},;-I>>"
+            "$<$<BOOL:${defines}>:-D$<JOIN:${defines},;-D>>"
+            -Xclang -fcuda-include-gpubinary -Xclang "${fatbin}"
+            -MD -MF "${private}/${name}.host.o.d" -MT "${host_object}"
+            -c "${source}" -o "${host_object}"
+    DEPENDS "${source}" "${fatbin}" "${replace_flags}"
+    DEPFILE "${private}/${name}.host.o.d"
+    COMMENT "gevo: host side of ${source_name} with ${name}.fatbin"
+    COMMAND_EXPAND_LISTS VERBATIM)
+
+  # The target's own compilation of SOURCE would define the same host
+  # functions: no target of this directory compiles it now.
+  set_source_files_properties("${source}" PROPERTIES HEADER_FILE_ONLY ON)
+  set_source_files_properties("${host_object}" PROPERTIES EXTERNAL_OBJECT ON GENERATED ON)
+  target_sources(${target} PRIVATE "${host_object}")
+  if(replace_runtime)
+    set(runtime_libs "${replace_runtime}")
+    if(replace_kind STREQUAL "static")
+      # What libcudart_static needs, as CMake's CUDA language links it.
+      find_package(Threads REQUIRED)
+      list(APPEND runtime_libs Threads::Threads ${CMAKE_DL_LIBS})
+      if(UNIX AND NOT APPLE)
+        list(APPEND runtime_libs rt)
+      endif()
+    endif()
+    target_link_libraries(${target} PRIVATE ${runtime_libs})
+  endif()
+endmacro()
 
 cmake_policy(POP)

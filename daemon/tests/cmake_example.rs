@@ -1,11 +1,18 @@
-//! The CMake integration (gevo_optimize, EMBED mode) end to end, as CI runs
-//! it: no GPU and no CUDA toolkit, only cmake, clang-19 and a C++ compiler.
-//! examples/stencil-app is built against a real `gevod serve` on a
-//! temporary socket and state directory (the simulator backend), and the
-//! program's embedded PTX is checked at each step: the original without a
-//! daemon, the evolved variant once the daemon has one, nothing rebuilt when
-//! nothing changed, the original again when the daemon and its export are
-//! gone.
+//! The CMake integration (gevo_optimize) end to end, as CI runs it: no GPU
+//! and no CUDA toolkit, only cmake, clang-19 and a C++ compiler.
+//!
+//! - EMBED: examples/stencil-app is built against a real `gevod serve` on a
+//!   temporary socket and state directory (the simulator backend), and the
+//!   program's embedded PTX is checked at each step: the original without a
+//!   daemon, the evolved variant once the daemon has one, nothing rebuilt
+//!   when nothing changed, the original again when the daemon and its export
+//!   are gone.
+//! - GEVO_IR_DIR: the same example built from a first build's IR with a
+//!   clang that does not exist.
+//! - REPLACE: examples/stencil-replace falls back to the ordinary build
+//!   without a toolkit (in CI); with one (found on dev machines) its launch
+//!   is built from the chosen PTX, original then evolved; the select step
+//!   refuses evolved PTX the launches cannot use.
 
 mod common;
 
@@ -52,6 +59,8 @@ fn run(command: &mut Command) -> String {
 }
 
 struct Project {
+    /// The example's name, also its program's.
+    name: String,
     source: PathBuf,
     build: PathBuf,
     socket: PathBuf,
@@ -59,8 +68,30 @@ struct Project {
 }
 
 impl Project {
-    fn configure(&self) -> String {
-        run(Command::new("cmake")
+    /// A copy of examples/<example> in dir/<example>, built in dir/<build>,
+    /// talking to a daemon in dir/daemon (where `Daemon::start` puts its
+    /// socket and state).
+    fn new(dir: &Path, example: &str, build: &str) -> Project {
+        let daemon_dir = dir.join("daemon");
+        std::fs::create_dir_all(&daemon_dir).unwrap();
+        let source = dir.join(example);
+        if !source.exists() {
+            copy_dir(&common::repo_root().join("examples").join(example), &source);
+        }
+        Project {
+            name: example.to_string(),
+            source,
+            build: dir.join(build),
+            socket: daemon_dir.join("gevod.sock"),
+            state: daemon_dir.join("state"),
+        }
+    }
+
+    /// cmake's command line for configuring, with gevo's tools and the
+    /// daemon's place; `extra` are more -D options.
+    fn configure_command(&self, extra: &[String]) -> Command {
+        let mut command = Command::new("cmake");
+        command
             .arg("-S")
             .arg(&self.source)
             .arg("-B")
@@ -72,7 +103,25 @@ impl Project {
             .arg(format!("-DGEVO_CLIENT={}", s(&client_binary())))
             .arg(format!("-DGEVOD={}", env!("CARGO_BIN_EXE_gevod")))
             .arg(format!("-DGEVO_SOCKET={}", s(&self.socket)))
-            .arg(format!("-DGEVO_STATE={}", s(&self.state))))
+            .arg(format!("-DGEVO_STATE={}", s(&self.state)))
+            .args(extra);
+        command
+    }
+
+    fn configure(&self) -> String {
+        self.configure_with(&[])
+    }
+
+    fn configure_with(&self, extra: &[String]) -> String {
+        run(&mut self.configure_command(extra))
+    }
+
+    /// Configures, expecting it to fail; returns what cmake said.
+    fn configure_fails(&self, extra: &[String]) -> String {
+        let out = self.configure_command(extra).output().unwrap();
+        let both = text(&out.stdout) + &text(&out.stderr);
+        assert!(!out.status.success(), "configuring succeeded:\n{both}");
+        both
     }
 
     fn build(&self) -> String {
@@ -80,7 +129,7 @@ impl Project {
     }
 
     fn app(&self, arg: &str) -> String {
-        run(Command::new(self.build.join("stencil-app")).arg(arg))
+        run(Command::new(self.build.join(&self.name)).arg(arg))
     }
 
     fn gevo_file(&self, name: &str) -> PathBuf {
@@ -96,6 +145,38 @@ impl Project {
     }
 }
 
+/// Waits until the daemon has a validated variant of kernel, then pauses its
+/// job and waits for the generation in flight to end, so that no newer
+/// variant comes between a build and the questions after it.
+fn wait_for_variant_and_pause(d: &Daemon, kernel: &str, scratch: &Path) {
+    let probe = scratch.join("probe.ptx");
+    d.wait_for("a validated variant", |d| {
+        let out = d.client(&["best", kernel, "--arch", "sm_90", "-o", s(&probe)]);
+        match out.status.code() {
+            Some(0) => Some(()),
+            Some(3) => None,
+            _ => panic!("best: {out:?}"),
+        }
+    });
+    let paused = d.client(&["pause", kernel]);
+    assert!(paused.status.success(), "{paused:?}");
+    d.wait_for("the paused job to stop", |d| match d.call(Cmd::Status) {
+        Reply::Status(status) => status
+            .slots
+            .iter()
+            .all(|slot| !slot.state.starts_with("running"))
+            .then_some(()),
+        other => panic!("status answered {other:?}"),
+    });
+}
+
+/// The daemon's answer to `best` for kernel, as JSON.
+fn best_json(d: &Daemon, kernel: &str) -> serde_json::Value {
+    let best = d.client(&["--json", "best", kernel, "--arch", "sm_90"]);
+    assert!(best.status.success(), "{best:?}");
+    serde_json::from_slice(&best.stdout).unwrap()
+}
+
 #[test]
 fn the_example_embeds_the_evolved_ptx_and_falls_back_to_the_original() {
     for tool in ["cmake", "clang-19"] {
@@ -106,15 +187,7 @@ fn the_example_embeds_the_evolved_ptx_and_falls_back_to_the_original() {
     }
     let dir = tempfile::tempdir().unwrap();
     let daemon_dir = dir.path().join("daemon");
-    std::fs::create_dir_all(&daemon_dir).unwrap();
-    let p = Project {
-        source: dir.path().join("stencil-app"),
-        build: dir.path().join("build"),
-        // Where Daemon::start puts them.
-        socket: daemon_dir.join("gevod.sock"),
-        state: daemon_dir.join("state"),
-    };
-    copy_dir(&common::repo_root().join("examples/stencil-app"), &p.source);
+    let p = Project::new(dir.path(), "stencil-app", "build");
 
     // 1. No daemon, no export: the original PTX, and the log says why.
     let log = p.configure();
@@ -152,33 +225,11 @@ fn the_example_embeds_the_evolved_ptx_and_falls_back_to_the_original() {
         log.contains(&format!("gevod: watching {}", watched.display())),
         "{log}"
     );
-    let probe = dir.path().join("probe.ptx");
-    d.wait_for("a validated variant", |d| {
-        let out = d.client(&["best", KERNEL, "--arch", "sm_90", "-o", s(&probe)]);
-        match out.status.code() {
-            Some(0) => Some(()),
-            Some(3) => None,
-            _ => panic!("best: {out:?}"),
-        }
-    });
-    // No newer variant between the build and the question below: pause the
-    // job and wait for its generation in flight to end.
-    let paused = d.client(&["pause", KERNEL]);
-    assert!(paused.status.success(), "{paused:?}");
-    d.wait_for("the paused job to stop", |d| match d.call(Cmd::Status) {
-        Reply::Status(status) => status
-            .slots
-            .iter()
-            .all(|slot| !slot.state.starts_with("running"))
-            .then_some(()),
-        other => panic!("status answered {other:?}"),
-    });
+    wait_for_variant_and_pause(&d, KERNEL, dir.path());
     let log = p.build();
     assert!(log.contains("using the evolved PTX"), "{log}");
     assert!(log.contains("(from the daemon)"), "{log}");
-    let best = d.client(&["--json", "best", KERNEL, "--arch", "sm_90"]);
-    assert!(best.status.success(), "{best:?}");
-    let best: serde_json::Value = serde_json::from_slice(&best.stdout).unwrap();
+    let best = best_json(&d, KERNEL);
     let embedded = p.app("--print-ptx");
     assert_eq!(ptx_hash(&embedded), best["ptx_hash"].as_str().unwrap());
     assert_ne!(embedded, original, "the evolved PTX is the original's");
@@ -215,4 +266,461 @@ fn the_example_embeds_the_evolved_ptx_and_falls_back_to_the_original() {
     );
     assert_eq!(p.app("--print-ptx"), original);
     assert_eq!(p.app("--origin"), "original\n");
+}
+
+#[test]
+fn prebuilt_ir_from_gevo_ir_dir_needs_no_clang() {
+    for tool in ["cmake", "clang-19"] {
+        if !have(tool) {
+            println!("skipped: {tool} is not installed");
+            return;
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // A normal build emits the IR with clang ...
+    let normal = Project::new(dir.path(), "stencil-app", "normal");
+    normal.configure();
+    normal.build();
+    let ir = normal.gevo_file("stencil.ll");
+    let original = normal.original();
+    assert!(original.contains(".entry stencil5"), "{original}");
+
+    // ... which a build machine without clang takes from GEVO_IR_DIR (a
+    // relative path is relative to the build directory). A clang that does
+    // not exist would fail the build if anything ran it.
+    let no_clang = vec![
+        "-DGEVO_IR_DIR=../normal/gevo".to_string(),
+        format!("-DGEVO_CLANG={}", s(&dir.path().join("no-such-clang-19"))),
+    ];
+    let p = Project::new(dir.path(), "stencil-app", "prebuilt");
+    let log = p.configure_with(&no_clang);
+    assert!(
+        log.contains(&format!(
+            "gevo: stencil: device IR from {} (GEVO_IR_DIR)",
+            s(&ir)
+        )),
+        "{log}"
+    );
+    assert!(
+        !log.contains("finds no CUDA installation"),
+        "clang ran:\n{log}"
+    );
+    let log = p.build();
+    assert!(
+        log.contains(&format!("gevo: device IR of stencil from {}", s(&ir))),
+        "{log}"
+    );
+    assert!(!log.contains("device IR of stencil for"), "{log}");
+    assert_eq!(
+        std::fs::read(p.gevo_file("stencil.ll")).unwrap(),
+        std::fs::read(&ir).unwrap()
+    );
+    // The same IR gives the same spec (its hash names the IR) and the same
+    // original PTX, made by gevod, which is what the program embeds.
+    assert_eq!(
+        std::fs::read_to_string(p.gevo_file("stencil.gevo.toml")).unwrap(),
+        std::fs::read_to_string(normal.gevo_file("stencil.gevo.toml")).unwrap()
+    );
+    assert_eq!(p.original(), original);
+    assert_eq!(p.app("--print-ptx"), original);
+    assert_eq!(p.app("--origin"), "original\n");
+
+    // New IR there is copied at the next build; unchanged IR copies nothing.
+    let log = p.build();
+    assert!(!log.contains("device IR of stencil"), "{log}");
+    let mut changed = std::fs::read_to_string(&ir).unwrap();
+    changed.push_str("\n; rebuilt elsewhere\n");
+    std::fs::write(&ir, &changed).unwrap();
+    let log = p.build();
+    assert!(log.contains("gevo: device IR of stencil from"), "{log}");
+    assert_eq!(
+        std::fs::read_to_string(p.gevo_file("stencil.ll")).unwrap(),
+        changed
+    );
+
+    // Configure-time errors name what is missing.
+    let missing = Project::new(dir.path(), "stencil-app", "missing");
+    let empty = dir.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let log = missing.configure_fails(&[format!("-DGEVO_IR_DIR={}", s(&empty))]);
+    let wanted = format!("{}/stencil.ll", s(&empty));
+    // cmake wraps long messages: compare without line breaks.
+    let flat = log.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains(&format!("GEVO_IR_DIR is set, but {wanted} does not exist")),
+        "{log}"
+    );
+    let neither = Project::new(dir.path(), "stencil-app", "neither");
+    let mut args = no_clang.clone();
+    args.push(format!("-DGEVOD={}", s(&dir.path().join("no-such-gevod"))));
+    let log = neither.configure_fails(&args);
+    let flat = log.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("GEVO_IR_DIR is set and neither gevod nor clang is available to compile the original PTX"),
+        "{log}"
+    );
+}
+
+// MODE REPLACE (examples/stencil-replace): the program's <<<...>>> launch
+// runs the chosen PTX, assembled into a fatbin that clang compiles into the
+// host side of the kernel's source. It needs the CUDA toolkit's ptxas,
+// fatbinary, headers and cudart, which CI does not have: there only the
+// fallback is built.
+
+const REPLACE_KERNEL: &str = "stencil-replace/stencil";
+
+/// A CUDA toolkit REPLACE can use: GEVO_TEST_CUDA_PATH, else the first of
+/// $CUDA_PATH, $CUDA_HOME, /usr/local/cuda, /opt/cuda-subset, /usr/lib/cuda
+/// with ptxas, fatbinary, cuda_runtime.h and libcudart_static.a; else why
+/// there is none.
+fn cuda_toolkit() -> Result<PathBuf, String> {
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    for var in ["GEVO_TEST_CUDA_PATH", "CUDA_PATH", "CUDA_HOME"] {
+        if let Some(path) = std::env::var_os(var).filter(|v| !v.is_empty()) {
+            candidates.push(path.into());
+        }
+    }
+    for path in ["/usr/local/cuda", "/opt/cuda-subset", "/usr/lib/cuda"] {
+        candidates.push(path.into());
+    }
+    let complete = |root: &Path| {
+        ["bin/ptxas", "bin/fatbinary", "include/cuda_runtime.h"]
+            .iter()
+            .all(|f| root.join(f).is_file())
+            && ["lib64", "lib", "targets/x86_64-linux/lib"]
+                .iter()
+                .any(|lib| root.join(lib).join("libcudart_static.a").is_file())
+    };
+    candidates
+        .iter()
+        .find(|root| complete(root))
+        .cloned()
+        .ok_or_else(|| {
+            let tried: Vec<&str> = candidates.iter().map(|c| s(c)).collect();
+            format!(
+                "no CUDA toolkit with bin/ptxas, bin/fatbinary, include/cuda_runtime.h and \
+             libcudart_static.a in {} (set GEVO_TEST_CUDA_PATH)",
+                tried.join(", ")
+            )
+        })
+}
+
+/// PTX as fatbinary keeps it: without comments, each line's whitespace
+/// collapsed, blank lines dropped.
+fn normalized_ptx(ptx: &str) -> Vec<String> {
+    ptx.lines()
+        .map(|line| {
+            let code = line.split("//").next().unwrap_or("");
+            code.split_whitespace().collect::<Vec<_>>().join(" ")
+        })
+        .filter(|line| !line.is_empty())
+        .collect()
+}
+
+/// The PTX image of a fatbin (made with --compress=false): the text from
+/// its `.version` to the terminating NUL.
+fn fatbin_ptx(fatbin: &[u8]) -> String {
+    let start = find(fatbin, b".version").expect("no PTX in the fatbin");
+    let len = fatbin[start..]
+        .iter()
+        .position(|&b| b == 0)
+        .expect("the fatbin's PTX has no end");
+    text(&fatbin[start..start + len])
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// The checks of a REPLACE build whose chosen PTX is `chosen`: the program
+/// holds gevo's fatbin (clang puts it in the binary whole), and the fatbin
+/// holds a cubin and that PTX.
+fn assert_runs_chosen_ptx(p: &Project, chosen: &str) {
+    let fatbin = std::fs::read(p.gevo_file("stencil.fatbin")).unwrap();
+    let program = std::fs::read(p.build.join(&p.name)).unwrap();
+    assert!(
+        find(&program, &fatbin).is_some(),
+        "the program does not hold gevo's fatbin"
+    );
+    assert!(
+        find(&fatbin, b"\x7fELF").is_some(),
+        "no cubin in the fatbin"
+    );
+    assert_eq!(
+        normalized_ptx(&fatbin_ptx(&fatbin)),
+        normalized_ptx(chosen),
+        "the fatbin's PTX is not the chosen one"
+    );
+    assert_eq!(p.app("--replaced"), "yes\n");
+    assert_eq!(p.app("--print-ptx"), chosen);
+}
+
+/// Runs the program without arguments: on a GPU it checks the kernel and
+/// succeeds; without one it fails saying so. Returns its output.
+fn run_on_gpu_if_any(p: &Project) -> String {
+    let out = Command::new(p.build.join(&p.name)).output().unwrap();
+    let both = text(&out.stdout) + &text(&out.stderr);
+    if out.status.success() {
+        assert!(
+            both.contains("against the CPU: ok") || both.contains("cannot run the kernel here"),
+            "{both}"
+        );
+    } else {
+        assert!(both.contains("no usable CUDA device"), "{both}");
+    }
+    both
+}
+
+#[test]
+fn replace_without_a_cuda_toolkit_builds_the_ordinary_way() {
+    for tool in ["cmake", "clang-19"] {
+        if !have(tool) {
+            println!("skipped: {tool} is not installed");
+            return;
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let p = Project::new(dir.path(), "stencil-replace", "build");
+    // A toolkit root with nothing in it: the same as none, on any machine.
+    let empty = dir.path().join("no-cuda");
+    std::fs::create_dir_all(&empty).unwrap();
+    let log = p.configure_with(&[format!("-DGEVO_CUDA_PATH={}", s(&empty))]);
+    let flat = log.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains(&format!(
+            "gevo: stencil: MODE REPLACE is off: no include/cuda_runtime.h under GEVO_CUDA_PATH {}; \
+             stencil-replace builds kernels/stencil.cu the ordinary way",
+            s(&empty)
+        )),
+        "{log}"
+    );
+    let log = p.build();
+    assert!(
+        log.contains("using the original PTX: gevod unreachable and no export"),
+        "{log}"
+    );
+    assert!(!log.contains("fatbin of stencil.ptx"), "{log}");
+    assert!(!log.contains("host side of"), "{log}");
+    assert!(!p.gevo_file("stencil.fatbin").exists());
+    // The kernel still goes to the daemon, and its PTX into the program.
+    assert!(p.gevo_file("stencil.gevo.toml").is_file());
+    assert_eq!(p.app("--print-ptx"), p.original());
+    assert_eq!(p.app("--origin"), "original\n");
+    assert_eq!(p.app("--replaced"), "no\n");
+    let ran = run_on_gpu_if_any(&p);
+    assert!(
+        ran.contains("the launch runs the ordinary build's code (MODE REPLACE is off)"),
+        "{ran}"
+    );
+
+    // A build machine without clang (prebuilt IR) has nothing to compile
+    // the host side with.
+    let no_clang = Project::new(dir.path(), "stencil-replace", "no-clang");
+    let log = no_clang.configure_with(&[
+        "-DGEVO_IR_DIR=../build/gevo".to_string(),
+        format!("-DGEVO_CLANG={}", s(&dir.path().join("no-such-clang"))),
+    ]);
+    let flat = log.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("gevo: stencil: MODE REPLACE is off: no clang for the host side"),
+        "{log}"
+    );
+}
+
+#[test]
+fn replace_builds_the_launches_from_the_chosen_ptx() {
+    for tool in ["cmake", "clang-19"] {
+        if !have(tool) {
+            println!("skipped: {tool} is not installed");
+            return;
+        }
+    }
+    let cuda = match cuda_toolkit() {
+        Ok(root) => root,
+        Err(why) => {
+            println!("skipped: {why}");
+            return;
+        }
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let daemon_dir = dir.path().join("daemon");
+    let p = Project::new(dir.path(), "stencil-replace", "build");
+    let cuda_path = format!("-DGEVO_CUDA_PATH={}", s(&cuda));
+
+    // 1. No daemon: the original PTX, in the fatbin the launch uses.
+    let log = p.configure_with(std::slice::from_ref(&cuda_path));
+    let flat = log.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains(&format!(
+            "gevo: stencil: MODE REPLACE: stencil-replace runs the chosen PTX for the kernels of \
+             kernels/stencil.cu (CUDA at {})",
+            s(&cuda)
+        )),
+        "{log}"
+    );
+    let log = p.build();
+    assert!(
+        log.contains("gevo: fatbin of stencil.ptx for sm_90"),
+        "{log}"
+    );
+    assert!(
+        log.contains("gevo: host side of stencil.cu with stencil.fatbin"),
+        "{log}"
+    );
+    let original = p.original();
+    assert_runs_chosen_ptx(&p, &original);
+    assert_eq!(p.app("--origin"), "original\n");
+    let ran = run_on_gpu_if_any(&p);
+    assert!(
+        ran.contains("the launch runs gevo's PTX of stencil5: original"),
+        "{ran}"
+    );
+
+    // 2. Nothing changed: no fatbin, no host object, no link.
+    let host_object = p.build.join("CMakeFiles/gevo/stencil.host.o");
+    let before = p.mtime(&host_object);
+    let log = p.build();
+    assert!(log.contains("stencil.ptx unchanged"), "{log}");
+    assert!(!log.contains("fatbin of"), "{log}");
+    assert!(!log.contains("host side of"), "{log}");
+    assert!(!log.contains("Linking"), "{log}");
+    assert_eq!(p.mtime(&host_object), before);
+
+    // 3. A validated variant: the next build assembles it and recompiles
+    // the host side against it.
+    let d = Daemon::start(&daemon_dir, &[]);
+    p.configure_with(std::slice::from_ref(&cuda_path));
+    wait_for_variant_and_pause(&d, REPLACE_KERNEL, dir.path());
+    let log = p.build();
+    assert!(log.contains("using the evolved PTX"), "{log}");
+    assert!(
+        log.contains("gevo: fatbin of stencil.ptx for sm_90"),
+        "{log}"
+    );
+    assert!(
+        log.contains("gevo: host side of stencil.cu with stencil.fatbin"),
+        "{log}"
+    );
+    let evolved = p.app("--print-ptx");
+    assert_ne!(evolved, original, "the evolved PTX is the original's");
+    assert_eq!(
+        ptx_hash(&evolved),
+        best_json(&d, REPLACE_KERNEL)["ptx_hash"].as_str().unwrap()
+    );
+    assert_runs_chosen_ptx(&p, &evolved);
+    let origin = p.app("--origin");
+    assert!(
+        origin.starts_with(&format!("evolved: {REPLACE_KERNEL} sm_90, speedup ")),
+        "{origin}"
+    );
+    let ran = run_on_gpu_if_any(&p);
+    assert!(
+        ran.contains(&format!(
+            "the launch runs gevo's PTX of stencil5: {}",
+            origin.trim_end()
+        )),
+        "{ran}"
+    );
+
+    // 4. The same answer again: nothing rebuilt.
+    let before = p.mtime(&host_object);
+    let log = p.build();
+    assert!(log.contains("stencil.ptx unchanged"), "{log}");
+    assert!(!log.contains("host side of"), "{log}");
+    assert!(!log.contains("Linking"), "{log}");
+    assert_eq!(p.mtime(&host_object), before);
+}
+
+/// Runs GevoBuildStep.cmake's select step for REPLACE with a stand-in
+/// gevo-client that answers with the PTX in `answer`, and a stand-in ptxas
+/// that exits with `ptxas_exit`. Returns what the step said and the PTX it
+/// chose.
+fn select_for_replace(dir: &Path, answer: &str, ptxas_exit: i32) -> (String, String) {
+    use std::os::unix::fs::PermissionsExt;
+    let spec = dir.join("k.gevo.toml");
+    std::fs::write(&spec, "kernel = \"a\"\n").unwrap();
+    let original = dir.join("k.original.ptx");
+    std::fs::write(
+        &original,
+        ".version 8.0\n.visible .entry a()\n{\n}\n.visible .entry b()\n{\n}\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("answer.ptx"), answer).unwrap();
+    let script = |name: &str, body: String| {
+        let path = dir.join(name);
+        std::fs::write(&path, body).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    };
+    // Writes the answer to the file after -o and prints the JSON that
+    // `gevo-client --json best` prints, for this very spec.
+    let client = script(
+        "gevo-client",
+        format!(
+            "#!/bin/sh\nwhile [ $# -gt 0 ]; do if [ \"$1\" = -o ]; then cp '{}' \"$2\"; fi; shift; done\n\
+             echo '{{\"spec_hash\":\"{}\",\"target\":\"sm_90\",\"backend\":\"sim\",\"job\":\"job 1\",\"generation\":3}}'\n",
+            s(&dir.join("answer.ptx")),
+            ptx_hash(&std::fs::read_to_string(&spec).unwrap())
+        ),
+    );
+    let ptxas = script(
+        "ptxas",
+        format!("#!/bin/sh\necho 'ptxas fatal   : stand-in refuses' >&2\nexit {ptxas_exit}\n"),
+    );
+    let out = dir.join("k.ptx");
+    let said = run(Command::new("cmake")
+        .arg("-DGEVO_STEP=select")
+        .arg("-DKERNEL=p/k")
+        .arg("-DARCH=sm_90")
+        .arg(format!("-DCLIENT={}", s(&client)))
+        .arg("-DUSE_EVOLVED=ON")
+        .arg(format!("-DSPEC={}", s(&spec)))
+        .arg(format!("-DORIGINAL={}", s(&original)))
+        .arg(format!("-DOUT={}", s(&out)))
+        .arg(format!("-DORIGIN={}", s(&dir.join("k.ptx.origin"))))
+        .arg(format!("-DPTXAS={}", s(&ptxas)))
+        .arg("-P")
+        .arg(common::repo_root().join("cmake/GevoBuildStep.cmake")));
+    (said, std::fs::read_to_string(&out).unwrap())
+}
+
+#[test]
+fn replace_chooses_only_evolved_ptx_that_the_launches_can_use() {
+    if !have("cmake") {
+        println!("skipped: cmake is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let original = ".version 8.0\n.visible .entry a()\n{\n}\n.visible .entry b()\n{\n}\n";
+    let both = ".version 8.0\n.visible .entry a()\n{\nret;\n}\n.visible .entry b()\n{\n}\n";
+
+    // The source launches a and b: a PTX without b cannot replace it.
+    let (said, chosen) =
+        select_for_replace(dir.path(), ".version 8.0\n.visible .entry a()\n{\n}\n", 0);
+    assert!(
+        said.contains(
+            "using the original PTX: the evolved PTX lacks the entries b of the original"
+        ),
+        "{said}"
+    );
+    assert_eq!(chosen, original);
+
+    // ptxas must assemble it, or the build could not.
+    let (said, chosen) = select_for_replace(dir.path(), both, 1);
+    assert!(
+        said.contains("using the original PTX: ptxas rejects the evolved PTX (ptxas fatal   : stand-in refuses)"),
+        "{said}"
+    );
+    assert_eq!(chosen, original);
+
+    let (said, chosen) = select_for_replace(dir.path(), both, 0);
+    assert!(said.contains("using the evolved PTX"), "{said}");
+    assert_eq!(chosen, both);
+
+    // Once chosen it is not assembled again at every build: the same
+    // answer is kept even where this ptxas would now refuse it.
+    let (said, chosen) = select_for_replace(dir.path(), both, 1);
+    assert!(said.contains("using the evolved PTX"), "{said}");
+    assert!(said.contains("k.ptx unchanged"), "{said}");
+    assert_eq!(chosen, both);
 }

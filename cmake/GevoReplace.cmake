@@ -1,0 +1,321 @@
+# GevoReplace.cmake: the configure-time half of gevo_optimize(... MODE REPLACE)
+# (included by GevoOptimize.cmake; docs/cmake.md, "MODE REPLACE").
+#
+# REPLACE builds the host side of the kernel's source with clang
+# (--cuda-host-only -fcuda-include-gpubinary <fatbin>), the fatbin being the
+# chosen PTX assembled by the CUDA toolkit's ptxas and fatbinary, and links
+# the CUDA runtime. What that needs is found here and tried once, end to end,
+# on a one-line kernel (cached per toolchain); anything missing or failing
+# turns REPLACE off with the reason, and the target builds the ordinary way.
+include_guard(GLOBAL)
+
+set(GEVO_CUDA_PATH "" CACHE STRING
+  "CUDA toolkit root: clang's --cuda-path, and where MODE REPLACE finds ptxas, fatbinary, cuda_runtime.h and cudart (relative: to the build directory); empty: searched")
+set(GEVO_REPLACE_FLAGS "" CACHE STRING
+  "More clang flags for the host side of MODE REPLACE sources (a command-line string)")
+
+# clang's include directory of last resort, for headers newer toolkits dropped.
+function(_gevo_cuda_compat_dir out)
+  get_property(cmake_dir GLOBAL PROPERTY GEVO_CMAKE_DIR)
+  set(${out} "${cmake_dir}/cuda-compat" PARENT_SCOPE)
+endfunction()
+
+# The clang flags that compile against the toolkit at root: its headers, the
+# stand-ins for headers it dropped, and no warning for a toolkit newer than
+# clang knows (clang then treats it as the newest it knows).
+function(_gevo_cuda_clang_flags root out)
+  _gevo_cuda_compat_dir(compat)
+  set(flags)
+  if(NOT root STREQUAL "")
+    list(APPEND flags "--cuda-path=${root}")
+  endif()
+  list(APPEND flags -idirafter "${compat}" -Wno-unknown-cuda-version)
+  set(${out} "${flags}" PARENT_SCOPE)
+endfunction()
+
+# The CUDA toolkit root: GEVO_CUDA_PATH when set, else the first of
+# CUDAToolkit_ROOT, the project's CUDA compiler's toolkit, $CUDA_PATH,
+# $CUDA_HOME, /usr/local/cuda, /usr/lib/cuda (Debian), and the directory above
+# the ptxas on the PATH that has include/cuda_runtime.h. "" when none has.
+function(_gevo_cuda_root out)
+  if(NOT GEVO_CUDA_PATH STREQUAL "")
+    get_filename_component(root "${GEVO_CUDA_PATH}" ABSOLUTE BASE_DIR "${CMAKE_BINARY_DIR}")
+    set(${out} "${root}" PARENT_SCOPE)
+    return()
+  endif()
+  set(candidates)
+  foreach(c "${CUDAToolkit_ROOT}" "$ENV{CUDAToolkit_ROOT}" "${CMAKE_CUDA_COMPILER_TOOLKIT_ROOT}"
+            "$ENV{CUDA_PATH}" "$ENV{CUDA_HOME}" /usr/local/cuda /usr/lib/cuda)
+    if(NOT c STREQUAL "")
+      list(APPEND candidates "${c}")
+    endif()
+  endforeach()
+  find_program(_GEVO_PTXAS_ON_PATH ptxas)
+  mark_as_advanced(_GEVO_PTXAS_ON_PATH)
+  if(_GEVO_PTXAS_ON_PATH)
+    get_filename_component(real "${_GEVO_PTXAS_ON_PATH}" REALPATH)
+    get_filename_component(bin "${real}" DIRECTORY)
+    get_filename_component(above "${bin}" DIRECTORY)
+    list(APPEND candidates "${above}")
+  endif()
+  foreach(c IN LISTS candidates)
+    if(EXISTS "${c}/include/cuda_runtime.h")
+      get_filename_component(c "${c}" ABSOLUTE)
+      set(${out} "${c}" PARENT_SCOPE)
+      return()
+    endif()
+  endforeach()
+  set(${out} "" PARENT_SCOPE)
+endfunction()
+
+# A toolkit program: <root>/bin/<tool>, else the one on the PATH, else "".
+function(_gevo_cuda_tool root tool out)
+  set(found "")
+  if(EXISTS "${root}/bin/${tool}" AND NOT IS_DIRECTORY "${root}/bin/${tool}")
+    set(found "${root}/bin/${tool}")
+  else()
+    string(TOUPPER "${tool}" var)
+    find_program(_GEVO_${var}_ON_PATH ${tool})
+    mark_as_advanced(_GEVO_${var}_ON_PATH)
+    if(_GEVO_${var}_ON_PATH)
+      set(found "${_GEVO_${var}_ON_PATH}")
+    endif()
+  endif()
+  set(${out} "${found}" PARENT_SCOPE)
+endfunction()
+
+# How the target links the CUDA runtime, as CMake's CUDA language would:
+# its CUDA_RUNTIME_LIBRARY, else CMAKE_CUDA_RUNTIME_LIBRARY, else Static.
+function(_gevo_cuda_runtime_kind target out)
+  get_target_property(kind ${target} CUDA_RUNTIME_LIBRARY)
+  if(NOT kind)
+    set(kind "${CMAKE_CUDA_RUNTIME_LIBRARY}")
+  endif()
+  if(NOT kind)
+    set(kind Static)
+  endif()
+  string(TOLOWER "${kind}" kind)
+  if(NOT kind MATCHES "^(static|shared|none)$")
+    message(FATAL_ERROR "gevo_optimize(${target}): CUDA_RUNTIME_LIBRARY ${kind}: expected "
+      "Static, Shared or None")
+  endif()
+  set(${out} "${kind}" PARENT_SCOPE)
+endfunction()
+
+# The cudart library of kind (static or shared) for the toolkit at root, or "".
+function(_gevo_cuda_runtime root kind out)
+  if(kind STREQUAL "static")
+    set(names libcudart_static.a)
+  else()
+    set(names cudart)
+  endif()
+  string(MD5 key "${root};${kind}")
+  find_library(_GEVO_CUDART_${key} NAMES ${names}
+    HINTS "${root}/lib64" "${root}/lib" "${root}/targets/x86_64-linux/lib"
+          "${root}/targets/sbsa-linux/lib" "${root}/lib/x86_64-linux-gnu")
+  mark_as_advanced(_GEVO_CUDART_${key})
+  set(found "")
+  if(_GEVO_CUDART_${key})
+    set(found "${_GEVO_CUDART_${key}}")
+  endif()
+  set(${out} "${found}" PARENT_SCOPE)
+endfunction()
+
+# The first error line of a tool's output (else its first line), for a
+# one-line reason.
+function(_gevo_first_error text out)
+  string(REPLACE "\r" "" text "${text}")
+  string(REGEX MATCH "[^\n]*(error|fatal|undefined reference)[^\n]*" line "${text}")
+  if(line STREQUAL "")
+    string(STRIP "${text}" text)
+    string(REGEX REPLACE "\n.*" "" line "${text}")
+  endif()
+  string(STRIP "${line}" line)
+  set(${out} "${line}" PARENT_SCOPE)
+endfunction()
+
+# Runs one probe step; on failure sets <why_var> in the caller (if not set yet).
+macro(_gevo_probe_step why_var what)
+  if(${why_var} STREQUAL "")
+    execute_process(COMMAND ${ARGN} RESULT_VARIABLE _gevo_rc OUTPUT_VARIABLE _gevo_out
+      ERROR_VARIABLE _gevo_out TIMEOUT 120)
+    if(NOT _gevo_rc STREQUAL "0")
+      _gevo_first_error("${_gevo_out}" _gevo_line)
+      set(${why_var} "${what} failed: ${_gevo_line}")
+    endif()
+  endif()
+endmacro()
+
+# The fatbinary command-line style: "image3" (--image3=kind=elf,sm=90,...,
+# CUDA 12 and later; the only one of CUDA 13) or "image"
+# (--image=profile=sm_90,..., older), and whether it takes --compress.
+function(_gevo_fatbinary_style fatbinary style_out compress_out)
+  execute_process(COMMAND "${fatbinary}" --help OUTPUT_VARIABLE help ERROR_VARIABLE help
+    RESULT_VARIABLE rc TIMEOUT 60)
+  set(style image)
+  if(help MATCHES "--image3")
+    set(style image3)
+  endif()
+  set(compress FALSE)
+  if(help MATCHES "--compress[ \t]")
+    set(compress TRUE)
+  endif()
+  set(${style_out} "${style}" PARENT_SCOPE)
+  set(${compress_out} "${compress}" PARENT_SCOPE)
+endfunction()
+
+# fatbinary's arguments for one sm_XX cubin and its PTX.
+function(_gevo_fatbinary_images style arch cubin ptx out)
+  string(REGEX REPLACE "^sm_" "" sm "${arch}")
+  if(style STREQUAL "image3")
+    set(args "--image3=kind=elf,sm=${sm},file=${cubin}" "--image3=kind=ptx,sm=${sm},file=${ptx}")
+  else()
+    set(args "--image=profile=sm_${sm},file=${cubin}" "--image=profile=compute_${sm},file=${ptx}")
+  endif()
+  set(${out} "${args}" PARENT_SCOPE)
+endfunction()
+
+# Compiles, assembles, packs, host-compiles and links a one-line kernel and
+# launch the way REPLACE will: "" when it all works, else why not. Cached.
+function(_gevo_replace_probe clang root arch ptxas fatbinary style compress runtime kind out)
+  string(MD5 key "${clang};${root};${arch};${ptxas};${fatbinary};${runtime};${kind}")
+  set(var "_GEVO_REPLACE_PROBE_${key}")
+  if(DEFINED ${var})
+    set(${out} "${${var}}" PARENT_SCOPE)
+    return()
+  endif()
+  set(dir "${CMAKE_BINARY_DIR}/CMakeFiles/gevo/replace-probe")
+  file(REMOVE_RECURSE "${dir}")
+  file(MAKE_DIRECTORY "${dir}")
+  file(WRITE "${dir}/probe.cu" [=[
+__global__ void gevo_probe(int *p) { p[threadIdx.x] = 1; }
+int main()
+{
+    gevo_probe<<<1, 1>>>(nullptr);
+    return cudaGetLastError() == cudaSuccess ? 0 : 1;
+}
+]=])
+  _gevo_cuda_clang_flags("${root}" cuda_flags)
+  _gevo_fatbinary_images("${style}" "${arch}" "${dir}/probe.cubin" "${dir}/probe.ptx" images)
+  set(no_compress)
+  if(compress)
+    set(no_compress --compress=false)
+  endif()
+  set(libs "${runtime}")
+  if(kind STREQUAL "static" AND UNIX AND NOT APPLE)
+    list(APPEND libs -ldl -lpthread -lrt)
+  endif()
+  # The program links with the project's compiler, as the target will.
+  set(linker "${clang}")
+  get_property(languages GLOBAL PROPERTY ENABLED_LANGUAGES)
+  if("CXX" IN_LIST languages)
+    set(linker "${CMAKE_CXX_COMPILER}")
+  elseif("C" IN_LIST languages)
+    set(linker "${CMAKE_C_COMPILER}")
+  endif()
+
+  set(why "")
+  _gevo_probe_step(why "clang's device compilation with ${root}"
+    "${clang}" -x cuda --cuda-device-only -O3 -S "--cuda-gpu-arch=${arch}" ${cuda_flags}
+    "${dir}/probe.cu" -o "${dir}/probe.ptx")
+  _gevo_probe_step(why "ptxas" "${ptxas}" "-arch=${arch}" "${dir}/probe.ptx" -o "${dir}/probe.cubin")
+  _gevo_probe_step(why "fatbinary"
+    "${fatbinary}" "--create=${dir}/probe.fatbin" -64 ${no_compress} ${images})
+  _gevo_probe_step(why "clang's host compilation with ${root}"
+    "${clang}" -x cuda --cuda-host-only "--cuda-gpu-arch=${arch}" ${cuda_flags}
+    -Xclang -fcuda-include-gpubinary -Xclang "${dir}/probe.fatbin"
+    -c "${dir}/probe.cu" -o "${dir}/probe.o")
+  _gevo_probe_step(why "linking with ${runtime}"
+    "${linker}" "${dir}/probe.o" ${libs} -o "${dir}/probe")
+  set(${var} "${why}" CACHE INTERNAL "gevo: why MODE REPLACE cannot work with this toolchain")
+  set(${out} "${why}" PARENT_SCOPE)
+endfunction()
+
+# Whether MODE REPLACE can work for target: sets in the caller `replace_why`
+# ("" when it can) and, when it can, replace_root, replace_ptxas,
+# replace_fatbinary, replace_style, replace_compress, replace_runtime (the
+# library, "" for None) and replace_kind.
+function(_gevo_replace_toolchain target clang arch)
+  set(why "")
+  set(root "")
+  set(ptxas "")
+  set(fatbinary "")
+  set(style "")
+  set(compress FALSE)
+  set(runtime "")
+  _gevo_cuda_runtime_kind(${target} kind)
+  if(NOT clang)
+    set(why "no clang for the host side (install clang-19 or set GEVO_CLANG)")
+  endif()
+  if(why STREQUAL "")
+    _gevo_cuda_root(root)
+    if(root STREQUAL "" )
+      set(why "no CUDA toolkit found (set GEVO_CUDA_PATH to its root)")
+    elseif(NOT EXISTS "${root}/include/cuda_runtime.h")
+      set(why "no include/cuda_runtime.h under GEVO_CUDA_PATH ${root}")
+    endif()
+  endif()
+  if(why STREQUAL "")
+    _gevo_cuda_tool("${root}" ptxas ptxas)
+    _gevo_cuda_tool("${root}" fatbinary fatbinary)
+    if(NOT ptxas)
+      set(why "ptxas not found (in ${root}/bin or on the PATH)")
+    elseif(NOT fatbinary)
+      set(why "fatbinary not found (in ${root}/bin or on the PATH)")
+    endif()
+  endif()
+  if(why STREQUAL "" AND NOT kind STREQUAL "none")
+    _gevo_cuda_runtime("${root}" "${kind}" runtime)
+    if(NOT runtime)
+      if(kind STREQUAL "static")
+        set(why "libcudart_static.a not found under ${root}")
+      else()
+        set(why "libcudart not found under ${root}")
+      endif()
+    endif()
+  endif()
+  if(why STREQUAL "")
+    _gevo_fatbinary_style("${fatbinary}" style compress)
+    _gevo_replace_probe("${clang}" "${root}" "${arch}" "${ptxas}" "${fatbinary}" "${style}"
+      "${compress}" "${runtime}" "${kind}" why)
+  endif()
+  set(replace_why "${why}" PARENT_SCOPE)
+  set(replace_root "${root}" PARENT_SCOPE)
+  set(replace_ptxas "${ptxas}" PARENT_SCOPE)
+  set(replace_fatbinary "${fatbinary}" PARENT_SCOPE)
+  set(replace_style "${style}" PARENT_SCOPE)
+  set(replace_compress "${compress}" PARENT_SCOPE)
+  set(replace_runtime "${runtime}" PARENT_SCOPE)
+  set(replace_kind "${kind}" PARENT_SCOPE)
+endfunction()
+
+# The optimization flags of the host side: CMAKE_CUDA_FLAGS[_<CONFIG>] when
+# the project's CUDA compiler is clang (they are clang's flags for this very
+# source), else the GNU-style defaults CMake gives each configuration (the
+# target's own CUDA flags may be nvcc's, which clang does not take).
+function(_gevo_replace_config_flags out)
+  # One generator expression per flag: a list inside one would be split
+  # apart when the command's arguments are expanded.
+  set(genex)
+  if(CMAKE_CUDA_COMPILER_ID STREQUAL "Clang")
+    separate_arguments(genex UNIX_COMMAND "${CMAKE_CUDA_FLAGS}")
+    foreach(config Debug Release RelWithDebInfo MinSizeRel)
+      string(TOUPPER "${config}" upper)
+      separate_arguments(flags UNIX_COMMAND "${CMAKE_CUDA_FLAGS_${upper}}")
+      foreach(flag IN LISTS flags)
+        list(APPEND genex "$<$<CONFIG:${config}>:${flag}>")
+      endforeach()
+    endforeach()
+  else()
+    foreach(pair Debug:-g Release:-O3 Release:-DNDEBUG RelWithDebInfo:-O2 RelWithDebInfo:-g
+                 RelWithDebInfo:-DNDEBUG MinSizeRel:-Os MinSizeRel:-DNDEBUG)
+      string(REPLACE ":" ";" pair "${pair}")
+      list(GET pair 0 config)
+      list(GET pair 1 flag)
+      list(APPEND genex "$<$<CONFIG:${config}>:${flag}>")
+    endforeach()
+  endif()
+  separate_arguments(extra UNIX_COMMAND "${GEVO_REPLACE_FLAGS}")
+  list(APPEND genex ${extra})
+  set(${out} "${genex}" PARENT_SCOPE)
+endfunction()
