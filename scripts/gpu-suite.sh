@@ -5,7 +5,10 @@
 #   here:   scripts/package-gevod.sh   (writes .dist/gevod.gz, .dist/gevo-client.gz)
 #   there:  scripts/gpu-suite.sh [.dist/gevod.gz [.dist/gevo-client.gz]]
 #
-# SECTIONS picks what runs (default "kernels evolve daemon").
+# The package step also writes .dist/e2e/stencil.ll, the device IR of
+# examples/stencil-app (emitted here by gevo_optimize() with clang-19), which
+# the e2e section builds with. SECTIONS picks what runs (default
+# "kernels evolve daemon e2e").
 #
 # Checks, each counted:
 #  - gevod carries no libLLVM; every fixture's PTX (libdevice linked from the
@@ -23,7 +26,14 @@
 #  - the daemon: `gevod serve` runs a watched kernel's job on the idle GPU,
 #    stops and frees the GPU when another process (tests/fixtures/gpu/busy.cu)
 #    computes, resumes after the grace period, and serves a validated
-#    variant through gevo-client; SIGTERM exits 0 within 10 s.
+#    variant through gevo-client; SIGTERM exits 0 within 10 s;
+#  - end to end (scripts/gpu-e2e.sh): examples/stencil-app configured and
+#    built against `gevod serve` with the cuda backend (nvcc's toolkit, the
+#    IR from .dist/e2e, or E2E_IR) embeds the original PTX and runs it; once
+#    gevod validates a variant (within E2E_TIME, default 240 s) the rebuild
+#    embeds it, its PTX hashes to `gevo-client best`'s ptx_hash, and the
+#    program runs the evolved kernel and matches its CPU reference
+#    (E2E_LOGS=DIR keeps that section's logs in DIR/gpu-e2e-logs.tar.gz).
 # Ends with "N passed, N failed". With REPORT=FILE, also writes the results
 # as a Markdown section for BENCHMARKS.md.
 set -uo pipefail
@@ -31,7 +41,7 @@ cd "$(dirname "$0")/.."
 
 package=${1:-.dist/gevod.gz}
 client_package=${2:-.dist/gevo-client.gz}
-sections=" ${SECTIONS:-kernels evolve daemon} "
+sections=" ${SECTIONS:-kernels evolve daemon e2e} "
 want() { [[ $sections == *" $1 "* ]]; }
 seeds=${SEEDS:-20}
 evolve_time=${EVOLVE_TIME:-120s}
@@ -183,6 +193,20 @@ if want daemon; then
     failed=$((failed + $(grep -c '^FAIL ' "$work/daemon.out")))
     [ "$daemon_rc" -eq 0 ] || [ "$(grep -c '^FAIL ' "$work/daemon.out")" -gt 0 ] || failed=$((failed + 1))
     grep '^|' "$work/daemon.out" >> "$report" || true
+fi
+
+if want e2e; then
+    client=$work/gevo-client
+    if gunzip -c "$client_package" > "$client" && chmod +x "$client"; then
+        REPORT=$report scripts/gpu-e2e.sh "$gevod" "$client" "$work/e2e" "${E2E_IR:-$(dirname "$package")/e2e}" 2>&1 |
+            tee "$work/e2e.out"
+        e2e_rc=${PIPESTATUS[0]}
+        passed=$((passed + $(grep -c '^ok ' "$work/e2e.out")))
+        failed=$((failed + $(grep -c '^FAIL ' "$work/e2e.out")))
+        [ "$e2e_rc" -eq 0 ] || [ "$(grep -c '^FAIL ' "$work/e2e.out")" -gt 0 ] || failed=$((failed + 1))
+    else
+        failed=$((failed + 1)); echo "FAIL e2e: cannot unpack $client_package"
+    fi
 fi
 
 echo "gpu-suite: $passed passed, $failed failed"
