@@ -8,7 +8,7 @@
 # The package step also writes .dist/e2e/stencil.ll, the device IR of
 # examples/stencil-app (emitted here by gevo_optimize() with clang-19), which
 # the e2e section builds with. SECTIONS picks what runs (default
-# "kernels evolve daemon e2e").
+# "kernels evolve daemon e2e harness").
 #
 # Checks, each counted:
 #  - gevod carries no libLLVM; every fixture's PTX (libdevice linked from the
@@ -33,7 +33,12 @@
 #    gevod validates a variant (within E2E_TIME, default 240 s) the rebuild
 #    embeds it, its PTX hashes to `gevo-client best`'s ptx_hash, and the
 #    program runs the evolved kernel and matches its CPU reference
-#    (E2E_LOGS=DIR keeps that section's logs in DIR/gpu-e2e-logs.tar.gz).
+#    (E2E_LOGS=DIR keeps that section's logs in DIR/gpu-e2e-logs.tar.gz);
+#  - harness mode (scripts/gpu-harness.sh): examples/harness-app built with
+#    cc runs the kernel through gevo_harness.h on the GPU, passes `gevod run`
+#    on every test, and `gevod evolve --backend cuda` runs on it for
+#    HARNESS_TIME (default 90s); with .dist/stencil-replace (packaged when
+#    GEVO_CUDA_PATH was set), the MODE REPLACE program runs and checks out.
 # Ends with "N passed, N failed". With REPORT=FILE, also writes the results
 # as a Markdown section for BENCHMARKS.md.
 set -uo pipefail
@@ -41,7 +46,7 @@ cd "$(dirname "$0")/.."
 
 package=${1:-.dist/gevod.gz}
 client_package=${2:-.dist/gevo-client.gz}
-sections=" ${SECTIONS:-kernels evolve daemon e2e} "
+sections=" ${SECTIONS:-kernels evolve daemon e2e harness} "
 want() { [[ $sections == *" $1 "* ]]; }
 seeds=${SEEDS:-20}
 evolve_time=${EVOLVE_TIME:-120s}
@@ -207,6 +212,15 @@ if want e2e; then
     else
         failed=$((failed + 1)); echo "FAIL e2e: cannot unpack $client_package"
     fi
+fi
+
+if want harness; then
+    REPORT=$report scripts/gpu-harness.sh "$gevod" "$work/harness" "${E2E_IR:-$(dirname "$package")/e2e}/stencil.ll" \
+        "$([ -x "$(dirname "$package")/stencil-replace" ] && echo "$(dirname "$package")/stencil-replace")" \
+        > "$work/harness.out" 2>&1
+    cat "$work/harness.out"
+    passed=$((passed + $(grep -c '^ok ' "$work/harness.out")))
+    failed=$((failed + $(grep -c '^FAIL ' "$work/harness.out")))
 fi
 
 echo "gpu-suite: $passed passed, $failed failed"
