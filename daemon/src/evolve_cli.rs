@@ -86,6 +86,15 @@ pub fn parse_uid_gid(s: &str) -> Result<(u32, u32), String> {
     Ok((u.parse().map_err(|_| bad())?, g.parse().map_err(|_| bad())?))
 }
 
+/// How an eval-worker runs a harness spec's command.
+pub struct HarnessWorker {
+    pub target: HarnessTarget,
+    /// The GPU's UUID (`--harness gpu`).
+    pub device: Option<String>,
+    /// UID and GID the command runs as.
+    pub run_as: Option<(u32, u32)>,
+}
+
 /// The harness runner of a worker: the simulator runs launches through this
 /// very binary (`gevod sim-launch`).
 fn harness_runner(target: HarnessTarget, device: Option<String>) -> Result<Runner, String> {
@@ -103,7 +112,7 @@ pub fn eval_worker(
     ir: Option<&Path>,
     arch: Option<String>,
     libdevice: Option<PathBuf>,
-    harness: Option<(HarnessTarget, Option<String>, Option<(u32, u32)>)>,
+    harness: Option<HarnessWorker>,
 ) -> Result<()> {
     let fault = match std::env::var("GEVOD_WORKER_FAULT") {
         Ok(v) => Some(
@@ -119,9 +128,9 @@ pub fn eval_worker(
             let codegen = CodegenOptions { arch, libdevice };
             match harness {
                 None => InProcess::new(spec, codegen).map_err(|e| e.to_string()),
-                Some((target, device, user)) => {
-                    let runner = harness_runner(target, device)?;
-                    InProcess::harness(spec, codegen, runner, user).map_err(|e| e.to_string())
+                Some(h) => {
+                    let runner = harness_runner(h.target, h.device)?;
+                    InProcess::harness(spec, codegen, runner, h.run_as).map_err(|e| e.to_string())
                 }
             }
         });

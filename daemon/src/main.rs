@@ -346,7 +346,11 @@ fn run(cli: Cli) -> Result<()> {
             device,
             run_as,
         } => {
-            let harness = harness.map(|h| (h, device, run_as));
+            let harness = harness.map(|target| evolve_cli::HarnessWorker {
+                target,
+                device,
+                run_as,
+            });
             evolve_cli::eval_worker(&spec, ir.as_deref(), arch, libdevice, harness)
         }
         Command::SimLaunch {

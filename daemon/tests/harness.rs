@@ -320,7 +320,7 @@ fn the_daemon_runs_harness_jobs_unprivileged_and_refuses_untrusted_specs() {
     d.wait_for("a worker running harness commands as nobody", |_| {
         std::fs::read_dir("/proc").unwrap().flatten().find(|p| {
             std::fs::read(p.path().join("cmdline"))
-                .is_ok_and(|c| text(&c).contains("--run-as\065534:65534"))
+                .is_ok_and(|c| text(&c).contains("--run-as\x0065534:65534"))
         })
     });
 
