@@ -504,15 +504,7 @@ fn run(cli: Cli) -> Result<()> {
                 timeout: std::time::Duration::from_secs(120),
             };
             let results = gpu_cli::run_on_gpu(&setup, &spec, device, variants, set)?;
-            let text = if json {
-                serde_json::to_string_pretty(&results_by_label(&results))? + "\n"
-            } else {
-                results
-                    .iter()
-                    .map(|(l, a)| gpu_cli::gpu_table(l, a))
-                    .collect()
-            };
-            write_output(None, &text)?;
+            write_assessments(&results, json)?;
             let failed = results.iter().filter(|(_, a)| !a.passed()).count();
             if failed > 0 {
                 anyhow::bail!(
@@ -625,20 +617,25 @@ fn run_harness(
     let mut assessment = evaluator.assess(&patch, set)?;
     assessment.device = device;
     let results = vec![(label, assessment)];
+    write_assessments(&results, json)?;
+    let a = &results[0].1;
+    if let Some(failure) = a.first_failure() {
+        anyhow::bail!("{}: {failure}", spec_file.display());
+    }
+    Ok(())
+}
+
+/// Labelled assessments as tables (or JSON) on stdout.
+fn write_assessments(results: &[(String, gevod::eval::Assessment)], json: bool) -> Result<()> {
     let text = if json {
-        serde_json::to_string_pretty(&results_by_label(&results))? + "\n"
+        serde_json::to_string_pretty(&results_by_label(results))? + "\n"
     } else {
         results
             .iter()
             .map(|(l, a)| gpu_cli::gpu_table(l, a))
             .collect()
     };
-    write_output(None, &text)?;
-    let a = &results[0].1;
-    if let Some(failure) = a.first_failure() {
-        anyhow::bail!("{}: {failure}", spec_file.display());
-    }
-    Ok(())
+    write_output(None, &text)
 }
 
 /// GPU results as JSON: per variant its label, whether it passed, the

@@ -159,6 +159,36 @@ fn heat_example_evolves_on_the_simulator_and_a_racing_variant_is_rejected() {
     assert!(table.contains("shared-memory race"), "{table}");
 }
 
+/// A harness spec in `dir` for the stencil fixture whose command is
+/// `command` (a TOML array), with one u8 output file `r.bin` compared
+/// exactly, on the simulator.
+fn script_harness(dir: &Path, command: &str) -> HarnessEvaluator {
+    let spec_path = dir.join("app.gevo.toml");
+    std::fs::write(
+        &spec_path,
+        format!(
+            r#"version = 1
+ir = "{}"
+kernel = "stencil5"
+[harness]
+command = {command}
+max_output_bytes = 1000
+outputs = [{{ file = "r.bin", type = "u8" }}]
+[tests]
+train = [{{ seed = 1 }}]
+heldout = [{{ seed = 2 }}]
+[acceptance]
+metric = "exact"
+"#,
+            kernel_fixture("stencil").display()
+        ),
+    )
+    .unwrap();
+    let spec = gevod::spec::load(&spec_path).unwrap();
+    let runner = Runner::Simulate { gevod: gevod() };
+    HarnessEvaluator::new(spec, CodegenOptions::default(), runner, None).unwrap()
+}
+
 /// One harness per row: a shell script that behaves for the original's PTX
 /// and misbehaves as the row says for the variant's.
 #[test]
@@ -199,31 +229,7 @@ fn each_harness_failure_rejects_the_variant_with_its_reason() {
             ),
         )
         .unwrap();
-        let spec_path = dir.path().join("app.gevo.toml");
-        std::fs::write(
-            &spec_path,
-            format!(
-                r#"version = 1
-ir = "{}"
-kernel = "stencil5"
-[harness]
-command = ["/bin/sh", "app.sh", "{{out}}"]
-max_output_bytes = 1000
-outputs = [{{ file = "r.bin", type = "u8" }}]
-[tests]
-train = [{{ seed = 1 }}]
-heldout = [{{ seed = 2 }}]
-[acceptance]
-metric = "exact"
-"#,
-                kernel_fixture("stencil").display()
-            ),
-        )
-        .unwrap();
-        let spec = gevod::spec::load(&spec_path).unwrap();
-        let runner = Runner::Simulate { gevod: gevod() };
-        let evaluator =
-            HarnessEvaluator::new(spec, CodegenOptions::default(), runner, None).unwrap();
+        let evaluator = script_harness(dir.path(), r#"["/bin/sh", "app.sh", "{out}"]"#);
         let a = evaluator.assess(&ir.empty_patch(), TestSet::Train).unwrap();
         let t = &a.tests[0];
         assert_eq!(t.original_cost, 2_000_000, "{misbehaviour}: {t:?}");
@@ -247,29 +253,10 @@ metric = "exact"
 #[test]
 fn a_harness_whose_original_fails_is_an_error_naming_the_test() {
     let dir = tempfile::tempdir().unwrap();
-    let spec_path = dir.path().join("app.gevo.toml");
-    std::fs::write(
-        &spec_path,
-        format!(
-            r#"version = 1
-ir = "{}"
-kernel = "stencil5"
-[harness]
-command = ["/bin/sh", "-c", "echo no GPU here >&2; exit 1"]
-outputs = [{{ file = "r.bin", type = "u8" }}]
-[tests]
-train = [{{ seed = 1 }}]
-heldout = [{{ seed = 2 }}]
-[acceptance]
-metric = "exact"
-"#,
-            kernel_fixture("stencil").display()
-        ),
-    )
-    .unwrap();
-    let spec = gevod::spec::load(&spec_path).unwrap();
-    let runner = Runner::Simulate { gevod: gevod() };
-    let evaluator = HarnessEvaluator::new(spec, CodegenOptions::default(), runner, None).unwrap();
+    let evaluator = script_harness(
+        dir.path(),
+        r#"["/bin/sh", "-c", "echo no GPU here >&2; exit 1"]"#,
+    );
     let ir = evaluator.ir().empty_patch();
     let e = evaluator
         .assess(&ir, TestSet::Train)
