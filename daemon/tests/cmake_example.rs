@@ -370,7 +370,7 @@ fn prebuilt_ir_from_gevo_ir_dir_needs_no_clang() {
 const REPLACE_KERNEL: &str = "stencil-replace/stencil";
 
 /// A CUDA toolkit REPLACE can use: GEVO_TEST_CUDA_PATH, else the first of
-/// $CUDA_PATH, $CUDA_HOME, /usr/local/cuda, /opt/cuda-subset, /usr/lib/cuda
+/// $CUDA_PATH, $CUDA_HOME, /usr/local/cuda, /usr/lib/cuda
 /// with ptxas, fatbinary, cuda_runtime.h and libcudart_static.a; else why
 /// there is none.
 fn cuda_toolkit() -> Result<PathBuf, String> {
@@ -380,7 +380,7 @@ fn cuda_toolkit() -> Result<PathBuf, String> {
             candidates.push(path.into());
         }
     }
-    for path in ["/usr/local/cuda", "/opt/cuda-subset", "/usr/lib/cuda"] {
+    for path in ["/usr/local/cuda", "/usr/lib/cuda"] {
         candidates.push(path.into());
     }
     let complete = |root: &Path| {
