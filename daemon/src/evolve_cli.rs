@@ -1,8 +1,8 @@
 //! `gevod evolve` and its hidden worker, `gevod eval-worker`: wiring of the
 //! engine, the worker pool and the store, progress on stderr, the report.
 
+use crate::gpu_cli::Evaluators;
 use anyhow::{bail, Context as _, Result};
-use gevod::cuda::backend::GpuWorker;
 use gevod::cuda::DeviceInfo;
 use gevod::evolve::{Backend, Config, Engine, GenerationReport, Scope, Validated};
 use gevod::harness::Runner;
@@ -97,7 +97,7 @@ pub struct HarnessWorker {
 
 /// The harness runner of a worker: the simulator runs launches through this
 /// very binary (`gevod sim-launch`).
-fn harness_runner(target: HarnessTarget, device: Option<String>) -> Result<Runner, String> {
+pub fn harness_runner(target: HarnessTarget, device: Option<String>) -> Result<Runner, String> {
     Ok(match target {
         HarnessTarget::Sim => Runner::Simulate {
             gevod: std::env::current_exe()
@@ -150,18 +150,17 @@ pub fn evolve(args: EvolveArgs) -> Result<i32> {
     let ir = KernelIr::load(&spec.ir, Some(&spec.kernel))
         .with_context(|| args.spec.display().to_string())?;
     let arch = crate::gpu_cli::arch_for(&spec, args.arch.clone(), args.device.as_ref());
-    let scope = match (&args.device, &spec.harness) {
-        (Some(d), None) => GpuWorker::scope(d),
-        (None, None) => Scope {
-            backend: "sim".into(),
-            target: arch.clone(),
-        },
-        // The worker reports the same scope (`InProcess::scope`).
-        (device, Some(_)) => Scope {
-            backend: gevod::harness::backend_name(device.is_some()).into(),
-            target: arch.clone(),
-        },
+    let setup = crate::gpu_cli::WorkerSetup {
+        spec_path: &args.spec,
+        ir: None,
+        arch: &arch,
+        libdevice: args.libdevice.as_deref(),
+        workers: args.workers.unwrap_or_else(crate::default_workers),
+        timeout: args.worker_timeout,
     };
+    // Harness commands run as the invoking user: it is their own spec.
+    let evaluators = setup.evaluators(&spec, args.device.as_ref(), None)?;
+    let scope = evaluators.scope();
     let job = job_record(&args, &spec, &ir, &scope, &config);
 
     let store = Store::open(&args.state)?;
@@ -189,33 +188,15 @@ pub fn evolve(args: EvolveArgs) -> Result<i32> {
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, stop.clone()).context("installing signal handlers")?;
     }
-    let setup = crate::gpu_cli::WorkerSetup {
-        spec_path: &args.spec,
-        ir: None,
-        arch: &arch,
-        libdevice: args.libdevice.as_deref(),
-        workers: args.workers.unwrap_or_else(crate::default_workers),
-        timeout: args.worker_timeout,
-    };
     let started = Instant::now();
-    let mut backend: Box<dyn Backend> = match args.device.clone() {
-        // Harness runs as the invoking user: it is their own command.
-        _ if spec.harness.is_some() => Box::new(
-            WorkerPool::start(
-                setup.harness_pool(args.device.as_ref(), None)?,
-                &spec,
-                scope.clone(),
-                stop.clone(),
-            )
-            .with_context(|| args.spec.display().to_string())?,
-        ),
-        Some(device) => {
-            Box::new(setup.cuda_backend(&spec, device, args.prescreen, stop.clone())?)
-        }
-        None => Box::new(
-            WorkerPool::start(setup.compile_pool()?, &spec, scope.clone(), stop.clone())
+    let mut backend: Box<dyn Backend> = match evaluators {
+        Evaluators::Pool(options, scope) => Box::new(
+            WorkerPool::start(options, &spec, scope, stop.clone())
                 .with_context(|| args.spec.display().to_string())?,
         ),
+        Evaluators::Gpu(device) => {
+            Box::new(setup.cuda_backend(&spec, device, args.prescreen, stop.clone())?)
+        }
     };
     let mut progress = Progress::new(started, engine.counters().evaluations);
     let mut interrupted = false;

@@ -7,6 +7,7 @@ use gevod::cuda::backend::{CudaBackend, CudaOptions, GpuWorker};
 use gevod::cuda::measure::{MeasureOptions, Measurer};
 use gevod::cuda::{driver, CudaError, DeviceInfo, DeviceSelector};
 use gevod::eval::{Assessment, Evaluator};
+use gevod::evolve::Scope;
 use gevod::ir::{CodegenOptions, KernelIr};
 use gevod::spec::{self, Acceptance, ArgKind, Metric, Spec, TestSet};
 use gevod::worker::pool::PoolOptions;
@@ -53,6 +54,24 @@ pub fn arch_for(spec: &Spec, arch: Option<String>, device: Option<&DeviceInfo>) 
         .unwrap_or_else(|| gevod::ir::DEFAULT_ARCH.to_string())
 }
 
+/// What evaluates a job's variants (`WorkerSetup::evaluators`).
+pub enum Evaluators {
+    /// `gevod eval-worker` processes, and the scope they measure.
+    Pool(PoolOptions, Scope),
+    /// The GPU backend (compile workers and a GPU worker) on this device.
+    Gpu(DeviceInfo),
+}
+
+impl Evaluators {
+    /// The scope of the results: the cache's and the job's.
+    pub fn scope(&self) -> Scope {
+        match self {
+            Evaluators::Pool(_, scope) => scope.clone(),
+            Evaluators::Gpu(d) => GpuWorker::scope(d),
+        }
+    }
+}
+
 /// What the worker processes need to know.
 pub struct WorkerSetup<'a> {
     pub spec_path: &'a Path,
@@ -95,10 +114,36 @@ impl WorkerSetup<'_> {
         })
     }
 
+    /// What evaluates `spec`'s variants: a pool of `gevod eval-worker`s (a
+    /// harness spec's, on `device` or the simulator; or the simulator's for
+    /// a kernel spec without a GPU), or the GPU backend on `device`.
+    /// `user`: the uid/gid harness commands run as.
+    pub fn evaluators(
+        &self,
+        spec: &Spec,
+        device: Option<&DeviceInfo>,
+        user: Option<(u32, u32)>,
+    ) -> Result<Evaluators> {
+        let (options, backend) = match (&spec.harness, device) {
+            (Some(_), device) => (
+                self.harness_pool(device, user)?,
+                gevod::harness::backend_name(device.is_some()),
+            ),
+            (None, None) => (self.compile_pool()?, "sim"),
+            (None, Some(d)) => return Ok(Evaluators::Gpu(d.clone())),
+        };
+        // The workers greet with this same scope (`InProcess::scope`).
+        let scope = Scope {
+            backend: backend.into(),
+            target: self.arch.to_string(),
+        };
+        Ok(Evaluators::Pool(options, scope))
+    }
+
     /// `gevod eval-worker` processes that run a harness spec's command: on
     /// `device` (one at a time, so runs do not share the GPU), or on the
     /// simulator; as `user` when given.
-    pub fn harness_pool(
+    fn harness_pool(
         &self,
         device: Option<&DeviceInfo>,
         user: Option<(u32, u32)>,

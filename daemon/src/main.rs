@@ -600,16 +600,13 @@ fn run_harness(
     set: TestSet,
     json: bool,
 ) -> Result<()> {
-    use gevod::harness::{HarnessEvaluator, Runner};
+    use evolve_cli::HarnessTarget;
     let runner = match &device {
-        Some(d) => Runner::Gpu {
-            device: Some(d.uuid.clone()),
-        },
-        None => Runner::Simulate {
-            gevod: std::env::current_exe().context("locating the gevod binary")?,
-        },
-    };
-    let evaluator = HarnessEvaluator::new(spec, codegen, runner, None)?;
+        Some(d) => evolve_cli::harness_runner(HarnessTarget::Gpu, Some(d.uuid.clone())),
+        None => evolve_cli::harness_runner(HarnessTarget::Sim, None),
+    }
+    .map_err(anyhow::Error::msg)?;
+    let evaluator = gevod::harness::HarnessEvaluator::new(spec, codegen, runner, None)?;
     let (label, patch) = match patch {
         Some(p) => (p.display().to_string(), read_patch(p)?),
         None => ("original".to_string(), evaluator.ir().empty_patch()),

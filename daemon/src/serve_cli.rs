@@ -2,9 +2,10 @@
 //! config path by mode, the GPUs to use, signal flags, and the backend
 //! factory that starts a job's worker processes from this executable.
 
+use crate::gpu_cli::Evaluators;
 use anyhow::{Context as _, Result};
 use gevod::cuda::{driver, CudaError, DeviceInfo, DeviceSelector};
-use gevod::evolve::{Backend, Scope};
+use gevod::evolve::Backend;
 use gevod::serve::config::{BackendSetting, WithoutGpu};
 use gevod::serve::{BackendFactory, JobFiles, ServeConfig, ServeOptions, Signals};
 use gevod::worker::pool::WorkerPool;
@@ -138,31 +139,18 @@ impl BackendFactory for Factory {
             workers: job.workers,
             timeout: job.timeout,
         };
-        let started: Result<Box<dyn Backend>> = match device {
-            _ if job.spec.harness.is_some() => setup
-                .harness_pool(device, job.harness_user)
-                .and_then(|options| {
-                    let scope = Scope {
-                        backend: gevod::harness::backend_name(device.is_some()).into(),
-                        target: job.arch.to_string(),
-                    };
+        let started: Result<Box<dyn Backend>> = setup
+            .evaluators(job.spec, device, job.harness_user)
+            .and_then(|evaluators| match evaluators {
+                Evaluators::Pool(options, scope) => {
                     WorkerPool::start(options, job.spec, scope, stop)
                         .map(|p| Box::new(p) as Box<dyn Backend>)
                         .map_err(anyhow::Error::from)
-                }),
-            Some(d) => setup
-                .cuda_backend(job.spec, d.clone(), job.prescreen, stop)
-                .map(|b| Box::new(b) as Box<dyn Backend>),
-            None => setup.compile_pool().and_then(|options| {
-                let scope = Scope {
-                    backend: "sim".into(),
-                    target: job.arch.to_string(),
-                };
-                WorkerPool::start(options, job.spec, scope, stop)
-                    .map(|p| Box::new(p) as Box<dyn Backend>)
-                    .map_err(anyhow::Error::from)
-            }),
-        };
+                }
+                Evaluators::Gpu(d) => setup
+                    .cuda_backend(job.spec, d, job.prescreen, stop)
+                    .map(|b| Box::new(b) as Box<dyn Backend>),
+            });
         started.map_err(|e| format!("{e:#}"))
     }
 }
