@@ -13,7 +13,7 @@
 pub mod launch;
 pub mod run;
 
-use crate::eval::{Assessment, TestSummary};
+use crate::eval::{Assessment, Failure, TestSummary};
 use crate::ir::{CodegenOptions, Compiled, KernelIr, Patch};
 use crate::spec::{self, Harness, Spec, TestCase, TestSet};
 use crate::stats::Timing;
@@ -98,7 +98,8 @@ pub struct HarnessEvaluator {
     runner: Runner,
     user: Option<(u32, u32)>,
     scratch: tempfile::TempDir,
-    original: Compiled,
+    /// The original kernel's PTX and IR, written once.
+    original: VariantFiles,
     references: Mutex<HashMap<String, Arc<Reference>>>,
     next_dir: AtomicU64,
 }
@@ -120,7 +121,7 @@ impl HarnessEvaluator {
             source,
         };
         let ir = KernelIr::load(&spec.ir, Some(&spec.kernel)).map_err(ir_error)?;
-        let original = ir.compile(&ir.empty_patch(), &codegen).map_err(ir_error)?;
+        let compiled = ir.compile(&ir.empty_patch(), &codegen).map_err(ir_error)?;
         let scratch = tempfile::Builder::new()
             .prefix("gevo-harness-")
             .tempdir()
@@ -128,6 +129,7 @@ impl HarnessEvaluator {
         if let Some((uid, gid)) = user {
             chown(scratch.path(), uid, gid)?;
         }
+        let original = write_files(scratch.path().join("original"), &compiled, user)?;
         Ok(HarnessEvaluator {
             spec,
             harness,
@@ -204,49 +206,43 @@ impl HarnessEvaluator {
         files: &VariantFiles,
         reference: &Reference,
     ) -> Result<TestSummary, HarnessError> {
-        let original_files = self.original_files()?;
         let timeout = self.variant_timeout(reference);
         let mut timing = Timing {
             original_ns: Vec::new(),
             variant_ns: Vec::new(),
         };
-        let mut last = None;
+        let mut summary = None;
         for round in 0..self.harness.rounds {
             let variant_first = round % 2 == 1;
             let mut original_ns = None;
             if !variant_first {
-                original_ns = Some(self.run_original(test, &original_files)?.cost as f64);
+                original_ns = Some(self.run_original(test)?.cost as f64);
             }
             let m = match self.run_once(test, files, timeout)? {
                 Err((kind, message)) => return Ok(failed(test, reference, kind, message)),
                 Ok(m) => m,
             };
             // Every round's outputs must pass, not only the first's.
-            let summary = self.judge(test, reference, &m);
-            if summary.failure.is_some() {
-                return Ok(summary);
+            let judged = self.judge(test, reference, &m);
+            if judged.failure.is_some() {
+                return Ok(judged);
             }
             if variant_first {
-                original_ns = Some(self.run_original(test, &original_files)?.cost as f64);
+                original_ns = Some(self.run_original(test)?.cost as f64);
             }
             timing.original_ns.extend(original_ns);
             timing.variant_ns.push(m.cost as f64);
-            last = Some(m);
+            summary = Some(judged);
         }
-        let m = last.expect("at least one round");
-        let mut summary = self.judge(test, reference, &m);
+        let mut summary = summary.expect("at least one round");
         summary.original_cost = crate::stats::median(&timing.original_ns).round() as u64;
         summary.cost = Some(crate::stats::median(&timing.variant_ns).round() as u64);
         summary.timing = Some(timing);
         Ok(summary)
     }
 
-    fn run_original(
-        &self,
-        test: &TestCase,
-        files: &VariantFiles,
-    ) -> Result<Measured, HarnessError> {
-        match self.run_once(test, files, self.harness.timeout)? {
+    fn run_original(&self, test: &TestCase) -> Result<Measured, HarnessError> {
+        match self.run_once(test, &self.original, self.harness.timeout)? {
             Ok(m) => Ok(m),
             Err((_, message)) => Err(HarnessError::OriginalFails {
                 spec: self.spec.path.clone(),
@@ -269,16 +265,12 @@ impl HarnessEvaluator {
             );
             worst = worst.max(c.error);
             if !c.passed && failure.is_none() {
-                let at = c
-                    .first_mismatch
-                    .map_or(String::new(), |e| format!(", first at element {e}"));
-                failure = Some((
-                    "mismatch".to_string(),
-                    format!(
-                        "output {} differs from the original's (error {:e}{at})",
-                        output.file, c.error
-                    ),
-                ));
+                let mismatch = Failure::Mismatch {
+                    arg: output.file.clone(),
+                    error: c.error,
+                    first_mismatch: c.first_mismatch,
+                };
+                failure = Some((mismatch.kind().to_string(), mismatch.to_string()));
             }
         }
         TestSummary {
@@ -301,8 +293,7 @@ impl HarnessEvaluator {
         if let Some(r) = self.references.lock().expect("references").get(&test.name) {
             return Ok(r.clone());
         }
-        let files = self.original_files()?;
-        let m = self.run_original(test, &files)?;
+        let m = self.run_original(test)?;
         let r = Arc::new(Reference {
             outputs: m.outputs,
             cost: m.cost,
@@ -315,14 +306,6 @@ impl HarnessEvaluator {
         Ok(r)
     }
 
-    fn original_files(&self) -> Result<VariantFiles, HarnessError> {
-        let dir = self.scratch.path().join("original");
-        if dir.join("kernel.ptx").is_file() {
-            return Ok(VariantFiles::in_dir(dir));
-        }
-        self.write_files(dir, &self.original)
-    }
-
     fn write_variant(&self, variant: &Compiled) -> Result<VariantFiles, HarnessError> {
         // One directory per evaluation, reused by the next one.
         let dir = self.scratch.path().join("variant");
@@ -330,21 +313,7 @@ impl HarnessEvaluator {
             std::fs::remove_dir_all(&dir)
                 .map_err(|e| HarnessError::Io(format!("{}: {e}", dir.display())))?;
         }
-        self.write_files(dir, variant)
-    }
-
-    fn write_files(&self, dir: PathBuf, compiled: &Compiled) -> Result<VariantFiles, HarnessError> {
-        let io = |p: &Path, e: std::io::Error| HarnessError::Io(format!("{}: {e}", p.display()));
-        std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
-        let files = VariantFiles::in_dir(dir);
-        std::fs::write(&files.ptx, &compiled.ptx).map_err(|e| io(&files.ptx, e))?;
-        std::fs::write(&files.ir, &compiled.ir).map_err(|e| io(&files.ir, e))?;
-        if let Some((uid, gid)) = self.user {
-            for p in [&files.dir, &files.ptx, &files.ir] {
-                chown(p, uid, gid)?;
-            }
-        }
-        Ok(files)
+        write_files(dir, variant, self.user)
     }
 
     /// Runs the command once on `test`; the measurements, or the failure's
@@ -499,6 +468,25 @@ fn failed(test: &TestCase, reference: &Reference, kind: &str, message: String) -
         original_cost: reference.cost,
         ..TestSummary::failed(&test.name, kind, message)
     }
+}
+
+/// Writes a compiled kernel's PTX and IR into `dir` (given to `user`).
+fn write_files(
+    dir: PathBuf,
+    compiled: &Compiled,
+    user: Option<(u32, u32)>,
+) -> Result<VariantFiles, HarnessError> {
+    let io = |p: &Path, e: std::io::Error| HarnessError::Io(format!("{}: {e}", p.display()));
+    std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
+    let files = VariantFiles::in_dir(dir);
+    std::fs::write(&files.ptx, &compiled.ptx).map_err(|e| io(&files.ptx, e))?;
+    std::fs::write(&files.ir, &compiled.ir).map_err(|e| io(&files.ir, e))?;
+    if let Some((uid, gid)) = user {
+        for p in [&files.dir, &files.ptx, &files.ir] {
+            chown(p, uid, gid)?;
+        }
+    }
+    Ok(files)
 }
 
 /// The variant's files a run reads.
