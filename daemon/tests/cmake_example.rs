@@ -17,6 +17,7 @@
 mod common;
 
 use common::daemon::{client_binary, s, Daemon};
+use common::have_tools;
 use gevo_client::export::ptx_hash;
 use gevo_client::proto::{Command as Cmd, Reply};
 use std::path::{Path, PathBuf};
@@ -27,13 +28,6 @@ const KERNEL: &str = "stencil-app/stencil";
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
-}
-
-fn have(tool: &str) -> bool {
-    Command::new(tool)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -179,11 +173,8 @@ fn best_json(d: &Daemon, kernel: &str) -> serde_json::Value {
 
 #[test]
 fn the_example_embeds_the_evolved_ptx_and_falls_back_to_the_original() {
-    for tool in ["cmake", "clang-19"] {
-        if !have(tool) {
-            println!("skipped: {tool} is not installed");
-            return;
-        }
+    if !have_tools(&["cmake", "clang-19"]) {
+        return;
     }
     let dir = tempfile::tempdir().unwrap();
     let daemon_dir = dir.path().join("daemon");
@@ -270,11 +261,8 @@ fn the_example_embeds_the_evolved_ptx_and_falls_back_to_the_original() {
 
 #[test]
 fn prebuilt_ir_from_gevo_ir_dir_needs_no_clang() {
-    for tool in ["cmake", "clang-19"] {
-        if !have(tool) {
-            println!("skipped: {tool} is not installed");
-            return;
-        }
+    if !have_tools(&["cmake", "clang-19"]) {
+        return;
     }
     let dir = tempfile::tempdir().unwrap();
     // A normal build emits the IR with clang ...
@@ -473,11 +461,8 @@ fn run_on_gpu_if_any(p: &Project) -> String {
 
 #[test]
 fn replace_without_a_cuda_toolkit_builds_the_ordinary_way() {
-    for tool in ["cmake", "clang-19"] {
-        if !have(tool) {
-            println!("skipped: {tool} is not installed");
-            return;
-        }
+    if !have_tools(&["cmake", "clang-19"]) {
+        return;
     }
     let dir = tempfile::tempdir().unwrap();
     let p = Project::new(dir.path(), "stencil-replace", "build");
@@ -529,11 +514,8 @@ fn replace_without_a_cuda_toolkit_builds_the_ordinary_way() {
 
 #[test]
 fn replace_builds_the_launches_from_the_chosen_ptx() {
-    for tool in ["cmake", "clang-19"] {
-        if !have(tool) {
-            println!("skipped: {tool} is not installed");
-            return;
-        }
+    if !have_tools(&["cmake", "clang-19"]) {
+        return;
     }
     let cuda = match cuda_toolkit() {
         Ok(root) => root,
@@ -686,8 +668,7 @@ fn select_for_replace(dir: &Path, answer: &str, ptxas_exit: i32) -> (String, Str
 
 #[test]
 fn replace_chooses_only_evolved_ptx_that_the_launches_can_use() {
-    if !have("cmake") {
-        println!("skipped: cmake is not installed");
+    if !have_tools(&["cmake"]) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -7,7 +7,7 @@
 mod common;
 
 use common::daemon::{s, Daemon};
-use common::{kernel_fixture, repo_root};
+use common::{have_tools, kernel_fixture, repo_root};
 use gevo_client::proto::JobState;
 use gevod::harness::{HarnessEvaluator, Runner};
 use gevod::ir::{CodegenOptions, KernelIr};
@@ -15,10 +15,6 @@ use gevod::spec::TestSet;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn have(tool: &str) -> bool {
-    Command::new(tool).arg("--version").output().is_ok()
-}
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
@@ -31,11 +27,8 @@ fn gevod() -> PathBuf {
 /// The heat example's program and spec in `dir`, its IR emitted by the
 /// example's Makefile (clang-19), or `None` (said why) without the tools.
 fn build_heat(dir: &Path) -> Option<()> {
-    for tool in ["make", "cc", "clang-19"] {
-        if !have(tool) {
-            println!("skipped: {tool} is not installed (scripts/install-deps.sh installs it)");
-            return None;
-        }
+    if !have_tools(&["make", "cc", "clang-19"]) {
+        return None;
     }
     let example = repo_root().join("examples/harness-app");
     for f in ["Makefile", "heat.c", "heat.gevo.toml"] {

@@ -6,6 +6,21 @@ pub mod daemon;
 use gevod::ir::{CodegenOptions, KernelIr};
 use std::path::PathBuf;
 
+/// Whether every tool answers `--version`; if not, prints that the test
+/// skipped and which tool it lacked.
+pub fn have_tools(tools: &[&str]) -> bool {
+    let missing = tools.iter().find(|tool| {
+        !std::process::Command::new(tool)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    if let Some(tool) = missing {
+        println!("skipped: {tool} is not installed (scripts/install-deps.sh installs it)");
+    }
+    missing.is_none()
+}
+
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
