@@ -2,7 +2,7 @@
 //! verdict, a cost and the error against the reference. The reference of each
 //! test is the original kernel's output on the same inputs, computed once.
 
-use crate::cuda::DeviceInfo;
+use crate::device::DeviceInfo;
 use crate::ir::{IrError, KernelIr, Patch};
 use crate::sim::code::Program;
 use crate::sim::{self, pointer, GlobalMemory, LaunchDims, Limits, RunStats, Verdict};

@@ -2,7 +2,9 @@
 //! their LLVM IR (the GEVO method). See ARCHITECTURE.md for the module map.
 
 pub mod api;
+pub mod config;
 pub mod cuda;
+pub mod device;
 pub mod eval;
 pub mod evolve;
 pub mod harness;

@@ -7,11 +7,11 @@
 
 mod common;
 
-use gevod::cuda::backend::{CudaBackend, CudaOptions};
-use gevod::cuda::DeviceInfo;
+use gevod::device::DeviceInfo;
 use gevod::evolve::{Backend, Evaluated};
 use gevod::ir::Patch;
 use gevod::spec::{self, TestSet};
+use gevod::worker::gpu::{CudaBackend, CudaOptions};
 use gevod::worker::pool::PoolOptions;
 use rand::SeedableRng;
 use std::path::Path;

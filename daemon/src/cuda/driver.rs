@@ -2,7 +2,8 @@
 //! loaded bindings, each checked and turned into a [`CudaError`] naming the
 //! call. Everything `unsafe` about the driver lives here.
 
-use super::{CudaError, DeviceInfo, DeviceSelector};
+use super::CudaError;
+use crate::device::{DeviceInfo, DeviceSelector};
 use cudarc::driver::{result, sys};
 use std::ffi::{c_void, CString};
 use std::time::{Duration, Instant};

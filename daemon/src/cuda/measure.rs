@@ -5,7 +5,8 @@
 //! The original's outputs on each test are computed once, at start.
 
 use super::driver::{Context, DeviceBuffer, Event, Kernel};
-use super::{CudaError, DeviceInfo};
+use super::CudaError;
+use crate::device::DeviceInfo;
 use crate::eval::{compare_outputs, scalar_bits, Assessment, TestSummary};
 use crate::spec::{ArgValue, Instance, Role, Spec, SpecError, TestSet};
 use crate::stats::{self, Timing};

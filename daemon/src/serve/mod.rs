@@ -14,15 +14,16 @@
 //! loses at most the generation in flight; a spec or IR change never alters
 //! a job, it makes a new version.
 
-pub mod config;
 mod handler;
 pub mod registry;
 mod runner;
 mod scan;
+mod slots;
 
-pub use config::ServeConfig;
+pub use crate::config::ServeConfig;
+pub use slots::{slots_for, WorkerFactory};
 
-use crate::cuda::DeviceInfo;
+use crate::device::DeviceInfo;
 use crate::evolve::{Backend, Scope};
 use crate::sched::idle::{IdleGate, Nvml};
 use crate::spec::Spec;
@@ -39,7 +40,7 @@ const TICK: Duration = Duration::from_millis(100);
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error(transparent)]
-    Config(#[from] config::ConfigError),
+    Config(#[from] crate::config::ConfigError),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -208,7 +209,7 @@ pub fn serve(
     let devices = slots_for(&config).map_err(ServeError::Gpu)?;
     let store = Store::open(&state_dir)?;
     let (scope, arch) = match devices.first() {
-        Some(Some(d)) => (crate::cuda::backend::GpuWorker::scope(d), Some(d.arch())),
+        Some(Some(d)) => (crate::worker::gpu::GpuWorker::scope(d), Some(d.arch())),
         _ => (
             Scope {
                 backend: "sim".into(),

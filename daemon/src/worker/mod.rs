@@ -4,12 +4,16 @@
 //! hang costs one variant and a respawn, never the engine.
 //!
 //! [`InProcess`] is the same backend without processes: the worker's request
-//! handler, and a backend for tests. GPU workers (`gevod gpu-worker`, see
-//! `cuda`) speak the same protocol through their own [`Handler`].
+//! handler, and a backend for tests. GPU workers (`gevod gpu-worker`) speak
+//! the same protocol through their own [`Handler`]; [`gpu`] is the engine's
+//! side of them. [`setup`] chooses, for `gevod evolve` and the daemon alike,
+//! which of these evaluates a job.
 
+pub mod gpu;
 pub mod pool;
+pub mod setup;
 
-use crate::cuda::DeviceInfo;
+use crate::device::DeviceInfo;
 use crate::eval::{Assessment, Evaluator};
 use crate::evolve::{Backend, BackendError, Build, Scope};
 use crate::harness::{HarnessEvaluator, Runner};

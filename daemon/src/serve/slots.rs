@@ -1,63 +1,19 @@
-//! `gevod serve` and `gevod --check-config` at the binary's edge: the
-//! config path by mode, the GPUs to use, signal flags, and the backend
-//! factory that starts a job's worker processes from this executable.
+//! What the daemon runs jobs on: the slots (one per GPU to use, or the
+//! simulator) chosen from `[gpu]`, and the [`BackendFactory`] that starts a
+//! job's worker processes from this executable through `worker::setup`.
 
-use crate::gpu_cli::Evaluators;
-use anyhow::{Context as _, Result};
-use gevod::cuda::{driver, CudaError, DeviceInfo, DeviceSelector};
-use gevod::evolve::Backend;
-use gevod::serve::config::{BackendSetting, WithoutGpu};
-use gevod::serve::{BackendFactory, JobFiles, ServeConfig, ServeOptions, Signals};
-use gevod::worker::pool::WorkerPool;
+use super::{BackendFactory, JobFiles};
+use crate::config::{BackendSetting, ServeConfig, WithoutGpu};
+use crate::cuda::{driver, CudaError};
+use crate::device::{DeviceInfo, DeviceSelector};
+use crate::evolve::Backend;
+use crate::worker::setup::WorkerSetup;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-fn config_path(config: Option<PathBuf>) -> (PathBuf, bool) {
-    match config {
-        Some(p) => (p, true),
-        None => (gevo_client::paths::Defaults::current().config, false),
-    }
-}
-
-pub fn check_config(config: Option<PathBuf>) -> Result<()> {
-    let (path, required) = config_path(config);
-    ServeConfig::load(&path, required)?;
-    println!("{}: ok", path.display());
-    Ok(())
-}
-
-pub fn serve(
-    config: Option<PathBuf>,
-    socket: Option<PathBuf>,
-    state: Option<PathBuf>,
-    watch: Vec<PathBuf>,
-    libdevice: Option<PathBuf>,
-) -> Result<()> {
-    let (config, config_required) = config_path(config);
-    let options = ServeOptions {
-        config,
-        config_required,
-        socket,
-        state,
-        watch,
-    };
-    let signals = Signals {
-        terminate: Arc::new(AtomicBool::new(false)),
-        reload: Arc::new(AtomicBool::new(false)),
-    };
-    for s in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        signal_hook::flag::register(s, signals.terminate.clone()).context("signal handlers")?;
-    }
-    signal_hook::flag::register(signal_hook::consts::SIGHUP, signals.reload.clone())
-        .context("signal handlers")?;
-    let factory = Arc::new(Factory { libdevice });
-    gevod::serve::serve(options, factory, slots_for, signals)?;
-    Ok(())
-}
-
 /// The slots: one per GPU to use, or the simulator.
-fn slots_for(config: &ServeConfig) -> Result<Vec<Option<DeviceInfo>>, String> {
+pub fn slots_for(config: &ServeConfig) -> Result<Vec<Option<DeviceInfo>>, String> {
     let gpu = &config.gpu;
     if gpu.backend == BackendSetting::Sim {
         return Ok(vec![None]);
@@ -120,18 +76,20 @@ fn all_devices() -> Result<Vec<DeviceInfo>, String> {
     Ok(found)
 }
 
-struct Factory {
-    libdevice: Option<PathBuf>,
+/// Starts jobs' workers as `gevod eval-worker` / `gevod gpu-worker`
+/// processes of this executable.
+pub struct WorkerFactory {
+    pub libdevice: Option<PathBuf>,
 }
 
-impl BackendFactory for Factory {
+impl BackendFactory for WorkerFactory {
     fn start(
         &self,
         job: &JobFiles,
         device: Option<&DeviceInfo>,
         stop: Arc<AtomicBool>,
     ) -> Result<Box<dyn Backend>, String> {
-        let setup = crate::gpu_cli::WorkerSetup {
+        let setup = WorkerSetup {
             spec_path: job.spec_path,
             ir: Some(job.ir),
             arch: job.arch,
@@ -139,18 +97,9 @@ impl BackendFactory for Factory {
             workers: job.workers,
             timeout: job.timeout,
         };
-        let started: Result<Box<dyn Backend>> = setup
+        setup
             .evaluators(job.spec, device, job.harness_user)
-            .and_then(|evaluators| match evaluators {
-                Evaluators::Pool(options, scope) => {
-                    WorkerPool::start(options, job.spec, scope, stop)
-                        .map(|p| Box::new(p) as Box<dyn Backend>)
-                        .map_err(anyhow::Error::from)
-                }
-                Evaluators::Gpu(d) => setup
-                    .cuda_backend(job.spec, d, job.prescreen, stop)
-                    .map(|b| Box::new(b) as Box<dyn Backend>),
-            });
-        started.map_err(|e| format!("{e:#}"))
+            .and_then(|evaluators| setup.start(evaluators, job.spec, job.prescreen, stop))
+            .map_err(|e| e.to_string())
     }
 }

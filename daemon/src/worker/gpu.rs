@@ -4,14 +4,14 @@
 //! of the GPU, so the GPU does not wait on LLVM; a worker that crashes,
 //! hangs or loses its context costs one variant and a respawn.
 
-use super::measure::Measurer;
-use super::DeviceInfo;
+use super::pool::{failed_assessment, PoolOptions, WorkerPool};
+use super::{Handler, Request, Response};
+use crate::cuda::measure::Measurer;
+use crate::device::DeviceInfo;
 use crate::eval::Assessment;
 use crate::evolve::{Backend, BackendError, Build, Evaluated, Scope};
 use crate::ir::Patch;
 use crate::spec::{Spec, TestSet};
-use crate::worker::pool::{failed_assessment, PoolOptions, WorkerPool};
-use crate::worker::{Handler, Request, Response};
 use std::collections::BTreeSet;
 use std::sync::atomic::AtomicBool;
 use std::sync::{mpsc, Arc};

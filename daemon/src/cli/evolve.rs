@@ -1,0 +1,240 @@
+//! `gevod evolve`: the engine, its workers and the store wired for one
+//! spec, generation by generation until the budget is spent or a signal
+//! stops it; the best validated variant exported; the report printed.
+
+use super::output::{default_workers, write_output};
+use super::report::{Exported, Progress, Report};
+use super::{resolve, BackendChoice};
+use anyhow::{bail, Context as _, Result};
+use gevod::config::{parse_duration, EvolveFile};
+use gevod::device::DeviceSelector;
+use gevod::evolve::{BackendError, Config, Engine, EvolveError, Scope};
+use gevod::ir::{content_hash, KernelIr};
+use gevod::spec::{self, Spec};
+use gevod::store::{JobRecord, Store};
+use gevod::worker::setup::{arch_for, WorkerSetup};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Exit status after Ctrl-C or SIGTERM: the checkpoint is safe, the run is
+/// not finished (128 + SIGINT, as shells report an interrupted command).
+const INTERRUPTED_EXIT: i32 = 130;
+
+#[derive(clap::Args)]
+pub struct EvolveArgs {
+    spec: PathBuf,
+    /// auto: the GPU when one is present, else the simulator.
+    #[arg(long, value_enum, default_value = "auto")]
+    backend: BackendChoice,
+    /// GPU by ordinal or UUID (GPU-...).
+    #[arg(long, default_value = "0")]
+    device: DeviceSelector,
+    /// GPU only: do not run new variants on the simulator's smallest
+    /// train test before spending GPU time on them.
+    #[arg(long)]
+    no_prescreen: bool,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Stop after N generations past the initial population (for the whole job).
+    #[arg(long, group = "budget")]
+    generations: Option<u64>,
+    /// Stop once N variants were evaluated (for the whole job; checked between generations).
+    #[arg(long, group = "budget")]
+    evaluations: Option<u64>,
+    /// Stop after this much wall time in this run (90s, 10m, 2h).
+    #[arg(long, group = "budget", value_parser = parse_duration)]
+    time: Option<Duration>,
+    /// State directory holding gevod.redb and the exported best variant.
+    #[arg(long, default_value = ".gevo-state")]
+    state: PathBuf,
+    /// Continue the job's checkpoint (starts it when there is none).
+    #[arg(long)]
+    resume: bool,
+    #[arg(long)]
+    json: bool,
+    /// TOML file with an [evolve] table of search parameters.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Evaluation worker processes (default: one per core).
+    #[arg(long)]
+    workers: Option<usize>,
+    /// Target arch (default: the spec's, else sm_90).
+    #[arg(long)]
+    arch: Option<String>,
+    #[arg(long, env = "GEVO_LIBDEVICE")]
+    libdevice: Option<PathBuf>,
+    /// Seconds one compile or one variant's test run may take before its worker is killed.
+    #[arg(long, default_value_t = 120.0)]
+    worker_timeout: f64,
+}
+
+/// When the search stops. Generations and evaluations count the whole job,
+/// so a resumed run continues toward the same goal.
+#[derive(Debug, Clone, Copy)]
+enum Budget {
+    /// Generations after the initial population.
+    Generations(u64),
+    /// Evaluations (cache hits included), checked between generations.
+    Evaluations(u64),
+    /// Wall time of this process, checked between generations.
+    Time(Duration),
+}
+
+impl EvolveArgs {
+    fn budget(&self) -> Budget {
+        match (self.generations, self.evaluations, self.time) {
+            (_, Some(n), _) => Budget::Evaluations(n),
+            (_, _, Some(t)) => Budget::Time(t),
+            (n, _, _) => Budget::Generations(n.unwrap_or(10)),
+        }
+    }
+
+    /// Runs the search; returns the process exit status.
+    pub fn run(self) -> Result<i32> {
+        let device = resolve(self.backend, &self.device)?;
+        if !(self.worker_timeout.is_finite() && self.worker_timeout > 0.0) {
+            bail!("--worker-timeout must be a positive number of seconds");
+        }
+        let spec = spec::load(&self.spec)?;
+        let config = match &self.config {
+            Some(path) => EvolveFile::load(path)?.evolve,
+            None => Config::default(),
+        };
+        let ir = KernelIr::load(&spec.ir, Some(&spec.kernel))
+            .with_context(|| self.spec.display().to_string())?;
+        let arch = arch_for(&spec, self.arch.clone(), device.as_ref());
+        let setup = WorkerSetup {
+            spec_path: &self.spec,
+            ir: None,
+            arch: &arch,
+            libdevice: self.libdevice.as_deref(),
+            workers: self.workers.unwrap_or_else(default_workers),
+            timeout: Duration::from_secs_f64(self.worker_timeout),
+        };
+        // Harness commands run as the invoking user: it is their own spec.
+        let evaluators = setup.evaluators(&spec, device.as_ref(), None)?;
+        let job = self.job_record(&spec, &ir, &evaluators.scope(), &config);
+
+        let store = Store::open(&self.state)?;
+        let mut engine = match (store.job(&job.id)?, self.resume) {
+            (Some(_), true) => store.checkpoint(&job.id)?.with_context(|| {
+                format!(
+                    "{}: job {} has no checkpoint",
+                    store.path().display(),
+                    job.id
+                )
+            })?,
+            (Some(_), false) => bail!(
+                "{}: job {} already has a checkpoint; pass --resume to continue it, or another --state",
+                store.path().display(),
+                job.id
+            ),
+            (None, _) => {
+                let engine = Engine::new(config, self.seed)?;
+                store.create_job(&job, &engine)?;
+                engine
+            }
+        };
+
+        let stop = Arc::new(AtomicBool::new(false));
+        for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            signal_hook::flag::register(signal, stop.clone())
+                .context("installing signal handlers")?;
+        }
+        let started = Instant::now();
+        let mut backend = setup.start(evaluators, &spec, !self.no_prescreen, stop.clone())?;
+        let budget = self.budget();
+        let mut progress = Progress::new(started, engine.counters().evaluations);
+        let mut interrupted = false;
+        while !budget_met(&engine, budget, started) {
+            match engine.step(&ir, backend.as_mut()) {
+                Ok(report) => {
+                    store.commit_generation(&job.id, &engine, &report)?;
+                    progress.generation(&engine, &report);
+                }
+                Err(EvolveError::Backend(BackendError::Interrupted)) => {
+                    interrupted = true;
+                    break;
+                }
+                Err(e) => return Err(e).with_context(|| self.spec.display().to_string()),
+            }
+        }
+        let respawns = backend.respawns();
+        drop(backend);
+        progress.finish();
+        let exported = export_best(&engine, &self.state.join(&job.id))?;
+        let report = Report {
+            job: &job,
+            engine: &engine,
+            exported: exported.as_ref(),
+            state: &self.state,
+            rate: progress.rate(),
+            respawns,
+            interrupted,
+        };
+        if self.json {
+            println!("{}", serde_json::to_string_pretty(&report.json())?);
+        } else {
+            print!("{}", report.text());
+        }
+        Ok(if interrupted { INTERRUPTED_EXIT } else { 0 })
+    }
+
+    /// The job's identity: the spec, IR, scope, seed and search settings.
+    fn job_record(&self, spec: &Spec, ir: &KernelIr, scope: &Scope, config: &Config) -> JobRecord {
+        let spec_hash = spec.content_hash();
+        let identity = serde_json::json!({
+            "spec": spec_hash, "ir": ir.ir_hash(), "scope": scope,
+            "seed": self.seed, "config": config,
+        });
+        let stem = self
+            .spec
+            .file_name()
+            .and_then(|n| n.to_str())
+            .map(|n| n.trim_end_matches(".toml").trim_end_matches(".gevo"))
+            .unwrap_or("kernel");
+        let id = format!(
+            "{stem}-{}",
+            &content_hash(identity.to_string().as_bytes())[..12]
+        );
+        JobRecord {
+            id,
+            spec_path: self.spec.clone(),
+            spec_hash,
+            spec_text: spec.text().to_string(),
+            ir_hash: ir.ir_hash().to_string(),
+            ir_text: ir.text().to_string(),
+            backend: scope.backend.clone(),
+            target: scope.target.clone(),
+            seed: self.seed,
+        }
+    }
+}
+
+fn budget_met(engine: &Engine, budget: Budget, started: Instant) -> bool {
+    match budget {
+        // Generation 0 is the initial population.
+        Budget::Generations(n) => engine.generations() > n,
+        Budget::Evaluations(n) => engine.counters().evaluations >= n,
+        Budget::Time(t) => started.elapsed() >= t,
+    }
+}
+
+/// Writes the best validated variant's PTX and patches (atomically).
+fn export_best(engine: &Engine, dir: &Path) -> Result<Option<Exported>> {
+    let Some(best) = engine.best_validated() else {
+        return Ok(None);
+    };
+    std::fs::create_dir_all(dir).with_context(|| dir.display().to_string())?;
+    let files = Exported {
+        ptx: dir.join("best.ptx"),
+        patch: dir.join("best.patch.json"),
+        minimized: dir.join("best.min.patch.json"),
+    };
+    write_output(Some(&files.ptx), &best.ptx)?;
+    write_output(Some(&files.patch), &(best.patch.to_json() + "\n"))?;
+    write_output(Some(&files.minimized), &(best.minimized.to_json() + "\n"))?;
+    Ok(Some(files))
+}

@@ -1,0 +1,143 @@
+//! The edit engine's commands: `gevod ptx`, `mutate`, `ids`, `edits`.
+
+use super::output::{load_kernel, read_patch, write_output};
+use anyhow::{Context as _, Result};
+use gevod::ir::{CodegenOptions, KernelIr, DEFAULT_ARCH};
+use rand::SeedableRng;
+use std::path::PathBuf;
+
+/// The stencil fixture, compiled in so `gevod ptx` has something to show on a
+/// fresh machine.
+const BUNDLED_KERNEL: &str = include_str!("../../../tests/fixtures/kernels/stencil.ll");
+const BUNDLED_NAME: &str = "<bundled stencil.ll>";
+
+#[derive(clap::Args)]
+pub struct PtxArgs {
+    /// Kernel IR (.ll or .bc); the bundled stencil kernel when omitted.
+    kernel_ir: Option<PathBuf>,
+    /// Kernel name, mangled or demangled (default: the patch's, or the only one).
+    #[arg(long)]
+    kernel: Option<String>,
+    #[arg(long)]
+    patch: Option<PathBuf>,
+    #[arg(long, default_value = DEFAULT_ARCH)]
+    arch: String,
+    /// libdevice.10.bc to link for __nv_* calls (default: searched).
+    #[arg(long, env = "GEVO_LIBDEVICE")]
+    libdevice: Option<PathBuf>,
+    /// Also write the patched, verified IR here.
+    #[arg(long)]
+    emit_ir: Option<PathBuf>,
+    /// Output file (default: stdout).
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+}
+
+impl PtxArgs {
+    pub fn run(self) -> Result<()> {
+        let patch_file = self.patch;
+        let patch = patch_file.as_deref().map(read_patch).transpose()?;
+        let kernel = self.kernel.as_deref();
+        let ir = match &self.kernel_ir {
+            Some(path) => load_kernel(path, kernel, patch.as_ref())?,
+            None => KernelIr::parse(BUNDLED_NAME, BUNDLED_KERNEL.as_bytes(), kernel)?,
+        };
+        let patch = patch.unwrap_or_else(|| ir.empty_patch());
+        let options = CodegenOptions {
+            arch: self.arch,
+            libdevice: self.libdevice,
+        };
+        let compiled = ir
+            .compile(&patch, &options)
+            .with_context(|| match &patch_file {
+                Some(p) => format!("{} with patch {}", ir.source(), p.display()),
+                None => ir.source().to_string(),
+            })?;
+        if let Some(path) = self.emit_ir {
+            write_output(Some(&path), &compiled.ir)?;
+        }
+        tracing::info!(ptx_hash = %compiled.ptx_hash, edits = patch.edits.len(), "emitted PTX");
+        write_output(self.output.as_deref(), &compiled.ptx)
+    }
+}
+
+#[derive(clap::Args)]
+pub struct MutateArgs {
+    kernel_ir: PathBuf,
+    #[arg(long)]
+    kernel: Option<String>,
+    #[arg(long)]
+    seed: u64,
+    #[arg(long, default_value_t = 1)]
+    edits: usize,
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+}
+
+impl MutateArgs {
+    pub fn run(self) -> Result<()> {
+        let ir = load_kernel(&self.kernel_ir, self.kernel.as_deref(), None)?;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(self.seed);
+        let patch = ir
+            .mutate(&mut rng, self.edits)
+            .with_context(|| self.kernel_ir.display().to_string())?;
+        write_output(self.output.as_deref(), &(patch.to_json() + "\n"))
+    }
+}
+
+#[derive(clap::Args)]
+pub struct IdsArgs {
+    kernel_ir: PathBuf,
+    #[arg(long)]
+    kernel: Option<String>,
+}
+
+impl IdsArgs {
+    pub fn run(self) -> Result<()> {
+        let ir = load_kernel(&self.kernel_ir, self.kernel.as_deref(), None)?;
+        let out: String = ir
+            .listing()?
+            .iter()
+            .map(|(id, text)| format!("{id:>6}  {text}\n"))
+            .collect();
+        write_output(None, &out)
+    }
+}
+
+#[derive(clap::Args)]
+pub struct EditsArgs {
+    kernel_ir: PathBuf,
+    #[arg(long)]
+    kernel: Option<String>,
+    #[arg(long)]
+    patch: PathBuf,
+}
+
+impl EditsArgs {
+    pub fn run(self) -> Result<()> {
+        let patch = read_patch(&self.patch)?;
+        let ir = load_kernel(&self.kernel_ir, self.kernel.as_deref(), Some(&patch))?;
+        let steps = ir
+            .explain(&patch)
+            .with_context(|| self.patch.display().to_string())?;
+        let mut out = String::new();
+        let mut before = ir.text().to_string();
+        for (i, step) in steps.iter().enumerate() {
+            out += &format!("edit {i}: {}\n", step.edit);
+            for (id, text) in &step.operands {
+                out += &format!("  {id} = {text}\n");
+            }
+            let diff = similar::TextDiff::from_lines(&before, &step.ir_after);
+            out += &diff
+                .unified_diff()
+                .context_radius(2)
+                .header("before", "after")
+                .to_string();
+            out += "\n";
+            before = step.ir_after.clone();
+        }
+        ir.apply(&patch)
+            .with_context(|| self.patch.display().to_string())?;
+        write_output(None, &out)
+    }
+}

@@ -1,0 +1,155 @@
+//! The `gevod` command line: parsing and printing only. Each command's
+//! arguments and its wiring live in a file of their own; everything a
+//! daemon also needs (configuration, the choice of workers, the backends)
+//! is in the library. Library errors are typed; here they gain the file
+//! they concern and become one line on stderr.
+
+mod evolve;
+mod kernel;
+mod output;
+mod report;
+mod run;
+mod serve;
+mod tables;
+mod workers;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use gevod::cuda::{driver, CudaError};
+use gevod::device::{DeviceInfo, DeviceSelector};
+
+#[derive(Parser)]
+#[command(
+    name = "gevod",
+    version,
+    about = "Evolves faster CUDA kernels (GEVO) on their LLVM IR"
+)]
+struct Cli {
+    /// Validate the daemon's configuration file and exit.
+    #[arg(long)]
+    check_config: bool,
+    /// With --check-config: the file (default: /etc/gevod/gevod.toml as
+    /// root, else $XDG_CONFIG_HOME/gevo/gevod.toml).
+    #[arg(long, requires = "check_config")]
+    config: Option<std::path::PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the daemon: watch build directories for kernel specs, evolve
+    /// them in idle GPU time, serve the best validated PTX on a socket.
+    Serve(serve::ServeArgs),
+    /// Emit PTX for a kernel, optionally with a patch applied.
+    Ptx(kernel::PtxArgs),
+    /// Run a kernel spec's tests (optionally with a patch) and report each.
+    Run(run::RunArgs),
+    /// Evolve faster variants of a spec's kernel; checkpoints in --state.
+    Evolve(evolve::EvolveArgs),
+    /// Evaluation worker (started by `gevod evolve`; speaks JSON lines on stdio).
+    #[command(hide = true)]
+    EvalWorker(workers::EvalWorkerArgs),
+    /// One kernel launch of a harness program on the simulator (run by
+    /// gevo_harness.h; docs/harness.md).
+    #[command(hide = true)]
+    SimLaunch(workers::SimLaunchArgs),
+    /// GPU worker (started by the GPU backend; speaks JSON lines on stdio).
+    #[command(hide = true)]
+    GpuWorker(workers::GpuWorkerArgs),
+    /// Write a patch of K random valid edits.
+    Mutate(kernel::MutateArgs),
+    /// List the kernel's instructions with the ids patches use.
+    Ids(kernel::IdsArgs),
+    /// Show each edit of a patch and the IR diff it makes.
+    Edits(kernel::EditsArgs),
+}
+
+/// `--backend` of `gevod run` and `gevod evolve`.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum BackendChoice {
+    /// cuda when a GPU is present, else sim.
+    Auto,
+    /// The CPU simulator.
+    Sim,
+    /// The GPU, through the CUDA driver.
+    Cuda,
+}
+
+/// The GPU to use, or `None` for the simulator. `cuda` without a usable
+/// GPU is an error; `auto` then falls back to the simulator.
+fn resolve(choice: BackendChoice, device: &DeviceSelector) -> Result<Option<DeviceInfo>> {
+    match choice {
+        BackendChoice::Sim => Ok(None),
+        BackendChoice::Cuda => driver::probe(device)
+            .map(Some)
+            .map_err(|e| anyhow::anyhow!("--backend cuda: {e}")),
+        BackendChoice::Auto => match driver::probe(device) {
+            Ok(d) => Ok(Some(d)),
+            Err(e @ (CudaError::NoDriver | CudaError::NoDevice { .. })) => {
+                tracing::info!(reason = %e, "no GPU: the simulator evaluates");
+                Ok(None)
+            }
+            Err(e) => Err(anyhow::anyhow!("--backend auto: {e}")),
+        },
+    }
+}
+
+/// Parses the command line, runs the command, and exits with its status.
+pub fn main() {
+    let cli = Cli::parse();
+    init_logging(matches!(cli.command, Some(Command::Serve(_))));
+    match dispatch(cli) {
+        Ok(0) => {}
+        Ok(status) => std::process::exit(status),
+        Err(err) => {
+            eprintln!("gevod: {err:#}");
+            std::process::exit(1);
+        }
+    }
+}
+
+/// Logs go to stderr, filtered by GEVOD_LOG (default: info for the daemon,
+/// errors only for the one-shot commands). Under systemd (JOURNAL_STREAM
+/// set) lines are plain, without the time journald adds itself; colour only
+/// on a terminal.
+fn init_logging(daemon: bool) {
+    use std::io::IsTerminal;
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("GEVOD_LOG")
+        .unwrap_or_else(|_| EnvFilter::new(if daemon { "info" } else { "error" }));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr);
+    if std::env::var_os("JOURNAL_STREAM").is_some() {
+        builder.without_time().with_target(false).init();
+    } else {
+        builder.init();
+    }
+}
+
+/// Runs the command; returns the process exit status.
+fn dispatch(cli: Cli) -> Result<i32> {
+    if cli.check_config {
+        serve::check_config(cli.config)?;
+        return Ok(0);
+    }
+    let Some(command) = cli.command else {
+        use clap::CommandFactory;
+        Cli::command().print_help()?;
+        return Ok(2);
+    };
+    match command {
+        Command::Serve(args) => args.run().map(|()| 0),
+        Command::Ptx(args) => args.run().map(|()| 0),
+        Command::Run(args) => args.run().map(|()| 0),
+        Command::Evolve(args) => args.run(),
+        Command::EvalWorker(args) => args.run().map(|()| 0),
+        Command::SimLaunch(args) => args.run().map(|()| 0),
+        Command::GpuWorker(args) => args.run().map(|()| 0),
+        Command::Mutate(args) => args.run().map(|()| 0),
+        Command::Ids(args) => args.run().map(|()| 0),
+        Command::Edits(args) => args.run().map(|()| 0),
+    }
+}

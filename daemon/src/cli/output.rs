@@ -1,0 +1,48 @@
+//! What several commands read and write: patches, kernels, output files.
+
+use anyhow::{Context as _, Result};
+use gevod::ir::{IrError, KernelIr, Patch};
+use std::io::Write;
+use std::path::Path;
+
+/// Worker threads or processes when none are asked for: one per core.
+pub fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Loads a kernel; when the module has several and none is named, the
+/// patch's kernel is taken. Library errors already name the file.
+pub fn load_kernel(path: &Path, kernel: Option<&str>, patch: Option<&Patch>) -> Result<KernelIr> {
+    match (KernelIr::load(path, kernel), patch) {
+        (Err(IrError::KernelRequired { .. }), Some(patch)) if kernel.is_none() => {
+            Ok(KernelIr::load(path, Some(&patch.kernel))?)
+        }
+        (result, _) => Ok(result?),
+    }
+}
+
+pub fn read_patch(path: &Path) -> Result<Patch> {
+    let text = std::fs::read_to_string(path).with_context(|| path.display().to_string())?;
+    Patch::from_json(&text).with_context(|| path.display().to_string())
+}
+
+/// Writes `text` to `path` atomically (nothing is left behind on failure), or
+/// to stdout.
+pub fn write_output(path: Option<&Path>, text: &str) -> Result<()> {
+    let Some(path) = path else {
+        std::io::stdout().write_all(text.as_bytes())?;
+        return Ok(());
+    };
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut tmp =
+        tempfile::NamedTempFile::new_in(dir).with_context(|| path.display().to_string())?;
+    tmp.write_all(text.as_bytes())
+        .and_then(|_| tmp.as_file().sync_all())
+        .with_context(|| path.display().to_string())?;
+    tmp.persist(path)
+        .with_context(|| path.display().to_string())?;
+    Ok(())
+}

@@ -1,0 +1,223 @@
+//! `gevod evolve`'s output: a progress line per generation on stderr, and
+//! the final report (text or JSON) on stdout.
+
+use gevod::evolve::{Engine, GenerationReport, Validated};
+use gevod::store::JobRecord;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Where the best validated variant was written.
+pub struct Exported {
+    pub ptx: PathBuf,
+    pub patch: PathBuf,
+    pub minimized: PathBuf,
+}
+
+/// One line per generation on stderr; redrawn in place on a terminal.
+pub struct Progress {
+    started: Instant,
+    evaluations_at_start: u64,
+    evaluations: u64,
+    terminal: bool,
+    drawn: bool,
+}
+
+impl Progress {
+    pub fn new(started: Instant, evaluations_at_start: u64) -> Self {
+        Progress {
+            started,
+            evaluations_at_start,
+            evaluations: evaluations_at_start,
+            terminal: std::io::stderr().is_terminal(),
+            drawn: false,
+        }
+    }
+
+    pub fn rate(&self) -> f64 {
+        (self.evaluations - self.evaluations_at_start) as f64
+            / self.started.elapsed().as_secs_f64().max(1e-9)
+    }
+
+    pub fn generation(&mut self, engine: &Engine, report: &GenerationReport) {
+        let c = engine.counters();
+        self.evaluations = c.evaluations;
+        let best = report
+            .best_cost
+            .map_or("-".to_string(), |b| format!("{b:.4}"));
+        let line = format!(
+            "generation {:>3} | evaluations {:>6} | valid {:>5.1}% | best cost {best} | cache hits {:>5.1}% | {:.1} eval/s | validated {}",
+            report.generation,
+            c.evaluations,
+            100.0 * c.valid_share(),
+            100.0 * c.cache_hit_rate(),
+            self.rate(),
+            engine.validated().len(),
+        );
+        let mut err = std::io::stderr().lock();
+        if self.terminal {
+            let _ = write!(err, "\r\x1b[2K{line}");
+            self.drawn = true;
+        } else {
+            let _ = writeln!(err, "{line}");
+        }
+        let _ = err.flush();
+    }
+
+    pub fn finish(&self) {
+        if self.drawn {
+            eprintln!();
+        }
+    }
+}
+
+pub struct Report<'a> {
+    pub job: &'a JobRecord,
+    pub engine: &'a Engine,
+    pub exported: Option<&'a Exported>,
+    pub state: &'a Path,
+    pub rate: f64,
+    /// Worker processes replaced in this run.
+    pub respawns: u64,
+    pub interrupted: bool,
+}
+
+impl Report<'_> {
+    fn best(&self) -> Option<&Validated> {
+        self.engine.best_validated()
+    }
+
+    pub fn text(&self) -> String {
+        let e = self.engine;
+        let c = e.counters();
+        let mut out = format!(
+            "job {} ({} on {}, seed {}), state {}\n",
+            self.job.id,
+            self.job.backend,
+            self.job.target,
+            self.job.seed,
+            self.state.display()
+        );
+        if self.interrupted {
+            out += &format!(
+                "interrupted: the checkpoint holds {} generations; continue with --resume\n",
+                e.generations()
+            );
+        }
+        out += &format!(
+            "generations {}, evaluations {} ({:.1}% from the cache), valid {:.1}%, {:.1} evaluations/s, {} worker respawns\n\n",
+            e.generations().saturating_sub(1),
+            c.evaluations,
+            100.0 * c.cache_hit_rate(),
+            100.0 * c.valid_share(),
+            self.rate,
+            self.respawns
+        );
+        match (self.best(), self.exported) {
+            (Some(v), Some(files)) => {
+                out += &format!(
+                    "best validated variant (generation {}): speedup {:.4}x, interval [{:.4}, {:.4}]\n",
+                    v.generation, v.speedup, v.interval.0, v.interval.1
+                );
+                out += &format!(
+                    "  edits: {} as found, {} after minimization\n  held-out tests:\n",
+                    v.patch.edits.len(),
+                    v.minimized.edits.len()
+                );
+                for t in &v.heldout {
+                    let ratio = t.cost.map_or("-".into(), |c| {
+                        format!("{:.4}", c as f64 / t.original_cost.max(1) as f64)
+                    });
+                    let verdict = t.failure.as_ref().map_or("pass", |f| f.0.as_str());
+                    out += &format!("    {:<12} {verdict:<8} cost ratio {ratio}\n", t.test);
+                }
+                for e in &v.minimized.edits {
+                    out += &format!("  edit: {e}\n");
+                }
+                out += &format!(
+                    "  PTX:             {}\n  patch:           {}\n  minimized patch: {}\n",
+                    files.ptx.display(),
+                    files.patch.display(),
+                    files.minimized.display()
+                );
+            }
+            _ => out += "no validated variant yet\n",
+        }
+        let failures = e.promotion_failures();
+        if !failures.is_empty() {
+            out += &format!(
+                "\nheld-out rejections: {} (train-best variants that failed the held-out tests)\n",
+                failures.len()
+            );
+            for f in failures.iter().rev().take(3) {
+                out += &format!(
+                    "  generation {}, train cost {:.4}: {}\n",
+                    f.generation, f.train_cost, f.reason
+                );
+            }
+        }
+        out += "\nPareto front (train cost ratio vs error):\n  cost ratio        error  edits\n";
+        for m in e.archive() {
+            if let Some((cost, error)) = m.outcome.objectives() {
+                out += &format!(
+                    "  {cost:>10.4}  {error:>11.3e}  {:>5}\n",
+                    m.patch.edits.len()
+                );
+            }
+        }
+        out
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        let e = self.engine;
+        let c = e.counters();
+        let best = self.best().zip(self.exported).map(|(v, files)| {
+            serde_json::json!({
+                "generation": v.generation,
+                "speedup": v.speedup,
+                "interval": [v.interval.0, v.interval.1],
+                "train_cost": v.train_cost,
+                "edits_before": v.patch.edits.len(),
+                "edits_after": v.minimized.edits.len(),
+                "heldout": v.heldout,
+                "ptx_hash": v.ptx_hash,
+                "ptx": files.ptx,
+                "patch": files.patch,
+                "minimized_patch": files.minimized,
+            })
+        });
+        let pareto: Vec<_> = e
+            .archive()
+            .iter()
+            .filter_map(|m| {
+                m.outcome.objectives().map(|(cost, error)| {
+                    serde_json::json!({"cost": cost, "error": error, "edits": m.patch.edits.len()})
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "job": self.job.id,
+            "spec": self.job.spec_path,
+            "backend": self.job.backend,
+            "target": self.job.target,
+            "seed": self.job.seed,
+            "state": self.state,
+            "interrupted": self.interrupted,
+            "generations": e.generations().saturating_sub(1),
+            "evaluations": c.evaluations,
+            "cache_hits": c.cache_hits,
+            "cache_hit_rate": c.cache_hit_rate(),
+            "valid_share": c.valid_share(),
+            "evaluations_per_second": self.rate,
+            "worker_respawns": self.respawns,
+            "best_cost": e.best_cost(),
+            "validated": e.validated().len(),
+            "best": best,
+            "promotion_failures": e.promotion_failures().iter().map(|f| serde_json::json!({
+                "generation": f.generation, "train_cost": f.train_cost, "reason": f.reason,
+            })).collect::<Vec<_>>(),
+            "pareto": pareto,
+            "counters": c,
+        })
+    }
+}

@@ -1,0 +1,311 @@
+//! `gevod run`: a spec's tests on the simulator, on the GPU (a patch, or
+//! ready-made PTX, or the original against the simulator), or through a
+//! harness spec's program; results as tables or JSON.
+
+use super::output::{default_workers, read_patch, write_output};
+use super::tables::{gpu_table, results_json, results_table};
+use super::{resolve, BackendChoice};
+use anyhow::{bail, Context as _, Result};
+use gevod::device::{DeviceInfo, DeviceSelector};
+use gevod::eval::{Assessment, Evaluator};
+use gevod::ir::{CodegenOptions, KernelIr, Patch};
+use gevod::spec::{self, Acceptance, ArgKind, Metric, Spec, TestSet};
+use gevod::worker::setup::{arch_for, harness_runner, start_measurer, HarnessTarget, WorkerSetup};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Tests {
+    Train,
+    Heldout,
+    All,
+}
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    spec: PathBuf,
+    #[arg(long)]
+    patch: Option<PathBuf>,
+    /// GPU only: measure this PTX instead of a patch (repeat for several,
+    /// measured in order on the same workers).
+    #[arg(long, conflicts_with = "patch")]
+    ptx: Vec<PathBuf>,
+    #[arg(long, value_enum, default_value = "all")]
+    tests: Tests,
+    /// auto: the GPU when one is present, else the simulator.
+    #[arg(long, value_enum, default_value = "auto")]
+    backend: BackendChoice,
+    /// GPU by ordinal or UUID (GPU-...).
+    #[arg(long, default_value = "0")]
+    device: DeviceSelector,
+    /// GPU only: instead of a variant, check the original kernel's outputs
+    /// on the GPU against the simulator's.
+    #[arg(long, conflicts_with_all = ["patch", "ptx"])]
+    compare_sim: bool,
+    /// Simulator threads, or compile workers on the GPU (default: all cores).
+    #[arg(long)]
+    workers: Option<usize>,
+    #[arg(long)]
+    arch: Option<String>,
+    #[arg(long, env = "GEVO_LIBDEVICE")]
+    libdevice: Option<PathBuf>,
+    #[arg(long)]
+    json: bool,
+}
+
+impl RunArgs {
+    pub fn run(self) -> Result<()> {
+        let spec = spec::load(&self.spec)?;
+        let device = resolve(self.backend, &self.device)?;
+        let set = match self.tests {
+            Tests::Train => TestSet::Train,
+            Tests::Heldout => TestSet::Heldout,
+            Tests::All => TestSet::All,
+        };
+        if self.compare_sim || !self.ptx.is_empty() {
+            let what = if self.compare_sim {
+                "--compare-sim"
+            } else {
+                "--ptx"
+            };
+            require_gpu(device.as_ref(), what)?;
+        }
+        if spec.harness.is_some() {
+            if !self.ptx.is_empty() {
+                bail!("--ptx: not for harness specs (pass --patch)");
+            }
+            return self.on_harness(spec, device, set);
+        }
+        let Some(device) = device else {
+            return self.on_simulator(spec, set);
+        };
+        let arch = arch_for(&spec, self.arch.clone(), Some(&device));
+        if self.compare_sim {
+            let (text, agree) =
+                compare_with_simulator(&self.spec, &device, &arch, self.libdevice.clone(), set)?;
+            write_output(None, &text)?;
+            if !agree {
+                bail!(
+                    "{}: the GPU and the simulator disagree",
+                    self.spec.display()
+                );
+            }
+            return Ok(());
+        }
+        let variants = if self.ptx.is_empty() {
+            let (label, patch) = match &self.patch {
+                Some(p) => (p.display().to_string(), read_patch(p)?),
+                None => {
+                    let ir = KernelIr::load(&spec.ir, Some(&spec.kernel))?;
+                    ("original".to_string(), ir.empty_patch())
+                }
+            };
+            Variants::Patch(label, patch)
+        } else {
+            Variants::Ptx(self.ptx.clone())
+        };
+        let setup = WorkerSetup {
+            ir: None,
+            spec_path: &self.spec,
+            arch: &arch,
+            libdevice: self.libdevice.as_deref(),
+            workers: self.workers.unwrap_or_else(default_workers),
+            timeout: Duration::from_secs(120),
+        };
+        let results = run_on_gpu(&setup, &spec, device, variants, set)?;
+        write_assessments(&results, self.json)?;
+        let failed = results.iter().filter(|(_, a)| !a.passed()).count();
+        if failed > 0 {
+            bail!(
+                "{}: {failed} of {} variants failed",
+                self.spec.display(),
+                results.len()
+            );
+        }
+        Ok(())
+    }
+
+    fn on_simulator(&self, spec: Spec, set: TestSet) -> Result<()> {
+        let evaluator = Evaluator::new(spec, self.workers.unwrap_or_else(default_workers))?;
+        let patch = match &self.patch {
+            Some(p) => read_patch(p)?,
+            None => evaluator.ir().empty_patch(),
+        };
+        let results = evaluator.evaluate(&patch, set)?;
+        let text = if self.json {
+            results_json(&results)
+        } else {
+            results_table(&results)
+        };
+        write_output(None, &text)?;
+        let failed = results.iter().filter(|r| !r.passed()).count();
+        if failed > 0 {
+            bail!(
+                "{}: {failed} of {} tests failed",
+                self.spec.display(),
+                results.len()
+            );
+        }
+        Ok(())
+    }
+
+    /// A harness spec: the application runs the original, then the patched
+    /// kernel, on every test of the set (as this user).
+    fn on_harness(&self, spec: Spec, device: Option<DeviceInfo>, set: TestSet) -> Result<()> {
+        let arch = arch_for(&spec, self.arch.clone(), device.as_ref());
+        let codegen = CodegenOptions {
+            arch,
+            libdevice: self.libdevice.clone(),
+        };
+        let runner = match &device {
+            Some(d) => harness_runner(HarnessTarget::Gpu, Some(d.uuid.clone())),
+            None => harness_runner(HarnessTarget::Sim, None),
+        }?;
+        let evaluator = gevod::harness::HarnessEvaluator::new(spec, codegen, runner, None)?;
+        let (label, patch) = match &self.patch {
+            Some(p) => (p.display().to_string(), read_patch(p)?),
+            None => ("original".to_string(), evaluator.ir().empty_patch()),
+        };
+        let mut assessment = evaluator.assess(&patch, set)?;
+        assessment.device = device;
+        let results = vec![(label, assessment)];
+        write_assessments(&results, self.json)?;
+        if let Some(failure) = results[0].1.first_failure() {
+            bail!("{}: {failure}", self.spec.display());
+        }
+        Ok(())
+    }
+}
+
+/// Refuses GPU-only options on the simulator.
+fn require_gpu(device: Option<&DeviceInfo>, what: &str) -> Result<()> {
+    if device.is_none() {
+        bail!(
+            "{what} needs the GPU backend (no GPU is in use: --backend sim, or auto without a GPU)"
+        );
+    }
+    Ok(())
+}
+
+enum Variants {
+    /// A label and the patch.
+    Patch(String, Patch),
+    Ptx(Vec<PathBuf>),
+}
+
+/// The patch (or each `--ptx` file, in order, on the same workers) measured
+/// on the GPU.
+fn run_on_gpu(
+    setup: &WorkerSetup,
+    spec: &Spec,
+    device: DeviceInfo,
+    variants: Variants,
+    set: TestSet,
+) -> Result<Vec<(String, Assessment)>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut backend = setup.cuda_backend(spec, device, true, stop)?;
+    Ok(match variants {
+        Variants::Patch(name, patch) => {
+            use gevod::evolve::Backend as _;
+            let a = backend.assess(std::slice::from_ref(&patch), set)?;
+            vec![(name, a.into_iter().next().expect("one in, one out"))]
+        }
+        Variants::Ptx(files) => {
+            let mut texts = Vec::with_capacity(files.len());
+            for f in &files {
+                texts.push(std::fs::read_to_string(f).with_context(|| f.display().to_string())?);
+            }
+            let results = backend.measure_ptx(&texts, set)?;
+            files
+                .iter()
+                .map(|f| f.display().to_string())
+                .zip(results)
+                .collect()
+        }
+    })
+}
+
+/// `--compare-sim`: the original kernel's outputs on the GPU against the
+/// simulator's, test by test: bit for bit for integer outputs, within the
+/// spec's acceptance for floats. Returns a line per test and whether all
+/// agree.
+fn compare_with_simulator(
+    spec_path: &Path,
+    device: &DeviceInfo,
+    arch: &str,
+    libdevice: Option<PathBuf>,
+    set: TestSet,
+) -> Result<(String, bool)> {
+    let selector = DeviceSelector::Uuid(device.uuid.clone());
+    let spec = spec::load(spec_path)?;
+    let evaluator = Evaluator::new(spec.clone(), default_workers())?;
+    let measurer = start_measurer(
+        spec.clone(),
+        spec_path,
+        &selector,
+        Some(arch.to_string()),
+        libdevice,
+    )?;
+    let mut out = String::new();
+    let mut all = true;
+    for test in spec.tests(set) {
+        let simulated = evaluator.reference_outputs(test)?;
+        let on_gpu = measurer.reference(&test.name).expect("every test measured");
+        for i in spec.outputs() {
+            let ArgKind::Buffer { elem, .. } = &spec.args[i].kind else {
+                continue;
+            };
+            let acceptance = if elem.is_float() {
+                spec.acceptance
+            } else {
+                Acceptance {
+                    metric: Metric::Exact,
+                    tolerance: 0.0,
+                }
+            };
+            let c = spec::compare(&acceptance, *elem, &simulated[i], &on_gpu[i]);
+            all &= c.passed;
+            out += &format!(
+                "{:<12} {:<8} gpu vs sim: {} ({} {:.3e}{})\n",
+                test.name,
+                spec.args[i].name,
+                if c.passed { "agree" } else { "DIFFER" },
+                acceptance.metric.name(),
+                c.error,
+                c.first_mismatch
+                    .map_or(String::new(), |e| format!(", first at element {e}"))
+            );
+        }
+    }
+    Ok((out, all))
+}
+
+/// Labelled assessments as tables (or JSON) on stdout.
+fn write_assessments(results: &[(String, Assessment)], json: bool) -> Result<()> {
+    let text = if json {
+        serde_json::to_string_pretty(&results_by_label(results))? + "\n"
+    } else {
+        results.iter().map(|(l, a)| gpu_table(l, a)).collect()
+    };
+    write_output(None, &text)
+}
+
+/// GPU results as JSON: per variant its label, whether it passed, the
+/// cost ratio with its interval, and the tests (with their timing rounds).
+fn results_by_label(results: &[(String, Assessment)]) -> serde_json::Value {
+    results
+        .iter()
+        .map(|(label, a)| {
+            serde_json::json!({
+                "variant": label,
+                "passed": a.passed(),
+                "failure": a.first_failure(),
+                "cost_ratio": a.cost_interval(),
+                "device": a.device,
+                "tests": a.tests,
+            })
+        })
+        .collect()
+}

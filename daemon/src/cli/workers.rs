@@ -1,0 +1,146 @@
+//! The hidden commands other processes run: `gevod eval-worker` and
+//! `gevod gpu-worker` (started by the worker pools, JSON lines on stdio),
+//! and `gevod sim-launch` (run by gevo_harness.h).
+
+use anyhow::{Context as _, Result};
+use gevod::device::DeviceSelector;
+use gevod::ir::CodegenOptions;
+use gevod::worker::gpu::GpuWorker;
+use gevod::worker::setup::{
+    arch_for, harness_runner, load_worker_spec, start_measurer, HarnessTarget, SetupError,
+};
+use gevod::worker::{self, Fault, Handler, InProcess};
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct EvalWorkerArgs {
+    spec: PathBuf,
+    /// The IR to load instead of the spec's `ir` (a daemon job's snapshot).
+    #[arg(long)]
+    ir: Option<PathBuf>,
+    #[arg(long)]
+    arch: Option<String>,
+    #[arg(long)]
+    libdevice: Option<PathBuf>,
+    /// A harness spec's worker: where the program's launches run (sim or gpu).
+    #[arg(long)]
+    harness: Option<HarnessTarget>,
+    /// The GPU (UUID) a `--harness gpu` program runs on.
+    #[arg(long)]
+    device: Option<String>,
+    /// Run harness commands as UID:GID.
+    #[arg(long, value_parser = parse_uid_gid)]
+    run_as: Option<(u32, u32)>,
+}
+
+/// `UID:GID`.
+fn parse_uid_gid(s: &str) -> Result<(u32, u32), String> {
+    let bad = || format!("expected UID:GID, not {s:?}");
+    let (u, g) = s.split_once(':').ok_or_else(bad)?;
+    Ok((u.parse().map_err(|_| bad())?, g.parse().map_err(|_| bad())?))
+}
+
+impl EvalWorkerArgs {
+    /// Loads the spec, greets, answers requests on stdio. A spec that does
+    /// not load is answered in the greeting, so the pool can say why.
+    pub fn run(self) -> Result<()> {
+        let fault = match std::env::var("GEVOD_WORKER_FAULT") {
+            Ok(v) => Some(
+                v.parse::<Fault>()
+                    .map_err(|e| anyhow::anyhow!("GEVOD_WORKER_FAULT: {e}"))?,
+            ),
+            Err(_) => None,
+        };
+        let mut backend = self.backend().map_err(|e| e.to_string());
+        let handler: Result<&mut dyn Handler, String> = match &mut backend {
+            Ok(b) => Ok(b),
+            Err(e) => Err(e.clone()),
+        };
+        let stdin = std::io::stdin().lock();
+        let stdout = std::io::stdout().lock();
+        worker::serve(handler, fault, stdin, stdout).context("worker I/O")
+    }
+
+    fn backend(self) -> Result<InProcess, SetupError> {
+        let spec = load_worker_spec(&self.spec, self.ir.as_deref())?;
+        let arch = arch_for(&spec, self.arch, None);
+        let codegen = CodegenOptions {
+            arch,
+            libdevice: self.libdevice,
+        };
+        Ok(match self.harness {
+            None => InProcess::new(spec, codegen)?,
+            Some(target) => {
+                let runner = harness_runner(target, self.device)?;
+                InProcess::harness(spec, codegen, runner, self.run_as)?
+            }
+        })
+    }
+}
+
+#[derive(clap::Args)]
+pub struct GpuWorkerArgs {
+    spec: PathBuf,
+    #[arg(long)]
+    ir: Option<PathBuf>,
+    #[arg(long, default_value = "0")]
+    device: DeviceSelector,
+    #[arg(long)]
+    arch: Option<String>,
+    #[arg(long)]
+    libdevice: Option<PathBuf>,
+}
+
+impl GpuWorkerArgs {
+    /// Loads the spec, makes the references on the GPU, greets, and
+    /// measures PTX from stdin until it closes.
+    pub fn run(self) -> Result<()> {
+        let mut started = load_worker_spec(&self.spec, self.ir.as_deref())
+            .map_err(SetupError::from)
+            .and_then(|spec| {
+                start_measurer(spec, &self.spec, &self.device, self.arch, self.libdevice)
+            })
+            .map(GpuWorker::new);
+        let handler: Result<&mut dyn Handler, String> = match &mut started {
+            Ok(h) => Ok(h),
+            Err(e) => Err(e.to_string()),
+        };
+        let stdin = std::io::stdin().lock();
+        let stdout = std::io::stdout().lock();
+        let served = worker::serve(handler, None, stdin, stdout).context("worker I/O");
+        if served.is_ok() {
+            // No destructors: freeing device memory or unloading modules waits
+            // for running kernels, and after a timeout one runs forever. The
+            // driver reclaims everything when the process ends.
+            std::process::exit(0);
+        }
+        served
+    }
+}
+
+#[derive(clap::Args)]
+pub struct SimLaunchArgs {
+    /// The kernel's IR (`$GEVO_IR`).
+    #[arg(long)]
+    ir: PathBuf,
+    #[arg(long)]
+    kernel: Option<String>,
+    /// The launch file the header wrote.
+    #[arg(long)]
+    launch: PathBuf,
+    /// Where `cost` and `steps` are written.
+    #[arg(long)]
+    result: PathBuf,
+}
+
+impl SimLaunchArgs {
+    pub fn run(self) -> Result<()> {
+        let stats =
+            gevod::harness::launch::run_launch(&self.ir, self.kernel.as_deref(), &self.launch, 1)?;
+        std::fs::write(
+            &self.result,
+            format!("cost {}\nsteps {}\n", stats.cost, stats.steps),
+        )
+        .with_context(|| self.result.display().to_string())
+    }
+}

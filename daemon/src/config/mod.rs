@@ -1,0 +1,180 @@
+//! Configuration files, shared by `gevod evolve` and the daemon: the TOML
+//! reading with one-line errors that name the file and key, durations, and
+//! the tables both use (`[evolve]` is `evolve::Config`; `[gpu]`, `[workers]`
+//! here). The daemon's own keys are in [`serve`]; `gevod evolve --config`
+//! reads an [`EvolveFile`]. Durations are strings like `90s`, `10m`, `2h`.
+
+pub mod serve;
+
+pub use serve::ServeConfig;
+
+use crate::evolve;
+use serde::{Deserialize, Deserializer};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{}: cannot read: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// `file:line:column: message`, one line.
+    #[error("{0}")]
+    Syntax(String),
+    #[error("{}: {key}: {message}", path.display())]
+    Value {
+        path: PathBuf,
+        key: String,
+        message: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BackendSetting {
+    /// Every GPU present, else the simulator.
+    Auto,
+    Sim,
+    Cuda,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WithoutGpu {
+    /// Run jobs on the CPU simulator.
+    Simulate,
+    /// Keep jobs queued until a GPU appears (restart or SIGHUP).
+    Wait,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GpuSection {
+    pub backend: BackendSetting,
+    /// GPUs by ordinal ("0") or UUID ("GPU-..."); empty: every GPU.
+    pub devices: Vec<String>,
+    /// With `backend = "auto"` and no GPU.
+    pub without_gpu: WithoutGpu,
+    /// Percent: a GPU busier than this (while gevod is not using it) is not idle.
+    pub idle_utilization: u32,
+    /// A GPU is idle once no other process computed on it and its
+    /// utilization stayed under the threshold for this long.
+    #[serde(deserialize_with = "duration")]
+    pub idle_grace: Duration,
+    /// How often NVML is asked.
+    #[serde(deserialize_with = "duration")]
+    pub poll_interval: Duration,
+    /// Screen new variants on the simulator's smallest train test first.
+    pub prescreen: bool,
+}
+
+impl Default for GpuSection {
+    fn default() -> Self {
+        GpuSection {
+            backend: BackendSetting::Auto,
+            devices: Vec::new(),
+            without_gpu: WithoutGpu::Simulate,
+            idle_utilization: 10,
+            idle_grace: Duration::from_secs(30),
+            poll_interval: Duration::from_secs(1),
+            prescreen: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WorkersSection {
+    /// Worker processes per running job; 0: one per core.
+    pub count: usize,
+    /// A compile or test run longer than this costs its variant and worker.
+    #[serde(deserialize_with = "duration")]
+    pub timeout: Duration,
+}
+
+impl Default for WorkersSection {
+    fn default() -> Self {
+        WorkersSection {
+            count: 0,
+            timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+/// `90s`, `10m`, `2h`, `1.5s`, `250ms`; a bare number is seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (number, unit) = s.split_at(s.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(s.len()));
+    let n: f64 = number
+        .parse()
+        .map_err(|_| format!("expected a duration like 90s, 10m or 2h, not {s:?}"))?;
+    let seconds = match unit {
+        "" | "s" => n,
+        "ms" => n / 1000.0,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => {
+            return Err(format!(
+                "unknown unit {unit:?} in {s:?} (use ms, s, m or h)"
+            ))
+        }
+    };
+    if !(seconds.is_finite() && seconds >= 0.0) {
+        return Err(format!("{s:?} is not a duration"));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+pub(crate) fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let s = String::deserialize(d)?;
+    parse_duration(&s).map_err(serde::de::Error::custom)
+}
+
+/// Parses TOML into `T`, with errors as one `file:line:column: message` line.
+pub fn parse_toml<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    text: &str,
+) -> Result<T, ConfigError> {
+    toml::from_str(text).map_err(|e| {
+        // toml's own text spans several lines; keep the position and message.
+        let at = e.span().map_or(0, |s| s.start).min(text.len());
+        let line = text[..at].matches('\n').count() + 1;
+        let column = at - text[..at].rfind('\n').map_or(0, |i| i + 1) + 1;
+        ConfigError::Syntax(format!(
+            "{}:{line}:{column}: {}",
+            path.display(),
+            e.message().trim()
+        ))
+    })
+}
+
+/// `gevod evolve --config FILE`: an `[evolve]` table with the search
+/// parameters (the same table as the daemon's file).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EvolveFile {
+    #[serde(default)]
+    pub evolve: evolve::Config,
+}
+
+impl EvolveFile {
+    /// Reads and validates `path`.
+    pub fn load(path: &Path) -> Result<EvolveFile, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let file: EvolveFile = parse_toml(path, &text)?;
+        file.evolve
+            .validate()
+            .map_err(|message| ConfigError::Value {
+                path: path.to_path_buf(),
+                key: "evolve".into(),
+                message,
+            })?;
+        Ok(file)
+    }
+}

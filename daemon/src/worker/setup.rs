@@ -1,0 +1,320 @@
+//! Which processes evaluate a job, for `gevod evolve` and the daemon alike:
+//! a pool of `gevod eval-worker`s (the simulator, or a harness spec's
+//! program), or the GPU backend (compile workers feeding a GPU worker). The
+//! workers are this same executable, started with the arguments built here,
+//! and load what they need themselves ([`load_worker_spec`], [`start_measurer`]).
+
+use super::gpu::{CudaBackend, CudaOptions, GpuWorker};
+use super::pool::{PoolOptions, WorkerPool};
+use crate::cuda::measure::{MeasureError, MeasureOptions, Measurer};
+use crate::cuda::{driver, CudaError};
+use crate::device::{DeviceInfo, DeviceSelector};
+use crate::evolve::{Backend, BackendError, Scope};
+use crate::harness::Runner;
+use crate::ir::{CodegenOptions, IrError, KernelIr};
+use crate::spec::{self, Spec, SpecError};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Why evaluation could not start. Each names the spec it concerns.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error("locating the gevod binary: {0}")]
+    Executable(#[source] std::io::Error),
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    #[error(transparent)]
+    Cuda(#[from] CudaError),
+    #[error(transparent)]
+    Eval(#[from] crate::eval::EvalError),
+    #[error(transparent)]
+    Harness(#[from] crate::harness::HarnessError),
+    #[error("{}: {source}", spec.display())]
+    Ir {
+        spec: PathBuf,
+        #[source]
+        source: IrError,
+    },
+    #[error("{}: the original kernel: {source}", spec.display())]
+    Original {
+        spec: PathBuf,
+        #[source]
+        source: IrError,
+    },
+    #[error("{}: {source}", spec.display())]
+    Measure {
+        spec: PathBuf,
+        #[source]
+        source: Box<MeasureError>,
+    },
+    #[error("{}: {source}", spec.display())]
+    Backend {
+        spec: PathBuf,
+        #[source]
+        source: BackendError,
+    },
+}
+
+/// The PTX target: the one asked for, else the GPU's, else the spec's,
+/// else sm_90.
+pub fn arch_for(spec: &Spec, arch: Option<String>, device: Option<&DeviceInfo>) -> String {
+    arch.or_else(|| device.map(DeviceInfo::arch))
+        .or_else(|| spec.arch.clone())
+        .unwrap_or_else(|| crate::ir::DEFAULT_ARCH.to_string())
+}
+
+/// Where a harness program's kernel launches run (`--harness sim|gpu` of
+/// `gevod eval-worker`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HarnessTarget {
+    Sim,
+    Gpu,
+}
+
+impl HarnessTarget {
+    pub fn name(self) -> &'static str {
+        match self {
+            HarnessTarget::Sim => "sim",
+            HarnessTarget::Gpu => "gpu",
+        }
+    }
+}
+
+impl std::str::FromStr for HarnessTarget {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "sim" => Ok(HarnessTarget::Sim),
+            "gpu" => Ok(HarnessTarget::Gpu),
+            _ => Err(format!("expected sim or gpu, not {s:?}")),
+        }
+    }
+}
+
+/// The harness runner of a worker: the simulator runs launches through this
+/// very executable (`gevod sim-launch`); the GPU one on `device` (a UUID).
+pub fn harness_runner(target: HarnessTarget, device: Option<String>) -> Result<Runner, SetupError> {
+    Ok(match target {
+        HarnessTarget::Sim => Runner::Simulate {
+            gevod: std::env::current_exe().map_err(SetupError::Executable)?,
+        },
+        HarnessTarget::Gpu => Runner::Gpu { device },
+    })
+}
+
+/// What evaluates a job's variants ([`WorkerSetup::evaluators`]).
+pub enum Evaluators {
+    /// `gevod eval-worker` processes, and the scope they measure.
+    Pool(PoolOptions, Scope),
+    /// The GPU backend (compile workers and a GPU worker) on this device.
+    Gpu(DeviceInfo),
+}
+
+impl Evaluators {
+    /// The scope of the results: the cache's and the job's.
+    pub fn scope(&self) -> Scope {
+        match self {
+            Evaluators::Pool(_, scope) => scope.clone(),
+            Evaluators::Gpu(d) => GpuWorker::scope(d),
+        }
+    }
+}
+
+/// What the worker processes need to know.
+pub struct WorkerSetup<'a> {
+    pub spec_path: &'a Path,
+    /// The IR the workers load instead of the spec's (`--ir`).
+    pub ir: Option<&'a Path>,
+    pub arch: &'a str,
+    pub libdevice: Option<&'a Path>,
+    pub workers: usize,
+    pub timeout: Duration,
+}
+
+impl WorkerSetup<'_> {
+    fn args(&self, command: &str) -> Vec<OsString> {
+        let mut args: Vec<OsString> = vec![
+            command.into(),
+            self.spec_path.into(),
+            "--arch".into(),
+            self.arch.into(),
+        ];
+        if let Some(ir) = self.ir {
+            args.push("--ir".into());
+            args.push(ir.into());
+        }
+        if let Some(l) = self.libdevice {
+            args.push("--libdevice".into());
+            args.push(l.into());
+        }
+        args
+    }
+
+    /// `gevod eval-worker` processes.
+    pub fn compile_pool(&self) -> Result<PoolOptions, SetupError> {
+        Ok(PoolOptions {
+            program: std::env::current_exe().map_err(SetupError::Executable)?,
+            args: self.args("eval-worker"),
+            env: Vec::new(),
+            workers: self.workers,
+            timeout: self.timeout,
+            start_timeout: Duration::from_secs(120),
+        })
+    }
+
+    /// What evaluates `spec`'s variants: a pool of `gevod eval-worker`s (a
+    /// harness spec's, on `device` or the simulator; or the simulator's for
+    /// a kernel spec without a GPU), or the GPU backend on `device`.
+    /// `user`: the uid/gid harness commands run as.
+    pub fn evaluators(
+        &self,
+        spec: &Spec,
+        device: Option<&DeviceInfo>,
+        user: Option<(u32, u32)>,
+    ) -> Result<Evaluators, SetupError> {
+        let (options, backend) = match (&spec.harness, device) {
+            (Some(_), device) => (
+                self.harness_pool(device, user)?,
+                crate::harness::backend_name(device.is_some()),
+            ),
+            (None, None) => (self.compile_pool()?, "sim"),
+            (None, Some(d)) => return Ok(Evaluators::Gpu(d.clone())),
+        };
+        // The workers greet with this same scope (`InProcess::scope`).
+        let scope = Scope {
+            backend: backend.into(),
+            target: self.arch.to_string(),
+        };
+        Ok(Evaluators::Pool(options, scope))
+    }
+
+    /// Starts what `evaluators` chose. `prescreen` (GPU only): new variants
+    /// run on the simulator's smallest train test before GPU time is spent.
+    pub fn start(
+        &self,
+        evaluators: Evaluators,
+        spec: &Spec,
+        prescreen: bool,
+        stop: Arc<AtomicBool>,
+    ) -> Result<Box<dyn Backend>, SetupError> {
+        match evaluators {
+            Evaluators::Pool(options, scope) => WorkerPool::start(options, spec, scope, stop)
+                .map(|p| Box::new(p) as Box<dyn Backend>)
+                .map_err(|source| self.backend_error(source)),
+            Evaluators::Gpu(device) => self
+                .cuda_backend(spec, device, prescreen, stop)
+                .map(|b| Box::new(b) as Box<dyn Backend>),
+        }
+    }
+
+    fn backend_error(&self, source: BackendError) -> SetupError {
+        SetupError::Backend {
+            spec: self.spec_path.to_path_buf(),
+            source,
+        }
+    }
+
+    /// `gevod eval-worker` processes that run a harness spec's command: on
+    /// `device` (one at a time, so runs do not share the GPU), or on the
+    /// simulator; as `user` when given.
+    fn harness_pool(
+        &self,
+        device: Option<&DeviceInfo>,
+        user: Option<(u32, u32)>,
+    ) -> Result<PoolOptions, SetupError> {
+        let mut pool = self.compile_pool()?;
+        match device {
+            Some(d) => {
+                pool.args.extend([
+                    "--harness".into(),
+                    HarnessTarget::Gpu.name().into(),
+                    "--device".into(),
+                    d.uuid.clone().into(),
+                ]);
+                pool.workers = 1;
+            }
+            None => pool
+                .args
+                .extend(["--harness".into(), HarnessTarget::Sim.name().into()]),
+        }
+        if let Some((uid, gid)) = user {
+            pool.args
+                .extend(["--run-as".into(), format!("{uid}:{gid}").into()]);
+        }
+        Ok(pool)
+    }
+
+    /// The GPU backend: compile workers (one core is left to the GPU
+    /// worker) and one GPU worker on `device`.
+    pub fn cuda_backend(
+        &self,
+        spec: &Spec,
+        device: DeviceInfo,
+        prescreen: bool,
+        stop: Arc<AtomicBool>,
+    ) -> Result<CudaBackend, SetupError> {
+        let mut compile = self.compile_pool()?;
+        compile.workers = self.workers.saturating_sub(1).max(1);
+        let mut gpu = compile.clone();
+        gpu.args = self.args("gpu-worker");
+        gpu.args
+            .extend(["--device".into(), device.uuid.clone().into()]);
+        gpu.workers = 1;
+        let options = CudaOptions {
+            compile,
+            gpu,
+            device,
+            arch: self.arch.to_string(),
+            prescreen,
+        };
+        CudaBackend::start(options, spec, stop).map_err(|source| self.backend_error(source))
+    }
+}
+
+/// A worker's spec, with the IR path replaced when the daemon gives a
+/// snapshot (the build may have rewritten the spec's IR since).
+pub fn load_worker_spec(path: &Path, ir: Option<&Path>) -> Result<Spec, SpecError> {
+    let mut spec = spec::load(path)?;
+    if let Some(ir) = ir {
+        spec.ir = ir.to_path_buf();
+    }
+    Ok(spec)
+}
+
+/// What a GPU worker measures with: the device, and the original kernel's
+/// PTX compiled here (for `arch`, else the device's) as the reference.
+pub fn start_measurer(
+    spec: Spec,
+    spec_path: &Path,
+    device: &DeviceSelector,
+    arch: Option<String>,
+    libdevice: Option<PathBuf>,
+) -> Result<Measurer, SetupError> {
+    let device = driver::probe(device)?;
+    let arch = arch_for(&spec, arch, Some(&device));
+    let ir = KernelIr::load(&spec.ir, Some(&spec.kernel)).map_err(|source| SetupError::Ir {
+        spec: spec_path.to_path_buf(),
+        source,
+    })?;
+    let original = ir
+        .compile(&ir.empty_patch(), &CodegenOptions { arch, libdevice })
+        .map_err(|source| SetupError::Original {
+            spec: spec_path.to_path_buf(),
+            source,
+        })?;
+    let kernel = ir.kernel().to_string();
+    Measurer::new(
+        spec,
+        device,
+        &original.ptx,
+        &kernel,
+        MeasureOptions::default(),
+    )
+    .map_err(|source| SetupError::Measure {
+        spec: spec_path.to_path_buf(),
+        source: Box::new(source),
+    })
+}
