@@ -1,0 +1,201 @@
+//! Reading a spec file: the entry point ([`parse_spec`]), the version check
+//! and the top-level table, which hands each sub-table to its own reader
+//! (`read` holds the shared context and typed readers of TOML nodes).
+
+mod acceptance;
+mod args;
+mod fill;
+mod harness;
+mod launch;
+mod read;
+mod test_cases;
+
+use super::error::Locator;
+use super::model::Spec;
+use super::tree::{self, Node, Value};
+use acceptance::read_acceptance;
+use args::read_args;
+use harness::read_harness;
+use launch::{read_launch, resolve_swaps, trivial_launch};
+use read::{integer, nonempty_string, string, table, Cx, Res};
+use std::path::{Path, PathBuf};
+use test_cases::read_tests;
+
+/// The newest spec format version this code reads.
+pub const SPEC_VERSION: i64 = 1;
+
+const TOP_KEYS: &[&str] = &[
+    "version",
+    "ir",
+    "kernel",
+    "arch",
+    "project",
+    "launch",
+    "args",
+    "tests",
+    "acceptance",
+    "harness",
+];
+/// The element type names, as listed in messages.
+const TYPE_NAMES: &str = "f32, f64, i8, i16, i32, i64, u8, u16, u32, u64";
+
+/// Reads and validates a spec from its text.
+pub(crate) fn parse_spec(path: &Path, text: &str) -> Res<Spec> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let cx = Cx {
+        file: path.to_path_buf(),
+        dir,
+        locator: Locator::new(path, text),
+    };
+    let root = tree::parse(text).map_err(|(message, offset)| {
+        cx.locator
+            .error(offset, "", format!("invalid TOML: {message}"))
+    })?;
+    let spec = read_root(&cx, &root, text)?;
+    // Static checks that need each test's parameter values.
+    for test in spec.train.iter().chain(&spec.heldout) {
+        spec.plan(test)?;
+    }
+    Ok(spec)
+}
+
+fn read_root(cx: &Cx, root: &Node, text: &str) -> Res<Spec> {
+    // The version comes first: a newer file may well have keys we do not know.
+    let Value::Table(entries) = &root.value else {
+        return Err(cx.err(&root.span, "", "expected a TOML table"));
+    };
+    let version = entries.iter().find(|e| e.key == "version");
+    match version {
+        None => {
+            return Err(cx.err(
+                &root.span,
+                "version",
+                format!("missing; expected `version = {SPEC_VERSION}` at the top of the file"),
+            ))
+        }
+        Some(e) => {
+            let v = integer(cx, &e.node, "version")?;
+            if v > SPEC_VERSION {
+                return Err(cx.err(
+                    &e.node.span,
+                    "version",
+                    format!("spec format version {v} is newer than this gevod supports ({SPEC_VERSION})"),
+                ));
+            }
+            if v < 1 {
+                return Err(cx.err(
+                    &e.node.span,
+                    "version",
+                    format!("expected {SPEC_VERSION}, found {v}"),
+                ));
+            }
+        }
+    }
+    let top = table(cx, root, "", TOP_KEYS)?;
+
+    let ir_node = top.req(
+        cx,
+        "ir",
+        "the path of the kernel's LLVM IR (.ll or .bc), relative to the spec file",
+    )?;
+    let ir_rel = nonempty_string(cx, ir_node, "ir")?;
+    let ir = cx.resolve(&ir_rel);
+    if !ir.is_file() {
+        return Err(cx.err(
+            &ir_node.span,
+            "ir",
+            format!("IR file {} does not exist", ir.display()),
+        ));
+    }
+    let kernel = nonempty_string(
+        cx,
+        top.req(cx, "kernel", "the kernel's entry name")?,
+        "kernel",
+    )?;
+    let arch = match top.get("arch") {
+        None => None,
+        Some(n) => {
+            let a = string(cx, n, "arch")?;
+            if !valid_arch(&a) {
+                return Err(cx.err(
+                    &n.span,
+                    "arch",
+                    format!("expected an sm_XX architecture such as sm_90, found \"{a}\""),
+                ));
+            }
+            Some(a)
+        }
+    };
+    let project = top
+        .get("project")
+        .map(|n| string(cx, n, "project"))
+        .transpose()?;
+
+    let harness_node = top.get("harness");
+    let (launch, args) = match harness_node {
+        None => {
+            let launch_node = top.req(cx, "launch", "a [launch] table with grid and block")?;
+            let (mut launch, raw_swaps) = read_launch(cx, launch_node)?;
+            let args = read_args(cx, &top)?;
+            if let (Some(repeat), Some(raw)) = (launch.repeat.as_mut(), raw_swaps) {
+                resolve_swaps(cx, repeat, raw, &args)?;
+            }
+            (launch, args)
+        }
+        Some(h) => {
+            // The application launches the kernel: a launch or arguments
+            // here would be silently unused, so they are refused.
+            for key in ["launch", "args"] {
+                if let Some(n) = top.get(key) {
+                    return Err(cx.err(
+                        &n.span,
+                        key,
+                        "not used in harness mode (the [harness] command launches the kernel); remove it",
+                    ));
+                }
+            }
+            (trivial_launch(cx, &h.span), Vec::new())
+        }
+    };
+
+    let tests_node = top.req(cx, "tests", "a [tests] table with train and heldout arrays")?;
+    let (train, heldout) = read_tests(cx, tests_node)?;
+
+    let acc_node = top.req(
+        cx,
+        "acceptance",
+        "an [acceptance] table with metric (and tolerance)",
+    )?;
+    let acceptance = read_acceptance(cx, acc_node)?;
+    let harness = harness_node
+        .map(|n| read_harness(cx, n, &train, &heldout))
+        .transpose()?;
+
+    Ok(Spec {
+        path: cx.file.clone(),
+        ir,
+        kernel,
+        arch,
+        project,
+        launch,
+        args,
+        train,
+        heldout,
+        acceptance,
+        harness,
+        text: text.to_string(),
+    })
+}
+
+fn valid_arch(a: &str) -> bool {
+    let Some(rest) = a.strip_prefix("sm_") else {
+        return false;
+    };
+    let digits = rest.trim_end_matches(|c: char| c.is_ascii_lowercase());
+    !digits.is_empty()
+        && digits.chars().all(|c| c.is_ascii_digit())
+        && rest.len() - digits.len() <= 1
+}
