@@ -28,7 +28,15 @@ pub fn init() -> Result<(), CudaError> {
     if !unsafe { sys::is_culib_present() } {
         return Err(CudaError::NoDriver);
     }
-    check("cuInit", result::init())
+    match result::init() {
+        // The driver library without a GPU (a build machine with the CUDA
+        // packages installed): no device, as when the library is missing.
+        Err(e) if e.0 == sys::CUresult::CUDA_ERROR_NO_DEVICE => Err(CudaError::NoDevice {
+            wanted: "0".into(),
+            count: 0,
+        }),
+        r => check("cuInit", r),
+    }
 }
 
 /// Finds the selected device and reads what results are recorded with.
