@@ -385,19 +385,25 @@ fn run_reports_each_test_and_the_bundled_patch_is_faster() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("stencil.gevo.toml: 3 of 3 tests failed"));
 }
 
-/// Without a CUDA driver (CI), `--backend cuda` is one line saying so, GPU-only
-/// options say they need the GPU, and `auto` runs on the simulator. With a
-/// GPU the suite in scripts/gpu-suite.sh covers these paths.
+/// Without a GPU (CI: no driver library, or the CUDA packages' library and
+/// no device), `--backend cuda` is one line saying so, GPU-only options say
+/// they need the GPU, and `auto` runs on the simulator. With a GPU the suite
+/// in scripts/gpu-suite.sh covers these paths.
 #[test]
 fn the_gpu_backend_without_a_driver_is_one_clear_line() {
-    if gevod::cuda::driver::init().is_ok() {
-        println!("skipped: this machine has a CUDA driver (scripts/gpu-suite.sh tests the GPU)");
-        return;
-    }
+    use gevod::cuda::CudaError;
+    let why = match gevod::cuda::driver::init() {
+        Ok(()) => {
+            println!("skipped: this machine has a GPU (scripts/gpu-suite.sh tests it)");
+            return;
+        }
+        Err(CudaError::NoDevice { .. }) => "no CUDA device 0 (this machine has 0)".to_string(),
+        Err(e) => e.to_string(),
+    };
     let spec = common::spec_fixture("vecadd");
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
-    let no_driver = "gevod: --backend cuda: no CUDA driver: libcuda.so cannot be loaded (install the NVIDIA driver, or use --backend sim)\n";
+    let no_driver = format!("gevod: --backend cuda: {why}\n");
     for args in [
         vec!["run", s(&spec), "--backend", "cuda"],
         vec![

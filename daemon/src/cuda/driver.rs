@@ -32,7 +32,7 @@ pub fn init() -> Result<(), CudaError> {
         // The driver library without a GPU (a build machine with the CUDA
         // packages installed): no device, as when the library is missing.
         Err(e) if e.0 == sys::CUresult::CUDA_ERROR_NO_DEVICE => Err(CudaError::NoDevice {
-            wanted: "0".into(),
+            wanted: "any".into(),
             count: 0,
         }),
         r => check("cuInit", r),
@@ -41,7 +41,13 @@ pub fn init() -> Result<(), CudaError> {
 
 /// Finds the selected device and reads what results are recorded with.
 pub fn probe(selector: &DeviceSelector) -> Result<DeviceInfo, CudaError> {
-    init()?;
+    init().map_err(|e| match e {
+        CudaError::NoDevice { count, .. } => CudaError::NoDevice {
+            wanted: selector.to_string(),
+            count,
+        },
+        e => e,
+    })?;
     let count = check("cuDeviceGetCount", result::device::get_count())?.max(0) as usize;
     let mut devices = Vec::with_capacity(count);
     for ordinal in 0..count {
