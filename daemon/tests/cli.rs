@@ -428,3 +428,140 @@ fn the_gpu_backend_without_a_driver_is_one_clear_line() {
     let out = ok(&["run", s(&spec), "--tests", "train"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("train[2]"));
 }
+
+/// Fills a skeleton's placeholders: each `key = "TODO..."` line whose key
+/// (within its table, counted in file order) has an answer gets it.
+fn fill_placeholders(skeleton: &str, answers: &[(&str, &str)]) -> String {
+    let mut left: Vec<(&str, &str)> = answers.to_vec();
+    skeleton
+        .lines()
+        .map(|line| {
+            let Some((key, value)) = line.split_once(" = ") else {
+                return line.to_string();
+            };
+            if !value.starts_with("\"TODO") && !value.starts_with("[\"TODO") {
+                return line.to_string();
+            }
+            let at = left.iter().position(|(k, _)| *k == key).unwrap_or_else(|| {
+                panic!("no answer left for placeholder `{line}`");
+            });
+            let (_, answer) = left.remove(at);
+            format!("{key} = {answer}")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `gevod spec init` on IR without debug info: one [[args]] per parameter in
+/// order, kinds, types and roles from the IR; `gevod run` lists every
+/// placeholder left, and once they are filled the spec runs.
+#[test]
+fn a_spec_skeleton_lists_its_placeholders_then_runs_once_filled() {
+    let dir = tempfile::tempdir().unwrap();
+    let ir = dir.path().join("vecadd.ll");
+    std::fs::copy(common::kernel_fixture("vecadd"), &ir).unwrap();
+    let spec = dir.path().join("vecadd.gevo.toml");
+    ok(&["spec", "init", s(&ir), "-o", s(&spec)]);
+    let skeleton = std::fs::read_to_string(&spec).unwrap();
+    assert!(skeleton.contains("ir = \"vecadd.ll\""), "{skeleton}");
+    let args: Vec<&str> = skeleton
+        .split("\n[[args]]\n")
+        .skip(1)
+        .map(|a| a.split("\n[").next().unwrap())
+        .collect();
+    assert_eq!(args.len(), 4, "{skeleton}");
+    for (arg, (name, kind, ty, role)) in args.iter().zip([
+        ("arg0", "buffer", "f32", Some("in")),
+        ("arg1", "buffer", "f32", Some("in")),
+        ("arg2", "buffer", "f32", Some("out")),
+        ("arg3", "scalar", "i32", None),
+    ]) {
+        assert!(arg.contains(&format!("name = \"{name}\"")), "{arg}");
+        assert!(arg.contains(&format!("kind = \"{kind}\"")), "{arg}");
+        assert!(arg.contains(&format!("type = \"{ty}\"")), "{arg}");
+        if let Some(role) = role {
+            assert!(arg.contains(&format!("role = \"{role}\"")), "{arg}");
+            assert!(arg.contains("guessed"), "the role is a guess: {arg}");
+        }
+    }
+    // An existing spec is not overwritten.
+    let again = gevod(&["spec", "init", s(&ir), "-o", s(&spec)]);
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("--force"));
+
+    let unfilled = gevod(&["run", s(&spec)]);
+    assert!(!unfilled.status.success());
+    let err = String::from_utf8_lossy(&unfilled.stderr);
+    assert!(
+        err.contains("12 placeholders to fill in: launch.grid[0], launch.block[0], args[0].len, args[0].fill, args[1].len, args[1].fill, args[2].len, args[3].value, tests.train, tests.heldout, acceptance.metric, acceptance.tolerance"),
+        "{err}"
+    );
+
+    let filled = fill_placeholders(
+        &skeleton,
+        &[
+            ("grid", "[\"cdiv(n, 128)\"]"),
+            ("block", "[128]"),
+            ("len", "\"n\""),
+            ("fill", "{ uniform = [-1.0, 1.0] }"),
+            ("len", "\"n\""),
+            ("fill", "{ uniform = [-1.0, 1.0] }"),
+            ("len", "\"n\""),
+            ("value", "\"n\""),
+            ("train", "[{ n = 300, seed = 1 }]"),
+            ("heldout", "[{ n = 1000, seed = 2 }]"),
+            ("metric", "\"max_abs\""),
+            ("tolerance", "1e-6"),
+        ],
+    );
+    std::fs::write(&spec, filled).unwrap();
+    let run = ok(&["run", s(&spec)]);
+    assert!(String::from_utf8_lossy(&run.stdout).contains("heldout"));
+}
+
+/// With line tables, parameter names come from the CUDA source.
+#[test]
+fn a_spec_skeleton_names_parameters_from_the_source() {
+    if !common::have_tools(&["clang-19"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let kernels = common::repo_root().join("tests/fixtures/kernels");
+    let ir = dir.path().join("stencil.ll");
+    let clang = Command::new("clang-19")
+        .args([
+            "-x",
+            "cuda",
+            "--cuda-device-only",
+            "-nocudainc",
+            "-nocudalib",
+            "--cuda-gpu-arch=sm_90",
+            "-O3",
+            "-S",
+            "-emit-llvm",
+            "-gline-tables-only",
+            "-include",
+        ])
+        .arg(kernels.join("gevo_shim.h"))
+        .arg(kernels.join("stencil.cu"))
+        .arg("-o")
+        .arg(&ir)
+        .output()
+        .unwrap();
+    assert!(clang.status.success(), "{clang:?}");
+    let out = ok(&["spec", "init", s(&ir)]);
+    let skeleton = String::from_utf8_lossy(&out.stdout);
+    let names: Vec<&str> = skeleton
+        .lines()
+        .filter_map(|l| l.strip_prefix("name = "))
+        .collect();
+    assert_eq!(
+        names,
+        ["\"in\"", "\"out\"", "\"nx\"", "\"ny\""],
+        "{skeleton}"
+    );
+    assert!(
+        skeleton.contains("# parameter 0: const float*"),
+        "{skeleton}"
+    );
+}

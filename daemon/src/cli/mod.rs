@@ -10,6 +10,7 @@ mod output;
 mod report;
 mod run;
 mod serve;
+mod spec_init;
 mod tables;
 mod workers;
 
@@ -63,6 +64,12 @@ enum Command {
     Ids(kernel::IdsArgs),
     /// Show each edit of a patch and the IR diff it makes.
     Edits(kernel::EditsArgs),
+    /// Kernel specs: `gevod spec init kernel.ll -o kernel.gevo.toml` writes
+    /// a skeleton from the kernel's parameters.
+    Spec {
+        #[command(subcommand)]
+        command: spec_init::SpecCommand,
+    },
 }
 
 /// `--backend` of `gevod run` and `gevod evolve`.
@@ -151,5 +158,6 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Mutate(args) => args.run().map(|()| 0),
         Command::Ids(args) => args.run().map(|()| 0),
         Command::Edits(args) => args.run().map(|()| 0),
+        Command::Spec { command } => command.run().map(|()| 0),
     }
 }

@@ -14,6 +14,7 @@ mod llvm;
 mod lower;
 mod mutate;
 pub mod patch;
+mod signature;
 
 pub use codegen::{libdevice_candidates, CodegenOptions, DEFAULT_ARCH};
 pub use dom::DomTree;
@@ -21,6 +22,7 @@ pub use error::{EditError, IrError};
 pub use patch::{
     ConstKind, Edit, EditKind, InstId, Patch, PatchFormatError, Repair, ValueRef, PATCH_FORMAT,
 };
+pub use signature::Param;
 
 use inkwell::context::Context;
 use inkwell::memory_buffer::MemoryBuffer;

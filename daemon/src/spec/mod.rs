@@ -14,6 +14,7 @@ mod inputs;
 mod load;
 mod model;
 pub mod npy;
+pub mod skeleton;
 mod tree;
 
 pub use compare::{compare, REL_TINY};

@@ -7,6 +7,7 @@ mod args;
 mod fill;
 mod harness;
 mod launch;
+mod placeholders;
 mod read;
 mod test_cases;
 
@@ -54,6 +55,7 @@ pub(crate) fn parse_spec(path: &Path, text: &str) -> Res<Spec> {
         cx.locator
             .error(offset, "", format!("invalid TOML: {message}"))
     })?;
+    placeholders::check(&cx, &root)?;
     let spec = read_root(&cx, &root, text)?;
     // Static checks that need each test's parameter values.
     for test in spec.train.iter().chain(&spec.heldout) {
