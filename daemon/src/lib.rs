@@ -1,6 +1,7 @@
 //! gevod: evolves faster variants of CUDA kernels by genetic improvement of
 //! their LLVM IR (the GEVO method). See ARCHITECTURE.md for the module map.
 
+pub mod access;
 pub mod api;
 pub mod config;
 pub mod cuda;

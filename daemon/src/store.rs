@@ -250,6 +250,12 @@ impl Store {
         txn.commit().map_err(|e| self.err(e))
     }
 
+    /// Rewrites a job's record (its spec moved, say); the engine and
+    /// history stay.
+    pub fn put_job(&self, job: &JobRecord) -> Result<(), StoreError> {
+        self.put(JOBS, &job.id, job)
+    }
+
     pub fn put_daemon_job(&self, id: &str, entry: &DaemonJob) -> Result<(), StoreError> {
         self.put(DAEMON_JOBS, id, entry)
     }

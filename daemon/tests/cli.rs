@@ -297,7 +297,7 @@ fn bad_input_is_one_line_naming_the_file_and_writes_nothing() {
             what: "missing file",
             files: vec![],
             args: &["ptx", "{dir}/missing.ll", "-o", "{out}"],
-            expect: &["missing.ll: No such file"],
+            expect: &["missing.ll does not exist"],
         },
         BadInput {
             what: "libdevice absent",

@@ -350,3 +350,52 @@ fn systemd_hears_ready_watchdog_pings_and_stopping() {
     }
     assert!(rest.iter().any(|m| m == "STOPPING=1\n"), "{rest:?}");
 }
+
+#[test]
+fn two_specs_of_one_kernel_name_collide_once_and_unwatching_one_frees_the_other() {
+    let dir = tempfile::tempdir().unwrap();
+    for project in ["debug", "release"] {
+        let build = build_dir(dir.path(), project);
+        let spec = build.join("stencil.gevo.toml");
+        let text = std::fs::read_to_string(&spec).unwrap();
+        std::fs::write(&spec, format!("project = \"app\"\n{text}")).unwrap();
+    }
+    let (debug, release) = (dir.path().join("debug"), dir.path().join("release"));
+    let d = Daemon::start(dir.path(), &[]);
+    for root in [&debug, &release] {
+        let out = d.client(&["watch", s(root)]);
+        assert!(out.status.success(), "{out:?}");
+    }
+    let jobs = d.wait_for("one job running and one collision", |d| {
+        let jobs = d.jobs();
+        let running = jobs.iter().any(|j| j.generations > 0);
+        let collided = jobs.iter().any(|j| {
+            j.state == JobState::Error
+                && j.message
+                    .as_deref()
+                    .is_some_and(|m| m.contains("is already defined by"))
+        });
+        (running && collided).then_some(jobs)
+    });
+    let winner = jobs.iter().find(|j| j.generations > 0).unwrap();
+    let (winner_dir, loser_dir) = if winner.spec.starts_with(&debug) {
+        (&debug, &release)
+    } else {
+        (&release, &debug)
+    };
+    // Several rescans later the collision is still logged once.
+    std::thread::sleep(Duration::from_secs(3));
+    let log = d.log_text();
+    let warnings = log.matches("is already defined by").count();
+    assert_eq!(warnings, 1, "{log}");
+
+    let out = d.client(&["unwatch", s(winner_dir)]);
+    assert!(out.status.success(), "{out:?}");
+    let before = d.jobs().iter().map(|j| j.generations).max().unwrap();
+    // Same kernel, same content: the job moves to the other spec and goes on.
+    d.wait_for("the other build directory's job running", |d| {
+        d.jobs().into_iter().find(|j| {
+            j.spec.starts_with(loser_dir) && j.state != JobState::Removed && j.generations > before
+        })
+    });
+}

@@ -6,6 +6,7 @@ use super::output::{default_workers, write_output};
 use super::report::{Exported, Progress, Report};
 use super::{resolve, BackendChoice};
 use anyhow::{bail, Context as _, Result};
+use gevod::access::Reader;
 use gevod::config::{parse_duration, EvolveFile};
 use gevod::device::DeviceSelector;
 use gevod::evolve::{BackendError, Config, Engine, EvolveError, Scope};
@@ -111,6 +112,7 @@ impl EvolveArgs {
             arch: &arch,
             libdevice: self.libdevice.as_deref(),
             workers: self.workers.unwrap_or_else(default_workers),
+            reader: &Reader::Caller,
             timeout: Duration::from_secs_f64(self.worker_timeout),
         };
         // Harness commands run as the invoking user: it is their own spec.

@@ -6,6 +6,7 @@ use super::output::{default_workers, read_patch, write_output};
 use super::tables::{gpu_table, results_json, results_table};
 use super::{resolve, BackendChoice};
 use anyhow::{bail, Context as _, Result};
+use gevod::access::Reader;
 use gevod::device::{DeviceInfo, DeviceSelector};
 use gevod::eval::{Assessment, Evaluator};
 use gevod::ir::{CodegenOptions, KernelIr, Patch};
@@ -112,6 +113,7 @@ impl RunArgs {
             arch: &arch,
             libdevice: self.libdevice.as_deref(),
             workers: self.workers.unwrap_or_else(default_workers),
+            reader: &Reader::Caller,
             timeout: Duration::from_secs(120),
         };
         let results = run_on_gpu(&setup, &spec, device, variants, set)?;

@@ -3,6 +3,7 @@
 //! and `gevod sim-launch` (run by gevo_harness.h).
 
 use anyhow::{Context as _, Result};
+use gevod::access::Reader;
 use gevod::device::DeviceSelector;
 use gevod::ir::CodegenOptions;
 use gevod::worker::gpu::GpuWorker;
@@ -31,6 +32,9 @@ pub struct EvalWorkerArgs {
     /// Run harness commands as UID:GID.
     #[arg(long, value_parser = parse_uid_gid)]
     run_as: Option<(u32, u32)>,
+    /// Read the spec's files for its owner: UID:WATCH_ROOT (the daemon's jobs).
+    #[arg(long, value_parser = Reader::from_worker_arg)]
+    on_behalf_of: Option<Reader>,
 }
 
 /// `UID:GID`.
@@ -62,7 +66,8 @@ impl EvalWorkerArgs {
     }
 
     fn backend(self) -> Result<InProcess, SetupError> {
-        let spec = load_worker_spec(&self.spec, self.ir.as_deref())?;
+        let reader = self.on_behalf_of.unwrap_or(Reader::Caller);
+        let spec = load_worker_spec(&self.spec, self.ir.as_deref(), &reader)?;
         let arch = arch_for(&spec, self.arch, None);
         let codegen = CodegenOptions {
             arch,
@@ -89,13 +94,17 @@ pub struct GpuWorkerArgs {
     arch: Option<String>,
     #[arg(long)]
     libdevice: Option<PathBuf>,
+    /// Read the spec's files for its owner: UID:WATCH_ROOT (the daemon's jobs).
+    #[arg(long, value_parser = Reader::from_worker_arg)]
+    on_behalf_of: Option<Reader>,
 }
 
 impl GpuWorkerArgs {
     /// Loads the spec, makes the references on the GPU, greets, and
     /// measures PTX from stdin until it closes.
     pub fn run(self) -> Result<()> {
-        let mut started = load_worker_spec(&self.spec, self.ir.as_deref())
+        let reader = self.on_behalf_of.clone().unwrap_or(Reader::Caller);
+        let mut started = load_worker_spec(&self.spec, self.ir.as_deref(), &reader)
             .map_err(SetupError::from)
             .and_then(|spec| {
                 start_measurer(spec, &self.spec, &self.device, self.arch, self.libdevice)

@@ -10,6 +10,8 @@ pub enum IrError {
         path: PathBuf,
         error: std::io::Error,
     },
+    #[error(transparent)]
+    Access(#[from] crate::access::AccessError),
     /// LLVM's own message, which names the buffer as `<file>:<line>:<col>`.
     #[error("{message}")]
     Parse { message: String },

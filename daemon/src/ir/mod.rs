@@ -79,10 +79,8 @@ impl KernelIr {
     /// Loads `.ll` or `.bc` from `path` and picks `kernel` (mangled or
     /// demangled name; may be omitted when the module has one kernel).
     pub fn load(path: &Path, kernel: Option<&str>) -> Result<Self, IrError> {
-        let bytes = std::fs::read(path).map_err(|error| IrError::Io {
-            path: path.to_path_buf(),
-            error,
-        })?;
+        // FIFOs, devices and directories are refused before reading.
+        let bytes = crate::access::Reader::Caller.read(path)?;
         Self::parse(&path.display().to_string(), &bytes, kernel)
     }
 
@@ -371,13 +369,21 @@ fn parse_bitcode<'c>(context: &'c Context, bitcode: &[u8]) -> Result<Module<'c>,
 
 /// LLVM messages span lines (the offending source line, a caret); errors are
 /// one line.
+/// LLVM's multi-line message (location, the offending line, a caret) as
+/// one line, capped: the quoted line is the input's, and a message must not
+/// carry more of a file than it needs to point at the problem.
 fn one_line(message: &str) -> String {
-    message
+    const MAX_CHARS: usize = 240;
+    let joined = message
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.chars().all(|c| c == '^' || c == ' '))
         .collect::<Vec<_>>()
-        .join(" | ")
+        .join(" | ");
+    match joined.char_indices().nth(MAX_CHARS) {
+        Some((cut, _)) => format!("{}...", &joined[..cut]),
+        None => joined,
+    }
 }
 
 fn demangled(symbol: &str) -> Option<String> {

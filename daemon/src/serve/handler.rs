@@ -159,7 +159,7 @@ impl ApiHandler {
 
     fn explain(&self, kernel: &str) -> Outcome {
         let kernel = self.resolve(kernel)?;
-        let (id, validated, ir_text, spec_path, spec_text) = {
+        let (id, validated, ir_text, spec_path, spec_text, root) = {
             let registry = self.shared.registry();
             let job = registry
                 .versions(&kernel)
@@ -175,11 +175,14 @@ impl ApiHandler {
                 job.record.ir_text.clone(),
                 job.record.spec_path.clone(),
                 job.record.spec_text.clone(),
+                job.daemon.root.clone(),
             )
         };
         let internal = |e: String| (ErrorCode::Internal, format!("{id}: {e}"));
-        let spec =
-            crate::spec::parse(&spec_path, &spec_text).map_err(|e| internal(e.to_string()))?;
+        let reader = crate::access::Reader::for_spec(&spec_path, &root)
+            .map_err(|e| internal(e.to_string()))?;
+        let spec = crate::spec::parse_as(&spec_path, &spec_text, &reader)
+            .map_err(|e| internal(e.to_string()))?;
         let ir = KernelIr::parse(&id, ir_text.as_bytes(), Some(&spec.kernel))
             .map_err(|e| internal(e.to_string()))?;
         let variant = ir

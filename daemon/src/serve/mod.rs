@@ -61,6 +61,8 @@ pub struct JobFiles<'a> {
     pub prescreen: bool,
     /// Harness commands run as this uid/gid (the daemon running as root).
     pub harness_user: Option<(u32, u32)>,
+    /// The spec's owner, for whom its files are read.
+    pub reader: &'a crate::access::Reader,
 }
 
 pub trait BackendFactory: Send + Sync {

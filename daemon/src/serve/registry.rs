@@ -134,10 +134,12 @@ impl JobEntry {
 }
 
 /// A spec file that did not make a job, and why.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Problem {
     pub kernel: String,
     pub message: String,
+    /// The spec and IR content the message is about.
+    pub fingerprint: String,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -6,6 +6,7 @@
 
 use super::scan::{best_record, unix_now};
 use super::{BackendFactory, JobFiles, Shared};
+use crate::access::Reader;
 use crate::evolve::{Backend, BackendError, Engine, EvolveError};
 use crate::ir::KernelIr;
 use gevo_client::proto::Best;
@@ -104,13 +105,18 @@ fn start(
     id: &str,
     factory: &dyn BackendFactory,
 ) -> Result<Current, String> {
-    let (record, snapshot) = {
+    let (record, snapshot, root) = {
         let registry = shared.registry();
         let job = registry.jobs.get(id).ok_or("the job is gone")?;
-        (job.record.clone(), job.ir_snapshot.clone())
+        (
+            job.record.clone(),
+            job.ir_snapshot.clone(),
+            job.daemon.root.clone(),
+        )
     };
-    let mut spec =
-        crate::spec::parse(&record.spec_path, &record.spec_text).map_err(|e| e.to_string())?;
+    let reader = Reader::for_spec(&record.spec_path, &root).map_err(|e| e.to_string())?;
+    let mut spec = crate::spec::parse_as(&record.spec_path, &record.spec_text, &reader)
+        .map_err(|e| e.to_string())?;
     spec.ir = snapshot.clone();
     let ir = KernelIr::load(&snapshot, Some(&spec.kernel)).map_err(|e| e.to_string())?;
     let engine = shared
@@ -140,6 +146,7 @@ fn start(
             Some(_) => crate::harness::run_as(&config.harness.user)?,
             None => None,
         },
+        reader: &reader,
     };
     let stop = shared.slots[slot].stop.clone();
     let backend = factory.start(&files, shared.slots[slot].device.as_ref(), stop)?;

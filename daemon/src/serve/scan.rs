@@ -4,6 +4,7 @@
 
 use super::registry::{JobEntry, Problem, Registry};
 use super::{ServeConfig, Shared};
+use crate::access::Reader;
 use crate::evolve::Engine;
 use crate::ir::{content_hash, KernelIr};
 use crate::store::{DaemonJob, JobRecord, Store, StoreError};
@@ -141,17 +142,34 @@ pub fn rescan(
     settler.retain(|p| present.contains(p));
     let mut pending: Option<Duration> = None;
     for f in &found {
-        let Ok(spec_bytes) = std::fs::read(&f.spec) else {
-            continue;
+        // Every file the spec names, the spec included, is read for the
+        // spec's owner.
+        let read = Reader::for_spec(&f.spec, &f.root)
+            .and_then(|reader| Ok((reader.read(&f.spec)?, reader)));
+        let (spec_bytes, reader) = match read {
+            Ok(read) => read,
+            Err(e) => {
+                let message = format!("{}: cannot read spec file: {e}", f.spec.display());
+                let problem = Problem {
+                    kernel: kernel_name(None, &f.root, &f.spec),
+                    fingerprint: content_hash(message.as_bytes()),
+                    message,
+                };
+                record_problem(shared, &f.spec, problem);
+                continue;
+            }
         };
         let spec_text = String::from_utf8_lossy(&spec_bytes).into_owned();
-        let parsed = crate::spec::parse(&f.spec, &spec_text);
-        let ir_bytes = parsed.as_ref().ok().and_then(|s| std::fs::read(&s.ir).ok());
+        let parsed = crate::spec::parse_as(&f.spec, &spec_text, &reader);
+        let ir_bytes = parsed.as_ref().ok().map(|s| reader.read(&s.ir));
         let fingerprint = content_hash(
             format!(
                 "{}\n{}",
                 content_hash(&spec_bytes),
-                ir_bytes.as_deref().map_or("-".to_string(), content_hash)
+                ir_bytes
+                    .as_ref()
+                    .and_then(|r| r.as_deref().ok())
+                    .map_or("-".to_string(), content_hash)
             )
             .as_bytes(),
         );
@@ -177,13 +195,9 @@ pub fn rescan(
             continue;
         }
         let outcome = parsed.map_err(|e| e.to_string()).and_then(|spec| {
-            let ir_bytes = ir_bytes.ok_or_else(|| {
-                format!(
-                    "{}: ir: cannot read {}",
-                    f.spec.display(),
-                    spec.ir.display()
-                )
-            })?;
+            let ir_bytes = ir_bytes
+                .expect("read for every parsed spec")
+                .map_err(|e| format!("{}: ir: {e}", f.spec.display()))?;
             register(
                 shared,
                 config,
@@ -196,11 +210,12 @@ pub fn rescan(
             )
         });
         if let Err(message) = outcome {
-            tracing::warn!(spec = %f.spec.display(), %message, "spec not usable");
-            shared
-                .registry()
-                .problems
-                .insert(f.spec.clone(), Problem { kernel, message });
+            let problem = Problem {
+                kernel,
+                message,
+                fingerprint,
+            };
+            record_problem(shared, &f.spec, problem);
         }
     }
     let mut registry = shared.registry();
@@ -211,6 +226,16 @@ pub fn rescan(
         }
     }
     pending
+}
+
+/// Shows `problem` for `spec`, logging it once per spec content and
+/// message rather than on every scan.
+fn record_problem(shared: &Shared, spec: &Path, problem: Problem) {
+    let mut registry = shared.registry();
+    if registry.problems.get(spec) != Some(&problem) {
+        tracing::warn!(spec = %spec.display(), message = %problem.message, "spec not usable");
+    }
+    registry.problems.insert(spec.to_path_buf(), problem);
 }
 
 /// Makes a job for a settled spec and IR content (or revives the one that
@@ -265,6 +290,18 @@ fn register(
     }
     let store = &shared.store;
     let persist = |id: &str, d: &DaemonJob| store.put_daemon_job(id, d).map_err(|e| e.to_string());
+    // The same kernel and content from a spec file that is gone (its
+    // directory unwatched, a build directory replaced): the job moves to
+    // this spec and keeps its progress.
+    if let Some(job) = registry.jobs.get_mut(&id) {
+        if job.removed && job.record.spec_path != found.spec {
+            job.record.spec_path = found.spec.clone();
+            job.daemon.root = found.root.clone();
+            store.put_job(&job.record).map_err(|e| e.to_string())?;
+            persist(&job.id, &job.daemon)?;
+            tracing::info!(job = %id, spec = %found.spec.display(), "job moved to another spec file");
+        }
+    }
     let versions = registry.versions(kernel);
     let last_version = versions.iter().map(|j| j.daemon.version).max();
     // A rebuild does not undo a client's pause of the current version.

@@ -96,6 +96,7 @@ impl BackendFactory for WorkerFactory {
             libdevice: self.libdevice.as_deref(),
             workers: job.workers,
             timeout: job.timeout,
+            reader: job.reader,
         };
         setup
             .evaluators(job.spec, device, job.harness_user)

@@ -28,25 +28,37 @@ pub use model::{
     HARNESS_PLACEHOLDERS,
 };
 
+use crate::access::Reader;
 use sha2::{Digest, Sha256};
 use std::path::Path;
 
-/// Reads and validates a spec file.
+/// Reads and validates a spec file, as the user running gevod.
 pub fn load(path: &Path) -> Result<Spec, SpecError> {
-    let text = std::fs::read_to_string(path).map_err(|e| SpecError {
+    load_as(path, &Reader::Caller)
+}
+
+/// Reads and validates a spec file, reading it and every file it names for
+/// `reader` (the daemon reads for the spec's owner).
+pub fn load_as(path: &Path, reader: &Reader) -> Result<Spec, SpecError> {
+    let text = reader.read_to_string(path).map_err(|e| SpecError {
         file: path.to_path_buf(),
         line: None,
         column: None,
         field: String::new(),
         message: format!("cannot read spec file: {e}"),
     })?;
-    parse(path, &text)
+    parse_as(path, &text, reader)
 }
 
 /// Validates a spec given as text; `path_for_messages` names it in errors,
 /// and relative paths (`ir`, data files) are resolved against its directory.
 pub fn parse(path_for_messages: &Path, text: &str) -> Result<Spec, SpecError> {
-    load::parse_spec(path_for_messages, text)
+    parse_as(path_for_messages, text, &Reader::Caller)
+}
+
+/// [`parse`], reading the files the spec names for `reader`.
+pub fn parse_as(path_for_messages: &Path, text: &str, reader: &Reader) -> Result<Spec, SpecError> {
+    load::parse_spec(path_for_messages, text, reader)
 }
 
 fn hex(bytes: &[u8]) -> String {

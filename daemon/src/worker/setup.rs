@@ -6,6 +6,7 @@
 
 use super::gpu::{CudaBackend, CudaOptions, GpuWorker};
 use super::pool::{PoolOptions, WorkerPool};
+use crate::access::Reader;
 use crate::cuda::measure::{MeasureError, MeasureOptions, Measurer};
 use crate::cuda::{driver, CudaError};
 use crate::device::{DeviceInfo, DeviceSelector};
@@ -132,6 +133,8 @@ pub struct WorkerSetup<'a> {
     pub libdevice: Option<&'a Path>,
     pub workers: usize,
     pub timeout: Duration,
+    /// Who the spec's files are read for (the daemon: the spec's owner).
+    pub reader: &'a Reader,
 }
 
 impl WorkerSetup<'_> {
@@ -149,6 +152,10 @@ impl WorkerSetup<'_> {
         if let Some(l) = self.libdevice {
             args.push("--libdevice".into());
             args.push(l.into());
+        }
+        if let Some(r) = self.reader.worker_arg() {
+            args.push("--on-behalf-of".into());
+            args.push(r.into());
         }
         args
     }
@@ -276,8 +283,12 @@ impl WorkerSetup<'_> {
 
 /// A worker's spec, with the IR path replaced when the daemon gives a
 /// snapshot (the build may have rewritten the spec's IR since).
-pub fn load_worker_spec(path: &Path, ir: Option<&Path>) -> Result<Spec, SpecError> {
-    let mut spec = spec::load(path)?;
+pub fn load_worker_spec(
+    path: &Path,
+    ir: Option<&Path>,
+    reader: &Reader,
+) -> Result<Spec, SpecError> {
+    let mut spec = spec::load_as(path, reader)?;
     if let Some(ir) = ir {
         spec.ir = ir.to_path_buf();
     }

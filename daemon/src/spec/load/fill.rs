@@ -163,18 +163,10 @@ fn read_file_fill(cx: &Cx, node: &Node, field: &str, elem: ElemType) -> Res<Fill
     let rel = nonempty_string(cx, node, field)?;
     let path = cx.resolve(&rel);
     let err = |m: String| cx.err(&node.span, field, m);
-    let bytes = match std::fs::read(&path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(err(format!("data file {} does not exist", path.display())))
-        }
-        Err(e) => {
-            return Err(err(format!(
-                "cannot read data file {}: {e}",
-                path.display()
-            )))
-        }
-    };
+    let bytes = cx
+        .reader
+        .read(&path)
+        .map_err(|e| err(format!("data file {e}")))?;
     let size = elem.size();
     let is_npy = path
         .extension()

@@ -3,6 +3,7 @@
 
 use super::read::{array, integer, nonempty_string, number, string, table, Cx, Res};
 use super::TYPE_NAMES;
+use crate::access::Reader;
 use crate::spec::expr::format_number;
 use crate::spec::inputs::MAX_BUFFER_BYTES;
 use crate::spec::model::{
@@ -72,6 +73,13 @@ pub(super) fn read_harness(
         None => cx.resolve("."),
         Some(n) => cx.resolve(&nonempty_string(cx, n, "harness.workdir")?),
     };
+    // For a spec's owner (the daemon), a program given as a path must be a
+    // file they may use; a bare name is looked up on the run's PATH.
+    if matches!(cx.reader, Reader::OnBehalf { .. }) && command[0].contains('/') {
+        cx.reader
+            .check(&workdir.join(&command[0]))
+            .map_err(|e| cx.err(&items[0].span, "harness.command[0]", format!("program {e}")))?;
+    }
     let timeout_s = match t.get("timeout_s") {
         None => DEFAULT_HARNESS_TIMEOUT_S,
         Some(n) => {

@@ -14,6 +14,7 @@ mod test_cases;
 use super::error::Locator;
 use super::model::Spec;
 use super::tree::{self, Node, Value};
+use crate::access::{AccessError, Reader};
 use acceptance::read_acceptance;
 use args::read_args;
 use harness::read_harness;
@@ -41,7 +42,7 @@ const TOP_KEYS: &[&str] = &[
 const TYPE_NAMES: &str = "f32, f64, i8, i16, i32, i64, u8, u16, u32, u64";
 
 /// Reads and validates a spec from its text.
-pub(crate) fn parse_spec(path: &Path, text: &str) -> Res<Spec> {
+pub(crate) fn parse_spec(path: &Path, text: &str, reader: &Reader) -> Res<Spec> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -50,6 +51,7 @@ pub(crate) fn parse_spec(path: &Path, text: &str) -> Res<Spec> {
         file: path.to_path_buf(),
         dir,
         locator: Locator::new(path, text),
+        reader: reader.clone(),
     };
     let root = tree::parse(text).map_err(|(message, offset)| {
         cx.locator
@@ -105,13 +107,13 @@ fn read_root(cx: &Cx, root: &Node, text: &str) -> Res<Spec> {
     )?;
     let ir_rel = nonempty_string(cx, ir_node, "ir")?;
     let ir = cx.resolve(&ir_rel);
-    if !ir.is_file() {
-        return Err(cx.err(
-            &ir_node.span,
-            "ir",
-            format!("IR file {} does not exist", ir.display()),
-        ));
-    }
+    cx.reader.check(&ir).map_err(|e| {
+        let message = match e {
+            AccessError::NotFound { .. } => format!("IR file {} does not exist", ir.display()),
+            other => format!("IR file {other}"),
+        };
+        cx.err(&ir_node.span, "ir", message)
+    })?;
     let kernel = nonempty_string(
         cx,
         top.req(cx, "kernel", "the kernel's entry name")?,

@@ -2,6 +2,7 @@
 //! TOML nodes that every table's reader uses: tables that refuse unknown keys,
 //! strings, integers, numbers, arrays and expression fields.
 
+use crate::access::Reader;
 use crate::spec::error::{Location, Locator, SpecError};
 use crate::spec::expr::{Expr, MAX_EXACT_INT};
 use crate::spec::model::{Located, Number};
@@ -13,6 +14,8 @@ pub(super) struct Cx {
     pub(super) file: PathBuf,
     pub(super) dir: PathBuf,
     pub(super) locator: Locator,
+    /// Who the files the spec names are read for.
+    pub(super) reader: Reader,
 }
 
 pub(super) type Res<T> = Result<T, SpecError>;

@@ -1,0 +1,269 @@
+//! Opening the files a spec names, on behalf of whoever wrote the spec.
+//!
+//! The daemon runs as its own user (or root) and reads specs that other
+//! users drop into watched build directories. A spec may name any path, so
+//! every file it names is opened through a [`Reader`]: `Caller` (the command
+//! line: the user runs gevod as themselves) only refuses what is not a
+//! regular file; `OnBehalf` also refuses a file the spec's owner could not
+//! be trusted to read (docs/daemon.md, "Files a spec names"):
+//!
+//! - the file, symlinks followed, lies under the watch root holding the spec;
+//! - or it is owned by the spec file's owner;
+//! - or it is owned by root and readable by everyone (system headers,
+//!   libdevice, a toolkit's files).
+//!
+//! Errors name the path and say why; they never hold a byte of the file.
+//! A non-regular file (FIFO, device, directory, socket) is refused before it
+//! is opened for reading, and opened with `O_NONBLOCK` so that a FIFO
+//! swapped in afterwards cannot hang the daemon; the type is checked again
+//! on the open descriptor.
+
+use std::fs::{File, Metadata};
+use std::io::Read;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// Who a file is read for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reader {
+    /// The user running gevod: any regular file they can open.
+    Caller,
+    /// The owner of a spec in a watched directory.
+    OnBehalf {
+        /// The spec file's owner.
+        uid: u32,
+        /// The watch root holding the spec, symlinks resolved.
+        root: PathBuf,
+    },
+}
+
+/// Why a file was not read. The message never quotes the file.
+#[derive(Debug, thiserror::Error)]
+pub enum AccessError {
+    #[error("{} does not exist", path.display())]
+    NotFound { path: PathBuf },
+    #[error("{} is {what}, not a regular file", path.display())]
+    NotRegular { path: PathBuf, what: &'static str },
+    #[error(
+        "{} refused: it is outside the watch root {} and not owned by the spec's owner (uid {uid}) or a world-readable root file",
+        path.display(),
+        root.display()
+    )]
+    Refused {
+        path: PathBuf,
+        root: PathBuf,
+        uid: u32,
+    },
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+impl Reader {
+    /// The reader for a spec file found under `root`: its owner's. A spec
+    /// that is a symlink belongs to whoever made the link, so a link to a
+    /// file someone else owns reads as the link's maker, not the target's.
+    pub fn for_spec(spec: &Path, root: &Path) -> Result<Reader, AccessError> {
+        let uid = std::fs::symlink_metadata(spec)
+            .map_err(|e| io_error(spec, e))?
+            .uid();
+        let root = std::fs::canonicalize(root).map_err(|e| io_error(root, e))?;
+        Ok(Reader::OnBehalf { uid, root })
+    }
+
+    /// The whole file, when this reader may have it.
+    pub fn read(&self, path: &Path) -> Result<Vec<u8>, AccessError> {
+        let mut file = self.open(path)?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)
+            .map_err(|e| io_error(path, e))?;
+        Ok(bytes)
+    }
+
+    /// The file as text (lossy: the spec loaders report bad UTF-8 themselves).
+    pub fn read_to_string(&self, path: &Path) -> Result<String, AccessError> {
+        let bytes = self.read(path)?;
+        String::from_utf8(bytes).map_err(|_| AccessError::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"),
+        })
+    }
+
+    /// Whether this reader may use the file (a program to run, say), without
+    /// reading it.
+    pub fn check(&self, path: &Path) -> Result<(), AccessError> {
+        self.open(path).map(drop)
+    }
+
+    /// Opens a regular file this reader may read.
+    pub fn open(&self, path: &Path) -> Result<File, AccessError> {
+        regular(
+            path,
+            &std::fs::metadata(path).map_err(|e| io_error(path, e))?,
+        )?;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(path)
+            .map_err(|e| io_error(path, e))?;
+        let meta = file.metadata().map_err(|e| io_error(path, e))?;
+        regular(path, &meta)?;
+        if let Reader::OnBehalf { uid, root } = self {
+            let allowed = meta.uid() == *uid
+                || (meta.uid() == 0 && meta.mode() & 0o004 != 0)
+                || opened_path(&file).is_some_and(|p| p.starts_with(root));
+            if !allowed {
+                return Err(AccessError::Refused {
+                    path: path.to_path_buf(),
+                    root: root.clone(),
+                    uid: *uid,
+                });
+            }
+        }
+        Ok(file)
+    }
+
+    /// The command-line form workers get (`--on-behalf-of UID:ROOT`), if any.
+    pub fn worker_arg(&self) -> Option<String> {
+        match self {
+            Reader::Caller => None,
+            Reader::OnBehalf { uid, root } => Some(format!("{uid}:{}", root.display())),
+        }
+    }
+
+    /// Parses [`Reader::worker_arg`]'s form.
+    pub fn from_worker_arg(arg: &str) -> Result<Reader, String> {
+        let (uid, root) = arg
+            .split_once(':')
+            .ok_or_else(|| format!("expected UID:ROOT, found `{arg}`"))?;
+        Ok(Reader::OnBehalf {
+            uid: uid.parse().map_err(|_| format!("`{uid}` is not a uid"))?,
+            root: PathBuf::from(root),
+        })
+    }
+}
+
+/// The path the kernel resolved for an open file: symlinks followed, as it
+/// was when opened (not re-resolved from the name, which may have changed).
+fn opened_path(file: &File) -> Option<PathBuf> {
+    use std::os::fd::AsRawFd;
+    std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()
+}
+
+fn regular(path: &Path, meta: &Metadata) -> Result<(), AccessError> {
+    let t = meta.file_type();
+    let what = if t.is_file() {
+        return Ok(());
+    } else if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    };
+    Err(AccessError::NotRegular {
+        path: path.to_path_buf(),
+        what,
+    })
+}
+
+fn io_error(path: &Path, source: std::io::Error) -> AccessError {
+    if source.kind() == std::io::ErrorKind::NotFound {
+        AccessError::NotFound {
+            path: path.to_path_buf(),
+        }
+    } else {
+        AccessError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(r: Result<Vec<u8>, AccessError>) -> String {
+        r.expect_err("refused").to_string()
+    }
+
+    #[test]
+    fn non_regular_files_are_named_for_what_they_are() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("pipe");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path; mkfifo touches nothing else.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        for (path, expected) in [
+            (fifo.as_path(), "is a FIFO, not a regular file"),
+            (Path::new("/dev/zero"), "is a character device"),
+            (dir.path(), "is a directory"),
+            (&dir.path().join("missing"), "does not exist"),
+        ] {
+            let text = message(Reader::Caller.read(path));
+            assert!(text.contains(expected), "{path:?}: {text}");
+        }
+    }
+
+    #[test]
+    fn on_behalf_of_an_owner_only_their_files_the_root_and_public_system_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        std::fs::create_dir(&root).unwrap();
+        let inside = root.join("k.ll");
+        std::fs::write(&inside, "inside").unwrap();
+        let outside = dir.path().join("secret");
+        std::fs::write(&outside, "the secret").unwrap();
+        // Private: the world-readable root-file rule must not apply.
+        std::fs::set_permissions(
+            &outside,
+            std::os::unix::fs::PermissionsExt::from_mode(0o600),
+        )
+        .unwrap();
+        let link = root.join("link");
+        std::os::unix::fs::symlink(&outside, &link).unwrap();
+        // SAFETY: geteuid cannot fail and touches no memory.
+        let me = unsafe { libc::geteuid() };
+        let stranger = Reader::OnBehalf {
+            uid: me.wrapping_add(4242),
+            root: std::fs::canonicalize(&root).unwrap(),
+        };
+        assert_eq!(stranger.read(&inside).unwrap(), b"inside");
+        for path in [&outside, &link] {
+            let text = message(stranger.read(path));
+            assert!(text.contains("refused"), "{text}");
+            assert!(!text.contains("secret\""), "{text}");
+            assert!(!text.contains("the secret"), "{text}");
+        }
+        let owner = Reader::OnBehalf {
+            uid: me,
+            root: std::fs::canonicalize(&root).unwrap(),
+        };
+        assert_eq!(owner.read(&link).unwrap(), b"the secret");
+        // A world-readable file root owns, outside the root.
+        assert!(stranger.check(Path::new("/etc/passwd")).is_ok());
+    }
+
+    #[test]
+    fn the_worker_form_round_trips() {
+        let r = Reader::OnBehalf {
+            uid: 1000,
+            root: PathBuf::from("/home/a/build:x"),
+        };
+        assert_eq!(
+            Reader::from_worker_arg(&r.worker_arg().unwrap()).unwrap(),
+            r
+        );
+        assert!(Reader::from_worker_arg("x").is_err());
+        assert_eq!(Reader::Caller.worker_arg(), None);
+    }
+}
