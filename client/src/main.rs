@@ -578,6 +578,21 @@ fn render_explain(e: &Explanation) -> String {
     for (i, edit) in e.edits.iter().enumerate() {
         out += &format!("  {}. {edit}\n", i + 1);
     }
+    if !e.tests.is_empty() {
+        out += "held-out tests (cost ratio, variant over original, 95% interval):\n";
+        for t in &e.tests {
+            out += &format!(
+                "  {:<12} {:.4}  [{:.4}, {:.4}]\n",
+                t.test, t.ratio, t.lo, t.hi
+            );
+        }
+    }
+    if !e.rejections.is_empty() {
+        out += "latest rejected candidates:\n";
+        for r in &e.rejections {
+            out += &format!("  - {r}\n");
+        }
+    }
     if !e.diff.is_empty() {
         out += "\n";
         out += &e.diff;

@@ -254,6 +254,23 @@ pub struct Explanation {
     pub edits: Vec<String>,
     /// Unified diff of the kernel's IR, original to variant.
     pub diff: String,
+    /// Each held-out test's cost ratio, variant over original.
+    #[serde(default)]
+    pub tests: Vec<TestRatio>,
+    /// Why the job's latest rejected candidates were not validated, newest
+    /// first.
+    #[serde(default)]
+    pub rejections: Vec<String>,
+}
+
+/// One held-out test's cost ratio with its 95% interval (the point itself
+/// on the simulator).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestRatio {
+    pub test: String,
+    pub ratio: f64,
+    pub lo: f64,
+    pub hi: f64,
 }
 
 #[cfg(test)]

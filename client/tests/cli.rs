@@ -5,7 +5,7 @@
 use gevo_client::export;
 use gevo_client::proto::{
     Best, BestRecord, Command, ErrorCode, Explanation, JobInfo, JobState, Pareto, ParetoPoint,
-    Reply, Request, Response, SlotInfo, Status, WatchRoot,
+    Reply, Request, Response, SlotInfo, Status, TestRatio, WatchRoot,
 };
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::MetadataExt;
@@ -511,6 +511,21 @@ fn status_and_jobs_print_tables() {
         speedup: 1.25,
         edits: vec!["delete %12".into(), "swap %3 %4".into()],
         diff: "--- original\n+++ variant\n-  %12 = add i32 %a, 0\n".into(),
+        tests: vec![
+            TestRatio {
+                test: "heldout[0]".into(),
+                ratio: 0.8,
+                lo: 0.79,
+                hi: 0.81,
+            },
+            TestRatio {
+                test: "heldout[1]".into(),
+                ratio: 0.95,
+                lo: 0.95,
+                hi: 0.95,
+            },
+        ],
+        rejections: vec!["heldout[1]: slower with confidence on this test".into()],
     };
     let cases: Vec<(&str, Reply, String)> = vec![
         (
@@ -553,6 +568,11 @@ COST    ERROR     EDITS
 app/stencil (job j1): speedup 1.250x with 2 edits
   1. delete %12
   2. swap %3 %4
+held-out tests (cost ratio, variant over original, 95% interval):
+  heldout[0]   0.8000  [0.7900, 0.8100]
+  heldout[1]   0.9500  [0.9500, 0.9500]
+latest rejected candidates:
+  - heldout[1]: slower with confidence on this test
 
 --- original
 +++ variant

@@ -123,6 +123,16 @@ pub struct TestSummary {
 }
 
 impl TestSummary {
+    /// This test's cost ratio with its confidence interval: a bootstrap over
+    /// its GPU rounds, or the exact point on the simulator.
+    pub fn cost_interval(&self) -> Option<Interval> {
+        let cost = self.cost?;
+        Some(match &self.timing {
+            Some(t) if !t.original_ns.is_empty() => stats::cost_ratio(&[t]),
+            _ => Interval::point(cost as f64 / self.original_cost.max(1) as f64),
+        })
+    }
+
     /// A test that did not pass, with no measurements.
     pub fn failed(test: &str, kind: &str, message: String) -> Self {
         TestSummary {
@@ -205,6 +215,20 @@ impl Assessment {
         Some(match timings {
             Some(t) if !t.is_empty() => stats::cost_ratio(&t),
             _ => Interval::point(point),
+        })
+    }
+
+    /// The first test the variant is slower on with confidence, by more
+    /// than `tolerance` (a fraction of the original's cost), as a reason.
+    pub fn first_regression(&self, tolerance: f64) -> Option<String> {
+        self.tests.iter().find_map(|t| {
+            let i = t.cost_interval()?;
+            (i.lo > 1.0 + tolerance).then(|| {
+                format!(
+                    "{}: slower with confidence on this test (cost ratio {:.4}, 95% interval {:.4}..{:.4}; max_test_regression {tolerance})",
+                    t.test, i.estimate, i.lo, i.hi
+                )
+            })
         })
     }
 

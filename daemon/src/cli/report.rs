@@ -125,8 +125,12 @@ impl Report<'_> {
                     v.minimized.edits.len()
                 );
                 for t in &v.heldout {
-                    let ratio = t.cost.map_or("-".into(), |c| {
-                        format!("{:.4}", c as f64 / t.original_cost.max(1) as f64)
+                    let ratio = t.cost_interval().map_or("-".into(), |i| {
+                        if i.lo == i.hi {
+                            format!("{:.4}", i.estimate)
+                        } else {
+                            format!("{:.4} (95% interval {:.4}..{:.4})", i.estimate, i.lo, i.hi)
+                        }
                     });
                     let verdict = t.failure.as_ref().map_or("pass", |f| f.0.as_str());
                     out += &format!("    {:<12} {verdict:<8} cost ratio {ratio}\n", t.test);

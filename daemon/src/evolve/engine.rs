@@ -41,6 +41,9 @@ pub struct Engine {
     pub(super) promoted: BTreeSet<String>,
     pub(super) validated: Vec<Validated>,
     pub(super) promotion_failures: Vec<PromotionFailure>,
+    /// Patches the initial population starts with, before random ones.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) seeds: Vec<Patch>,
 }
 
 /// What one generation did.
@@ -73,7 +76,17 @@ impl Engine {
             promoted: BTreeSet::new(),
             validated: Vec::new(),
             promotion_failures: Vec::new(),
+            seeds: Vec::new(),
         })
+    }
+
+    /// Starts the search from these patches as well (a user's patch, an
+    /// earlier search's winners): they join the initial population in
+    /// place of random individuals. No effect once the search has begun.
+    pub fn seed_with(&mut self, patches: Vec<Patch>) {
+        if self.population.is_empty() {
+            self.seeds = patches;
+        }
     }
 
     pub fn config(&self) -> &Config {
@@ -161,12 +174,15 @@ impl Engine {
     }
 
     fn initial(&mut self, ir: &KernelIr) -> Result<Vec<Patch>, EvolveError> {
-        (0..self.config.population)
-            .map(|_| {
+        let mut initial: Vec<Patch> = std::mem::take(&mut self.seeds);
+        initial.truncate(self.config.population);
+        while initial.len() < self.config.population {
+            initial.push(
                 ir.mutate(&mut self.rng, self.config.initial_edits)
-                    .map_err(EvolveError::Initial)
-            })
-            .collect()
+                    .map_err(EvolveError::Initial)?,
+            );
+        }
+        Ok(initial)
     }
 
     /// Children for the places the elites leave: tournament-selected

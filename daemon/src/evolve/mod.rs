@@ -41,6 +41,10 @@ pub struct Config {
     /// Minimization drops an edit when the variant stays valid and its cost
     /// changes by less than this fraction.
     pub minimize_threshold: f64,
+    /// A validated variant may be slower with confidence on no held-out
+    /// test by more than this fraction (0: on none at all), whatever its
+    /// speedup over all of them together.
+    pub max_test_regression: f64,
     /// `nsga2` (GEVO's), or `blind`: parents and survivors drawn at random,
     /// ignoring fitness (rejected variants still die). The control that
     /// shows the search's selection is what finds improvements.
@@ -66,6 +70,7 @@ impl Default for Config {
             mutation_tries: 50,
             promotions_per_generation: 2,
             minimize_threshold: 0.01,
+            max_test_regression: 0.0,
             selection: Selection::Nsga2,
         }
     }
@@ -93,7 +98,8 @@ impl Config {
         rate("crossover_rate", self.crossover_rate)?;
         rate("mutation_rate", self.mutation_rate)?;
         rate("elite_fraction", self.elite_fraction)?;
-        rate("minimize_threshold", self.minimize_threshold)
+        rate("minimize_threshold", self.minimize_threshold)?;
+        rate("max_test_regression", self.max_test_regression)
     }
 }
 

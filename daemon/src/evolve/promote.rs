@@ -1,6 +1,7 @@
 //! Promotion: a new train-best variant is re-run on the held-out tests it
-//! never saw; only if it passes them all, and is faster there too, is it
-//! minimized and kept as validated.
+//! never saw; only if it passes them all, is faster there on the whole, and
+//! is slower with confidence on none of them, is it minimized and kept as
+//! validated.
 
 use super::{Backend, Engine, EvolveError, PromotionFailure, Validated};
 use crate::eval::Assessment;
@@ -91,6 +92,12 @@ impl Engine {
                 }));
                 continue;
             };
+            // Faster on the whole is not enough: a user whose input looks
+            // like one held-out test must not get a slower program.
+            if let Some(reason) = heldout.first_regression(self.config.max_test_regression) {
+                failures.push(failure(reason));
+                continue;
+            }
             let build = match backend.compile(std::slice::from_ref(&minimized))?.remove(0) {
                 Ok(b) => b,
                 Err(reason) => {

@@ -6,7 +6,7 @@ use crate::api::{Access, Handler, Peer};
 use crate::ir::KernelIr;
 use gevo_client::proto::{
     Best, Command, ErrorCode, Explanation, Pareto, Reply, Request, Response, SlotInfo, Status,
-    WatchRoot,
+    TestRatio, WatchRoot,
 };
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -161,14 +161,17 @@ impl ApiHandler {
         let kernel = self.resolve(kernel)?;
         let (id, validated, ir_text, spec_path, spec_text, root) = {
             let registry = self.shared.registry();
-            let job = registry
-                .versions(&kernel)
-                .into_iter()
-                .find(|j| j.best.is_some())
-                .ok_or((
+            let versions = registry.versions(&kernel);
+            let Some(job) = versions.iter().find(|j| j.best.is_some()) else {
+                let latest = versions
+                    .first()
+                    .and_then(|j| self.rejections(&j.id).into_iter().next())
+                    .map_or(String::new(), |r| format!("; latest rejection: {r}"));
+                return Err((
                     ErrorCode::NoValidated,
-                    format!("{kernel}: no validated variant yet"),
-                ))?;
+                    format!("{kernel}: no validated variant yet{latest}"),
+                ));
+            };
             (
                 job.id.clone(),
                 job.best.clone().expect("found").0,
@@ -193,6 +196,7 @@ impl ApiHandler {
             .context_radius(3)
             .header("original", "variant")
             .to_string();
+        let rejections = self.rejections(&id);
         Ok(Reply::Explain(Explanation {
             kernel,
             job: id,
@@ -204,7 +208,32 @@ impl ApiHandler {
                 .map(|e| e.to_string())
                 .collect(),
             diff,
+            tests: validated
+                .heldout
+                .iter()
+                .filter_map(|t| {
+                    let i = t.cost_interval()?;
+                    Some(TestRatio {
+                        test: t.test.clone(),
+                        ratio: i.estimate,
+                        lo: i.lo,
+                        hi: i.hi,
+                    })
+                })
+                .collect(),
+            rejections,
         }))
+    }
+
+    /// The reasons of a job's three latest promotion failures, newest first.
+    fn rejections(&self, id: &str) -> Vec<String> {
+        let failures = self.shared.store.promotion_failures(id).unwrap_or_default();
+        failures
+            .iter()
+            .rev()
+            .take(3)
+            .map(|f| f.reason.clone())
+            .collect()
     }
 
     fn watch(&self, dir: PathBuf, add: bool) -> Outcome {

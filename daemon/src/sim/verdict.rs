@@ -27,6 +27,13 @@ pub enum Fault {
         bytes: u32,
         other_block: [u32; 3],
     },
+    /// An aligned barrier this thread waits at while `other_thread` of the
+    /// same block has exited (`other_barrier` None) or waits at another
+    /// barrier instruction.
+    DivergentBarrier {
+        other_thread: [u32; 3],
+        other_barrier: Option<u32>,
+    },
     StepBudget {
         budget: u64,
     },
@@ -54,6 +61,7 @@ impl Verdict {
             Fault::SharedRace { .. } => "race",
             Fault::UninitializedShared { .. } => "uninitialized_shared",
             Fault::GlobalRace { .. } => "global_race",
+            Fault::DivergentBarrier { .. } => "divergent_barrier",
             Fault::StepBudget { .. } => "step_budget",
             Fault::Unsupported { .. } => "unsupported",
             Fault::Unreachable => "unreachable",
@@ -105,6 +113,20 @@ impl fmt::Display for Fault {
             } => write!(
                 f,
                 "global-memory race: {bytes}-byte write to buffer {buffer} at byte {offset}, which block {other_block:?} also wrote in this launch"
+            ),
+            Fault::DivergentBarrier {
+                other_thread,
+                other_barrier: None,
+            } => write!(
+                f,
+                "divergent barrier: reached while thread {other_thread:?} of the same block has exited"
+            ),
+            Fault::DivergentBarrier {
+                other_thread,
+                other_barrier: Some(i),
+            } => write!(
+                f,
+                "divergent barrier: reached while thread {other_thread:?} of the same block waits at another barrier, instruction i{i}"
             ),
             Fault::StepBudget { budget } => {
                 write!(f, "step budget of {budget} instructions per block exceeded")

@@ -4,8 +4,9 @@
 //! barrier, a warp-collective instruction or its end. `BlockRun::run` is the
 //! block's scheduling loop and the place of barrier handling: once no thread
 //! can run, waiting warp collectives execute (`warp`); when every live thread
-//! waits at a barrier (exited threads count as arrived), a new barrier
-//! interval starts and all continue.
+//! waits at the same barrier, a new barrier interval starts and all
+//! continue; a barrier that some threads reach while others exited or wait
+//! at another one is a `divergent_barrier` verdict.
 
 use super::cta_of;
 use super::shared::{Shadow, NO_THREAD};
@@ -30,6 +31,8 @@ pub(super) struct Thread {
     pub(super) status: Status,
     pub(super) local: Vec<u8>,
     pub(super) tid: [u32; 3],
+    /// The barrier instruction it waits at (while `AtBarrier`).
+    pub(super) barrier: u32,
 }
 
 pub(super) struct BlockRun<'a> {
@@ -81,6 +84,7 @@ impl<'a> BlockRun<'a> {
                         status: Status::Running,
                         local: vec![0; program.local_bytes as usize],
                         tid: [x, y, z],
+                        barrier: 0,
                     });
                 }
             }
@@ -132,8 +136,8 @@ impl<'a> BlockRun<'a> {
             if waiting == 0 {
                 break;
             }
-            // Every live thread is at the barrier (exited threads count as
-            // arrived, as on sm_70 and later): start a new interval.
+            self.check_convergence()?;
+            // Every thread is at the same barrier: start a new interval.
             self.epoch += 1;
             for t in &mut self.threads {
                 if t.status == Status::AtBarrier {
@@ -145,6 +149,41 @@ impl<'a> BlockRun<'a> {
             steps: self.steps,
             cost: self.cost,
             max_block_steps: self.steps,
+        })
+    }
+
+    /// An aligned barrier (`bar.sync` without a count) must be reached by
+    /// every thread of the block at the same instruction: one that some
+    /// threads reach while others have exited or wait at another barrier is
+    /// undefined behaviour on a GPU (it may hang, or release early), even
+    /// where a given GPU happens to tolerate it.
+    fn check_convergence(&self) -> Result<(), Verdict> {
+        let Some(first) = self
+            .threads
+            .iter()
+            .position(|t| t.status == Status::AtBarrier)
+        else {
+            return Ok(());
+        };
+        let at = self.threads[first].barrier;
+        let other = self.threads.iter().find_map(|t| match t.status {
+            Status::Exited => Some((t.tid, None)),
+            Status::AtBarrier if t.barrier != at => Some((t.tid, Some(t.barrier))),
+            _ => None,
+        });
+        let Some((other_thread, other_barrier)) = other else {
+            return Ok(());
+        };
+        let th = &self.threads[first];
+        Err(Verdict {
+            fault: Fault::DivergentBarrier {
+                other_thread,
+                other_barrier,
+            },
+            instruction: at,
+            block: self.program.blocks[th.block as usize].name.clone(),
+            cta: self.cta,
+            thread: th.tid,
         })
     }
 

@@ -127,6 +127,7 @@ impl BlockRun<'_> {
                 Op::Alloca { offset } => pointer::make(pointer::LOCAL, 0, *offset),
                 Op::Barrier => {
                     self.threads[t].status = Status::AtBarrier;
+                    self.threads[t].barrier = inst.id;
                     return Ok(());
                 }
                 Op::Warp { .. } => {
