@@ -7,17 +7,15 @@ use super::Lowering;
 use crate::ir::error::IrError;
 use crate::ir::llvm::{self, Value};
 use crate::sim::code::*;
-use llvm_sys::core::*;
 use llvm_sys::LLVMTypeKind;
 
 impl Lowering {
     /// Calls whose result is not elementwise: vector reductions and the
     /// `*.with.overflow` pairs. False when `call` is neither.
     pub(super) fn lower_aggregate_call(&mut self, call: Value, dst: Reg) -> Result<bool, IrError> {
-        let callee = unsafe { LLVMGetCalledValue(call) };
-        if unsafe { LLVMIsAFunction(callee).is_null() } {
+        let Some(callee) = llvm::called_function(call) else {
             return Ok(false);
-        }
+        };
         let name = llvm::value_name(callee);
         let base = intrinsic_base(&name);
         let ty = llvm::type_of(call);
@@ -97,7 +95,8 @@ impl Lowering {
             "llvm.uadd" | "llvm.sadd" | "llvm.usub" | "llvm.ssub" | "llvm.umul" | "llvm.smul"
         );
         let is_struct = llvm::type_kind(ty) == LLVMTypeKind::LLVMStructTypeKind;
-        let field = is_struct.then(|| unsafe { LLVMStructGetTypeAtIndex(ty, 0) });
+        let has_fields = is_struct && llvm::struct_field_count(ty) > 0;
+        let field = has_fields.then(|| llvm::struct_field_type(ty, 0));
         let Some(field) = field.filter(|&f| known && !is_aggregate(f)) else {
             self.emit(Op::Unsupported(format!("call to @{name}")), dst);
             return Ok(true);
@@ -168,13 +167,12 @@ impl Lowering {
         lane: Option<u32>,
         dst: Reg,
     ) -> Result<(), IrError> {
-        let callee = unsafe { LLVMGetCalledValue(call) };
-        if unsafe { LLVMIsAFunction(callee).is_null() } {
+        let Some(callee) = llvm::called_function(call) else {
             self.emit(Op::Unsupported("indirect call".into()), dst);
             return Ok(());
-        }
+        };
         let name = llvm::value_name(callee);
-        let count = unsafe { LLVMGetNumArgOperands(call) };
+        let count = llvm::call_arg_count(call);
         if let Some(sreg) = special_register(&name) {
             self.emit(Op::Special(sreg), dst);
             return Ok(());

@@ -6,19 +6,17 @@ use super::Lowering;
 use crate::ir::error::IrError;
 use crate::ir::llvm::{self, Value};
 use crate::sim::code::*;
-use llvm_sys::core::*;
-use llvm_sys::prelude::*;
 
 impl Lowering {
     /// A new edge `from` -> `to` carrying `to`'s phis as copies (each phi's
     /// value for `from`); its index.
-    fn edge(&mut self, from: LLVMBasicBlockRef, to: LLVMBasicBlockRef) -> Result<u32, IrError> {
+    fn edge(&mut self, from: llvm::Block, to: llvm::Block) -> Result<u32, IrError> {
         let mut copies = Vec::new();
         for phi in llvm::instructions(to)
             .into_iter()
             .take_while(|&i| llvm::is_phi(i))
         {
-            let count = unsafe { LLVMCountIncoming(phi) };
+            let count = llvm::incoming_count(phi);
             let incoming = (0..count)
                 .find(|&k| llvm::incoming_block(phi, k) == from)
                 .ok_or_else(|| unsupported("phi without an entry for its predecessor"))?;
@@ -35,21 +33,21 @@ impl Lowering {
     }
 
     /// `br`: one edge, or two under a condition.
-    pub(super) fn branch(&mut self, inst: Value, block: LLVMBasicBlockRef) -> Result<Op, IrError> {
-        Ok(if unsafe { LLVMIsConditional(inst) } != 0 {
-            let cond = self.reg(unsafe { LLVMGetCondition(inst) })?;
-            let t = unsafe { LLVMGetSuccessor(inst, 0) };
-            let f = unsafe { LLVMGetSuccessor(inst, 1) };
-            Op::CondBr {
-                cond,
-                if_true: self.edge(block, t)?,
-                if_false: self.edge(block, f)?,
+    pub(super) fn branch(&mut self, inst: Value, block: llvm::Block) -> Result<Op, IrError> {
+        // The targets in operand order: the true one first.
+        let targets = llvm::terminator_successors(inst);
+        Ok(match llvm::branch_condition(inst) {
+            Some(condition) => {
+                let cond = self.reg(condition)?;
+                Op::CondBr {
+                    cond,
+                    if_true: self.edge(block, targets[0])?,
+                    if_false: self.edge(block, targets[1])?,
+                }
             }
-        } else {
-            let t = unsafe { LLVMGetSuccessor(inst, 0) };
-            Op::Br {
-                edge: self.edge(block, t)?,
-            }
+            None => Op::Br {
+                edge: self.edge(block, targets[0])?,
+            },
         })
     }
 
@@ -57,17 +55,20 @@ impl Lowering {
     pub(super) fn switch(
         &mut self,
         inst: Value,
-        block: LLVMBasicBlockRef,
+        block: llvm::Block,
         lane: Option<u32>,
     ) -> Result<Op, IrError> {
         let value = self.lane_reg(llvm::operand(inst, 0), lane)?;
         let bits = self.bits_of(llvm::type_of(llvm::operand(inst, 0)))?;
-        let default = self.edge(block, unsafe { LLVMGetSwitchDefaultDest(inst) })?;
+        // The default target first, then one per case (its value is
+        // operand 2k, for the k-th target).
+        let targets = llvm::terminator_successors(inst);
+        let default = self.edge(block, targets[0])?;
         let mut cases = Vec::new();
-        for k in 1..unsafe { LLVMGetNumSuccessors(inst) } {
+        for (k, &target) in (0u32..).zip(&targets).skip(1) {
             let case_value = llvm::operand(inst, 2 * k);
             let v = self.const_bits(case_value)?;
-            let edge = self.edge(block, unsafe { LLVMGetSuccessor(inst, k) })?;
+            let edge = self.edge(block, target)?;
             cases.push((v, edge));
         }
         Ok(Op::Switch {

@@ -8,18 +8,12 @@ use super::Lowering;
 use crate::ir::error::IrError;
 use crate::ir::llvm::{self, Value};
 use crate::sim::code::*;
-use llvm_sys::core::*;
-use llvm_sys::prelude::*;
 use llvm_sys::{LLVMIntPredicate, LLVMOpcode, LLVMRealPredicate};
 
 impl Lowering {
     /// Emits the instructions of one LLVM instruction: the vector- and
     /// aggregate-specific ones here, elementwise ones once per element.
-    pub(super) fn lower_inst(
-        &mut self,
-        inst: Value,
-        block: LLVMBasicBlockRef,
-    ) -> Result<(), IrError> {
+    pub(super) fn lower_inst(&mut self, inst: Value, block: llvm::Block) -> Result<(), IrError> {
         use LLVMOpcode::*;
         let opcode = llvm::opcode(inst);
         let ty = llvm::type_of(inst);
@@ -126,7 +120,7 @@ impl Lowering {
     fn lower_lane(
         &mut self,
         inst: Value,
-        block: LLVMBasicBlockRef,
+        block: llvm::Block,
         lane: Option<u32>,
         dst: Reg,
     ) -> Result<(), IrError> {
@@ -177,13 +171,13 @@ impl Lowering {
                 a: op(self, 0)?,
             },
             LLVMICmp => Op::ICmp {
-                pred: icmp(unsafe { LLVMGetICmpPredicate(inst) }),
+                pred: icmp(llvm::icmp_predicate(inst)),
                 bits: self.bits_of(scalar_type(llvm::type_of(llvm::operand(inst, 0))))?,
                 a: op(self, 0)?,
                 b: op(self, 1)?,
             },
             LLVMFCmp => Op::FCmp {
-                pred: fcmp(unsafe { LLVMGetFCmpPredicate(inst) }),
+                pred: fcmp(llvm::fcmp_predicate(inst)),
                 width: self.float_width(scalar_type(llvm::type_of(llvm::operand(inst, 0))))?,
                 a: op(self, 0)?,
                 b: op(self, 1)?,

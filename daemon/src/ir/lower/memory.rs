@@ -9,38 +9,30 @@ use crate::ir::error::IrError;
 use crate::ir::llvm::{self, Value};
 use crate::sim::code::*;
 use crate::sim::pointer;
-use llvm_sys::core::*;
-use llvm_sys::prelude::*;
-use llvm_sys::target::*;
-use llvm_sys::LLVMTypeKind;
+use llvm_sys::{LLVMAtomicRMWBinOp, LLVMTypeKind};
 
 impl Lowering {
     /// Shared (`addrspace(3)`) globals get offsets in the block's shared
     /// memory; read-only globals with initializers get constant-space ids.
     pub(super) fn lay_out_globals(
         &mut self,
-        module: LLVMModuleRef,
+        module: llvm::Module,
     ) -> Result<(u64, Vec<Vec<u8>>), IrError> {
         let mut shared = 0u64;
         let mut constant_globals = Vec::new();
-        let mut g = unsafe { LLVMGetFirstGlobal(module) };
-        while !g.is_null() {
-            let value_ty = unsafe { LLVMGlobalGetValueType(g) };
-            let space = unsafe { LLVMGetPointerAddressSpace(llvm::type_of(g)) };
-            let size = self.alloc_size(value_ty);
-            let align = u64::from(unsafe { LLVMGetAlignment(g) }.max(1));
-            if space == 3 {
+        for global in llvm::globals(module) {
+            let g = global.value;
+            let size = self.alloc_size(global.value_type);
+            let align = u64::from(global.alignment.max(1));
+            if global.address_space == 3 {
                 shared = shared.div_ceil(align) * align;
                 self.globals
                     .insert(g, pointer::make(pointer::SHARED, 0, shared));
                 shared += size;
             } else {
-                let init = unsafe { LLVMGetInitializer(g) };
-                let bytes = if init.is_null() {
-                    None
-                } else {
-                    self.constant_bytes(init, size)
-                };
+                let bytes = global
+                    .initializer
+                    .and_then(|init| self.constant_bytes(init, size));
                 if let Some(bytes) = bytes {
                     let id = constant_globals.len() as u64;
                     self.globals
@@ -49,7 +41,6 @@ impl Lowering {
                 }
                 // Other globals stay unmapped; a use of one is unsupported.
             }
-            g = unsafe { LLVMGetNextGlobal(g) };
         }
         Ok((shared, constant_globals))
     }
@@ -57,23 +48,21 @@ impl Lowering {
     /// Raw bytes of a constant initializer we can read: zero, scalars, and
     /// arrays of them.
     fn constant_bytes(&self, c: Value, size: u64) -> Option<Vec<u8>> {
-        unsafe {
-            if LLVMIsNull(c) != 0 || !LLVMIsAUndefValue(c).is_null() {
-                return Some(vec![0; size as usize]);
-            }
+        if llvm::is_null_or_undef(c) {
+            return Some(vec![0; size as usize]);
         }
         let ty = llvm::type_of(c);
         let kind = llvm::type_kind(ty);
         if kind == LLVMTypeKind::LLVMArrayTypeKind || kind == LLVMTypeKind::LLVMVectorTypeKind {
-            let elem_ty = unsafe { LLVMGetElementType(ty) };
+            let elem_ty = llvm::element_type(ty);
             let n = if kind == LLVMTypeKind::LLVMArrayTypeKind {
-                unsafe { LLVMGetArrayLength2(ty) }
+                llvm::array_length(ty)
             } else {
                 // Vector elements are packed; only whole-byte ones are read.
                 if self.bits_of(elem_ty).ok()? % 8 != 0 {
                     return None;
                 }
-                u64::from(unsafe { LLVMGetVectorSize(ty) })
+                u64::from(llvm::vector_size(ty))
             };
             let elem_size = if kind == LLVMTypeKind::LLVMArrayTypeKind {
                 self.alloc_size(elem_ty)
@@ -82,10 +71,7 @@ impl Lowering {
             };
             let mut out = Vec::with_capacity(size as usize);
             for i in 0..n {
-                let e = unsafe { LLVMGetAggregateElement(c, i as u32) };
-                if e.is_null() {
-                    return None;
-                }
+                let e = llvm::aggregate_element(c, i as u32)?;
                 out.extend(self.constant_bytes(e, elem_size)?);
             }
             out.resize(size as usize, 0);
@@ -101,28 +87,26 @@ impl Lowering {
     /// Byte offset of a GEP: the constant part, and (register, index width,
     /// scale) for each variable index.
     pub(super) fn gep_terms(&self, gep: Value) -> Result<(i64, Vec<GepTerm>), IrError> {
-        let mut ty = unsafe { LLVMGetGEPSourceElementType(gep) };
+        let mut ty = llvm::gep_source_type(gep);
         let n = llvm::num_operands(gep);
         let mut offset = 0i64;
         let mut terms = Vec::new();
         for i in 1..n {
             let idx = llvm::operand(gep, i);
             let idx_bits = self.bits_of(llvm::type_of(idx))?;
-            let constant = unsafe { !LLVMIsAConstantInt(idx).is_null() }
-                .then(|| sign_extend(unsafe { LLVMConstIntGetZExtValue(idx) }, idx_bits));
+            let constant = llvm::const_int(idx).map(|v| sign_extend(v, idx_bits));
             let scale = if i == 1 {
                 self.alloc_size(ty) as i64
             } else {
                 match llvm::type_kind(ty) {
                     LLVMTypeKind::LLVMStructTypeKind => {
                         let field = constant.ok_or_else(|| unsupported("variable struct index"))?;
-                        offset +=
-                            unsafe { LLVMOffsetOfElement(self.layout, ty, field as u32) } as i64;
-                        ty = unsafe { LLVMStructGetTypeAtIndex(ty, field as u32) };
+                        offset += self.layout.field_offset(ty, field as u32) as i64;
+                        ty = llvm::struct_field_type(ty, field as u32);
                         continue;
                     }
                     LLVMTypeKind::LLVMArrayTypeKind | LLVMTypeKind::LLVMVectorTypeKind => {
-                        ty = unsafe { LLVMGetElementType(ty) };
+                        ty = llvm::element_type(ty);
                         self.alloc_size(ty) as i64
                     }
                     _ => {
@@ -236,18 +220,18 @@ impl Lowering {
 
     /// `atomicrmw` with an operation the simulator knows.
     pub(super) fn atomic_rmw(&mut self, inst: Value, lane: Option<u32>) -> Result<Op, IrError> {
-        let rmw = match unsafe { LLVMGetAtomicRMWBinOp(inst) } {
-            llvm_sys::LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpXchg => RmwOp::Xchg,
-            llvm_sys::LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpAdd => RmwOp::Add,
-            llvm_sys::LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpSub => RmwOp::Sub,
-            llvm_sys::LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpAnd => RmwOp::And,
-            llvm_sys::LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpOr => RmwOp::Or,
-            llvm_sys::LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpXor => RmwOp::Xor,
-            llvm_sys::LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpMax => RmwOp::Max,
-            llvm_sys::LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpMin => RmwOp::Min,
-            llvm_sys::LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpUMax => RmwOp::UMax,
-            llvm_sys::LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpUMin => RmwOp::UMin,
-            llvm_sys::LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpFAdd => RmwOp::FAdd,
+        let rmw = match llvm::atomic_rmw_op(inst) {
+            LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpXchg => RmwOp::Xchg,
+            LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpAdd => RmwOp::Add,
+            LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpSub => RmwOp::Sub,
+            LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpAnd => RmwOp::And,
+            LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpOr => RmwOp::Or,
+            LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpXor => RmwOp::Xor,
+            LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpMax => RmwOp::Max,
+            LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpMin => RmwOp::Min,
+            LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpUMax => RmwOp::UMax,
+            LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpUMin => RmwOp::UMin,
+            LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpFAdd => RmwOp::FAdd,
             other => return Ok(Op::Unsupported(format!("atomicrmw {other:?}"))),
         };
         Ok(Op::AtomicRmw {
@@ -262,19 +246,18 @@ impl Lowering {
     /// frame, within `MAX_LOCAL_BYTES`.
     pub(super) fn alloca(&mut self, inst: Value) -> Op {
         let count = llvm::operand(inst, 0);
-        if unsafe { LLVMIsAConstantInt(count).is_null() } {
+        let Some(n) = llvm::const_int(count) else {
             return Op::Unsupported("alloca of a variable size".into());
-        }
-        let n = unsafe { LLVMConstIntGetZExtValue(count) };
+        };
         let size = self
-            .alloc_size(unsafe { LLVMGetAllocatedType(inst) })
+            .alloc_size(llvm::allocated_type(inst))
             .saturating_mul(n);
         if self.local_bytes.saturating_add(size) > MAX_LOCAL_BYTES {
             return Op::Unsupported(format!(
                 "{size}-byte alloca (the limit is {MAX_LOCAL_BYTES} bytes per thread)"
             ));
         }
-        let align = u64::from(unsafe { LLVMGetAlignment(inst) }.max(1));
+        let align = u64::from(llvm::alignment(inst).max(1));
         let offset = self.local_bytes.div_ceil(align) * align;
         self.local_bytes = offset + size;
         Op::Alloca { offset }

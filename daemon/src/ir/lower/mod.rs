@@ -37,9 +37,6 @@ use super::live::LiveFunction;
 use super::llvm::{self, Value};
 use crate::sim::code::*;
 use crate::sim::cost;
-use llvm_sys::core::*;
-use llvm_sys::prelude::*;
-use llvm_sys::target::*;
 use llvm_sys::LLVMTypeKind;
 use std::collections::HashMap;
 use types::lane_count;
@@ -50,7 +47,7 @@ const MAX_SHARED_BYTES: u64 = 228 * 1024;
 const MAX_LOCAL_BYTES: u64 = 64 * 1024;
 
 struct Lowering {
-    layout: LLVMTargetDataRef,
+    layout: llvm::DataLayout,
     /// The (first) register of every instruction and parameter.
     regs: HashMap<Value, Reg>,
     const_regs: HashMap<u64, Reg>,
@@ -58,7 +55,7 @@ struct Lowering {
     const_lanes: HashMap<Value, Reg>,
     constants: Vec<(Reg, u64)>,
     next_reg: Reg,
-    block_index: HashMap<LLVMBasicBlockRef, u32>,
+    block_index: HashMap<llvm::Block, u32>,
     globals: HashMap<Value, u64>,
     edges: Vec<Edge>,
     local_bytes: u64,
@@ -73,9 +70,9 @@ fn unsupported(what: impl Into<String>) -> IrError {
 }
 
 /// Lowers the function `live` edits (in `module`); `live` supplies instruction ids.
-pub fn lower(module: LLVMModuleRef, live: &LiveFunction) -> Result<Program, IrError> {
+pub fn lower(module: llvm::Module, live: &LiveFunction) -> Result<Program, IrError> {
     let func = live.function();
-    let layout = unsafe { LLVMGetModuleDataLayout(module) };
+    let layout = llvm::DataLayout::of(module);
     let blocks = llvm::blocks(func);
     let mut l = Lowering {
         layout,
@@ -135,7 +132,7 @@ pub fn lower(module: LLVMModuleRef, live: &LiveFunction) -> Result<Program, IrEr
         }
         let insts = std::mem::take(&mut l.out);
         // Unnamed blocks (clang numbers them) are called by their position.
-        let name = llvm::value_name(unsafe { LLVMBasicBlockAsValue(b) });
+        let name = llvm::block_name(b);
         out_blocks.push(Block {
             name: if name.is_empty() {
                 format!("bb{index}")

@@ -8,7 +8,6 @@ use super::Lowering;
 use crate::ir::error::IrError;
 use crate::ir::llvm::{self, Value};
 use crate::sim::code::*;
-use llvm_sys::prelude::*;
 
 impl Lowering {
     /// A call to `name` (element `lane` of a vectorized one), through its
@@ -48,8 +47,8 @@ impl Lowering {
         &mut self,
         recipe: Recipe,
         args: &[Reg],
-        types: &[LLVMTypeRef],
-        ty: LLVMTypeRef,
+        types: &[llvm::Type],
+        ty: llvm::Type,
         dst: Reg,
     ) -> Result<(), IrError> {
         let a = args[0];

@@ -5,31 +5,28 @@
 use super::unsupported;
 use super::Lowering;
 use crate::ir::error::IrError;
-use crate::ir::llvm;
+use crate::ir::llvm::{self, Type};
 use crate::sim::code::*;
-use llvm_sys::core::*;
-use llvm_sys::prelude::*;
-use llvm_sys::target::*;
 use llvm_sys::LLVMTypeKind;
 
 /// Vectors wider than this are refused (a register per element per thread).
 const MAX_LANES: u32 = 64;
 
 impl Lowering {
-    pub(super) fn alloc_size(&self, ty: LLVMTypeRef) -> u64 {
-        unsafe { LLVMABISizeOfType(self.layout, ty) }
+    pub(super) fn alloc_size(&self, ty: Type) -> u64 {
+        self.layout.alloc_size(ty)
     }
 
-    pub(super) fn store_size(&self, ty: LLVMTypeRef) -> u64 {
-        unsafe { LLVMStoreSizeOfType(self.layout, ty) }
+    pub(super) fn store_size(&self, ty: Type) -> u64 {
+        self.layout.store_size(ty)
     }
 
     /// Bit width of a scalar integer or float type (pointers: 64).
-    pub(super) fn bits_of(&self, ty: LLVMTypeRef) -> Result<u32, IrError> {
+    pub(super) fn bits_of(&self, ty: Type) -> Result<u32, IrError> {
         use LLVMTypeKind::*;
         Ok(match llvm::type_kind(ty) {
             LLVMIntegerTypeKind => {
-                let w = unsafe { LLVMGetIntTypeWidth(ty) };
+                let w = llvm::int_width(ty);
                 if w > 64 {
                     return Err(unsupported(format!("i{w} values")));
                 }
@@ -49,7 +46,7 @@ impl Lowering {
         })
     }
 
-    pub(super) fn float_width(&self, ty: LLVMTypeRef) -> Result<FloatWidth, IrError> {
+    pub(super) fn float_width(&self, ty: Type) -> Result<FloatWidth, IrError> {
         match llvm::type_kind(ty) {
             LLVMTypeKind::LLVMFloatTypeKind => Ok(FloatWidth::F32),
             LLVMTypeKind::LLVMDoubleTypeKind => Ok(FloatWidth::F64),
@@ -60,18 +57,18 @@ impl Lowering {
         }
     }
 
-    pub(super) fn access_bytes(&self, ty: LLVMTypeRef) -> Result<u32, IrError> {
+    pub(super) fn access_bytes(&self, ty: Type) -> Result<u32, IrError> {
         self.bits_of(ty)?;
         Ok(self.store_size(ty) as u32)
     }
 }
 
-pub(super) fn is_vector(ty: LLVMTypeRef) -> bool {
+pub(super) fn is_vector(ty: Type) -> bool {
     llvm::type_kind(ty) == LLVMTypeKind::LLVMVectorTypeKind
 }
 
 /// Values held in several consecutive registers: vectors and structs.
-pub(super) fn is_aggregate(ty: LLVMTypeRef) -> bool {
+pub(super) fn is_aggregate(ty: Type) -> bool {
     matches!(
         llvm::type_kind(ty),
         LLVMTypeKind::LLVMVectorTypeKind | LLVMTypeKind::LLVMStructTypeKind
@@ -79,19 +76,19 @@ pub(super) fn is_aggregate(ty: LLVMTypeRef) -> bool {
 }
 
 /// A vector's element type; any other type itself.
-pub(super) fn scalar_type(ty: LLVMTypeRef) -> LLVMTypeRef {
+pub(super) fn scalar_type(ty: Type) -> Type {
     if is_vector(ty) {
-        unsafe { LLVMGetElementType(ty) }
+        llvm::element_type(ty)
     } else {
         ty
     }
 }
 
 /// Registers a value of type `ty` occupies (see `lanes`).
-pub(super) fn lane_count(ty: LLVMTypeRef) -> Result<u32, IrError> {
+pub(super) fn lane_count(ty: Type) -> Result<u32, IrError> {
     match llvm::type_kind(ty) {
         LLVMTypeKind::LLVMVectorTypeKind => {
-            let n = unsafe { LLVMGetVectorSize(ty) };
+            let n = llvm::vector_size(ty);
             if n == 0 || n > MAX_LANES {
                 return Err(unsupported(format!(
                     "vectors of {n} elements (at most {MAX_LANES})"
@@ -100,7 +97,7 @@ pub(super) fn lane_count(ty: LLVMTypeRef) -> Result<u32, IrError> {
             Ok(n)
         }
         LLVMTypeKind::LLVMStructTypeKind => {
-            let n = unsafe { LLVMCountStructElementTypes(ty) };
+            let n = llvm::struct_field_count(ty);
             if n > MAX_LANES {
                 return Err(unsupported(format!("structs of {n} fields")));
             }

@@ -9,42 +9,37 @@ use super::Lowering;
 use crate::ir::error::IrError;
 use crate::ir::llvm::{self, Value};
 use crate::sim::code::*;
-use llvm_sys::core::*;
 use llvm_sys::LLVMOpcode;
 
 impl Lowering {
     /// The raw bits of a constant (integers zero-extended from their width,
     /// floats as IEEE bits, pointers tagged as in `sim::pointer`).
     pub(super) fn const_bits(&self, c: Value) -> Result<u64, IrError> {
-        unsafe {
-            if let Some(&p) = self.globals.get(&c) {
-                return Ok(p);
-            }
-            if !LLVMIsAGlobalValue(c).is_null() {
-                return Err(unsupported(format!(
-                    "use of global @{}",
-                    llvm::value_name(c)
-                )));
-            }
-            let ty = llvm::type_of(c);
-            if LLVMIsNull(c) != 0 || !LLVMIsAUndefValue(c).is_null() {
-                return Ok(0);
-            }
-            if !LLVMIsAConstantInt(c).is_null() {
-                let bits = self.bits_of(ty)?;
-                return Ok(LLVMConstIntGetZExtValue(c) & mask(bits));
-            }
-            if !LLVMIsAConstantFP(c).is_null() {
-                let mut lost = 0;
-                let v = LLVMConstRealGetDouble(c, &mut lost);
-                return Ok(match self.float_width(ty)? {
-                    FloatWidth::F32 => u64::from((v as f32).to_bits()),
-                    FloatWidth::F64 => v.to_bits(),
-                });
-            }
-            if !LLVMIsAConstantExpr(c).is_null() {
-                return self.const_expr_bits(c);
-            }
+        if let Some(&p) = self.globals.get(&c) {
+            return Ok(p);
+        }
+        if llvm::is_global_value(c) {
+            return Err(unsupported(format!(
+                "use of global @{}",
+                llvm::value_name(c)
+            )));
+        }
+        let ty = llvm::type_of(c);
+        if llvm::is_null_or_undef(c) {
+            return Ok(0);
+        }
+        if let Some(value) = llvm::const_int(c) {
+            let bits = self.bits_of(ty)?;
+            return Ok(value & mask(bits));
+        }
+        if let Some(v) = llvm::const_real(c) {
+            return Ok(match self.float_width(ty)? {
+                FloatWidth::F32 => u64::from((v as f32).to_bits()),
+                FloatWidth::F64 => v.to_bits(),
+            });
+        }
+        if let Some(opcode) = llvm::const_expr_opcode(c) {
+            return self.const_expr_bits(c, opcode);
         }
         Err(unsupported(format!(
             "constant {}",
@@ -52,8 +47,9 @@ impl Lowering {
         )))
     }
 
-    fn const_expr_bits(&self, c: Value) -> Result<u64, IrError> {
-        let opcode = unsafe { LLVMGetConstOpcode(c) };
+    /// The bits of a constant expression `c` (of `opcode`): casts, and GEPs
+    /// with constant indices.
+    fn const_expr_bits(&self, c: Value, opcode: LLVMOpcode) -> Result<u64, IrError> {
         match opcode {
             LLVMOpcode::LLVMAddrSpaceCast
             | LLVMOpcode::LLVMBitCast
@@ -84,7 +80,7 @@ impl Lowering {
         if let Some(&r) = self.regs.get(&v) {
             return Ok(r);
         }
-        if llvm::is_instruction(v) || unsafe { !LLVMIsAArgument(v).is_null() } {
+        if llvm::is_instruction(v) || llvm::is_argument(v) {
             return Err(unsupported(format!("value {}", llvm::value_to_string(v))));
         }
         let bits = self.const_bits(v)?;
@@ -113,18 +109,18 @@ impl Lowering {
         if let Some(&r) = self.regs.get(&v).or_else(|| self.const_lanes.get(&v)) {
             return Ok((r..r + n).collect());
         }
-        if llvm::is_instruction(v) || unsafe { !LLVMIsAArgument(v).is_null() } {
+        if llvm::is_instruction(v) || llvm::is_argument(v) {
             return Err(unsupported(format!("value {}", llvm::value_to_string(v))));
         }
         let mut bits = Vec::with_capacity(n as usize);
         for i in 0..n {
-            let e = unsafe { LLVMGetAggregateElement(v, i) };
-            if e.is_null() || is_aggregate(llvm::type_of(e)) {
+            let element = llvm::aggregate_element(v, i);
+            let Some(e) = element.filter(|&e| !is_aggregate(llvm::type_of(e))) else {
                 return Err(unsupported(format!(
                     "constant {}",
                     llvm::value_to_string(v)
                 )));
-            }
+            };
             bits.push(self.const_bits(e)?);
         }
         let first = self.fresh_n(n);
@@ -151,9 +147,4 @@ impl Lowering {
                 ))
             })
     }
-}
-
-/// The value of a constant integer index.
-pub(super) fn const_index(v: Value) -> Option<u64> {
-    unsafe { (!LLVMIsAConstantInt(v).is_null()).then(|| LLVMConstIntGetZExtValue(v)) }
 }

@@ -3,12 +3,10 @@
 //! `extractvalue`/`insertvalue`.
 
 use super::types::{is_aggregate, lane_count, scalar_type};
-use super::values::const_index;
 use super::Lowering;
 use crate::ir::error::IrError;
 use crate::ir::llvm::{self, Value};
 use crate::sim::code::*;
-use llvm_sys::core::*;
 use llvm_sys::LLVMTypeKind;
 
 impl Lowering {
@@ -18,7 +16,7 @@ impl Lowering {
         let start = self.out.len();
         let lanes = self.lanes(llvm::operand(inst, 0))?;
         let index = llvm::operand(inst, 1);
-        if let Some(i) = const_index(index) {
+        if let Some(i) = llvm::const_int(index) {
             let src = match lanes.get(i as usize) {
                 Some(&r) => r,
                 None => self.const_reg(0),
@@ -65,7 +63,7 @@ impl Lowering {
         let lanes = self.lanes(llvm::operand(inst, 0))?;
         let value = self.reg(llvm::operand(inst, 1))?;
         let index = llvm::operand(inst, 2);
-        if let Some(i) = const_index(index) {
+        if let Some(i) = llvm::const_int(index) {
             for (k, &lane) in (0..).zip(&lanes) {
                 self.copy(dst + k, if u64::from(k) == i { value } else { lane });
             }
@@ -109,9 +107,7 @@ impl Lowering {
     pub(super) fn lower_shuffle(&mut self, inst: Value, dst: Reg) -> Result<(), IrError> {
         let first = self.lanes(llvm::operand(inst, 0))?;
         let second = self.lanes(llvm::operand(inst, 1))?;
-        let n = unsafe { LLVMGetNumMaskElements(inst) };
-        for k in 0..n {
-            let m = unsafe { LLVMGetMaskValue(inst, k) };
+        for (k, m) in (0u32..).zip(llvm::shuffle_mask(inst)) {
             let Ok(m) = usize::try_from(m) else {
                 continue; // undef or poison entry
             };
@@ -220,16 +216,14 @@ impl Lowering {
     /// The field an `extractvalue`/`insertvalue` names, when it is a scalar
     /// field of a flat struct (one register per field).
     fn field_of(&self, inst: Value, aggregate: Value) -> Result<Option<usize>, IrError> {
-        let indices = unsafe {
-            std::slice::from_raw_parts(LLVMGetIndices(inst), LLVMGetNumIndices(inst) as usize)
-        };
+        let indices = llvm::aggregate_indices(inst);
         let ty = llvm::type_of(aggregate);
         if indices.len() != 1 || llvm::type_kind(ty) != LLVMTypeKind::LLVMStructTypeKind {
             return Ok(None);
         }
         let i = indices[0];
-        let n = unsafe { LLVMCountStructElementTypes(ty) };
-        let flat = (0..n).all(|k| !is_aggregate(unsafe { LLVMStructGetTypeAtIndex(ty, k) }));
+        let n = llvm::struct_field_count(ty);
+        let flat = (0..n).all(|k| !is_aggregate(llvm::struct_field_type(ty, k)));
         Ok((i < n && flat).then_some(i as usize))
     }
 }
