@@ -11,6 +11,7 @@ mod edit;
 mod error;
 mod live;
 mod llvm;
+#[forbid(unsafe_code)]
 mod lower;
 mod mutate;
 pub mod patch;
