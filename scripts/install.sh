@@ -21,7 +21,7 @@
 # whole, so files of an older version do not linger. The systemd units are
 # not installed here: docs/systemd.md.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+repo=$(cd "$(dirname "$0")/.." && pwd)
 
 usage() {
     local text
@@ -44,10 +44,16 @@ while [ $# -gt 0 ]; do
         *) echo "install.sh: unknown argument: $1" >&2; usage ;;
     esac
 done
+# Relative paths are the caller's, not the repository's.
 case $prefix in
     /*) ;;
     *) prefix=$PWD/$prefix ;;
 esac
+case $bin_dir in
+    /*|'') ;;
+    *) bin_dir=$PWD/$bin_dir ;;
+esac
+cd "$repo"
 
 if [ "$build" = yes ]; then
     echo "install.sh: cargo build --release -p gevod -p gevo-client" >&2

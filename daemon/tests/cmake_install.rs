@@ -143,6 +143,20 @@ fn installed_gevo_is_found_with_only_the_prefix() {
     assert!(!package.join("Stale.cmake").exists());
     assert!(package.join("gevoConfig.cmake").is_file());
 
+    // Relative paths are the caller's.
+    let out = Command::new(common::repo_root().join("scripts/install.sh"))
+        .args(["--prefix", "relative", "--bin-dir"])
+        .arg(&bin_dir)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(dir.path().join("relative/bin/gevod").is_file());
+    assert!(dir
+        .path()
+        .join("relative/lib/cmake/gevo/gevoConfig.cmake")
+        .is_file());
+
     // Binaries that are not there: nothing is installed, and it says why.
     let empty = dir.path().join("empty");
     std::fs::create_dir_all(&empty).unwrap();
