@@ -7,8 +7,10 @@
 #   original  LL OUT ARCH GEVOD CLANG ENTRY: the original kernel's PTX, with
 #             `gevod ptx` when GEVOD is set, else (or when it fails) clang;
 #             CLANG is empty with prebuilt IR on a machine without clang.
-#   select    KERNEL ARCH CLIENT SOCKET STATE USE_EVOLVED SPEC ORIGINAL OUT
-#             ORIGIN: asks gevo-client for the best validated PTX; copies it,
+#   select    KERNEL ARCH CLIENT SOCKET STATE USE_EVOLVED SPEC USER_SPEC ORIGINAL
+#             OUT ORIGIN: asks gevo-client for the best validated PTX (SOCKET
+#             is given to it as GEVO_SOCKET; not while the spec still has TODO
+#             placeholders, naming USER_SPEC then); copies it,
 #             or the original on any failure, to OUT only when the content
 #             differs, and what it is to ORIGIN; says which and why.
 #             With PTXAS set (MODE REPLACE), an evolved PTX is chosen only
@@ -156,14 +158,17 @@ function(_gevo_step_select)
   set(best "${OUT}.best")
   file(REMOVE "${best}")
   set(why "")
+  _gevo_spec_todos("${SPEC}" todos)
   if(NOT USE_EVOLVED)
     set(why "GEVO_USE_EVOLVED is OFF")
+  elseif(todos GREATER 0)
+    set(why "${USER_SPEC} still has TODO placeholders: fill them in (docs/spec.md)")
   elseif(NOT CLIENT OR NOT EXISTS "${CLIENT}")
     set(why "gevo-client not found (set GEVO_CLIENT)")
   else()
-    _gevo_location_args(args "${SOCKET}" "${STATE}")
+    _gevo_client_command(client "${CLIENT}" "${SOCKET}" "${STATE}")
     execute_process(
-      COMMAND "${CLIENT}" ${args} --json best "${KERNEL}" --arch "${ARCH}" -o "${best}"
+      COMMAND ${client} --json best "${KERNEL}" --arch "${ARCH}" -o "${best}"
       RESULT_VARIABLE rc OUTPUT_VARIABLE json ERROR_VARIABLE said TIMEOUT 120)
     string(STRIP "${said}" said)
     string(REGEX REPLACE "^gevo-client: " "" said "${said}")

@@ -2,7 +2,12 @@
 #
 #   include(path/to/gevo/cmake/GevoOptimize.cmake)      # or: find_package(gevo)
 #   gevo_optimize(<target> KERNEL <name> SOURCE <file.cu> SPEC <file.gevo.toml>
-#                 [ARCH sm_XX] [MODE EMBED|REPLACE] [CLANG <path>] [PROJECT <project>])
+#                 [ARCH sm_XX] [MODE AUTO|EMBED|REPLACE] [CLANG <path>] [PROJECT <project>])
+#
+# At configure time it says what it chose where the call left it open
+# (GevoChoices.cmake): the arch, the daemon's name of the kernel (tagged with
+# the build directory), MODE AUTO's choice, and, where SPEC does not exist,
+# writes a skeleton of it (gevod spec init).
 #
 # For one CUDA kernel of <target>, at build time:
 #   1. clang emits the kernel's device LLVM IR to <build>/gevo/<name>.ll and
@@ -21,12 +26,15 @@
 #      the target's own compilation of SOURCE, so its <<<...>>> launches run
 #      that PTX. Without clang or the CUDA toolkit, REPLACE is off (configure
 #      says why; GevoReplace.cmake) and SOURCE builds the ordinary way.
+#      MODE AUTO (the default) is REPLACE where the target compiles SOURCE
+#      and REPLACE's needs are met, else EMBED.
 #
 # With GEVO_IR_DIR set, step 1 copies <GEVO_IR_DIR>/<name>.ll instead of
 # running clang (build machines without clang), and gevod makes the PTX.
 #
 # Cache variables: GEVO_CLANG, GEVOD, GEVO_CLIENT, GEVO_SOCKET, GEVO_STATE,
-# GEVO_USE_EVOLVED, GEVO_IR_DIR, GEVO_CUDA_PATH, GEVO_REPLACE_FLAGS.
+# GEVO_USE_EVOLVED, GEVO_IR_DIR, GEVO_CUDA_PATH, GEVO_REPLACE_FLAGS,
+# GEVO_PROJECT, GEVO_NVIDIA_SMI.
 # docs/cmake.md describes all of it.
 
 if(CMAKE_VERSION VERSION_LESS 3.20)
@@ -42,14 +50,25 @@ cmake_policy(PUSH)
 cmake_policy(VERSION 3.20...3.31)
 # Functions keep the policies of where they are defined: after the PUSH.
 include("${CMAKE_CURRENT_LIST_DIR}/GevoReplace.cmake")
+include("${CMAKE_CURRENT_LIST_DIR}/GevoChoices.cmake")
 
+# Installed (scripts/install.sh: <prefix>/lib/cmake/gevo), the binaries
+# installed with this module come first.
+set(_gevo_hints "$ENV{HOME}/.cargo/bin")
+if(CMAKE_CURRENT_LIST_DIR MATCHES "^(.*)/lib(64)?/cmake/gevo$")
+  list(PREPEND _gevo_hints "${CMAKE_MATCH_1}/bin")
+endif()
 find_program(GEVO_CLANG NAMES clang-19 clang
   DOC "clang that emits the kernels' device IR (clang 19: gevod reads LLVM 19 IR)")
-find_program(GEVOD NAMES gevod HINTS "$ENV{HOME}/.cargo/bin"
+find_program(GEVOD NAMES gevod HINTS ${_gevo_hints}
   DOC "gevod, to compile the original PTX (else clang does)")
-find_program(GEVO_CLIENT NAMES gevo-client HINTS "$ENV{HOME}/.cargo/bin"
+find_program(GEVO_CLIENT NAMES gevo-client HINTS ${_gevo_hints}
   DOC "gevo-client, to register the build with gevod and ask for evolved PTX")
-set(GEVO_SOCKET "" CACHE STRING "gevod's socket for gevo-client (--socket); empty: the client's default")
+unset(_gevo_hints)
+# The environment's GEVO_SOCKET at the first configure is the default; from
+# then on the cache decides, for configure and builds alike.
+set(GEVO_SOCKET "$ENV{GEVO_SOCKET}" CACHE STRING
+  "gevod's socket, given to gevo-client as GEVO_SOCKET (that daemon only); empty: the client searches your user daemon, then the system daemon")
 set(GEVO_STATE "" CACHE STRING "gevod's state directory for gevo-client (--state); empty: the client's default")
 option(GEVO_USE_EVOLVED "Embed evolved PTX when gevod has a validated variant (OFF: always the original)" ON)
 # STRING, not PATH: CMake would make a relative PATH given with -D relative
@@ -71,11 +90,11 @@ function(_gevo_daemon_paths socket_out state_out)
   set(${state_out} "${STATE}" PARENT_SCOPE)
 endfunction()
 
-# gevo-client's options for where the daemon is.
-function(_gevo_client_args out)
+# The command line of gevo-client for the daemon this build names.
+function(_gevo_client out)
   _gevo_daemon_paths(socket state)
-  _gevo_location_args(args "${socket}" "${state}")
-  set(${out} "${args}" PARENT_SCOPE)
+  _gevo_client_command(command "${GEVO_CLIENT}" "${socket}" "${state}")
+  set(${out} "${command}" PARENT_SCOPE)
 endfunction()
 
 # The value of a top-level string key of a TOML file (before its first
@@ -94,18 +113,6 @@ function(_gevo_toml_top_key file key out)
     set(value "${CMAKE_MATCH_1}")
   endif()
   set(${out} "${value}" PARENT_SCOPE)
-endfunction()
-
-# sm_XX from CMAKE_CUDA_ARCHITECTURES ("90", "90a-real", "80;90"), else sm_90.
-function(_gevo_default_arch out)
-  set(arch sm_90)
-  if(DEFINED CMAKE_CUDA_ARCHITECTURES)
-    list(GET CMAKE_CUDA_ARCHITECTURES 0 first)
-    if(first MATCHES "^([0-9]+[a-z]?)(-real|-virtual)?$")
-      set(arch "sm_${CMAKE_MATCH_1}")
-    endif()
-  endif()
-  set(${out} "${arch}" PARENT_SCOPE)
 endfunction()
 
 # Whether clang finds a CUDA installation (headers and libdevice) for arch
@@ -190,8 +197,8 @@ function(_gevo_watch dir)
     message(STATUS "gevo: gevo-client not found (set GEVO_CLIENT); builds use the original kernels")
     return()
   endif()
-  _gevo_client_args(args)
-  execute_process(COMMAND "${GEVO_CLIENT}" ${args} watch "${dir}"
+  _gevo_client(client)
+  execute_process(COMMAND ${client} watch "${dir}"
     RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
   string(STRIP "${out}" out)
   string(STRIP "${err}" err)
@@ -211,7 +218,7 @@ endfunction()
 function(gevo_optimize target)
   cmake_parse_arguments(PARSE_ARGV 1 G "" "KERNEL;SOURCE;SPEC;ARCH;MODE;CLANG;PROJECT" "")
   string(CONCAT usage "gevo_optimize(<target> KERNEL <name> SOURCE <file.cu> SPEC <file.gevo.toml> "
-    "[ARCH sm_XX] [MODE EMBED|REPLACE] [CLANG <path>] [PROJECT <project>])")
+    "[ARCH sm_XX] [MODE AUTO|EMBED|REPLACE] [CLANG <path>] [PROJECT <project>])")
   if(G_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "gevo_optimize: unexpected arguments: ${G_UNPARSED_ARGUMENTS}\n${usage}")
   endif()
@@ -250,19 +257,16 @@ function(gevo_optimize target)
   set_property(GLOBAL APPEND PROPERTY _GEVO_KERNELS "${name}")
 
   if(NOT G_MODE)
-    set(G_MODE EMBED)
+    set(G_MODE AUTO)
   endif()
-  if(NOT G_MODE MATCHES "^(EMBED|REPLACE)$")
-    message(FATAL_ERROR "gevo_optimize(${target}): unknown MODE ${G_MODE}; use EMBED or REPLACE")
+  if(NOT G_MODE MATCHES "^(AUTO|EMBED|REPLACE)$")
+    message(FATAL_ERROR "gevo_optimize(${target}): unknown MODE ${G_MODE}; use AUTO, EMBED or REPLACE")
   endif()
 
-  set(arch "${G_ARCH}")
-  if(NOT arch)
-    _gevo_default_arch(arch)
+  if(G_ARCH AND NOT G_ARCH MATCHES "^sm_[0-9]+[a-z]?$")
+    message(FATAL_ERROR "gevo_optimize(${target}): ARCH ${G_ARCH}: expected sm_ and digits, e.g. sm_90")
   endif()
-  if(NOT arch MATCHES "^sm_[0-9]+[a-z]?$")
-    message(FATAL_ERROR "gevo_optimize(${target}): ARCH ${arch}: expected sm_ and digits, e.g. sm_90")
-  endif()
+  _gevo_choose_arch("${name}" "${G_ARCH}" arch)
 
   set(clang "${G_CLANG}")
   if(NOT clang)
@@ -304,27 +308,9 @@ function(gevo_optimize target)
 
   get_filename_component(source "${G_SOURCE}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
   get_filename_component(user_spec "${G_SPEC}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
-  foreach(file "${source}" "${user_spec}")
-    if(NOT EXISTS "${file}")
-      message(FATAL_ERROR "gevo_optimize(${target}): ${file} does not exist")
-    endif()
-  endforeach()
-  # The spec's project and kernel keys are read here: editing it reconfigures.
-  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${user_spec}")
-  _gevo_toml_top_key("${user_spec}" kernel entry)
-  if(entry STREQUAL "")
-    message(FATAL_ERROR "gevo_optimize(${target}): ${user_spec} has no `kernel = \"...\"`")
+  if(NOT EXISTS "${source}")
+    message(FATAL_ERROR "gevo_optimize(${target}): ${source} does not exist")
   endif()
-
-  # The daemon names the kernel <project>/<name>.
-  set(project "${G_PROJECT}")
-  if(NOT project)
-    _gevo_toml_top_key("${user_spec}" project project)
-  endif()
-  if(NOT project)
-    set(project "${CMAKE_PROJECT_NAME}")
-  endif()
-  string(REGEX REPLACE "[^A-Za-z0-9._-]" "_" project "${project}")
 
   get_property(cmake_dir GLOBAL PROPERTY GEVO_CMAKE_DIR)
   set(step "${cmake_dir}/GevoBuildStep.cmake")
@@ -346,9 +332,11 @@ function(gevo_optimize target)
   endif()
 
   # MODE REPLACE: whether it can work here (GevoReplace.cmake), else why not.
+  # MODE AUTO: REPLACE when the target compiles the source, no other kernel
+  # replaces it, and REPLACE can work; EMBED otherwise.
   set(replaced FALSE)
+  get_property(replacer SOURCE "${source}" PROPERTY _GEVO_REPLACED_BY)
   if(G_MODE STREQUAL "REPLACE")
-    get_property(replacer SOURCE "${source}" PROPERTY _GEVO_REPLACED_BY)
     if(replacer)
       message(FATAL_ERROR "gevo_optimize(${target}): ${source} already has MODE REPLACE for "
         "kernel ${replacer}; its fatbin holds all of the file's device code, so only one kernel "
@@ -365,6 +353,31 @@ function(gevo_optimize target)
       message(STATUS "gevo: ${name}: MODE REPLACE is off: ${replace_why}; ${target} builds "
         "${G_SOURCE} the ordinary way")
     endif()
+  elseif(G_MODE STREQUAL "AUTO")
+    _gevo_target_compiles(${target} "${source}" compiles)
+    set(embed_why "")
+    if(NOT compiles)
+      string(CONCAT embed_why "${target} does not compile ${G_SOURCE}, so no launch of it "
+        "could run the chosen PTX: the program loads the embedded PTX itself (gevo_${name}.h)")
+    elseif(replacer)
+      string(CONCAT embed_why "kernel ${replacer} already replaces the device code of "
+        "${G_SOURCE} (one kernel per source file can)")
+    else()
+      _gevo_usable_program("${clang}" host_clang)
+      _gevo_replace_toolchain(${target} "${host_clang}" "${arch}")
+      if(replace_why STREQUAL "")
+        set(replaced TRUE)
+        set_property(SOURCE "${source}" PROPERTY _GEVO_REPLACED_BY "${name}")
+        message(STATUS "gevo: ${name}: MODE AUTO is REPLACE: ${target} runs the chosen PTX "
+          "for the kernels of ${G_SOURCE} (CUDA at ${replace_root})")
+      else()
+        string(CONCAT embed_why "REPLACE cannot work here: ${replace_why}; ${target} builds "
+          "${G_SOURCE} the ordinary way")
+      endif()
+    endif()
+    if(NOT replaced)
+      message(STATUS "gevo: ${name}: MODE AUTO is EMBED: ${embed_why}")
+    endif()
   endif()
 
   # A stamp of everything on the IR command's line, rewritten (by CMake) only
@@ -375,8 +388,6 @@ function(gevo_optimize target)
 
   if(prebuilt)
     message(STATUS "gevo: ${name}: device IR from ${prebuilt} (GEVO_IR_DIR); clang is not run for it")
-    file(GENERATE OUTPUT "${flags}" CONTENT
-      "prebuilt=${prebuilt}\nclang=${clang}\narch=${arch}\nproject=${project}\ngevod=${GEVOD}\n")
     # GEVO_IR_DIR may be <build>/gevo itself: then the IR is already in place.
     if(NOT prebuilt STREQUAL ll)
       # copy, then touch: the copy may keep the source's time, which would
@@ -407,6 +418,31 @@ function(gevo_optimize target)
         set(cuda_flags -nocudainc -nocudalib -include "${shim}")
       endif()
     endif()
+  endif()
+
+  # The spec: a skeleton when there is none yet. Its project and kernel keys
+  # are read here: editing it reconfigures.
+  if(NOT EXISTS "${user_spec}")
+    _gevo_spec_skeleton(${target} "${name}" "${user_spec}" "${G_SPEC}" "${source}" "${ll}"
+      "${prebuilt}" "${clang}" "${arch}" "${cuda_flags}")
+  endif()
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${user_spec}")
+  _gevo_toml_top_key("${user_spec}" kernel entry)
+  if(entry STREQUAL "")
+    message(FATAL_ERROR "gevo_optimize(${target}): ${user_spec} has no `kernel = \"...\"`")
+  endif()
+  _gevo_spec_todos("${user_spec}" todos)
+  if(todos GREATER 0)
+    message(STATUS "gevo: ${name}: ${G_SPEC} still has TODO placeholders (on ${todos} lines): "
+      "builds use the original kernel until they are filled in (docs/spec.md)")
+  endif()
+  # The daemon names the kernel <project>/<name>.
+  _gevo_choose_project("${name}" "${G_PROJECT}" "${user_spec}" project)
+
+  if(prebuilt)
+    file(GENERATE OUTPUT "${flags}" CONTENT
+      "prebuilt=${prebuilt}\nclang=${clang}\narch=${arch}\nproject=${project}\ngevod=${GEVOD}\n")
+  else()
     file(GENERATE OUTPUT "${flags}" CONTENT
       "clang=${clang}\narch=${arch}\ncuda=${cuda_flags}\nproject=${project}\ngevod=${GEVOD}\nincludes=${includes}\ndefines=${defines}\n")
 
@@ -452,7 +488,8 @@ function(gevo_optimize target)
   add_custom_target(gevo_select_${name}
     COMMAND "${CMAKE_COMMAND}" -DGEVO_STEP=select "-DKERNEL=${project}/${name}" "-DARCH=${arch}"
             "-DCLIENT=${GEVO_CLIENT}" "-DSOCKET=${socket}" "-DSTATE=${state}"
-            "-DUSE_EVOLVED=${GEVO_USE_EVOLVED}" "-DSPEC=${spec}" "-DORIGINAL=${original}"
+            "-DUSE_EVOLVED=${GEVO_USE_EVOLVED}" "-DSPEC=${spec}" "-DUSER_SPEC=${user_spec}"
+            "-DORIGINAL=${original}"
             "-DOUT=${ptx}" "-DORIGIN=${origin}" "-DPTXAS=${select_ptxas}"
             -P "${step}"
     DEPENDS "${original}" "${spec}"

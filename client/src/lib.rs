@@ -6,6 +6,7 @@
 //! agree on them by construction.
 
 pub mod export;
+pub mod locate;
 pub mod paths;
 pub mod proto;
 pub mod transport;

@@ -4,9 +4,10 @@
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use gevo_client::export::{self, ExportError};
-use gevo_client::paths::Defaults;
+use gevo_client::locate::{self, Place};
 use gevo_client::proto::{
-    Best, Body, Command, ErrorCode, Explanation, JobInfo, JobState, Pareto, Reply, Request, Status,
+    Best, Body, Command, ErrorCode, Explanation, JobInfo, JobState, Pareto, Reply, Request,
+    Response, Status,
 };
 use gevo_client::transport::{self, CallError};
 use std::io::Write;
@@ -33,11 +34,13 @@ struct Cli {
     /// [default: the mode's gevod.toml, if it exists]
     #[arg(long, global = true, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// The daemon's socket [default: from the config, else the mode's]
+    /// The daemon's socket, and no other [default: $GEVO_SOCKET, else the
+    /// config's, else the first that answers of your user daemon's and the
+    /// system daemon's]
     #[arg(long, global = true, value_name = "PATH")]
     socket: Option<PathBuf>,
     /// The daemon's state directory, read by `best` when the daemon is down
-    /// [default: from the config, else the mode's]
+    /// [default: from the config, else the mode's of each daemon tried]
     #[arg(long, global = true, value_name = "DIR")]
     state: Option<PathBuf>,
     /// Print the answer as JSON instead of a table
@@ -131,15 +134,37 @@ fn main() {
     }
 }
 
-/// Where the daemon is, after flags, config and defaults.
+/// Where the daemon may be, after flags, `GEVO_SOCKET`, configs and the
+/// search order (`gevo_client::locate`).
 struct Settings {
-    socket: PathBuf,
-    state: PathBuf,
+    places: Vec<Place>,
     timeout: Duration,
 }
 
+impl Settings {
+    /// The sockets to try, each with how an error names it.
+    fn sockets(&self) -> Vec<(PathBuf, Option<String>)> {
+        self.places
+            .iter()
+            .map(|p| (p.socket.clone(), p.origin.label()))
+            .collect()
+    }
+
+    /// The state directories whose exports stand in for the daemon, in the
+    /// places' order, each once.
+    fn states(&self) -> Vec<&Path> {
+        let mut states: Vec<&Path> = Vec::new();
+        for place in &self.places {
+            if !states.contains(&place.state.as_path()) {
+                states.push(&place.state);
+            }
+        }
+        states
+    }
+}
+
 fn run(cli: Cli) -> Result<()> {
-    let settings = settings(&cli, Defaults::for_client())?;
+    let settings = settings(&cli)?;
     let json = cli.json;
     let request = match cli.command {
         Cmd::Best {
@@ -170,74 +195,15 @@ fn run(cli: Cli) -> Result<()> {
     print_out(&text)
 }
 
-fn settings(cli: &Cli, defaults: Defaults) -> Result<Settings> {
-    let config = match &cli.config {
-        Some(path) => read_config(path)?,
-        // The default config is optional, and one this user may not read
-        // (a root-only system config) must not break a build.
-        None => match std::fs::read_to_string(&defaults.config) {
-            Ok(text) => parse_config(&text, &defaults.config)?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => ConfigPaths::default(),
-            Err(e) => {
-                eprintln!(
-                    "gevo-client: warning: ignoring {}: {e}",
-                    defaults.config.display()
-                );
-                ConfigPaths::default()
-            }
-        },
-    };
+fn settings(cli: &Cli) -> Result<Settings> {
+    let located =
+        locate::places_for_process(cli.socket.clone(), cli.state.clone(), cli.config.clone())?;
+    for warning in &located.warnings {
+        eprintln!("gevo-client: warning: {warning}");
+    }
     Ok(Settings {
-        socket: cli
-            .socket
-            .clone()
-            .or(config.socket)
-            .unwrap_or(defaults.socket),
-        state: cli
-            .state
-            .clone()
-            .or(config.state_dir)
-            .unwrap_or(defaults.state),
+        places: located.places,
         timeout: cli.timeout.unwrap_or(transport::DEFAULT_TIMEOUT),
-    })
-}
-
-/// The two keys of gevod.toml the client needs; the daemon validates the rest.
-#[derive(Default)]
-struct ConfigPaths {
-    socket: Option<PathBuf>,
-    state_dir: Option<PathBuf>,
-}
-
-fn read_config(path: &Path) -> Result<ConfigPaths> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read the config {}", path.display()))?;
-    parse_config(&text, path)
-}
-
-fn parse_config(text: &str, path: &Path) -> Result<ConfigPaths> {
-    let context = || format!("config {}", path.display());
-    let table: toml::Table = toml::from_str(text).with_context(context)?;
-    let Some(daemon) = table.get("daemon") else {
-        return Ok(ConfigPaths::default());
-    };
-    let Some(daemon) = daemon.as_table() else {
-        return Err(anyhow::anyhow!("[daemon] is not a table")).with_context(context);
-    };
-    // Relative paths are relative to the config file, not to wherever the
-    // client happens to run.
-    let base = path.parent().unwrap_or(Path::new("."));
-    let get = |key: &str| -> Result<Option<PathBuf>> {
-        match daemon.get(key) {
-            None => Ok(None),
-            Some(toml::Value::String(s)) if !s.is_empty() => Ok(Some(base.join(s))),
-            Some(toml::Value::String(_)) => bail!("[daemon] {key} is empty"),
-            Some(other) => bail!("[daemon] {key} must be a string, not {}", other.type_str()),
-        }
-    };
-    Ok(ConfigPaths {
-        socket: get("socket").with_context(context)?,
-        state_dir: get("state_dir").with_context(context)?,
     })
 }
 
@@ -263,12 +229,12 @@ fn unwatched_dir(dir: &Path) -> Result<PathBuf> {
 
 /// Sends a command that needs the daemon and returns its reply.
 fn ask(settings: &Settings, command: Command) -> Result<Reply> {
-    match transport::call(&settings.socket, &Request::new(command), settings.timeout) {
+    match call(settings, &Request::new(command)) {
         Ok(response) => match response.body {
             Body::Ok(reply) => Ok(reply),
             Body::Error(e) => Err(exit(EXIT_ERROR, e.message)),
         },
-        Err(e @ CallError::Unreachable { .. }) => Err(exit(
+        Err(e) if e.is_connect_failure() => Err(exit(
             EXIT_UNREACHABLE,
             format!("{e} (is it running? start it with: gevod serve)"),
         )),
@@ -277,11 +243,33 @@ fn ask(settings: &Settings, command: Command) -> Result<Reply> {
     }
 }
 
+/// The request to the first place that answers.
+fn call(settings: &Settings, request: &Request) -> Result<Response, CallError> {
+    transport::call_first(&settings.sockets(), request, settings.timeout).map(|(_, r)| r)
+}
+
 /// Where a `best` answer came from.
 enum Source {
     Daemon,
-    /// The export in the state dir; the daemon was unreachable for this reason.
-    Export(String),
+    /// The export in this state dir; the daemon was unreachable for this reason.
+    Export(PathBuf, String),
+}
+
+/// The first usable export of kernel among the places' state directories,
+/// with its directory; else why none could be used, each directory's reason.
+fn read_export(
+    settings: &Settings,
+    kernel: &str,
+    arch: Option<&str>,
+) -> Result<(Best, PathBuf), String> {
+    let mut why = Vec::new();
+    for state in settings.states() {
+        match export::read(state, kernel, arch) {
+            Ok(best) => return Ok((best, state.to_path_buf())),
+            Err(e) => why.push(export_failure(&e, kernel, state)),
+        }
+    }
+    Err(why.join("; "))
 }
 
 fn best(
@@ -295,7 +283,7 @@ fn best(
         kernel: kernel.to_string(),
         arch: arch.map(str::to_string),
     });
-    let (best, source) = match transport::call(&settings.socket, &request, settings.timeout) {
+    let (best, source) = match call(settings, &request) {
         Ok(response) => match response.body {
             Body::Ok(Reply::Best(best)) => (best, Source::Daemon),
             Body::Ok(other) => bail!("gevod answered best with {}", reply_kind(&other)),
@@ -307,14 +295,9 @@ fn best(
                 return Err(exit(code, e.message));
             }
         },
-        Err(e) if e.is_unreachable() => match export::read(&settings.state, kernel, arch) {
-            Ok(best) => (best, Source::Export(e.reason())),
-            Err(x) => {
-                return Err(exit(
-                    EXIT_UNREACHABLE,
-                    format!("{e}; {}", export_failure(&x, kernel, &settings.state)),
-                ))
-            }
+        Err(e) if e.is_unreachable() => match read_export(settings, kernel, arch) {
+            Ok((best, state)) => (best, Source::Export(state, e.reason())),
+            Err(why) => return Err(exit(EXIT_UNREACHABLE, format!("{e}; {why}"))),
         },
         Err(e) => return Err(e.into()),
     };
@@ -324,9 +307,9 @@ fn best(
     let (lo, hi) = r.interval;
     let from = match &source {
         Source::Daemon => "from the daemon".to_string(),
-        Source::Export(why) => format!(
+        Source::Export(state, why) => format!(
             "from the export in {}, daemon unreachable: {why}",
-            settings.state.display()
+            state.display()
         ),
     };
     let mut note = format!(
@@ -342,7 +325,7 @@ fn best(
         let mut value = serde_json::to_value(&best).expect("best serializes");
         let tag = match source {
             Source::Daemon => "daemon",
-            Source::Export(_) => "export",
+            Source::Export(..) => "export",
         };
         value["source"] = tag.into();
         print_out(&(serde_json::to_string_pretty(&value).expect("json serializes") + "\n"))?;

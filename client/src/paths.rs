@@ -1,9 +1,10 @@
 //! Where gevod keeps its config, state and socket, in system mode (run as
 //! root, normally by systemd) and user mode (everyone else, XDG paths).
 //! gevo-client uses the same defaults so that neither needs flags on a
-//! machine set up the documented way.
+//! machine set up the documented way (`locate` says in which order the
+//! client tries them).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 pub const SYSTEM_CONFIG: &str = "/etc/gevod/gevod.toml";
 pub const SYSTEM_STATE: &str = "/var/lib/gevod";
@@ -75,21 +76,12 @@ impl Defaults {
     pub fn current() -> Defaults {
         Defaults::for_mode(Mode::current())
     }
-
-    /// The client's defaults: its own mode's, except that a user whose own
-    /// daemon is not running but a system daemon is talks to that one.
-    pub fn for_client() -> Defaults {
-        let own = Defaults::current();
-        if own.mode == Mode::User && !own.socket.exists() && Path::new(SYSTEM_SOCKET).exists() {
-            return Defaults::for_mode(Mode::System);
-        }
-        own
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     #[test]
     fn system_mode_uses_the_fhs_paths() {

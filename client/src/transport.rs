@@ -50,6 +50,41 @@ pub enum CallError {
     },
     #[error("protocol version mismatch: this client speaks {ours}, gevod {theirs} (upgrade the older one)")]
     Version { ours: u32, theirs: u32 },
+    /// Nothing accepted a connection at any of the places searched (or at
+    /// the one named by `GEVO_SOCKET` or a config): each with why.
+    #[error("cannot reach gevod {}", nowhere(tried))]
+    Nowhere { tried: Vec<Tried> },
+}
+
+/// A socket that did not accept a connection, and why.
+#[derive(Debug)]
+pub struct Tried {
+    pub socket: PathBuf,
+    /// What the place is ("your user daemon", "GEVO_SOCKET", ...).
+    pub label: Option<String>,
+    pub source: io::Error,
+}
+
+impl Tried {
+    fn named(&self) -> String {
+        match &self.label {
+            Some(label) => format!("{} ({label})", self.socket.display()),
+            None => self.socket.display().to_string(),
+        }
+    }
+}
+
+fn nowhere(tried: &[Tried]) -> String {
+    match tried {
+        [one] => format!("at {}: {}", one.named(), describe_io(&one.source)),
+        _ => {
+            let each: Vec<String> = tried
+                .iter()
+                .map(|t| format!("{}: {}", t.named(), describe_io(&t.source)))
+                .collect();
+            format!("at any of {} places: {}", tried.len(), each.join("; "))
+        }
+    }
 }
 
 impl CallError {
@@ -59,7 +94,19 @@ impl CallError {
     pub fn is_unreachable(&self) -> bool {
         matches!(
             self,
-            CallError::Unreachable { .. } | CallError::Io { .. } | CallError::Timeout { .. }
+            CallError::Unreachable { .. }
+                | CallError::Io { .. }
+                | CallError::Timeout { .. }
+                | CallError::Nowhere { .. }
+        )
+    }
+
+    /// True when connecting failed (nothing listens), as opposed to a
+    /// daemon that accepted and then did not answer.
+    pub fn is_connect_failure(&self) -> bool {
+        matches!(
+            self,
+            CallError::Unreachable { .. } | CallError::Nowhere { .. }
         )
     }
 
@@ -72,6 +119,16 @@ impl CallError {
             CallError::Timeout { after, .. } => {
                 format!("no answer within {} s", after.as_secs_f64())
             }
+            CallError::Nowhere { tried } => match &tried[..] {
+                [one] => describe_io(&one.source),
+                _ => {
+                    let each: Vec<String> = tried
+                        .iter()
+                        .map(|t| format!("{}: {}", t.named(), describe_io(&t.source)))
+                        .collect();
+                    format!("nothing answered at {}", each.join("; "))
+                }
+            },
             other => other.to_string(),
         }
     }
@@ -84,6 +141,72 @@ impl CallError {
 /// has a shape this client does not know.
 pub fn call(socket: &Path, request: &Request, timeout: Duration) -> Result<Response, CallError> {
     let deadline = Instant::now() + timeout;
+    let stream = connect(socket, timeout).map_err(|source| {
+        if is_timeout(&source) {
+            CallError::Timeout {
+                socket: socket.to_path_buf(),
+                after: timeout,
+            }
+        } else {
+            CallError::Unreachable {
+                socket: socket.to_path_buf(),
+                source,
+            }
+        }
+    })?;
+    exchange(&stream, socket, request, timeout, deadline)
+}
+
+/// Sends `request` to the first of `places` (a socket and how to name it)
+/// that accepts a connection, and returns its index and response. One place
+/// without a name fails as [`call`] does; otherwise, when none accepts,
+/// [`CallError::Nowhere`] names each with why. Once a daemon has accepted,
+/// its failures are its own: the next place is not tried, since the daemon
+/// may have acted on the request.
+pub fn call_first(
+    places: &[(PathBuf, Option<String>)],
+    request: &Request,
+    timeout: Duration,
+) -> Result<(usize, Response), CallError> {
+    if let [(socket, None)] = places {
+        return call(socket, request, timeout).map(|r| (0, r));
+    }
+    let deadline = Instant::now() + timeout;
+    let mut tried = Vec::new();
+    for (i, (socket, label)) in places.iter().enumerate() {
+        let left = remaining(deadline).map_err(|_| CallError::Timeout {
+            socket: socket.clone(),
+            after: timeout,
+        })?;
+        match connect(socket, left) {
+            Ok(stream) => {
+                return exchange(&stream, socket, request, timeout, deadline).map(|r| (i, r))
+            }
+            Err(source) if is_timeout(&source) => {
+                return Err(CallError::Timeout {
+                    socket: socket.clone(),
+                    after: timeout,
+                })
+            }
+            Err(source) => tried.push(Tried {
+                socket: socket.clone(),
+                label: label.clone(),
+                source,
+            }),
+        }
+    }
+    Err(CallError::Nowhere { tried })
+}
+
+/// The exchange over a connected stream: one request line out, one answer
+/// line back, all before `deadline`.
+fn exchange(
+    stream: &UnixStream,
+    socket: &Path,
+    request: &Request,
+    timeout: Duration,
+    deadline: Instant,
+) -> Result<Response, CallError> {
     let fail = |source: io::Error| {
         if is_timeout(&source) {
             CallError::Timeout {
@@ -98,22 +221,11 @@ pub fn call(socket: &Path, request: &Request, timeout: Duration) -> Result<Respo
         }
     };
 
-    let stream = connect(socket, timeout).map_err(|source| {
-        if is_timeout(&source) {
-            fail(source)
-        } else {
-            CallError::Unreachable {
-                socket: socket.to_path_buf(),
-                source,
-            }
-        }
-    })?;
-
     let mut line = serde_json::to_vec(request).expect("requests serialize");
     line.push(b'\n');
-    send(&stream, &line, deadline).map_err(fail)?;
+    send(stream, &line, deadline).map_err(fail)?;
 
-    let answer = receive(&stream, deadline).map_err(fail)?;
+    let answer = receive(stream, deadline).map_err(fail)?;
     let Some(answer) = answer else {
         return Err(CallError::TooLong {
             socket: socket.to_path_buf(),
@@ -418,5 +530,57 @@ mod tests {
         assert!(err.is_unreachable());
         assert!(start.elapsed() < Duration::from_millis(550));
         server.join().unwrap();
+    }
+
+    #[test]
+    fn the_first_place_that_accepts_answers_and_none_accepting_names_each() {
+        let missing = socket_path("first-missing");
+        let stale = socket_path("first-stale");
+        drop(UnixListener::bind(&stale).unwrap());
+        let live = socket_path("first-live");
+        let response = Response::ok(Reply::Done("here".into()));
+        let mut answer = serde_json::to_vec(&response).unwrap();
+        answer.push(b'\n');
+        let server = serve_once(&live, answer);
+        let label = |l: &str| Some(l.to_string());
+        let places = vec![
+            (missing.clone(), label("your user daemon")),
+            (stale.clone(), label("GEVO_SOCKET")),
+            (live.clone(), label("the system daemon")),
+        ];
+        let request = Request::new(Command::Status);
+        let (i, got) = call_first(&places, &request, DEFAULT_TIMEOUT).unwrap();
+        assert_eq!((i, got), (2, response));
+        // Its daemon is gone now; the socket file stays behind.
+        server.join().unwrap();
+
+        let err = call_first(&places, &request, DEFAULT_TIMEOUT).unwrap_err();
+        assert!(err.is_unreachable() && err.is_connect_failure(), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "cannot reach gevod at any of 3 places: {} (your user daemon): no socket there; \
+                 {} (GEVO_SOCKET): connection refused (a stale socket?); \
+                 {} (the system daemon): connection refused (a stale socket?)",
+                missing.display(),
+                stale.display(),
+                live.display()
+            )
+        );
+        assert!(err.reason().starts_with("nothing answered at "), "{err}");
+
+        // One named place: its name, then why.
+        let err = call_first(&places[1..2], &request, DEFAULT_TIMEOUT).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "cannot reach gevod at {} (GEVO_SOCKET): connection refused (a stale socket?)",
+                stale.display()
+            )
+        );
+        assert_eq!(err.reason(), "connection refused (a stale socket?)");
+        // One place without a name (--socket) fails exactly as `call`.
+        let err = call_first(&[(missing.clone(), None)], &request, DEFAULT_TIMEOUT).unwrap_err();
+        assert!(matches!(err, CallError::Unreachable { .. }), "{err:?}");
     }
 }

@@ -16,160 +16,12 @@
 
 mod common;
 
-use common::daemon::{client_binary, s, Daemon};
+use common::cmake::{best_json, cuda_toolkit, run, text, wait_for_variant_and_pause, Project};
+use common::daemon::{s, Daemon};
 use common::have_tools;
 use gevo_client::export::ptx_hash;
-use gevo_client::proto::{Command as Cmd, Reply};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-use std::time::SystemTime;
-
-const KERNEL: &str = "stencil-app/stencil";
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
-
-/// Runs a command; panics with its output unless it succeeds. Returns
-/// stdout and stderr together.
-fn run(command: &mut Command) -> String {
-    let out = command.output().unwrap();
-    let both = text(&out.stdout) + &text(&out.stderr);
-    assert!(out.status.success(), "{command:?} failed:\n{both}");
-    both
-}
-
-struct Project {
-    /// The example's name, also its program's.
-    name: String,
-    source: PathBuf,
-    build: PathBuf,
-    socket: PathBuf,
-    state: PathBuf,
-}
-
-impl Project {
-    /// A copy of examples/<example> in dir/<example>, built in dir/<build>,
-    /// talking to a daemon in dir/daemon (where `Daemon::start` puts its
-    /// socket and state).
-    fn new(dir: &Path, example: &str, build: &str) -> Project {
-        let daemon_dir = dir.join("daemon");
-        std::fs::create_dir_all(&daemon_dir).unwrap();
-        let source = dir.join(example);
-        if !source.exists() {
-            copy_dir(&common::repo_root().join("examples").join(example), &source);
-        }
-        Project {
-            name: example.to_string(),
-            source,
-            build: dir.join(build),
-            socket: daemon_dir.join("gevod.sock"),
-            state: daemon_dir.join("state"),
-        }
-    }
-
-    /// cmake's command line for configuring, with gevo's tools and the
-    /// daemon's place; `extra` are more -D options.
-    fn configure_command(&self, extra: &[String]) -> Command {
-        let mut command = Command::new("cmake");
-        command
-            .arg("-S")
-            .arg(&self.source)
-            .arg("-B")
-            .arg(&self.build)
-            .arg(format!(
-                "-Dgevo_DIR={}",
-                s(&common::repo_root().join("cmake"))
-            ))
-            .arg(format!("-DGEVO_CLIENT={}", s(&client_binary())))
-            .arg(format!("-DGEVOD={}", env!("CARGO_BIN_EXE_gevod")))
-            .arg(format!("-DGEVO_SOCKET={}", s(&self.socket)))
-            .arg(format!("-DGEVO_STATE={}", s(&self.state)))
-            .args(extra);
-        command
-    }
-
-    fn configure(&self) -> String {
-        self.configure_with(&[])
-    }
-
-    fn configure_with(&self, extra: &[String]) -> String {
-        run(&mut self.configure_command(extra))
-    }
-
-    /// Configures, expecting it to fail; returns what cmake said.
-    fn configure_fails(&self, extra: &[String]) -> String {
-        let out = self.configure_command(extra).output().unwrap();
-        let both = text(&out.stdout) + &text(&out.stderr);
-        assert!(!out.status.success(), "configuring succeeded:\n{both}");
-        both
-    }
-
-    fn build(&self) -> String {
-        run(Command::new("cmake").arg("--build").arg(&self.build))
-    }
-
-    fn app(&self, arg: &str) -> String {
-        run(Command::new(self.build.join(&self.name)).arg(arg))
-    }
-
-    fn gevo_file(&self, name: &str) -> PathBuf {
-        self.build.join("gevo").join(name)
-    }
-
-    fn original(&self) -> String {
-        std::fs::read_to_string(self.gevo_file("stencil.original.ptx")).unwrap()
-    }
-
-    fn mtime(&self, path: &Path) -> SystemTime {
-        std::fs::metadata(path).unwrap().modified().unwrap()
-    }
-}
-
-/// Waits until the daemon has a validated variant of kernel, then pauses its
-/// job and waits for the generation in flight to end, so that no newer
-/// variant comes between a build and the questions after it.
-fn wait_for_variant_and_pause(d: &Daemon, kernel: &str, scratch: &Path) {
-    let probe = scratch.join("probe.ptx");
-    d.wait_for("a validated variant", |d| {
-        let out = d.client(&["best", kernel, "--arch", "sm_90", "-o", s(&probe)]);
-        match out.status.code() {
-            Some(0) => Some(()),
-            Some(3) => None,
-            _ => panic!("best: {out:?}"),
-        }
-    });
-    let paused = d.client(&["pause", kernel]);
-    assert!(paused.status.success(), "{paused:?}");
-    d.wait_for("the paused job to stop", |d| match d.call(Cmd::Status) {
-        Reply::Status(status) => status
-            .slots
-            .iter()
-            .all(|slot| !slot.state.starts_with("running"))
-            .then_some(()),
-        other => panic!("status answered {other:?}"),
-    });
-}
-
-/// The daemon's answer to `best` for kernel, as JSON.
-fn best_json(d: &Daemon, kernel: &str) -> serde_json::Value {
-    let best = d.client(&["--json", "best", kernel, "--arch", "sm_90"]);
-    assert!(best.status.success(), "{best:?}");
-    serde_json::from_slice(&best.stdout).unwrap()
-}
 
 #[test]
 fn the_example_embeds_the_evolved_ptx_and_falls_back_to_the_original() {
@@ -199,12 +51,14 @@ fn the_example_embeds_the_evolved_ptx_and_falls_back_to_the_original() {
     assert_eq!(p.app("--print-ptx"), original);
     assert_eq!(p.app("--origin"), "original\n");
     let spec = std::fs::read_to_string(p.gevo_file("stencil.gevo.toml")).unwrap();
+    let kernel = p.kernel("stencil");
+    let project = kernel.strip_suffix("/stencil").unwrap();
     for line in [
-        "ir = \"stencil.ll\"",
-        "project = \"stencil-app\"",
-        "kernel = \"stencil5\"",
+        "ir = \"stencil.ll\"".to_string(),
+        format!("project = \"{project}\""),
+        "kernel = \"stencil5\"".to_string(),
     ] {
-        assert!(spec.contains(line), "{line} missing:\n{spec}");
+        assert!(spec.contains(&line), "{line} missing:\n{spec}");
     }
 
     // 2. A daemon that watches nothing: configuring registers <build>/gevo;
@@ -216,17 +70,17 @@ fn the_example_embeds_the_evolved_ptx_and_falls_back_to_the_original() {
         log.contains(&format!("gevod: watching {}", watched.display())),
         "{log}"
     );
-    wait_for_variant_and_pause(&d, KERNEL, dir.path());
+    wait_for_variant_and_pause(&d, &kernel, dir.path());
     let log = p.build();
     assert!(log.contains("using the evolved PTX"), "{log}");
     assert!(log.contains("(from the daemon)"), "{log}");
-    let best = best_json(&d, KERNEL);
+    let best = best_json(&d, &kernel);
     let embedded = p.app("--print-ptx");
     assert_eq!(ptx_hash(&embedded), best["ptx_hash"].as_str().unwrap());
     assert_ne!(embedded, original, "the evolved PTX is the original's");
     let origin = p.app("--origin");
     assert!(
-        origin.starts_with(&format!("evolved: {KERNEL} sm_90, speedup ")),
+        origin.starts_with(&format!("evolved: {kernel} sm_90, speedup ")),
         "{origin}"
     );
 
@@ -303,12 +157,19 @@ fn prebuilt_ir_from_gevo_ir_dir_needs_no_clang() {
         std::fs::read(p.gevo_file("stencil.ll")).unwrap(),
         std::fs::read(&ir).unwrap()
     );
-    // The same IR gives the same spec (its hash names the IR) and the same
-    // original PTX, made by gevod, which is what the program embeds.
-    assert_eq!(
-        std::fs::read_to_string(p.gevo_file("stencil.gevo.toml")).unwrap(),
-        std::fs::read_to_string(normal.gevo_file("stencil.gevo.toml")).unwrap()
-    );
+    // The same IR gives the same spec (its hash names the IR; the project
+    // names each build directory) and the same original PTX, made by gevod,
+    // which is what the program embeds.
+    let spec_of = |p: &Project| {
+        let spec = std::fs::read_to_string(p.gevo_file("stencil.gevo.toml")).unwrap();
+        let project = format!(
+            "project = \"{}\"\n",
+            p.kernel("stencil").replace("/stencil", "")
+        );
+        assert!(spec.contains(&project), "{project}:\n{spec}");
+        spec.replace(&project, "")
+    };
+    assert_eq!(spec_of(&p), spec_of(&normal));
     assert_eq!(p.original(), original);
     assert_eq!(p.app("--print-ptx"), original);
     assert_eq!(p.app("--origin"), "original\n");
@@ -354,44 +215,6 @@ fn prebuilt_ir_from_gevo_ir_dir_needs_no_clang() {
 // host side of the kernel's source. It needs the CUDA toolkit's ptxas,
 // fatbinary, headers and cudart, which CI does not have: there only the
 // fallback is built.
-
-const REPLACE_KERNEL: &str = "stencil-replace/stencil";
-
-/// A CUDA toolkit REPLACE can use: GEVO_TEST_CUDA_PATH, else the first of
-/// $CUDA_PATH, $CUDA_HOME, /usr/local/cuda, /usr/lib/cuda
-/// with ptxas, fatbinary, cuda_runtime.h and libcudart_static.a; else why
-/// there is none.
-fn cuda_toolkit() -> Result<PathBuf, String> {
-    let mut candidates: Vec<PathBuf> = Vec::new();
-    for var in ["GEVO_TEST_CUDA_PATH", "CUDA_PATH", "CUDA_HOME"] {
-        if let Some(path) = std::env::var_os(var).filter(|v| !v.is_empty()) {
-            candidates.push(path.into());
-        }
-    }
-    for path in ["/usr/local/cuda", "/usr/lib/cuda"] {
-        candidates.push(path.into());
-    }
-    let complete = |root: &Path| {
-        ["bin/ptxas", "bin/fatbinary", "include/cuda_runtime.h"]
-            .iter()
-            .all(|f| root.join(f).is_file())
-            && ["lib64", "lib", "targets/x86_64-linux/lib"]
-                .iter()
-                .any(|lib| root.join(lib).join("libcudart_static.a").is_file())
-    };
-    candidates
-        .iter()
-        .find(|root| complete(root))
-        .cloned()
-        .ok_or_else(|| {
-            let tried: Vec<&str> = candidates.iter().map(|c| s(c)).collect();
-            format!(
-                "no CUDA toolkit with bin/ptxas, bin/fatbinary, include/cuda_runtime.h and \
-             libcudart_static.a in {} (set GEVO_TEST_CUDA_PATH)",
-                tried.join(", ")
-            )
-        })
-}
 
 /// PTX as fatbinary keeps it: without comments, each line's whitespace
 /// collapsed, blank lines dropped.
@@ -572,7 +395,8 @@ fn replace_builds_the_launches_from_the_chosen_ptx() {
     // the host side against it.
     let d = Daemon::start(&daemon_dir, &[]);
     p.configure_with(std::slice::from_ref(&cuda_path));
-    wait_for_variant_and_pause(&d, REPLACE_KERNEL, dir.path());
+    let kernel = p.kernel("stencil");
+    wait_for_variant_and_pause(&d, &kernel, dir.path());
     let log = p.build();
     assert!(log.contains("using the evolved PTX"), "{log}");
     assert!(
@@ -587,12 +411,12 @@ fn replace_builds_the_launches_from_the_chosen_ptx() {
     assert_ne!(evolved, original, "the evolved PTX is the original's");
     assert_eq!(
         ptx_hash(&evolved),
-        best_json(&d, REPLACE_KERNEL)["ptx_hash"].as_str().unwrap()
+        best_json(&d, &kernel)["ptx_hash"].as_str().unwrap()
     );
     assert_runs_chosen_ptx(&p, &evolved);
     let origin = p.app("--origin");
     assert!(
-        origin.starts_with(&format!("evolved: {REPLACE_KERNEL} sm_90, speedup ")),
+        origin.starts_with(&format!("evolved: {kernel} sm_90, speedup ")),
         "{origin}"
     );
     let ran = run_on_gpu_if_any(&p);

@@ -1,6 +1,7 @@
 //! Shared by the integration tests: fixture paths and loading.
 #![allow(dead_code)]
 
+pub mod cmake;
 pub mod daemon;
 
 use gevod::ir::{CodegenOptions, KernelIr};

@@ -1,0 +1,227 @@
+//! A copy of one of the examples built with CMake in a temporary
+//! directory, against a test daemon's socket and state: shared by the
+//! cmake_* tests.
+
+use super::daemon::{client_binary, s, Daemon};
+use gevo_client::proto::{Command as Cmd, Reply};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::SystemTime;
+
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// Runs a command; panics with its output unless it succeeds. Returns
+/// stdout and stderr together.
+pub fn run(command: &mut Command) -> String {
+    let out = command.output().unwrap();
+    let both = text(&out.stdout) + &text(&out.stderr);
+    assert!(out.status.success(), "{command:?} failed:\n{both}");
+    both
+}
+
+pub struct Project {
+    /// The example's name, also its program's.
+    pub name: String,
+    pub source: PathBuf,
+    pub build: PathBuf,
+    pub socket: PathBuf,
+    pub state: PathBuf,
+    /// The XDG directories of cmake and everything it runs, so that no
+    /// config or daemon of the user running the tests takes part.
+    pub xdg: PathBuf,
+}
+
+impl Project {
+    /// A copy of examples/<example> in dir/<example>, built in dir/<build>,
+    /// talking to a daemon in dir/daemon (where `Daemon::start` puts its
+    /// socket and state).
+    pub fn new(dir: &Path, example: &str, build: &str) -> Project {
+        let daemon_dir = dir.join("daemon");
+        std::fs::create_dir_all(&daemon_dir).unwrap();
+        let source = dir.join(example);
+        if !source.exists() {
+            copy_dir(&super::repo_root().join("examples").join(example), &source);
+        }
+        Project {
+            name: example.to_string(),
+            source,
+            build: dir.join(build),
+            socket: daemon_dir.join("gevod.sock"),
+            state: daemon_dir.join("state"),
+            xdg: dir.join("xdg"),
+        }
+    }
+
+    /// `cmake` in the tests' environment: the XDG directories inside the
+    /// test's, and no GEVO_SOCKET (it would be the cache's default).
+    pub fn cmake(&self) -> Command {
+        let mut command = Command::new("cmake");
+        command
+            .env_remove("GEVO_SOCKET")
+            .env("XDG_RUNTIME_DIR", self.xdg.join("run"))
+            .env("XDG_STATE_HOME", self.xdg.join("state"))
+            .env("XDG_CONFIG_HOME", self.xdg.join("config"));
+        command
+    }
+
+    /// The configure command without gevo's settings: the source and
+    /// build directories, a generator's defaults, no local GPU (a
+    /// stand-in nvidia-smi that does not exist: the arch is sm_90 on any
+    /// machine), and `extra`.
+    pub fn bare_configure(&self, extra: &[String]) -> Command {
+        let mut command = self.cmake();
+        command
+            .arg("-S")
+            .arg(&self.source)
+            .arg("-B")
+            .arg(&self.build)
+            .arg(format!(
+                "-DGEVO_NVIDIA_SMI={}",
+                s(&self.xdg.join("no-nvidia-smi"))
+            ))
+            .args(extra);
+        command
+    }
+
+    /// cmake's command line for configuring, with gevo's tools and the
+    /// daemon's place; `extra` are more -D options.
+    pub fn configure_command(&self, extra: &[String]) -> Command {
+        let mut args = vec![
+            format!("-Dgevo_DIR={}", s(&super::repo_root().join("cmake"))),
+            format!("-DGEVO_CLIENT={}", s(&client_binary())),
+            format!("-DGEVOD={}", env!("CARGO_BIN_EXE_gevod")),
+            format!("-DGEVO_SOCKET={}", s(&self.socket)),
+            format!("-DGEVO_STATE={}", s(&self.state)),
+        ];
+        args.extend_from_slice(extra);
+        self.bare_configure(&args)
+    }
+
+    pub fn configure(&self) -> String {
+        self.configure_with(&[])
+    }
+
+    pub fn configure_with(&self, extra: &[String]) -> String {
+        run(&mut self.configure_command(extra))
+    }
+
+    /// Configures, expecting it to fail; returns what cmake said.
+    pub fn configure_fails(&self, extra: &[String]) -> String {
+        let out = self.configure_command(extra).output().unwrap();
+        let both = text(&out.stdout) + &text(&out.stderr);
+        assert!(!out.status.success(), "configuring succeeded:\n{both}");
+        both
+    }
+
+    pub fn build(&self) -> String {
+        run(self.cmake().arg("--build").arg(&self.build))
+    }
+
+    /// The daemon's name of this build's kernel `name` by default: the
+    /// project, then six hex digits of the SHA-256 of the build
+    /// directory's real path (docs/cmake.md, "Kernel names").
+    pub fn kernel(&self, name: &str) -> String {
+        let real = std::fs::canonicalize(&self.build).unwrap();
+        let hash = gevo_client::export::ptx_hash(s(&real));
+        format!("{}.{}/{name}", self.name, &hash[..6])
+    }
+
+    pub fn app(&self, arg: &str) -> String {
+        run(Command::new(self.build.join(&self.name)).arg(arg))
+    }
+
+    pub fn gevo_file(&self, name: &str) -> PathBuf {
+        self.build.join("gevo").join(name)
+    }
+
+    pub fn original(&self) -> String {
+        std::fs::read_to_string(self.gevo_file("stencil.original.ptx")).unwrap()
+    }
+
+    pub fn mtime(&self, path: &Path) -> SystemTime {
+        std::fs::metadata(path).unwrap().modified().unwrap()
+    }
+}
+
+/// Waits until the daemon has a validated variant of kernel, then pauses its
+/// job and waits for the generation in flight to end, so that no newer
+/// variant comes between a build and the questions after it.
+pub fn wait_for_variant_and_pause(d: &Daemon, kernel: &str, scratch: &Path) {
+    let probe = scratch.join("probe.ptx");
+    d.wait_for("a validated variant", |d| {
+        let out = d.client(&["best", kernel, "--arch", "sm_90", "-o", s(&probe)]);
+        match out.status.code() {
+            Some(0) => Some(()),
+            Some(3) => None,
+            _ => panic!("best: {out:?}"),
+        }
+    });
+    let paused = d.client(&["pause", kernel]);
+    assert!(paused.status.success(), "{paused:?}");
+    d.wait_for("the paused job to stop", |d| match d.call(Cmd::Status) {
+        Reply::Status(status) => status
+            .slots
+            .iter()
+            .all(|slot| !slot.state.starts_with("running"))
+            .then_some(()),
+        other => panic!("status answered {other:?}"),
+    });
+}
+
+/// The daemon's answer to `best` for kernel, as JSON.
+pub fn best_json(d: &Daemon, kernel: &str) -> serde_json::Value {
+    let best = d.client(&["--json", "best", kernel, "--arch", "sm_90"]);
+    assert!(best.status.success(), "{best:?}");
+    serde_json::from_slice(&best.stdout).unwrap()
+}
+
+/// A CUDA toolkit REPLACE can use: GEVO_TEST_CUDA_PATH, else the first of
+/// $CUDA_PATH, $CUDA_HOME, /usr/local/cuda, /usr/lib/cuda
+/// with ptxas, fatbinary, cuda_runtime.h and libcudart_static.a; else why
+/// there is none.
+pub fn cuda_toolkit() -> Result<PathBuf, String> {
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    for var in ["GEVO_TEST_CUDA_PATH", "CUDA_PATH", "CUDA_HOME"] {
+        if let Some(path) = std::env::var_os(var).filter(|v| !v.is_empty()) {
+            candidates.push(path.into());
+        }
+    }
+    for path in ["/usr/local/cuda", "/usr/lib/cuda"] {
+        candidates.push(path.into());
+    }
+    let complete = |root: &Path| {
+        ["bin/ptxas", "bin/fatbinary", "include/cuda_runtime.h"]
+            .iter()
+            .all(|f| root.join(f).is_file())
+            && ["lib64", "lib", "targets/x86_64-linux/lib"]
+                .iter()
+                .any(|lib| root.join(lib).join("libcudart_static.a").is_file())
+    };
+    candidates
+        .iter()
+        .find(|root| complete(root))
+        .cloned()
+        .ok_or_else(|| {
+            let tried: Vec<&str> = candidates.iter().map(|c| s(c)).collect();
+            format!(
+                "no CUDA toolkit with bin/ptxas, bin/fatbinary, include/cuda_runtime.h and \
+             libcudart_static.a in {} (set GEVO_TEST_CUDA_PATH)",
+                tried.join(", ")
+            )
+        })
+}
