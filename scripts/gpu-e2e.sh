@@ -261,7 +261,7 @@ fi
 configure() {
     timeout 300 cmake -S examples/stencil-app -B "$build" "${generator[@]}" \
         -DGEVO_IR_DIR="$ir_dir" -DGEVOD="$gevod" -DGEVO_CLIENT="$client" \
-        -DGEVO_SOCKET="$sock" -DGEVO_STATE="$state" -DCUDAToolkit_ROOT="$cuda_root"
+        -DGEVO_PROJECT=stencil-app -DGEVO_SOCKET="$sock" -DGEVO_STATE="$state" -DCUDAToolkit_ROOT="$cuda_root"
 }
 if configure > "$work/configure.log" 2>&1; then
     ok "configure: examples/stencil-app with GEVO_IR_DIR"
