@@ -27,7 +27,16 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 shopt -s nullglob
-srcs=("$KDIR"/*.cu)
+# tests/fixtures/findings/ holds kernels with planted faults whose verdicts
+# name the CUDA source line: they are compiled with line tables (and a
+# relative compilation directory, so the output does not depend on where
+# the checkout is).
+FDIR=tests/fixtures/findings
+findings=("$FDIR"/*.cu)
+srcs=("$KDIR"/*.cu "${findings[@]}")
+# An empty --cuda-path: an installed CUDA toolkit must not change the IR
+# (clang would raise the PTX version in "target-features" to its own).
+mkdir -p "$tmp/no-cuda"
 if [ ${#srcs[@]} -eq 0 ]; then
     echo "gen-fixtures: no .cu files in $KDIR" >&2
     exit 1
@@ -35,9 +44,11 @@ fi
 
 for src in "${srcs[@]}"; do
     out=${src%.cu}.ll
+    debug=()
+    case "$src" in "$FDIR"/*) debug=(-gline-tables-only -fdebug-compilation-dir=.) ;; esac
     echo "gen-fixtures: $src -> $out"
     "$CLANG" -x cuda --cuda-device-only -nocudainc -nocudalib \
-        --cuda-gpu-arch=sm_90 -O3 -S -emit-llvm \
+        --cuda-path="$tmp/no-cuda" --cuda-gpu-arch=sm_90 -O3 -S -emit-llvm "${debug[@]}" \
         -include "$SHIM" "$src" -o "$out"
 done
 

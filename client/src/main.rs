@@ -503,7 +503,10 @@ fn render_jobs(jobs: &[JobInfo]) -> String {
                 },
             ];
             if with_message {
-                row.push(j.message.clone().unwrap_or_default());
+                // A table row is one line: a finding's first line says what
+                // and where; `explain` shows all of it.
+                let message = j.message.as_deref().unwrap_or_default();
+                row.push(message.lines().next().unwrap_or_default().to_string());
             }
             row
         })

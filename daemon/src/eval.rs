@@ -5,7 +5,9 @@
 use crate::device::DeviceInfo;
 use crate::ir::{IrError, KernelIr, Patch};
 use crate::sim::code::Program;
-use crate::sim::{self, pointer, GlobalMemory, LaunchDims, Limits, RunStats, Verdict};
+use crate::sim::{
+    self, pointer, BufferName, Fault, GlobalMemory, LaunchDims, Limits, RunStats, Verdict,
+};
 use crate::spec::{self, ArgValue, Scalar, Spec, SpecError, TestCase, TestSet};
 use crate::stats::{self, Interval, Timing};
 use std::collections::HashMap;
@@ -27,7 +29,17 @@ pub enum EvalError {
         #[source]
         source: IrError,
     },
-    #[error("{}: {test}: the original kernel fails on the simulator: {verdict}", spec.display())]
+    /// A finding about the user's kernel, not gevo's error: one block of
+    /// text saying what is wrong, on which test, where, and what to do.
+    #[error(
+        "{}: {test}: the original kernel fails on the simulator: {verdict}\n\
+         The kernel does this before gevo changes anything. On a GPU it may run without a visible \
+         error (memory next to a buffer is often mapped; some GPUs tolerate a divergent barrier), \
+         but its result is then undefined, and there is no reference to judge variants against.\n\
+         Fix the kernel{}, or give tests that do not reach the fault.",
+        spec.display(),
+        verdict.context.source.as_deref().map_or(String::new(), |s| format!(" at {s}"))
+    )]
     OriginalFails {
         spec: std::path::PathBuf,
         test: String,
@@ -304,7 +316,7 @@ impl Evaluator {
                 EvalError::OriginalFails {
                     spec: self.spec.path.clone(),
                     test: test.name.clone(),
-                    verdict: Box::new(verdict),
+                    verdict: Box::new(self.located(verdict)),
                 }
             })?;
         let r = Arc::new(Reference {
@@ -323,6 +335,13 @@ impl Evaluator {
     /// scalars), computed once.
     pub fn reference_outputs(&self, test: &TestCase) -> Result<Vec<Vec<u8>>, EvalError> {
         Ok(self.reference(test)?.outputs.clone())
+    }
+
+    /// The verdict with its instruction's CUDA source line, when the IR
+    /// has line tables (an instruction a patch cloned has none).
+    fn located(&self, mut verdict: Verdict) -> Verdict {
+        verdict.context.source = self.ir.source_line(verdict.instruction).map(str::to_string);
+        verdict
     }
 
     /// Runs `patch` on every test of `set`.
@@ -364,7 +383,7 @@ impl Evaluator {
                         },
                         self.workers,
                     ) {
-                        Err(v) => result.failure = Some(Failure::Verdict(v)),
+                        Err(v) => result.failure = Some(Failure::Verdict(self.located(v))),
                         Ok((stats, outputs)) => {
                             result.cost = Some(stats.cost);
                             let (failure, error) =
@@ -467,6 +486,31 @@ pub fn scalar_bits(s: Scalar) -> u64 {
     }
 }
 
+/// The verdict with the global buffer it names given as the spec's
+/// argument bound to it in this launch.
+fn name_buffer(mut verdict: Verdict, instance: &spec::Instance, binding: &[usize]) -> Verdict {
+    let buffer = match verdict.fault {
+        Fault::OutOfBounds {
+            space: "global",
+            buffer,
+            ..
+        }
+        | Fault::GlobalRace { buffer, .. } => buffer,
+        _ => return verdict,
+    };
+    let Some(arg) = binding.iter().position(|&b| b == buffer) else {
+        return verdict;
+    };
+    if let ArgValue::Buffer { elem, data, .. } = &instance.args[arg] {
+        verdict.context.buffer = Some(BufferName {
+            arg: instance.names[arg].clone(),
+            elem_bytes: elem.size() as u64,
+            len: (data.len() / elem.size().max(1)) as u64,
+        });
+    }
+    verdict
+}
+
 /// Runs one test instance (all its launches, swapping buffers between them)
 /// and returns the stats and every argument's final bytes (empty for scalars).
 pub fn simulate(
@@ -502,7 +546,10 @@ pub fn simulate(
                 ArgValue::Scalar(s) => scalar_bits(*s),
             })
             .collect();
-        total.add(&sim::run(program, &dims, &args, &memory, limits, workers)?);
+        total.add(
+            &sim::run(program, &dims, &args, &memory, limits, workers)
+                .map_err(|v| name_buffer(v, instance, &binding))?,
+        );
         if launch + 1 < instance.launches {
             for &(a, b) in &instance.swaps {
                 binding.swap(a, b);

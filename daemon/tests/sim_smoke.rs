@@ -823,6 +823,7 @@ fn blocks_writing_the_same_global_bytes_race() {
         block: "bb1".into(),
         cta: [1, 0, 0],
         thread: [0, 0, 0],
+        context: Box::default(),
     };
     for workers in [1, 2, 2, 2, 2, 2, 2, 2, 2, 3] {
         let v = run_on(&program, &buffers, &[1000], dims, workers)

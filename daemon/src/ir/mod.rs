@@ -56,6 +56,8 @@ pub struct KernelIr {
     kernels: Vec<String>,
     dom: DomTree,
     instruction_count: u32,
+    /// Instruction id -> `file:line`, for the instructions that have one.
+    source_lines: std::collections::BTreeMap<u32, String>,
 }
 
 /// A patched kernel: verified IR text and its PTX.
@@ -130,6 +132,13 @@ impl KernelIr {
             .iter()
             .map(|&b| llvm::instructions(b).len() as u32)
             .sum();
+        // Instruction ids count the kernel's instructions in block order.
+        let source_lines = blocks
+            .iter()
+            .flat_map(|&b| llvm::instructions(b))
+            .enumerate()
+            .filter_map(|(id, inst)| Some((id as u32, llvm::source_line(inst)?)))
+            .collect();
         let index = |b| {
             blocks
                 .iter()
@@ -149,6 +158,7 @@ impl KernelIr {
             kernels,
             dom: DomTree::new(&successors),
             instruction_count,
+            source_lines,
         })
     }
 
@@ -167,6 +177,12 @@ impl KernelIr {
     }
 
     /// Instructions of the kernel function on load; their ids are 0..count.
+    /// `file:line` in the CUDA source of an original instruction, when the
+    /// IR has line tables.
+    pub fn source_line(&self, id: u32) -> Option<&str> {
+        self.source_lines.get(&id).map(String::as_str)
+    }
+
     pub fn instruction_count(&self) -> u32 {
         self.instruction_count
     }

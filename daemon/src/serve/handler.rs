@@ -163,13 +163,22 @@ impl ApiHandler {
             let registry = self.shared.registry();
             let versions = registry.versions(&kernel);
             let Some(job) = versions.iter().find(|j| j.best.is_some()) else {
-                let latest = versions
-                    .first()
-                    .and_then(|j| self.rejections(&j.id).into_iter().next())
-                    .map_or(String::new(), |r| format!("; latest rejection: {r}"));
+                // Why there is none: the job's error (a finding about the
+                // kernel, whole), else its latest rejected candidate.
+                let why = match versions.first() {
+                    Some(j) => match &j.error {
+                        Some(error) => format!(": {error}"),
+                        None => self
+                            .rejections(&j.id)
+                            .into_iter()
+                            .next()
+                            .map_or(String::new(), |r| format!("; latest rejection: {r}")),
+                    },
+                    None => String::new(),
+                };
                 return Err((
                     ErrorCode::NoValidated,
-                    format!("{kernel}: no validated variant yet{latest}"),
+                    format!("{kernel}: no validated variant yet{why}"),
                 ));
             };
             (

@@ -42,10 +42,32 @@ pub struct Program {
     pub edges: Vec<Edge>,
     /// Bytes of static shared memory (`addrspace(3)` globals, laid out in order).
     pub static_shared_bytes: u64,
+    /// The static shared variables, by their source names, for verdicts.
+    pub shared_vars: Vec<SharedVar>,
     /// Read-only `addrspace(4)`/constant globals, indexed by the constant-space id.
     pub constant_globals: Vec<Vec<u8>>,
     /// Bytes of `alloca` stack per thread.
     pub local_bytes: u64,
+}
+
+/// A static shared variable: its source name (`sdata` for the mangled
+/// `_ZZ10reduce_sumPKfPfiE5sdata`) and its bytes in the block's shared memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedVar {
+    pub name: String,
+    pub offset: u64,
+    pub size: u64,
+}
+
+impl Program {
+    /// The shared variable holding shared byte `offset`, and the offset
+    /// within it.
+    pub fn shared_var_at(&self, offset: u64) -> Option<(&str, u64)> {
+        self.shared_vars
+            .iter()
+            .find(|v| (v.offset..v.offset + v.size).contains(&offset))
+            .map(|v| (v.name.as_str(), offset - v.offset))
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,4 +11,4 @@ mod verdict;
 
 pub use exec::{run, LaunchDims, Limits, RunStats};
 pub use memory::GlobalMemory;
-pub use verdict::{Fault, Verdict};
+pub use verdict::{BufferName, Context, Fault, Verdict};

@@ -1,5 +1,8 @@
-//! Why a simulated run failed, naming the instruction, block and thread.
+//! Why a simulated run failed, naming the instruction, block and thread,
+//! and where the caller knows them, the spec's argument, the shared
+//! variable and the CUDA source line, in the user's words.
 
+use crate::sim::pointer::signed_offset;
 use std::fmt;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,6 +54,64 @@ pub struct Verdict {
     pub block: String,
     pub cta: [u32; 3],
     pub thread: [u32; 3],
+    /// Boxed: verdicts travel in `Err`s, which stay small.
+    pub context: Box<Context>,
+}
+
+/// What a fault touched, in the user's words: filled in by whoever knows
+/// (the simulator knows buffers by number and shared memory by offset).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Context {
+    /// The global buffer's kernel argument (set by `eval`).
+    pub buffer: Option<BufferName>,
+    /// The static shared variable holding the byte, and the byte's offset
+    /// within it (set by the simulator).
+    pub shared: Option<(String, u64)>,
+    /// `file:line` of the instruction in the CUDA source, when the IR has
+    /// line tables (set by `eval`).
+    pub source: Option<String>,
+}
+
+/// A global buffer as the spec names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BufferName {
+    pub arg: String,
+    pub elem_bytes: u64,
+    /// In elements.
+    pub len: u64,
+}
+
+impl BufferName {
+    /// Where byte `offset` (as the pointer holds it) lies relative to the
+    /// buffer: `element -64, 64 elements before its start`, `element 4096
+    /// of 4096, just past its end`.
+    pub fn position(&self, offset: u64) -> String {
+        let byte = signed_offset(offset);
+        let size = self.elem_bytes.max(1) as i64;
+        let element = byte.div_euclid(size);
+        let within = if byte.rem_euclid(size) == 0 {
+            String::new()
+        } else {
+            format!(" (byte {} of it)", byte.rem_euclid(size))
+        };
+        let len = self.len as i64;
+        let plural = |n: i64| if n == 1 { "" } else { "s" };
+        let where_ = if element < 0 {
+            format!(
+                ", {} element{} before its start",
+                -element,
+                plural(-element)
+            )
+        } else if element == len {
+            ", just past its end".to_string()
+        } else if element > len {
+            let past = element - len + 1;
+            format!(", {past} element{} past its end", plural(past))
+        } else {
+            String::new()
+        };
+        format!("element {element}{within} of {len}{where_}")
+    }
 }
 
 impl Verdict {
@@ -80,12 +141,14 @@ impl fmt::Display for Fault {
             } => match *space {
                 "global" => write!(
                     f,
-                    "out-of-bounds {bytes}-byte access to buffer {buffer} at byte {offset}"
+                    "out-of-bounds {bytes}-byte access to buffer {buffer} at byte {}",
+                    signed_offset(*offset)
                 ),
                 "invalid" => write!(f, "{bytes}-byte access through an invalid pointer"),
                 _ => write!(
                     f,
-                    "out-of-bounds {bytes}-byte {space} access at byte {offset}"
+                    "out-of-bounds {bytes}-byte {space} access at byte {}",
+                    signed_offset(*offset)
                 ),
             },
             Fault::SharedRace {
@@ -139,10 +202,76 @@ impl fmt::Display for Fault {
 
 impl fmt::Display for Verdict {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.fault, &self.context.buffer, &self.context.shared) {
+            (
+                Fault::OutOfBounds {
+                    space: "global",
+                    offset,
+                    bytes,
+                    ..
+                },
+                Some(b),
+                _,
+            ) => write!(
+                f,
+                "out-of-bounds {bytes}-byte access to `{}` at {}",
+                b.arg,
+                b.position(*offset)
+            )?,
+            (
+                Fault::GlobalRace {
+                    offset,
+                    bytes,
+                    other_block,
+                    ..
+                },
+                Some(b),
+                _,
+            ) => write!(
+                f,
+                "global-memory race: {bytes}-byte write to `{}` at {}, which block {other_block:?} also wrote in this launch",
+                b.arg,
+                b.position(*offset)
+            )?,
+            (fault, _, Some((name, at))) => write!(f, "{fault} (byte {at} of `{name}`)")?,
+            (fault, _, _) => write!(f, "{fault}")?,
+        }
         write!(
             f,
-            "{} (instruction i{} in block {}, block {:?}, thread {:?})",
-            self.fault, self.instruction, self.block, self.cta, self.thread
-        )
+            " (instruction i{} in block {}, block {:?}, thread {:?}",
+            self.instruction, self.block, self.cta, self.thread
+        )?;
+        match &self.context.source {
+            Some(line) => write!(f, ", {line})"),
+            None => f.write_str(")"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::BufferName;
+
+    #[test]
+    fn positions_are_signed_elements_relative_to_the_buffer() {
+        let b = BufferName {
+            arg: "J".into(),
+            elem_bytes: 4,
+            len: 4096,
+        };
+        let wrapped = (1u64 << 40) - 256;
+        for (offset, text) in [
+            (wrapped, "element -64 of 4096, 64 elements before its start"),
+            (
+                (1u64 << 40) - 4,
+                "element -1 of 4096, 1 element before its start",
+            ),
+            (4096 * 4, "element 4096 of 4096, just past its end"),
+            (4100 * 4, "element 4100 of 4096, 5 elements past its end"),
+            (12, "element 3 of 4096"),
+            (13, "element 3 (byte 1 of it) of 4096"),
+        ] {
+            assert_eq!(b.position(offset), text);
+        }
     }
 }

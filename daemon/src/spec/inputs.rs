@@ -223,6 +223,7 @@ impl Spec {
                 .map(|r| r.swap.clone())
                 .unwrap_or_default(),
             args,
+            names: self.args.iter().map(|a| a.name.clone()).collect(),
         })
     }
 }

@@ -505,6 +505,8 @@ pub struct Instance {
     pub swaps: Vec<(usize, usize)>,
     /// One value per kernel argument, in order.
     pub args: Vec<ArgValue>,
+    /// The arguments' names in the spec, in order (for messages).
+    pub names: Vec<String>,
 }
 
 /// The outcome of comparing one output buffer with the reference.

@@ -167,7 +167,11 @@ impl InProcess {
         };
         let results = evaluator
             .evaluate_cases(patch, &[test])
-            .map_err(|e| BackendError::Failed(e.to_string()))?;
+            .map_err(|e| {
+                BackendError::Failed(format!(
+                    "the GPU backend's pre-screen (each new variant runs on the simulator's smallest train test before the GPU; --no-prescreen or [gpu] prescreen = false skips it) cannot judge variants: {e}"
+                ))
+            })?;
         let rejected = results[0]
             .failure
             .as_ref()

@@ -155,3 +155,31 @@ pub fn gep_source_type(gep: Value) -> Type {
     // (asserted): a GEPOperator, which LLVMGetGEPSourceElementType casts to.
     unsafe { LLVMGetGEPSourceElementType(gep) }
 }
+
+/// The instruction's CUDA source location as `file:line`, when the IR has
+/// line tables (`-g` or `-gline-tables-only`) and the instruction has one.
+pub fn source_line(inst: Value) -> Option<String> {
+    // SAFETY: `inst` is a live value; for an instruction without a debug
+    // location LLVMGetDebugLocLine answers 0.
+    let line = unsafe { LLVMGetDebugLocLine(inst) };
+    if line == 0 {
+        return None;
+    }
+    let mut len: u32 = 0;
+    // SAFETY: as above; the answer points at `len` bytes the module owns
+    // (the line table's file name), copied before the module can change.
+    let file = unsafe {
+        let p = LLVMGetDebugLocFilename(inst, &mut len);
+        if p.is_null() || len == 0 {
+            String::new()
+        } else {
+            String::from_utf8_lossy(std::slice::from_raw_parts(p.cast::<u8>(), len as usize))
+                .into_owned()
+        }
+    };
+    Some(if file.is_empty() {
+        format!("line {line}")
+    } else {
+        format!("{file}:{line}")
+    })
+}

@@ -11,14 +11,24 @@ use crate::sim::code::*;
 use crate::sim::pointer;
 use llvm_sys::{LLVMAtomicRMWBinOp, LLVMTypeKind};
 
+/// Where the module's globals live for the simulator.
+pub(super) struct GlobalLayout {
+    /// Bytes of static shared memory.
+    pub(super) shared_bytes: u64,
+    pub(super) shared_vars: Vec<SharedVar>,
+    /// Read-only globals' bytes, by constant-space id.
+    pub(super) constant_globals: Vec<Vec<u8>>,
+}
+
 impl Lowering {
     /// Shared (`addrspace(3)`) globals get offsets in the block's shared
     /// memory; read-only globals with initializers get constant-space ids.
     pub(super) fn lay_out_globals(
         &mut self,
         module: llvm::Module,
-    ) -> Result<(u64, Vec<Vec<u8>>), IrError> {
+    ) -> Result<GlobalLayout, IrError> {
         let mut shared = 0u64;
+        let mut shared_vars = Vec::new();
         let mut constant_globals = Vec::new();
         for global in llvm::globals(module) {
             let g = global.value;
@@ -28,6 +38,11 @@ impl Lowering {
                 shared = shared.div_ceil(align) * align;
                 self.globals
                     .insert(g, pointer::make(pointer::SHARED, 0, shared));
+                shared_vars.push(SharedVar {
+                    name: source_name(&llvm::value_name(g)),
+                    offset: shared,
+                    size,
+                });
                 shared += size;
             } else {
                 let bytes = global
@@ -42,7 +57,11 @@ impl Lowering {
                 // Other globals stay unmapped; a use of one is unsupported.
             }
         }
-        Ok((shared, constant_globals))
+        Ok(GlobalLayout {
+            shared_bytes: shared,
+            shared_vars,
+            constant_globals,
+        })
     }
 
     /// Raw bytes of a constant initializer we can read: zero, scalars, and
@@ -261,5 +280,37 @@ impl Lowering {
         let offset = self.local_bytes.div_ceil(align) * align;
         self.local_bytes = offset + size;
         Op::Alloca { offset }
+    }
+}
+
+/// A static local variable's name as the source spells it: the Itanium
+/// mangling `_ZZ<function>E<length><name>` ends in the name; any other name
+/// is kept as is.
+fn source_name(mangled: &str) -> String {
+    if let Some(rest) = mangled.strip_prefix("_ZZ") {
+        for (i, _) in rest.match_indices('E').rev() {
+            let tail = &rest[i + 1..];
+            let digits = tail.bytes().take_while(u8::is_ascii_digit).count();
+            let name = &tail[digits..];
+            if tail[..digits].parse::<usize>().ok() == Some(name.len()) && !name.is_empty() {
+                return name.to_string();
+            }
+        }
+    }
+    mangled.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn static_locals_are_named_as_in_the_source() {
+        for (mangled, name) in [
+            ("_ZZ10reduce_sumPKfPfiE5sdata", "sdata"),
+            ("_ZZ11srad_cuda_1PfS_iiE5north", "north"),
+            ("tile", "tile"),
+            ("_ZZ3fooE", "_ZZ3fooE"),
+        ] {
+            assert_eq!(super::source_name(mangled), name);
+        }
     }
 }

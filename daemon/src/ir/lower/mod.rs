@@ -92,7 +92,11 @@ pub fn lower(module: llvm::Module, live: &LiveFunction) -> Result<Program, IrErr
         out: Vec::new(),
         id: 0,
     };
-    let (static_shared_bytes, constant_globals) = l.lay_out_globals(module)?;
+    let memory::GlobalLayout {
+        shared_bytes: static_shared_bytes,
+        shared_vars,
+        constant_globals,
+    } = l.lay_out_globals(module)?;
     if static_shared_bytes > MAX_SHARED_BYTES {
         return Err(unsupported(format!(
             "{static_shared_bytes} bytes of static shared memory"
@@ -150,6 +154,7 @@ pub fn lower(module: llvm::Module, live: &LiveFunction) -> Result<Program, IrErr
         blocks: out_blocks,
         edges: l.edges,
         static_shared_bytes,
+        shared_vars,
         constant_globals,
         local_bytes: l.local_bytes,
     })

@@ -12,7 +12,9 @@ use crate::sim::verdict::{Fault, Verdict};
 
 impl BlockRun<'_> {
     pub(super) fn out_of_bounds(&self, t: usize, inst: &Inst, p: u64, bytes: u32) -> Verdict {
-        let (space, index, offset) = pointer::split(p);
+        // Named by the region nearest the address: a step back from a
+        // region's start borrows into the tag, and is that region's byte -n.
+        let (space, index, offset) = pointer::split_nearest(p);
         self.verdict(
             t,
             inst,

@@ -13,7 +13,7 @@ use super::shared::{Shadow, NO_THREAD};
 use super::{LaunchDims, Limits, RunStats};
 use crate::sim::code::*;
 use crate::sim::memory::{GlobalMemory, Writers};
-use crate::sim::verdict::{Fault, Verdict};
+use crate::sim::verdict::{Context, Fault, Verdict};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Status {
@@ -184,17 +184,36 @@ impl<'a> BlockRun<'a> {
             block: self.program.blocks[th.block as usize].name.clone(),
             cta: self.cta,
             thread: th.tid,
+            context: Box::default(),
         })
     }
 
     pub(super) fn verdict(&self, t: usize, inst: &Inst, fault: Fault) -> Verdict {
         let th = &self.threads[t];
+        let shared_offset = match &fault {
+            Fault::SharedRace { offset, .. } | Fault::UninitializedShared { offset } => {
+                Some(*offset)
+            }
+            Fault::OutOfBounds {
+                space: "shared",
+                offset,
+                ..
+            } => Some(*offset),
+            _ => None,
+        };
+        let shared = shared_offset
+            .and_then(|o| self.program.shared_var_at(o))
+            .map(|(name, at)| (name.to_string(), at));
         Verdict {
             fault,
             instruction: inst.id,
             block: self.program.blocks[th.block as usize].name.clone(),
             cta: self.cta,
             thread: th.tid,
+            context: Box::new(Context {
+                shared,
+                ..Context::default()
+            }),
         }
     }
 

@@ -1,0 +1,76 @@
+//! A kernel that faults before gevo changes anything gets a finding in the
+//! user's words: the spec's argument, the element as a signed index and
+//! where it lies, the shared variable by its source name, the CUDA source
+//! line, and what to do. Data-driven: each `tests/fixtures/findings/*.cu`
+//! plants one fault (compiled with line tables by scripts/gen-fixtures.sh),
+//! and its `.expect` file lists lines the finding must hold.
+
+mod common;
+
+use std::process::Command;
+
+#[test]
+fn each_planted_fault_is_a_finding_in_the_users_words() {
+    let dir = common::repo_root().join("tests/fixtures/findings");
+    let mut cases = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let expect = entry.unwrap().path();
+        if expect.extension().is_none_or(|e| e != "expect") {
+            continue;
+        }
+        cases += 1;
+        let spec = expect.with_extension("gevo.toml");
+        // Relative paths, as a user in the repository types them.
+        let rel = spec.strip_prefix(common::repo_root()).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_gevod"))
+            .arg("run")
+            .arg(rel)
+            .current_dir(common::repo_root())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{}: {stderr}", spec.display());
+        for line in std::fs::read_to_string(&expect).unwrap().lines() {
+            assert!(
+                stderr.contains(line),
+                "{}: {line:?} not in\n{stderr}",
+                expect.display()
+            );
+        }
+    }
+    assert_eq!(cases, 3, "the planted faults in {}", dir.display());
+}
+
+/// The daemon shows the finding: its first line in `jobs`, all of it in
+/// `explain`.
+#[test]
+fn the_daemon_shows_a_finding_in_jobs_and_explain() {
+    use common::daemon::{s, Daemon};
+    use gevo_client::proto::JobState;
+    let dir = tempfile::tempdir().unwrap();
+    let build = dir.path().join("app");
+    std::fs::create_dir(&build).unwrap();
+    let findings = common::repo_root().join("tests/fixtures/findings");
+    for file in ["pastend.gevo.toml", "pastend.ll"] {
+        std::fs::copy(findings.join(file), build.join(file)).unwrap();
+    }
+    let d = Daemon::start(dir.path(), &["--watch", s(&build)]);
+    d.wait_for("the finding", |d| {
+        d.jobs()
+            .into_iter()
+            .find(|j| j.state == JobState::Error && j.message.is_some())
+    });
+    let jobs = String::from_utf8(d.client(&["jobs"]).stdout).unwrap();
+    assert!(
+        jobs.contains("`in` at element 1000 of 1000, just past its end"),
+        "{jobs}"
+    );
+    assert!(
+        !jobs.contains("Fix the kernel"),
+        "one line per job:\n{jobs}"
+    );
+    let out = d.client(&["explain", "pastend"]);
+    let explain = String::from_utf8_lossy(&out.stderr);
+    assert!(explain.contains("just past its end"), "{explain}");
+    assert!(explain.contains("Fix the kernel at"), "{explain}");
+}
