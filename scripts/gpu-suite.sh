@@ -8,7 +8,7 @@
 # The package step also writes .dist/e2e/stencil.ll, the device IR of
 # examples/stencil-app (emitted here by gevo_optimize() with clang-19), which
 # the e2e section builds with. SECTIONS picks what runs (default
-# "kernels evolve daemon e2e harness").
+# "kernels gate evolve daemon e2e harness").
 #
 # Checks, each counted:
 #  - gevod carries no libLLVM; every fixture's PTX (libdevice linked from the
@@ -20,6 +20,9 @@
 #    are each rejected with their reason, and the variant after each still
 #    evaluates; the pre-screen rejects a patch that reads out of bounds, and
 #    the GPU times out one that loops forever;
+#  - the GPU safety gate: pairsum's variant without its barrier (a race
+#    between the lanes of a warp) passes the outputs check on the GPU and
+#    compute-sanitizer's racecheck rejects it; the original has no report;
 #  - a timed `gevod evolve --backend cuda` on stencil and nw (EVOLVE_TIME
 #    each) and on vecadd (THROUGHPUT_TIME), printing validated speedups with
 #    their intervals and the evaluation rates;
@@ -46,7 +49,7 @@ cd "$(dirname "$0")/.."
 
 package=${1:-.dist/gevod.gz}
 client_package=${2:-.dist/gevo-client.gz}
-sections=" ${SECTIONS:-kernels evolve daemon e2e harness} "
+sections=" ${SECTIONS:-kernels gate evolve daemon e2e harness} "
 want() { [[ $sections == *" $1 "* ]]; }
 seeds=${SEEDS:-20}
 evolve_time=${EVOLVE_TIME:-120s}
@@ -136,6 +139,21 @@ check "an endless loop the pre-screen misses times out on the GPU" \
 sed 's/^/    /' "$work/endless.txt" | head -12
 fi
 
+if want gate; then
+    p=$k/pairsum
+    "$gevod" ptx $p.ll -o "$work/pairsum.ptx"
+    "$gevod" ptx $p.ll --patch $p.no-barrier.patch.json -o "$work/racy.ptx"
+    "$gevod" run $p.gevo.toml --backend cuda --tests heldout --sanitize required --json \
+        --ptx "$work/racy.ptx" --ptx "$work/pairsum.ptx" > "$work/gate.json" 2> "$work/gate.err"
+    sed 's/^/    /' "$work/gate.err" | tail -4
+    check "gate: the racy variant passes the outputs check on the GPU" python3 -c "
+import json, sys
+rows = json.load(open('$work/gate.json'))
+sys.exit(0 if rows[0]['passed'] and rows[1]['passed'] else rows[0]['failure'])"
+    check "gate: racecheck rejects the racy variant" grep -q "racy.ptx: GPU safety gate rejects it: racecheck:" "$work/gate.err"
+    check "gate: no report on the original" grep -q "pairsum.ptx: GPU safety gate: no report" "$work/gate.err"
+fi
+
 # Timed searches. Prints each job's validated speedup with its interval.
 evolve() { # fixture, time
     GEVOD_LOG=gevod::evolve=debug timeout -s INT "${EVOLVE_LIMIT:-400}" "$gevod" evolve $k/$1.gevo.toml --backend cuda --time "$2" \
@@ -163,9 +181,11 @@ secs = r["evaluations"] / max(r["evaluations_per_second"], 1e-9)
 best = r["best"]
 speed = (f'{best["speedup"]:.3f}x [{best["interval"][0]:.3f}, {best["interval"][1]:.3f}], '
          f'{best["edits_after"]} edits' if best else "none validated")
+gate = r.get("safety_gate") or "off"
+gate = gate.split(": ", 2)[-1] if gate != "off" else gate
 print(f'| {sys.argv[2]} | {secs:.0f} | {r["generations"]} | {r["evaluations"]} | '
       f'{r["evaluations_per_second"]:.1f} | {fresh / secs:.1f} | {r["worker_respawns"]} | '
-      f'{r["validated"]} | {speed} |')
+      f'{r["validated"]} | {speed} | {gate} |')
 PY
 }
 if want evolve; then
@@ -184,8 +204,8 @@ rows+=("$(summary vecadd)")
 {
     echo "GPU: $gpu. gevod $("$gevod" --version | cut -d' ' -f2), $(date -u +%Y-%m-%d)."
     echo
-    echo "| fixture | seconds | generations | evaluations | evaluations/s | new variants/s | worker respawns | validated | best validated speedup [95% interval] |"
-    echo "|---|---|---|---|---|---|---|---|---|"
+    echo "| fixture | seconds | generations | evaluations | evaluations/s | new variants/s | worker respawns | validated | best validated speedup [95% interval] | safety gate (compute-sanitizer) |"
+    echo "|---|---|---|---|---|---|---|---|---|---|"
     printf '%s\n' "${rows[@]}"
 } | tee "$report"
 fi

@@ -13,6 +13,7 @@ use gevod::ir::Patch;
 use gevod::spec::{self, TestSet};
 use gevod::worker::gpu::{CudaBackend, CudaOptions};
 use gevod::worker::pool::PoolOptions;
+use gevod::worker::sanitize::SafetyGate;
 use rand::SeedableRng;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
@@ -58,6 +59,7 @@ fn backend(plan: &str, counter: &Path, prescreen: bool) -> CudaBackend {
         device: fake_device(),
         arch: "sm_90".into(),
         prescreen,
+        gate: None,
     };
     CudaBackend::start(options, &spec, Arc::new(AtomicBool::new(false))).unwrap()
 }
@@ -176,4 +178,38 @@ fn the_prescreen_rejects_out_of_bounds_variants_before_the_gpu() {
         "{failure}"
     );
     assert!(!counter.exists(), "the GPU worker saw a request");
+}
+
+/// The safety gate runs each tool in turn with the variant's PTX and the
+/// chosen test, and the first report rejects the variant with the tool's
+/// first message (a stand-in sanitizer, tests/fixtures/fake/, reports a race
+/// in PTX without a barrier).
+#[test]
+fn the_safety_gate_rejects_what_the_sanitizer_reports() {
+    let fake = common::repo_root().join("tests/fixtures/fake/compute-sanitizer.sh");
+    let mut gate = SafetyGate::new(
+        fake,
+        "gevod".into(),
+        vec!["gpu-check".into()],
+        "heldout[1]".into(),
+        Duration::from_secs(30),
+    );
+    let ir = common::load("pairsum");
+    let options = common::codegen_options();
+    let original = ir.compile(&ir.empty_patch(), &options).unwrap().ptx;
+    let mut racy = ir.empty_patch();
+    racy.edits = serde_json::from_str(r#"[{"op":"delete","target":15}]"#).unwrap();
+    let racy = ir.compile(&racy, &options).unwrap().ptx;
+    assert_eq!(gate.check(&original), Ok(None));
+    let reason = gate.check(&racy).unwrap().expect("rejected");
+    assert_eq!(
+        reason,
+        "racecheck: Error: Race reported between Write access at pair_sum+0x90 in heldout[1]"
+    );
+    let line = gate.describe();
+    assert!(
+        line.contains("on heldout[1]: 2 checked, 1 rejected"),
+        "{line}"
+    );
+    assert!(line.contains("memcheck, racecheck, synccheck"), "{line}");
 }

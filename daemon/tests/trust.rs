@@ -1,15 +1,19 @@
 //! What "validated" promises (docs/evolve.md, "What validated means"),
 //! checked on planted variants: a barrier that only some threads of a block
-//! reach is a verdict, and a variant faster over all held-out tests together
-//! but slower on one of them is not validated.
+//! reach is a verdict, a variant faster over all held-out tests together
+//! but slower on one of them is not validated, and neither is one the
+//! backend's safety gate reports.
 
 mod common;
 
+use gevod::eval::Assessment;
 use gevod::eval::Evaluator;
-use gevod::evolve::{Config, Engine};
+use gevod::evolve::{Backend, BackendError, Build, Config, Engine, Scope};
 use gevod::ir::{KernelIr, Patch};
 use gevod::spec::{self, TestSet};
+use gevod::worker::sanitize::SafetyGate;
 use gevod::worker::InProcess;
+use std::time::Duration;
 
 fn planted(name: &str) -> Patch {
     let path = common::repo_root().join(format!("tests/fixtures/kernels/{name}.patch.json"));
@@ -102,4 +106,74 @@ fn a_variant_slower_on_one_held_out_test_is_not_validated() {
         .find(|v| v.patch == without_zero_test)
         .expect("validated when the regression is tolerated");
     assert!(v.speedup > 1.0, "{}", v.speedup);
+}
+
+/// The simulator backend with the GPU's safety gate in front of promotion,
+/// its sanitizer a stand-in (tests/fixtures/fake/) that reports a race in
+/// any PTX without a barrier.
+struct Gated {
+    inner: InProcess,
+    gate: SafetyGate,
+}
+
+impl Backend for Gated {
+    fn scope(&self) -> Scope {
+        self.inner.scope()
+    }
+    fn test_set_hash(&self, set: TestSet) -> String {
+        self.inner.test_set_hash(set)
+    }
+    fn compile(&mut self, patches: &[Patch]) -> Result<Vec<Result<Build, String>>, BackendError> {
+        self.inner.compile(patches)
+    }
+    fn assess(&mut self, patches: &[Patch], set: TestSet) -> Result<Vec<Assessment>, BackendError> {
+        self.inner.assess(patches, set)
+    }
+    fn safety_check(&mut self, build: &Build) -> Result<Option<String>, BackendError> {
+        self.gate.check(&build.ptx).map_err(BackendError::Failed)
+    }
+    fn safety_gate(&self) -> Option<String> {
+        Some(self.gate.describe())
+    }
+}
+
+#[test]
+fn a_variant_the_safety_gate_reports_is_not_validated() {
+    // expf has no barrier: the stand-in reports every candidate, which the
+    // search on the simulator alone validates (BENCHMARKS.md: 1.17-1.32x).
+    let spec = spec::load(&common::spec_fixture("expf")).unwrap();
+    let ir = KernelIr::load(&spec.ir, Some(&spec.kernel)).unwrap();
+    let inner = InProcess::new(spec, common::codegen_options()).unwrap();
+    let fake = common::repo_root().join("tests/fixtures/fake/compute-sanitizer.sh");
+    let gate = SafetyGate::new(
+        fake,
+        "gevod".into(),
+        vec![],
+        "heldout[0]".into(),
+        Duration::from_secs(30),
+    );
+    let mut backend = Gated { inner, gate };
+    let config = Config {
+        population: 32,
+        ..Config::default()
+    };
+    let mut engine = Engine::new(config, 1).unwrap();
+    for _ in 0..6 {
+        engine.step(&ir, &mut backend).unwrap();
+    }
+    assert!(engine.validated().is_empty(), "{:?}", engine.validated());
+    let gated: Vec<_> = engine
+        .promotion_failures()
+        .iter()
+        .filter(|f| {
+            f.reason
+                .starts_with("GPU safety gate: racecheck: Error: Race reported")
+        })
+        .collect();
+    assert!(!gated.is_empty(), "{:#?}", engine.promotion_failures());
+    let line = backend.safety_gate().unwrap();
+    assert!(
+        line.contains(&format!("{} rejected", gated.len())),
+        "{line}"
+    );
 }

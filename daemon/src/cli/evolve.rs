@@ -13,6 +13,7 @@ use gevod::evolve::{BackendError, Config, Engine, EvolveError, Scope};
 use gevod::ir::{content_hash, KernelIr};
 use gevod::spec::{self, Spec};
 use gevod::store::{JobRecord, Store};
+use gevod::worker::sanitize::SanitizeMode;
 use gevod::worker::setup::{arch_for, WorkerSetup};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -36,6 +37,11 @@ pub struct EvolveArgs {
     /// train test before spending GPU time on them.
     #[arg(long)]
     no_prescreen: bool,
+    /// GPU only: run each variant about to be validated once under
+    /// compute-sanitizer (memcheck, racecheck, synccheck) on the smallest
+    /// held-out test; auto: when compute-sanitizer is found.
+    #[arg(long, value_enum, default_value = "auto")]
+    sanitize: SanitizeMode,
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Stop after N generations past the initial population (for the whole job).
@@ -114,6 +120,7 @@ impl EvolveArgs {
             workers: self.workers.unwrap_or_else(default_workers),
             reader: &Reader::Caller,
             timeout: Duration::from_secs_f64(self.worker_timeout),
+            sanitize: self.sanitize,
         };
         // Harness commands run as the invoking user: it is their own spec.
         let evaluators = setup.evaluators(&spec, device.as_ref(), None)?;
@@ -164,6 +171,7 @@ impl EvolveArgs {
             }
         }
         let respawns = backend.respawns();
+        let gate = backend.safety_gate();
         drop(backend);
         progress.finish();
         let exported = export_best(&engine, &self.state.join(&job.id))?;
@@ -174,6 +182,7 @@ impl EvolveArgs {
             state: &self.state,
             rate: progress.rate(),
             respawns,
+            gate,
             interrupted,
         };
         if self.json {

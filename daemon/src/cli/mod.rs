@@ -58,6 +58,10 @@ enum Command {
     /// GPU worker (started by the GPU backend; speaks JSON lines on stdio).
     #[command(hide = true)]
     GpuWorker(workers::GpuWorkerArgs),
+    /// Runs a variant's PTX once on one test (the safety gate runs this
+    /// under compute-sanitizer)
+    #[command(hide = true)]
+    GpuCheck(workers::GpuCheckArgs),
     /// Write a patch of K random valid edits.
     Mutate(kernel::MutateArgs),
     /// List the kernel's instructions with the ids patches use.
@@ -155,6 +159,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::EvalWorker(args) => args.run().map(|()| 0),
         Command::SimLaunch(args) => args.run().map(|()| 0),
         Command::GpuWorker(args) => args.run().map(|()| 0),
+        Command::GpuCheck(args) => args.run().map(|()| 0),
         Command::Mutate(args) => args.run().map(|()| 0),
         Command::Ids(args) => args.run().map(|()| 0),
         Command::Edits(args) => args.run().map(|()| 0),

@@ -79,6 +79,8 @@ pub struct Report<'a> {
     pub rate: f64,
     /// Worker processes replaced in this run.
     pub respawns: u64,
+    /// The backend's safety gate, in one line (GPU: compute-sanitizer).
+    pub gate: Option<String>,
     pub interrupted: bool,
 }
 
@@ -113,6 +115,9 @@ impl Report<'_> {
             self.rate,
             self.respawns
         );
+        if let Some(gate) = &self.gate {
+            out += &format!("{gate}\n\n");
+        }
         match (self.best(), self.exported) {
             (Some(v), Some(files)) => {
                 out += &format!(
@@ -214,6 +219,7 @@ impl Report<'_> {
             "valid_share": c.valid_share(),
             "evaluations_per_second": self.rate,
             "worker_respawns": self.respawns,
+            "safety_gate": self.gate,
             "best_cost": e.best_cost(),
             "validated": e.validated().len(),
             "best": best,

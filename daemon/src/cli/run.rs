@@ -11,6 +11,7 @@ use gevod::device::{DeviceInfo, DeviceSelector};
 use gevod::eval::{Assessment, Evaluator};
 use gevod::ir::{CodegenOptions, KernelIr, Patch};
 use gevod::spec::{self, Acceptance, ArgKind, Metric, Spec, TestSet};
+use gevod::worker::sanitize::SanitizeMode;
 use gevod::worker::setup::{arch_for, harness_runner, start_measurer, HarnessTarget, WorkerSetup};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -52,6 +53,11 @@ pub struct RunArgs {
     arch: Option<String>,
     #[arg(long, env = "GEVO_LIBDEVICE")]
     libdevice: Option<PathBuf>,
+    /// GPU only: also run each variant once under compute-sanitizer
+    /// (memcheck, racecheck, synccheck) on the smallest held-out test, as
+    /// the safety gate does before validating one; a report fails it.
+    #[arg(long, value_enum, default_value = "off")]
+    sanitize: SanitizeMode,
     #[arg(long)]
     json: bool,
 }
@@ -115,10 +121,19 @@ impl RunArgs {
             workers: self.workers.unwrap_or_else(default_workers),
             reader: &Reader::Caller,
             timeout: Duration::from_secs(120),
+            sanitize: self.sanitize,
         };
-        let results = run_on_gpu(&setup, &spec, device, variants, set)?;
+        let (results, gate) = run_on_gpu(&setup, &spec, device, variants, set)?;
         write_assessments(&results, self.json)?;
-        let failed = results.iter().filter(|(_, a)| !a.passed()).count();
+        for (name, verdict) in &gate {
+            let line = match verdict {
+                None => format!("{name}: GPU safety gate: no report\n"),
+                Some(r) => format!("{name}: GPU safety gate rejects it: {r}\n"),
+            };
+            eprint!("{line}");
+        }
+        let failed = results.iter().filter(|(_, a)| !a.passed()).count()
+            + gate.iter().filter(|(_, v)| v.is_some()).count();
         if failed > 0 {
             bail!(
                 "{}: {failed} of {} variants failed",
@@ -205,14 +220,16 @@ fn run_on_gpu(
     device: DeviceInfo,
     variants: Variants,
     set: TestSet,
-) -> Result<Vec<(String, Assessment)>> {
+) -> Result<GpuRun> {
+    use gevod::evolve::Backend as _;
     let stop = Arc::new(AtomicBool::new(false));
     let mut backend = setup.cuda_backend(spec, device, true, stop)?;
-    Ok(match variants {
+    let (results, ptx) = match variants {
         Variants::Patch(name, patch) => {
-            use gevod::evolve::Backend as _;
             let a = backend.assess(std::slice::from_ref(&patch), set)?;
-            vec![(name, a.into_iter().next().expect("one in, one out"))]
+            let build = backend.compile(std::slice::from_ref(&patch))?.remove(0);
+            let result = (name, a.into_iter().next().expect("one in, one out"));
+            (vec![result], vec![build.ok().map(|b| b.ptx)])
         }
         Variants::Ptx(files) => {
             let mut texts = Vec::with_capacity(files.len());
@@ -220,14 +237,30 @@ fn run_on_gpu(
                 texts.push(std::fs::read_to_string(f).with_context(|| f.display().to_string())?);
             }
             let results = backend.measure_ptx(&texts, set)?;
-            files
+            let results = files
                 .iter()
                 .map(|f| f.display().to_string())
                 .zip(results)
-                .collect()
+                .collect();
+            (results, texts.into_iter().map(Some).collect())
         }
-    })
+    };
+    let mut gate = Vec::new();
+    if backend.safety_gate().is_some() {
+        for ((name, _), ptx) in results.iter().zip(ptx) {
+            let Some(ptx) = ptx else { continue };
+            let build = gevod::evolve::Build {
+                ptx_hash: gevod::ir::content_hash(ptx.as_bytes()),
+                ptx,
+            };
+            gate.push((name.clone(), backend.safety_check(&build)?));
+        }
+    }
+    Ok((results, gate))
 }
+
+/// Each variant's results, and the safety gate's verdict on each (when on).
+type GpuRun = (Vec<(String, Assessment)>, Vec<(String, Option<String>)>);
 
 /// `--compare-sim`: the original kernel's outputs on the GPU against the
 /// simulator's, test by test: bit for bit for integer outputs, within the

@@ -153,3 +153,45 @@ impl SimLaunchArgs {
         .with_context(|| self.result.display().to_string())
     }
 }
+
+#[derive(clap::Args)]
+pub struct GpuCheckArgs {
+    spec: PathBuf,
+    #[arg(long)]
+    ir: Option<PathBuf>,
+    #[arg(long, default_value = "0")]
+    device: DeviceSelector,
+    /// Accepted for the workers' common arguments; the PTX is given.
+    #[arg(long)]
+    arch: Option<String>,
+    #[arg(long)]
+    libdevice: Option<PathBuf>,
+    #[arg(long, value_parser = Reader::from_worker_arg)]
+    on_behalf_of: Option<Reader>,
+    /// The variant's PTX.
+    #[arg(long)]
+    ptx: PathBuf,
+    /// The test to run it on (`heldout[1]`).
+    #[arg(long)]
+    test: String,
+}
+
+impl GpuCheckArgs {
+    pub fn run(self) -> Result<()> {
+        let reader = self.on_behalf_of.clone().unwrap_or(Reader::Caller);
+        let spec = load_worker_spec(&self.spec, self.ir.as_deref(), &reader)?;
+        let ptx =
+            std::fs::read_to_string(&self.ptx).with_context(|| self.ptx.display().to_string())?;
+        let device = gevod::cuda::driver::probe(&self.device)?;
+        let ir = gevod::ir::KernelIr::load(&spec.ir, Some(&spec.kernel))?;
+        gevod::cuda::check::run_once(
+            &spec,
+            &self.test,
+            &ptx,
+            ir.kernel(),
+            device.ordinal,
+            std::time::Duration::from_secs(600),
+        )
+        .with_context(|| format!("{}: {}", self.spec.display(), self.test))
+    }
+}

@@ -69,6 +69,8 @@ pub struct GpuSection {
     pub poll_interval: Duration,
     /// Screen new variants on the simulator's smallest train test first.
     pub prescreen: bool,
+    /// compute-sanitizer on each variant about to be validated on a GPU.
+    pub sanitize: crate::worker::sanitize::SanitizeMode,
 }
 
 impl Default for GpuSection {
@@ -81,6 +83,7 @@ impl Default for GpuSection {
             idle_grace: Duration::from_secs(30),
             poll_interval: Duration::from_secs(1),
             prescreen: true,
+            sanitize: crate::worker::sanitize::SanitizeMode::Auto,
         }
     }
 }

@@ -57,7 +57,7 @@ pub enum MeasureError {
 }
 
 /// One test's inputs on the device and the original's results on them.
-struct DeviceTest {
+pub(super) struct DeviceTest {
     name: String,
     instance: Instance,
     /// Per argument: the inputs as uploaded (`in`/`inout` buffers).
@@ -279,7 +279,7 @@ impl Measurer {
         for _ in 0..self.options.warmups {
             for k in [&self.original, kernel] {
                 self.restore(test)?;
-                self.launch_all(k, test)?;
+                launch_all(k, test)?;
             }
         }
         let rounds = rounds as usize;
@@ -321,7 +321,7 @@ impl Measurer {
         self.restore(test)?;
         self.flush.fill(0)?;
         start.record()?;
-        self.launch_all(kernel, test)?;
+        launch_all(kernel, test)?;
         end.record()
     }
 
@@ -333,7 +333,7 @@ impl Measurer {
         limit: Duration,
     ) -> Result<Vec<Vec<u8>>, CudaError> {
         self.restore(test)?;
-        let binding = self.launch_all(kernel, test)?;
+        let binding = launch_all(kernel, test)?;
         let done = &self.events[0];
         done.record()?;
         done.wait(limit)?;
@@ -362,34 +362,34 @@ impl Measurer {
         }
         Ok(())
     }
-
-    /// Queues the test's launches, exchanging buffers between them as the
-    /// spec's `repeat.swap` says; returns which buffer each argument ends on.
-    fn launch_all(&self, kernel: &Kernel, test: &DeviceTest) -> Result<Vec<usize>, CudaError> {
-        let i = &test.instance;
-        let mut binding: Vec<usize> = (0..i.args.len()).collect();
-        for launch in 0..i.launches {
-            let mut args: Vec<u64> = i
-                .args
-                .iter()
-                .enumerate()
-                .map(|(a, v)| match v {
-                    ArgValue::Buffer { .. } => test.work[binding[a]].as_ref().map_or(0, |b| b.ptr),
-                    ArgValue::Scalar(s) => scalar_bits(*s),
-                })
-                .collect();
-            kernel.launch(i.grid, i.block, i.shared_bytes, &mut args)?;
-            if launch + 1 < i.launches {
-                for &(a, b) in &i.swaps {
-                    binding.swap(a, b);
-                }
-            }
-        }
-        Ok(binding)
-    }
 }
 
-fn upload(name: &str, instance: Instance) -> Result<DeviceTest, CudaError> {
+/// Queues the test's launches, exchanging buffers between them as the
+/// spec's `repeat.swap` says; returns which buffer each argument ends on.
+pub(super) fn launch_all(kernel: &Kernel, test: &DeviceTest) -> Result<Vec<usize>, CudaError> {
+    let i = &test.instance;
+    let mut binding: Vec<usize> = (0..i.args.len()).collect();
+    for launch in 0..i.launches {
+        let mut args: Vec<u64> = i
+            .args
+            .iter()
+            .enumerate()
+            .map(|(a, v)| match v {
+                ArgValue::Buffer { .. } => test.work[binding[a]].as_ref().map_or(0, |b| b.ptr),
+                ArgValue::Scalar(s) => scalar_bits(*s),
+            })
+            .collect();
+        kernel.launch(i.grid, i.block, i.shared_bytes, &mut args)?;
+        if launch + 1 < i.launches {
+            for &(a, b) in &i.swaps {
+                binding.swap(a, b);
+            }
+        }
+    }
+    Ok(binding)
+}
+
+pub(super) fn upload(name: &str, instance: Instance) -> Result<DeviceTest, CudaError> {
     let mut pristine = Vec::with_capacity(instance.args.len());
     let mut work = Vec::with_capacity(instance.args.len());
     for arg in &instance.args {

@@ -7,10 +7,12 @@
 //! - [`driver`]: the checked driver calls (the only `unsafe` code).
 //! - [`measure`]: what a worker does per variant: check outputs, then time
 //!   it alternately with the original.
+//! - [`check`]: one run of a variant on one test, for compute-sanitizer.
 //!
 //! The engine's side (compile workers feeding a GPU worker, the simulator
 //! pre-screen) lives beside the other worker pools, in `worker::gpu`.
 
+pub mod check;
 pub mod driver;
 pub mod measure;
 

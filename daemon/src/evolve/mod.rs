@@ -147,6 +147,18 @@ pub trait Backend {
     /// Each patch run on `set`.
     fn assess(&mut self, patches: &[Patch], set: TestSet) -> Result<Vec<Assessment>, BackendError>;
 
+    /// Checks a variant about to be validated beyond its outputs and
+    /// timings (the GPU backend's compute-sanitizer gate): why it must not
+    /// be, if so. The simulator checks every run already.
+    fn safety_check(&mut self, _build: &Build) -> Result<Option<String>, BackendError> {
+        Ok(None)
+    }
+
+    /// What `safety_check` does here, and has done, in one line.
+    fn safety_gate(&self) -> Option<String> {
+        None
+    }
+
     /// Compiles every patch and runs on `set` the first patch of each PTX
     /// that `known` (the fitness cache) does not answer. A backend may
     /// overlap the two (the GPU backend does); this one compiles all first.

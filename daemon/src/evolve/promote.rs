@@ -107,6 +107,10 @@ impl Engine {
                     continue;
                 }
             };
+            if let Some(reason) = backend.safety_check(&build)? {
+                failures.push(failure(format!("GPU safety gate: {reason}")));
+                continue;
+            }
             let speedup = interval.reciprocal();
             bar = train_cost;
             let v = Validated {

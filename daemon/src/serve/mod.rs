@@ -59,6 +59,8 @@ pub struct JobFiles<'a> {
     pub workers: usize,
     pub timeout: Duration,
     pub prescreen: bool,
+    /// The GPU backend's compute-sanitizer gate.
+    pub sanitize: crate::worker::sanitize::SanitizeMode,
     /// Harness commands run as this uid/gid (the daemon running as root).
     pub harness_user: Option<(u32, u32)>,
     /// The spec's owner, for whom its files are read.

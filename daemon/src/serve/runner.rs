@@ -142,6 +142,7 @@ fn start(
         },
         timeout: config.workers.timeout,
         prescreen: config.gpu.prescreen,
+        sanitize: config.gpu.sanitize,
         harness_user: match spec.harness {
             Some(_) => crate::harness::run_as(&config.harness.user)?,
             None => None,

@@ -97,6 +97,7 @@ impl BackendFactory for WorkerFactory {
             workers: job.workers,
             timeout: job.timeout,
             reader: job.reader,
+            sanitize: job.sanitize,
         };
         setup
             .evaluators(job.spec, device, job.harness_user)

@@ -5,6 +5,7 @@
 //! hangs or loses its context costs one variant and a respawn.
 
 use super::pool::{failed_assessment, PoolOptions, WorkerPool};
+use super::sanitize::SafetyGate;
 use super::{Handler, Request, Response};
 use crate::cuda::measure::Measurer;
 use crate::device::DeviceInfo;
@@ -75,6 +76,8 @@ pub struct CudaOptions {
     pub arch: String,
     /// Run each new variant on the simulator's smallest train test first.
     pub prescreen: bool,
+    /// compute-sanitizer on each variant about to be validated.
+    pub gate: Option<SafetyGate>,
 }
 
 /// Compile workers and GPU workers as one [`Backend`].
@@ -85,6 +88,7 @@ pub struct CudaBackend {
     prescreen: bool,
     /// Variants rejected by the pre-screen (since start).
     pub screened_out: u64,
+    gate: Option<SafetyGate>,
 }
 
 impl CudaBackend {
@@ -106,6 +110,7 @@ impl CudaBackend {
             scope,
             prescreen: options.prescreen,
             screened_out: 0,
+            gate: options.gate,
         })
     }
 
@@ -239,6 +244,17 @@ impl Backend for CudaBackend {
 
     fn respawns(&self) -> u64 {
         self.compile.respawns + self.gpu.respawns
+    }
+
+    fn safety_check(&mut self, build: &Build) -> Result<Option<String>, BackendError> {
+        match &mut self.gate {
+            Some(gate) => gate.check(&build.ptx).map_err(BackendError::Failed),
+            None => Ok(None),
+        }
+    }
+
+    fn safety_gate(&self) -> Option<String> {
+        self.gate.as_ref().map(SafetyGate::describe)
     }
 
     fn test_set_hash(&self, set: TestSet) -> String {

@@ -11,6 +11,7 @@
 
 pub mod gpu;
 pub mod pool;
+pub mod sanitize;
 pub mod setup;
 
 use crate::device::DeviceInfo;

@@ -6,6 +6,7 @@
 
 use super::gpu::{CudaBackend, CudaOptions, GpuWorker};
 use super::pool::{PoolOptions, WorkerPool};
+use super::sanitize::{find_sanitizer, SafetyGate, SanitizeMode};
 use crate::access::Reader;
 use crate::cuda::measure::{MeasureError, MeasureOptions, Measurer};
 use crate::cuda::{driver, CudaError};
@@ -13,7 +14,7 @@ use crate::device::{DeviceInfo, DeviceSelector};
 use crate::evolve::{Backend, BackendError, Scope};
 use crate::harness::Runner;
 use crate::ir::{CodegenOptions, IrError, KernelIr};
-use crate::spec::{self, Spec, SpecError};
+use crate::spec::{self, Spec, SpecError, TestSet};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -135,6 +136,8 @@ pub struct WorkerSetup<'a> {
     pub timeout: Duration,
     /// Who the spec's files are read for (the daemon: the spec's owner).
     pub reader: &'a Reader,
+    /// The GPU backend's compute-sanitizer gate.
+    pub sanitize: SanitizeMode,
 }
 
 impl WorkerSetup<'_> {
@@ -270,14 +273,65 @@ impl WorkerSetup<'_> {
         gpu.args
             .extend(["--device".into(), device.uuid.clone().into()]);
         gpu.workers = 1;
+        let gate = self.safety_gate(spec, &device)?;
         let options = CudaOptions {
             compile,
             gpu,
             device,
             arch: self.arch.to_string(),
             prescreen,
+            gate,
         };
         CudaBackend::start(options, spec, stop).map_err(|source| self.backend_error(source))
+    }
+}
+
+impl WorkerSetup<'_> {
+    /// compute-sanitizer around `gevod gpu-check` on the smallest held-out
+    /// test (fewest threads over all its launches), as `sanitize` says.
+    fn safety_gate(
+        &self,
+        spec: &Spec,
+        device: &DeviceInfo,
+    ) -> Result<Option<SafetyGate>, SetupError> {
+        let sanitizer = match (self.sanitize, find_sanitizer()) {
+            (SanitizeMode::Off, _) => return Ok(None),
+            (_, Some(s)) => s,
+            (SanitizeMode::Auto, None) => {
+                tracing::info!("compute-sanitizer not found: no GPU safety gate");
+                return Ok(None);
+            }
+            (SanitizeMode::Required, None) => {
+                return Err(self.backend_error(BackendError::Failed(
+                    "sanitize is \"required\", but compute-sanitizer is neither on the PATH nor in $CUDA_HOME/bin or /usr/local/cuda/bin".into(),
+                )))
+            }
+        };
+        let mut smallest: Option<(u64, String)> = None;
+        for test in spec.tests(TestSet::Heldout) {
+            let i = spec.instantiate(test)?;
+            let threads = i
+                .grid
+                .iter()
+                .chain(&i.block)
+                .map(|&d| u64::from(d))
+                .product::<u64>()
+                * u64::from(i.launches);
+            if smallest.as_ref().is_none_or(|(t, _)| threads < *t) {
+                smallest = Some((threads, test.name.clone()));
+            }
+        }
+        let Some((_, test)) = smallest else {
+            return Ok(None);
+        };
+        let mut args = self.args("gpu-check");
+        args.extend(["--device".into(), device.uuid.clone().into()]);
+        let program = std::env::current_exe().map_err(SetupError::Executable)?;
+        // Racecheck runs a kernel tens of times slower than it runs alone.
+        let timeout = self.timeout.max(Duration::from_secs(60)) * 10;
+        Ok(Some(SafetyGate::new(
+            sanitizer, program, args, test, timeout,
+        )))
     }
 }
 

@@ -1,0 +1,215 @@
+//! The GPU safety gate: before a variant is validated on the GPU, its PTX
+//! runs once on the smallest held-out test under compute-sanitizer's
+//! memcheck, racecheck and synccheck (`gevod gpu-check` under the tool);
+//! any report rejects it with the tool's first message. Races and
+//! out-of-bounds accesses that change no output and do not crash are caught
+//! here, where the simulator's smaller inputs may not reach them.
+
+use serde::Deserialize;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// `[gpu] sanitize` and `gevod evolve --sanitize`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum SanitizeMode {
+    /// Use compute-sanitizer when it is found, and say so.
+    Auto,
+    Off,
+    /// No GPU job starts without compute-sanitizer.
+    Required,
+}
+
+/// The tools run, in order; the first report decides.
+pub const TOOLS: [&str; 3] = ["memcheck", "racecheck", "synccheck"];
+
+/// compute-sanitizer's exit status when it found something (ours, chosen
+/// to differ from the checked program's own failures).
+const FOUND: i32 = 86;
+
+/// compute-sanitizer on the PATH, else in the CUDA toolkit's usual places.
+pub fn find_sanitizer() -> Option<PathBuf> {
+    let on_path = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>());
+    let toolkit = ["CUDA_HOME", "CUDA_PATH"]
+        .into_iter()
+        .filter_map(std::env::var_os)
+        .map(|d| PathBuf::from(d).join("bin"))
+        .chain([PathBuf::from("/usr/local/cuda/bin")]);
+    on_path
+        .chain(toolkit)
+        .map(|d| d.join("compute-sanitizer"))
+        .find(|p| p.is_file())
+}
+
+/// Runs variants once under compute-sanitizer.
+#[derive(Debug)]
+pub struct SafetyGate {
+    sanitizer: PathBuf,
+    /// `gevod` and its `gpu-check` arguments, but the PTX file.
+    program: PathBuf,
+    args: Vec<OsString>,
+    /// The held-out test the variant runs on.
+    test: String,
+    timeout: Duration,
+    /// Variants checked and rejected, and the seconds spent, for the report.
+    pub checked: u64,
+    pub rejected: u64,
+    pub seconds: f64,
+}
+
+impl SafetyGate {
+    pub fn new(
+        sanitizer: PathBuf,
+        program: PathBuf,
+        args: Vec<OsString>,
+        test: String,
+        timeout: Duration,
+    ) -> Self {
+        SafetyGate {
+            sanitizer,
+            program,
+            args,
+            test,
+            timeout,
+            checked: 0,
+            rejected: 0,
+            seconds: 0.0,
+        }
+    }
+
+    /// One line for the report: what runs, and what it did so far.
+    pub fn describe(&self) -> String {
+        let per = if self.checked > 0 {
+            format!(", {:.1} s per variant", self.seconds / self.checked as f64)
+        } else {
+            String::new()
+        };
+        format!(
+            "GPU safety gate: {} ({}) on {}: {} checked, {} rejected{per}",
+            self.sanitizer.display(),
+            TOOLS.join(", "),
+            self.test,
+            self.checked,
+            self.rejected
+        )
+    }
+
+    /// Runs `ptx` under each tool; the first tool's first report, if any.
+    /// `Err` when the check itself could not run.
+    pub fn check(&mut self, ptx: &str) -> Result<Option<String>, String> {
+        let started = Instant::now();
+        let dir = tempfile::tempdir().map_err(|e| format!("a temporary directory: {e}"))?;
+        let ptx_path = dir.path().join("variant.ptx");
+        std::fs::write(&ptx_path, ptx).map_err(|e| format!("{}: {e}", ptx_path.display()))?;
+        let mut verdict = None;
+        for tool in TOOLS {
+            let log = dir.path().join(format!("{tool}.log"));
+            if let Some(report) = self.run_tool(tool, &ptx_path, &log)? {
+                verdict = Some(format!("{tool}: {report}"));
+                break;
+            }
+        }
+        self.checked += 1;
+        self.rejected += u64::from(verdict.is_some());
+        self.seconds += started.elapsed().as_secs_f64();
+        Ok(verdict)
+    }
+
+    fn run_tool(&self, tool: &str, ptx: &Path, log: &Path) -> Result<Option<String>, String> {
+        let mut command = Command::new(&self.sanitizer);
+        command
+            .args(["--tool", tool, "--print-limit", "1"])
+            .arg(format!("--error-exitcode={FOUND}"))
+            .arg("--log-file")
+            .arg(log)
+            .arg(&self.program)
+            .args(&self.args)
+            .arg("--ptx")
+            .arg(ptx)
+            .args(["--test", &self.test])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null());
+        // A file, not a pipe: a chatty program cannot fill it and stall.
+        let stderr_path = log.with_extension("stderr");
+        let stderr = std::fs::File::create(&stderr_path)
+            .map_err(|e| format!("{}: {e}", stderr_path.display()))?;
+        command.stderr(stderr);
+        let child = command
+            .spawn()
+            .map_err(|e| format!("{}: {e}", self.sanitizer.display()))?;
+        let status = wait_with_timeout(child, self.timeout).map_err(|e| format!("{tool}: {e}"))?;
+        let report = std::fs::read_to_string(log).unwrap_or_default();
+        match status.code() {
+            Some(0) => Ok(None),
+            Some(FOUND) => Ok(Some(first_report(&report).unwrap_or_else(|| {
+                "a report without a message (see the sanitizer's log)".into()
+            }))),
+            _ => {
+                let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+                let last = stderr.lines().last().unwrap_or_default().to_string();
+                Err(format!(
+                    "{tool} could not run the variant ({status}): {last}"
+                ))
+            }
+        }
+    }
+}
+
+/// The sanitizer's first error line (`========= Invalid __global__ read of
+/// size 4 bytes`), without its prefix.
+pub fn first_report(log: &str) -> Option<String> {
+    log.lines()
+        .filter_map(|l| l.strip_prefix("========="))
+        .map(str::trim)
+        .find(|l| {
+            !l.is_empty()
+                && !l.starts_with("COMPUTE-SANITIZER")
+                && !l.starts_with("ERROR SUMMARY")
+                && !l.starts_with("RACECHECK SUMMARY")
+                && !l.starts_with("Target application returned")
+        })
+        .map(str::to_string)
+}
+
+fn wait_with_timeout(
+    mut child: std::process::Child,
+    timeout: Duration,
+) -> Result<std::process::ExitStatus, String> {
+    let started = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Ok(status),
+            Ok(None) if started.elapsed() > timeout => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("ran past {timeout:?}"));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(50)),
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_report;
+
+    #[test]
+    fn the_first_report_is_the_first_error_line() {
+        let log = "========= COMPUTE-SANITIZER\n\
+                   ========= Error: Race reported between Write access at pair_sum+0x90\n\
+                   =========     and Read access at pair_sum+0xb0 [4 hazards]\n\
+                   ========= \n\
+                   ========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)\n";
+        assert_eq!(
+            first_report(log).as_deref(),
+            Some("Error: Race reported between Write access at pair_sum+0x90")
+        );
+        let clean = "========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n";
+        assert_eq!(first_report(clean), None);
+    }
+}
