@@ -49,12 +49,13 @@ fi
 # cuobjdump, headers, cudart, libdevice; no GPU or driver needed), with which
 # the CMake tests build MODE REPLACE for real. Skipped where a toolkit is
 # installed already (NVIDIA's /usr/local/cuda, a ptxas on the PATH) and with
-# GEVO_NO_CUDA_TOOLKIT=1. It is in Debian's non-free and Ubuntu's multiverse
-# components, which are enabled for this release's apt sources if the
-# package is not available otherwise. Failing here is a warning: those tests
-# then skip.
+# GEVO_NO_CUDA_TOOLKIT=1. It is in Debian's non-free component (its driver
+# library needs contrib) and Ubuntu's multiverse (the driver library is in
+# restricted), which are enabled for this release's apt sources when the
+# package cannot be installed otherwise. Failing here is a warning: those
+# tests then skip.
 cuda_package=nvidia-cuda-toolkit
-available() { apt-cache policy "$1" 2>/dev/null | grep 'Candidate: [0-9]' >/dev/null; }
+installable() { apt-get install -s -qq --no-install-recommends "$1" >/dev/null 2>&1; }
 
 # Adds the components $@ to every apt source of this release (a suite that
 # starts with its codename), in deb822 *.sources files and one-line *.list
@@ -109,18 +110,18 @@ if [ -z "${GEVO_NO_CUDA_TOOLKIT:-}" ] && [ ! -x /usr/local/cuda/bin/ptxas ] && !
     want=$cuda_package
     case "$(. /etc/os-release && echo "${ID:-}")" in
         debian) components=(contrib non-free non-free-firmware) ;;
-        ubuntu) components=(multiverse) ;;
+        ubuntu) components=(restricted multiverse) ;;
         *) components=() ;;
     esac
-    if ! available "$cuda_package" && [ -z "${updated:-}" ]; then
+    if ! installable "$cuda_package" && [ -z "${updated:-}" ]; then
         apt_get update || true
     fi
-    if ! available "$cuda_package" && ((${#components[@]})) && enable_components "${components[@]}"; then
+    if ! installable "$cuda_package" && ((${#components[@]})) && enable_components "${components[@]}"; then
         echo "install-deps: enabled the apt components ${components[*]} (for $cuda_package)" >&2
         apt_get update || true
     fi
-    if ! available "$cuda_package"; then
-        echo "install-deps: warning: $cuda_package is not available from apt; the CMake tests of MODE REPLACE will skip" >&2
+    if ! installable "$cuda_package"; then
+        echo "install-deps: warning: $cuda_package cannot be installed from apt; the CMake tests of MODE REPLACE will skip" >&2
     else
         echo "install-deps: installing $cuda_package" >&2
         # Quiet unless it fails (debconf chatters on stderr).
