@@ -203,10 +203,14 @@ function(_gevo_build_tag out_tag out_real)
   set(${out_real} "${real}" PARENT_SCOPE)
 endfunction()
 
-# Whether target compiles source: it is among the target's sources (those
-# without generator expressions), not HEADER_FILE_ONLY.
-function(_gevo_target_compiles target source out)
-  set(result FALSE)
+# How target compiles source: listed_out TRUE when it is among the target's
+# sources (those without generator expressions) and not HEADER_FILE_ONLY;
+# language_out the enabled language that compiles it (its LANGUAGE
+# property, else the language whose CMAKE_<LANG>_SOURCE_FILE_EXTENSIONS has
+# its extension: CUDA for .cu), "" when none does (a .cu file in a project
+# that does not enable CUDA: CMake then silently leaves it out).
+function(_gevo_target_compiles target source listed_out language_out)
+  set(listed FALSE)
   get_target_property(sources ${target} SOURCES)
   get_target_property(dir ${target} SOURCE_DIR)
   foreach(s IN LISTS sources)
@@ -217,12 +221,30 @@ function(_gevo_target_compiles target source out)
     if(abs STREQUAL source)
       get_source_file_property(header "${source}" HEADER_FILE_ONLY)
       if(NOT header)
-        set(result TRUE)
+        set(listed TRUE)
       endif()
       break()
     endif()
   endforeach()
-  set(${out} ${result} PARENT_SCOPE)
+  get_property(enabled GLOBAL PROPERTY ENABLED_LANGUAGES)
+  set(language "")
+  get_source_file_property(wanted "${source}" LANGUAGE)
+  if(wanted)
+    if(wanted IN_LIST enabled)
+      set(language "${wanted}")
+    endif()
+  else()
+    get_filename_component(ext "${source}" LAST_EXT)
+    string(REGEX REPLACE "^\\." "" ext "${ext}")
+    foreach(lang IN LISTS enabled)
+      if(ext IN_LIST CMAKE_${lang}_SOURCE_FILE_EXTENSIONS)
+        set(language "${lang}")
+        break()
+      endif()
+    endforeach()
+  endif()
+  set(${listed_out} ${listed} PARENT_SCOPE)
+  set(${language_out} "${language}" PARENT_SCOPE)
 endfunction()
 
 # SPEC does not exist: writes a skeleton there with `gevod spec init` from

@@ -24,8 +24,11 @@
 #   5. REPLACE, also: ptxas and fatbinary make <name>.fatbin of the chosen
 #      PTX, and clang compiles SOURCE's host side against it, in place of
 #      the target's own compilation of SOURCE, so its <<<...>>> launches run
-#      that PTX. Without clang or the CUDA toolkit, REPLACE is off (configure
-#      says why; GevoReplace.cmake) and SOURCE builds the ordinary way.
+#      that PTX. The toolkit is found in NVIDIA's layout or a distribution's
+#      (GevoToolkit.cmake). Without clang or the toolkit, REPLACE is off
+#      (configure says why; GevoReplace.cmake) and SOURCE builds the
+#      ordinary way; where nothing else would compile SOURCE (the project
+#      does not enable CUDA), configure stops and says what to do.
 #      MODE AUTO (the default) is REPLACE where the target compiles SOURCE
 #      and REPLACE's needs are met, else EMBED.
 #
@@ -116,9 +119,10 @@ function(_gevo_toml_top_key file key out)
 endfunction()
 
 # Whether clang finds a CUDA installation (headers and libdevice) for arch
-# with flags (--cuda-path, ...): it compiles a trivial kernel, once per clang,
-# arch and flags (cached).
-function(_gevo_clang_finds_cuda clang arch flags out)
+# with flags (--cuda-path=<root>, ...; root "" for clang's own search, from
+# where root came from): it compiles a trivial kernel, once per clang, arch
+# and flags (cached).
+function(_gevo_clang_finds_cuda clang arch root from flags out)
   string(MD5 hash "${flags}")
   string(MAKE_C_IDENTIFIER "${clang}_${arch}_${hash}" key)
   set(var "_GEVO_CLANG_CUDA_${key}")
@@ -131,13 +135,18 @@ function(_gevo_clang_finds_cuda clang arch flags out)
       COMMAND "${clang}" -x cuda --cuda-device-only -emit-llvm -S "--cuda-gpu-arch=${arch}"
               ${flags} "${dir}/cuda_check.cu" -o "${dir}/cuda_check.ll"
       RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
+    if(root STREQUAL "")
+      set(at " (clang's own search)")
+    else()
+      set(at " at ${root} (${from})")
+    endif()
     if(rc EQUAL 0)
       set(found TRUE)
-      message(STATUS "gevo: ${clang} finds a CUDA installation for ${arch}")
+      message(STATUS "gevo: ${clang} finds a CUDA installation for ${arch}${at}")
     else()
       set(found FALSE)
       _gevo_first_error("${err}" err)
-      message(STATUS "gevo: ${clang} finds no CUDA installation for ${arch} (${err}); "
+      message(STATUS "gevo: ${clang} finds no CUDA installation for ${arch}${at}: ${err}; "
         "kernels are compiled with -nocudainc -nocudalib and gevo's shim header")
     endif()
     set(${var} ${found} CACHE INTERNAL "gevo: ${clang} finds CUDA for ${arch}")
@@ -214,6 +223,21 @@ function(_gevo_watch dir)
   endif()
 endfunction()
 
+
+# Stops configuring: REPLACE is off (off_why says so and why), and target
+# lists source but no enabled language compiles it, so the program would be
+# built without the file's code (its launches, its host functions) and fail
+# to link or run. Names the two ways out.
+function(_gevo_nothing_compiles target source off_why)
+  get_filename_component(ext "${source}" LAST_EXT)
+  message(FATAL_ERROR "gevo_optimize(${target}): ${off_why}, and nothing else would compile "
+    "${source}: ${target} lists it, but the project enables no language that compiles ${ext} "
+    "files (CUDA), so ${target} would be built without that file's code. Either make REPLACE "
+    "work (clang-19 and a CUDA toolkit: Debian's or Ubuntu's nvidia-cuda-toolkit, NVIDIA's in "
+    "/usr/local/cuda, or one named by GEVO_CUDA_PATH), or enable the CUDA language "
+    "(project(... LANGUAGES CXX CUDA) or enable_language(CUDA)) so that the CUDA compiler "
+    "builds ${source} when REPLACE is off (docs/cmake.md, \"When REPLACE is off\").")
+endfunction()
 
 function(gevo_optimize target)
   cmake_parse_arguments(PARSE_ARGV 1 G "" "KERNEL;SOURCE;SPEC;ARCH;MODE;CLANG;PROJECT" "")
@@ -332,10 +356,13 @@ function(gevo_optimize target)
   endif()
 
   # MODE REPLACE: whether it can work here (GevoReplace.cmake), else why not.
-  # MODE AUTO: REPLACE when the target compiles the source, no other kernel
-  # replaces it, and REPLACE can work; EMBED otherwise.
+  # MODE AUTO: REPLACE when the target lists the source, no other kernel
+  # replaces it, and REPLACE can work; EMBED otherwise. Where REPLACE is off
+  # and the target lists the source but has no language to compile it (no
+  # CUDA), the program would lack the file's code: configure stops.
   set(replaced FALSE)
   get_property(replacer SOURCE "${source}" PROPERTY _GEVO_REPLACED_BY)
+  _gevo_target_compiles(${target} "${source}" listed language)
   if(G_MODE STREQUAL "REPLACE")
     if(replacer)
       message(FATAL_ERROR "gevo_optimize(${target}): ${source} already has MODE REPLACE for "
@@ -349,14 +376,15 @@ function(gevo_optimize target)
       set(replaced TRUE)
       message(STATUS "gevo: ${name}: MODE REPLACE: ${target} runs the chosen PTX for the "
         "kernels of ${G_SOURCE} (CUDA at ${replace_root})")
+    elseif(listed AND language STREQUAL "")
+      _gevo_nothing_compiles(${target} "${G_SOURCE}" "MODE REPLACE is off (${replace_why})")
     else()
       message(STATUS "gevo: ${name}: MODE REPLACE is off: ${replace_why}; ${target} builds "
         "${G_SOURCE} the ordinary way")
     endif()
   elseif(G_MODE STREQUAL "AUTO")
-    _gevo_target_compiles(${target} "${source}" compiles)
     set(embed_why "")
-    if(NOT compiles)
+    if(NOT listed)
       string(CONCAT embed_why "${target} does not compile ${G_SOURCE}, so no launch of it "
         "could run the chosen PTX: the program loads the embedded PTX itself (gevo_${name}.h)")
     elseif(replacer)
@@ -370,6 +398,9 @@ function(gevo_optimize target)
         set_property(SOURCE "${source}" PROPERTY _GEVO_REPLACED_BY "${name}")
         message(STATUS "gevo: ${name}: MODE AUTO is REPLACE: ${target} runs the chosen PTX "
           "for the kernels of ${G_SOURCE} (CUDA at ${replace_root})")
+      elseif(language STREQUAL "")
+        _gevo_nothing_compiles(${target} "${G_SOURCE}"
+          "MODE AUTO cannot use REPLACE (${replace_why})")
       else()
         string(CONCAT embed_why "REPLACE cannot work here: ${replace_why}; ${target} builds "
           "${G_SOURCE} the ordinary way")
@@ -406,12 +437,11 @@ function(gevo_optimize target)
       # toolkit's probe compiled with these flags already).
       _gevo_cuda_clang_flags("${replace_root}" cuda_flags)
     else()
-      set(root "")
-      if(NOT GEVO_CUDA_PATH STREQUAL "")
-        get_filename_component(root "${GEVO_CUDA_PATH}" ABSOLUTE BASE_DIR "${CMAKE_BINARY_DIR}")
-      endif()
+      # The installation REPLACE would use (GevoToolkit.cmake), else
+      # clang's own search.
+      _gevo_cuda_root(root from tried)
       _gevo_cuda_clang_flags("${root}" with_cuda)
-      _gevo_clang_finds_cuda("${clang}" "${arch}" "${with_cuda}" has_cuda)
+      _gevo_clang_finds_cuda("${clang}" "${arch}" "${root}" "${from}" "${with_cuda}" has_cuda)
       if(has_cuda)
         set(cuda_flags ${with_cuda})
       else()

@@ -27,15 +27,109 @@ done
 # systemd-analyze, for scripts/verify-systemd.sh.
 command -v systemd-analyze >/dev/null || missing+=(systemd)
 
-if ((${#missing[@]})); then
-    echo "install-deps: installing ${missing[*]}" >&2
-    sudo_cmd=()
-    if [ "$(id -u)" -ne 0 ]; then
-        command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install ${missing[*]}" >&2; exit 1; }
+sudo_cmd=()
+as_root() { # command...: as root, through sudo when needed
+    if [ "$(id -u)" -ne 0 ] && [ ${#sudo_cmd[@]} -eq 0 ]; then
+        command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install $want" >&2; return 1; }
         sudo_cmd=(sudo)
     fi
-    "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    "${sudo_cmd[@]}" "$@"
+}
+apt_get() { as_root env DEBIAN_FRONTEND=noninteractive apt-get -qq "$@"; }
+
+if ((${#missing[@]})); then
+    want="${missing[*]}"
+    echo "install-deps: installing $want" >&2
+    apt_get update
+    apt_get install -y --no-install-recommends "${missing[@]}" >/dev/null
+    updated=1
+fi
+
+# The distribution's CUDA toolkit (nvidia-cuda-toolkit: ptxas, fatbinary,
+# cuobjdump, headers, cudart, libdevice; no GPU or driver needed), with which
+# the CMake tests build MODE REPLACE for real. Skipped where a toolkit is
+# installed already (NVIDIA's /usr/local/cuda, a ptxas on the PATH) and with
+# GEVO_NO_CUDA_TOOLKIT=1. It is in Debian's non-free component (its driver
+# library needs contrib) and Ubuntu's multiverse (the driver library is in
+# restricted), which are enabled for this release's apt sources when the
+# package cannot be installed otherwise. Failing here is a warning: those
+# tests then skip.
+cuda_package=nvidia-cuda-toolkit
+installable() { apt-get install -s -qq --no-install-recommends "$1" >/dev/null 2>&1; }
+
+# Adds the components $@ to every apt source of this release (a suite that
+# starts with its codename), in deb822 *.sources files and one-line *.list
+# files alike. Fails when there was nothing to add them to.
+enable_components() {
+    local codename f tmp changed=1
+    codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+    [ -n "$codename" ] || return 1
+    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
+        [ -f "$f" ] || continue
+        tmp=$(mktemp)
+        if awk -v codename="$codename" -v want="$*" -v deb822="$([[ $f == *.sources ]] && echo 1)" '
+            function add(line,    n, words, have, w, i, j, out) {
+                n = split(want, words, " ")
+                split(line, have, /[ \t]+/)
+                out = line
+                for (i = 1; i <= n; i++) {
+                    w = 0
+                    for (j in have) if (have[j] == words[i]) w = 1
+                    if (!w) { out = out " " words[i]; changed = 1 }
+                }
+                return out
+            }
+            function flush(    i) {
+                for (i = 1; i <= nlines; i++) print (ours && i == comp) ? add(lines[i]) : lines[i]
+                nlines = 0; ours = 0; comp = 0
+            }
+            deb822 {
+                if ($0 ~ /^[ \t]*$/) { flush(); print; next }
+                lines[++nlines] = $0
+                if ($1 == "Suites:") for (i = 2; i <= NF; i++) if (index($i, codename) == 1) ours = 1
+                if ($1 == "Components:") comp = nlines
+                next
+            }
+            /^[ \t]*deb(-src)?[ \t]/ {
+                s = 3
+                if ($2 ~ /^\[/) { s = 2; while (s <= NF && $s !~ /\]$/) s++; s += 2 }
+                if (index($s, codename) == 1) { print add($0); next }
+            }
+            { print }
+            END { if (deb822) flush(); exit !changed }
+        ' "$f" > "$tmp"; then
+            as_root cp "$tmp" "$f" && changed=0
+        fi
+        rm -f "$tmp"
+    done
+    return $changed
+}
+
+if [ -z "${GEVO_NO_CUDA_TOOLKIT:-}" ] && [ ! -x /usr/local/cuda/bin/ptxas ] && ! command -v ptxas >/dev/null &&
+    ! dpkg-query -W -f='${Status}' "$cuda_package" 2>/dev/null | grep -q "install ok installed"; then
+    want=$cuda_package
+    case "$(. /etc/os-release && echo "${ID:-}")" in
+        debian) components=(contrib non-free non-free-firmware) ;;
+        ubuntu) components=(restricted multiverse) ;;
+        *) components=() ;;
+    esac
+    if ! installable "$cuda_package" && [ -z "${updated:-}" ]; then
+        apt_get update || true
+    fi
+    if ! installable "$cuda_package" && ((${#components[@]})) && enable_components "${components[@]}"; then
+        echo "install-deps: enabled the apt components ${components[*]} (for $cuda_package)" >&2
+        apt_get update || true
+    fi
+    if ! installable "$cuda_package"; then
+        echo "install-deps: warning: $cuda_package cannot be installed from apt; the CMake tests of MODE REPLACE will skip" >&2
+    else
+        echo "install-deps: installing $cuda_package" >&2
+        # Quiet unless it fails (debconf chatters on stderr).
+        if ! said=$(apt_get install -y --no-install-recommends "$cuda_package" 2>&1); then
+            echo "$said" >&2
+            echo "install-deps: warning: installing $cuda_package failed; the CMake tests of MODE REPLACE will skip" >&2
+        fi
+    fi
 fi
 
 if ! command -v cargo >/dev/null; then

@@ -1,12 +1,14 @@
 //! What gevo_optimize() chooses where the call leaves it open, each said at
 //! configure time (docs/cmake.md): the architecture (the project's choice,
 //! else the local GPU's through a stand-in nvidia-smi, else sm_90), MODE
-//! AUTO (REPLACE where its needs are met, EMBED otherwise), and the spec
-//! skeleton written where SPEC does not exist yet. No GPU needed.
+//! AUTO (REPLACE where its needs are met, EMBED otherwise, and a configure
+//! error where neither REPLACE nor the project could compile the source),
+//! and the spec skeleton written where SPEC does not exist yet. No GPU
+//! needed.
 
 mod common;
 
-use common::cmake::{copy_dir, run, text, Project};
+use common::cmake::{edit, example_copy, run, text, Project};
 use common::daemon::s;
 use common::have_tools;
 use std::os::unix::fs::PermissionsExt;
@@ -40,22 +42,6 @@ fn nvidia_smi(dir: &Path, lines: &str, exit: i32) -> String {
     );
     let path = script(dir, &format!("nvidia-smi-{exit}-{}", lines.len()), &body);
     format!("-DGEVO_NVIDIA_SMI={}", s(&path))
-}
-
-/// A copy of an example under dir/<copy> (its own source tree, so that it
-/// can be edited), built in dir/<copy>-build.
-fn example_copy(dir: &Path, example: &str, copy: &str) -> Project {
-    let source = dir.join(copy);
-    copy_dir(&common::repo_root().join("examples").join(example), &source);
-    let mut p = Project::new(dir, example, &format!("{copy}-build"));
-    p.source = source;
-    p
-}
-
-fn edit(path: &Path, from: &str, to: &str) {
-    let text = std::fs::read_to_string(path).unwrap();
-    assert!(text.contains(from), "{from} not in {}", path.display());
-    std::fs::write(path, text.replacen(from, to, 1)).unwrap();
 }
 
 #[test]
@@ -233,25 +219,49 @@ fn mode_auto_replaces_where_it_can_and_embeds_otherwise() {
         "{header}"
     );
 
-    // A program that launches it, as stencil-replace without its MODE:
-    // REPLACE's needs unmet here (a toolkit root with nothing in it), EMBED.
+    // A program that launches it, as stencil-replace without its MODE,
+    // where REPLACE's needs are unmet (a toolkit root with nothing in it).
     let p = example_copy(d, "stencil-replace", "auto");
     edit(&p.source.join("CMakeLists.txt"), "  MODE REPLACE)", ")");
     let empty = d.join("no-cuda");
     std::fs::create_dir_all(&empty).unwrap();
-    let log = p.configure_with(&[format!("-DGEVO_CUDA_PATH={}", s(&empty))]);
+    let no_toolkit = format!("-DGEVO_CUDA_PATH={}", s(&empty));
+    let reason = format!(
+        "GEVO_CUDA_PATH {} is not a CUDA installation clang can use: it lacks include/, bin/, \
+         nvvm/libdevice/libdevice.10.bc (NVIDIA's toolkit is at /usr/local/cuda, Debian's and \
+         Ubuntu's at /usr/lib/cuda)",
+        s(&empty)
+    );
+    // Without a CUDA compiler nothing would compile the file the target
+    // lists: configure stops, as with MODE REPLACE (cmake_example.rs).
+    let mut bare = Project::new(d, "stencil-replace", "auto-no-cuda");
+    bare.source = p.source.clone();
+    let log = bare.configure_fails(&[no_toolkit.clone(), "-DCMAKE_CUDA_COMPILER=NOTFOUND".into()]);
     assert_said(
         &log,
         &format!(
-            "gevo: stencil: MODE AUTO is EMBED: REPLACE cannot work here: no \
-             include/cuda_runtime.h under GEVO_CUDA_PATH {}; stencil-replace builds \
-             kernels/stencil.cu the ordinary way",
-            s(&empty)
+            "gevo_optimize(stencil-replace): MODE AUTO cannot use REPLACE ({reason}), and nothing \
+             else would compile kernels/stencil.cu: stencil-replace lists it, but the project \
+             enables no language that compiles .cu files (CUDA)"
         ),
     );
-    p.build();
-    assert_eq!(p.app("--replaced"), "no\n");
-    assert_eq!(p.app("--print-ptx"), p.original());
+    // With one (nvcc), EMBED, and the file builds the ordinary way (built
+    // in cmake_example.rs).
+    if have_tools(&["nvcc"]) {
+        let log = p.configure_with(std::slice::from_ref(&no_toolkit));
+        assert_said(
+            &log,
+            &format!(
+                "gevo: stencil: MODE AUTO is EMBED: REPLACE cannot work here: {reason}; \
+                 stencil-replace builds kernels/stencil.cu the ordinary way"
+            ),
+        );
+        let header = std::fs::read_to_string(p.gevo_file("gevo_stencil.h")).unwrap();
+        assert!(
+            header.contains("#define GEVO_stencil_REPLACED 0"),
+            "{header}"
+        );
+    }
 
     // Explicit modes stay as they were: EMBED says nothing of REPLACE.
     let explicit = example_copy(d, "stencil-replace", "embed");
@@ -264,25 +274,30 @@ fn mode_auto_replaces_where_it_can_and_embeds_otherwise() {
     assert!(!log.contains("MODE AUTO"), "{log}");
     assert!(!log.contains("REPLACE"), "{log}");
 
-    // Where the toolkit is there, AUTO is REPLACE.
-    let cuda = match common::cmake::cuda_toolkit() {
-        Ok(root) => root,
+    // Where the toolkit is there, AUTO is REPLACE, whether the project has
+    // a CUDA compiler or not.
+    let toolkit = match common::cmake::cuda_toolkit() {
+        Ok(toolkit) => toolkit,
         Err(why) => {
             println!("MODE AUTO's REPLACE half skipped: {why}");
             return;
         }
     };
-    let log = p.configure_with(&[format!("-DGEVO_CUDA_PATH={}", s(&cuda))]);
+    let mut found = toolkit.settings.clone();
+    if found.is_empty() {
+        found.push("-DGEVO_CUDA_PATH=".into());
+    }
+    let log = bare.configure_with(&found);
     assert_said(
         &log,
         &format!(
             "gevo: stencil: MODE AUTO is REPLACE: stencil-replace runs the chosen PTX for the \
              kernels of kernels/stencil.cu (CUDA at {})",
-            s(&cuda)
+            s(&toolkit.root)
         ),
     );
-    p.build();
-    assert_eq!(p.app("--replaced"), "yes\n");
+    bare.build();
+    assert_eq!(bare.app("--replaced"), "yes\n");
 }
 
 #[test]

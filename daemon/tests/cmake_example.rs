@@ -1,5 +1,5 @@
-//! The CMake integration (gevo_optimize) end to end, as CI runs it: no GPU
-//! and no CUDA toolkit, only cmake, clang-19 and a C++ compiler.
+//! The CMake integration (gevo_optimize) end to end, as CI runs it: no GPU,
+//! cmake, clang-19, a C++ compiler and the distribution's CUDA toolkit.
 //!
 //! - EMBED: examples/stencil-app is built against a real `gevod serve` on a
 //!   temporary socket and state directory (the simulator backend), and the
@@ -9,14 +9,19 @@
 //!   are gone.
 //! - GEVO_IR_DIR: the same example built from a first build's IR with a
 //!   clang that does not exist.
-//! - REPLACE: examples/stencil-replace falls back to the ordinary build
-//!   without a toolkit (in CI); with one (found on dev machines) its launch
-//!   is built from the chosen PTX, original then evolved; the select step
-//!   refuses evolved PTX the launches cannot use.
+//! - REPLACE: examples/stencil-replace, with the CUDA toolkit gevo finds by
+//!   itself (in CI Debian's nvidia-cuda-toolkit, which
+//!   scripts/install-deps.sh installs), builds its launch from the chosen
+//!   PTX, original then evolved, as the toolkit's cuobjdump reads it out of
+//!   the program; with REPLACE off it builds the ordinary way where the
+//!   project has a CUDA compiler, and stops configuring where it has none;
+//!   the select step refuses evolved PTX the launches cannot use.
 
 mod common;
 
-use common::cmake::{best_json, cuda_toolkit, run, text, wait_for_variant_and_pause, Project};
+use common::cmake::{
+    best_json, cuda_toolkit, run, text, wait_for_variant_and_pause, Project, Toolkit,
+};
 use common::daemon::{s, Daemon};
 use common::have_tools;
 use gevo_client::export::ptx_hash;
@@ -213,8 +218,8 @@ fn prebuilt_ir_from_gevo_ir_dir_needs_no_clang() {
 // MODE REPLACE (examples/stencil-replace): the program's <<<...>>> launch
 // runs the chosen PTX, assembled into a fatbin that clang compiles into the
 // host side of the kernel's source. It needs the CUDA toolkit's ptxas,
-// fatbinary, headers and cudart, which CI does not have: there only the
-// fallback is built.
+// fatbinary, headers, libdevice and cudart; without a toolkit the tests
+// that need one say so and skip.
 
 /// PTX as fatbinary keeps it: without comments, each line's whitespace
 /// collapsed, blank lines dropped.
@@ -243,10 +248,30 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 
+/// The PTX that `cuobjdump -ptx` reads out of a program: the text after its
+/// last header line (`compile_size = 64bit`).
+fn cuobjdump_ptx(toolkit: &Toolkit, program: &Path) -> String {
+    let said = run(Command::new(&toolkit.cuobjdump).arg("-ptx").arg(program));
+    let at = said.rfind("compile_size = 64bit").expect("no PTX header") + 20;
+    said[at..].to_string()
+}
+
 /// The checks of a REPLACE build whose chosen PTX is `chosen`: the program
-/// holds gevo's fatbin (clang puts it in the binary whole), and the fatbin
-/// holds a cubin and that PTX.
-fn assert_runs_chosen_ptx(p: &Project, chosen: &str) {
+/// holds gevo's fatbin (clang puts it in the binary whole), the fatbin
+/// holds a cubin and that PTX, and the toolkit's cuobjdump finds in the
+/// program an sm_90 cubin and that PTX.
+fn assert_runs_chosen_ptx(p: &Project, toolkit: &Toolkit, chosen: &str) {
+    let program = p.build.join(&p.name);
+    let listed = run(Command::new(&toolkit.cuobjdump)
+        .args(["-lelf", "-lptx"])
+        .arg(&program));
+    assert!(listed.contains(".sm_90.cubin"), "{listed}");
+    assert!(listed.contains(".sm_90.ptx"), "{listed}");
+    assert_eq!(
+        normalized_ptx(&cuobjdump_ptx(toolkit, &program)),
+        normalized_ptx(chosen),
+        "cuobjdump finds another PTX in the program"
+    );
     let fatbin = std::fs::read(p.gevo_file("stencil.fatbin")).unwrap();
     let program = std::fs::read(p.build.join(&p.name)).unwrap();
     assert!(
@@ -272,36 +297,94 @@ fn run_on_gpu_if_any(p: &Project) -> String {
     let out = Command::new(p.build.join(&p.name)).output().unwrap();
     let both = text(&out.stdout) + &text(&out.stderr);
     if out.status.success() {
-        assert!(
-            both.contains("against the CPU: ok") || both.contains("cannot run the kernel here"),
-            "{both}"
-        );
+        assert!(both.contains("against the CPU: ok"), "{both}");
     } else {
         assert!(both.contains("no usable CUDA device"), "{both}");
     }
     both
 }
 
+/// What configure says when REPLACE is off for `reason` in a project that
+/// has no CUDA compiler: nothing would compile kernels/stencil.cu, and the
+/// two ways out.
+fn nothing_compiles(off: &str) -> String {
+    format!(
+        "gevo_optimize(stencil-replace): {off}, and nothing else would compile \
+         kernels/stencil.cu: stencil-replace lists it, but the project enables no language that \
+         compiles .cu files (CUDA), so stencil-replace would be built without that file's code. \
+         Either make REPLACE work (clang-19 and a CUDA toolkit: Debian's or Ubuntu's \
+         nvidia-cuda-toolkit, NVIDIA's in /usr/local/cuda, or one named by GEVO_CUDA_PATH), or \
+         enable the CUDA language (project(... LANGUAGES CXX CUDA) or enable_language(CUDA)) so \
+         that the CUDA compiler builds kernels/stencil.cu when REPLACE is off"
+    )
+}
+
+/// The REPLACE-off cases: the configure options and the reason said.
+fn replace_off_cases(dir: &Path) -> Vec<(Vec<String>, String)> {
+    // A toolkit root with nothing in it: the same as none, on any machine.
+    let empty = dir.join("no-cuda");
+    std::fs::create_dir_all(&empty).unwrap();
+    // A build machine without clang (prebuilt IR) has nothing to compile
+    // the host side with.
+    let ir = dir.join("ir");
+    std::fs::create_dir_all(&ir).unwrap();
+    std::fs::write(ir.join("stencil.ll"), "").unwrap();
+    vec![
+        (
+            vec![format!("-DGEVO_CUDA_PATH={}", s(&empty))],
+            format!(
+                "GEVO_CUDA_PATH {} is not a CUDA installation clang can use: it lacks include/, \
+                 bin/, nvvm/libdevice/libdevice.10.bc (NVIDIA's toolkit is at /usr/local/cuda, \
+                 Debian's and Ubuntu's at /usr/lib/cuda)",
+                s(&empty)
+            ),
+        ),
+        (
+            vec![
+                format!("-DGEVO_IR_DIR={}", s(&ir)),
+                format!("-DGEVO_CLANG={}", s(&dir.join("no-such-clang"))),
+            ],
+            "no clang for the host side (install clang-19 or set GEVO_CLANG)".to_string(),
+        ),
+    ]
+}
+
 #[test]
-fn replace_without_a_cuda_toolkit_builds_the_ordinary_way() {
+fn replace_off_without_a_cuda_compiler_stops_configuring() {
     if !have_tools(&["cmake", "clang-19"]) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
+    for (i, (options, reason)) in replace_off_cases(dir.path()).into_iter().enumerate() {
+        let p = Project::new(dir.path(), "stencil-replace", &format!("build-{i}"));
+        // The example enables CUDA where CMake finds a compiler for it: as
+        // on a machine with none.
+        let mut options = options;
+        options.push("-DCMAKE_CUDA_COMPILER=NOTFOUND".to_string());
+        let log = p.configure_fails(&options);
+        let flat = log.split_whitespace().collect::<Vec<_>>().join(" ");
+        let wanted = nothing_compiles(&format!("MODE REPLACE is off ({reason})"));
+        assert!(flat.contains(&wanted), "wanted: {wanted}\nin:\n{log}");
+        assert_eq!(flat.matches("CMake Error").count(), 1, "{log}");
+    }
+}
+
+#[test]
+fn replace_off_with_a_cuda_compiler_builds_the_ordinary_way() {
+    if !have_tools(&["cmake", "clang-19", "nvcc"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cases = replace_off_cases(dir.path());
     let p = Project::new(dir.path(), "stencil-replace", "build");
-    // A toolkit root with nothing in it: the same as none, on any machine.
-    let empty = dir.path().join("no-cuda");
-    std::fs::create_dir_all(&empty).unwrap();
-    let log = p.configure_with(&[format!("-DGEVO_CUDA_PATH={}", s(&empty))]);
+    let (options, reason) = &cases[0];
+    let log = p.configure_with(options);
     let flat = log.split_whitespace().collect::<Vec<_>>().join(" ");
-    assert!(
-        flat.contains(&format!(
-            "gevo: stencil: MODE REPLACE is off: no include/cuda_runtime.h under GEVO_CUDA_PATH {}; \
-             stencil-replace builds kernels/stencil.cu the ordinary way",
-            s(&empty)
-        )),
-        "{log}"
+    let wanted = format!(
+        "gevo: stencil: MODE REPLACE is off: {reason}; stencil-replace builds kernels/stencil.cu \
+         the ordinary way"
     );
+    assert!(flat.contains(&wanted), "wanted: {wanted}\nin:\n{log}");
     let log = p.build();
     assert!(
         log.contains("using the original PTX: gevod unreachable and no export"),
@@ -309,6 +392,7 @@ fn replace_without_a_cuda_toolkit_builds_the_ordinary_way() {
     );
     assert!(!log.contains("fatbin of stencil.ptx"), "{log}");
     assert!(!log.contains("host side of"), "{log}");
+    assert!(log.contains("Building CUDA object"), "{log}");
     assert!(!p.gevo_file("stencil.fatbin").exists());
     // The kernel still goes to the daemon, and its PTX into the program.
     assert!(p.gevo_file("stencil.gevo.toml").is_file());
@@ -321,16 +405,13 @@ fn replace_without_a_cuda_toolkit_builds_the_ordinary_way() {
         "{ran}"
     );
 
-    // A build machine without clang (prebuilt IR) has nothing to compile
-    // the host side with.
+    // Without clang, likewise.
+    let (options, reason) = &cases[1];
     let no_clang = Project::new(dir.path(), "stencil-replace", "no-clang");
-    let log = no_clang.configure_with(&[
-        "-DGEVO_IR_DIR=../build/gevo".to_string(),
-        format!("-DGEVO_CLANG={}", s(&dir.path().join("no-such-clang"))),
-    ]);
+    let log = no_clang.configure_with(options);
     let flat = log.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
-        flat.contains("gevo: stencil: MODE REPLACE is off: no clang for the host side"),
+        flat.contains(&format!("gevo: stencil: MODE REPLACE is off: {reason}")),
         "{log}"
     );
 }
@@ -340,8 +421,8 @@ fn replace_builds_the_launches_from_the_chosen_ptx() {
     if !have_tools(&["cmake", "clang-19"]) {
         return;
     }
-    let cuda = match cuda_toolkit() {
-        Ok(root) => root,
+    let toolkit = match cuda_toolkit() {
+        Ok(toolkit) => toolkit,
         Err(why) => {
             println!("skipped: {why}");
             return;
@@ -350,19 +431,25 @@ fn replace_builds_the_launches_from_the_chosen_ptx() {
     let dir = tempfile::tempdir().unwrap();
     let daemon_dir = dir.path().join("daemon");
     let p = Project::new(dir.path(), "stencil-replace", "build");
-    let cuda_path = format!("-DGEVO_CUDA_PATH={}", s(&cuda));
+    let settings = &toolkit.settings;
 
-    // 1. No daemon: the original PTX, in the fatbin the launch uses.
-    let log = p.configure_with(std::slice::from_ref(&cuda_path));
+    // 1. No daemon: the original PTX, in the fatbin the launch uses. The
+    // toolkit is found by itself (unless GEVO_TEST_CUDA_PATH names it), and
+    // every line says the same one.
+    let log = p.configure_with(settings);
     let flat = log.split_whitespace().collect::<Vec<_>>().join(" ");
-    assert!(
-        flat.contains(&format!(
+    let root = s(&toolkit.root);
+    for wanted in [
+        "gevo: CUDA ".to_string(),
+        format!(" found: --cuda-path {root} ("),
+        format!(
             "gevo: stencil: MODE REPLACE: stencil-replace runs the chosen PTX for the kernels of \
-             kernels/stencil.cu (CUDA at {})",
-            s(&cuda)
-        )),
-        "{log}"
-    );
+             kernels/stencil.cu (CUDA at {root})"
+        ),
+    ] {
+        assert!(flat.contains(&wanted), "wanted: {wanted}\nin:\n{log}");
+    }
+    assert!(!flat.contains("finds no CUDA installation"), "{log}");
     let log = p.build();
     assert!(
         log.contains("gevo: fatbin of stencil.ptx for sm_90"),
@@ -373,7 +460,7 @@ fn replace_builds_the_launches_from_the_chosen_ptx() {
         "{log}"
     );
     let original = p.original();
-    assert_runs_chosen_ptx(&p, &original);
+    assert_runs_chosen_ptx(&p, &toolkit, &original);
     assert_eq!(p.app("--origin"), "original\n");
     let ran = run_on_gpu_if_any(&p);
     assert!(
@@ -391,10 +478,10 @@ fn replace_builds_the_launches_from_the_chosen_ptx() {
     assert!(!log.contains("Linking"), "{log}");
     assert_eq!(p.mtime(&host_object), before);
 
-    // 3. A validated variant: the next build assembles it and recompiles
-    // the host side against it.
+    // 3. A validated variant of the simulator's: the next build assembles
+    // it and recompiles the host side against it.
     let d = Daemon::start(&daemon_dir, &[]);
-    p.configure_with(std::slice::from_ref(&cuda_path));
+    p.configure_with(settings);
     let kernel = p.kernel("stencil");
     wait_for_variant_and_pause(&d, &kernel, dir.path());
     let log = p.build();
@@ -413,7 +500,7 @@ fn replace_builds_the_launches_from_the_chosen_ptx() {
         ptx_hash(&evolved),
         best_json(&d, &kernel)["ptx_hash"].as_str().unwrap()
     );
-    assert_runs_chosen_ptx(&p, &evolved);
+    assert_runs_chosen_ptx(&p, &toolkit, &evolved);
     let origin = p.app("--origin");
     assert!(
         origin.starts_with(&format!("evolved: {kernel} sm_90, speedup ")),

@@ -158,6 +158,23 @@ impl Project {
     }
 }
 
+/// A copy of an example under dir/<copy> (its own source tree, so that it
+/// can be edited), built in dir/<copy>-build.
+pub fn example_copy(dir: &Path, example: &str, copy: &str) -> Project {
+    let source = dir.join(copy);
+    copy_dir(&super::repo_root().join("examples").join(example), &source);
+    let mut p = Project::new(dir, example, &format!("{copy}-build"));
+    p.source = source;
+    p
+}
+
+/// Replaces the first `from` in the file with `to`.
+pub fn edit(path: &Path, from: &str, to: &str) {
+    let text = std::fs::read_to_string(path).unwrap();
+    assert!(text.contains(from), "{from} not in {}", path.display());
+    std::fs::write(path, text.replacen(from, to, 1)).unwrap();
+}
+
 /// Waits until the daemon has a validated variant of kernel, then pauses its
 /// job and waits for the generation in flight to end, so that no newer
 /// variant comes between a build and the questions after it.
@@ -190,38 +207,99 @@ pub fn best_json(d: &Daemon, kernel: &str) -> serde_json::Value {
     serde_json::from_slice(&best.stdout).unwrap()
 }
 
-/// A CUDA toolkit REPLACE can use: GEVO_TEST_CUDA_PATH, else the first of
-/// $CUDA_PATH, $CUDA_HOME, /usr/local/cuda, /usr/lib/cuda
-/// with ptxas, fatbinary, cuda_runtime.h and libcudart_static.a; else why
-/// there is none.
-pub fn cuda_toolkit() -> Result<PathBuf, String> {
-    let mut candidates: Vec<PathBuf> = Vec::new();
-    for var in ["GEVO_TEST_CUDA_PATH", "CUDA_PATH", "CUDA_HOME"] {
-        if let Some(path) = std::env::var_os(var).filter(|v| !v.is_empty()) {
-            candidates.push(path.into());
-        }
-    }
-    for path in ["/usr/local/cuda", "/usr/lib/cuda"] {
-        candidates.push(path.into());
-    }
-    let complete = |root: &Path| {
-        ["bin/ptxas", "bin/fatbinary", "include/cuda_runtime.h"]
-            .iter()
-            .all(|f| root.join(f).is_file())
-            && ["lib64", "lib", "targets/x86_64-linux/lib"]
+/// A CUDA toolkit that MODE REPLACE uses, as the tests see it.
+pub struct Toolkit {
+    /// Where configure says REPLACE's CUDA is (`CUDA at <root>`): clang's
+    /// `--cuda-path`.
+    pub root: PathBuf,
+    /// The cmake options that name it: `-DGEVO_CUDA_PATH=...` when given
+    /// by GEVO_TEST_CUDA_PATH, none when gevo finds it by itself.
+    pub settings: Vec<String>,
+    /// Its cuobjdump, to read a program's fatbin with.
+    pub cuobjdump: PathBuf,
+}
+
+/// The parts of a toolkit in NVIDIA's layout (everything under root) and in
+/// Debian's and Ubuntu's nvidia-cuda-toolkit (clang's `--cuda-path`
+/// /usr/lib/cuda, the rest spread over /usr): the layouts
+/// cmake/GevoToolkit.cmake knows. Each entry is one part: any of its paths.
+fn layout_parts(root: &Path) -> Vec<Vec<PathBuf>> {
+    let distribution = root == Path::new("/usr/lib/cuda");
+    let usr = |p: &str| vec![PathBuf::from("/usr").join(p)];
+    let under = |p: &str| vec![root.join(p)];
+    let mut parts = vec![under("nvvm/libdevice/libdevice.10.bc")];
+    if distribution {
+        parts.extend([
+            usr("bin/ptxas"),
+            usr("bin/fatbinary"),
+            usr("bin/cuobjdump"),
+            usr("include/cuda_runtime.h"),
+            ["x86_64-linux-gnu", "aarch64-linux-gnu"]
                 .iter()
-                .any(|lib| root.join(lib).join("libcudart_static.a").is_file())
+                .map(|arch| {
+                    PathBuf::from("/usr/lib")
+                        .join(arch)
+                        .join("libcudart_static.a")
+                })
+                .collect(),
+        ]);
+    } else {
+        parts.extend([
+            under("bin/ptxas"),
+            under("bin/fatbinary"),
+            under("bin/cuobjdump"),
+            under("include/cuda_runtime.h"),
+            ["lib64", "lib", "targets/x86_64-linux/lib"]
+                .iter()
+                .map(|lib| root.join(lib).join("libcudart_static.a"))
+                .collect(),
+        ]);
+    }
+    parts
+}
+
+/// A CUDA toolkit for the REPLACE tests: GEVO_TEST_CUDA_PATH (given to
+/// cmake as GEVO_CUDA_PATH), else one that gevo_optimize() finds by itself:
+/// the first complete one of $CUDA_PATH, $CUDA_HOME, /usr/local/cuda
+/// (NVIDIA's layout) and /usr/lib/cuda (Debian's and Ubuntu's
+/// nvidia-cuda-toolkit, which scripts/install-deps.sh installs). Else why
+/// there is none.
+pub fn cuda_toolkit() -> Result<Toolkit, String> {
+    let given = std::env::var_os("GEVO_TEST_CUDA_PATH").filter(|v| !v.is_empty());
+    let candidates: Vec<PathBuf> = match &given {
+        Some(root) => vec![root.into()],
+        None => ["CUDA_PATH", "CUDA_HOME"]
+            .iter()
+            .filter_map(|var| std::env::var_os(var).filter(|v| !v.is_empty()))
+            .map(PathBuf::from)
+            .chain(["/usr/local/cuda", "/usr/lib/cuda"].map(PathBuf::from))
+            .collect(),
     };
-    candidates
-        .iter()
-        .find(|root| complete(root))
-        .cloned()
-        .ok_or_else(|| {
-            let tried: Vec<&str> = candidates.iter().map(|c| s(c)).collect();
-            format!(
-                "no CUDA toolkit with bin/ptxas, bin/fatbinary, include/cuda_runtime.h and \
-             libcudart_static.a in {} (set GEVO_TEST_CUDA_PATH)",
-                tried.join(", ")
-            )
-        })
+    let mut lacking = Vec::new();
+    for root in candidates {
+        let parts = layout_parts(&root);
+        let missing: Vec<String> = parts
+            .iter()
+            .filter(|any| !any.iter().any(|p| p.is_file()))
+            .map(|any| s(&any[0]).to_string())
+            .collect();
+        if missing.is_empty() {
+            let cuobjdump = parts[3][0].clone();
+            let settings = match &given {
+                Some(_) => vec![format!("-DGEVO_CUDA_PATH={}", s(&root))],
+                None => Vec::new(),
+            };
+            return Ok(Toolkit {
+                root,
+                settings,
+                cuobjdump,
+            });
+        }
+        lacking.push(format!("{} lacks {}", s(&root), missing.join(", ")));
+    }
+    Err(format!(
+        "no CUDA toolkit ({}; scripts/install-deps.sh installs Debian's or Ubuntu's \
+         nvidia-cuda-toolkit, GEVO_TEST_CUDA_PATH names another)",
+        lacking.join("; ")
+    ))
 }
