@@ -385,6 +385,53 @@ fn run_reports_each_test_and_the_bundled_patch_is_faster() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("stencil.gevo.toml: 3 of 3 tests failed"));
 }
 
+/// vecadd's spec with simulator-sized and GPU-sized tests: `[tests.sim]`
+/// replaces train (one test), `[tests.gpu]` both sets (GPU-sized).
+fn backend_sized_spec(dir: &Path) -> PathBuf {
+    let fixture = common::spec_fixture("vecadd");
+    let ir = common::kernel_fixture("vecadd");
+    let text = std::fs::read_to_string(&fixture)
+        .unwrap()
+        .replace("ir = \"vecadd.ll\"", &format!("ir = {:?}", s(&ir)))
+        + "\n[tests.sim]\ntrain = [{ n = 100, seed = 7 }]\n\
+           \n[tests.gpu]\ntrain = [{ n = 4194304, seed = 8 }, { n = 4194305, seed = 9 }]\n\
+           heldout = [{ n = 16777216, seed = 10 }]\n";
+    let spec = dir.join("sized.gevo.toml");
+    std::fs::write(&spec, text).unwrap();
+    spec
+}
+
+/// `gevod run` on the simulator runs the sim sets: `[tests.sim]`'s train
+/// and `[tests]`' heldout, never the GPU-sized ones.
+#[test]
+fn the_simulator_runs_the_sim_sized_tests() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = backend_sized_spec(dir.path());
+    let json = ok(&["run", s(&spec), "--backend", "sim", "--json"]).stdout;
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&json).unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r["test"].as_str().unwrap()).collect();
+    assert_eq!(names, ["train[0]", "heldout[0]", "heldout[1]"]);
+    // train[0] is n = 100: cheaper than [tests]' train[0] (n = 1000).
+    let plain = ok(&[
+        "run",
+        s(&common::spec_fixture("vecadd")),
+        "--backend",
+        "sim",
+        "--tests",
+        "train",
+        "--json",
+    ])
+    .stdout;
+    let plain: Vec<serde_json::Value> = serde_json::from_slice(&plain).unwrap();
+    let cost = |r: &serde_json::Value| r["original_cost"].as_f64().unwrap();
+    assert!(
+        cost(&rows[0]) < cost(&plain[0]),
+        "{} vs {}",
+        rows[0],
+        plain[0]
+    );
+}
+
 /// Without a GPU (CI: no driver library, or the CUDA packages' library and
 /// no device), `--backend cuda` is one line saying so, GPU-only options say
 /// they need the GPU, and `auto` runs on the simulator. With a GPU the suite

@@ -1,9 +1,19 @@
 //! Spec files: broken specs give one-line errors naming file, line and field;
-//! the fixture specs load and instantiate deterministically; `.npy` inputs.
+//! the fixture specs load and instantiate deterministically; `.npy` inputs;
+//! per-backend test sets reach the workers that run them.
 
-use gevod::spec::{self, ArgKind, ArgValue, ElemType, Fill, Role, Scalar, Spec, TestCase, TestSet};
+use gevod::device::DeviceInfo;
+use gevod::evolve::{Backend, Scope};
+use gevod::spec::{
+    self, ArgKind, ArgValue, ElemType, Fill, Role, Scalar, Spec, TestCase, TestSet, TestTarget,
+};
+use gevod::worker::gpu::{CudaBackend, CudaOptions};
+use gevod::worker::pool::{PoolOptions, WorkerPool};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -543,6 +553,91 @@ fn buffer_bytes_match_the_generated_instances() {
                 "{name} {}",
                 test.name
             );
+        }
+    }
+}
+
+/// vecadd's spec with `[tests.sim] train` (one test) and `[tests.gpu]`
+/// train and heldout (GPU-sized), in `dir`.
+fn backend_sized_spec(dir: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(fixture("vecadd")).unwrap().replace(
+        "ir = \"vecadd.ll\"",
+        &format!("ir = {:?}", fixture("vecadd").with_file_name("vecadd.ll")),
+    ) + "\n[tests.sim]\ntrain = [{ n = 100, seed = 7 }]\n\
+         \n[tests.gpu]\ntrain = [{ n = 4194304, seed = 8 }, { n = 4194305, seed = 9 }]\n\
+         heldout = [{ n = 16777216, seed = 10 }]\n";
+    let path = dir.join("sized.gevo.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn eval_workers(spec: &Path) -> PoolOptions {
+    PoolOptions {
+        program: env!("CARGO_BIN_EXE_gevod").into(),
+        args: vec!["eval-worker".into(), spec.into()],
+        env: Vec::new(),
+        workers: 1,
+        timeout: Duration::from_secs(60),
+        start_timeout: Duration::from_secs(60),
+    }
+}
+
+/// `gevod eval-worker` (the simulator, and the GPU backend's compile
+/// workers) runs the sim sets; the GPU backend's results are keyed by the
+/// gpu sets (its GPU worker here: the stand-in, which measures nothing).
+#[test]
+fn workers_run_and_key_their_backends_tests() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = backend_sized_spec(dir.path());
+    let spec = spec::load(&path).unwrap();
+    let (sim, gpu) = (
+        spec.for_backend(TestTarget::Sim),
+        spec.for_backend(TestTarget::Gpu),
+    );
+    assert_ne!(
+        sim.test_set_hash(TestSet::All),
+        gpu.test_set_hash(TestSet::All)
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let scope = Scope {
+        backend: "sim".into(),
+        target: "sm_90".into(),
+    };
+    let mut pool = WorkerPool::start(eval_workers(&path), &sim, scope, stop.clone()).unwrap();
+    let empty = gevod::ir::KernelIr::load(&spec.ir, Some(&spec.kernel))
+        .unwrap()
+        .empty_patch();
+    let a = pool.assess(&[empty], TestSet::All).unwrap();
+    let names: Vec<&str> = a[0].tests.iter().map(|t| t.test.as_str()).collect();
+    assert_eq!(names, ["train[0]", "heldout[0]", "heldout[1]"]);
+
+    let counter = dir.path().join("requests");
+    let gpu_worker = PoolOptions {
+        program: repo().join("tests/fixtures/fake/gpu-worker.sh"),
+        args: Vec::new(),
+        env: vec![("FAKE_GPU_COUNTER".into(), counter.into())],
+        ..eval_workers(&path)
+    };
+    let options = || CudaOptions {
+        compile: eval_workers(&path),
+        gpu: gpu_worker.clone(),
+        device: DeviceInfo {
+            ordinal: 0,
+            uuid: "GPU-00000000-0000-0000-0000-000000000000".into(),
+            name: "Fake GPU".into(),
+            compute_capability: (9, 0),
+            driver_version: "13.0".into(),
+            l2_bytes: 1 << 20,
+        },
+        arch: "sm_90".into(),
+        prescreen: true,
+        gate: None,
+    };
+    // Given the spec as loaded (or as either backend's): the same choice.
+    for given in [&spec, &sim] {
+        let cuda = CudaBackend::start(options(), given, stop.clone()).unwrap();
+        for set in [TestSet::Train, TestSet::Heldout, TestSet::All] {
+            assert_eq!(cuda.test_set_hash(set), gpu.test_set_hash(set), "{set:?}");
         }
     }
 }

@@ -10,7 +10,7 @@ use gevod::access::Reader;
 use gevod::device::{DeviceInfo, DeviceSelector};
 use gevod::eval::{Assessment, Evaluator};
 use gevod::ir::{CodegenOptions, KernelIr, Patch};
-use gevod::spec::{self, Acceptance, ArgKind, Metric, Spec, TestSet};
+use gevod::spec::{self, Acceptance, ArgKind, Metric, Spec, TestSet, TestTarget};
 use gevod::worker::sanitize::SanitizeMode;
 use gevod::worker::setup::{arch_for, harness_runner, start_measurer, HarnessTarget, WorkerSetup};
 use std::path::{Path, PathBuf};
@@ -66,6 +66,12 @@ impl RunArgs {
     pub fn run(self) -> Result<()> {
         let spec = spec::load(&self.spec)?;
         let device = resolve(self.backend, &self.device)?;
+        // The tests of where the kernel runs: `[tests.gpu]` or `[tests.sim]`
+        // over `[tests]` (the GPU backend's pre-screen still takes the sim ones).
+        let spec = spec.for_backend(match device {
+            Some(_) => TestTarget::Gpu,
+            None => TestTarget::Sim,
+        });
         let set = match self.tests {
             Tests::Train => TestSet::Train,
             Tests::Heldout => TestSet::Heldout,
@@ -264,8 +270,9 @@ type GpuRun = (Vec<(String, Assessment)>, Vec<(String, Option<String>)>);
 
 /// `--compare-sim`: the original kernel's outputs on the GPU against the
 /// simulator's, test by test: bit for bit for integer outputs, within the
-/// spec's acceptance for floats. Returns a line per test and whether all
-/// agree.
+/// spec's acceptance for floats; on the simulator's tests (`[tests.sim]`
+/// over `[tests]`), which both can run. Returns a line per test and
+/// whether all agree.
 fn compare_with_simulator(
     spec_path: &Path,
     device: &DeviceInfo,
@@ -274,7 +281,7 @@ fn compare_with_simulator(
     set: TestSet,
 ) -> Result<(String, bool)> {
     let selector = DeviceSelector::Uuid(device.uuid.clone());
-    let spec = spec::load(spec_path)?;
+    let spec = spec::load(spec_path)?.for_backend(TestTarget::Sim);
     let evaluator = Evaluator::new(spec.clone(), default_workers())?;
     let measurer = start_measurer(
         spec.clone(),

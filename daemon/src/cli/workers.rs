@@ -6,6 +6,7 @@ use anyhow::{Context as _, Result};
 use gevod::access::Reader;
 use gevod::device::DeviceSelector;
 use gevod::ir::CodegenOptions;
+use gevod::spec::TestTarget;
 use gevod::worker::gpu::GpuWorker;
 use gevod::worker::setup::{
     arch_for, harness_runner, load_worker_spec, start_measurer, HarnessTarget, SetupError,
@@ -67,7 +68,9 @@ impl EvalWorkerArgs {
 
     fn backend(self) -> Result<InProcess, SetupError> {
         let reader = self.on_behalf_of.unwrap_or(Reader::Caller);
-        let spec = load_worker_spec(&self.spec, self.ir.as_deref(), &reader)?;
+        // The simulator's tests, or the GPU's for a program on a GPU.
+        let tests = self.harness.map_or(TestTarget::Sim, HarnessTarget::tests);
+        let spec = load_worker_spec(&self.spec, self.ir.as_deref(), &reader, tests)?;
         let arch = arch_for(&spec, self.arch, None);
         let codegen = CodegenOptions {
             arch,
@@ -104,12 +107,13 @@ impl GpuWorkerArgs {
     /// measures PTX from stdin until it closes.
     pub fn run(self) -> Result<()> {
         let reader = self.on_behalf_of.clone().unwrap_or(Reader::Caller);
-        let mut started = load_worker_spec(&self.spec, self.ir.as_deref(), &reader)
-            .map_err(SetupError::from)
-            .and_then(|spec| {
-                start_measurer(spec, &self.spec, &self.device, self.arch, self.libdevice)
-            })
-            .map(GpuWorker::new);
+        let mut started =
+            load_worker_spec(&self.spec, self.ir.as_deref(), &reader, TestTarget::Gpu)
+                .map_err(SetupError::from)
+                .and_then(|spec| {
+                    start_measurer(spec, &self.spec, &self.device, self.arch, self.libdevice)
+                })
+                .map(GpuWorker::new);
         let handler: Result<&mut dyn Handler, String> = match &mut started {
             Ok(h) => Ok(h),
             Err(e) => Err(e.to_string()),
@@ -179,7 +183,7 @@ pub struct GpuCheckArgs {
 impl GpuCheckArgs {
     pub fn run(self) -> Result<()> {
         let reader = self.on_behalf_of.clone().unwrap_or(Reader::Caller);
-        let spec = load_worker_spec(&self.spec, self.ir.as_deref(), &reader)?;
+        let spec = load_worker_spec(&self.spec, self.ir.as_deref(), &reader, TestTarget::Gpu)?;
         let ptx =
             std::fs::read_to_string(&self.ptx).with_context(|| self.ptx.display().to_string())?;
         let device = gevod::cuda::driver::probe(&self.device)?;

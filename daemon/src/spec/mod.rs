@@ -25,7 +25,7 @@ pub use load::SPEC_VERSION;
 pub use model::{
     Acceptance, ArgKind, ArgSpec, ArgValue, Comparison, ElemType, Fill, Harness, HarnessOutput,
     Instance, Launch, Located, Metric, Number, Repeat, Role, Scalar, Spec, TestCase, TestSet,
-    HARNESS_PLACEHOLDERS,
+    TestTarget, HARNESS_PLACEHOLDERS,
 };
 
 use crate::access::Reader;
@@ -72,6 +72,21 @@ impl Spec {
             TestSet::Train => self.train.iter().collect(),
             TestSet::Heldout => self.heldout.iter().collect(),
             TestSet::All => self.train.iter().chain(&self.heldout).collect(),
+        }
+    }
+
+    /// The spec as `target` runs it: `train` and `heldout` are those of
+    /// `[tests.sim]` or `[tests.gpu]` where that table gives them, else
+    /// `[tests]`'s. Tests keep their names (`train[0]`, `heldout[1]`).
+    /// Chosen from the file's sets whatever this spec's current ones are,
+    /// so applying it twice, for either target, is safe.
+    pub fn for_backend(&self, target: TestTarget) -> Spec {
+        let written = &self.written;
+        let o = written.overrides(target);
+        Spec {
+            train: o.train.clone().unwrap_or_else(|| written.train.clone()),
+            heldout: o.heldout.clone().unwrap_or_else(|| written.heldout.clone()),
+            ..self.clone()
         }
     }
 

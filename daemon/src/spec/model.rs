@@ -23,8 +23,14 @@ pub struct Spec {
     pub launch: Launch,
     /// Kernel arguments, in the kernel's parameter order.
     pub args: Vec<ArgSpec>,
+    /// The train tests in use: `[tests]`'s as loaded, a backend's after
+    /// [`Spec::for_backend`](crate::spec::Spec::for_backend).
     pub train: Vec<TestCase>,
+    /// The heldout tests in use, likewise.
     pub heldout: Vec<TestCase>,
+    /// `[tests]` as written, with the sets `[tests.sim]` and `[tests.gpu]`
+    /// replace (what `for_backend` chooses from).
+    pub(crate) written: WrittenTests,
     pub acceptance: Acceptance,
     /// Harness mode: the kernel's application runs it (`[harness]`). Such a
     /// spec has no `[launch]` or `[[args]]`: `launch` is the trivial 1x1
@@ -234,6 +240,57 @@ pub enum TestSet {
     Train,
     Heldout,
     All,
+}
+
+/// Where a spec's tests run: which of `[tests.sim]` and `[tests.gpu]`
+/// applies (see [`Spec::for_backend`](crate::spec::Spec::for_backend)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TestTarget {
+    /// The CPU simulator: the `sim` backend, the GPU backend's compile
+    /// workers and pre-screen, harness programs on the simulator.
+    Sim,
+    /// A GPU: the GPU worker's measurements, harness programs on a GPU.
+    Gpu,
+}
+
+impl TestTarget {
+    pub const ALL: [TestTarget; 2] = [TestTarget::Sim, TestTarget::Gpu];
+
+    /// The sub-table's name: `sim` or `gpu`.
+    pub fn name(self) -> &'static str {
+        match self {
+            TestTarget::Sim => "sim",
+            TestTarget::Gpu => "gpu",
+        }
+    }
+}
+
+/// `[tests]` as written: the sets every backend uses unless its sub-table
+/// replaces them.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct WrittenTests {
+    pub(crate) train: Vec<TestCase>,
+    pub(crate) heldout: Vec<TestCase>,
+    /// `[tests.sim]`
+    pub(crate) sim: TestOverrides,
+    /// `[tests.gpu]`
+    pub(crate) gpu: TestOverrides,
+}
+
+/// A `[tests.sim]` or `[tests.gpu]` table: the sets it replaces.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct TestOverrides {
+    pub(crate) train: Option<Vec<TestCase>>,
+    pub(crate) heldout: Option<Vec<TestCase>>,
+}
+
+impl WrittenTests {
+    pub(crate) fn overrides(&self, target: TestTarget) -> &TestOverrides {
+        match target {
+            TestTarget::Sim => &self.sim,
+            TestTarget::Gpu => &self.gpu,
+        }
+    }
 }
 
 /// One test case: parameter values and the seed for generated inputs.

@@ -12,7 +12,7 @@ use crate::device::DeviceInfo;
 use crate::eval::Assessment;
 use crate::evolve::{Backend, BackendError, Build, Evaluated, Scope};
 use crate::ir::Patch;
-use crate::spec::{Spec, TestSet};
+use crate::spec::{Spec, TestSet, TestTarget};
 use std::collections::BTreeSet;
 use std::sync::atomic::AtomicBool;
 use std::sync::{mpsc, Arc};
@@ -92,6 +92,9 @@ pub struct CudaBackend {
 }
 
 impl CudaBackend {
+    /// Starts the compile workers with the simulator's tests (the
+    /// pre-screen runs the smallest sim train test) and the GPU worker with
+    /// the GPU's (`[tests.sim]`, `[tests.gpu]` over `[tests]`).
     pub fn start(
         options: CudaOptions,
         spec: &Spec,
@@ -102,8 +105,10 @@ impl CudaBackend {
             backend: "sim".into(),
             target: options.arch.clone(),
         };
-        let compile = WorkerPool::start(options.compile, spec, compile_scope, stop.clone())?;
-        let gpu = WorkerPool::start(options.gpu, spec, scope.clone(), stop)?;
+        let sim_spec = spec.for_backend(TestTarget::Sim);
+        let compile = WorkerPool::start(options.compile, &sim_spec, compile_scope, stop.clone())?;
+        let gpu_spec = spec.for_backend(TestTarget::Gpu);
+        let gpu = WorkerPool::start(options.gpu, &gpu_spec, scope.clone(), stop)?;
         Ok(CudaBackend {
             compile,
             gpu,
@@ -257,8 +262,9 @@ impl Backend for CudaBackend {
         self.gate.as_ref().map(SafetyGate::describe)
     }
 
+    /// The GPU's tests: they are what the results measure.
     fn test_set_hash(&self, set: TestSet) -> String {
-        self.compile.test_set_hash(set)
+        self.gpu.test_set_hash(set)
     }
 
     fn compile(&mut self, patches: &[Patch]) -> Result<Vec<Result<Build, String>>, BackendError> {

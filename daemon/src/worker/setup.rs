@@ -14,7 +14,7 @@ use crate::device::{DeviceInfo, DeviceSelector};
 use crate::evolve::{Backend, BackendError, Scope};
 use crate::harness::Runner;
 use crate::ir::{CodegenOptions, IrError, KernelIr};
-use crate::spec::{self, Spec, SpecError, TestSet};
+use crate::spec::{self, Spec, SpecError, TestSet, TestTarget};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -78,9 +78,14 @@ pub enum HarnessTarget {
 
 impl HarnessTarget {
     pub fn name(self) -> &'static str {
+        self.tests().name()
+    }
+
+    /// Whose tests the program runs: the simulator's or the GPU's.
+    pub fn tests(self) -> TestTarget {
         match self {
-            HarnessTarget::Sim => "sim",
-            HarnessTarget::Gpu => "gpu",
+            HarnessTarget::Sim => TestTarget::Sim,
+            HarnessTarget::Gpu => TestTarget::Gpu,
         }
     }
 }
@@ -109,8 +114,9 @@ pub fn harness_runner(target: HarnessTarget, device: Option<String>) -> Result<R
 
 /// What evaluates a job's variants ([`WorkerSetup::evaluators`]).
 pub enum Evaluators {
-    /// `gevod eval-worker` processes, and the scope they measure.
-    Pool(PoolOptions, Scope),
+    /// `gevod eval-worker` processes, the scope they measure, and whose
+    /// tests they run (the simulator's, or a harness program's GPU ones).
+    Pool(PoolOptions, Scope, TestTarget),
     /// The GPU backend (compile workers and a GPU worker) on this device.
     Gpu(DeviceInfo),
 }
@@ -119,7 +125,7 @@ impl Evaluators {
     /// The scope of the results: the cache's and the job's.
     pub fn scope(&self) -> Scope {
         match self {
-            Evaluators::Pool(_, scope) => scope.clone(),
+            Evaluators::Pool(_, scope, _) => scope.clone(),
             Evaluators::Gpu(d) => GpuWorker::scope(d),
         }
     }
@@ -185,12 +191,17 @@ impl WorkerSetup<'_> {
         device: Option<&DeviceInfo>,
         user: Option<(u32, u32)>,
     ) -> Result<Evaluators, SetupError> {
-        let (options, backend) = match (&spec.harness, device) {
+        let (options, backend, tests) = match (&spec.harness, device) {
             (Some(_), device) => (
                 self.harness_pool(device, user)?,
                 crate::harness::backend_name(device.is_some()),
+                if device.is_some() {
+                    TestTarget::Gpu
+                } else {
+                    TestTarget::Sim
+                },
             ),
-            (None, None) => (self.compile_pool()?, "sim"),
+            (None, None) => (self.compile_pool()?, "sim", TestTarget::Sim),
             (None, Some(d)) => return Ok(Evaluators::Gpu(d.clone())),
         };
         // The workers greet with this same scope (`InProcess::scope`).
@@ -198,10 +209,12 @@ impl WorkerSetup<'_> {
             backend: backend.into(),
             target: self.arch.to_string(),
         };
-        Ok(Evaluators::Pool(options, scope))
+        Ok(Evaluators::Pool(options, scope, tests))
     }
 
-    /// Starts what `evaluators` chose. `prescreen` (GPU only): new variants
+    /// Starts what `evaluators` chose, with the tests of its backend (the
+    /// pool's test-set hashes are those its workers run: `[tests.sim]` or
+    /// `[tests.gpu]` over `[tests]`). `prescreen` (GPU only): new variants
     /// run on the simulator's smallest train test before GPU time is spent.
     pub fn start(
         &self,
@@ -211,9 +224,11 @@ impl WorkerSetup<'_> {
         stop: Arc<AtomicBool>,
     ) -> Result<Box<dyn Backend>, SetupError> {
         match evaluators {
-            Evaluators::Pool(options, scope) => WorkerPool::start(options, spec, scope, stop)
-                .map(|p| Box::new(p) as Box<dyn Backend>)
-                .map_err(|source| self.backend_error(source)),
+            Evaluators::Pool(options, scope, tests) => {
+                WorkerPool::start(options, &spec.for_backend(tests), scope, stop)
+                    .map(|p| Box::new(p) as Box<dyn Backend>)
+                    .map_err(|source| self.backend_error(source))
+            }
             Evaluators::Gpu(device) => self
                 .cuda_backend(spec, device, prescreen, stop)
                 .map(|b| Box::new(b) as Box<dyn Backend>),
@@ -258,7 +273,8 @@ impl WorkerSetup<'_> {
     }
 
     /// The GPU backend: compile workers (one core is left to the GPU
-    /// worker) and one GPU worker on `device`.
+    /// worker) and one GPU worker on `device` (each runs its backend's
+    /// tests: [`CudaBackend::start`]).
     pub fn cuda_backend(
         &self,
         spec: &Spec,
@@ -307,6 +323,8 @@ impl WorkerSetup<'_> {
                 )))
             }
         };
+        // The GPU's held-out tests: the ones the variant was measured on.
+        let spec = spec.for_backend(TestTarget::Gpu);
         let mut smallest: Option<(u64, String)> = None;
         for test in spec.tests(TestSet::Heldout) {
             let i = spec.instantiate(test)?;
@@ -335,14 +353,17 @@ impl WorkerSetup<'_> {
     }
 }
 
-/// A worker's spec, with the IR path replaced when the daemon gives a
-/// snapshot (the build may have rewritten the spec's IR since).
+/// A worker's spec, with `tests`' test sets (the simulator's for eval
+/// workers, the GPU's for a GPU worker or a harness program on a GPU), and
+/// the IR path replaced when the daemon gives a snapshot (the build may
+/// have rewritten the spec's IR since).
 pub fn load_worker_spec(
     path: &Path,
     ir: Option<&Path>,
     reader: &Reader,
+    tests: TestTarget,
 ) -> Result<Spec, SpecError> {
-    let mut spec = spec::load_as(path, reader)?;
+    let mut spec = spec::load_as(path, reader)?.for_backend(tests);
     if let Some(ir) = ir {
         spec.ir = ir.to_path_buf();
     }
@@ -350,7 +371,9 @@ pub fn load_worker_spec(
 }
 
 /// What a GPU worker measures with: the device, and the original kernel's
-/// PTX compiled here (for `arch`, else the device's) as the reference.
+/// PTX compiled here (for `arch`, else the device's) as the reference. It
+/// measures `spec`'s tests as given (a GPU worker's: the GPU's,
+/// [`load_worker_spec`]).
 pub fn start_measurer(
     spec: Spec,
     spec_path: &Path,

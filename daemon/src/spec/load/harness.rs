@@ -25,12 +25,7 @@ const DEFAULT_HARNESS_TIMEOUT_S: f64 = 60.0;
 const DEFAULT_HARNESS_OUTPUT_BYTES: i64 = 1 << 20;
 const DEFAULT_HARNESS_ROUNDS: i64 = 5;
 
-pub(super) fn read_harness(
-    cx: &Cx,
-    node: &Node,
-    train: &[TestCase],
-    heldout: &[TestCase],
-) -> Res<Harness> {
+pub(super) fn read_harness(cx: &Cx, node: &Node, tests: &[TestCase]) -> Res<Harness> {
     let t = table(cx, node, "harness", HARNESS_KEYS)?;
     let expected = "an array of strings: the program and its arguments, e.g. [\"./app\", \"--ptx\", \"{ptx}\", \"--out\", \"{out}\"]";
     let c = t.req(cx, "command", expected)?;
@@ -50,8 +45,8 @@ pub(super) fn read_harness(
         } else {
             string(cx, item, &field)?
         };
-        // Every placeholder must have a value in every test.
-        for test in train.iter().chain(heldout) {
+        // Every placeholder must have a value in every test, of every backend.
+        for test in tests {
             substitute(&arg, |name| {
                 (HARNESS_PLACEHOLDERS.contains(&name) || test.params.contains_key(name))
                     .then(String::new)

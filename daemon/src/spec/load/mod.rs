@@ -21,7 +21,7 @@ use harness::read_harness;
 use launch::{read_launch, resolve_swaps, trivial_launch};
 use read::{integer, nonempty_string, string, table, Cx, Res};
 use std::path::{Path, PathBuf};
-use test_cases::read_tests;
+use test_cases::{all_written, read_tests};
 
 /// The newest spec format version this code reads.
 pub const SPEC_VERSION: i64 = 1;
@@ -59,8 +59,9 @@ pub(crate) fn parse_spec(path: &Path, text: &str, reader: &Reader) -> Res<Spec> 
     })?;
     placeholders::check(&cx, &root)?;
     let spec = read_root(&cx, &root, text)?;
-    // Static checks that need each test's parameter values.
-    for test in spec.train.iter().chain(&spec.heldout) {
+    // Static checks that need each test's parameter values, for every
+    // backend's tests.
+    for test in &all_written(&spec.written) {
         spec.plan(test)?;
     }
     Ok(spec)
@@ -166,7 +167,7 @@ fn read_root(cx: &Cx, root: &Node, text: &str) -> Res<Spec> {
     };
 
     let tests_node = top.req(cx, "tests", "a [tests] table with train and heldout arrays")?;
-    let (train, heldout) = read_tests(cx, tests_node)?;
+    let written = read_tests(cx, tests_node)?;
 
     let acc_node = top.req(
         cx,
@@ -175,7 +176,7 @@ fn read_root(cx: &Cx, root: &Node, text: &str) -> Res<Spec> {
     )?;
     let acceptance = read_acceptance(cx, acc_node)?;
     let harness = harness_node
-        .map(|n| read_harness(cx, n, &train, &heldout))
+        .map(|n| read_harness(cx, n, &all_written(&written)))
         .transpose()?;
 
     Ok(Spec {
@@ -186,8 +187,9 @@ fn read_root(cx: &Cx, root: &Node, text: &str) -> Res<Spec> {
         project,
         launch,
         args,
-        train,
-        heldout,
+        train: written.train.clone(),
+        heldout: written.heldout.clone(),
+        written,
         acceptance,
         harness,
         text: text.to_string(),

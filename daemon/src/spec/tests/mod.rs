@@ -2,6 +2,7 @@
 //! fills, and small inline specs as loaded (hashes, error positions, other TOML
 //! spellings). This file holds the helpers they share.
 
+mod backends;
 mod comparison;
 mod expressions;
 mod fills;
