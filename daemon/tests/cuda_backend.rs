@@ -32,7 +32,11 @@ fn fake_device() -> DeviceInfo {
 }
 
 fn backend(plan: &str, counter: &Path, prescreen: bool) -> CudaBackend {
-    let spec_path = common::spec_fixture("vecadd");
+    backend_for(&common::spec_fixture("vecadd"), plan, counter, prescreen)
+}
+
+fn backend_for(spec_path: &Path, plan: &str, counter: &Path, prescreen: bool) -> CudaBackend {
+    let spec_path = spec_path.to_path_buf();
     let spec = spec::load(&spec_path).unwrap();
     let compile = PoolOptions {
         program: env!("CARGO_BIN_EXE_gevod").into(),
@@ -212,4 +216,22 @@ fn the_safety_gate_rejects_what_the_sanitizer_reports() {
         "{line}"
     );
     assert!(line.contains("memcheck, racecheck, synccheck"), "{line}");
+}
+
+/// A kernel whose original faults on the simulator: the pre-screen says it
+/// is the one refusing, and why, in the spec's words.
+#[test]
+fn the_prescreen_says_when_it_refuses_the_original() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = common::repo_root().join("tests/fixtures/findings/pastend.gevo.toml");
+    let mut b = backend_for(&spec, "", &dir.path().join("n"), true);
+    let ir = gevod::ir::KernelIr::load(&spec.with_file_name("pastend.ll"), None).unwrap();
+    let outcome = b.evaluate(&[ir.empty_patch()], TestSet::Train, &|_| false);
+    let text = match outcome {
+        Err(e) => e.to_string(),
+        Ok(results) => format!("{:?}", results[0].build),
+    };
+    println!("{text}");
+    assert!(text.contains("the GPU backend's pre-screen"), "{text}");
+    assert!(text.contains("just past its end"), "{text}");
 }
