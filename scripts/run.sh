@@ -7,7 +7,8 @@
 # the same job from its checkpoint and shows the report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
+# The CUDA toolkit is for the CMake tests of MODE REPLACE only.
+GEVO_NO_CUDA_TOOLKIT=1 scripts/install-deps.sh
 cargo build --release -p gevod
 gevod=target/release/gevod
 spec=tests/fixtures/kernels/stencil.gevo.toml
