@@ -7,14 +7,14 @@
 
 use gevo_client::export;
 use gevo_client::paths::SYSTEM_SOCKET;
-use gevo_client::proto::{Best, BestRecord, Command, Reply, Request, Response};
-use std::io::{BufRead, BufReader, Write};
+use gevo_client::proto::{Best, BestRecord, Command, Reply, Response};
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::net::UnixListener;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{self, Receiver};
-use std::time::Duration;
+
+mod common;
+
+use common::{s, FakeDaemon, Run};
 
 /// A fresh directory for one test, open to every user (the client may run
 /// as another one).
@@ -26,34 +26,13 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
 /// A daemon that answers one connection with `Done(name)` and reports the
 /// request; its socket is open to every user.
-fn fake_daemon(socket: &Path, name: &str) -> Receiver<Request> {
+fn fake_daemon(socket: &Path, name: &str) -> FakeDaemon {
     std::fs::create_dir_all(socket.parent().unwrap()).unwrap();
-    let listener = UnixListener::bind(socket).unwrap();
+    let daemon = FakeDaemon::replying(socket, vec![Response::ok(Reply::Done(name.into()))]);
     std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let (tx, rx) = mpsc::channel();
-    let reply = Response::ok(Reply::Done(name.into()));
-    std::thread::spawn(move || {
-        let (mut conn, _) = listener.accept().unwrap();
-        let mut line = String::new();
-        BufReader::new(&conn).read_line(&mut line).unwrap();
-        let _ = tx.send(serde_json::from_str(&line).unwrap());
-        let mut line = serde_json::to_vec(&reply).unwrap();
-        line.push(b'\n');
-        conn.write_all(&line).unwrap();
-    });
-    rx
-}
-
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
+    daemon
 }
 
 fn is_root() -> bool {
@@ -98,12 +77,6 @@ fn gevo(dir: &Path, as_user: bool, env: &[(&str, &Path)], args: &[&str]) -> Run 
     }
 }
 
-fn received(rx: &Receiver<Request>) -> Command {
-    rx.recv_timeout(Duration::from_secs(5))
-        .expect("the client sent no request")
-        .command
-}
-
 /// Whether a system daemon's socket is on this machine: then a search
 /// without a named socket may reach it, and "nothing answered" cannot be
 /// checked here.
@@ -133,7 +106,7 @@ fn gevo_socket_names_the_daemon_between_the_flag_and_the_config() {
         "{}",
         run.stderr
     );
-    assert_eq!(received(&from_env), Command::Jobs);
+    assert_eq!(from_env.received(), Command::Jobs);
 
     // ...and --socket over GEVO_SOCKET.
     let flag = dir.join("flag.sock");
@@ -145,7 +118,7 @@ fn gevo_socket_names_the_daemon_between_the_flag_and_the_config() {
         "{}",
         run.stderr
     );
-    assert_eq!(received(&from_flag), Command::Status);
+    assert_eq!(from_flag.received(), Command::Status);
 
     // A named socket is the only place: a live daemon elsewhere (the
     // config's) is not asked, and the error says where the name came from.
@@ -161,12 +134,12 @@ fn gevo_socket_names_the_daemon_between_the_flag_and_the_config() {
         )
     );
     assert!(
-        from_config.try_recv().is_err(),
+        from_config.received_nothing(),
         "the config's daemon was asked"
     );
     let run = gevo(&dir, false, &[], &["--config", s(&config), "resume"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert_eq!(received(&from_config), Command::Resume { kernel: None });
+    assert_eq!(from_config.received(), Command::Resume { kernel: None });
     let run = gevo(&dir, false, &[], &["--config", s(&config), "jobs"]);
     assert_eq!(run.code, 2);
     assert!(
@@ -217,7 +190,7 @@ fn a_user_client_tries_its_own_daemon_then_the_system_daemon_and_names_both() {
         "{}",
         run.stderr
     );
-    assert_eq!(received(&own), Command::Jobs);
+    assert_eq!(own.received(), Command::Jobs);
 
     // Gone (a stale socket): the system daemon is next; with none there
     // either, both places are named, and `best` reads your exports.

@@ -1,0 +1,207 @@
+//! What `gevo-client` prints: the status and jobs tables, every reply's
+//! text form, and `--json`'s payloads, against a fake gevod.
+
+mod common;
+
+use common::*;
+use gevo_client::proto::{
+    Explanation, JobInfo, JobState, Pareto, ParetoPoint, Reply, SlotInfo, Status, TestRatio,
+    WatchRoot,
+};
+fn job(kernel: &str, state: JobState, speedup: Option<f64>, message: Option<&str>) -> JobInfo {
+    JobInfo {
+        kernel: kernel.into(),
+        job: format!("{kernel}#1"),
+        version: 1,
+        spec: format!("/src/{kernel}.json").into(),
+        state,
+        message: message.map(str::to_string),
+        backend: "sim".into(),
+        target: "sm_90".into(),
+        generations: 12,
+        evaluations: 3400,
+        validated: if speedup.is_some() { 2 } else { 0 },
+        best_speedup: speedup,
+    }
+}
+
+fn status() -> Status {
+    Status {
+        pid: 4242,
+        daemon_version: "0.1.0".into(),
+        uptime_s: 3723.9,
+        socket: "/run/gevod/gevod.sock".into(),
+        state_dir: "/var/lib/gevod".into(),
+        watch_roots: vec![
+            WatchRoot {
+                path: "/home/u/app/build".into(),
+                source: "config".into(),
+                exists: true,
+            },
+            WatchRoot {
+                path: "/tmp/gone".into(),
+                source: "client".into(),
+                exists: false,
+            },
+        ],
+        slots: vec![
+            SlotInfo {
+                name: "sim".into(),
+                state: "running app/stencil".into(),
+            },
+            SlotInfo {
+                name: "NVIDIA H200 GPU-1234".into(),
+                state: "waiting: busy (another process uses it)".into(),
+            },
+        ],
+        jobs: vec![
+            job("app/stencil", JobState::Running, Some(1.2345), None),
+            job(
+                "app/broken",
+                JobState::Error,
+                None,
+                Some("spec: missing field `grid`"),
+            ),
+        ],
+    }
+}
+
+const JOBS_TABLE: &str = "\
+KERNEL       VERSION  STATE    GENERATIONS  EVALUATIONS  VALIDATED  BEST    BACKEND/TARGET  MESSAGE
+app/stencil  1        running  12           3400         2          1.234x  sim/sm_90
+app/broken   1        error    12           3400         0          -       sim/sm_90       spec: missing field `grid`
+";
+
+#[test]
+fn status_and_jobs_print_tables() {
+    let dir = scratch("tables");
+    let socket = dir.join("d.sock");
+    let pareto = Pareto {
+        kernel: "app/stencil".into(),
+        job: "j1".into(),
+        points: vec![
+            ParetoPoint {
+                cost: 1.0,
+                error: 0.0,
+                edits: 0,
+            },
+            ParetoPoint {
+                cost: 0.81234,
+                error: 2.5e-7,
+                edits: 3,
+            },
+        ],
+    };
+    let explanation = Explanation {
+        kernel: "app/stencil".into(),
+        job: "j1".into(),
+        speedup: 1.25,
+        edits: vec!["delete %12".into(), "swap %3 %4".into()],
+        diff: "--- original\n+++ variant\n-  %12 = add i32 %a, 0\n".into(),
+        tests: vec![
+            TestRatio {
+                test: "heldout[0]".into(),
+                ratio: 0.8,
+                lo: 0.79,
+                hi: 0.81,
+            },
+            TestRatio {
+                test: "heldout[1]".into(),
+                ratio: 0.95,
+                lo: 0.95,
+                hi: 0.95,
+            },
+        ],
+        rejections: vec!["heldout[1]: slower with confidence on this test".into()],
+    };
+    let cases: Vec<(&str, Reply, String)> = vec![
+        (
+            "status",
+            Reply::Status(status()),
+            format!(
+                "\
+gevod 0.1.0 (pid 4242), up 1h 02m 03s
+socket:    /run/gevod/gevod.sock
+state dir: /var/lib/gevod
+
+WATCH ROOT         SOURCE  EXISTS
+/home/u/app/build  config  yes
+/tmp/gone          client  no
+
+SLOT                  STATE
+sim                   running app/stencil
+NVIDIA H200 GPU-1234  waiting: busy (another process uses it)
+
+{JOBS_TABLE}"
+            ),
+        ),
+        ("jobs", Reply::Jobs(status().jobs), JOBS_TABLE.into()),
+        ("jobs", Reply::Jobs(vec![]), "no jobs\n".into()),
+        (
+            "pareto",
+            Reply::Pareto(pareto),
+            "\
+app/stencil (job j1): 2 points on the Pareto front
+COST    ERROR     EDITS
+1.0000  0         0
+0.8123  2.500e-7  3
+"
+            .into(),
+        ),
+        (
+            "explain",
+            Reply::Explain(explanation),
+            "\
+app/stencil (job j1): speedup 1.250x with 2 edits
+  1. delete %12
+  2. swap %3 %4
+held-out tests (cost ratio, variant over original, 95% interval):
+  heldout[0]   0.8000  [0.7900, 0.8100]
+  heldout[1]   0.9500  [0.9500, 0.9500]
+latest rejected candidates:
+  - heldout[1]: slower with confidence on this test
+
+--- original
++++ variant
+-  %12 = add i32 %a, 0
+"
+            .into(),
+        ),
+    ];
+    for (i, (command, reply, expect)) in cases.into_iter().enumerate() {
+        let socket = socket.with_extension(i.to_string());
+        let _daemon = FakeDaemon::replying(&socket, vec![ok(reply)]);
+        let mut args = vec!["--socket", s(&socket), command];
+        if matches!(command, "pareto" | "explain") {
+            args.push("stencil");
+        }
+        let run = gevo(&dir, &args);
+        assert_eq!(run.code, 0, "{command}: {}", run.stderr);
+        assert_eq!(run.stdout, expect, "{command}");
+    }
+}
+
+#[test]
+fn json_prints_the_reply_payload() {
+    let dir = scratch("json");
+    let cases: Vec<(&str, Reply)> = vec![
+        ("status", Reply::Status(status())),
+        ("jobs", Reply::Jobs(status().jobs)),
+        ("pause", Reply::Done("paused 2 jobs".into())),
+    ];
+    for (i, (command, reply)) in cases.into_iter().enumerate() {
+        let socket = dir.join(format!("d{i}.sock"));
+        let _daemon = FakeDaemon::replying(&socket, vec![ok(reply.clone())]);
+        let run = gevo(&dir, &["--socket", s(&socket), command, "--json"]);
+        assert_eq!(run.code, 0, "{command}: {}", run.stderr);
+        let got: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+        let want = match reply {
+            Reply::Status(x) => serde_json::to_value(x),
+            Reply::Jobs(x) => serde_json::to_value(x),
+            Reply::Done(x) => serde_json::to_value(x),
+            _ => unreachable!(),
+        }
+        .unwrap();
+        assert_eq!(got, want, "{command}");
+    }
+}
