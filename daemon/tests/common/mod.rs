@@ -3,6 +3,7 @@
 
 pub mod cmake;
 pub mod daemon;
+pub mod intrinsics;
 pub mod sim;
 
 use gevod::ir::{CodegenOptions, KernelIr};
