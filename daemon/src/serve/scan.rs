@@ -283,7 +283,7 @@ fn register(
             && !j.removed
     }) {
         return Err(format!(
-            "{}: kernel {kernel} is already defined by {}; set `project` in one of them",
+            "{}: kernel {kernel} is already defined by {}; set `project` in one of them (gevo_optimize: PROJECT, or -DGEVO_PROJECT at configure)",
             found.spec.display(),
             other.record.spec_path.display()
         ));
