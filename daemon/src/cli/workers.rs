@@ -6,7 +6,7 @@ use anyhow::{Context as _, Result};
 use gevod::access::Reader;
 use gevod::device::DeviceSelector;
 use gevod::ir::CodegenOptions;
-use gevod::spec::TestTarget;
+use gevod::spec::{Spec, SpecError, TestTarget};
 use gevod::worker::gpu::GpuWorker;
 use gevod::worker::setup::{
     arch_for, harness_runner, load_worker_spec, start_measurer, HarnessTarget, SetupError,
@@ -86,8 +86,10 @@ impl EvalWorkerArgs {
     }
 }
 
+/// What every process on a GPU takes (`gevod gpu-worker`, `gevod
+/// gpu-check`): the spec with its GPU tests, and the device.
 #[derive(clap::Args)]
-pub struct GpuWorkerArgs {
+pub struct GpuSpecArgs {
     spec: PathBuf,
     #[arg(long)]
     ir: Option<PathBuf>,
@@ -102,18 +104,30 @@ pub struct GpuWorkerArgs {
     on_behalf_of: Option<Reader>,
 }
 
+impl GpuSpecArgs {
+    /// The spec with the GPU's test sets, read for its owner.
+    fn load_spec(&self) -> std::result::Result<Spec, SpecError> {
+        let reader = self.on_behalf_of.clone().unwrap_or(Reader::Caller);
+        load_worker_spec(&self.spec, self.ir.as_deref(), &reader, TestTarget::Gpu)
+    }
+}
+
+#[derive(clap::Args)]
+pub struct GpuWorkerArgs {
+    #[command(flatten)]
+    gpu: GpuSpecArgs,
+}
+
 impl GpuWorkerArgs {
     /// Loads the spec, makes the references on the GPU, greets, and
     /// measures PTX from stdin until it closes.
     pub fn run(self) -> Result<()> {
-        let reader = self.on_behalf_of.clone().unwrap_or(Reader::Caller);
-        let mut started =
-            load_worker_spec(&self.spec, self.ir.as_deref(), &reader, TestTarget::Gpu)
-                .map_err(SetupError::from)
-                .and_then(|spec| {
-                    start_measurer(spec, &self.spec, &self.device, self.arch, self.libdevice)
-                })
-                .map(GpuWorker::new);
+        let g = self.gpu;
+        let mut started = g
+            .load_spec()
+            .map_err(SetupError::from)
+            .and_then(|spec| start_measurer(spec, &g.spec, &g.device, g.arch, g.libdevice))
+            .map(GpuWorker::new);
         let handler: Result<&mut dyn Handler, String> = match &mut started {
             Ok(h) => Ok(h),
             Err(e) => Err(e.to_string()),
@@ -160,18 +174,9 @@ impl SimLaunchArgs {
 
 #[derive(clap::Args)]
 pub struct GpuCheckArgs {
-    spec: PathBuf,
-    #[arg(long)]
-    ir: Option<PathBuf>,
-    #[arg(long, default_value = "0")]
-    device: DeviceSelector,
-    /// Accepted for the workers' common arguments; the PTX is given.
-    #[arg(long)]
-    arch: Option<String>,
-    #[arg(long)]
-    libdevice: Option<PathBuf>,
-    #[arg(long, value_parser = Reader::from_worker_arg)]
-    on_behalf_of: Option<Reader>,
+    /// `--arch` and `--libdevice` are accepted and unused: the PTX is given.
+    #[command(flatten)]
+    gpu: GpuSpecArgs,
     /// The variant's PTX.
     #[arg(long)]
     ptx: PathBuf,
@@ -182,11 +187,10 @@ pub struct GpuCheckArgs {
 
 impl GpuCheckArgs {
     pub fn run(self) -> Result<()> {
-        let reader = self.on_behalf_of.clone().unwrap_or(Reader::Caller);
-        let spec = load_worker_spec(&self.spec, self.ir.as_deref(), &reader, TestTarget::Gpu)?;
+        let spec = self.gpu.load_spec()?;
         let ptx =
             std::fs::read_to_string(&self.ptx).with_context(|| self.ptx.display().to_string())?;
-        let device = gevod::cuda::driver::probe(&self.device)?;
+        let device = gevod::cuda::driver::probe(&self.gpu.device)?;
         let ir = gevod::ir::KernelIr::load(&spec.ir, Some(&spec.kernel))?;
         gevod::cuda::check::run_once(
             &spec,
@@ -196,6 +200,6 @@ impl GpuCheckArgs {
             device.ordinal,
             std::time::Duration::from_secs(600),
         )
-        .with_context(|| format!("{}: {}", self.spec.display(), self.test))
+        .with_context(|| format!("{}: {}", self.gpu.spec.display(), self.test))
     }
 }
