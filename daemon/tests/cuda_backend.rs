@@ -7,7 +7,7 @@
 
 mod common;
 
-use gevod::device::DeviceInfo;
+use common::workers::{eval_workers, fake_device};
 use gevod::evolve::{Backend, Evaluated};
 use gevod::ir::Patch;
 use gevod::spec::{self, TestSet};
@@ -20,17 +20,6 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-fn fake_device() -> DeviceInfo {
-    DeviceInfo {
-        ordinal: 0,
-        uuid: "GPU-00000000-0000-0000-0000-000000000000".into(),
-        name: "Fake GPU".into(),
-        compute_capability: (9, 0),
-        driver_version: "13.0".into(),
-        l2_bytes: 1 << 20,
-    }
-}
-
 fn backend(plan: &str, counter: &Path, prescreen: bool) -> CudaBackend {
     backend_for(&common::spec_fixture("vecadd"), plan, counter, prescreen)
 }
@@ -38,14 +27,7 @@ fn backend(plan: &str, counter: &Path, prescreen: bool) -> CudaBackend {
 fn backend_for(spec_path: &Path, plan: &str, counter: &Path, prescreen: bool) -> CudaBackend {
     let spec_path = spec_path.to_path_buf();
     let spec = spec::load(&spec_path).unwrap();
-    let compile = PoolOptions {
-        program: env!("CARGO_BIN_EXE_gevod").into(),
-        args: vec!["eval-worker".into(), spec_path.into()],
-        env: Vec::new(),
-        workers: 2,
-        timeout: Duration::from_secs(60),
-        start_timeout: Duration::from_secs(60),
-    };
+    let compile = eval_workers(&spec_path, 2);
     let gpu = PoolOptions {
         program: common::repo_root().join("tests/fixtures/fake/gpu-worker.sh"),
         args: Vec::new(),

@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::sim::{bytes_of, f32s, run_program, run_text, u32s, LIMITS};
+use common::sim::{bytes_of, f32s, run_on, run_program, run_text, u32s, LIMITS};
 use gevod::sim::{self, pointer, GlobalMemory, LaunchDims, Limits};
 
 #[test]
@@ -258,24 +258,6 @@ declare i32 @llvm.smax.i32(i32, i32)
     assert_eq!(u32s(&out[0]), vec![331]);
 }
 
-/// Runs `program` on fresh buffers with `workers` worker threads.
-fn run_on(
-    program: &sim::code::Program,
-    buffers: &[Vec<u8>],
-    scalars: &[u64],
-    dims: LaunchDims,
-    workers: usize,
-) -> (Result<sim::RunStats, sim::Verdict>, GlobalMemory) {
-    let views: Vec<&[u8]> = buffers.iter().map(Vec::as_slice).collect();
-    let mem = GlobalMemory::new(&views);
-    let mut args: Vec<u64> = (0..buffers.len())
-        .map(|i| pointer::make(pointer::GLOBAL, i as u64, 0))
-        .collect();
-    args.extend_from_slice(scalars);
-    let r = sim::run(program, &dims, &args, &mem, LIMITS, workers);
-    (r, mem)
-}
-
 /// vecadd indexed by threadIdx.x alone: every block writes out[0..256].
 /// The verdict is the one of running blocks in order, whatever the worker
 /// count: block 1's first store hits what block 0 wrote.
@@ -307,7 +289,7 @@ fn blocks_writing_the_same_global_bytes_race() {
         context: Box::default(),
     };
     for workers in [1, 2, 2, 2, 2, 2, 2, 2, 2, 3] {
-        let v = run_on(&program, &buffers, &[1000], dims, workers)
+        let v = run_on(&program, &buffers, &[1000], dims, LIMITS, workers)
             .0
             .unwrap_err();
         assert_eq!(v, expected, "{workers} workers: {v}");
@@ -317,7 +299,7 @@ fn blocks_writing_the_same_global_bytes_race() {
     // The original writes disjoint words from every block, launch after
     // launch on the same memory.
     let program = ir.lower(&ir.empty_patch()).unwrap();
-    let (r, mem) = run_on(&program, &buffers, &[1000], dims, 2);
+    let (r, mem) = run_on(&program, &buffers, &[1000], dims, LIMITS, 2);
     r.unwrap();
     let args = [
         pointer::make(pointer::GLOBAL, 0, 0),
@@ -362,7 +344,7 @@ declare i32 @llvm.nvvm.read.ptx.sreg.ctaid.x()
     let buffers = [vec![0xee; 16], vec![0; 4]];
     for workers in [1, 2] {
         let program = ir("3").lower(&ir("3").empty_patch()).unwrap();
-        let (r, mem) = run_on(&program, &buffers, &[], dims, workers);
+        let (r, mem) = run_on(&program, &buffers, &[], dims, LIMITS, workers);
         r.unwrap();
         let mut expected: Vec<u8> = (0..15).collect();
         expected.push(0xee);
@@ -371,7 +353,7 @@ declare i32 @llvm.nvvm.read.ptx.sreg.ctaid.x()
 
         // Blocks two bytes apart: block 1's thread 0 rewrites block 0's byte 2.
         let program = ir("2").lower(&ir("2").empty_patch()).unwrap();
-        let v = run_on(&program, &buffers, &[], dims, workers)
+        let v = run_on(&program, &buffers, &[], dims, LIMITS, workers)
             .0
             .unwrap_err();
         assert_eq!(

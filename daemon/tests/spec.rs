@@ -2,7 +2,9 @@
 //! the fixture specs load and instantiate deterministically; `.npy` inputs;
 //! per-backend test sets reach the workers that run them.
 
-use gevod::device::DeviceInfo;
+mod common;
+
+use common::workers::{eval_workers, fake_device};
 use gevod::evolve::{Backend, Scope};
 use gevod::spec::{
     self, ArgKind, ArgValue, ElemType, Fill, Role, Scalar, Spec, TestCase, TestSet, TestTarget,
@@ -13,17 +15,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::Duration;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn fixture(name: &str) -> PathBuf {
-    repo()
-        .join("tests/fixtures/kernels")
-        .join(format!("{name}.gevo.toml"))
-}
 
 /// Every `daemon/tests/specs/*.toml` starts with `# expect: <substring>`;
 /// loading it must fail with a one-line message that contains the
@@ -133,10 +124,13 @@ fn threads(inst: &spec::Instance) -> u64 {
 #[test]
 fn fixture_specs_load_and_instantiate() {
     for name in FIXTURES {
-        let spec = spec::load(&fixture(name)).unwrap_or_else(|e| panic!("{e}"));
+        let spec = spec::load(&common::spec_fixture(name)).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
             spec.ir,
-            fixture(name).parent().unwrap().join(format!("{name}.ll"))
+            common::spec_fixture(name)
+                .parent()
+                .unwrap()
+                .join(format!("{name}.ll"))
         );
         assert!(spec.ir.is_file());
         assert_eq!(spec.arch.as_deref(), Some("sm_90"));
@@ -221,8 +215,8 @@ fn buffers(inst: &spec::Instance, role: Role) -> Vec<&[u8]> {
 #[test]
 fn instantiation_is_deterministic_and_follows_the_seed() {
     for name in FIXTURES {
-        let spec = spec::load(&fixture(name)).unwrap();
-        let again = spec::load(&fixture(name)).unwrap();
+        let spec = spec::load(&common::spec_fixture(name)).unwrap();
+        let again = spec::load(&common::spec_fixture(name)).unwrap();
         for test in spec.tests(TestSet::Train) {
             let a = spec.instantiate(test).unwrap();
             let b = again.instantiate(test).unwrap();
@@ -262,7 +256,7 @@ fn instantiation_is_deterministic_and_follows_the_seed() {
 
 #[test]
 fn fixture_values_are_in_range() {
-    let spec = spec::load(&fixture("nw")).unwrap();
+    let spec = spec::load(&common::spec_fixture("nw")).unwrap();
     let inst = spec.instantiate(&spec.train[0]).unwrap();
     let ArgValue::Buffer {
         elem: ElemType::I32,
@@ -278,7 +272,7 @@ fn fixture_values_are_in_range() {
         .collect();
     assert!(vals.iter().all(|v| (-10..=10).contains(v)));
     assert!(vals.contains(&-10) && vals.contains(&10));
-    let spec = spec::load(&fixture("stencil")).unwrap();
+    let spec = spec::load(&common::spec_fixture("stencil")).unwrap();
     let inst = spec.instantiate(&spec.train[0]).unwrap();
     let ArgValue::Buffer { data, .. } = &inst.args[0] else {
         panic!()
@@ -515,14 +509,14 @@ fn load_reports_unreadable_file() {
 
 #[test]
 fn content_and_test_set_hashes_are_stable() {
-    let a: Spec = spec::load(&fixture("stencil")).unwrap();
-    let b: Spec = spec::load(&fixture("stencil")).unwrap();
+    let a: Spec = spec::load(&common::spec_fixture("stencil")).unwrap();
+    let b: Spec = spec::load(&common::spec_fixture("stencil")).unwrap();
     assert_eq!(a.content_hash(), b.content_hash());
     for set in [TestSet::Train, TestSet::Heldout, TestSet::All] {
         assert_eq!(a.test_set_hash(set), b.test_set_hash(set));
         assert_eq!(a.test_set_hash(set).len(), 64);
     }
-    let c = spec::load(&fixture("vecadd")).unwrap();
+    let c = spec::load(&common::spec_fixture("vecadd")).unwrap();
     assert_ne!(a.content_hash(), c.content_hash());
     assert_ne!(
         a.test_set_hash(TestSet::Train),
@@ -535,7 +529,7 @@ fn content_and_test_set_hashes_are_stable() {
 #[test]
 fn buffer_bytes_match_the_generated_instances() {
     for name in FIXTURES {
-        let spec = spec::load(&fixture(name)).unwrap();
+        let spec = spec::load(&common::spec_fixture(name)).unwrap();
         for test in spec.tests(TestSet::All) {
             let generated: usize = spec
                 .instantiate(test)
@@ -560,26 +554,21 @@ fn buffer_bytes_match_the_generated_instances() {
 /// vecadd's spec with `[tests.sim] train` (one test) and `[tests.gpu]`
 /// train and heldout (GPU-sized), in `dir`.
 fn backend_sized_spec(dir: &Path) -> PathBuf {
-    let text = std::fs::read_to_string(fixture("vecadd")).unwrap().replace(
-        "ir = \"vecadd.ll\"",
-        &format!("ir = {:?}", fixture("vecadd").with_file_name("vecadd.ll")),
-    ) + "\n[tests.sim]\ntrain = [{ n = 100, seed = 7 }]\n\
+    let text = std::fs::read_to_string(common::spec_fixture("vecadd"))
+        .unwrap()
+        .replace(
+            "ir = \"vecadd.ll\"",
+            &format!(
+                "ir = {:?}",
+                common::spec_fixture("vecadd").with_file_name("vecadd.ll")
+            ),
+        )
+        + "\n[tests.sim]\ntrain = [{ n = 100, seed = 7 }]\n\
          \n[tests.gpu]\ntrain = [{ n = 4194304, seed = 8 }, { n = 4194305, seed = 9 }]\n\
          heldout = [{ n = 16777216, seed = 10 }]\n";
     let path = dir.join("sized.gevo.toml");
     std::fs::write(&path, text).unwrap();
     path
-}
-
-fn eval_workers(spec: &Path) -> PoolOptions {
-    PoolOptions {
-        program: env!("CARGO_BIN_EXE_gevod").into(),
-        args: vec!["eval-worker".into(), spec.into()],
-        env: Vec::new(),
-        workers: 1,
-        timeout: Duration::from_secs(60),
-        start_timeout: Duration::from_secs(60),
-    }
 }
 
 /// `gevod eval-worker` (the simulator, and the GPU backend's compile
@@ -603,7 +592,7 @@ fn workers_run_and_key_their_backends_tests() {
         backend: "sim".into(),
         target: "sm_90".into(),
     };
-    let mut pool = WorkerPool::start(eval_workers(&path), &sim, scope, stop.clone()).unwrap();
+    let mut pool = WorkerPool::start(eval_workers(&path, 1), &sim, scope, stop.clone()).unwrap();
     let empty = gevod::ir::KernelIr::load(&spec.ir, Some(&spec.kernel))
         .unwrap()
         .empty_patch();
@@ -613,22 +602,15 @@ fn workers_run_and_key_their_backends_tests() {
 
     let counter = dir.path().join("requests");
     let gpu_worker = PoolOptions {
-        program: repo().join("tests/fixtures/fake/gpu-worker.sh"),
+        program: common::repo_root().join("tests/fixtures/fake/gpu-worker.sh"),
         args: Vec::new(),
         env: vec![("FAKE_GPU_COUNTER".into(), counter.into())],
-        ..eval_workers(&path)
+        ..eval_workers(&path, 1)
     };
     let options = || CudaOptions {
-        compile: eval_workers(&path),
+        compile: eval_workers(&path, 1),
         gpu: gpu_worker.clone(),
-        device: DeviceInfo {
-            ordinal: 0,
-            uuid: "GPU-00000000-0000-0000-0000-000000000000".into(),
-            name: "Fake GPU".into(),
-            compute_capability: (9, 0),
-            driver_version: "13.0".into(),
-            l2_bytes: 1 << 20,
-        },
+        device: fake_device(),
         arch: "sm_90".into(),
         prescreen: true,
         gate: None,

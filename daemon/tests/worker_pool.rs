@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::workers::eval_workers;
 use gevod::evolve::{Backend, Scope};
 use gevod::ir::{KernelIr, Patch};
 use gevod::spec::{self, TestSet};
@@ -21,12 +22,9 @@ fn pool(spec_name: &str, fault: Option<&str>, timeout: Duration) -> Result<Worke
         .map(|f| vec![("GEVOD_WORKER_FAULT".into(), f.into())])
         .unwrap_or_default();
     let options = PoolOptions {
-        program: env!("CARGO_BIN_EXE_gevod").into(),
-        args: vec!["eval-worker".into(), path.into()],
         env,
-        workers: 2,
         timeout,
-        start_timeout: Duration::from_secs(60),
+        ..eval_workers(&path, 2)
     };
     let scope = Scope {
         backend: "sim".into(),
@@ -104,12 +102,8 @@ fn workers_that_cannot_start_fail_the_pool_with_the_reason() {
     let spec = spec::load(&broken).unwrap();
     std::fs::remove_file(dir.path().join("vecadd.ll")).unwrap();
     let options = PoolOptions {
-        program: env!("CARGO_BIN_EXE_gevod").into(),
-        args: vec!["eval-worker".into(), broken.clone().into()],
-        env: Vec::new(),
-        workers: 1,
         timeout: Duration::from_secs(10),
-        start_timeout: Duration::from_secs(60),
+        ..eval_workers(&broken, 1)
     };
     let scope = Scope {
         backend: "sim".into(),

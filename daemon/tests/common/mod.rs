@@ -5,6 +5,7 @@ pub mod cmake;
 pub mod daemon;
 pub mod intrinsics;
 pub mod sim;
+pub mod workers;
 
 use gevod::ir::{CodegenOptions, KernelIr};
 use std::path::PathBuf;

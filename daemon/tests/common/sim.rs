@@ -37,14 +37,31 @@ pub fn run_program(
     limits: Limits,
 ) -> Result<(sim::RunStats, Vec<Vec<u8>>), sim::Verdict> {
     let program = ir.lower(patch).unwrap();
+    let (stats, mem) = run_on(&program, buffers, scalars, dims, limits, 2);
+    Ok((
+        stats?,
+        (0..buffers.len()).map(|i| mem.contents(i)).collect(),
+    ))
+}
+
+/// Runs `program` on fresh buffers (the first arguments, then the scalars)
+/// with `workers` worker threads; the memory is returned whatever happened.
+pub fn run_on(
+    program: &sim::code::Program,
+    buffers: &[Vec<u8>],
+    scalars: &[u64],
+    dims: LaunchDims,
+    limits: Limits,
+    workers: usize,
+) -> (Result<sim::RunStats, sim::Verdict>, GlobalMemory) {
     let views: Vec<&[u8]> = buffers.iter().map(Vec::as_slice).collect();
     let mem = GlobalMemory::new(&views);
     let mut args: Vec<u64> = (0..buffers.len())
         .map(|i| pointer::make(pointer::GLOBAL, i as u64, 0))
         .collect();
     args.extend_from_slice(scalars);
-    let stats = sim::run(&program, &dims, &args, &mem, limits, 2)?;
-    Ok((stats, (0..buffers.len()).map(|i| mem.contents(i)).collect()))
+    let r = sim::run(program, &dims, &args, &mem, limits, workers);
+    (r, mem)
 }
 
 /// Runs the one kernel of IR `text` on the buffers.

@@ -1,0 +1,32 @@
+//! Worker processes for tests: pools of the real `gevod eval-worker`, and
+//! the GPU a stand-in GPU worker claims to be.
+
+use gevod::device::DeviceInfo;
+use gevod::worker::pool::PoolOptions;
+use std::path::Path;
+use std::time::Duration;
+
+/// `workers` `gevod eval-worker` processes on the spec at `spec`, with a
+/// minute for each request and for the start.
+pub fn eval_workers(spec: &Path, workers: usize) -> PoolOptions {
+    PoolOptions {
+        program: env!("CARGO_BIN_EXE_gevod").into(),
+        args: vec!["eval-worker".into(), spec.into()],
+        env: Vec::new(),
+        workers,
+        timeout: Duration::from_secs(60),
+        start_timeout: Duration::from_secs(60),
+    }
+}
+
+/// The device tests/fixtures/fake/gpu-worker.sh stands in for.
+pub fn fake_device() -> DeviceInfo {
+    DeviceInfo {
+        ordinal: 0,
+        uuid: "GPU-00000000-0000-0000-0000-000000000000".into(),
+        name: "Fake GPU".into(),
+        compute_capability: (9, 0),
+        driver_version: "13.0".into(),
+        l2_bytes: 1 << 20,
+    }
+}
