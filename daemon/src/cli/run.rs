@@ -227,15 +227,22 @@ fn run_on_gpu(
     variants: Variants,
     set: TestSet,
 ) -> Result<GpuRun> {
-    use gevod::evolve::Backend as _;
+    use gevod::evolve::{Backend as _, Build};
     let stop = Arc::new(AtomicBool::new(false));
     let mut backend = setup.cuda_backend(spec, device, true, stop)?;
-    let (results, ptx) = match variants {
+    // Only the safety gate needs each variant's PTX.
+    let gated = backend.safety_gate().is_some();
+    let (results, builds): (Vec<_>, Vec<Option<Build>>) = match variants {
         Variants::Patch(name, patch) => {
-            let a = backend.assess(std::slice::from_ref(&patch), set)?;
-            let build = backend.compile(std::slice::from_ref(&patch))?.remove(0);
+            let patches = std::slice::from_ref(&patch);
+            let a = backend.assess(patches, set)?;
             let result = (name, a.into_iter().next().expect("one in, one out"));
-            (vec![result], vec![build.ok().map(|b| b.ptx)])
+            let builds = if gated {
+                vec![backend.compile(patches)?.remove(0).ok()]
+            } else {
+                Vec::new()
+            };
+            (vec![result], builds)
         }
         Variants::Ptx(files) => {
             let mut texts = Vec::with_capacity(files.len());
@@ -248,17 +255,21 @@ fn run_on_gpu(
                 .map(|f| f.display().to_string())
                 .zip(results)
                 .collect();
-            (results, texts.into_iter().map(Some).collect())
+            let builds = if gated {
+                let build = |ptx: String| Build {
+                    ptx_hash: gevod::ir::content_hash(ptx.as_bytes()),
+                    ptx,
+                };
+                texts.into_iter().map(|ptx| Some(build(ptx))).collect()
+            } else {
+                Vec::new()
+            };
+            (results, builds)
         }
     };
     let mut gate = Vec::new();
-    if backend.safety_gate().is_some() {
-        for ((name, _), ptx) in results.iter().zip(ptx) {
-            let Some(ptx) = ptx else { continue };
-            let build = gevod::evolve::Build {
-                ptx_hash: gevod::ir::content_hash(ptx.as_bytes()),
-                ptx,
-            };
+    for ((name, _), build) in results.iter().zip(builds) {
+        if let Some(build) = build {
             gate.push((name.clone(), backend.safety_check(&build)?));
         }
     }

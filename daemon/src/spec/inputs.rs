@@ -185,6 +185,19 @@ impl Spec {
             .sum())
     }
 
+    /// Threads a test's launches run, over all of them, without generating
+    /// its inputs.
+    pub fn thread_count(&self, test: &TestCase) -> Result<u64, SpecError> {
+        let plan = self.plan(test)?;
+        let per_launch: u64 = plan
+            .grid
+            .iter()
+            .chain(&plan.block)
+            .map(|&d| u64::from(d))
+            .product();
+        Ok(per_launch * u64::from(plan.launches))
+    }
+
     /// Evaluates all expressions for `test` and generates its inputs.
     ///
     /// Buffers with a random fill draw from a ChaCha8 generator seeded per

@@ -327,14 +327,7 @@ impl WorkerSetup<'_> {
         let spec = spec.for_backend(TestTarget::Gpu);
         let mut smallest: Option<(u64, String)> = None;
         for test in spec.tests(TestSet::Heldout) {
-            let i = spec.instantiate(test)?;
-            let threads = i
-                .grid
-                .iter()
-                .chain(&i.block)
-                .map(|&d| u64::from(d))
-                .product::<u64>()
-                * u64::from(i.launches);
+            let threads = spec.thread_count(test)?;
             if smallest.as_ref().is_none_or(|(t, _)| threads < *t) {
                 smallest = Some((threads, test.name.clone()));
             }
