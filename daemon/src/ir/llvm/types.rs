@@ -26,18 +26,11 @@ pub fn is_void(t: Type) -> bool {
 /// tokens or metadata.
 pub fn is_data_type(t: Type) -> bool {
     use LLVMTypeKind::*;
-    matches!(
-        type_kind(t),
-        LLVMHalfTypeKind
-            | LLVMBFloatTypeKind
-            | LLVMFloatTypeKind
-            | LLVMDoubleTypeKind
-            | LLVMIntegerTypeKind
-            | LLVMPointerTypeKind
-            | LLVMVectorTypeKind
-            | LLVMStructTypeKind
-            | LLVMArrayTypeKind
-    )
+    is_int_or_float(t)
+        || matches!(
+            type_kind(t),
+            LLVMPointerTypeKind | LLVMVectorTypeKind | LLVMStructTypeKind | LLVMArrayTypeKind
+        )
 }
 
 pub fn is_int_or_float(t: Type) -> bool {
