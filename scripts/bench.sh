@@ -6,3 +6,4 @@ scripts/install-deps.sh
 cargo bench -p gevod --bench ir_pipeline
 cargo bench -p gevod --bench sim_speed
 cargo bench -p gevod --bench evolve
+cargo bench -p gevod --bench slurm

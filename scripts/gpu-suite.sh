@@ -8,7 +8,7 @@
 # The package step also writes .dist/e2e/stencil.ll, the device IR of
 # examples/stencil-app (emitted here by gevo_optimize() with clang-19), which
 # the e2e section builds with. SECTIONS picks what runs (default
-# "kernels gate evolve daemon e2e harness").
+# "kernels gate evolve daemon e2e harness"; "devices" runs only when named).
 #
 # Checks, each counted:
 #  - gevod carries no libLLVM; every fixture's PTX (libdevice linked from the
@@ -208,6 +208,28 @@ rows+=("$(summary vecadd)")
     echo "|---|---|---|---|---|---|---|---|---|---|"
     printf '%s\n' "${rows[@]}"
 } | tee "$report"
+fi
+
+# One search on several GPU workers (docs/cluster.md): one GPU, two workers
+# on GPU 0, and every GPU of the machine (the same as "one" on a one-GPU
+# machine). Not in the default sections: SECTIONS=devices.
+if want devices; then
+rows=()
+for mode in "one:--device 0" "two-on-gpu0:--devices 0,0" "all-gpus:--devices all"; do
+    name=dev-${mode%%:*}
+    # shellcheck disable=SC2086 # the mode's flags are words
+    check "vecadd: timed evolve, ${mode#*:} ($throughput_time)" \
+        timeout -s INT "${EVOLVE_LIMIT:-400}" "$gevod" evolve $k/vecadd.gevo.toml --backend cuda ${mode#*:} \
+        --time "$throughput_time" --seed 1 --state "$work/state-$name" --json > "$work/$name.json" 2> "$work/$name.err"
+    rows+=("$(summary $name)")
+done
+{
+    echo "GPUs: $(nvidia-smi -L 2>/dev/null | wc -l) x $gpu. gevod $("$gevod" --version | cut -d' ' -f2), $(date -u +%Y-%m-%d)."
+    echo
+    echo "| GPU workers | seconds | generations | evaluations | evaluations/s | new variants/s | worker respawns | validated | best validated speedup [95% interval] | safety gate (compute-sanitizer) |"
+    echo "|---|---|---|---|---|---|---|---|---|---|"
+    printf '%s\n' "${rows[@]}"
+} | tee "$work/devices.md"
 fi
 
 if want daemon; then

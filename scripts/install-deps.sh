@@ -16,7 +16,10 @@ if [ ! -c /dev/null ]; then
 fi
 
 # g++ and make: the CMake example project (daemon/tests/cmake_example.rs).
-packages=(llvm-19-dev clang-19 libpolly-19-dev libzstd-dev libffi-dev zlib1g-dev cmake g++ make)
+# slurmctld, slurmd, slurm-client and munge: the single-node cluster of
+# daemon/tests/slurm.rs (scripts/slurm-cluster.sh).
+packages=(llvm-19-dev clang-19 libpolly-19-dev libzstd-dev libffi-dev zlib1g-dev cmake g++ make
+    slurmctld slurmd slurm-client munge)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -25,22 +25,30 @@ fn backend(plan: &str, counter: &Path, prescreen: bool) -> CudaBackend {
 }
 
 fn backend_for(spec_path: &Path, plan: &str, counter: &Path, prescreen: bool) -> CudaBackend {
-    let spec_path = spec_path.to_path_buf();
-    let spec = spec::load(&spec_path).unwrap();
-    let compile = eval_workers(&spec_path, 2);
-    let gpu = PoolOptions {
-        program: common::repo_root().join("tests/fixtures/fake/gpu-worker.sh"),
-        args: Vec::new(),
+    start(spec_path, fake_gpu(plan, counter), prescreen)
+}
+
+/// One stand-in GPU worker following `plan`, counting requests in `counter`.
+fn fake_gpu(plan: &str, counter: &Path) -> PoolOptions {
+    PoolOptions {
         env: vec![
             ("FAKE_GPU_PLAN".into(), plan.into()),
             ("FAKE_GPU_COUNTER".into(), counter.into()),
         ],
-        workers: 1,
-        timeout: Duration::from_secs(3),
-        start_timeout: Duration::from_secs(30),
-    };
+        ..PoolOptions::local(
+            common::repo_root().join("tests/fixtures/fake/gpu-worker.sh"),
+            Vec::new(),
+            1,
+            Duration::from_secs(3),
+            Duration::from_secs(30),
+        )
+    }
+}
+
+fn start(spec_path: &Path, gpu: PoolOptions, prescreen: bool) -> CudaBackend {
+    let spec = spec::load(spec_path).unwrap();
     let options = CudaOptions {
-        compile,
+        compile: eval_workers(spec_path, 2),
         gpu,
         device: fake_device(),
         arch: "sm_90".into(),
@@ -216,4 +224,43 @@ fn the_prescreen_says_when_it_refuses_the_original() {
     println!("{text}");
     assert!(text.contains("the GPU backend's pre-screen"), "{text}");
     assert!(text.contains("just past its end"), "{text}");
+}
+
+/// Two GPU workers, one per device (`gevod evolve --devices A,B`): the
+/// search's batches go to both; a promotion's measurements to the first only.
+#[test]
+fn batches_spread_over_devices_and_promotion_measures_on_the_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("requests.log");
+    let mut gpu = fake_gpu("", &dir.path().join("counter"));
+    gpu.env.push(("FAKE_GPU_LOG".into(), log.clone().into()));
+    gpu.workers = 2;
+    gpu.slot_args = ["GPU-A", "GPU-B"]
+        .iter()
+        .map(|d| vec!["--device".into(), (*d).into()])
+        .collect();
+    let mut backend = start(&common::spec_fixture("vecadd"), gpu, false);
+    let devices_used = |from: usize| -> Vec<String> {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let mut d: Vec<String> = text
+            .lines()
+            .skip(from)
+            .map(|l| l.split(' ').next().unwrap().to_string())
+            .collect();
+        d.sort();
+        d.dedup();
+        d
+    };
+
+    let batch = patches(5, 24);
+    let results = backend
+        .evaluate(&batch, TestSet::Train, &|_| false)
+        .unwrap();
+    assert!(!measured(&results).is_empty());
+    assert_eq!(devices_used(0), ["GPU-A", "GPU-B"]);
+
+    let before = std::fs::read_to_string(&log).unwrap().lines().count();
+    let assessed = backend.assess(&batch[..6], TestSet::Heldout).unwrap();
+    assert_eq!(assessed.len(), 6);
+    assert_eq!(devices_used(before), ["GPU-A"]);
 }

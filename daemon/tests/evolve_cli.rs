@@ -303,6 +303,8 @@ fn bad_input_is_one_clear_line() {
     std::fs::write(&bad_key, "[evolve]\npopulaton = 8\n").unwrap();
     let bad_value = dir.path().join("value.toml");
     std::fs::write(&bad_value, "[evolve]\nmutation_rate = 2.0\n").unwrap();
+    let bad_cluster = dir.path().join("cluster.toml");
+    std::fs::write(&bad_cluster, "[cluster]\nlauncher = \"pbs\"\n").unwrap();
     let config = small_config(dir.path(), 8);
     let vecadd = common::spec_fixture("vecadd");
     let first = evolve(&[
@@ -345,6 +347,20 @@ fn bad_input_is_one_clear_line() {
             vec!["/nonexistent/k.gevo.toml", "--state", s(&state)],
             vec!["/nonexistent/k.gevo.toml"],
         ),
+        (
+            vec![s(&vecadd), "--backend", "sim", "--devices", "0,1"],
+            vec!["--devices needs a GPU backend"],
+        ),
+        (
+            vec![
+                s(&vecadd),
+                "--state",
+                s(&state),
+                "--config",
+                s(&bad_cluster),
+            ],
+            vec!["cluster.toml:2", "`pbs`, expected `local` or `slurm`"],
+        ),
     ];
     for (args, needles) in cases {
         let out = evolve(&args);
@@ -362,6 +378,14 @@ fn bad_input_is_one_clear_line() {
     assert!(
         err.contains("--time") && err.contains("expected a duration"),
         "{err}"
+    );
+    // Slurm options without --slurm are refused by clap too.
+    let out = evolve(&[s(&vecadd), "--srun-arg=--partition=gpu"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--slurm"),
+        "{}",
+        text(&out.stderr)
     );
     // The checkpoint made before is still there.
     assert_eq!(checkpoint(&state).unwrap().1.generations(), 1);

@@ -7,8 +7,9 @@ use super::report::{Exported, Progress, Report};
 use super::{resolve, BackendChoice};
 use anyhow::{bail, Context as _, Result};
 use gevod::access::Reader;
-use gevod::config::{parse_duration, EvolveFile};
-use gevod::device::DeviceSelector;
+use gevod::config::{parse_duration, EvolveFile, LauncherKind};
+use gevod::cuda::driver;
+use gevod::device::{DeviceInfo, DeviceSelector};
 use gevod::evolve::{BackendError, Config, Engine, EvolveError, Scope};
 use gevod::ir::{content_hash, KernelIr};
 use gevod::spec::{self, Spec};
@@ -33,6 +34,12 @@ pub struct EvolveArgs {
     /// GPU by ordinal or UUID (GPU-...).
     #[arg(long, default_value = "0")]
     device: DeviceSelector,
+    /// Several GPUs behind this one search, a GPU worker each: `all`, or
+    /// ordinals and UUIDs separated by commas (`0,1`; `0,0`: two workers
+    /// on one GPU). They must be the same model; held-out measurements for
+    /// promotion run on the first.
+    #[arg(long, conflicts_with = "device")]
+    devices: Option<String>,
     /// GPU only: do not run new variants on the simulator's smallest
     /// train test before spending GPU time on them.
     #[arg(long)]
@@ -75,6 +82,18 @@ pub struct EvolveArgs {
     /// Seconds one compile or one variant's test run may take before its worker is killed.
     #[arg(long, default_value_t = 120.0)]
     worker_timeout: f64,
+    /// Run each worker as a Slurm job step (`srun`) in the allocation this
+    /// command runs in (inside `salloc` or an `sbatch` script).
+    #[arg(long)]
+    slurm: bool,
+    /// An extra argument for every worker's `srun` (repeatable), e.g.
+    /// `--srun-arg=--partition=gpu`.
+    #[arg(long = "srun-arg", allow_hyphen_values = true, requires = "slurm")]
+    srun_args: Vec<String>,
+    /// GPU backend under --slurm: this many GPU workers, each a step with
+    /// one GPU.
+    #[arg(long, requires = "slurm")]
+    gpu_steps: Option<usize>,
 }
 
 /// When the search stops. Generations and evaluations count the whole job,
@@ -98,17 +117,56 @@ impl EvolveArgs {
         }
     }
 
+    /// The GPU the search measures on (none: the simulator), and the
+    /// further GPUs `--devices` puts behind it.
+    fn devices(&self) -> Result<(Option<DeviceInfo>, Vec<DeviceInfo>)> {
+        let Some(list) = &self.devices else {
+            return Ok((resolve(self.backend, &self.device)?, Vec::new()));
+        };
+        if self.backend == BackendChoice::Sim {
+            bail!("--devices needs a GPU backend, not --backend sim");
+        }
+        let mut devices = if list.trim() == "all" {
+            driver::probe_all().context("--devices all")?
+        } else {
+            list.split(',')
+                .map(|d| {
+                    let selector: DeviceSelector = d
+                        .trim()
+                        .parse()
+                        .map_err(|e| anyhow::anyhow!("--devices: {d:?}: {e}"))?;
+                    driver::probe(&selector).with_context(|| format!("--devices: {d}"))
+                })
+                .collect::<Result<Vec<_>>>()?
+        };
+        if devices.is_empty() {
+            bail!("--devices {list}: no GPU found");
+        }
+        let first = devices.remove(0);
+        Ok((Some(first), devices))
+    }
+
     /// Runs the search; returns the process exit status.
     pub fn run(self) -> Result<i32> {
-        let device = resolve(self.backend, &self.device)?;
+        let (device, more_devices) = self.devices()?;
         if !(self.worker_timeout.is_finite() && self.worker_timeout > 0.0) {
             bail!("--worker-timeout must be a positive number of seconds");
         }
         let spec = spec::load(&self.spec)?;
-        let config = match &self.config {
-            Some(path) => EvolveFile::load(path)?.evolve,
-            None => Config::default(),
+        let file = match &self.config {
+            Some(path) => EvolveFile::load(path)?,
+            None => EvolveFile::default(),
         };
+        let config = file.evolve;
+        let mut cluster = file.cluster;
+        if self.slurm {
+            cluster.launcher = LauncherKind::Slurm;
+            cluster.srun_args.extend(self.srun_args.iter().cloned());
+        }
+        if let Some(n) = self.gpu_steps {
+            cluster.gpu_steps = n;
+        }
+        let launcher = cluster.launcher();
         let ir = KernelIr::load(&spec.ir, Some(&spec.kernel))
             .with_context(|| self.spec.display().to_string())?;
         let arch = arch_for(&spec, self.arch.clone(), device.as_ref());
@@ -121,6 +179,8 @@ impl EvolveArgs {
             reader: &Reader::Caller,
             timeout: Duration::from_secs_f64(self.worker_timeout),
             sanitize: self.sanitize,
+            launcher: &launcher,
+            more_devices: &more_devices,
         };
         // Harness commands run as the invoking user: it is their own spec.
         let evaluators = setup.evaluators(&spec, device.as_ref(), None)?;

@@ -11,6 +11,7 @@ use gevod::device::{DeviceInfo, DeviceSelector};
 use gevod::eval::{Assessment, Evaluator};
 use gevod::ir::{CodegenOptions, KernelIr, Patch};
 use gevod::spec::{self, Acceptance, ArgKind, Metric, Spec, TestSet, TestTarget};
+use gevod::worker::launch::Launcher;
 use gevod::worker::sanitize::SanitizeMode;
 use gevod::worker::setup::{arch_for, harness_runner, start_measurer, HarnessTarget, WorkerSetup};
 use std::path::{Path, PathBuf};
@@ -128,6 +129,8 @@ impl RunArgs {
             reader: &Reader::Caller,
             timeout: Duration::from_secs(120),
             sanitize: self.sanitize,
+            launcher: &Launcher::Local,
+            more_devices: &[],
         };
         let (results, gate) = run_on_gpu(&setup, &spec, device, variants, set)?;
         write_assessments(&results, self.json)?;

@@ -1,7 +1,7 @@
 //! Configuration files, shared by `gevod evolve` and the daemon: the TOML
 //! reading with one-line errors that name the file and key, durations, and
-//! the tables both use (`[evolve]` is `evolve::Config`; `[gpu]`, `[workers]`
-//! here). The daemon's own keys are in [`serve`]; `gevod evolve --config`
+//! the tables both use (`[evolve]` is `evolve::Config`; `[gpu]`, `[workers]`,
+//! `[cluster]` here). The daemon's own keys are in [`serve`]; `gevod evolve --config`
 //! reads an [`EvolveFile`]. Durations are strings like `90s`, `10m`, `2h`.
 
 pub mod serve;
@@ -9,6 +9,7 @@ pub mod serve;
 pub use serve::ServeConfig;
 
 use crate::evolve;
+use crate::worker::launch::{Launcher, SlurmLaunch};
 use serde::{Deserialize, Deserializer};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -107,6 +108,52 @@ impl Default for WorkersSection {
     }
 }
 
+/// `[cluster]`: where worker processes run.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClusterSection {
+    /// `local`: child processes; `slurm`: `srun` job steps in the
+    /// allocation the daemon or `gevod evolve` runs in.
+    pub launcher: LauncherKind,
+    /// The `srun` program.
+    pub srun: std::path::PathBuf,
+    /// Extra `srun` arguments for every worker step (`--partition=gpu`).
+    pub srun_args: Vec<String>,
+    /// GPU workers of a job on the GPU backend, each a step with one GPU.
+    pub gpu_steps: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LauncherKind {
+    Local,
+    Slurm,
+}
+
+impl Default for ClusterSection {
+    fn default() -> Self {
+        ClusterSection {
+            launcher: LauncherKind::Local,
+            srun: "srun".into(),
+            srun_args: Vec::new(),
+            gpu_steps: 1,
+        }
+    }
+}
+
+impl ClusterSection {
+    pub fn launcher(&self) -> Launcher {
+        match self.launcher {
+            LauncherKind::Local => Launcher::Local,
+            LauncherKind::Slurm => Launcher::Slurm(SlurmLaunch {
+                srun: self.srun.clone(),
+                args: self.srun_args.clone(),
+                gpu_steps: self.gpu_steps,
+            }),
+        }
+    }
+}
+
 /// `90s`, `10m`, `2h`, `1.5s`, `250ms`; a bare number is seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
@@ -161,6 +208,8 @@ pub fn parse_toml<T: serde::de::DeserializeOwned>(
 pub struct EvolveFile {
     #[serde(default)]
     pub evolve: evolve::Config,
+    #[serde(default)]
+    pub cluster: ClusterSection,
 }
 
 impl EvolveFile {

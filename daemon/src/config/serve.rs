@@ -1,9 +1,9 @@
 //! `gevod.toml`, the daemon's file: the shared tables (`[evolve]`, `[gpu]`,
-//! `[workers]`) beside the keys only the daemon has (`[daemon]`, `[api]`,
+//! `[workers]`, `[cluster]`) beside the keys only the daemon has (`[daemon]`, `[api]`,
 //! `[schedule]`, `[jobs]`, `[harness]`). Every key is optional (an empty file
 //! is valid) and documented with its default in `config/gevod.toml`.
 
-use super::{duration, parse_toml, ConfigError, GpuSection, WorkersSection};
+use super::{duration, parse_toml, ClusterSection, ConfigError, GpuSection, WorkersSection};
 use crate::evolve;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -17,6 +17,7 @@ pub struct ServeConfig {
     pub schedule: ScheduleSection,
     pub gpu: GpuSection,
     pub workers: WorkersSection,
+    pub cluster: ClusterSection,
     pub jobs: JobsSection,
     pub harness: HarnessSection,
     pub evolve: evolve::Config,

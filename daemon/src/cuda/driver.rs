@@ -337,3 +337,17 @@ impl Drop for Event {
         let _ = unsafe { result::event::destroy(self.0) };
     }
 }
+
+/// Every GPU the driver shows, in ordinal order.
+pub fn probe_all() -> Result<Vec<DeviceInfo>, CudaError> {
+    let mut found = Vec::new();
+    for ordinal in 0.. {
+        match probe(&DeviceSelector::Ordinal(ordinal)) {
+            Ok(d) => found.push(d),
+            Err(CudaError::NoDevice { .. }) => break,
+            Err(e) if found.is_empty() => return Err(e),
+            Err(_) => break,
+        }
+    }
+    Ok(found)
+}

@@ -65,6 +65,8 @@ pub struct JobFiles<'a> {
     pub harness_user: Option<(u32, u32)>,
     /// The spec's owner, for whom its files are read.
     pub reader: &'a crate::access::Reader,
+    /// Where the workers run (`[cluster]`).
+    pub launcher: &'a crate::worker::launch::Launcher,
 }
 
 pub trait BackendFactory: Send + Sync {

@@ -130,6 +130,7 @@ fn start(
             )
         })?;
     let config = shared.config();
+    let launcher = config.cluster.launcher();
     let files = JobFiles {
         spec_path: &record.spec_path,
         spec: &spec,
@@ -148,6 +149,7 @@ fn start(
             None => None,
         },
         reader: &reader,
+        launcher: &launcher,
     };
     let stop = shared.slots[slot].stop.clone();
     let backend = factory.start(&files, shared.slots[slot].device.as_ref(), stop)?;

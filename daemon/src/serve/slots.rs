@@ -4,7 +4,7 @@
 
 use super::{BackendFactory, JobFiles};
 use crate::config::{BackendSetting, ServeConfig, WithoutGpu};
-use crate::cuda::{driver, CudaError};
+use crate::cuda::driver;
 use crate::device::{DeviceInfo, DeviceSelector};
 use crate::evolve::Backend;
 use crate::worker::setup::WorkerSetup;
@@ -19,7 +19,7 @@ pub fn slots_for(config: &ServeConfig) -> Result<Vec<Option<DeviceInfo>>, String
         return Ok(vec![None]);
     }
     let devices = if gpu.devices.is_empty() {
-        all_devices()
+        driver::probe_all().map_err(|e| e.to_string())
     } else {
         gpu.devices
             .iter()
@@ -63,19 +63,6 @@ pub fn slots_for(config: &ServeConfig) -> Result<Vec<Option<DeviceInfo>>, String
     Ok(same.into_iter().map(Some).collect())
 }
 
-fn all_devices() -> Result<Vec<DeviceInfo>, String> {
-    let mut found = Vec::new();
-    for ordinal in 0.. {
-        match driver::probe(&DeviceSelector::Ordinal(ordinal)) {
-            Ok(d) => found.push(d),
-            Err(CudaError::NoDevice { .. }) => break,
-            Err(e) if found.is_empty() => return Err(e.to_string()),
-            Err(_) => break,
-        }
-    }
-    Ok(found)
-}
-
 /// Starts jobs' workers as `gevod eval-worker` / `gevod gpu-worker`
 /// processes of this executable.
 pub struct WorkerFactory {
@@ -98,6 +85,8 @@ impl BackendFactory for WorkerFactory {
             timeout: job.timeout,
             reader: job.reader,
             sanitize: job.sanitize,
+            launcher: job.launcher,
+            more_devices: &[],
         };
         setup
             .evaluators(job.spec, device, job.harness_user)

@@ -227,6 +227,26 @@ impl CudaBackend {
     }
 }
 
+impl CudaBackend {
+    fn assess_each(
+        &mut self,
+        patches: &[Patch],
+        set: TestSet,
+    ) -> Result<Vec<Assessment>, BackendError> {
+        let mut out = Vec::with_capacity(patches.len());
+        for patch in patches {
+            let e = self.pipeline(std::slice::from_ref(patch), set, &|_| false)?;
+            let e = e.into_iter().next().expect("one patch in, one out");
+            out.push(match (e.build, e.assessment) {
+                (_, Some(a)) => a,
+                (Err(reason), None) => Assessment::failed("compile", "invalid", reason),
+                (Ok(_), None) => unreachable!("a fresh build is measured or screened out"),
+            });
+        }
+        Ok(out)
+    }
+}
+
 fn ptx_of(build: &Result<Build, String>) -> &str {
     &build
         .as_ref()
@@ -272,19 +292,13 @@ impl Backend for CudaBackend {
     }
 
     /// Every patch compiled, pre-screened and measured (no deduplication:
-    /// each patch gets its own measurement).
+    /// each patch gets its own measurement), all on the first device: the
+    /// promotion's measurements, compared with each other.
     fn assess(&mut self, patches: &[Patch], set: TestSet) -> Result<Vec<Assessment>, BackendError> {
-        let mut out = Vec::with_capacity(patches.len());
-        for patch in patches {
-            let e = self.pipeline(std::slice::from_ref(patch), set, &|_| false)?;
-            let e = e.into_iter().next().expect("one patch in, one out");
-            out.push(match (e.build, e.assessment) {
-                (_, Some(a)) => a,
-                (Err(reason), None) => Assessment::failed("compile", "invalid", reason),
-                (Ok(_), None) => unreachable!("a fresh build is measured or screened out"),
-            });
-        }
-        Ok(out)
+        self.gpu.pin(Some(0));
+        let out = self.assess_each(patches, set);
+        self.gpu.pin(None);
+        out
     }
 
     fn evaluate(

@@ -10,6 +10,7 @@
 //! which of these evaluates a job.
 
 pub mod gpu;
+pub mod launch;
 pub mod pool;
 pub mod sanitize;
 pub mod setup;

@@ -1,8 +1,12 @@
 //! The engine side of the workers: a pool of `gevod eval-worker` processes,
 //! one request in flight each. A worker that exits, answers garbage or runs
 //! past the timeout is killed and replaced; the request it held fails with
-//! the reason, and every other request goes on.
+//! the reason, and every other request goes on. Workers started as Slurm
+//! steps ([`Launcher`]) may also vanish with their node: the request such a
+//! worker held is tried again on another one, and a step that cannot be
+//! replaced leaves the pool while the others go on.
 
+use super::launch::Launcher;
 use super::{Request, Response, PROTOCOL};
 use crate::eval::Assessment;
 use crate::evolve::{Backend, BackendError, Build, Scope};
@@ -13,7 +17,7 @@ use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
@@ -32,20 +36,91 @@ pub struct PoolOptions {
     pub timeout: Duration,
     /// A worker must greet within this.
     pub start_timeout: Duration,
+    /// Where the workers run.
+    pub launcher: Launcher,
+    /// Each worker needs a GPU of its own (a Slurm step asks for one).
+    pub gpu: bool,
+    /// Arguments for particular workers: worker `i` gets `slot_args[i]`
+    /// after `args` (one GPU worker per device); empty: none.
+    pub slot_args: Vec<Vec<OsString>>,
+}
+
+impl PoolOptions {
+    /// `workers` local processes of `program args`, no GPU, none with
+    /// arguments of its own.
+    pub fn local(
+        program: PathBuf,
+        args: Vec<OsString>,
+        workers: usize,
+        timeout: Duration,
+        start_timeout: Duration,
+    ) -> Self {
+        PoolOptions {
+            program,
+            args,
+            env: Vec::new(),
+            workers,
+            timeout,
+            start_timeout,
+            launcher: Launcher::Local,
+            gpu: false,
+            slot_args: Vec::new(),
+        }
+    }
 }
 
 enum State {
     Starting(Instant),
     Idle,
-    Busy { request: usize, since: Instant },
+    /// Requests sent, oldest first; `since`: when the oldest started.
+    Busy {
+        requests: VecDeque<usize>,
+        since: Instant,
+    },
+    /// Gone and not replaced (a Slurm step whose replacement failed).
+    Lost,
 }
 
 struct Worker {
     serial: u64,
+    /// Which of `slot_args` it was started with.
+    slot: usize,
     child: Child,
     stdin: ChildStdin,
     stderr_tail: Arc<Mutex<String>>,
     state: State,
+}
+
+/// One `run`'s requests: the queue, the answers, and what is left.
+struct Batch {
+    queue: VecDeque<usize>,
+    results: Vec<Option<Result<Response, String>>>,
+    /// Per request: workers it has lost that were Slurm steps.
+    lost_steps: Vec<u32>,
+    remaining: usize,
+}
+
+impl Batch {
+    fn new(n: usize) -> Self {
+        Batch {
+            queue: (0..n).collect(),
+            results: vec![None; n],
+            lost_steps: vec![0; n],
+            remaining: n,
+        }
+    }
+
+    fn finish(&mut self, request: usize, result: Result<Response, String>) {
+        self.results[request] = Some(result);
+        self.remaining -= 1;
+    }
+
+    /// Requests that never started go first, in their order.
+    fn requeue(&mut self, requests: VecDeque<usize>) {
+        for r in requests.into_iter().rev() {
+            self.queue.push_front(r);
+        }
+    }
 }
 
 enum Event {
@@ -66,6 +141,10 @@ pub struct WorkerPool {
     stop: Arc<AtomicBool>,
     /// Workers replaced after a crash, garbage, a timeout or an exit.
     pub respawns: u64,
+    /// Workers (Slurm steps) that vanished or could not be replaced.
+    pub lost: u64,
+    /// Only the worker started with this slot takes requests ([`pin`]).
+    pinned: Option<usize>,
 }
 
 /// Keeps the last few KiB a worker wrote to stderr, for crash reports.
@@ -94,9 +173,11 @@ impl WorkerPool {
             next_request: 0,
             stop,
             respawns: 0,
+            lost: 0,
+            pinned: None,
         };
-        for _ in 0..pool.options.workers.max(1) {
-            let w = pool.spawn()?;
+        for slot in 0..pool.options.workers.max(1) {
+            let w = pool.spawn(slot)?;
             pool.workers.push(w);
         }
         // Wait for every greeting, so a broken spec fails here, once.
@@ -104,12 +185,18 @@ impl WorkerPool {
         Ok(pool)
     }
 
-    fn spawn(&mut self) -> Result<Worker, BackendError> {
+    fn spawn(&mut self, slot: usize) -> Result<Worker, BackendError> {
         let serial = self.next_serial;
         self.next_serial += 1;
-        let mut command = Command::new(&self.options.program);
+        let mut args = self.options.args.clone();
+        if !self.options.slot_args.is_empty() {
+            args.extend(self.options.slot_args[slot % self.options.slot_args.len()].clone());
+        }
+        let mut command =
+            self.options
+                .launcher
+                .command(&self.options.program, &args, self.options.gpu);
         command
-            .args(&self.options.args)
             .envs(self.options.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -155,6 +242,7 @@ impl WorkerPool {
         });
         Ok(Worker {
             serial,
+            slot,
             child,
             stdin,
             stderr_tail,
@@ -164,8 +252,23 @@ impl WorkerPool {
 
     /// Kills worker `slot` and starts its replacement.
     fn replace(&mut self, slot: usize) -> Result<String, BackendError> {
+        let what = self.end(slot);
+        self.respawns += 1;
+        let worker_slot = self.workers[slot].slot;
+        match self.spawn(worker_slot) {
+            Ok(w) => self.workers[slot] = w,
+            Err(e) if self.options.launcher.tolerates_lost_workers() => {
+                self.drop_worker(slot, &e.to_string())?;
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(what)
+    }
+
+    /// Stops worker `slot` and says how it ended.
+    fn end(&mut self, slot: usize) -> String {
         let w = &mut self.workers[slot];
-        let _ = w.child.kill();
+        stop_worker(&self.options.launcher, &mut w.child);
         let status = w.child.wait().ok();
         // The reader threads may still be delivering the last lines.
         std::thread::sleep(Duration::from_millis(5));
@@ -174,14 +277,43 @@ impl WorkerPool {
         if !tail.is_empty() {
             what.push_str(&format!("; stderr: {tail}"));
         }
-        self.respawns += 1;
-        self.workers[slot] = self.spawn()?;
-        Ok(what)
+        what
     }
 
-    /// Worker processes in the pool.
+    /// Marks a worker that cannot be replaced as lost; the search goes on
+    /// with the rest, and stops when none is left.
+    fn drop_worker(&mut self, slot: usize, why: &str) -> Result<(), BackendError> {
+        self.end(slot);
+        self.workers[slot].state = State::Lost;
+        self.lost += 1;
+        let left = self.size();
+        tracing::warn!(
+            left,
+            "a {} worker was lost and not replaced: {why}",
+            self.options.launcher.name()
+        );
+        if left == 0 {
+            return Err(BackendError::Failed(format!(
+                "every {} worker was lost; the last: {why}",
+                self.options.launcher.name()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Sends every request to the worker of `slot` (its `slot_args`: one
+    /// device) until unpinned with `None`: measurements that must be
+    /// compared with each other come from one device.
+    pub fn pin(&mut self, slot: Option<usize>) {
+        self.pinned = slot;
+    }
+
+    /// Worker processes in the pool (not counting lost ones).
     pub fn size(&self) -> usize {
-        self.workers.len()
+        self.workers
+            .iter()
+            .filter(|w| !matches!(w.state, State::Lost))
+            .count()
     }
 
     /// A request id not used before in this pool.
@@ -196,41 +328,18 @@ impl WorkerPool {
         &mut self,
         requests: Vec<Request>,
     ) -> Result<Vec<Result<Response, String>>, BackendError> {
-        let mut results: Vec<Option<Result<Response, String>>> = vec![None; requests.len()];
-        let mut queue: VecDeque<usize> = (0..requests.len()).collect();
-        let mut remaining = requests.len();
+        let mut batch = Batch::new(requests.len());
+        let depth = self.options.launcher.pipeline_depth();
         loop {
             if self.stop.load(Ordering::Relaxed) {
                 return Err(BackendError::Interrupted);
             }
-            for slot in 0..self.workers.len() {
-                if !matches!(self.workers[slot].state, State::Idle) {
-                    continue;
-                }
-                let Some(r) = queue.pop_front() else { break };
-                let mut line = serde_json::to_string(&requests[r]).expect("requests serialize");
-                line.push('\n');
-                let w = &mut self.workers[slot];
-                w.state = State::Busy {
-                    request: r,
-                    since: Instant::now(),
-                };
-                if w.stdin
-                    .write_all(line.as_bytes())
-                    .and_then(|_| w.stdin.flush())
-                    .is_err()
-                {
-                    // It died before reading: the request was never started.
-                    queue.push_front(r);
-                    self.workers[slot].state = State::Idle;
-                    self.replace(slot)?;
-                }
-            }
+            self.dispatch(&requests, &mut batch, depth)?;
             let starting = self
                 .workers
                 .iter()
                 .any(|w| matches!(w.state, State::Starting(_)));
-            if remaining == 0 && !starting {
+            if batch.remaining == 0 && !starting {
                 break;
             }
             match self.events.recv_timeout(Duration::from_millis(50)) {
@@ -238,100 +347,227 @@ impl WorkerPool {
                     let Some(slot) = self.workers.iter().position(|w| w.serial == serial) else {
                         continue; // from a worker already replaced
                     };
-                    let response: Result<Response, _> = serde_json::from_str(&line);
-                    match (response, &self.workers[slot].state) {
-                        (Ok(Response::Fatal { message }), _) => {
-                            return Err(BackendError::Failed(format!("worker: {message}")))
-                        }
-                        (
-                            Ok(Response::Ready {
-                                protocol, scope, ..
-                            }),
-                            State::Starting(_),
-                        ) => {
-                            if protocol != PROTOCOL || scope != self.scope {
-                                return Err(BackendError::Failed(format!(
-                                    "worker speaks protocol {protocol} for {scope:?}; expected {PROTOCOL} for {:?}",
-                                    self.scope
-                                )));
-                            }
-                            self.workers[slot].state = State::Idle;
-                        }
-                        (Ok(response), &State::Busy { request, .. })
-                            if response_id(&response) == Some(requests[request].id()) =>
-                        {
-                            let exiting =
-                                matches!(response, Response::Assessed { exiting: true, .. });
-                            results[request] = Some(Ok(response));
-                            remaining -= 1;
-                            self.workers[slot].state = State::Idle;
-                            if exiting {
-                                self.replace(slot)?;
-                            }
-                        }
-                        (_, state) => {
-                            let request = match state {
-                                State::Busy { request, .. } => Some(*request),
-                                _ => None,
-                            };
-                            let what = self.replace(slot)?;
-                            if let Some(r) = request {
-                                results[r] = Some(Err(format!(
-                                    "worker answered garbage ({}); replaced ({what})",
-                                    truncate(&line, 80)
-                                )));
-                                remaining -= 1;
-                            }
-                        }
-                    }
+                    self.answer(slot, &line, &requests, &mut batch)?;
                 }
                 Ok(Event::Closed(serial)) => {
                     let Some(slot) = self.workers.iter().position(|w| w.serial == serial) else {
                         continue;
                     };
-                    let state = std::mem::replace(&mut self.workers[slot].state, State::Idle);
-                    let what = self.replace(slot)?;
-                    match state {
-                        State::Busy { request, .. } => {
-                            results[request] = Some(Err(format!("worker crashed: {what}")));
-                            remaining -= 1;
-                        }
-                        State::Starting(_) => {
-                            return Err(BackendError::Failed(format!(
-                                "worker exited before greeting: {what}"
-                            )))
-                        }
-                        State::Idle => {}
-                    }
+                    self.closed(slot, &mut batch)?;
                 }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => unreachable!("the pool holds a sender"),
             }
-            for slot in 0..self.workers.len() {
-                match self.workers[slot].state {
-                    State::Busy { request, since } if since.elapsed() > self.options.timeout => {
-                        self.workers[slot].state = State::Idle;
-                        let what = self.replace(slot)?;
-                        results[request] = Some(Err(format!(
-                            "timed out after {:.0?}; worker killed ({what})",
-                            self.options.timeout
-                        )));
-                        remaining -= 1;
-                    }
-                    State::Starting(since) if since.elapsed() > self.options.start_timeout => {
-                        return Err(BackendError::Failed(format!(
-                            "worker did not start within {:.0?}",
-                            self.options.start_timeout
-                        )))
-                    }
-                    _ => {}
-                }
-            }
+            self.check_timeouts(&mut batch)?;
         }
-        Ok(results
+        Ok(batch
+            .results
             .into_iter()
             .map(|r| r.expect("every request answered"))
             .collect())
+    }
+
+    /// Hands queued requests to workers with room: up to `depth` in flight
+    /// each (more than one only for Slurm steps, whose stdio adds latency
+    /// that the next request's computation should hide).
+    fn dispatch(
+        &mut self,
+        requests: &[Request],
+        batch: &mut Batch,
+        depth: usize,
+    ) -> Result<(), BackendError> {
+        for slot in 0..self.workers.len() {
+            if self.pinned.is_some_and(|p| p != self.workers[slot].slot) {
+                continue;
+            }
+            loop {
+                let in_flight = match &self.workers[slot].state {
+                    State::Idle => 0,
+                    State::Busy { requests, .. } => requests.len(),
+                    _ => break,
+                };
+                if in_flight >= depth {
+                    break;
+                }
+                let Some(r) = batch.queue.pop_front() else {
+                    return Ok(());
+                };
+                let mut line = serde_json::to_string(&requests[r]).expect("requests serialize");
+                line.push('\n');
+                let w = &mut self.workers[slot];
+                match &mut w.state {
+                    State::Busy { requests, .. } => requests.push_back(r),
+                    _ => {
+                        w.state = State::Busy {
+                            requests: VecDeque::from([r]),
+                            since: Instant::now(),
+                        }
+                    }
+                }
+                if w.stdin
+                    .write_all(line.as_bytes())
+                    .and_then(|_| w.stdin.flush())
+                    .is_err()
+                {
+                    // It died before reading: its requests go to others.
+                    let lost = self.take_in_flight(slot);
+                    batch.requeue(lost);
+                    self.replace(slot)?;
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A worker's line: its greeting, the answer to its oldest request, or
+    /// garbage (which costs that request and the worker).
+    fn answer(
+        &mut self,
+        slot: usize,
+        line: &str,
+        requests: &[Request],
+        batch: &mut Batch,
+    ) -> Result<(), BackendError> {
+        let response: Result<Response, _> = serde_json::from_str(line);
+        let head = match &self.workers[slot].state {
+            State::Busy { requests, .. } => requests.front().copied(),
+            _ => None,
+        };
+        match (response, &self.workers[slot].state) {
+            (Ok(Response::Fatal { message }), _) => {
+                Err(BackendError::Failed(format!("worker: {message}")))
+            }
+            (
+                Ok(Response::Ready {
+                    protocol, scope, ..
+                }),
+                State::Starting(_),
+            ) => {
+                if protocol != PROTOCOL || scope != self.scope {
+                    return Err(BackendError::Failed(format!(
+                        "worker speaks protocol {protocol} for {scope:?}; expected {PROTOCOL} for {:?}",
+                        self.scope
+                    )));
+                }
+                self.workers[slot].state = State::Idle;
+                Ok(())
+            }
+            (Ok(response), State::Busy { .. })
+                if head.is_some_and(|r| response_id(&response) == Some(requests[r].id())) =>
+            {
+                let exiting = matches!(response, Response::Assessed { exiting: true, .. });
+                let mut in_flight = self.take_in_flight(slot);
+                let done = in_flight.pop_front().expect("a head");
+                batch.finish(done, Ok(response));
+                if exiting {
+                    batch.requeue(in_flight);
+                    self.replace(slot)?;
+                } else if !in_flight.is_empty() {
+                    self.workers[slot].state = State::Busy {
+                        requests: in_flight,
+                        since: Instant::now(),
+                    };
+                }
+                Ok(())
+            }
+            _ => {
+                let mut in_flight = self.take_in_flight(slot);
+                let what = self.replace(slot)?;
+                if let Some(r) = in_flight.pop_front() {
+                    batch.finish(
+                        r,
+                        Err(format!(
+                            "worker answered garbage ({}); replaced ({what})",
+                            truncate(line, 80)
+                        )),
+                    );
+                }
+                batch.requeue(in_flight);
+                Ok(())
+            }
+        }
+    }
+
+    /// A worker's stdout closed: it died. Its oldest request is the one it
+    /// was running: a crash charged to that variant, unless the worker was
+    /// a Slurm step, which may have gone with its node (the request is
+    /// tried again elsewhere, once). The requests behind it never started.
+    fn closed(&mut self, slot: usize, batch: &mut Batch) -> Result<(), BackendError> {
+        let launcher = &self.options.launcher;
+        let tolerant = launcher.tolerates_lost_workers();
+        let retries = launcher.retries_after_loss();
+        match self.workers[slot].state {
+            State::Lost => return Ok(()),
+            State::Starting(_) if tolerant => {
+                let what = self.end(slot);
+                return self.drop_worker(slot, &format!("exited before greeting: {what}"));
+            }
+            State::Starting(_) => {
+                let what = self.end(slot);
+                return Err(BackendError::Failed(format!(
+                    "worker exited before greeting: {what}"
+                )));
+            }
+            State::Idle | State::Busy { .. } => {}
+        }
+        let mut in_flight = self.take_in_flight(slot);
+        let what = self.replace(slot)?;
+        if let Some(r) = in_flight.pop_front() {
+            if batch.lost_steps[r] < retries {
+                batch.lost_steps[r] += 1;
+                tracing::warn!(
+                    "a {} worker vanished mid-request ({what}); trying it on another",
+                    self.options.launcher.name()
+                );
+                in_flight.push_front(r);
+            } else {
+                batch.finish(r, Err(format!("worker crashed: {what}")));
+            }
+        }
+        batch.requeue(in_flight);
+        Ok(())
+    }
+
+    /// Kills workers whose oldest request ran past the timeout (charged to
+    /// it), and stops the batch if a worker never greets.
+    fn check_timeouts(&mut self, batch: &mut Batch) -> Result<(), BackendError> {
+        for slot in 0..self.workers.len() {
+            match &self.workers[slot].state {
+                State::Busy { since, .. } if since.elapsed() > self.options.timeout => {
+                    let mut in_flight = self.take_in_flight(slot);
+                    let what = self.replace(slot)?;
+                    let r = in_flight.pop_front().expect("busy workers hold a request");
+                    batch.finish(
+                        r,
+                        Err(format!(
+                            "timed out after {:.0?}; worker killed ({what})",
+                            self.options.timeout
+                        )),
+                    );
+                    batch.requeue(in_flight);
+                }
+                State::Starting(since) if since.elapsed() > self.options.start_timeout => {
+                    return Err(BackendError::Failed(format!(
+                        "worker did not start within {:.0?}",
+                        self.options.start_timeout
+                    )))
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The requests worker `slot` holds, oldest first; it is left idle.
+    fn take_in_flight(&mut self, slot: usize) -> VecDeque<usize> {
+        match std::mem::replace(&mut self.workers[slot].state, State::Idle) {
+            State::Busy { requests, .. } => requests,
+            other => {
+                self.workers[slot].state = other;
+                VecDeque::new()
+            }
+        }
     }
 
     fn requests(
@@ -346,7 +582,7 @@ impl WorkerPool {
 impl Drop for WorkerPool {
     fn drop(&mut self) {
         for w in &mut self.workers {
-            let _ = w.child.kill();
+            stop_worker(&self.options.launcher, &mut w.child);
             let _ = w.child.wait();
         }
     }
@@ -423,6 +659,26 @@ fn response_id(r: &Response) -> Option<u64> {
         | Response::Assessed { id, .. } => Some(*id),
         Response::Ready { .. } | Response::Fatal { .. } => None,
     }
+}
+
+/// Ends a worker: a local process is killed; an `srun` gets SIGTERM first,
+/// which it passes to its step (a killed srun could leave the step running
+/// until the allocation ends), and a kill if it has not ended in 2 s.
+fn stop_worker(launcher: &Launcher, child: &mut Child) {
+    if matches!(launcher, Launcher::Slurm(_)) {
+        if let Ok(pid) = i32::try_from(child.id()) {
+            // SAFETY: kill(2) on our own child's pid; no memory is involved.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while Instant::now() < deadline {
+                if matches!(child.try_wait(), Ok(Some(_))) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+    let _ = child.kill();
 }
 
 fn last_line(text: &str) -> String {

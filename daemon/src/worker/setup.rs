@@ -5,6 +5,7 @@
 //! and load what they need themselves ([`load_worker_spec`], [`start_measurer`]).
 
 use super::gpu::{CudaBackend, CudaOptions, GpuWorker};
+use super::launch::Launcher;
 use super::pool::{PoolOptions, WorkerPool};
 use super::sanitize::{find_sanitizer, SafetyGate, SanitizeMode};
 use crate::access::Reader;
@@ -144,6 +145,11 @@ pub struct WorkerSetup<'a> {
     pub reader: &'a Reader,
     /// The GPU backend's compute-sanitizer gate.
     pub sanitize: SanitizeMode,
+    /// Where the workers run: here, or as Slurm steps.
+    pub launcher: &'a Launcher,
+    /// GPUs behind the job besides the one `evaluators` is given: a GPU
+    /// worker each (local workers only).
+    pub more_devices: &'a [DeviceInfo],
 }
 
 impl WorkerSetup<'_> {
@@ -172,12 +178,14 @@ impl WorkerSetup<'_> {
     /// `gevod eval-worker` processes.
     pub fn compile_pool(&self) -> Result<PoolOptions, SetupError> {
         Ok(PoolOptions {
-            program: std::env::current_exe().map_err(SetupError::Executable)?,
-            args: self.args("eval-worker"),
-            env: Vec::new(),
-            workers: self.workers,
-            timeout: self.timeout,
-            start_timeout: Duration::from_secs(120),
+            launcher: self.launcher.clone(),
+            ..PoolOptions::local(
+                std::env::current_exe().map_err(SetupError::Executable)?,
+                self.args("eval-worker"),
+                self.workers,
+                self.timeout,
+                Duration::from_secs(120),
+            )
         })
     }
 
@@ -286,9 +294,13 @@ impl WorkerSetup<'_> {
         compile.workers = self.workers.saturating_sub(1).max(1);
         let mut gpu = compile.clone();
         gpu.args = self.args("gpu-worker");
-        gpu.args
-            .extend(["--device".into(), device.uuid.clone().into()]);
-        gpu.workers = 1;
+        let devices = self.gpu_worker_devices(&device)?;
+        gpu.workers = devices.len();
+        gpu.slot_args = devices
+            .into_iter()
+            .map(|d| vec!["--device".into(), d.into()])
+            .collect();
+        gpu.gpu = true;
         let gate = self.safety_gate(spec, &device)?;
         let options = CudaOptions {
             compile,
@@ -303,6 +315,33 @@ impl WorkerSetup<'_> {
 }
 
 impl WorkerSetup<'_> {
+    /// The `--device` of each GPU worker: here, `device` and the further
+    /// devices, which must be the same model with the same driver (results
+    /// are keyed by that: `DeviceInfo::target`); under Slurm, device 0 of
+    /// each of `gpu_steps` steps (Slurm gives each step its GPU).
+    fn gpu_worker_devices(&self, device: &DeviceInfo) -> Result<Vec<String>, SetupError> {
+        if let Launcher::Slurm(slurm) = self.launcher {
+            return Ok(vec![
+                self.launcher.gpu_device_arg(&device.uuid);
+                slurm.gpu_steps.max(1)
+            ]);
+        }
+        let mut devices = vec![device.uuid.clone()];
+        for other in self.more_devices {
+            if other.target() != device.target() {
+                return Err(self.backend_error(BackendError::Failed(format!(
+                    "GPU {} is a {} and GPU {} a {}: one search measures on one model (run a job per model)",
+                    device.ordinal,
+                    device.target(),
+                    other.ordinal,
+                    other.target()
+                ))));
+            }
+            devices.push(other.uuid.clone());
+        }
+        Ok(devices)
+    }
+
     /// compute-sanitizer around `gevod gpu-check` on the smallest held-out
     /// test (fewest threads over all its launches), as `sanitize` says.
     fn safety_gate(

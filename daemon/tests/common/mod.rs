@@ -5,6 +5,7 @@ pub mod cmake;
 pub mod daemon;
 pub mod intrinsics;
 pub mod sim;
+pub mod slurm;
 pub mod workers;
 
 use gevod::ir::{CodegenOptions, KernelIr};

@@ -9,14 +9,13 @@ use std::time::Duration;
 /// `workers` `gevod eval-worker` processes on the spec at `spec`, with a
 /// minute for each request and for the start.
 pub fn eval_workers(spec: &Path, workers: usize) -> PoolOptions {
-    PoolOptions {
-        program: env!("CARGO_BIN_EXE_gevod").into(),
-        args: vec!["eval-worker".into(), spec.into()],
-        env: Vec::new(),
+    PoolOptions::local(
+        env!("CARGO_BIN_EXE_gevod").into(),
+        vec!["eval-worker".into(), spec.into()],
         workers,
-        timeout: Duration::from_secs(60),
-        start_timeout: Duration::from_secs(60),
-    }
+        Duration::from_secs(60),
+        Duration::from_secs(60),
+    )
 }
 
 /// The device tests/fixtures/fake/gpu-worker.sh stands in for.
