@@ -215,9 +215,16 @@ impl WorkerPool {
         let mut stderr = child.stderr.take().expect("piped");
         let sender = self.sender.clone();
         std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if sender.send(Event::Line(serial, line)).is_err() {
+            let mut reader = BufReader::new(stdout);
+            let mut line = String::new();
+            // Only whole lines are answers: a worker killed while writing
+            // (a cancelled Slurm step's last, cut-off line) just closed.
+            while matches!(reader.read_line(&mut line), Ok(n) if n > 0) && line.ends_with('\n') {
+                line.pop();
+                if sender
+                    .send(Event::Line(serial, std::mem::take(&mut line)))
+                    .is_err()
+                {
                     return;
                 }
             }
@@ -472,6 +479,7 @@ impl WorkerPool {
                 Ok(())
             }
             _ => {
+                tracing::warn!(line = %truncate(line, 200), "a worker answered garbage");
                 let mut in_flight = self.take_in_flight(slot);
                 let what = self.replace(slot)?;
                 if let Some(r) = in_flight.pop_front() {
