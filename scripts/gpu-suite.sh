@@ -215,12 +215,15 @@ fi
 # machine). Not in the default sections: SECTIONS=devices.
 if want devices; then
 rows=()
+evolve_on() { # name, device flags...: vecadd's timed search on those GPU workers
+    local name=$1; shift
+    timeout -s INT "${EVOLVE_LIMIT:-400}" "$gevod" evolve $k/vecadd.gevo.toml --backend cuda "$@" \
+        --time "$throughput_time" --seed 1 --state "$work/state-$name" --json > "$work/$name.json" 2> "$work/$name.err"
+}
 for mode in "one:--device 0" "two-on-gpu0:--devices 0,0" "all-gpus:--devices all"; do
     name=dev-${mode%%:*}
     # shellcheck disable=SC2086 # the mode's flags are words
-    check "vecadd: timed evolve, ${mode#*:} ($throughput_time)" \
-        timeout -s INT "${EVOLVE_LIMIT:-400}" "$gevod" evolve $k/vecadd.gevo.toml --backend cuda ${mode#*:} \
-        --time "$throughput_time" --seed 1 --state "$work/state-$name" --json > "$work/$name.json" 2> "$work/$name.err"
+    check "vecadd: timed evolve, ${mode#*:} ($throughput_time)" evolve_on "$name" ${mode#*:}
     rows+=("$(summary $name)")
 done
 {
