@@ -57,6 +57,8 @@ pub struct GpuSection {
     pub backend: BackendSetting,
     /// GPUs by ordinal ("0") or UUID ("GPU-..."); empty: every GPU.
     pub devices: Vec<String>,
+    /// GPUs behind each running job (a GPU worker each, of one model).
+    pub devices_per_job: usize,
     /// With `backend = "auto"` and no GPU.
     pub without_gpu: WithoutGpu,
     /// Percent: a GPU busier than this (while gevod is not using it) is not idle.
@@ -79,6 +81,7 @@ impl Default for GpuSection {
         GpuSection {
             backend: BackendSetting::Auto,
             devices: Vec::new(),
+            devices_per_job: 1,
             without_gpu: WithoutGpu::Simulate,
             idle_utilization: 10,
             idle_grace: Duration::from_secs(30),

@@ -67,6 +67,8 @@ pub struct JobFiles<'a> {
     pub reader: &'a crate::access::Reader,
     /// Where the workers run (`[cluster]`).
     pub launcher: &'a crate::worker::launch::Launcher,
+    /// The slot's further GPUs, a GPU worker each.
+    pub more_devices: &'a [DeviceInfo],
 }
 
 pub trait BackendFactory: Send + Sync {
@@ -79,9 +81,19 @@ pub trait BackendFactory: Send + Sync {
     ) -> Result<Box<dyn Backend>, String>;
 }
 
-/// Where jobs run: one GPU, or the simulator.
+/// The GPUs of one slot: the first (which measures promotions) and the
+/// others behind the same job, a GPU worker each.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SlotGpus {
+    pub first: DeviceInfo,
+    pub more: Vec<DeviceInfo>,
+}
+
+/// Where jobs run: one GPU (or a group of them), or the simulator.
 pub struct Slot {
     pub device: Option<DeviceInfo>,
+    /// Further GPUs behind the slot's job (`[gpu] devices_per_job`).
+    pub more_devices: Vec<DeviceInfo>,
     /// Set to make the runner abandon its generation and return.
     pub stop: Arc<AtomicBool>,
 }
@@ -89,9 +101,23 @@ pub struct Slot {
 impl Slot {
     pub fn name(&self) -> String {
         match &self.device {
-            Some(d) => format!("{} ({})", d.name, d.uuid),
+            Some(d) if self.more_devices.is_empty() => format!("{} ({})", d.name, d.uuid),
+            Some(d) => format!(
+                "{} x{} ({})",
+                d.name,
+                1 + self.more_devices.len(),
+                self.devices()
+                    .map(|d| d.uuid.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
             None => "sim".into(),
         }
+    }
+
+    /// Every GPU of the slot, the first first.
+    pub fn devices(&self) -> impl Iterator<Item = &DeviceInfo> {
+        self.device.iter().chain(&self.more_devices)
     }
 }
 
@@ -206,7 +232,7 @@ pub struct Signals {
 pub fn serve(
     options: ServeOptions,
     factory: Arc<dyn BackendFactory>,
-    slots_for: impl Fn(&ServeConfig) -> Result<Vec<Option<DeviceInfo>>, String>,
+    slots_for: impl Fn(&ServeConfig) -> Result<Vec<Option<SlotGpus>>, String>,
     signals: Signals,
 ) -> Result<(), ServeError> {
     let config = options.load_config()?;
@@ -215,7 +241,9 @@ pub fn serve(
     let devices = slots_for(&config).map_err(ServeError::Gpu)?;
     let store = Store::open(&state_dir)?;
     let (scope, arch) = match devices.first() {
-        Some(Some(d)) => (crate::worker::gpu::GpuWorker::scope(d), Some(d.arch())),
+        Some(Some(SlotGpus { first: d, .. })) => {
+            (crate::worker::gpu::GpuWorker::scope(d), Some(d.arch()))
+        }
         _ => (
             Scope {
                 backend: "sim".into(),
@@ -226,8 +254,9 @@ pub fn serve(
     };
     let slots: Vec<Slot> = devices
         .into_iter()
-        .map(|device| Slot {
-            device,
+        .map(|gpus| Slot {
+            device: gpus.as_ref().map(|g| g.first.clone()),
+            more_devices: gpus.map(|g| g.more).unwrap_or_default(),
             stop: Arc::new(AtomicBool::new(false)),
         })
         .collect();
@@ -374,7 +403,8 @@ struct Control {
     settler: crate::watch::Settler,
     next_scan: Instant,
     nvml: Option<Nvml>,
-    gates: Vec<Option<IdleGate>>,
+    /// Per slot, an idle gate per GPU (none without NVML or a GPU).
+    gates: Vec<Vec<IdleGate>>,
     last_poll: Option<Instant>,
 }
 
@@ -398,10 +428,10 @@ impl Control {
             .slots
             .iter()
             .map(|s| {
-                s.device
-                    .as_ref()
+                s.devices()
                     .filter(|_| nvml.is_some())
                     .map(|_| IdleGate::new(config.gpu.idle_utilization, config.gpu.idle_grace, now))
+                    .collect()
             })
             .collect();
         Control {
@@ -449,18 +479,22 @@ impl Control {
         let mut registry = self.shared.registry();
         for (i, slot) in self.shared.slots.iter().enumerate() {
             let using = registry.jobs.values().any(|j| j.running_on == Some(i));
-            let (open, reason) = match (&slot.device, self.gates[i].as_mut(), &self.nvml) {
-                (Some(device), Some(gate), Some(nvml)) => {
+            // A slot is open when every one of its GPUs is idle.
+            let (mut open, mut reason) = (true, None);
+            if let Some(nvml) = &self.nvml {
+                for (device, gate) in slot.devices().zip(self.gates[i].iter_mut()) {
                     if poll {
                         match nvml.sample(&device.uuid, own_pid) {
                             Ok(sample) => gate.observe(&sample, using, now),
                             Err(e) => tracing::warn!(error = %e, "GPU sample"),
                         }
                     }
-                    (gate.open(now), gate.reason(now))
+                    if open && !gate.open(now) {
+                        open = false;
+                        reason = gate.reason(now);
+                    }
                 }
-                _ => (true, None),
-            };
+            }
             registry.slots[i] = SlotState { open, reason };
         }
         if poll {

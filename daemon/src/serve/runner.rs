@@ -150,6 +150,7 @@ fn start(
         },
         reader: &reader,
         launcher: &launcher,
+        more_devices: &shared.slots[slot].more_devices,
     };
     let stop = shared.slots[slot].stop.clone();
     let backend = factory.start(&files, shared.slots[slot].device.as_ref(), stop)?;

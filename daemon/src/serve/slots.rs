@@ -2,7 +2,7 @@
 //! simulator) chosen from `[gpu]`, and the [`BackendFactory`] that starts a
 //! job's worker processes from this executable through `worker::setup`.
 
-use super::{BackendFactory, JobFiles};
+use super::{BackendFactory, JobFiles, SlotGpus};
 use crate::config::{BackendSetting, ServeConfig, WithoutGpu};
 use crate::cuda::driver;
 use crate::device::{DeviceInfo, DeviceSelector};
@@ -12,8 +12,9 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-/// The slots: one per GPU to use, or the simulator.
-pub fn slots_for(config: &ServeConfig) -> Result<Vec<Option<DeviceInfo>>, String> {
+/// The slots: one per GPU to use (or per group of `[gpu] devices_per_job`
+/// GPUs of one model), or the simulator (`None`).
+pub fn slots_for(config: &ServeConfig) -> Result<Vec<Option<SlotGpus>>, String> {
     let gpu = &config.gpu;
     if gpu.backend == BackendSetting::Sim {
         return Ok(vec![None]);
@@ -60,7 +61,30 @@ pub fn slots_for(config: &ServeConfig) -> Result<Vec<Option<DeviceInfo>>, String
     for d in &other {
         tracing::warn!(gpu = %d.name, arch = %d.arch(), first = %arch, "GPU of another architecture left out");
     }
-    Ok(same.into_iter().map(Some).collect())
+    Ok(group(same, gpu.devices_per_job))
+}
+
+/// GPUs in groups of `size`, in order, each group of one model and driver
+/// (a job's results are keyed by that); a model's remainder is a smaller
+/// group.
+fn group(devices: Vec<DeviceInfo>, size: usize) -> Vec<Option<SlotGpus>> {
+    let mut groups: Vec<Vec<DeviceInfo>> = Vec::new();
+    for d in devices {
+        match groups
+            .iter_mut()
+            .find(|g| g.len() < size.max(1) && g[0].target() == d.target())
+        {
+            Some(g) => g.push(d),
+            None => groups.push(vec![d]),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|mut g| {
+            let first = g.remove(0);
+            Some(SlotGpus { first, more: g })
+        })
+        .collect()
 }
 
 /// Starts jobs' workers as `gevod eval-worker` / `gevod gpu-worker`
@@ -86,11 +110,63 @@ impl BackendFactory for WorkerFactory {
             reader: job.reader,
             sanitize: job.sanitize,
             launcher: job.launcher,
-            more_devices: &[],
+            more_devices: job.more_devices,
         };
         setup
             .evaluators(job.spec, device, job.harness_user)
             .and_then(|evaluators| setup.start(evaluators, job.spec, job.prescreen, stop))
             .map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gpu(ordinal: usize, name: &str) -> DeviceInfo {
+        DeviceInfo {
+            ordinal,
+            uuid: format!("GPU-{ordinal}"),
+            name: name.into(),
+            compute_capability: (9, 0),
+            driver_version: "13.0".into(),
+            l2_bytes: 1 << 20,
+        }
+    }
+
+    /// `(first, more)` ordinals of each slot.
+    type Slots = Vec<(usize, Vec<usize>)>;
+
+    fn slots(devices: &[&str], size: usize) -> Slots {
+        let devices = devices.iter().enumerate().map(|(i, n)| gpu(i, n)).collect();
+        group(devices, size)
+            .into_iter()
+            .map(|g| {
+                let g = g.expect("a GPU slot");
+                (g.first.ordinal, g.more.iter().map(|d| d.ordinal).collect())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn gpus_are_grouped_in_order_by_model() {
+        let cases: &[(&[&str], usize, Slots)] = &[
+            (&["H100", "H100"], 1, vec![(0, vec![]), (1, vec![])]),
+            (
+                &["H100", "H100", "H100"],
+                2,
+                vec![(0, vec![1]), (2, vec![])],
+            ),
+            (
+                &["H100", "H200", "H100", "H200"],
+                2,
+                vec![(0, vec![2]), (1, vec![3])],
+            ),
+            (&["H100"; 4], 8, vec![(0, vec![1, 2, 3])]),
+            (&["H100"; 2], 0, vec![(0, vec![]), (1, vec![])]),
+        ];
+        for (devices, size, want) in cases {
+            assert_eq!(&slots(devices, *size), want, "{devices:?} by {size}");
+        }
     }
 }
