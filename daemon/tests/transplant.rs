@@ -1,0 +1,156 @@
+//! Carrying patches to a new version of a kernel (ARCHITECTURE.md,
+//! "Transplanting patches"): the cases of tests/fixtures/transplant/cases.txt,
+//! and the identity on every kernel fixture.
+
+mod common;
+
+use gevod::evolve::{Config, Engine};
+use gevod::ir::transplant::Transplanter;
+use gevod::ir::{KernelIr, Patch};
+use gevod::spec;
+use gevod::worker::InProcess;
+use std::path::PathBuf;
+
+fn transplant_dir() -> PathBuf {
+    common::repo_root().join("tests/fixtures/transplant")
+}
+
+fn read_patch(path: &std::path::Path) -> Patch {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    Patch::from_json(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn load(path: &std::path::Path, kernel: &str) -> KernelIr {
+    KernelIr::load(path, Some(kernel)).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+struct Case {
+    changed: String,
+    patch: String,
+    kept: (usize, usize),
+    validates: bool,
+}
+
+fn cases() -> Vec<Case> {
+    let text = std::fs::read_to_string(transplant_dir().join("cases.txt")).unwrap();
+    text.lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let (kept, total) = f[2].split_once('/').expect("kept/total");
+            Case {
+                changed: f[0].to_string(),
+                patch: f[1].to_string(),
+                kept: (kept.parse().unwrap(), total.parse().unwrap()),
+                validates: f[3].starts_with("yes"),
+            }
+        })
+        .collect()
+}
+
+/// The case's patch carried to the changed IR, through the base IR.
+fn carry(case: &Case) -> (Patch, Patch, PathBuf, String) {
+    let kernel = case.changed.split('.').next().unwrap().to_string();
+    let patch = read_patch(
+        &common::repo_root()
+            .join("tests/fixtures")
+            .join(format!("{}.patch.json", case.patch)),
+    );
+    let old = load(&common::kernel_fixture(&kernel), &patch.kernel);
+    let base = load(
+        &transplant_dir().join(format!("{kernel}.base.ll")),
+        &patch.kernel,
+    );
+    let changed_path = transplant_dir().join(format!("{}.ll", case.changed));
+    let changed = load(&changed_path, &patch.kernel);
+
+    let to_base = Transplanter::new(&old, &base)
+        .unwrap()
+        .transplant(&patch)
+        .unwrap();
+    assert!(
+        to_base.dropped.is_empty(),
+        "{}: line tables alone lost edits: {:?}",
+        case.patch,
+        to_base.dropped
+    );
+    let carried = Transplanter::new(&base, &changed)
+        .unwrap()
+        .transplant(&to_base.patch)
+        .unwrap();
+    let label = format!("{} onto {}", case.patch, case.changed);
+    assert_eq!(
+        (carried.kept.len(), patch.edits.len()),
+        case.kept,
+        "{label}: dropped {:?}",
+        carried
+            .dropped
+            .iter()
+            .map(|d| d.to_string())
+            .collect::<Vec<_>>()
+    );
+    for d in &carried.dropped {
+        assert!(
+            d.to_string().contains("no unambiguous match"),
+            "{label}: {d}"
+        );
+    }
+    changed.check(&carried.patch).unwrap();
+    assert_eq!(carried.patch.ir_hash, changed.ir_hash());
+    (patch, carried.patch, changed_path, kernel)
+}
+
+#[test]
+fn changed_sources_keep_their_edits_and_validate_in_the_first_generation() {
+    for case in cases() {
+        let (_, carried, changed_path, kernel) = carry(&case);
+        if !case.validates {
+            continue;
+        }
+        let mut spec = spec::load(&common::spec_fixture(&kernel)).unwrap();
+        spec.ir = changed_path.clone();
+        let ir = load(&changed_path, &spec.kernel);
+        let mut backend = InProcess::new(spec, common::codegen_options()).unwrap();
+        let config = Config {
+            population: 4,
+            promotions_per_generation: 1,
+            ..Config::default()
+        };
+        let mut engine = Engine::new(config, 1).unwrap();
+        // The whole initial population is the carried patch: nothing
+        // else can be what validates.
+        engine.seed_with(vec![carried.clone(); 4]);
+        engine.step(&ir, &mut backend).unwrap();
+        assert!(
+            engine.validated().iter().any(|v| v.patch == carried),
+            "{}: the carried patch did not validate in generation 0: {:?}; {:?}",
+            case.changed,
+            engine.population()[0].outcome,
+            engine.promotion_failures()
+        );
+    }
+}
+
+#[test]
+fn carrying_a_patch_to_the_same_ir_changes_nothing() {
+    for name in common::KERNEL_FIXTURES {
+        let ir = common::load(name);
+        let t = Transplanter::new(&ir, &ir).unwrap();
+        assert_eq!(
+            t.matched(),
+            (
+                ir.instruction_count() as usize,
+                ir.instruction_count() as usize
+            ),
+            "{name}"
+        );
+        for id in 0..ir.instruction_count() {
+            let id = gevod::ir::InstId(id);
+            assert_eq!(t.map_id(id), Some(id), "{name}");
+        }
+        let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(3);
+        let patch = ir.mutate(&mut rng, 3).unwrap();
+        let carried = t.transplant(&patch).unwrap();
+        assert_eq!(carried.patch, patch, "{name}");
+    }
+}
