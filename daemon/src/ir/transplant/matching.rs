@@ -115,10 +115,10 @@ fn hash_of(v: impl Hash) -> u64 {
 }
 
 /// Colours after each refinement round, round 0 first.
-fn colours(shapes: &[InstShape], users: &[Vec<(usize, usize)>]) -> Vec<Vec<u64>> {
+fn colours(shapes: &[InstShape], users: &[Vec<(usize, usize)>], depth: bool) -> Vec<Vec<u64>> {
     let mut rounds = vec![shapes
         .iter()
-        .map(|s| hash_of((&s.exact, s.depth)))
+        .map(|s| hash_of((&s.exact, depth.then_some(s.depth))))
         .collect::<Vec<_>>()];
     for _ in 0..ROUNDS {
         let prev = rounds.last().expect("round 0");
@@ -162,25 +162,30 @@ impl<'a> Matching<'a> {
         self.count += 1;
     }
 
-    /// Colours unique on both sides, most refined first.
+    /// Colours unique on both sides, most refined first; with the
+    /// dominator depth, then without (a change that adds control flow
+    /// shifts the depth of what follows). Round 0 (the instruction alone)
+    /// is no anchor: one lone `br` on each side says little.
     fn anchors(&mut self) {
-        let old_c = colours(self.old, &self.old_users);
-        let new_c = colours(self.new, &self.new_users);
-        for round in (0..=ROUNDS).rev() {
-            let mut by_colour: BTreeMap<u64, (Vec<usize>, Vec<usize>)> = BTreeMap::new();
-            for (o, &c) in old_c[round].iter().enumerate() {
-                if self.forward[o].is_none() {
-                    by_colour.entry(c).or_default().0.push(o);
+        for depth in [true, false] {
+            let old_c = colours(self.old, &self.old_users, depth);
+            let new_c = colours(self.new, &self.new_users, depth);
+            for round in (1..=ROUNDS).rev() {
+                let mut by_colour: BTreeMap<u64, (Vec<usize>, Vec<usize>)> = BTreeMap::new();
+                for (o, &c) in old_c[round].iter().enumerate() {
+                    if self.forward[o].is_none() {
+                        by_colour.entry(c).or_default().0.push(o);
+                    }
                 }
-            }
-            for (n, &c) in new_c[round].iter().enumerate() {
-                if self.backward[n].is_none() {
-                    by_colour.entry(c).or_default().1.push(n);
+                for (n, &c) in new_c[round].iter().enumerate() {
+                    if self.backward[n].is_none() {
+                        by_colour.entry(c).or_default().1.push(n);
+                    }
                 }
-            }
-            for (os, ns) in by_colour.into_values() {
-                if let ([o], [n]) = (os.as_slice(), ns.as_slice()) {
-                    self.pair(*o, *n);
+                for (os, ns) in by_colour.into_values() {
+                    if let ([o], [n]) = (os.as_slice(), ns.as_slice()) {
+                        self.pair(*o, *n);
+                    }
                 }
             }
         }
