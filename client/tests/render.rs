@@ -22,6 +22,7 @@ fn job(kernel: &str, state: JobState, speedup: Option<f64>, message: Option<&str
         evaluations: 3400,
         validated: if speedup.is_some() { 2 } else { 0 },
         best_speedup: speedup,
+        origin: None,
     }
 }
 
@@ -113,6 +114,8 @@ fn status_and_jobs_print_tables() {
             },
         ],
         rejections: vec!["heldout[1]: slower with confidence on this test".into()],
+        origin: None,
+        transplanted: Vec::new(),
     };
     let cases: Vec<(&str, Reply, String)> = vec![
         (

@@ -154,3 +154,68 @@ fn carrying_a_patch_to_the_same_ir_changes_nothing() {
         assert_eq!(carried.patch, patch, "{name}");
     }
 }
+
+/// Evaluations until the first validated variant (at most `cap` generations).
+fn evaluations_to_validate(
+    engine: &mut Engine,
+    ir: &KernelIr,
+    backend: &mut InProcess,
+    cap: u64,
+) -> u64 {
+    while engine.validated().is_empty() {
+        assert!(
+            engine.generations() < cap,
+            "nothing validated in {cap} generations"
+        );
+        engine.step(ir, backend).unwrap();
+    }
+    engine.counters().evaluations
+}
+
+/// The numbers of BENCHMARKS.md, "Rebuilt kernels keep their progress".
+#[test]
+fn a_seeded_search_validates_in_far_fewer_evaluations_than_a_fresh_one() {
+    seeded_against_fresh("stencil", "stencil.constant");
+    seeded_against_fresh("nw", "nw.helper");
+}
+
+fn seeded_against_fresh(kernel: &str, change: &str) {
+    let config = Config {
+        population: 32,
+        ..Config::default()
+    };
+    let spec = spec::load(&common::spec_fixture(kernel)).unwrap();
+    let old = load(&spec.ir, &spec.kernel);
+    let mut backend = InProcess::new(spec.clone(), common::codegen_options()).unwrap();
+    let mut previous = Engine::new(config.clone(), 1).unwrap();
+    let first = evaluations_to_validate(&mut previous, &old, &mut backend, 60);
+
+    let changed_path = transplant_dir().join(format!("{change}.ll"));
+    let new = load(&changed_path, &spec.kernel);
+    let mut changed_spec = spec.clone();
+    changed_spec.ir = changed_path;
+    let mut backend = InProcess::new(changed_spec, common::codegen_options()).unwrap();
+    let mut fresh = Engine::new(config.clone(), 1).unwrap();
+    let fresh_count = evaluations_to_validate(&mut fresh, &new, &mut backend, 60);
+
+    let patches =
+        gevod::serve::seed::previous_patches(previous.validated().to_vec(), Some(&previous));
+    let (seeds, kept, dropped, _) =
+        gevod::serve::seed::carry(&old, &new, &patches).expect("patches carry over");
+    let mut seeded = Engine::new(config, 1).unwrap();
+    seeded.seed_with(seeds.clone());
+    let seeded_count = evaluations_to_validate(&mut seeded, &new, &mut backend, 60);
+    println!(
+        "{kernel} -> {change}: previous version validated after {first} evaluations; \
+         fresh job {fresh_count} evaluations (generation {}), seeded job {seeded_count} \
+         (generation {}); {} patches carried, {kept} edits kept, {dropped} dropped",
+        fresh.validated()[0].generation,
+        seeded.validated()[0].generation,
+        seeds.len()
+    );
+    assert_eq!(seeded.validated()[0].generation, 0);
+    assert!(
+        seeded_count * 3 <= fresh_count,
+        "seeded {seeded_count} vs fresh {fresh_count}"
+    );
+}

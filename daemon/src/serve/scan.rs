@@ -274,6 +274,9 @@ fn register(
     let identity = format!("{fingerprint}\n{backend}\n{}\n{arch}", scope.target);
     let id = format!("{kernel}@{}", &content_hash(identity.as_bytes())[..12]);
 
+    // Work done before the registry is locked: carrying patches over
+    // replays each on the new IR.
+    let seeding = super::seed::from_previous(shared, kernel, &found.spec, &id, &ir);
     let mut registry = shared.registry();
     // Another spec file already defines this kernel name.
     if let Some(other) = registry.jobs.values().find(|j| {
@@ -307,8 +310,12 @@ fn register(
     // A rebuild does not undo a client's pause of the current version.
     let paused = versions.first().is_some_and(|j| j.daemon.paused);
     if !registry.jobs.contains_key(&id) {
-        let engine =
+        let mut engine =
             Engine::new(config.evolve.clone(), config.jobs.seed).map_err(|e| e.to_string())?;
+        let origin = seeding.map(|(seeds, origin)| {
+            engine.seed_with(seeds);
+            origin
+        });
         let record = JobRecord {
             id: id.clone(),
             spec_path: found.spec.clone(),
@@ -327,6 +334,7 @@ fn register(
             fingerprint: fingerprint.to_string(),
             paused,
             superseded: false,
+            origin,
         };
         let ir_snapshot = snapshot_path(&shared.state_dir, &id);
         gevo_client::export::write_atomic(&ir_snapshot, record.ir_text.as_bytes())
