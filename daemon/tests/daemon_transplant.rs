@@ -30,6 +30,11 @@ fn a_changed_kernel_is_seeded_from_the_previous_version_and_validates_at_once() 
         build.join("stencil.ll"),
     )
     .unwrap();
+    // The export builds read when the daemon is down goes with version 1.
+    let exported = d.state.join("exports/app/stencil");
+    d.wait_for("version 1's export removed", |_| {
+        (!exported.join("sm_90.json").exists()).then_some(())
+    });
     let v2 = d.wait_for("version 2's own variant", |d| {
         best_json(d).filter(|b| b["version"] == 2)
     });

@@ -219,3 +219,87 @@ fn seeded_against_fresh(kernel: &str, change: &str) {
         "seeded {seeded_count} vs fresh {fresh_count}"
     );
 }
+
+#[test]
+fn gevod_transplant_writes_the_carried_patch_or_under_strict_one_line_per_dropped_edit() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = transplant_dir();
+    let base = t.join("stencil.base.ll");
+    // The evolved patch on the base IR (same code, line tables).
+    let on_base = dir.path().join("base.patch.json");
+    let run = |args: &[&std::ffi::OsStr]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_gevod"))
+            .arg("transplant")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = run(&[
+        common::kernel_fixture("stencil").as_os_str(),
+        base.as_os_str(),
+        "--patch".as_ref(),
+        t.join("stencil.evolved.patch.json").as_os_str(),
+        "-o".as_ref(),
+        on_base.as_os_str(),
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let summary = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        summary.contains("2 of 2 edits kept, 0 dropped"),
+        "{summary}"
+    );
+
+    let removed = t.join("stencil.removed.ll");
+    let written = dir.path().join("removed.patch.json");
+    let strict = run(&[
+        base.as_os_str(),
+        removed.as_os_str(),
+        "--patch".as_ref(),
+        on_base.as_os_str(),
+        "-o".as_ref(),
+        written.as_os_str(),
+        "--strict".as_ref(),
+    ]);
+    assert_eq!(strict.status.code(), Some(1), "{strict:?}");
+    let errors = String::from_utf8_lossy(&strict.stderr);
+    let lines: Vec<&str> = errors.lines().collect();
+    assert_eq!(lines.len(), 1, "{errors}");
+    assert!(
+        lines[0].contains("edit 1 (delete i86)")
+            && lines[0].contains("tail call void @llvm.nvvm.barrier0()")
+            && lines[0].contains("no unambiguous match"),
+        "{errors}"
+    );
+    assert!(!written.exists(), "--strict wrote a patch");
+
+    let lenient = run(&[
+        base.as_os_str(),
+        removed.as_os_str(),
+        "--patch".as_ref(),
+        on_base.as_os_str(),
+        "-o".as_ref(),
+        written.as_os_str(),
+    ]);
+    assert!(lenient.status.success(), "{lenient:?}");
+    let summary = String::from_utf8_lossy(&lenient.stderr);
+    assert!(
+        summary.contains("1 of 2 edits kept, 1 dropped"),
+        "{summary}"
+    );
+    let carried = read_patch(&written);
+    assert_eq!(carried.edits.len(), 1);
+
+    // A patch for other IR than the old one is refused, naming the patch.
+    let wrong = run(&[
+        removed.as_os_str(),
+        base.as_os_str(),
+        "--patch".as_ref(),
+        on_base.as_os_str(),
+    ]);
+    assert_eq!(wrong.status.code(), Some(1));
+    let error = String::from_utf8_lossy(&wrong.stderr);
+    assert!(
+        error.contains("base.patch.json") && error.contains("other IR"),
+        "{error}"
+    );
+}

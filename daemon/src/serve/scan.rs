@@ -350,12 +350,14 @@ fn register(
         );
     }
     let vtime = registry.entry_vtime();
+    let mut changed_version = false;
     for job in registry.jobs.values_mut() {
         if job.daemon.kernel != kernel || job.record.spec_path != found.spec {
             continue;
         }
         let current = job.id == id;
         if job.daemon.superseded == current {
+            changed_version = true;
             job.daemon.superseded = !current;
             persist(&job.id, &job.daemon)?;
             if current {
@@ -368,6 +370,25 @@ fn register(
         }
     }
     registry.problems.remove(&found.spec);
+    // The export (what builds get when the daemon is down) follows the
+    // current version: its own variant, or none.
+    let export = changed_version.then(|| {
+        let job = &registry.jobs[&id];
+        (job.best.clone(), job.record.target.clone())
+    });
+    drop(registry);
+    match export {
+        Some((Some((validated, record)), _)) => {
+            let best = gevo_client::proto::Best {
+                record,
+                ptx: validated.ptx,
+            };
+            gevo_client::export::write(&shared.state_dir, &best)
+        }
+        Some((None, target)) => gevo_client::export::remove(&shared.state_dir, kernel, &target),
+        None => Ok(()),
+    }
+    .unwrap_or_else(|e| tracing::error!(error = %e, "exporting the current version's variant"));
     Ok(())
 }
 
