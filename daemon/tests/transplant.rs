@@ -303,3 +303,59 @@ fn gevod_transplant_writes_the_carried_patch_or_under_strict_one_line_per_droppe
         "{error}"
     );
 }
+
+#[test]
+fn gevod_evolve_seeds_a_changed_kernel_from_the_earlier_search_in_its_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::copy(common::spec_fixture("stencil"), d.join("stencil.gevo.toml")).unwrap();
+    std::fs::copy(common::kernel_fixture("stencil"), d.join("stencil.ll")).unwrap();
+    std::fs::write(d.join("search.toml"), "[evolve]\npopulation = 32\n").unwrap();
+    let evolve = |generations: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gevod"))
+            .current_dir(d)
+            .args([
+                "evolve",
+                "stencil.gevo.toml",
+                "--backend",
+                "sim",
+                "--workers",
+                "2",
+            ])
+            .args([
+                "--config",
+                "search.toml",
+                "--state",
+                "st",
+                "--generations",
+                generations,
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (first, _) = evolve("4");
+    assert!(first.contains("best validated variant"), "{first}");
+    assert!(!first.contains("seeded from"), "{first}");
+
+    std::fs::copy(
+        transplant_dir().join("stencil.constant.ll"),
+        d.join("stencil.ll"),
+    )
+    .unwrap();
+    let (report, log) = evolve("0");
+    assert!(log.contains("seeded from job stencil-"), "{log}");
+    assert!(
+        report.contains("seeded from job stencil-") && report.contains("0 dropped"),
+        "{report}"
+    );
+    assert!(
+        report.contains("best validated variant (generation 0)"),
+        "{report}"
+    );
+    assert!(report.contains("(from job stencil-"), "{report}");
+}
