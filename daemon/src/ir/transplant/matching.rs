@@ -60,6 +60,11 @@ pub fn match_instructions(old: &[InstShape], new: &[InstShape]) -> Vec<Option<u3
     m.forward.iter().map(|o| o.map(|n| n as u32)).collect()
 }
 
+/// A shape at one level of strictness: the text, and the depth when kept.
+type Key<'s> = (&'s str, Option<u32>);
+/// Old and new instruction indices that share something.
+type Sides = (Vec<usize>, Vec<usize>);
+
 #[derive(Debug, Clone, Copy)]
 enum Level {
     ExactDepth,
@@ -76,7 +81,7 @@ impl Level {
         Level::Coarse,
     ];
 
-    fn key(self, s: &InstShape) -> (&str, Option<u32>) {
+    fn key(self, s: &InstShape) -> Key<'_> {
         match self {
             Level::ExactDepth => (&s.exact, Some(s.depth)),
             Level::Exact => (&s.exact, None),
@@ -171,7 +176,7 @@ impl<'a> Matching<'a> {
             let old_c = colours(self.old, &self.old_users, depth);
             let new_c = colours(self.new, &self.new_users, depth);
             for round in (1..=ROUNDS).rev() {
-                let mut by_colour: BTreeMap<u64, (Vec<usize>, Vec<usize>)> = BTreeMap::new();
+                let mut by_colour: BTreeMap<u64, Sides> = BTreeMap::new();
                 for (o, &c) in old_c[round].iter().enumerate() {
                     if self.forward[o].is_none() {
                         by_colour.entry(c).or_default().0.push(o);
@@ -207,7 +212,7 @@ impl<'a> Matching<'a> {
                 }
                 let group =
                     |users: &[(usize, usize)], shapes: &'a [InstShape], taken: &[Option<usize>]| {
-                        let mut g: BTreeMap<((&'a str, Option<u32>), usize), Vec<usize>> =
+                        let mut g: BTreeMap<(Key<'a>, usize), Vec<usize>> =
                             BTreeMap::new();
                         for &(u, slot) in users {
                             if taken[u].is_none() {
@@ -260,7 +265,7 @@ impl<'a> Matching<'a> {
         let anchors = self.monotone_anchors();
         for w in anchors.windows(2) {
             let ((ao, an), (bo, bn)) = (w[0], w[1]);
-            let mut groups: BTreeMap<(&str, Option<u32>), (Vec<usize>, Vec<usize>)> =
+            let mut groups: BTreeMap<Key, Sides> =
                 BTreeMap::new();
             for o in (ao + 1) as usize..bo as usize {
                 if self.forward[o].is_none() {
@@ -319,7 +324,7 @@ impl<'a> Matching<'a> {
                 .as_ref()
                 .map(|(f, l)| (f.clone(), i64::from(*l)))
         };
-        let mut by_line: BTreeMap<(String, i64), (Vec<usize>, Vec<usize>)> = BTreeMap::new();
+        let mut by_line: BTreeMap<(String, i64), Sides> = BTreeMap::new();
         for &o in os {
             if let Some(k) = expected(o) {
                 by_line.entry(k).or_default().0.push(o);
