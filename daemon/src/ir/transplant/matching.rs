@@ -212,8 +212,7 @@ impl<'a> Matching<'a> {
                 }
                 let group =
                     |users: &[(usize, usize)], shapes: &'a [InstShape], taken: &[Option<usize>]| {
-                        let mut g: BTreeMap<(Key<'a>, usize), Vec<usize>> =
-                            BTreeMap::new();
+                        let mut g: BTreeMap<(Key<'a>, usize), Vec<usize>> = BTreeMap::new();
                         for &(u, slot) in users {
                             if taken[u].is_none() {
                                 g.entry((level.key(&shapes[u]), slot)).or_default().push(u);
@@ -265,8 +264,7 @@ impl<'a> Matching<'a> {
         let anchors = self.monotone_anchors();
         for w in anchors.windows(2) {
             let ((ao, an), (bo, bn)) = (w[0], w[1]);
-            let mut groups: BTreeMap<Key, Sides> =
-                BTreeMap::new();
+            let mut groups: BTreeMap<Key, Sides> = BTreeMap::new();
             for o in (ao + 1) as usize..bo as usize {
                 if self.forward[o].is_none() {
                     groups.entry(level.key(&self.old[o])).or_default().0.push(o);
