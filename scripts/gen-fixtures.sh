@@ -70,3 +70,41 @@ for src in "${srcs[@]}"; do
         echo "gen-fixtures: llc ok: $ll"
     fi
 done
+
+# tests/fixtures/transplant/ holds changed versions of the kernel fixtures
+# (<kernel>.<change>.cu) for carrying patches from one version to the next;
+# each kernel's unchanged source is compiled there too, as <kernel>.base.ll.
+# All with line tables, so matching can use debug locations.
+TDIR=tests/fixtures/transplant
+changed=("$TDIR"/*.cu)
+bases=()
+for src in "${changed[@]}"; do
+    name=$(basename "$src"); name=${name%%.*}
+    case " ${bases[*]} " in *" $name "*) ;; *) bases+=("$name") ;; esac
+done
+transplant_out=()
+compile_lines() {
+    "$CLANG" -x cuda --cuda-device-only -nocudainc -nocudalib \
+        --cuda-path="$tmp/no-cuda" --cuda-gpu-arch=sm_90 -O3 -S -emit-llvm \
+        -gline-tables-only -fdebug-compilation-dir=. \
+        -include "$SHIM" "$1" -o "$2"
+    transplant_out+=("$2")
+}
+for name in "${bases[@]}"; do
+    echo "gen-fixtures: $KDIR/$name.cu -> $TDIR/$name.base.ll"
+    compile_lines "$KDIR/$name.cu" "$TDIR/$name.base.ll"
+done
+for src in "${changed[@]}"; do
+    echo "gen-fixtures: $src -> ${src%.cu}.ll"
+    compile_lines "$src" "${src%.cu}.ll"
+done
+for ll in "${transplant_out[@]}"; do
+    if grep -q '@__nv_' "$ll"; then
+        linked=$tmp/$(basename "${ll%.ll}").linked.ll
+        "$LLVM_LINK" -S "$ll" "$STUB" -o "$linked"
+        "$LLC" -march=nvptx64 -mcpu=sm_90 "$linked" -o /dev/null
+    else
+        "$LLC" -march=nvptx64 -mcpu=sm_90 "$ll" -o /dev/null
+    fi
+    echo "gen-fixtures: llc ok: $ll"
+done

@@ -92,6 +92,23 @@ pub fn write(state: &Path, best: &Best) -> Result<(), ExportError> {
     write_atomic(&dir.join(format!("{target}.json")), record.as_bytes())
 }
 
+/// Removes the export of `kernel` for `target`, when there is one: the
+/// kernel's code changed and nothing validated for the new code yet.
+pub fn remove(state: &Path, kernel: &str, target: &str) -> Result<(), ExportError> {
+    let dir = kernel_dir(state, kernel);
+    // The record first: without it the PTX is never read.
+    for name in [format!("{target}.json"), format!("{target}.ptx")] {
+        let path = dir.join(name);
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(ExportError::Io { path, source: e })
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// Reads the exported best variant of `kernel` (`<project>/<name>` or a
 /// unique `<name>`) for `arch`, or for any target when `arch` is `None`
 /// (the highest speedup).

@@ -470,6 +470,7 @@ fn render_jobs(jobs: &[JobInfo]) -> String {
         return "no jobs\n".into();
     }
     let with_message = jobs.iter().any(|j| j.message.is_some());
+    let with_origin = jobs.iter().any(|j| j.origin.is_some());
     let mut header = vec![
         "KERNEL",
         "VERSION",
@@ -480,6 +481,9 @@ fn render_jobs(jobs: &[JobInfo]) -> String {
         "BEST",
         "BACKEND/TARGET",
     ];
+    if with_origin {
+        header.push("FROM");
+    }
     if with_message {
         header.push("MESSAGE");
     }
@@ -502,6 +506,13 @@ fn render_jobs(jobs: &[JobInfo]) -> String {
                     format!("{}/{}", j.backend, j.target)
                 },
             ];
+            if with_origin {
+                // Seeded from the previous version: which, and what survived.
+                row.push(j.origin.as_ref().map_or_else(
+                    || "-".into(),
+                    |o| format!("v{} ({} kept, {} dropped)", o.version, o.kept, o.dropped),
+                ));
+            }
             if with_message {
                 // A table row is one line: a finding's first line says what
                 // and where; `explain` shows all of it.
@@ -561,8 +572,24 @@ fn render_explain(e: &Explanation) -> String {
         e.edits.len(),
         if e.edits.len() == 1 { "" } else { "s" }
     );
+    if let Some(o) = &e.origin {
+        out += &format!(
+            "seeded from version {} (job {}): {} patch{} carried over, {} edit{} kept, {} dropped\n",
+            o.version,
+            o.job,
+            o.patches,
+            if o.patches == 1 { "" } else { "es" },
+            o.kept,
+            if o.kept == 1 { "" } else { "s" },
+            o.dropped
+        );
+    }
     for (i, edit) in e.edits.iter().enumerate() {
-        out += &format!("  {}. {edit}\n", i + 1);
+        let from = match &e.origin {
+            Some(o) if e.transplanted.contains(&i) => format!("  (from version {})", o.version),
+            _ => String::new(),
+        };
+        out += &format!("  {}. {edit}{from}\n", i + 1);
     }
     if !e.tests.is_empty() {
         out += "held-out tests (cost ratio, variant over original, 95% interval):\n";

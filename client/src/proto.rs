@@ -201,6 +201,23 @@ pub struct JobInfo {
     pub validated: usize,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub best_speedup: Option<f64>,
+    /// The version this job was seeded from, when patches were carried over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<JobOrigin>,
+}
+
+/// Where a job's first population came from: the previous version's
+/// validated patches and elite, carried to this version's IR.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobOrigin {
+    /// The previous version's job id and version number.
+    pub job: String,
+    pub version: u64,
+    /// Patches carried over (seeds of the first population).
+    pub patches: usize,
+    /// Edits kept and dropped over all carried patches.
+    pub kept: usize,
+    pub dropped: usize,
 }
 
 /// The best validated variant of a kernel for one target, as exported.
@@ -261,6 +278,13 @@ pub struct Explanation {
     /// first.
     #[serde(default)]
     pub rejections: Vec<String>,
+    /// Where the job was seeded from, when it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<JobOrigin>,
+    /// Indices into `edits` of the edits carried over from the previous
+    /// version.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub transplanted: Vec<usize>,
 }
 
 /// One held-out test's cost ratio with its 95% interval (the point itself

@@ -5,8 +5,8 @@ mod common;
 
 use common::*;
 use gevo_client::proto::{
-    Explanation, JobInfo, JobState, Pareto, ParetoPoint, Reply, SlotInfo, Status, TestRatio,
-    WatchRoot,
+    Explanation, JobInfo, JobOrigin, JobState, Pareto, ParetoPoint, Reply, SlotInfo, Status,
+    TestRatio, WatchRoot,
 };
 fn job(kernel: &str, state: JobState, speedup: Option<f64>, message: Option<&str>) -> JobInfo {
     JobInfo {
@@ -22,6 +22,7 @@ fn job(kernel: &str, state: JobState, speedup: Option<f64>, message: Option<&str
         evaluations: 3400,
         validated: if speedup.is_some() { 2 } else { 0 },
         best_speedup: speedup,
+        origin: None,
     }
 }
 
@@ -113,8 +114,53 @@ fn status_and_jobs_print_tables() {
             },
         ],
         rejections: vec!["heldout[1]: slower with confidence on this test".into()],
+        origin: None,
+        transplanted: Vec::new(),
+    };
+    // A job seeded from its kernel's previous version.
+    let origin = JobOrigin {
+        job: "app/stencil@v1".into(),
+        version: 1,
+        patches: 2,
+        kept: 3,
+        dropped: 1,
+    };
+    let mut seeded = job("app/stencil", JobState::Running, Some(1.1), None);
+    seeded.version = 2;
+    seeded.origin = Some(origin.clone());
+    let seeded_explanation = Explanation {
+        origin: Some(origin),
+        transplanted: vec![0],
+        tests: Vec::new(),
+        rejections: Vec::new(),
+        diff: String::new(),
+        ..explanation.clone()
     };
     let cases: Vec<(&str, Reply, String)> = vec![
+        (
+            "jobs",
+            Reply::Jobs(vec![
+                seeded,
+                job("app/reduce", JobState::Queued, None, None),
+            ]),
+            "\
+KERNEL       VERSION  STATE    GENERATIONS  EVALUATIONS  VALIDATED  BEST    BACKEND/TARGET  FROM
+app/stencil  2        running  12           3400         2          1.100x  sim/sm_90       v1 (3 kept, 1 dropped)
+app/reduce   1        queued   12           3400         0          -       sim/sm_90       -
+"
+            .into(),
+        ),
+        (
+            "explain",
+            Reply::Explain(seeded_explanation),
+            "\
+app/stencil (job j1): speedup 1.250x with 2 edits
+seeded from version 1 (job app/stencil@v1): 2 patches carried over, 3 edits kept, 1 dropped
+  1. delete %12  (from version 1)
+  2. swap %3 %4
+"
+            .into(),
+        ),
         (
             "status",
             Reply::Status(status()),

@@ -87,6 +87,18 @@ pub struct DaemonJob {
     pub paused: bool,
     /// A newer version of the kernel replaced it.
     pub superseded: bool,
+    /// Seeded from the previous version (`serve::seed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<Origin>,
+}
+
+/// What a job version took over from the one before it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Origin {
+    pub info: gevo_client::proto::JobOrigin,
+    /// Every edit of the carried patches, as it reads on this version's IR:
+    /// a variant's edit that is one of these came from the previous version.
+    pub edits: Vec<crate::ir::Edit>,
 }
 
 /// One committed generation: its population with fitness, and counters.

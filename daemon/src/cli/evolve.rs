@@ -66,6 +66,11 @@ pub struct EvolveArgs {
     /// Continue the job's checkpoint (starts it when there is none).
     #[arg(long)]
     resume: bool,
+    /// Start from random individuals even when the state holds a search
+    /// of an earlier version of this spec's kernel (other IR), whose
+    /// patches would otherwise be carried over as seeds.
+    #[arg(long)]
+    fresh: bool,
     #[arg(long)]
     json: bool,
     /// TOML file with an [evolve] table of search parameters.
@@ -201,11 +206,28 @@ impl EvolveArgs {
                 job.id
             ),
             (None, _) => {
-                let engine = Engine::new(config, self.seed)?;
+                let mut engine = Engine::new(config, self.seed)?;
+                let seeding = match self.fresh {
+                    true => None,
+                    false => super::transplant::seeds_for_new_job(&store, &job, &ir)?,
+                };
+                if let Some((seeds, origin)) = seeding {
+                    eprintln!(
+                        "seeded from job {}: {} patch(es) carried over, {} edit(s) kept, {} dropped",
+                        origin.info.job,
+                        origin.info.patches,
+                        origin.info.kept,
+                        origin.info.dropped
+                    );
+                    engine.seed_with(seeds);
+                    store.put_setting(&super::transplant::origin_key(&job.id), &origin)?;
+                }
                 store.create_job(&job, &engine)?;
                 engine
             }
         };
+        let origin: Option<gevod::store::Origin> =
+            store.setting(&super::transplant::origin_key(&job.id))?;
 
         let stop = Arc::new(AtomicBool::new(false));
         for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -244,6 +266,7 @@ impl EvolveArgs {
             respawns,
             gate,
             interrupted,
+            origin: origin.as_ref(),
         };
         if self.json {
             println!("{}", serde_json::to_string_pretty(&report.json())?);

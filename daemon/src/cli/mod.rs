@@ -12,6 +12,7 @@ mod run;
 mod serve;
 mod spec_init;
 mod tables;
+mod transplant;
 mod workers;
 
 use anyhow::Result;
@@ -68,6 +69,8 @@ enum Command {
     Ids(kernel::IdsArgs),
     /// Show each edit of a patch and the IR diff it makes.
     Edits(kernel::EditsArgs),
+    /// Carry a patch to a new version of its kernel's IR.
+    Transplant(transplant::TransplantArgs),
     /// Kernel specs: `gevod spec init kernel.ll -o kernel.gevo.toml` writes
     /// a skeleton from the kernel's parameters.
     Spec {
@@ -163,6 +166,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Mutate(args) => args.run().map(|()| 0),
         Command::Ids(args) => args.run().map(|()| 0),
         Command::Edits(args) => args.run().map(|()| 0),
+        Command::Transplant(args) => args.run(),
         Command::Spec { command } => command.run().map(|()| 0),
     }
 }

@@ -82,6 +82,8 @@ pub struct Report<'a> {
     /// The backend's safety gate, in one line (GPU: compute-sanitizer).
     pub gate: Option<String>,
     pub interrupted: bool,
+    /// The earlier version of the kernel this job was seeded from.
+    pub origin: Option<&'a gevod::store::Origin>,
 }
 
 impl Report<'_> {
@@ -118,6 +120,12 @@ impl Report<'_> {
         if let Some(gate) = &self.gate {
             out += &format!("{gate}\n\n");
         }
+        if let Some(o) = self.origin {
+            out += &format!(
+                "seeded from job {} (this spec's kernel with other IR): {} patch(es) carried over, {} edit(s) kept, {} dropped\n\n",
+                o.info.job, o.info.patches, o.info.kept, o.info.dropped
+            );
+        }
         match (self.best(), self.exported) {
             (Some(v), Some(files)) => {
                 out += &format!(
@@ -141,7 +149,11 @@ impl Report<'_> {
                     out += &format!("    {:<12} {verdict:<8} cost ratio {ratio}\n", t.test);
                 }
                 for e in &v.minimized.edits {
-                    out += &format!("  edit: {e}\n");
+                    let from = match self.origin {
+                        Some(o) if o.edits.contains(e) => format!("  (from job {})", o.info.job),
+                        _ => String::new(),
+                    };
+                    out += &format!("  edit: {e}{from}\n");
                 }
                 out += &format!(
                     "  PTX:             {}\n  patch:           {}\n  minimized patch: {}\n",
@@ -193,6 +205,11 @@ impl Report<'_> {
                 "ptx": files.ptx,
                 "patch": files.patch,
                 "minimized_patch": files.minimized,
+                "transplanted_edits": self.origin.map_or_else(Vec::new, |o| {
+                    (0..v.minimized.edits.len())
+                        .filter(|&i| o.edits.contains(&v.minimized.edits[i]))
+                        .collect()
+                }),
             })
         });
         let pareto: Vec<_> = e
@@ -228,6 +245,7 @@ impl Report<'_> {
             })).collect::<Vec<_>>(),
             "pareto": pareto,
             "counters": c,
+            "origin": self.origin.map(|o| &o.info),
         })
     }
 }

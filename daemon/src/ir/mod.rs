@@ -16,6 +16,7 @@ mod lower;
 mod mutate;
 pub mod patch;
 mod signature;
+pub mod transplant;
 
 pub use codegen::{libdevice_candidates, CodegenOptions, DEFAULT_ARCH};
 pub use dom::DomTree;

@@ -106,13 +106,15 @@ impl ApiHandler {
         }
     }
 
-    /// The newest version that has a validated variant (for `arch`): a new
-    /// version takes over only once it has its own.
+    /// The current version's validated variant (for `arch`): a variant
+    /// evolved from other code is never the answer for this code, so a
+    /// new version has none until it validates its own (its seeds carried
+    /// from the previous version included) and the build uses the original.
     fn best(&self, kernel: &str, arch: Option<&str>) -> Outcome {
         let kernel = self.resolve(kernel)?;
         let registry = self.shared.registry();
         let versions = registry.versions(&kernel);
-        let found = versions.iter().find_map(|j| {
+        let found = versions.iter().take(1).find_map(|j| {
             j.best
                 .as_ref()
                 .filter(|(_, r)| arch.is_none_or(|a| r.target == a))
@@ -159,7 +161,7 @@ impl ApiHandler {
 
     fn explain(&self, kernel: &str) -> Outcome {
         let kernel = self.resolve(kernel)?;
-        let (id, validated, ir_text, spec_path, spec_text, root) = {
+        let (id, validated, ir_text, spec_path, spec_text, root, origin) = {
             let registry = self.shared.registry();
             let versions = registry.versions(&kernel);
             let Some(job) = versions.iter().find(|j| j.best.is_some()) else {
@@ -188,6 +190,7 @@ impl ApiHandler {
                 job.record.spec_path.clone(),
                 job.record.spec_text.clone(),
                 job.daemon.root.clone(),
+                job.daemon.origin.clone(),
             )
         };
         let internal = |e: String| (ErrorCode::Internal, format!("{id}: {e}"));
@@ -231,6 +234,12 @@ impl ApiHandler {
                 })
                 .collect(),
             rejections,
+            transplanted: origin.as_ref().map_or_else(Vec::new, |o| {
+                (0..validated.minimized.edits.len())
+                    .filter(|&i| o.edits.contains(&validated.minimized.edits[i]))
+                    .collect()
+            }),
+            origin: origin.map(|o| o.info),
         }))
     }
 

@@ -18,6 +18,7 @@ mod handler;
 pub mod registry;
 mod runner;
 mod scan;
+pub mod seed;
 mod slots;
 
 pub use crate::config::ServeConfig;

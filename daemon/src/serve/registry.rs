@@ -129,6 +129,7 @@ impl JobEntry {
             evaluations: self.evaluations,
             validated: self.validated,
             best_speedup: self.best.as_ref().map(|(v, _)| v.speedup),
+            origin: self.daemon.origin.as_ref().map(|o| o.info.clone()),
         }
     }
 }
@@ -222,6 +223,7 @@ impl Registry {
             evaluations: 0,
             validated: 0,
             best_speedup: None,
+            origin: None,
         }));
         out.sort_by(|a, b| a.kernel.cmp(&b.kernel).then(b.version.cmp(&a.version)));
         out

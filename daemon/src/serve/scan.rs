@@ -274,6 +274,9 @@ fn register(
     let identity = format!("{fingerprint}\n{backend}\n{}\n{arch}", scope.target);
     let id = format!("{kernel}@{}", &content_hash(identity.as_bytes())[..12]);
 
+    // Work done before the registry is locked: carrying patches over
+    // replays each on the new IR.
+    let seeding = super::seed::from_previous(shared, kernel, &found.spec, &id, &ir);
     let mut registry = shared.registry();
     // Another spec file already defines this kernel name.
     if let Some(other) = registry.jobs.values().find(|j| {
@@ -307,8 +310,12 @@ fn register(
     // A rebuild does not undo a client's pause of the current version.
     let paused = versions.first().is_some_and(|j| j.daemon.paused);
     if !registry.jobs.contains_key(&id) {
-        let engine =
+        let mut engine =
             Engine::new(config.evolve.clone(), config.jobs.seed).map_err(|e| e.to_string())?;
+        let origin = seeding.map(|(seeds, origin)| {
+            engine.seed_with(seeds);
+            origin
+        });
         let record = JobRecord {
             id: id.clone(),
             spec_path: found.spec.clone(),
@@ -327,6 +334,7 @@ fn register(
             fingerprint: fingerprint.to_string(),
             paused,
             superseded: false,
+            origin,
         };
         let ir_snapshot = snapshot_path(&shared.state_dir, &id);
         gevo_client::export::write_atomic(&ir_snapshot, record.ir_text.as_bytes())
@@ -342,12 +350,14 @@ fn register(
         );
     }
     let vtime = registry.entry_vtime();
+    let mut changed_version = false;
     for job in registry.jobs.values_mut() {
         if job.daemon.kernel != kernel || job.record.spec_path != found.spec {
             continue;
         }
         let current = job.id == id;
         if job.daemon.superseded == current {
+            changed_version = true;
             job.daemon.superseded = !current;
             persist(&job.id, &job.daemon)?;
             if current {
@@ -360,6 +370,25 @@ fn register(
         }
     }
     registry.problems.remove(&found.spec);
+    // The export (what builds get when the daemon is down) follows the
+    // current version: its own variant, or none.
+    let export = changed_version.then(|| {
+        let job = &registry.jobs[&id];
+        (job.best.clone(), job.record.target.clone())
+    });
+    drop(registry);
+    match export {
+        Some((Some((validated, record)), _)) => {
+            let best = gevo_client::proto::Best {
+                record,
+                ptx: validated.ptx,
+            };
+            gevo_client::export::write(&shared.state_dir, &best)
+        }
+        Some((None, target)) => gevo_client::export::remove(&shared.state_dir, kernel, &target),
+        None => Ok(()),
+    }
+    .unwrap_or_else(|e| tracing::error!(error = %e, "exporting the current version's variant"));
     Ok(())
 }
 

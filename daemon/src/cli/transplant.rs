@@ -1,0 +1,127 @@
+//! `gevod transplant`: carries a patch made for one version of a kernel's
+//! IR to another version (the daemon does the same for every rebuild).
+
+use super::output::{load_kernel, read_patch, write_output};
+use anyhow::{Context as _, Result};
+use gevo_client::proto::JobOrigin;
+use gevod::evolve::Engine;
+use gevod::ir::transplant::Transplanter;
+use gevod::ir::{KernelIr, Patch};
+use gevod::serve::seed::{carry, previous_patches};
+use gevod::store::{JobRecord, Origin, Store};
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct TransplantArgs {
+    /// The IR the patch was made for.
+    old_ir: PathBuf,
+    /// The IR to carry it to.
+    new_ir: PathBuf,
+    #[arg(long)]
+    patch: PathBuf,
+    /// The kernel in the new IR (default: the patch's name, or the only one).
+    #[arg(long)]
+    kernel: Option<String>,
+    /// Fail, writing nothing, when any edit cannot be carried over; one
+    /// line per dropped edit on stderr.
+    #[arg(long)]
+    strict: bool,
+    /// Output file for the new patch (default: stdout).
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+}
+
+impl TransplantArgs {
+    pub fn run(self) -> Result<i32> {
+        let patch = read_patch(&self.patch)?;
+        let old = load_kernel(&self.old_ir, Some(&patch.kernel), Some(&patch))?;
+        let wanted = self.kernel.as_deref().unwrap_or(&patch.kernel);
+        let new = match load_kernel(&self.new_ir, Some(wanted), None) {
+            // The kernel renamed in a one-kernel module: take that one.
+            Err(_) if self.kernel.is_none() => load_kernel(&self.new_ir, None, None)?,
+            other => other?,
+        };
+        let transplanter = Transplanter::new(&old, &new)
+            .with_context(|| format!("{} -> {}", self.old_ir.display(), self.new_ir.display()))?;
+        let result = transplanter
+            .transplant(&patch)
+            .with_context(|| self.patch.display().to_string())?;
+        if self.strict && !result.dropped.is_empty() {
+            for d in &result.dropped {
+                eprintln!("gevod: {}: {d}", self.patch.display());
+            }
+            return Ok(1);
+        }
+        let (matched, total) = transplanter.matched();
+        write_output(self.output.as_deref(), &(result.patch.to_json() + "\n"))?;
+        eprintln!(
+            "transplant: {} of {} edits kept, {} dropped ({matched} of {total} instructions matched)",
+            result.kept.len(),
+            patch.edits.len(),
+            result.dropped.len()
+        );
+        for d in &result.dropped {
+            eprintln!("  dropped {d}");
+        }
+        Ok(0)
+    }
+}
+
+/// The store's setting that holds a `gevod evolve` job's origin.
+pub fn origin_key(job: &str) -> String {
+    format!("origin/{job}")
+}
+
+/// Seeds for a new `gevod evolve` job from an earlier version of the same
+/// spec's kernel in the same state directory (same spec file, backend and
+/// target, other IR): the one with the most evaluations, whose validated
+/// patches and elite are carried to `ir` as the daemon does for a rebuild.
+pub fn seeds_for_new_job(
+    store: &Store,
+    job: &JobRecord,
+    ir: &KernelIr,
+) -> Result<Option<(Vec<Patch>, Origin)>> {
+    let mut previous: Option<(JobRecord, Engine)> = None;
+    for id in store.jobs()? {
+        let Some(record) = store.job(&id)? else {
+            continue;
+        };
+        if record.spec_path != job.spec_path
+            || record.ir_hash == job.ir_hash
+            || record.backend != job.backend
+            || record.target != job.target
+        {
+            continue;
+        }
+        let Some(engine) = store.checkpoint(&id)? else {
+            continue;
+        };
+        let more = previous
+            .as_ref()
+            .is_none_or(|(_, e)| engine.counters().evaluations > e.counters().evaluations);
+        if more {
+            previous = Some((record, engine));
+        }
+    }
+    let Some((record, engine)) = previous else {
+        return Ok(None);
+    };
+    let patches = previous_patches(store.validated(&record.id)?, Some(&engine));
+    let Some(first) = patches.first() else {
+        return Ok(None);
+    };
+    let old = KernelIr::parse(&record.id, record.ir_text.as_bytes(), Some(&first.kernel))
+        .with_context(|| format!("job {}", record.id))?;
+    let Some((seeds, kept, dropped, edits)) = carry(&old, ir, &patches) else {
+        return Ok(None);
+    };
+    let info = JobOrigin {
+        job: record.id,
+        // Versions are the daemon's; here the job id says which.
+        version: 0,
+        patches: seeds.len(),
+        kept,
+        dropped,
+    };
+    Ok(Some((seeds, Origin { info, edits })))
+}
