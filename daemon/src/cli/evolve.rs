@@ -109,7 +109,7 @@ impl EvolveArgs {
             Some(path) => EvolveFile::load(path)?.evolve,
             None => Config::default(),
         };
-        let ir = KernelIr::load(&spec.ir, Some(&spec.kernel))
+        let ir = KernelIr::load_kernels(&spec.ir, &spec.kernels)
             .with_context(|| self.spec.display().to_string())?;
         let arch = arch_for(&spec, self.arch.clone(), device.as_ref());
         let setup = WorkerSetup {

@@ -8,7 +8,7 @@ use super::driver::{Context, DeviceBuffer, Event, Kernel};
 use super::CudaError;
 use crate::device::DeviceInfo;
 use crate::eval::{compare_outputs, scalar_bits, Assessment, TestSummary};
-use crate::spec::{ArgValue, Instance, Role, Spec, SpecError, TestSet};
+use crate::spec::{ArgValue, Instance, LaunchParam, Role, Spec, SpecError, TestSet};
 use crate::stats::{self, Timing};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -81,7 +81,7 @@ pub struct Measured {
 pub struct Measurer {
     spec: Spec,
     device: DeviceInfo,
-    kernel_name: String,
+    kernel_names: Vec<String>,
     options: MeasureOptions,
     original: Kernel,
     tests: Vec<DeviceTest>,
@@ -107,11 +107,11 @@ impl Measurer {
         spec: Spec,
         device: DeviceInfo,
         original_ptx: &str,
-        kernel_name: &str,
+        kernel_names: &[String],
         options: MeasureOptions,
     ) -> Result<Self, MeasureError> {
         let context = Context::new(device.ordinal)?;
-        let original = Kernel::load(original_ptx, kernel_name)?;
+        let original = Kernel::load(original_ptx, kernel_names)?;
         let events = (0..4 * options
             .rounds
             .max(options.heldout_rounds)
@@ -122,7 +122,7 @@ impl Measurer {
         let mut m = Measurer {
             spec,
             device,
-            kernel_name: kernel_name.to_string(),
+            kernel_names: kernel_names.to_vec(),
             options,
             original,
             tests: Vec::new(),
@@ -182,7 +182,7 @@ impl Measurer {
             tests: Vec::new(),
             device: Some(self.device.clone()),
         };
-        let kernel = match Kernel::load(ptx, &self.kernel_name) {
+        let kernel = match Kernel::load(ptx, &self.kernel_names) {
             Ok(k) => k,
             Err(e) => {
                 let fatal = e.poisons_context();
@@ -364,29 +364,28 @@ impl Measurer {
     }
 }
 
-/// Queues the test's launches, exchanging buffers between them as the
-/// spec's `repeat.swap` says; returns which buffer each argument ends on.
+/// Queues the test's launches, each with its kernel and the buffers the
+/// spec's swaps bind; returns which buffer each argument ends on.
 pub(super) fn launch_all(kernel: &Kernel, test: &DeviceTest) -> Result<Vec<usize>, CudaError> {
     let i = &test.instance;
-    let mut binding: Vec<usize> = (0..i.args.len()).collect();
-    for launch in 0..i.launches {
-        let mut args: Vec<u64> = i
-            .args
+    for launch in &i.launches {
+        let mut args: Vec<u64> = launch
+            .params
             .iter()
-            .enumerate()
-            .map(|(a, v)| match v {
-                ArgValue::Buffer { .. } => test.work[binding[a]].as_ref().map_or(0, |b| b.ptr),
-                ArgValue::Scalar(s) => scalar_bits(*s),
+            .map(|p| match *p {
+                LaunchParam::Buffer { slot, .. } => test.work[slot].as_ref().map_or(0, |b| b.ptr),
+                LaunchParam::Scalar(s) => scalar_bits(s),
             })
             .collect();
-        kernel.launch(i.grid, i.block, i.shared_bytes, &mut args)?;
-        if launch + 1 < i.launches {
-            for &(a, b) in &i.swaps {
-                binding.swap(a, b);
-            }
-        }
+        kernel.launch(
+            launch.kernel,
+            launch.grid,
+            launch.block,
+            launch.shared_bytes,
+            &mut args,
+        )?;
     }
-    Ok(binding)
+    Ok(i.final_binding.clone())
 }
 
 pub(super) fn upload(name: &str, instance: Instance) -> Result<DeviceTest, CudaError> {

@@ -120,7 +120,7 @@ impl HarnessEvaluator {
             spec: spec.path.clone(),
             source,
         };
-        let ir = KernelIr::load(&spec.ir, Some(&spec.kernel)).map_err(ir_error)?;
+        let ir = KernelIr::load_kernels(&spec.ir, &spec.kernels).map_err(ir_error)?;
         let compiled = ir.compile(&ir.empty_patch(), &codegen).map_err(ir_error)?;
         let scratch = tempfile::Builder::new()
             .prefix("gevo-harness-")

@@ -460,6 +460,7 @@ mod tests {
                         format: 1,
                         ir_hash: "00".into(),
                         kernel: "k".into(),
+                        kernels: Vec::new(),
                         edits: Vec::new(),
                     },
                     set: TestSet::Train,
