@@ -132,6 +132,20 @@ pub struct TestSummary {
     /// on the simulator, whose costs are exact counts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timing: Option<Timing>,
+    /// On the GPU, for a pipeline of several kernels: each kernel's time
+    /// (its launches summed) for the original and the variant.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernels: Vec<KernelTime>,
+}
+
+/// One kernel's share of a pipeline's time on one test (medians over a few
+/// runs with an event after every launch, apart from the timed rounds).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct KernelTime {
+    /// The kernel as the spec names it.
+    pub kernel: String,
+    pub original_ns: f64,
+    pub variant_ns: f64,
 }
 
 impl TestSummary {
@@ -154,6 +168,7 @@ impl TestSummary {
             original_cost: 0,
             error: None,
             timing: None,
+            kernels: Vec::new(),
         }
     }
 }
@@ -181,6 +196,7 @@ impl Assessment {
                 original_cost: r.original_cost,
                 error: r.error,
                 timing: None,
+                kernels: Vec::new(),
             })
             .collect();
         Assessment {

@@ -280,6 +280,7 @@ impl HarnessEvaluator {
             original_cost: reference.cost,
             error: Some(worst),
             timing: None,
+            kernels: Vec::new(),
         }
     }
 

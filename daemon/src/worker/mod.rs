@@ -421,6 +421,7 @@ mod tests {
                         original_ns: vec![4800.0, 4812.5],
                         variant_ns: vec![4960.0, 4950.25],
                     }),
+                    kernels: Vec::new(),
                 },
                 TestSummary::failed(
                     "train[1]",
