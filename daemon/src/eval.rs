@@ -458,12 +458,19 @@ fn check_arguments(spec: &Spec, programs: &[Program]) -> Result<(), EvalError> {
         let (prefix, field) = if spec.is_single_launch() {
             (String::new(), "args".to_string())
         } else {
-            (format!("{} ({}): ", launch.field, spec.kernels[launch.kernel]), format!("{}.args", launch.field))
+            (
+                format!("{} ({}): ", launch.field, spec.kernels[launch.kernel]),
+                format!("{}.args", launch.field),
+            )
         };
         if launch.args.len() != program.params.len() {
             return Err(error(format!(
                 "{prefix}the spec {} {} arguments but kernel {} takes {}",
-                if spec.is_single_launch() { "lists" } else { "passes" },
+                if spec.is_single_launch() {
+                    "lists"
+                } else {
+                    "passes"
+                },
                 launch.args.len(),
                 program.kernel,
                 program.params.len()
@@ -595,8 +602,15 @@ pub fn simulate(
             })
             .collect();
         total.add(
-            &sim::run(&programs[launch.kernel], &dims, &args, &memory, limits, workers)
-                .map_err(|v| name_buffer(v, instance, launch))?,
+            &sim::run(
+                &programs[launch.kernel],
+                &dims,
+                &args,
+                &memory,
+                limits,
+                workers,
+            )
+            .map_err(|v| name_buffer(v, instance, launch))?,
         );
     }
     let outputs = instance

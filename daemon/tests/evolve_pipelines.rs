@@ -56,7 +56,10 @@ fn run_and_a_short_evolve_work_on_every_pipeline_fixture() {
         // Every variant was built and judged (few of lu's are valid: most
         // edits of its float code move its results past the tolerance).
         let counters = &report["counters"];
-        assert!(counters["evaluations"].as_u64().unwrap() >= 12, "{name}: {report}");
+        assert!(
+            counters["evaluations"].as_u64().unwrap() >= 12,
+            "{name}: {report}"
+        );
         assert_eq!(counters["compile_failures"], 0, "{name}: {report}");
         assert_eq!(report["worker_respawns"], 0, "{name}: {report}");
     }
@@ -79,7 +82,15 @@ fn evolve_validates_an_improvement_spanning_two_kernels() {
         .arg(&config)
         .arg("--state")
         .arg(dir.path().join("state"))
-        .args(["--backend", "sim", "--evaluations", "1200", "--seed", "6", "--json"])
+        .args([
+            "--backend",
+            "sim",
+            "--evaluations",
+            "1200",
+            "--seed",
+            "6",
+            "--json",
+        ])
         .output()
         .unwrap();
     let report = json(&out, "evolve");
@@ -98,7 +109,10 @@ fn evolve_validates_an_improvement_spanning_two_kernels() {
         .collect();
     kernels.sort();
     kernels.dedup();
-    assert!(kernels.len() >= 2, "the minimized patch edits only {kernels:?}");
+    assert!(
+        kernels.len() >= 2,
+        "the minimized patch edits only {kernels:?}"
+    );
 
     // An independent re-run of the minimized patch passes every test,
     // faster on each.
@@ -115,6 +129,9 @@ fn evolve_validates_an_improvement_spanning_two_kernels() {
     assert_eq!(tests.len(), spec.train.len() + spec.heldout.len());
     for t in tests {
         assert_eq!(t["verdict"], "pass", "{t}");
-        assert!(t["cost"].as_u64().unwrap() < t["original_cost"].as_u64().unwrap(), "{t}");
+        assert!(
+            t["cost"].as_u64().unwrap() < t["original_cost"].as_u64().unwrap(),
+            "{t}"
+        );
     }
 }

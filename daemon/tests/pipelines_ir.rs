@@ -24,10 +24,13 @@ fn ids_run_on_across_the_kernels() {
     // ids shifted by the instructions of the kernels before it.
     let mut first = 0u32;
     for (k, name) in kernels.iter().enumerate() {
-        let alone = KernelIr::load(&common::repo_root().join("tests/fixtures/pipelines/pyramid.ll"), Some(name))
-            .unwrap()
-            .listing()
-            .unwrap();
+        let alone = KernelIr::load(
+            &common::repo_root().join("tests/fixtures/pipelines/pyramid.ll"),
+            Some(name),
+        )
+        .unwrap()
+        .listing()
+        .unwrap();
         let part: Vec<_> = listing
             .iter()
             .filter(|(id, _)| ir.kernel_of(*id) == Some(k))
@@ -62,10 +65,7 @@ fn an_edit_naming_two_kernels_is_refused() {
         repairs: Vec::new(),
     });
     let err = ir.check(&patch).unwrap_err();
-    assert!(
-        matches!(err, IrError::InvalidEdit { edit: 0, .. }),
-        "{err}"
-    );
+    assert!(matches!(err, IrError::InvalidEdit { edit: 0, .. }), "{err}");
     // A single-kernel patch of the same IR is refused too: it spans other kernels.
     let mut single = patch.clone();
     single.kernels.clear();
@@ -88,7 +88,12 @@ fn mutation_reaches_every_kernel_and_replay_is_exact() {
         let explained = ir.explain(&patch).unwrap();
         let touched: Vec<usize> = explained
             .iter()
-            .map(|e| kernels.iter().position(|k| Some(k) == e.kernel.as_ref()).unwrap())
+            .map(|e| {
+                kernels
+                    .iter()
+                    .position(|k| Some(k) == e.kernel.as_ref())
+                    .unwrap()
+            })
             .collect();
         for &k in &touched {
             per_kernel[k] += 1;
@@ -110,7 +115,10 @@ fn mutation_reaches_every_kernel_and_replay_is_exact() {
         .collect();
     let smallest = (0..counts.len()).min_by_key(|&k| counts[k]).unwrap();
     let largest = (0..counts.len()).max_by_key(|&k| counts[k]).unwrap();
-    assert!(per_kernel[smallest] < per_kernel[largest], "{per_kernel:?} for {counts:?}");
+    assert!(
+        per_kernel[smallest] < per_kernel[largest],
+        "{per_kernel:?} for {counts:?}"
+    );
 
     // A patch spanning two kernels replays to the same IR and PTX, in a
     // fresh load too, and its PTX holds every kernel.
@@ -120,7 +128,10 @@ fn mutation_reaches_every_kernel_and_replay_is_exact() {
     let b = again.compile(&patch, &options).unwrap();
     assert_eq!(a, b);
     for k in &kernels {
-        assert!(a.ptx.contains(&format!(".entry {k}(")), "{k} missing from the PTX");
+        assert!(
+            a.ptx.contains(&format!(".entry {k}(")),
+            "{k} missing from the PTX"
+        );
     }
     let json = gevod::ir::Patch::from_json(&patch.to_json()).unwrap();
     assert_eq!(json, patch);

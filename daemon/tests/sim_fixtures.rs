@@ -74,7 +74,11 @@ fn reference(kernel: &str, inst: &Instance) -> Vec<Vec<u8>> {
             let (input, n) = (f32s(buffer(inst, 0)), int(inst, 2) as usize);
             let threads = inst.launches[0].block[0] as usize;
             let mut sums = f32s(buffer(inst, 1));
-            for (blk, sum) in sums.iter_mut().enumerate().take(inst.launches[0].grid[0] as usize) {
+            for (blk, sum) in sums
+                .iter_mut()
+                .enumerate()
+                .take(inst.launches[0].grid[0] as usize)
+            {
                 let mut s: Vec<f32> = (0..threads)
                     .map(|t| {
                         input

@@ -123,7 +123,12 @@ fn pipeline_fixtures_match_hand_written_applications() {
                     let a = i32s(buffer(&inst, &spec, "a"));
                     let b = i32s(buffer(&inst, &spec, "b"));
                     let gap = int(&inst, &spec, "gap") as i32;
-                    assert_eq!(i32s(output("score")), wavefront(&a, &b, n, gap), "{name} {}", test.name);
+                    assert_eq!(
+                        i32s(output("score")),
+                        wavefront(&a, &b, n, gap),
+                        "{name} {}",
+                        test.name
+                    );
                 }
                 "lu" => {
                     let want = lu(&f32s(buffer(&inst, &spec, "a")), n);
@@ -137,7 +142,8 @@ fn pipeline_fixtures_match_hand_written_applications() {
                 }
                 "pyramid" => {
                     let steps = test.params["steps"] as usize;
-                    let (signal, partial, total) = pyramid(&i32s(buffer(&inst, &spec, "cur")), steps);
+                    let (signal, partial, total) =
+                        pyramid(&i32s(buffer(&inst, &spec, "cur")), steps);
                     assert_eq!(i32s(output("next")), signal, "{name} {}", test.name);
                     assert_eq!(i32s(output("partial")), partial, "{name} {}", test.name);
                     assert_eq!(i32s(output("total")), vec![total], "{name} {}", test.name);
@@ -175,9 +181,15 @@ fn launches_follow_the_loops_and_take_the_loop_variable() {
         (1, [1, 1, 1], "16".into()),
     ];
     assert_eq!(shape, want);
-    assert_eq!(inst.launches[5].label, "launches[1].body[1] (lu_perimeter, k = 1)");
+    assert_eq!(
+        inst.launches[5].label,
+        "launches[1].body[1] (lu_perimeter, k = 1)"
+    );
     assert_eq!(inst.launches[7].label, "launches[2] (lu_diagonal)");
-    assert_eq!(spec.thread_count(test).unwrap(), 64 + 8 + 16 + 256 + 8 + 8 + 64 + 8);
+    assert_eq!(
+        spec.thread_count(test).unwrap(),
+        64 + 8 + 16 + 256 + 8 + 8 + 64 + 8
+    );
 
     // The pyramid's swaps: step s reads the buffer step s-1 wrote, and the
     // launches after the loop see `next` bound to the last step's output.
@@ -219,7 +231,11 @@ fn a_faulting_launch_is_named_with_its_loop_variable() {
     let eval = Evaluator::new(spec, 1).unwrap();
     let ir = eval.ir();
     let listing = ir.listing().unwrap();
-    let lower = ir.chosen_kernels().iter().position(|k| *k == "wf_lower").unwrap();
+    let lower = ir
+        .chosen_kernels()
+        .iter()
+        .position(|k| *k == "wf_lower")
+        .unwrap();
     // The barrier of wf_lower deleted is harmless; an operand of the
     // diagonal's load address set to zero is not: find the first load of wf_lower.
     let load = listing
@@ -237,7 +253,11 @@ fn a_faulting_launch_is_named_with_its_loop_variable() {
         repairs: Vec::new(),
     });
     let results = eval.evaluate(&patch, TestSet::Train).unwrap();
-    let failure = results[0].failure.as_ref().expect("a null load faults").to_string();
+    let failure = results[0]
+        .failure
+        .as_ref()
+        .expect("a null load faults")
+        .to_string();
     assert!(
         failure.starts_with("in launches[2].body[0] (wf_lower, d = 26)"),
         "{failure}"

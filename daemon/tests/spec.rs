@@ -488,7 +488,10 @@ tolerance = 4
         assert_eq!(l.grid, [3, 2, 1]);
         assert_eq!(l.block, [16, 16, 1]);
         assert_eq!(l.shared_bytes, 1296);
-        assert_eq!(l.label, "", "the single-kernel form's launches have no label");
+        assert_eq!(
+            l.label, "",
+            "the single-kernel form's launches have no label"
+        );
     }
     // Launch 2 reads what launch 1 wrote: `in` and `out` exchange buffers.
     let buffers = |l: &spec::LaunchInstance| -> Vec<(usize, usize)> {
@@ -507,7 +510,11 @@ tolerance = 4
     assert_eq!(inst.args[2], ArgValue::Scalar(Scalar::F64(1.0 / 3.0)));
     let heldout = spec.instantiate(&spec.heldout[0]).unwrap();
     assert_eq!(heldout.launches.len(), 10);
-    assert_eq!(heldout.final_binding[..2], [1, 0], "an even count ends swapped");
+    assert_eq!(
+        heldout.final_binding[..2],
+        [1, 0],
+        "an even count ends swapped"
+    );
     assert_eq!(spec.acceptance.tolerance, 4.0);
     assert_eq!(spec.outputs(), vec![0, 1]);
 }

@@ -448,7 +448,11 @@ pub(super) fn launch_all(kernel: &Kernel, test: &DeviceTest) -> Result<Vec<usize
 }
 
 /// Queues one launch of the test.
-fn launch_one(kernel: &Kernel, test: &DeviceTest, launch: &LaunchInstance) -> Result<(), CudaError> {
+fn launch_one(
+    kernel: &Kernel,
+    test: &DeviceTest,
+    launch: &LaunchInstance,
+) -> Result<(), CudaError> {
     let mut args: Vec<u64> = launch
         .params
         .iter()

@@ -56,11 +56,7 @@ impl<'d> LiveModule<'d> {
 
     /// One past the largest id in use in any kernel.
     fn next_id(&self) -> u32 {
-        self.parts
-            .iter()
-            .map(|p| p.fresh_id().0)
-            .max()
-            .unwrap_or(0)
+        self.parts.iter().map(|p| p.fresh_id().0).max().unwrap_or(0)
     }
 
     /// The kernel `k`, with ids taken elsewhere reserved.

@@ -81,7 +81,10 @@ pub struct LaunchInstance {
 pub enum LaunchParam {
     /// The buffer now bound to argument `arg`: the memory of argument
     /// `slot`'s initial contents (they differ after swaps).
-    Buffer { arg: usize, slot: usize },
+    Buffer {
+        arg: usize,
+        slot: usize,
+    },
     Scalar(Scalar),
 }
 

@@ -3,8 +3,8 @@
 //! are read); also the placeholder launch a harness spec carries.
 
 use super::read::{array, expr, string, table, Cx, Res, Tab};
-use crate::spec::expr::Expr;
 use crate::spec::error::Location;
+use crate::spec::expr::Expr;
 use crate::spec::model::{ArgKind, ArgSpec, Launch, Located, Repeat};
 use crate::spec::tree::{Node, Value};
 use std::collections::BTreeMap;
@@ -59,11 +59,7 @@ pub(super) fn read_launch(cx: &Cx, node: &Node) -> Res<(Launch, Option<Vec<RawSw
 
 /// Grid, block, shared memory and repeat from a table already checked for
 /// unknown keys; fields are named under `prefix` (`launch`, `launches[2]`).
-pub(super) fn read_geometry(
-    cx: &Cx,
-    t: &Tab,
-    prefix: &str,
-) -> Res<(Launch, Option<Vec<RawSwap>>)> {
+pub(super) fn read_geometry(cx: &Cx, t: &Tab, prefix: &str) -> Res<(Launch, Option<Vec<RawSwap>>)> {
     let grid_node = t.req(
         cx,
         "grid",

@@ -16,12 +16,12 @@ use super::error::Locator;
 use super::model::Spec;
 use super::tree::{self, Node, Value};
 use crate::access::{AccessError, Reader};
+use crate::spec::pipeline::{LaunchArg, LaunchSpec, Step};
 use acceptance::read_acceptance;
 use args::read_args;
 use harness::read_harness;
 use launch::{read_launch, resolve_swaps, trivial_launch};
 use pipeline::{read_kernel_names, read_pipeline};
-use crate::spec::pipeline::{LaunchArg, LaunchSpec, Step};
 use read::{integer, nonempty_string, string, table, Cx, Res};
 use std::path::{Path, PathBuf};
 use test_cases::{all_written, read_tests};
@@ -157,7 +157,11 @@ fn read_root(cx: &Cx, root: &Node, text: &str) -> Res<Spec> {
                     "several kernels need a [[launches]] pipeline naming which kernel each launch runs",
                 ));
             }
-            let launch_node = top.req(cx, "launch", "a [launch] table with grid and block (or [[launches]])")?;
+            let launch_node = top.req(
+                cx,
+                "launch",
+                "a [launch] table with grid and block (or [[launches]])",
+            )?;
             let (mut launch, raw_swaps) = read_launch(cx, launch_node)?;
             let args = read_args(cx, &top)?;
             if let (Some(repeat), Some(raw)) = (launch.repeat.as_mut(), raw_swaps) {

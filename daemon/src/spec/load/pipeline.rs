@@ -74,11 +74,7 @@ pub(super) fn read_pipeline(
     let mut r = Reading {
         cx,
         args,
-        kernels: declared
-            .iter()
-            .flatten()
-            .map(|(k, _)| k.clone())
-            .collect(),
+        kernels: declared.iter().flatten().map(|(k, _)| k.clone()).collect(),
         declared: declared.is_some(),
         used_args: vec![false; args.len()],
         used_kernels: vec![false; declared.as_ref().map_or(0, Vec::len)],
@@ -94,7 +90,10 @@ pub(super) fn read_pipeline(
             return Err(cx.err(
                 &declared[i].1,
                 &field,
-                format!("`{}` is launched by no launch; remove it or launch it", declared[i].0),
+                format!(
+                    "`{}` is launched by no launch; remove it or launch it",
+                    declared[i].0
+                ),
             ));
         }
     }
@@ -124,7 +123,8 @@ impl Reading<'_> {
         let mut steps = Vec::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {
             let field = format!("{field}[{i}]");
-            let is_loop = matches!(&item.value, Value::Table(e) if e.iter().any(|e| e.key == "for"));
+            let is_loop =
+                matches!(&item.value, Value::Table(e) if e.iter().any(|e| e.key == "for"));
             steps.push(if is_loop {
                 Step::Loop(self.each(item, &field, vars)?)
             } else {
@@ -143,7 +143,9 @@ impl Reading<'_> {
             return Err(cx.err(
                 &var_node.span,
                 &t.path("for"),
-                format!("\"{var}\" is not a valid name (letters, digits, _; not starting with a digit)"),
+                format!(
+                    "\"{var}\" is not a valid name (letters, digits, _; not starting with a digit)"
+                ),
             ));
         }
         if vars.contains(&var) {
@@ -202,18 +204,20 @@ impl Reading<'_> {
                 let name = string(cx, n, &t.path("kernel"))?;
                 match self.kernels.iter().position(|k| *k == name) {
                     Some(k) => k,
-                    None if self.declared => {
+                    None if self.declared => return Err(cx.err(
+                        &n.span,
+                        &t.path("kernel"),
+                        format!(
+                            "`{name}` is not one of the spec's kernels ({}); add it to `kernel`",
+                            self.kernels.join(", ")
+                        ),
+                    )),
+                    None if name.trim().is_empty() => {
                         return Err(cx.err(
                             &n.span,
                             &t.path("kernel"),
-                            format!(
-                                "`{name}` is not one of the spec's kernels ({}); add it to `kernel`",
-                                self.kernels.join(", ")
-                            ),
+                            "expected a non-empty string",
                         ))
-                    }
-                    None if name.trim().is_empty() => {
-                        return Err(cx.err(&n.span, &t.path("kernel"), "expected a non-empty string"))
                     }
                     None => {
                         self.kernels.push(name);
@@ -237,7 +241,12 @@ impl Reading<'_> {
             "the kernel's arguments in order: names of [[args]] entries, or { type, value } scalars",
         )?;
         let args_field = t.path("args");
-        let items = array(cx, args_node, &args_field, "an array of argument names or { type, value } tables")?;
+        let items = array(
+            cx,
+            args_node,
+            &args_field,
+            "an array of argument names or { type, value } tables",
+        )?;
         let mut args = Vec::with_capacity(items.len());
         for (i, a) in items.iter().enumerate() {
             let f = format!("{args_field}[{i}]");
