@@ -14,7 +14,11 @@ fn several_kernel_names_build_one_module_and_must_match_the_spec() {
     let dir = tempfile::tempdir().unwrap();
     let p = example_copy(dir.path(), "stencil-app", "app");
     let pipelines = common::repo_root().join("tests/fixtures/pipelines");
-    std::fs::copy(pipelines.join("pyramid.cu"), p.source.join("kernels/pyramid.cu")).unwrap();
+    std::fs::copy(
+        pipelines.join("pyramid.cu"),
+        p.source.join("kernels/pyramid.cu"),
+    )
+    .unwrap();
     std::fs::copy(
         pipelines.join("pyramid.gevo.toml"),
         p.source.join("kernels/pyramid.gevo.toml"),
@@ -52,7 +56,11 @@ fn several_kernel_names_build_one_module_and_must_match_the_spec() {
     assert!(header.contains("gevo_ptx_pyr_step_entry"), "{header}");
 
     // KERNEL names other than the spec's kernels: configure says so.
-    edit(&lists, "KERNEL pyr_step pyr_partial pyr_final", "KERNEL pyr_step pyr_final");
+    edit(
+        &lists,
+        "KERNEL pyr_step pyr_partial pyr_final",
+        "KERNEL pyr_step pyr_final",
+    );
     let said = p.configure_fails(&[]);
     // CMake wraps its messages.
     let said = said.split_whitespace().collect::<Vec<_>>().join(" ");

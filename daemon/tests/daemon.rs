@@ -435,6 +435,9 @@ fn a_watched_pipeline_is_evolved_and_served_as_one_module() {
     });
     let ptx = std::fs::read_to_string(&out).unwrap();
     for kernel in ["pyr_step", "pyr_partial", "pyr_final"] {
-        assert!(ptx.contains(&format!(".entry {kernel}(")), "{kernel} missing");
+        assert!(
+            ptx.contains(&format!(".entry {kernel}(")),
+            "{kernel} missing"
+        );
     }
 }

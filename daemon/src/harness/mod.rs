@@ -371,7 +371,10 @@ impl HarnessEvaluator {
             ("GEVO_PTX".to_string(), path(&files.ptx)),
             ("GEVO_OUT".to_string(), path(out)),
             ("GEVO_KERNEL".to_string(), self.ir.kernel().to_string()),
-            ("GEVO_KERNELS".to_string(), self.ir.chosen_kernels().join(" ")),
+            (
+                "GEVO_KERNELS".to_string(),
+                self.ir.chosen_kernels().join(" "),
+            ),
             ("GEVO_TEST".to_string(), test.name.clone()),
             ("GEVO_SEED".to_string(), test.seed.to_string()),
         ];
@@ -544,7 +547,10 @@ pub fn reported_cost_summed(stdout: &str) -> Option<u64> {
             .filter_map(|l| l.trim().strip_prefix(key).map(|v| v.trim().to_string()))
             .collect()
     };
-    let costs: Option<Vec<u64>> = all("GEVO_KERNEL_COST=").iter().map(|v| v.parse().ok()).collect();
+    let costs: Option<Vec<u64>> = all("GEVO_KERNEL_COST=")
+        .iter()
+        .map(|v| v.parse().ok())
+        .collect();
     if let Some(c) = costs.filter(|c| !c.is_empty()) {
         return Some(c.iter().fold(0u64, |a, &b| a.saturating_add(b)));
     }
@@ -628,7 +634,10 @@ mod tests {
             reported_cost_summed("GEVO_KERNEL_MS=1\nGEVO_KERNEL_COST=7\n"),
             Some(7)
         );
-        assert_eq!(reported_cost_summed("GEVO_KERNEL_MS=1\nGEVO_KERNEL_MS=x\n"), None);
+        assert_eq!(
+            reported_cost_summed("GEVO_KERNEL_MS=1\nGEVO_KERNEL_MS=x\n"),
+            None
+        );
         assert_eq!(reported_cost_summed("nothing\n"), None);
     }
 }

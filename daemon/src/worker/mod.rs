@@ -116,8 +116,9 @@ const SCREENED_OUT: [&str; 6] = [
 /// How variants are run: the spec's own launches on the simulator, or the
 /// spec's harness command.
 enum Evaluation {
-    Kernel(Evaluator),
-    Harness(HarnessEvaluator),
+    // Boxed: both are large, and of different sizes.
+    Kernel(Box<Evaluator>),
+    Harness(Box<HarnessEvaluator>),
 }
 
 impl InProcess {
@@ -129,12 +130,12 @@ impl InProcess {
         user: Option<(u32, u32)>,
     ) -> Result<Self, crate::harness::HarnessError> {
         Ok(InProcess {
-            evaluation: Evaluation::Harness(HarnessEvaluator::new(
+            evaluation: Evaluation::Harness(Box::new(HarnessEvaluator::new(
                 spec,
                 codegen.clone(),
                 runner,
                 user,
-            )?),
+            )?)),
             codegen,
             screen_test: None,
         })
@@ -153,7 +154,7 @@ impl InProcess {
         // One simulator thread: parallelism comes from running several workers.
         let evaluator = Evaluator::new(spec, 1)?;
         Ok(InProcess {
-            evaluation: Evaluation::Kernel(evaluator),
+            evaluation: Evaluation::Kernel(Box::new(evaluator)),
             codegen,
             screen_test,
         })

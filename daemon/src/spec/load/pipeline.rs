@@ -204,14 +204,16 @@ impl Reading<'_> {
                 let name = string(cx, n, &t.path("kernel"))?;
                 match self.kernels.iter().position(|k| *k == name) {
                     Some(k) => k,
-                    None if self.declared => return Err(cx.err(
-                        &n.span,
-                        &t.path("kernel"),
-                        format!(
+                    None if self.declared => {
+                        return Err(cx.err(
+                            &n.span,
+                            &t.path("kernel"),
+                            format!(
                             "`{name}` is not one of the spec's kernels ({}); add it to `kernel`",
                             self.kernels.join(", ")
                         ),
-                    )),
+                        ))
+                    }
                     None if name.trim().is_empty() => {
                         return Err(cx.err(
                             &n.span,
