@@ -71,7 +71,13 @@ function(_gevo_step_original)
   set(tmp "${OUT}.tmp")
   file(REMOVE "${tmp}")
   if(GEVOD AND EXISTS "${GEVOD}")
-    execute_process(COMMAND "${GEVOD}" ptx "${LL}" --kernel "${ENTRY}" --arch "${ARCH}" -o "${tmp}"
+    # ENTRY: the kernel, or a pipeline's kernels separated by commas.
+    string(REPLACE "," ";" entries "${ENTRY}")
+    set(kernel_args "")
+    foreach(e IN LISTS entries)
+      list(APPEND kernel_args --kernel "${e}")
+    endforeach()
+    execute_process(COMMAND "${GEVOD}" ptx "${LL}" ${kernel_args} --arch "${ARCH}" -o "${tmp}"
       RESULT_VARIABLE rc ERROR_VARIABLE err)
     if(rc EQUAL 0)
       file(RENAME "${tmp}" "${OUT}")
@@ -239,6 +245,9 @@ function(_gevo_step_select)
 endfunction()
 
 function(_gevo_step_embed)
+  # A pipeline's PTX holds all its kernels; the header names the first.
+  string(REPLACE "," ";" pipeline "${ENTRY}")
+  list(GET pipeline 0 ENTRY)
   file(SIZE "${PTX}" size)
   file(READ "${PTX}" hex HEX)
   string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," bytes "${hex}")

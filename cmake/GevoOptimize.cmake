@@ -1,8 +1,12 @@
 # GevoOptimize.cmake: gevo_optimize(), the CMake side of gevo.
 #
 #   include(path/to/gevo/cmake/GevoOptimize.cmake)      # or: find_package(gevo)
-#   gevo_optimize(<target> KERNEL <name> SOURCE <file.cu> SPEC <file.gevo.toml>
+#   gevo_optimize(<target> KERNEL <name> [<name>...] SOURCE <file.cu> SPEC <file.gevo.toml>
 #                 [ARCH sm_XX] [MODE AUTO|EMBED|REPLACE] [CLANG <path>] [PROJECT <project>])
+#
+# Several KERNEL names: a pipeline of the source's kernels, evolved together
+# as one PTX module; the first name names the files and the daemon's job, and
+# the spec's `kernel = [...]` must list the same kernels in the same order.
 #
 # At configure time it says what it chose where the call left it open
 # (GevoChoices.cmake): the arch, the daemon's name of the kernel (tagged with
@@ -101,7 +105,7 @@ function(_gevo_client out)
 endfunction()
 
 # The value of a top-level string key of a TOML file (before its first
-# table header), or "" when it has none.
+# table header), or "" when it has none; an array of strings is a list.
 function(_gevo_toml_top_key file key out)
   file(READ "${file}" text)
   string(PREPEND text "\n")
@@ -114,6 +118,13 @@ function(_gevo_toml_top_key file key out)
     set(value "${CMAKE_MATCH_1}")
   elseif(text MATCHES "\n[ \t]*${key}[ \t]*=[ \t]*'([^'\n]*)'")
     set(value "${CMAKE_MATCH_1}")
+  elseif(text MATCHES "\n[ \t]*${key}[ \t]*=[ \t]*\\[([^]]*)\\]")
+    # An array of strings (a pipeline's kernels): a CMake list.
+    string(REGEX MATCHALL "[\"']([^\"'\n]*)[\"']" items "${CMAKE_MATCH_1}")
+    foreach(item IN LISTS items)
+      string(REGEX REPLACE "^[\"'](.*)[\"']$" "\\1" item "${item}")
+      list(APPEND value "${item}")
+    endforeach()
   endif()
   set(${out} "${value}" PARENT_SCOPE)
 endfunction()
@@ -240,8 +251,8 @@ function(_gevo_nothing_compiles target source off_why)
 endfunction()
 
 function(gevo_optimize target)
-  cmake_parse_arguments(PARSE_ARGV 1 G "" "KERNEL;SOURCE;SPEC;ARCH;MODE;CLANG;PROJECT" "")
-  string(CONCAT usage "gevo_optimize(<target> KERNEL <name> SOURCE <file.cu> SPEC <file.gevo.toml> "
+  cmake_parse_arguments(PARSE_ARGV 1 G "" "SOURCE;SPEC;ARCH;MODE;CLANG;PROJECT" "KERNEL")
+  string(CONCAT usage "gevo_optimize(<target> KERNEL <name> [<name>...] SOURCE <file.cu> SPEC <file.gevo.toml> "
     "[ARCH sm_XX] [MODE AUTO|EMBED|REPLACE] [CLANG <path>] [PROJECT <project>])")
   if(G_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "gevo_optimize: unexpected arguments: ${G_UNPARSED_ARGUMENTS}\n${usage}")
@@ -268,7 +279,9 @@ function(gevo_optimize target)
       "the target (${target_dir}): the generated sources' rules live in the calling directory")
   endif()
 
-  set(name "${G_KERNEL}")
+  # Several names: a pipeline; the first names the files and the job.
+  list(GET G_KERNEL 0 name)
+  list(LENGTH G_KERNEL kernel_count)
   if(NOT name MATCHES "^[A-Za-z_][A-Za-z0-9_]*$")
     message(FATAL_ERROR "gevo_optimize(${target}): KERNEL ${name} must be a C identifier "
       "(it names the files and the functions gevo_ptx_<name>() ...)")
@@ -452,6 +465,11 @@ function(gevo_optimize target)
 
   # The spec: a skeleton when there is none yet. Its project and kernel keys
   # are read here: editing it reconfigures.
+  if(kernel_count GREATER 1 AND NOT EXISTS "${user_spec}")
+    message(FATAL_ERROR "gevo_optimize(${target}): ${user_spec} does not exist, and with several "
+      "KERNEL names (${G_KERNEL}) it describes a pipeline of launches, which gevo cannot sketch: "
+      "write it with `kernel = [...]` and [[launches]] (docs/spec.md, \"Pipelines\")")
+  endif()
   if(NOT EXISTS "${user_spec}")
     _gevo_spec_skeleton(${target} "${name}" "${user_spec}" "${G_SPEC}" "${source}" "${ll}"
       "${prebuilt}" "${clang}" "${arch}" "${cuda_flags}")
@@ -461,6 +479,15 @@ function(gevo_optimize target)
   if(entry STREQUAL "")
     message(FATAL_ERROR "gevo_optimize(${target}): ${user_spec} has no `kernel = \"...\"`")
   endif()
+  if(kernel_count GREATER 1 AND NOT entry STREQUAL G_KERNEL)
+    string(REPLACE ";" ", " listed "${entry}")
+    string(REPLACE ";" ", " given "${G_KERNEL}")
+    message(FATAL_ERROR "gevo_optimize(${target}): KERNEL names ${given}, but ${user_spec} "
+      "has kernel = [${listed}]: list the same kernels in the same order in both")
+  endif()
+  # The build steps take the entries comma-separated (a `;` would split
+  # the command's argument).
+  string(REPLACE ";" "," entry "${entry}")
   _gevo_spec_todos("${user_spec}" todos)
   if(todos GREATER 0)
     message(STATUS "gevo: ${name}: ${G_SPEC} still has TODO placeholders (on ${todos} lines): "

@@ -33,7 +33,11 @@ shopt -s nullglob
 # the checkout is).
 FDIR=tests/fixtures/findings
 findings=("$FDIR"/*.cu)
-srcs=("$KDIR"/*.cu "${findings[@]}")
+# tests/fixtures/pipelines/: modules of several kernels that a spec's
+# [[launches]] run as a pipeline.
+PDIR=tests/fixtures/pipelines
+pipelines=("$PDIR"/*.cu)
+srcs=("$KDIR"/*.cu "${findings[@]}" "${pipelines[@]}")
 # An empty --cuda-path: an installed CUDA toolkit must not change the IR
 # (clang would raise the PTX version in "target-features" to its own).
 mkdir -p "$tmp/no-cuda"

@@ -23,9 +23,14 @@
 #  - the GPU safety gate: pairsum's variant without its barrier (a race
 #    between the lanes of a warp) passes the outputs check on the GPU and
 #    compute-sanitizer's racecheck rejects it; the original has no report;
+#  - the pipeline fixtures (tests/fixtures/pipelines: several kernels, a
+#    launch per loop step): the module's PTX assembles, and the original
+#    pipeline gives on the GPU what the simulator gives;
 #  - a timed `gevod evolve --backend cuda` on stencil and nw (EVOLVE_TIME
-#    each) and on vecadd (THROUGHPUT_TIME), printing validated speedups with
-#    their intervals and the evaluation rates;
+#    each), on the pipelines wavefront, lu and pyramid (PIPELINE_TIME each,
+#    then the best variant re-measured with its per-kernel times) and on
+#    vecadd (THROUGHPUT_TIME), printing validated speedups with their
+#    intervals and the evaluation rates;
 #  - the daemon: `gevod serve` runs a watched kernel's job on the idle GPU,
 #    stops and frees the GPU when another process (tests/fixtures/gpu/busy.cu)
 #    computes, resumes after the grace period, and serves a validated
@@ -53,6 +58,7 @@ sections=" ${SECTIONS:-kernels gate evolve daemon e2e harness} "
 want() { [[ $sections == *" $1 "* ]]; }
 seeds=${SEEDS:-20}
 evolve_time=${EVOLVE_TIME:-120s}
+pipeline_time=${PIPELINE_TIME:-120s}
 throughput_time=${THROUGHPUT_TIME:-45s}
 report=${REPORT:-/dev/null}
 work=$(mktemp -d)
@@ -61,6 +67,8 @@ gevod=$work/gevod
 gunzip -c "$package" > "$gevod" && chmod +x "$gevod" || { echo "gpu-suite: cannot unpack $package" >&2; exit 1; }
 export GEVO_LIBDEVICE=${GEVO_LIBDEVICE:-/usr/local/cuda/nvvm/libdevice/libdevice.10.bc}
 k=tests/fixtures/kernels
+pk=tests/fixtures/pipelines
+pipelines=(wavefront lu pyramid)
 
 passed=0 failed=0
 check() { # name, command...
@@ -94,6 +102,13 @@ for f in "${fixtures[@]}"; do
     done
     check "$f: $ok/$seeds mutated variants assemble" test "$ok" -eq "$seeds"
     check "$f: GPU outputs match the simulator's" "$gevod" run $k/$f.gevo.toml --backend cuda --compare-sim
+    sed -n '1,40p' "$work/log" | sed 's/^/    /'
+done
+
+for f in "${pipelines[@]}"; do
+    kargs=$(for n in $(sed -n 's/^kernel = \[\(.*\)\]/\1/p' $pk/$f.gevo.toml | tr -d '"' | tr ',' ' '); do printf -- '--kernel %s ' "$n"; done)
+    check "$f (pipeline): module PTX assembles" bash -c "'$gevod' ptx $pk/$f.ll $kargs -o $work/$f.ptx && ptxas -arch=sm_90 $work/$f.ptx -o $work/$f.cubin"
+    check "$f (pipeline): GPU outputs match the simulator's" "$gevod" run $pk/$f.gevo.toml --backend cuda --compare-sim
     sed -n '1,40p' "$work/log" | sed 's/^/    /'
 done
 
@@ -155,8 +170,8 @@ sys.exit(0 if rows[0]['passed'] and rows[1]['passed'] else rows[0]['failure'])"
 fi
 
 # Timed searches. Prints each job's validated speedup with its interval.
-evolve() { # fixture, time
-    GEVOD_LOG=gevod::evolve=debug timeout -s INT "${EVOLVE_LIMIT:-400}" "$gevod" evolve $k/$1.gevo.toml --backend cuda --time "$2" \
+evolve() { # fixture, time[, fixture directory]
+    GEVOD_LOG=gevod::evolve=debug timeout -s INT "${EVOLVE_LIMIT:-400}" "$gevod" evolve ${3:-$k}/$1.gevo.toml --backend cuda --time "$2" \
         --state "$work/state-$1" --json > "$work/$1.json" 2> "$work/$1.err"
 }
 rejections() { # fixture: the commonest reasons variants were rejected for
@@ -196,6 +211,19 @@ for f in stencil nw; do
     echo "  $f: commonest rejections"; rejections $f
     rows+=("$(summary $f)")
 done
+for f in "${pipelines[@]}"; do
+    check "$f (pipeline): timed evolve on the GPU ($pipeline_time)" evolve $f "$pipeline_time" $pk
+    grep -v DEBUG "$work/$f.err" | tail -3
+    echo "  $f: commonest rejections"; rejections $f
+    rows+=("$(summary $f)")
+    # Which kernels got faster: the best variant again, with per-kernel times.
+    best=$(python3 -c "import json,sys; b=json.load(open('$work/$f.json')).get('best'); print(b['minimized_patch'] if b else '')")
+    if [ -n "$best" ]; then
+        "$gevod" edits $pk/$f.ll --patch "$best" 2>&1 | grep '^edit' | sed 's/^/    /'
+        check "$f (pipeline): best variant re-measured, per kernel" "$gevod" run $pk/$f.gevo.toml --backend cuda --patch "$best" --tests heldout
+        sed 's/^/    /' "$work/log" | tee -a "$work/pipelines.md"
+    fi
+done
 check "vecadd: timed evolve on the GPU ($throughput_time)" evolve vecadd "$throughput_time"
 grep -v DEBUG "$work/vecadd.err" | tail -2
 echo "  vecadd: commonest rejections"; rejections vecadd
@@ -207,6 +235,14 @@ rows+=("$(summary vecadd)")
     echo "| fixture | seconds | generations | evaluations | evaluations/s | new variants/s | worker respawns | validated | best validated speedup [95% interval] | safety gate (compute-sanitizer) |"
     echo "|---|---|---|---|---|---|---|---|---|---|"
     printf '%s\n' "${rows[@]}"
+    if [ -s "$work/pipelines.md" ]; then
+        echo
+        echo "Pipelines' best variants re-measured on the held-out tests (per-kernel times in us: original, variant, ratio):"
+        echo
+        echo '```'
+        cat "$work/pipelines.md"
+        echo '```'
+    fi
 } | tee "$report"
 fi
 

@@ -132,6 +132,20 @@ pub struct TestSummary {
     /// on the simulator, whose costs are exact counts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timing: Option<Timing>,
+    /// On the GPU, for a pipeline of several kernels: each kernel's time
+    /// (its launches summed) for the original and the variant.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernels: Vec<KernelTime>,
+}
+
+/// One kernel's share of a pipeline's time on one test (medians over a few
+/// runs with an event after every launch, apart from the timed rounds).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct KernelTime {
+    /// The kernel as the spec names it.
+    pub kernel: String,
+    pub original_ns: f64,
+    pub variant_ns: f64,
 }
 
 impl TestSummary {
@@ -154,6 +168,7 @@ impl TestSummary {
             original_cost: 0,
             error: None,
             timing: None,
+            kernels: Vec::new(),
         }
     }
 }
@@ -181,6 +196,7 @@ impl Assessment {
                 original_cost: r.original_cost,
                 error: r.error,
                 timing: None,
+                kernels: Vec::new(),
             })
             .collect();
         Assessment {
@@ -265,7 +281,8 @@ struct Reference {
 pub struct Evaluator {
     spec: Spec,
     ir: KernelIr,
-    original: Program,
+    /// The original of each kernel the pipeline uses, in `spec.kernels` order.
+    original: Vec<Program>,
     workers: usize,
     budget_factor: u64,
     references: Mutex<HashMap<String, Arc<Reference>>>,
@@ -277,8 +294,8 @@ impl Evaluator {
             spec: spec.path.clone(),
             source,
         };
-        let ir = KernelIr::load(&spec.ir, Some(&spec.kernel)).map_err(ir_error)?;
-        let original = ir.lower(&ir.empty_patch()).map_err(ir_error)?;
+        let ir = KernelIr::load_kernels(&spec.ir, &spec.kernels).map_err(ir_error)?;
+        let original = ir.lower_all(&ir.empty_patch()).map_err(ir_error)?;
         check_arguments(&spec, &original)?;
         Ok(Evaluator {
             spec,
@@ -355,7 +372,7 @@ impl Evaluator {
         patch: &Patch,
         tests: &[&TestCase],
     ) -> Result<Vec<TestResult>, EvalError> {
-        let program = self.ir.lower(patch);
+        let program = self.ir.lower_all(patch);
         let mut results = Vec::new();
         for &test in tests {
             let reference = self.reference(test)?;
@@ -428,43 +445,70 @@ pub fn compare_outputs(
     (failure, worst)
 }
 
-/// The spec's arguments must match the kernel's parameters in number and
-/// kind: buffers for pointers, scalars of the parameter's width otherwise.
-fn check_arguments(spec: &Spec, program: &Program) -> Result<(), EvalError> {
+/// Every launch's arguments must match its kernel's parameters in number
+/// and kind: buffers for pointers, scalars of the parameter's width otherwise.
+fn check_arguments(spec: &Spec, programs: &[Program]) -> Result<(), EvalError> {
     let error = |message: String| EvalError::Arguments {
         spec: spec.path.clone(),
         message,
     };
-    if spec.args.len() != program.params.len() {
-        return Err(error(format!(
-            "the spec lists {} arguments but kernel {} takes {}",
-            spec.args.len(),
-            program.kernel,
-            program.params.len()
-        )));
-    }
-    for (i, (arg, param)) in spec.args.iter().zip(&program.params).enumerate() {
-        match (&arg.kind, param.is_pointer) {
-            (spec::ArgKind::Buffer { .. }, true) => {}
-            (spec::ArgKind::Scalar { ty, .. }, false) if ty.size() * 8 == param.bits as usize => {}
-            (spec::ArgKind::Scalar { ty, .. }, false) => {
-                return Err(error(format!(
-                    "args[{i}] ({}): {} does not match the kernel's {}-bit parameter",
-                    arg.name,
-                    ty.name(),
-                    param.bits
-                )))
-            }
-            (_, pointer) => {
-                return Err(error(format!(
-                    "args[{i}] ({}): the kernel's parameter {i} is {}",
-                    arg.name,
-                    if pointer {
-                        "a pointer: use kind = \"buffer\""
-                    } else {
-                        "not a pointer: use kind = \"scalar\""
-                    }
-                )))
+    for launch in spec.launch_specs() {
+        let program = &programs[launch.kernel];
+        // The single-kernel form's messages name `args[i]` as before.
+        let (prefix, field) = if spec.is_single_launch() {
+            (String::new(), "args".to_string())
+        } else {
+            (
+                format!("{} ({}): ", launch.field, spec.kernels[launch.kernel]),
+                format!("{}.args", launch.field),
+            )
+        };
+        if launch.args.len() != program.params.len() {
+            return Err(error(format!(
+                "{prefix}the spec {} {} arguments but kernel {} takes {}",
+                if spec.is_single_launch() {
+                    "lists"
+                } else {
+                    "passes"
+                },
+                launch.args.len(),
+                program.kernel,
+                program.params.len()
+            )));
+        }
+        for (i, (arg, param)) in launch.args.iter().zip(&program.params).enumerate() {
+            let (name, kind) = match arg {
+                spec::LaunchArg::Named(j) => (
+                    spec.args[*j].name.clone(),
+                    match &spec.args[*j].kind {
+                        spec::ArgKind::Buffer { .. } => None,
+                        spec::ArgKind::Scalar { ty, .. } => Some(*ty),
+                    },
+                ),
+                spec::LaunchArg::Scalar { name, ty, .. } => {
+                    (name.clone().unwrap_or_else(|| "scalar".into()), Some(*ty))
+                }
+            };
+            match (kind, param.is_pointer) {
+                (None, true) => {}
+                (Some(ty), false) if ty.size() * 8 == param.bits as usize => {}
+                (Some(ty), false) => {
+                    return Err(error(format!(
+                        "{prefix}{field}[{i}] ({name}): {} does not match the kernel's {}-bit parameter",
+                        ty.name(),
+                        param.bits
+                    )))
+                }
+                (_, pointer) => {
+                    return Err(error(format!(
+                        "{prefix}{field}[{i}] ({name}): the kernel's parameter {i} is {}",
+                        if pointer {
+                            "a pointer: pass a buffer (kind = \"buffer\")"
+                        } else {
+                            "not a pointer: pass a scalar (kind = \"scalar\")"
+                        }
+                    )))
+                }
             }
         }
     }
@@ -487,8 +531,15 @@ pub fn scalar_bits(s: Scalar) -> u64 {
 }
 
 /// The verdict with the global buffer it names given as the spec's
-/// argument bound to it in this launch.
-fn name_buffer(mut verdict: Verdict, instance: &spec::Instance, binding: &[usize]) -> Verdict {
+/// argument bound to it in this launch, and the launch named.
+fn name_buffer(
+    mut verdict: Verdict,
+    instance: &spec::Instance,
+    launch: &spec::LaunchInstance,
+) -> Verdict {
+    if !launch.label.is_empty() {
+        verdict.context.launch = Some(launch.label.clone());
+    }
     let buffer = match verdict.fault {
         Fault::OutOfBounds {
             space: "global",
@@ -498,7 +549,10 @@ fn name_buffer(mut verdict: Verdict, instance: &spec::Instance, binding: &[usize
         | Fault::GlobalRace { buffer, .. } => buffer,
         _ => return verdict,
     };
-    let Some(arg) = binding.iter().position(|&b| b == buffer) else {
+    let Some(arg) = launch.params.iter().find_map(|p| match *p {
+        spec::LaunchParam::Buffer { arg, slot } if slot == buffer => Some(arg),
+        _ => None,
+    }) else {
         return verdict;
     };
     if let ArgValue::Buffer { elem, data, .. } = &instance.args[arg] {
@@ -511,10 +565,12 @@ fn name_buffer(mut verdict: Verdict, instance: &spec::Instance, binding: &[usize
     verdict
 }
 
-/// Runs one test instance (all its launches, swapping buffers between them)
-/// and returns the stats and every argument's final bytes (empty for scalars).
+/// Runs one test instance (all its launches, each with its kernel, on
+/// buffers bound as the swaps left them) and returns the summed stats and
+/// every argument's final bytes (empty for scalars). `programs` are the
+/// spec's kernels in order.
 pub fn simulate(
-    program: &Program,
+    programs: &[Program],
     instance: &spec::Instance,
     limits: Limits,
     workers: usize,
@@ -528,40 +584,41 @@ pub fn simulate(
         })
         .collect();
     let memory = GlobalMemory::new(&buffers);
-    // Which memory buffer each argument points at; swaps exchange these.
-    let mut binding: Vec<usize> = (0..instance.args.len()).collect();
-    let dims = LaunchDims {
-        grid: instance.grid,
-        block: instance.block,
-        dynamic_shared_bytes: u64::from(instance.shared_bytes),
-    };
     let mut total = RunStats::default();
-    for launch in 0..instance.launches {
-        let args: Vec<u64> = instance
-            .args
+    for launch in &instance.launches {
+        let dims = LaunchDims {
+            grid: launch.grid,
+            block: launch.block,
+            dynamic_shared_bytes: u64::from(launch.shared_bytes),
+        };
+        let args: Vec<u64> = launch
+            .params
             .iter()
-            .enumerate()
-            .map(|(i, a)| match a {
-                ArgValue::Buffer { .. } => pointer::make(pointer::GLOBAL, binding[i] as u64, 0),
-                ArgValue::Scalar(s) => scalar_bits(*s),
+            .map(|p| match *p {
+                spec::LaunchParam::Buffer { slot, .. } => {
+                    pointer::make(pointer::GLOBAL, slot as u64, 0)
+                }
+                spec::LaunchParam::Scalar(s) => scalar_bits(s),
             })
             .collect();
         total.add(
-            &sim::run(program, &dims, &args, &memory, limits, workers)
-                .map_err(|v| name_buffer(v, instance, &binding))?,
+            &sim::run(
+                &programs[launch.kernel],
+                &dims,
+                &args,
+                &memory,
+                limits,
+                workers,
+            )
+            .map_err(|v| name_buffer(v, instance, launch))?,
         );
-        if launch + 1 < instance.launches {
-            for &(a, b) in &instance.swaps {
-                binding.swap(a, b);
-            }
-        }
     }
     let outputs = instance
         .args
         .iter()
         .enumerate()
         .map(|(i, a)| match a {
-            ArgValue::Buffer { .. } => memory.contents(binding[i]),
+            ArgValue::Buffer { .. } => memory.contents(instance.final_binding[i]),
             ArgValue::Scalar(_) => Vec::new(),
         })
         .collect();

@@ -398,3 +398,45 @@ fn two_specs_of_one_kernel_name_collide_once_and_unwatching_one_frees_the_other(
         })
     });
 }
+
+#[test]
+fn a_watched_pipeline_is_evolved_and_served_as_one_module() {
+    // The pyramid fixture (three kernels, a loop of launches) in a build
+    // directory, named after it.
+    let dir = tempfile::tempdir().unwrap();
+    let build = dir.path().join("pipe").join("build");
+    std::fs::create_dir_all(&build).unwrap();
+    let spec = std::fs::read_to_string(common::pipeline_fixture("pyramid")).unwrap();
+    let spec: String = spec
+        .lines()
+        .filter(|l| !l.starts_with("project"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(build.join("pyramid.gevo.toml"), spec).unwrap();
+    std::fs::copy(
+        common::repo_root().join("tests/fixtures/pipelines/pyramid.ll"),
+        build.join("pyramid.ll"),
+    )
+    .unwrap();
+    let watched = dir.path().join("pipe");
+    let d = Daemon::start(dir.path(), &["--watch", s(&watched)]);
+    d.wait_for("the job", |d| {
+        d.jobs().into_iter().find(|j| j.kernel == "pipe/pyramid")
+    });
+    let out = dir.path().join("pyramid.ptx");
+    d.wait_for("a validated variant", |d| {
+        let run = d.client(&["best", "pipe/pyramid", "--arch", "sm_90", "-o", s(&out)]);
+        match run.status.code() {
+            Some(0) => Some(()),
+            Some(3) => None,
+            _ => panic!("best: {run:?}"),
+        }
+    });
+    let ptx = std::fs::read_to_string(&out).unwrap();
+    for kernel in ["pyr_step", "pyr_partial", "pyr_final"] {
+        assert!(
+            ptx.contains(&format!(".entry {kernel}(")),
+            "{kernel} missing"
+        );
+    }
+}

@@ -72,9 +72,13 @@ fn reference(kernel: &str, inst: &Instance) -> Vec<Vec<u8>> {
         }
         "reduce" => {
             let (input, n) = (f32s(buffer(inst, 0)), int(inst, 2) as usize);
-            let threads = inst.block[0] as usize;
+            let threads = inst.launches[0].block[0] as usize;
             let mut sums = f32s(buffer(inst, 1));
-            for (blk, sum) in sums.iter_mut().enumerate().take(inst.grid[0] as usize) {
+            for (blk, sum) in sums
+                .iter_mut()
+                .enumerate()
+                .take(inst.launches[0].grid[0] as usize)
+            {
                 let mut s: Vec<f32> = (0..threads)
                     .map(|t| {
                         input
@@ -121,7 +125,7 @@ fn reference(kernel: &str, inst: &Instance) -> Vec<Vec<u8>> {
             let w = n + 1;
             let mut score = i32s(buffer(inst, 0));
             let rf = i32s(buffer(inst, 1));
-            for tile in 0..inst.grid[0] as usize {
+            for tile in 0..inst.launches[0].grid[0] as usize {
                 let s = &mut score[tile * w * w..(tile + 1) * w * w];
                 let r = &rf[tile * n * n..(tile + 1) * n * n];
                 for i in 1..=n {
@@ -166,10 +170,10 @@ fn reference(kernel: &str, inst: &Instance) -> Vec<Vec<u8>> {
 }
 
 /// A fixture's spec and its original kernel, lowered for the simulator.
-fn fixture(name: &str) -> (spec::Spec, gevod::sim::code::Program) {
+fn fixture(name: &str) -> (spec::Spec, Vec<gevod::sim::code::Program>) {
     let spec = spec::load(&common::spec_fixture(name)).unwrap();
-    let ir = gevod::ir::KernelIr::load(&spec.ir, Some(&spec.kernel)).unwrap();
-    let program = ir.lower(&ir.empty_patch()).unwrap();
+    let ir = gevod::ir::KernelIr::load_kernels(&spec.ir, &spec.kernels).unwrap();
+    let program = ir.lower_all(&ir.empty_patch()).unwrap();
     (spec, program)
 }
 

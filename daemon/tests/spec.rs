@@ -114,11 +114,8 @@ fn expected_lens(name: &str, p: &BTreeMap<String, f64>) -> Vec<(&'static str, us
 const FIXTURES: [&str; 6] = ["vecadd", "reduce", "stencil", "nw", "loops", "expf"];
 
 fn threads(inst: &spec::Instance) -> u64 {
-    inst.grid
-        .iter()
-        .chain(&inst.block)
-        .map(|&d| d as u64)
-        .product()
+    let l = &inst.launches[0];
+    l.grid.iter().chain(&l.block).map(|&d| d as u64).product()
 }
 
 #[test]
@@ -142,10 +139,9 @@ fn fixture_specs_load_and_instantiate() {
                 .instantiate(test)
                 .unwrap_or_else(|e| panic!("{name} {}: {e}", test.name));
             assert_eq!(inst.args.len(), spec.args.len());
-            assert_eq!(
-                (inst.launches, inst.swaps.len(), inst.shared_bytes),
-                (1, 0, 0)
-            );
+            assert_eq!(inst.launches.len(), 1);
+            assert_eq!(inst.launches[0].shared_bytes, 0);
+            assert_eq!(inst.final_binding, (0..spec.args.len()).collect::<Vec<_>>());
             for (arg, want) in expected_lens(name, &test.params) {
                 let i = spec.arg_index(arg).unwrap();
                 let ArgValue::Buffer { elem, role, data } = &inst.args[i] else {
@@ -171,17 +167,18 @@ fn fixture_specs_load_and_instantiate() {
                 }
             }
             // The launch shape the kernels assume (see the .cu headers).
+            let (grid, block) = (inst.launches[0].grid, inst.launches[0].block);
             match name {
-                "reduce" => assert_eq!(inst.block, [256, 1, 1]),
+                "reduce" => assert_eq!(block, [256, 1, 1]),
                 "stencil" => {
-                    assert_eq!(inst.block, [16, 16, 1]);
-                    assert!(inst.grid[0] as f64 * 16.0 >= test.params["nx"]);
-                    assert!(inst.grid[1] as f64 * 16.0 >= test.params["ny"]);
+                    assert_eq!(block, [16, 16, 1]);
+                    assert!(grid[0] as f64 * 16.0 >= test.params["nx"]);
+                    assert!(grid[1] as f64 * 16.0 >= test.params["ny"]);
                 }
                 "nw" => {
-                    assert_eq!(inst.block[0] as f64, test.params["n"]);
-                    assert!((1..=32).contains(&inst.block[0]));
-                    assert_eq!(inst.grid[0] as f64, test.params["tiles"]);
+                    assert_eq!(block[0] as f64, test.params["n"]);
+                    assert!((1..=32).contains(&block[0]));
+                    assert_eq!(grid[0] as f64, test.params["tiles"]);
                 }
                 _ => assert!(threads(&inst) as f64 >= test.params["n"]),
             }
@@ -243,7 +240,7 @@ fn instantiation_is_deterministic_and_follows_the_seed() {
                     test.name
                 );
             }
-            assert_eq!(a.grid, c.grid);
+            assert_eq!(a.launches, c.launches);
         }
         // Two buffers with the same fill in one test still differ (seeded by name).
         if name == "vecadd" {
@@ -486,13 +483,38 @@ tolerance = 4
 "#;
     let spec = spec::parse(&dir.path().join("j.gevo.toml"), text).unwrap_or_else(|e| panic!("{e}"));
     let inst = spec.instantiate(&spec.train[0]).unwrap();
-    assert_eq!(inst.grid, [3, 2, 1]);
-    assert_eq!(inst.block, [16, 16, 1]);
-    assert_eq!(inst.shared_bytes, 1296);
-    assert_eq!(inst.launches, 3);
-    assert_eq!(inst.swaps, vec![(0, 1)]);
+    assert_eq!(inst.launches.len(), 3);
+    for l in &inst.launches {
+        assert_eq!(l.grid, [3, 2, 1]);
+        assert_eq!(l.block, [16, 16, 1]);
+        assert_eq!(l.shared_bytes, 1296);
+        assert_eq!(
+            l.label, "",
+            "the single-kernel form's launches have no label"
+        );
+    }
+    // Launch 2 reads what launch 1 wrote: `in` and `out` exchange buffers.
+    let buffers = |l: &spec::LaunchInstance| -> Vec<(usize, usize)> {
+        l.params
+            .iter()
+            .filter_map(|p| match *p {
+                spec::LaunchParam::Buffer { arg, slot } => Some((arg, slot)),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(buffers(&inst.launches[0]), vec![(0, 0), (1, 1)]);
+    assert_eq!(buffers(&inst.launches[1]), vec![(0, 1), (1, 0)]);
+    assert_eq!(buffers(&inst.launches[2]), vec![(0, 0), (1, 1)]);
+    assert_eq!(inst.final_binding, vec![0, 1, 2]);
     assert_eq!(inst.args[2], ArgValue::Scalar(Scalar::F64(1.0 / 3.0)));
-    assert_eq!(spec.instantiate(&spec.heldout[0]).unwrap().launches, 10);
+    let heldout = spec.instantiate(&spec.heldout[0]).unwrap();
+    assert_eq!(heldout.launches.len(), 10);
+    assert_eq!(
+        heldout.final_binding[..2],
+        [1, 0],
+        "an even count ends swapped"
+    );
     assert_eq!(spec.acceptance.tolerance, 4.0);
     assert_eq!(spec.outputs(), vec![0, 1]);
 }

@@ -172,7 +172,7 @@ impl EvolveArgs {
             cluster.gpu_steps = n;
         }
         let launcher = cluster.launcher();
-        let ir = KernelIr::load(&spec.ir, Some(&spec.kernel))
+        let ir = KernelIr::load_kernels(&spec.ir, &spec.kernels)
             .with_context(|| self.spec.display().to_string())?;
         let arch = arch_for(&spec, self.arch.clone(), device.as_ref());
         let setup = WorkerSetup {

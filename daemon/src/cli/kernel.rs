@@ -15,9 +15,10 @@ const BUNDLED_NAME: &str = "<bundled stencil.ll>";
 pub struct PtxArgs {
     /// Kernel IR (.ll or .bc); the bundled stencil kernel when omitted.
     kernel_ir: Option<PathBuf>,
-    /// Kernel name, mangled or demangled (default: the patch's, or the only one).
+    /// Kernel name, mangled or demangled (default: the patch's, or the only
+    /// one); repeat it for a pipeline's kernels, in the spec's order.
     #[arg(long)]
-    kernel: Option<String>,
+    kernel: Vec<String>,
     #[arg(long)]
     patch: Option<PathBuf>,
     #[arg(long, default_value = DEFAULT_ARCH)]
@@ -37,10 +38,9 @@ impl PtxArgs {
     pub fn run(self) -> Result<()> {
         let patch_file = self.patch;
         let patch = patch_file.as_deref().map(read_patch).transpose()?;
-        let kernel = self.kernel.as_deref();
         let ir = match &self.kernel_ir {
-            Some(path) => load_kernel(path, kernel, patch.as_ref())?,
-            None => KernelIr::parse(BUNDLED_NAME, BUNDLED_KERNEL.as_bytes(), kernel)?,
+            Some(path) => load_kernel(path, &self.kernel, patch.as_ref())?,
+            None => KernelIr::parse_kernels(BUNDLED_NAME, BUNDLED_KERNEL.as_bytes(), &self.kernel)?,
         };
         let patch = patch.unwrap_or_else(|| ir.empty_patch());
         let options = CodegenOptions {
@@ -64,8 +64,9 @@ impl PtxArgs {
 #[derive(clap::Args)]
 pub struct MutateArgs {
     kernel_ir: PathBuf,
+    /// Kernel name; repeat it for a pipeline's kernels, in the spec's order.
     #[arg(long)]
-    kernel: Option<String>,
+    kernel: Vec<String>,
     #[arg(long)]
     seed: u64,
     #[arg(long, default_value_t = 1)]
@@ -76,7 +77,7 @@ pub struct MutateArgs {
 
 impl MutateArgs {
     pub fn run(self) -> Result<()> {
-        let ir = load_kernel(&self.kernel_ir, self.kernel.as_deref(), None)?;
+        let ir = load_kernel(&self.kernel_ir, &self.kernel, None)?;
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(self.seed);
         let patch = ir
             .mutate(&mut rng, self.edits)
@@ -88,18 +89,26 @@ impl MutateArgs {
 #[derive(clap::Args)]
 pub struct IdsArgs {
     kernel_ir: PathBuf,
+    /// Kernel name; repeat it for a pipeline's kernels, in the spec's order.
     #[arg(long)]
-    kernel: Option<String>,
+    kernel: Vec<String>,
 }
 
 impl IdsArgs {
     pub fn run(self) -> Result<()> {
-        let ir = load_kernel(&self.kernel_ir, self.kernel.as_deref(), None)?;
-        let out: String = ir
-            .listing()?
-            .iter()
-            .map(|(id, text)| format!("{id:>6}  {text}\n"))
-            .collect();
+        let ir = load_kernel(&self.kernel_ir, &self.kernel, None)?;
+        let kernels = ir.chosen_kernels();
+        let mut out = String::new();
+        let mut current = None;
+        for (id, text) in ir.listing()? {
+            // Several kernels: a header line where each one's ids begin.
+            let k = ir.kernel_of(id);
+            if kernels.len() > 1 && k != current {
+                current = k;
+                out += &format!("; kernel {}\n", k.map_or("?", |k| kernels[k]));
+            }
+            out += &format!("{id:>6}  {text}\n");
+        }
         write_output(None, &out)
     }
 }
@@ -107,8 +116,9 @@ impl IdsArgs {
 #[derive(clap::Args)]
 pub struct EditsArgs {
     kernel_ir: PathBuf,
+    /// Kernel name; repeat it for a pipeline's kernels, in the spec's order.
     #[arg(long)]
-    kernel: Option<String>,
+    kernel: Vec<String>,
     #[arg(long)]
     patch: PathBuf,
 }
@@ -116,14 +126,17 @@ pub struct EditsArgs {
 impl EditsArgs {
     pub fn run(self) -> Result<()> {
         let patch = read_patch(&self.patch)?;
-        let ir = load_kernel(&self.kernel_ir, self.kernel.as_deref(), Some(&patch))?;
+        let ir = load_kernel(&self.kernel_ir, &self.kernel, Some(&patch))?;
         let steps = ir
             .explain(&patch)
             .with_context(|| self.patch.display().to_string())?;
         let mut out = String::new();
         let mut before = ir.text().to_string();
         for (i, step) in steps.iter().enumerate() {
-            out += &format!("edit {i}: {}\n", step.edit);
+            match (&step.kernel, ir.chosen_kernels().len() > 1) {
+                (Some(k), true) => out += &format!("edit {i} (in {k}): {}\n", step.edit),
+                _ => out += &format!("edit {i}: {}\n", step.edit),
+            }
             for (id, text) in &step.operands {
                 out += &format!("  {id} = {text}\n");
             }

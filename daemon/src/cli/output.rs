@@ -10,12 +10,14 @@ pub fn default_workers() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// Loads a kernel; when the module has several and none is named, the
-/// patch's kernel is taken. Library errors already name the file.
-pub fn load_kernel(path: &Path, kernel: Option<&str>, patch: Option<&Patch>) -> Result<KernelIr> {
-    match (KernelIr::load(path, kernel), patch) {
-        (Err(IrError::KernelRequired { .. }), Some(patch)) if kernel.is_none() => {
-            Ok(KernelIr::load(path, Some(&patch.kernel))?)
+/// Loads the named kernels (several for a pipeline, in order); when none is
+/// named and the module has several, the patch's kernels are taken. Library
+/// errors already name the file.
+pub fn load_kernel(path: &Path, kernels: &[String], patch: Option<&Patch>) -> Result<KernelIr> {
+    match (KernelIr::load_kernels(path, kernels), patch) {
+        (Err(IrError::KernelRequired { .. }), Some(patch)) if kernels.is_empty() => {
+            let named: Vec<String> = patch.kernel_list().iter().map(|k| k.to_string()).collect();
+            Ok(KernelIr::load_kernels(path, &named)?)
         }
         (result, _) => Ok(result?),
     }

@@ -112,7 +112,7 @@ impl RunArgs {
             let (label, patch) = match &self.patch {
                 Some(p) => (p.display().to_string(), read_patch(p)?),
                 None => {
-                    let ir = KernelIr::load(&spec.ir, Some(&spec.kernel))?;
+                    let ir = KernelIr::load_kernels(&spec.ir, &spec.kernels)?;
                     ("original".to_string(), ir.empty_patch())
                 }
             };

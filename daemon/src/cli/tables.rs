@@ -79,6 +79,16 @@ pub fn gpu_table(label: &str, a: &Assessment) -> String {
         if let Some((_, message)) = &t.failure {
             out += &format!("    {message}\n");
         }
+        // A pipeline: which kernel got faster.
+        for k in &t.kernels {
+            out += &format!(
+                "    {:<24} {:>12.2} {:>12.2} {:>8.4}\n",
+                k.kernel,
+                k.original_ns / 1e3,
+                k.variant_ns / 1e3,
+                k.variant_ns / k.original_ns.max(1.0)
+            );
+        }
     }
     if let Some(i) = a.cost_interval() {
         out += &format!(

@@ -34,11 +34,15 @@ pub struct TransplantArgs {
 impl TransplantArgs {
     pub fn run(self) -> Result<i32> {
         let patch = read_patch(&self.patch)?;
-        let old = load_kernel(&self.old_ir, Some(&patch.kernel), Some(&patch))?;
-        let wanted = self.kernel.as_deref().unwrap_or(&patch.kernel);
-        let new = match load_kernel(&self.new_ir, Some(wanted), None) {
+        let named: Vec<String> = patch.kernel_list().iter().map(|k| k.to_string()).collect();
+        let old = load_kernel(&self.old_ir, &named, Some(&patch))?;
+        let wanted = match &self.kernel {
+            Some(k) => vec![k.clone()],
+            None => named,
+        };
+        let new = match load_kernel(&self.new_ir, &wanted, None) {
             // The kernel renamed in a one-kernel module: take that one.
-            Err(_) if self.kernel.is_none() => load_kernel(&self.new_ir, None, None)?,
+            Err(_) if self.kernel.is_none() => load_kernel(&self.new_ir, &[], None)?,
             other => other?,
         };
         let transplanter = Transplanter::new(&old, &new)

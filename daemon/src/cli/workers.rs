@@ -191,12 +191,13 @@ impl GpuCheckArgs {
         let ptx =
             std::fs::read_to_string(&self.ptx).with_context(|| self.ptx.display().to_string())?;
         let device = gevod::cuda::driver::probe(&self.gpu.device)?;
-        let ir = gevod::ir::KernelIr::load(&spec.ir, Some(&spec.kernel))?;
+        let ir = gevod::ir::KernelIr::load_kernels(&spec.ir, &spec.kernels)?;
+        let kernels: Vec<String> = ir.chosen_kernels().iter().map(|k| k.to_string()).collect();
         gevod::cuda::check::run_once(
             &spec,
             &self.test,
             &ptx,
-            ir.kernel(),
+            &kernels,
             device.ordinal,
             std::time::Duration::from_secs(600),
         )

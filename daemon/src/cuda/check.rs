@@ -26,7 +26,7 @@ pub fn run_once(
     spec: &Spec,
     test: &str,
     ptx: &str,
-    kernel_name: &str,
+    kernel_names: &[String],
     ordinal: usize,
     limit: Duration,
 ) -> Result<(), CheckError> {
@@ -36,7 +36,7 @@ pub fn run_once(
         .find(|t| t.name == test)
         .ok_or_else(|| CheckError::NoTest(test.to_string()))?;
     let _context = Context::new(ordinal)?;
-    let kernel = Kernel::load(ptx, kernel_name)?;
+    let kernel = Kernel::load(ptx, kernel_names)?;
     let test = upload(&case.name, spec.instantiate(case)?)?;
     launch_all(&kernel, &test)?;
     let done = Event::new()?;

@@ -186,10 +186,10 @@ impl Drop for DeviceBuffer {
     }
 }
 
-/// A loaded PTX module and its kernel.
+/// A loaded PTX module and its kernels (a pipeline's, in the spec's order).
 pub struct Kernel {
     module: sys::CUmodule,
-    function: sys::CUfunction,
+    functions: Vec<sys::CUfunction>,
 }
 
 /// Bytes kept of the JIT compiler's error log.
@@ -198,7 +198,7 @@ const JIT_LOG_BYTES: usize = 8192;
 impl Kernel {
     /// JIT-compiles `ptx` for the current context; a rejected module gives
     /// [`CudaError::InvalidPtx`] with the JIT's log.
-    pub fn load(ptx: &str, name: &str) -> Result<Self, CudaError> {
+    pub fn load(ptx: &str, names: &[String]) -> Result<Self, CudaError> {
         let image = CString::new(ptx).map_err(|_| CudaError::InvalidPtx {
             log: "the PTX contains a NUL byte".into(),
         })?;
@@ -232,24 +232,29 @@ impl Kernel {
                 log: if text.is_empty() { error_name(e) } else { text },
             });
         }
-        let cname = CString::new(name).expect("kernel names have no NUL");
-        // SAFETY: a module just loaded.
-        match unsafe { result::module::get_function(module, cname) } {
-            Ok(function) => Ok(Kernel { module, function }),
-            Err(e) => {
-                // SAFETY: unloaded once, here.
-                let _ = unsafe { result::module::unload(module) };
-                Err(CudaError::InvalidPtx {
-                    log: format!("no kernel {name} in the module ({})", error_name(e)),
-                })
+        let mut functions = Vec::with_capacity(names.len());
+        for name in names {
+            let cname = CString::new(name.as_str()).expect("kernel names have no NUL");
+            // SAFETY: a module just loaded.
+            match unsafe { result::module::get_function(module, cname) } {
+                Ok(function) => functions.push(function),
+                Err(e) => {
+                    // SAFETY: unloaded once, here.
+                    let _ = unsafe { result::module::unload(module) };
+                    return Err(CudaError::InvalidPtx {
+                        log: format!("no kernel {name} in the module ({})", error_name(e)),
+                    });
+                }
             }
         }
+        Ok(Kernel { module, functions })
     }
 
-    /// Queues one launch on the default stream. `args` holds each
-    /// parameter's value in the low bytes of a u64 (pointers, scalars).
+    /// Queues one launch of kernel `k` on the default stream. `args` holds
+    /// each parameter's value in the low bytes of a u64 (pointers, scalars).
     pub fn launch(
         &self,
+        k: usize,
         grid: [u32; 3],
         block: [u32; 3],
         shared_bytes: u32,
@@ -264,7 +269,7 @@ impl Kernel {
         // (the driver copies parameters when the launch is queued).
         check("cuLaunchKernel", unsafe {
             result::launch_kernel(
-                self.function,
+                self.functions[k],
                 (grid[0], grid[1], grid[2]),
                 (block[0], block[1], block[2]),
                 shared_bytes,

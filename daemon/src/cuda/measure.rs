@@ -7,8 +7,10 @@
 use super::driver::{Context, DeviceBuffer, Event, Kernel};
 use super::CudaError;
 use crate::device::DeviceInfo;
-use crate::eval::{compare_outputs, scalar_bits, Assessment, TestSummary};
-use crate::spec::{ArgValue, Instance, Role, Spec, SpecError, TestSet};
+use crate::eval::{compare_outputs, scalar_bits, Assessment, KernelTime, TestSummary};
+use crate::spec::{
+    ArgValue, Instance, LaunchInstance, LaunchParam, Role, Spec, SpecError, TestSet,
+};
 use crate::stats::{self, Timing};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -81,7 +83,7 @@ pub struct Measured {
 pub struct Measurer {
     spec: Spec,
     device: DeviceInfo,
-    kernel_name: String,
+    kernel_names: Vec<String>,
     options: MeasureOptions,
     original: Kernel,
     tests: Vec<DeviceTest>,
@@ -89,6 +91,9 @@ pub struct Measurer {
     flush: DeviceBuffer,
     /// Four per round: original start/end, variant start/end.
     events: Vec<Event>,
+    /// One per launch and one more, for per-kernel times of a pipeline
+    /// (empty for one kernel).
+    profile_events: Vec<Event>,
     // Dropped last: everything above lives in this context.
     _context: Context,
 }
@@ -100,6 +105,11 @@ const POISON: u8 = 0xff;
 const ORIGINAL_LIMIT: Duration = Duration::from_secs(60);
 /// Runs of the original timed at start, for the timeouts.
 const START_TIMINGS: usize = 5;
+/// Runs of the original and of the variant, with an event after every
+/// launch, for a pipeline's per-kernel times.
+const PROFILE_RUNS: usize = 3;
+/// Per-kernel times are taken for tests of at most this many launches.
+const PROFILE_MAX_LAUNCHES: usize = 8192;
 
 impl Measurer {
     /// Uploads every test's inputs, and runs and times the original on each.
@@ -107,11 +117,11 @@ impl Measurer {
         spec: Spec,
         device: DeviceInfo,
         original_ptx: &str,
-        kernel_name: &str,
+        kernel_names: &[String],
         options: MeasureOptions,
     ) -> Result<Self, MeasureError> {
         let context = Context::new(device.ordinal)?;
-        let original = Kernel::load(original_ptx, kernel_name)?;
+        let original = Kernel::load(original_ptx, kernel_names)?;
         let events = (0..4 * options
             .rounds
             .max(options.heldout_rounds)
@@ -119,15 +129,26 @@ impl Measurer {
             .map(|_| Event::new())
             .collect::<Result<_, _>>()?;
         let flush = DeviceBuffer::new((2 * device.l2_bytes).max(1 << 20) as usize)?;
+        let mut profile_events = Vec::new();
+        if kernel_names.len() > 1 {
+            let mut most = 0;
+            for case in spec.tests(TestSet::All) {
+                most = most.max(spec.instantiate(case)?.launches.len());
+            }
+            for _ in 0..=most.min(PROFILE_MAX_LAUNCHES) {
+                profile_events.push(Event::new()?);
+            }
+        }
         let mut m = Measurer {
             spec,
             device,
-            kernel_name: kernel_name.to_string(),
+            kernel_names: kernel_names.to_vec(),
             options,
             original,
             tests: Vec::new(),
             flush,
             events,
+            profile_events,
             _context: context,
         };
         let cases: Vec<_> = m.spec.tests(TestSet::All).into_iter().cloned().collect();
@@ -182,7 +203,7 @@ impl Measurer {
             tests: Vec::new(),
             device: Some(self.device.clone()),
         };
-        let kernel = match Kernel::load(ptx, &self.kernel_name) {
+        let kernel = match Kernel::load(ptx, &self.kernel_names) {
             Ok(k) => k,
             Err(e) => {
                 let fatal = e.poisons_context();
@@ -257,6 +278,10 @@ impl Measurer {
             Ok(t) => t,
             Err(e) => return cuda_failure(e),
         };
+        let kernels = match self.kernel_times(kernel, test, limit) {
+            Ok(k) => k,
+            Err(e) => return cuda_failure(e),
+        };
         let summary = TestSummary {
             test: test.name.clone(),
             failure: None,
@@ -264,6 +289,7 @@ impl Measurer {
             original_cost: stats::median(&timing.original_ns).round() as u64,
             error: Some(error),
             timing: Some(timing),
+            kernels,
         };
         (summary, None)
     }
@@ -307,6 +333,54 @@ impl Measurer {
             timing.variant_ns.push(e[2].nanos_until(&e[3])?);
         }
         Ok(timing)
+    }
+
+    /// A pipeline's time per kernel, original and variant: runs with an
+    /// event after every launch (apart from the timed rounds, which these
+    /// events would disturb), each kernel's launches summed, the median of
+    /// `PROFILE_RUNS` runs. Empty for one kernel or a test of more than
+    /// `PROFILE_MAX_LAUNCHES` launches.
+    fn kernel_times(
+        &self,
+        kernel: &Kernel,
+        test: &DeviceTest,
+        limit: Duration,
+    ) -> Result<Vec<KernelTime>, CudaError> {
+        let launches = &test.instance.launches;
+        let n = launches.len();
+        if self.kernel_names.len() < 2 || n + 1 > self.profile_events.len() {
+            return Ok(Vec::new());
+        }
+        let events = &self.profile_events[..=n];
+        let kernels = self.spec.kernels.len();
+        // [original, variant][kernel] -> one sum per run
+        let mut sums = vec![vec![Vec::with_capacity(PROFILE_RUNS); kernels]; 2];
+        for _ in 0..PROFILE_RUNS {
+            for (which, k) in [&self.original, kernel].into_iter().enumerate() {
+                self.restore(test)?;
+                self.flush.fill(0)?;
+                events[0].record()?;
+                for (j, launch) in launches.iter().enumerate() {
+                    launch_one(k, test, launch)?;
+                    events[j + 1].record()?;
+                }
+                events[n].wait(limit)?;
+                let mut per = vec![0.0; kernels];
+                for (j, launch) in launches.iter().enumerate() {
+                    per[launch.kernel] += events[j].nanos_until(&events[j + 1])?;
+                }
+                for (k, ns) in per.into_iter().enumerate() {
+                    sums[which][k].push(ns);
+                }
+            }
+        }
+        Ok((0..kernels)
+            .map(|k| KernelTime {
+                kernel: self.spec.kernels[k].clone(),
+                original_ns: stats::median(&sums[0][k]),
+                variant_ns: stats::median(&sums[1][k]),
+            })
+            .collect())
     }
 
     /// Restores the inputs, evicts L2, and queues the launches between two
@@ -364,29 +438,36 @@ impl Measurer {
     }
 }
 
-/// Queues the test's launches, exchanging buffers between them as the
-/// spec's `repeat.swap` says; returns which buffer each argument ends on.
+/// Queues the test's launches, each with its kernel and the buffers the
+/// spec's swaps bind; returns which buffer each argument ends on.
 pub(super) fn launch_all(kernel: &Kernel, test: &DeviceTest) -> Result<Vec<usize>, CudaError> {
-    let i = &test.instance;
-    let mut binding: Vec<usize> = (0..i.args.len()).collect();
-    for launch in 0..i.launches {
-        let mut args: Vec<u64> = i
-            .args
-            .iter()
-            .enumerate()
-            .map(|(a, v)| match v {
-                ArgValue::Buffer { .. } => test.work[binding[a]].as_ref().map_or(0, |b| b.ptr),
-                ArgValue::Scalar(s) => scalar_bits(*s),
-            })
-            .collect();
-        kernel.launch(i.grid, i.block, i.shared_bytes, &mut args)?;
-        if launch + 1 < i.launches {
-            for &(a, b) in &i.swaps {
-                binding.swap(a, b);
-            }
-        }
+    for launch in &test.instance.launches {
+        launch_one(kernel, test, launch)?;
     }
-    Ok(binding)
+    Ok(test.instance.final_binding.clone())
+}
+
+/// Queues one launch of the test.
+fn launch_one(
+    kernel: &Kernel,
+    test: &DeviceTest,
+    launch: &LaunchInstance,
+) -> Result<(), CudaError> {
+    let mut args: Vec<u64> = launch
+        .params
+        .iter()
+        .map(|p| match *p {
+            LaunchParam::Buffer { slot, .. } => test.work[slot].as_ref().map_or(0, |b| b.ptr),
+            LaunchParam::Scalar(s) => scalar_bits(s),
+        })
+        .collect();
+    kernel.launch(
+        launch.kernel,
+        launch.grid,
+        launch.block,
+        launch.shared_bytes,
+        &mut args,
+    )
 }
 
 pub(super) fn upload(name: &str, instance: Instance) -> Result<DeviceTest, CudaError> {

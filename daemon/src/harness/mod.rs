@@ -120,7 +120,7 @@ impl HarnessEvaluator {
             spec: spec.path.clone(),
             source,
         };
-        let ir = KernelIr::load(&spec.ir, Some(&spec.kernel)).map_err(ir_error)?;
+        let ir = KernelIr::load_kernels(&spec.ir, &spec.kernels).map_err(ir_error)?;
         let compiled = ir.compile(&ir.empty_patch(), &codegen).map_err(ir_error)?;
         let scratch = tempfile::Builder::new()
             .prefix("gevo-harness-")
@@ -280,6 +280,7 @@ impl HarnessEvaluator {
             original_cost: reference.cost,
             error: Some(worst),
             timing: None,
+            kernels: Vec::new(),
         }
     }
 
@@ -370,6 +371,10 @@ impl HarnessEvaluator {
             ("GEVO_PTX".to_string(), path(&files.ptx)),
             ("GEVO_OUT".to_string(), path(out)),
             ("GEVO_KERNEL".to_string(), self.ir.kernel().to_string()),
+            (
+                "GEVO_KERNELS".to_string(),
+                self.ir.chosen_kernels().join(" "),
+            ),
             ("GEVO_TEST".to_string(), test.name.clone()),
             ("GEVO_SEED".to_string(), test.seed.to_string()),
         ];
@@ -453,7 +458,14 @@ impl HarnessEvaluator {
             );
         }
         let stdout = String::from_utf8_lossy(&o.stdout);
-        let cost = reported_cost(&stdout).unwrap_or(o.wall.as_nanos() as u64);
+        // A pipeline's program opens a gevo_harness handle per kernel, and
+        // each prints its own line.
+        let reported = if self.spec.kernels.len() > 1 {
+            reported_cost_summed(&stdout)
+        } else {
+            reported_cost(&stdout)
+        };
+        let cost = reported.unwrap_or(o.wall.as_nanos() as u64);
         Ok(Measured {
             outputs,
             cost,
@@ -525,6 +537,31 @@ pub fn reported_cost(stdout: &str) -> Option<u64> {
     (ms.is_finite() && ms >= 0.0).then(|| (ms * 1e6).round() as u64)
 }
 
+/// A pipeline's cost: the sum of every `GEVO_KERNEL_COST=<integer>` line
+/// (one per kernel's gevo_harness handle), else of every
+/// `GEVO_KERNEL_MS=<float>` line, in nanoseconds.
+pub fn reported_cost_summed(stdout: &str) -> Option<u64> {
+    let all = |key: &str| -> Vec<String> {
+        stdout
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix(key).map(|v| v.trim().to_string()))
+            .collect()
+    };
+    let costs: Option<Vec<u64>> = all("GEVO_KERNEL_COST=")
+        .iter()
+        .map(|v| v.parse().ok())
+        .collect();
+    if let Some(c) = costs.filter(|c| !c.is_empty()) {
+        return Some(c.iter().fold(0u64, |a, &b| a.saturating_add(b)));
+    }
+    let ms: Option<Vec<f64>> = all("GEVO_KERNEL_MS=")
+        .iter()
+        .map(|v| v.parse().ok().filter(|x: &f64| x.is_finite() && *x >= 0.0))
+        .collect();
+    let ms = ms.filter(|m| !m.is_empty())?;
+    Some((ms.iter().sum::<f64>() * 1e6).round() as u64)
+}
+
 /// The uid and gid harness commands run as: `user`'s (a name or a number)
 /// when this process is root, else `None` (they run as this process's user).
 pub fn run_as(user: &str) -> Result<Option<(u32, u32)>, String> {
@@ -582,5 +619,25 @@ mod tests {
         assert_eq!(reported_cost("GEVO_KERNEL_MS=fast\n"), None);
         assert_eq!(reported_cost("GEVO_KERNEL_MS=-1\n"), None);
         assert_eq!(reported_cost("nothing\n"), None);
+    }
+
+    #[test]
+    fn a_pipelines_cost_sums_every_kernels_line() {
+        let two = "GEVO_KERNEL_COST=400\nGEVO_KERNEL_COST=20\n";
+        assert_eq!(reported_cost_summed(two), Some(420));
+        assert_eq!(reported_cost(two), Some(20));
+        assert_eq!(
+            reported_cost_summed("GEVO_KERNEL_MS=1.5\nGEVO_KERNEL_MS=0.25\n"),
+            Some(1_750_000)
+        );
+        assert_eq!(
+            reported_cost_summed("GEVO_KERNEL_MS=1\nGEVO_KERNEL_COST=7\n"),
+            Some(7)
+        );
+        assert_eq!(
+            reported_cost_summed("GEVO_KERNEL_MS=1\nGEVO_KERNEL_MS=x\n"),
+            None
+        );
+        assert_eq!(reported_cost_summed("nothing\n"), None);
     }
 }

@@ -3,20 +3,12 @@
 //! generation chooses them with the RNG and records them. Both share the
 //! structural step, so a generated edit replays to the same IR.
 
-use super::error::{EditError, IrError};
+use super::error::EditError;
 use super::live::LiveFunction;
 use super::llvm::{self, Value};
 use super::patch::{Edit, EditKind, InstId, Repair, ValueRef};
 use rand::seq::SliceRandom;
 use rand::Rng;
-
-/// Replays recorded edits in order; the error names the failing edit.
-pub fn replay(f: &mut LiveFunction, edits: &[Edit]) -> Result<(), IrError> {
-    for (i, e) in edits.iter().enumerate() {
-        apply_edit(f, e).map_err(|reason| IrError::InvalidEdit { edit: i, reason })?;
-    }
-    Ok(())
-}
 
 /// Replays one recorded edit.
 pub fn apply_edit(f: &mut LiveFunction, edit: &Edit) -> Result<(), EditError> {

@@ -33,14 +33,16 @@ pub struct LiveFunction<'d> {
 }
 
 impl<'d> LiveFunction<'d> {
-    /// Numbers the instructions of `func` 0.. in function order. `dom` must be
+    /// Numbers the instructions of `func` in function order. `dom` must be
     /// the dominator tree of this function's CFG (edits never change the CFG).
-    pub fn new(func: Value, dom: &'d DomTree) -> Self {
+    /// Ids start at `first`: a module's later kernels continue where the
+    /// earlier ones end, so ids are unique across the module.
+    pub fn numbered_from(func: Value, dom: &'d DomTree, first: u32) -> Self {
         let blocks = llvm::blocks(func);
         let block_index = blocks.iter().enumerate().map(|(i, &b)| (b, i)).collect();
         let mut slots = HashMap::new();
         let mut ids = HashMap::new();
-        let mut next = 0u32;
+        let mut next = first;
         for &block in &blocks {
             for inst in llvm::instructions(block) {
                 slots.insert(InstId(next), Slot::Live(inst));
@@ -67,6 +69,17 @@ impl<'d> LiveFunction<'d> {
     /// The id the next created instruction gets: one past the largest in use.
     pub fn fresh_id(&self) -> InstId {
         InstId(self.next_id)
+    }
+
+    /// Whether `id` names an instruction of this function, live or deleted.
+    pub fn holds(&self, id: InstId) -> bool {
+        self.slots.contains_key(&id)
+    }
+
+    /// Makes ids below `next` unavailable to `fresh_id` (taken in another
+    /// function of the module).
+    pub fn reserve_below(&mut self, next: u32) {
+        self.next_id = self.next_id.max(next);
     }
 
     pub fn inst(&self, id: InstId) -> Result<Value, EditError> {

@@ -13,6 +13,7 @@ mod live;
 mod llvm;
 #[forbid(unsafe_code)]
 mod lower;
+mod module;
 mod mutate;
 pub mod patch;
 mod signature;
@@ -31,6 +32,8 @@ use inkwell::memory_buffer::MemoryBuffer;
 use inkwell::module::Module;
 use inkwell::values::AsValueRef;
 use live::LiveFunction;
+pub use module::LiveModule;
+use module::Part;
 use rand::Rng;
 use sha2::{Digest, Sha256};
 use std::path::Path;
@@ -55,7 +58,8 @@ pub struct KernelIr {
     ir_hash: String,
     kernel: String,
     kernels: Vec<String>,
-    dom: DomTree,
+    /// The chosen kernels (one, or a pipeline's), ids numbered on across them.
+    parts: Vec<Part>,
     instruction_count: u32,
     /// Instruction id -> `file:line`, for the instructions that have one.
     source_lines: std::collections::BTreeMap<u32, String>,
@@ -73,6 +77,8 @@ pub struct Compiled {
 #[derive(Debug, Clone)]
 pub struct ExplainedEdit {
     pub edit: Edit,
+    /// The kernel the edit works in (its symbol).
+    pub kernel: Option<String>,
     /// The instructions the edit names, as they read just before it.
     pub operands: Vec<(InstId, String)>,
     /// IR text after this edit (not verified: a later edit may be needed).
@@ -88,8 +94,21 @@ impl KernelIr {
         Self::parse(&path.display().to_string(), &bytes, kernel)
     }
 
+    /// Loads `.ll` or `.bc` and picks several kernels (a pipeline's), in
+    /// order; their instruction ids continue from one kernel to the next.
+    pub fn load_kernels(path: &Path, kernels: &[String]) -> Result<Self, IrError> {
+        let bytes = crate::access::Reader::Caller.read(path)?;
+        Self::parse_kernels(&path.display().to_string(), &bytes, kernels)
+    }
+
     /// Like `load`, from bytes; `source` names them in messages.
     pub fn parse(source: &str, bytes: &[u8], kernel: Option<&str>) -> Result<Self, IrError> {
+        let wanted: Vec<String> = kernel.into_iter().map(str::to_string).collect();
+        Self::parse_kernels(source, bytes, &wanted)
+    }
+
+    /// Like `load_kernels`, from bytes; no names means the module's only kernel.
+    pub fn parse_kernels(source: &str, bytes: &[u8], wanted: &[String]) -> Result<Self, IrError> {
         let context = Context::create();
         let buffer = MemoryBuffer::create_from_memory_range_copy(bytes, source);
         let module = context
@@ -106,7 +125,24 @@ impl KernelIr {
             });
         }
         let kernels = llvm::kernel_functions(module.as_mut_ptr());
-        let kernel = choose_kernel(source, &kernels, kernel)?;
+        let chosen = match wanted {
+            [] => vec![choose_kernel(source, &kernels, None)?],
+            _ => {
+                let mut chosen: Vec<String> = Vec::new();
+                for w in wanted {
+                    let k = choose_kernel(source, &kernels, Some(w))?;
+                    if chosen.contains(&k) {
+                        return Err(IrError::AmbiguousKernel {
+                            name: source.to_string(),
+                            wanted: w.clone(),
+                            matches: vec![k],
+                        });
+                    }
+                    chosen.push(k);
+                }
+                chosen
+            }
+        };
         module.set_name(MODULE_ID);
         // Without a `source_filename` line LLVM names the module after the
         // buffer, i.e. the path it was read from: canonical IR must not
@@ -125,40 +161,50 @@ impl KernelIr {
         // Canonical form: what every replay starts from.
         let module = parse_bitcode(&context, &bitcode)?;
         let text = module.print_to_string().to_string();
-        let function = module
-            .get_function(&kernel)
-            .expect("kernel found above is in the module");
-        let blocks = llvm::blocks(function.as_value_ref());
-        let instruction_count = blocks
-            .iter()
-            .map(|&b| llvm::instructions(b).len() as u32)
-            .sum();
-        // Instruction ids count the kernel's instructions in block order.
-        let source_lines = blocks
-            .iter()
-            .flat_map(|&b| llvm::instructions(b))
-            .enumerate()
-            .filter_map(|(id, inst)| Some((id as u32, llvm::source_line(inst)?)))
-            .collect();
-        let index = |b| {
-            blocks
+        let mut parts = Vec::with_capacity(chosen.len());
+        let mut source_lines = std::collections::BTreeMap::new();
+        let mut first = 0u32;
+        for symbol in &chosen {
+            let function = module
+                .get_function(symbol)
+                .expect("kernel found above is in the module");
+            let blocks = llvm::blocks(function.as_value_ref());
+            // Instruction ids count each kernel's instructions in block
+            // order, the kernels one after another.
+            let mut count = 0u32;
+            for inst in blocks.iter().flat_map(|&b| llvm::instructions(b)) {
+                if let Some(line) = llvm::source_line(inst) {
+                    source_lines.insert(first + count, line);
+                }
+                count += 1;
+            }
+            let index = |b| {
+                blocks
+                    .iter()
+                    .position(|x| *x == b)
+                    .expect("successor is a block of the function")
+            };
+            let successors: Vec<Vec<usize>> = blocks
                 .iter()
-                .position(|x| *x == b)
-                .expect("successor is a block of the function")
-        };
-        let successors: Vec<Vec<usize>> = blocks
-            .iter()
-            .map(|&b| llvm::successors(b).into_iter().map(index).collect())
-            .collect();
+                .map(|&b| llvm::successors(b).into_iter().map(index).collect())
+                .collect();
+            parts.push(Part {
+                symbol: symbol.clone(),
+                dom: DomTree::new(&successors),
+                first,
+                count,
+            });
+            first += count;
+        }
         Ok(KernelIr {
             source: source.to_string(),
             ir_hash: content_hash(text.as_bytes()),
             bitcode,
             text,
-            kernel,
+            kernel: chosen[0].clone(),
             kernels,
-            dom: DomTree::new(&successors),
-            instruction_count,
+            parts,
+            instruction_count: first,
             source_lines,
         })
     }
@@ -167,9 +213,22 @@ impl KernelIr {
         &self.source
     }
 
-    /// The chosen kernel's symbol.
+    /// The chosen kernel's symbol (a pipeline's first kernel).
     pub fn kernel(&self) -> &str {
         &self.kernel
+    }
+
+    /// The chosen kernels' symbols, in id order (one unless a pipeline).
+    pub fn chosen_kernels(&self) -> Vec<&str> {
+        self.parts.iter().map(|p| p.symbol.as_str()).collect()
+    }
+
+    /// Which chosen kernel an original instruction is in (by index), and
+    /// its range of ids.
+    pub fn kernel_of(&self, id: InstId) -> Option<usize> {
+        self.parts
+            .iter()
+            .position(|p| (p.first..p.first + p.count).contains(&id.0))
     }
 
     /// Every kernel in the module.
@@ -177,13 +236,13 @@ impl KernelIr {
         &self.kernels
     }
 
-    /// Instructions of the kernel function on load; their ids are 0..count.
     /// `file:line` in the CUDA source of an original instruction, when the
     /// IR has line tables.
     pub fn source_line(&self, id: u32) -> Option<&str> {
         self.source_lines.get(&id).map(String::as_str)
     }
 
+    /// Instructions of the chosen kernels on load; their ids are 0..count.
     pub fn instruction_count(&self) -> u32 {
         self.instruction_count
     }
@@ -200,7 +259,11 @@ impl KernelIr {
 
     /// An empty patch for this kernel.
     pub fn empty_patch(&self) -> Patch {
-        Patch::new(&self.ir_hash, &self.kernel)
+        let mut p = Patch::new(&self.ir_hash, &self.kernel);
+        if self.parts.len() > 1 {
+            p.kernels = self.parts.iter().map(|k| k.symbol.clone()).collect();
+        }
+        p
     }
 
     /// Replays `patch` and returns the verified IR text.
@@ -232,17 +295,31 @@ impl KernelIr {
     pub fn listing(&self) -> Result<Vec<(InstId, String)>, IrError> {
         self.with_patched(&self.empty_patch(), |_, _, live| {
             Ok(live
-                .live_instructions()
-                .into_iter()
-                .map(|inst| (live.id_of(inst), llvm::value_to_string(inst)))
+                .parts
+                .iter()
+                .flat_map(|f| {
+                    f.live_instructions()
+                        .into_iter()
+                        .map(|inst| (f.id_of(inst), llvm::value_to_string(inst)))
+                })
                 .collect())
         })
     }
 
-    /// Replays `patch`, verifies, and lowers the kernel for the simulator.
+    /// Replays `patch`, verifies, and lowers the (first) kernel for the simulator.
     pub fn lower(&self, patch: &Patch) -> Result<crate::sim::code::Program, IrError> {
         self.with_patched(patch, |_, module, live| {
-            lower::lower(module.as_mut_ptr(), live)
+            lower::lower(module.as_mut_ptr(), &live.parts[0])
+        })
+    }
+
+    /// Replays `patch`, verifies, and lowers every chosen kernel, in order.
+    pub fn lower_all(&self, patch: &Patch) -> Result<Vec<crate::sim::code::Program>, IrError> {
+        self.with_patched(patch, |_, module, live| {
+            live.parts
+                .iter()
+                .map(|f| lower::lower(module.as_mut_ptr(), f))
+                .collect()
         })
     }
 
@@ -258,16 +335,20 @@ impl KernelIr {
                 .into_iter()
                 .map(|id| {
                     let text = live
-                        .inst(id)
+                        .owner(id)
+                        .ok_or(EditError::UnknownInstruction(id))
+                        .and_then(|k| live.parts[k].inst(id))
                         .map(llvm::value_to_string)
                         .unwrap_or_else(|err| format!("<{err}>"));
                     (id, text)
                 })
                 .collect();
-            edit::apply_edit(&mut live, e)
+            let kernel = live.edit_owner(e).ok();
+            live.apply_edit(e)
                 .map_err(|reason| IrError::InvalidEdit { edit: i, reason })?;
             out.push(ExplainedEdit {
                 edit: e.clone(),
+                kernel: kernel.map(|k| self.parts[k].symbol.clone()),
                 operands,
                 ir_after: module.print_to_string().to_string(),
             });
@@ -311,16 +392,17 @@ impl KernelIr {
             // from the original and replay what was accepted.
             let module = parse_bitcode(&context, &self.bitcode)?;
             let mut live = self.live(&module);
-            edit::replay(&mut live, &patch.edits)?;
+            live.replay(&patch.edits)?;
+            let weights: Vec<u32> = self.parts.iter().map(|p| p.count).collect();
             while patch.edits.len() < target {
                 tries += 1;
                 if tries > max_tries {
                     return Err(IrError::MutationExhausted { tries: max_tries });
                 }
-                let Some(kind) = mutate::random_edit_kind(&mut live, rng) else {
+                let Some((k, kind)) = live.random_edit_kind(&weights, rng) else {
                     continue;
                 };
-                match edit::perform_edit(&mut live, kind, rng) {
+                match edit::perform_edit(live.part_mut(k), kind, rng) {
                     Ok(e) if module.verify().is_ok() => patch.edits.push(e),
                     _ => continue 'rebuild,
                 }
@@ -329,11 +411,18 @@ impl KernelIr {
         }
     }
 
-    fn live<'m>(&'m self, module: &Module<'_>) -> LiveFunction<'m> {
-        let function = module
-            .get_function(&self.kernel)
-            .expect("the canonical module holds the kernel");
-        LiveFunction::new(function.as_value_ref(), &self.dom)
+    fn live<'m>(&'m self, module: &Module<'_>) -> LiveModule<'m> {
+        LiveModule::new(
+            self.parts
+                .iter()
+                .map(|p| {
+                    let function = module
+                        .get_function(&p.symbol)
+                        .expect("the canonical module holds the kernel");
+                    LiveFunction::numbered_from(function.as_value_ref(), &p.dom, p.first)
+                })
+                .collect(),
+        )
     }
 
     fn check_patch(&self, patch: &Patch) -> Result<(), IrError> {
@@ -350,10 +439,10 @@ impl KernelIr {
                 ir: self.ir_hash.clone(),
             });
         }
-        if patch.kernel != self.kernel {
+        if patch.kernel_list() != self.chosen_kernels() {
             return Err(IrError::PatchKernelMismatch {
-                patch: patch.kernel.clone(),
-                kernel: self.kernel.clone(),
+                patch: patch.kernel_list().join(", "),
+                kernel: self.chosen_kernels().join(", "),
             });
         }
         Ok(())
@@ -362,13 +451,13 @@ impl KernelIr {
     fn with_patched<T>(
         &self,
         patch: &Patch,
-        then: impl for<'c> FnOnce(&'c Context, &Module<'c>, &LiveFunction) -> Result<T, IrError>,
+        then: impl for<'c> FnOnce(&'c Context, &Module<'c>, &LiveModule) -> Result<T, IrError>,
     ) -> Result<T, IrError> {
         self.check_patch(patch)?;
         let context = Context::create();
         let module = parse_bitcode(&context, &self.bitcode)?;
         let mut live = self.live(&module);
-        edit::replay(&mut live, &patch.edits)?;
+        live.replay(&patch.edits)?;
         module.verify().map_err(|e| IrError::Verify {
             message: one_line(&e.to_string()),
         })?;

@@ -191,8 +191,12 @@ pub struct Patch {
     /// Content hash of the original IR the edits were made against
     /// (`KernelIr::ir_hash`): replaying on other IR is refused.
     pub ir_hash: String,
-    /// The kernel's symbol (mangled) in that IR.
+    /// The kernel's symbol (mangled) in that IR; a pipeline's first kernel.
     pub kernel: String,
+    /// A pipeline's kernels, all of them in order (the first is `kernel`);
+    /// empty for one kernel, so single-kernel patches read as before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernels: Vec<String>,
     pub edits: Vec<Edit>,
 }
 
@@ -202,6 +206,7 @@ impl Patch {
             format: PATCH_FORMAT,
             ir_hash: ir_hash.into(),
             kernel: kernel.into(),
+            kernels: Vec::new(),
             edits: Vec::new(),
         }
     }
@@ -222,6 +227,15 @@ impl Patch {
         }
         // Format 1 is the first; a future format 2 would migrate older ones here.
         serde_json::from_str(text).map_err(|e| PatchFormatError::Json(e.to_string()))
+    }
+
+    /// The kernels the patch spans: `kernels`, or `kernel` alone.
+    pub fn kernel_list(&self) -> Vec<&str> {
+        if self.kernels.is_empty() {
+            vec![self.kernel.as_str()]
+        } else {
+            self.kernels.iter().map(String::as_str).collect()
+        }
     }
 
     pub fn to_json(&self) -> String {

@@ -198,7 +198,7 @@ impl ApiHandler {
             .map_err(|e| internal(e.to_string()))?;
         let spec = crate::spec::parse_as(&spec_path, &spec_text, &reader)
             .map_err(|e| internal(e.to_string()))?;
-        let ir = KernelIr::parse(&id, ir_text.as_bytes(), Some(&spec.kernel))
+        let ir = KernelIr::parse_kernels(&id, ir_text.as_bytes(), &spec.kernels)
             .map_err(|e| internal(e.to_string()))?;
         let variant = ir
             .apply(&validated.minimized)

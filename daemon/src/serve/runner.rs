@@ -118,7 +118,7 @@ fn start(
     let mut spec = crate::spec::parse_as(&record.spec_path, &record.spec_text, &reader)
         .map_err(|e| e.to_string())?;
     spec.ir = snapshot.clone();
-    let ir = KernelIr::load(&snapshot, Some(&spec.kernel)).map_err(|e| e.to_string())?;
+    let ir = KernelIr::load_kernels(&snapshot, &spec.kernels).map_err(|e| e.to_string())?;
     let engine = shared
         .store
         .checkpoint(id)

@@ -256,7 +256,7 @@ fn register(
         check_harness_owner(&found.spec, &config.harness.allowed_uids)?;
     }
     let ir_path = spec.ir.display().to_string();
-    let ir = KernelIr::parse(&ir_path, ir_bytes, Some(&spec.kernel))
+    let ir = KernelIr::parse_kernels(&ir_path, ir_bytes, &spec.kernels)
         .map_err(|e| format!("{}: {e}", found.spec.display()))?;
     // The PTX target: the GPUs', else the spec's, else the default.
     let arch = shared

@@ -70,6 +70,9 @@ pub struct Context {
     /// `file:line` of the instruction in the CUDA source, when the IR has
     /// line tables (set by `eval`).
     pub source: Option<String>,
+    /// The launch of a pipeline that faulted, as the spec names it
+    /// (`launches[1].body[0] (lu_perimeter, k = 16)`; set by `eval`).
+    pub launch: Option<String>,
 }
 
 /// A global buffer as the spec names it.
@@ -202,6 +205,9 @@ impl fmt::Display for Fault {
 
 impl fmt::Display for Verdict {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(launch) = &self.context.launch {
+            write!(f, "in {launch}: ")?;
+        }
         match (&self.fault, &self.context.buffer, &self.context.shared) {
             (
                 Fault::OutOfBounds {

@@ -3,6 +3,7 @@
 use super::error::SpecError;
 use super::expr::{format_number, Expr, MAX_EXACT_INT};
 use super::model::*;
+use super::pipeline::{Expander, Geometry, LaunchInstance, Step, MAX_LAUNCHES};
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sha2::{Digest, Sha256};
@@ -12,13 +13,11 @@ pub const MAX_BUFFER_BYTES: u64 = 1 << 34;
 /// Most threads in one block.
 pub const MAX_BLOCK_THREADS: u64 = 1024;
 
-/// A test's launch geometry and argument sizes, before any data is made.
+/// A test's launches and argument sizes, before any data is made.
 #[derive(Debug, Clone)]
 pub(crate) struct Plan {
-    pub(crate) grid: [u32; 3],
-    pub(crate) block: [u32; 3],
-    pub(crate) shared_bytes: u32,
-    pub(crate) launches: u32,
+    pub(crate) launches: Vec<LaunchInstance>,
+    pub(crate) final_binding: Vec<usize>,
     /// Element count per argument (0 for scalars).
     pub(crate) lens: Vec<usize>,
     /// Value per argument (`None` for buffers).
@@ -42,7 +41,7 @@ impl Spec {
     }
 
     /// Evaluates an integer field; `lo..=hi` is its range (capped at ±2^53).
-    fn eval_int(
+    pub(crate) fn eval_int(
         &self,
         e: &Located<Expr>,
         test: &TestCase,
@@ -75,9 +74,39 @@ impl Spec {
         Ok(v as i128)
     }
 
-    /// Evaluates every expression for a test and checks the results.
-    pub(crate) fn plan(&self, test: &TestCase) -> Result<Plan, SpecError> {
-        let l = &self.launch;
+    /// Evaluates a scalar of type `ty`: integral and in range for integer
+    /// types, within range for `f32`.
+    pub(crate) fn eval_scalar(
+        &self,
+        ty: ElemType,
+        value: &Located<Expr>,
+        test: &TestCase,
+    ) -> Result<Scalar, SpecError> {
+        Ok(match ty.int_range() {
+            Some((lo, hi)) => int_scalar(ty, self.eval_int(value, test, lo, hi)?),
+            None => {
+                let v = self.eval(value, test)?;
+                if ty == ElemType::F32 {
+                    if v.abs() > f32::MAX as f64 {
+                        return Err(value.at.error(
+                            &self.path,
+                            format!(
+                                "out of f32 range, {} in test {}",
+                                show(&value.value, v),
+                                test.name
+                            ),
+                        ));
+                    }
+                    Scalar::F32(v as f32)
+                } else {
+                    Scalar::F64(v)
+                }
+            }
+        })
+    }
+
+    /// One launch's geometry and launch count for a test.
+    pub(crate) fn geometry(&self, l: &Launch, test: &TestCase) -> Result<Geometry, SpecError> {
         let mut grid = [1u32; 3];
         for (d, e) in l.grid.iter().enumerate() {
             let max = if d == 0 { i32::MAX as i128 } else { 65535 };
@@ -103,11 +132,48 @@ impl Spec {
             ));
         }
         let shared_bytes = self.eval_int(&l.shared_bytes, test, 0, u32::MAX as i128)? as u32;
-        let launches = match &l.repeat {
+        let count = match &l.repeat {
             None => 1,
-            Some(r) => self.eval_int(&r.count, test, 1, u32::MAX as i128)? as u32,
+            Some(r) => self.eval_int(&r.count, test, 1, MAX_LAUNCHES as i128)? as u32,
         };
+        Ok(Geometry {
+            grid,
+            block,
+            shared_bytes,
+            count,
+        })
+    }
 
+    /// Swapped buffers must have equal lengths in every test.
+    pub(crate) fn check_swap(
+        &self,
+        a: usize,
+        b: usize,
+        at: &crate::spec::Location,
+        lens: &[usize],
+        test: &TestCase,
+    ) -> Result<(), SpecError> {
+        if lens[a] != lens[b] {
+            return Err(at.error(
+                &self.path,
+                format!(
+                    "buffers of different lengths cannot be swapped: `{}` has {} elements, `{}` has {}, in test {}",
+                    self.args[a].name, lens[a], self.args[b].name, lens[b], test.name
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Evaluates every expression for a test, expands the pipeline, and
+    /// checks the results.
+    pub(crate) fn plan(&self, test: &TestCase) -> Result<Plan, SpecError> {
+        // The single-kernel form checks its launch before its arguments.
+        if let [Step::Launch(l)] = self.pipeline.as_slice() {
+            if self.is_single_launch() {
+                self.geometry(&l.geometry, test)?;
+            }
+        }
         let mut lens = Vec::with_capacity(self.args.len());
         let mut scalars = Vec::with_capacity(self.args.len());
         for arg in &self.args {
@@ -122,50 +188,38 @@ impl Spec {
                     scalars.push(None);
                 }
                 ArgKind::Scalar { ty, value } => {
-                    let s = match ty.int_range() {
-                        Some((lo, hi)) => int_scalar(*ty, self.eval_int(value, test, lo, hi)?),
-                        None => {
-                            let v = self.eval(value, test)?;
-                            if *ty == ElemType::F32 {
-                                if v.abs() > f32::MAX as f64 {
-                                    return Err(value.at.error(
-                                        &self.path,
-                                        format!(
-                                            "out of f32 range, {} in test {}",
-                                            show(&value.value, v),
-                                            test.name
-                                        ),
-                                    ));
-                                }
-                                Scalar::F32(v as f32)
-                            } else {
-                                Scalar::F64(v)
-                            }
-                        }
-                    };
                     lens.push(0);
-                    scalars.push(Some(s));
+                    scalars.push(Some(self.eval_scalar(*ty, value, test)?));
                 }
             }
         }
-        if let Some(r) = &l.repeat {
-            for (&(a, b), at) in r.swap.iter().zip(&r.swap_at) {
-                if lens[a] != lens[b] {
-                    return Err(at.error(
-                        &self.path,
-                        format!(
-                            "buffers of different lengths cannot be swapped: `{}` has {} elements, `{}` has {}, in test {}",
-                            self.args[a].name, lens[a], self.args[b].name, lens[b], test.name
-                        ),
-                    ));
-                }
-            }
+        let expanded = Expander {
+            spec: self,
+            lens: &lens,
+            scalars: &scalars,
+            binding: (0..self.args.len()).collect(),
+            out: Vec::new(),
+            steps: 0,
+            labelled: !self.is_single_launch(),
+        }
+        .run(&self.pipeline, test)?;
+        if expanded.launches.is_empty() {
+            let at = match self.pipeline.first() {
+                Some(Step::Launch(l)) => &l.geometry.block_at,
+                Some(Step::Loop(l)) => &l.at,
+                None => unreachable!("a pipeline has at least one entry"),
+            };
+            return Err(at.error(
+                &self.path,
+                format!(
+                    "the pipeline makes no launch in test {}; every test must run a kernel",
+                    test.name
+                ),
+            ));
         }
         Ok(Plan {
-            grid,
-            block,
-            shared_bytes,
-            launches,
+            launches: expanded.launches,
+            final_binding: expanded.final_binding,
             lens,
             scalars,
         })
@@ -189,13 +243,17 @@ impl Spec {
     /// its inputs.
     pub fn thread_count(&self, test: &TestCase) -> Result<u64, SpecError> {
         let plan = self.plan(test)?;
-        let per_launch: u64 = plan
-            .grid
+        Ok(plan
+            .launches
             .iter()
-            .chain(&plan.block)
-            .map(|&d| u64::from(d))
-            .product();
-        Ok(per_launch * u64::from(plan.launches))
+            .map(|l| {
+                l.grid
+                    .iter()
+                    .chain(&l.block)
+                    .map(|&d| u64::from(d))
+                    .product::<u64>()
+            })
+            .sum())
     }
 
     /// Evaluates all expressions for `test` and generates its inputs.
@@ -225,18 +283,10 @@ impl Spec {
             });
         }
         Ok(Instance {
-            grid: plan.grid,
-            block: plan.block,
-            shared_bytes: plan.shared_bytes,
-            launches: plan.launches,
-            swaps: self
-                .launch
-                .repeat
-                .as_ref()
-                .map(|r| r.swap.clone())
-                .unwrap_or_default(),
             args,
             names: self.args.iter().map(|a| a.name.clone()).collect(),
+            launches: plan.launches,
+            final_binding: plan.final_binding,
         })
     }
 }

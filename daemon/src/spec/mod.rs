@@ -14,6 +14,7 @@ mod inputs;
 mod load;
 mod model;
 pub mod npy;
+mod pipeline;
 pub mod skeleton;
 mod tree;
 
@@ -26,6 +27,9 @@ pub use model::{
     Acceptance, ArgKind, ArgSpec, ArgValue, Comparison, ElemType, Fill, Harness, HarnessOutput,
     Instance, Launch, Located, Metric, Number, Repeat, Role, Scalar, Spec, TestCase, TestSet,
     TestTarget, HARNESS_PLACEHOLDERS,
+};
+pub use pipeline::{
+    LaunchArg, LaunchInstance, LaunchParam, LaunchSpec, LoopSpec, Step, MAX_LAUNCHES,
 };
 
 use crate::access::Reader;

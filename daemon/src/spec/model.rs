@@ -14,14 +14,20 @@ pub struct Spec {
     pub path: PathBuf,
     /// The IR file, resolved against the spec file's directory.
     pub ir: PathBuf,
-    /// The kernel entry name, as written (mangled or demangled).
+    /// The first kernel's entry name, as written (mangled or demangled): the
+    /// kernel of a single-kernel spec, the name a pipeline's results go by.
     pub kernel: String,
+    /// Every kernel the launches use, as written, in the order `kernel`
+    /// lists them (one for the single-kernel form).
+    pub kernels: Vec<String>,
     /// Target architecture, e.g. `sm_90`.
     pub arch: Option<String>,
     /// Free-form project name.
     pub project: Option<String>,
-    pub launch: Launch,
-    /// Kernel arguments, in the kernel's parameter order.
+    /// The launches: `[launch]` as a pipeline of one, or `[[launches]]`.
+    pub pipeline: Vec<super::pipeline::Step>,
+    /// The buffers and scalars the launches pass: for the single-kernel
+    /// form, the kernel's arguments in its parameter order.
     pub args: Vec<ArgSpec>,
     /// The train tests in use: `[tests]`'s as loaded, a backend's after
     /// [`Spec::for_backend`](crate::spec::Spec::for_backend).
@@ -33,8 +39,8 @@ pub struct Spec {
     pub(crate) written: WrittenTests,
     pub acceptance: Acceptance,
     /// Harness mode: the kernel's application runs it (`[harness]`). Such a
-    /// spec has no `[launch]` or `[[args]]`: `launch` is the trivial 1x1
-    /// launch and `args` is empty, and nothing launches them.
+    /// spec has no `[launch]` or `[[args]]`: its pipeline is one trivial 1x1
+    /// launch without arguments, and nothing launches it.
     pub harness: Option<Harness>,
     /// The spec file's text (for `content_hash`).
     pub(crate) text: String,
@@ -135,7 +141,8 @@ pub struct Located<T> {
     pub at: Location,
 }
 
-/// `[launch]`: the launch geometry, as expressions over test parameters.
+/// A launch's geometry, as expressions over test parameters (and loop
+/// variables): `[launch]`, or one entry of `[[launches]]`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Launch {
     /// 1 to 3 entries (x, y, z); missing ones are 1.
@@ -550,20 +557,27 @@ pub enum ArgValue {
     Scalar(Scalar),
 }
 
-/// Everything needed to run one test case: launch geometry and argument values.
+/// Everything needed to run one test case: the arguments' values and the
+/// launches in order, buffer swaps resolved.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Instance {
-    pub grid: [u32; 3],
-    pub block: [u32; 3],
-    pub shared_bytes: u32,
-    /// Number of launches (1 without `repeat`).
-    pub launches: u32,
-    /// Argument index pairs whose buffers are exchanged between launches.
-    pub swaps: Vec<(usize, usize)>,
-    /// One value per kernel argument, in order.
+    /// One value per `[[args]]` entry, in order: a buffer's initial contents
+    /// (its memory is named by the entry's index), or a scalar.
     pub args: Vec<ArgValue>,
     /// The arguments' names in the spec, in order (for messages).
     pub names: Vec<String>,
+    /// Every launch of the test, in order.
+    pub launches: Vec<super::pipeline::LaunchInstance>,
+    /// Per argument: the memory bound to it after the last launch, through
+    /// which `out`/`inout` buffers are compared.
+    pub final_binding: Vec<usize>,
+}
+
+impl Instance {
+    /// The first launch (every instance has at least one).
+    pub fn first_launch(&self) -> &super::pipeline::LaunchInstance {
+        &self.launches[0]
+    }
 }
 
 /// The outcome of comparing one output buffer with the reference.

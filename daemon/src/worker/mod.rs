@@ -117,8 +117,9 @@ const SCREENED_OUT: [&str; 6] = [
 /// How variants are run: the spec's own launches on the simulator, or the
 /// spec's harness command.
 enum Evaluation {
-    Kernel(Evaluator),
-    Harness(HarnessEvaluator),
+    // Boxed: both are large, and of different sizes.
+    Kernel(Box<Evaluator>),
+    Harness(Box<HarnessEvaluator>),
 }
 
 impl InProcess {
@@ -130,12 +131,12 @@ impl InProcess {
         user: Option<(u32, u32)>,
     ) -> Result<Self, crate::harness::HarnessError> {
         Ok(InProcess {
-            evaluation: Evaluation::Harness(HarnessEvaluator::new(
+            evaluation: Evaluation::Harness(Box::new(HarnessEvaluator::new(
                 spec,
                 codegen.clone(),
                 runner,
                 user,
-            )?),
+            )?)),
             codegen,
             screen_test: None,
         })
@@ -154,7 +155,7 @@ impl InProcess {
         // One simulator thread: parallelism comes from running several workers.
         let evaluator = Evaluator::new(spec, 1)?;
         Ok(InProcess {
-            evaluation: Evaluation::Kernel(evaluator),
+            evaluation: Evaluation::Kernel(Box::new(evaluator)),
             codegen,
             screen_test,
         })
@@ -422,6 +423,7 @@ mod tests {
                         original_ns: vec![4800.0, 4812.5],
                         variant_ns: vec![4960.0, 4950.25],
                     }),
+                    kernels: Vec::new(),
                 },
                 TestSummary::failed(
                     "train[1]",
@@ -461,6 +463,7 @@ mod tests {
                         format: 1,
                         ir_hash: "00".into(),
                         kernel: "k".into(),
+                        kernels: Vec::new(),
                         edits: Vec::new(),
                     },
                     set: TestSet::Train,

@@ -415,7 +415,7 @@ pub fn start_measurer(
 ) -> Result<Measurer, SetupError> {
     let device = driver::probe(device)?;
     let arch = arch_for(&spec, arch, Some(&device));
-    let ir = KernelIr::load(&spec.ir, Some(&spec.kernel)).map_err(|source| SetupError::Ir {
+    let ir = KernelIr::load_kernels(&spec.ir, &spec.kernels).map_err(|source| SetupError::Ir {
         spec: spec_path.to_path_buf(),
         source,
     })?;
@@ -425,12 +425,12 @@ pub fn start_measurer(
             spec: spec_path.to_path_buf(),
             source,
         })?;
-    let kernel = ir.kernel().to_string();
+    let kernels: Vec<String> = ir.chosen_kernels().iter().map(|k| k.to_string()).collect();
     Measurer::new(
         spec,
         device,
         &original.ptx,
-        &kernel,
+        &kernels,
         MeasureOptions::default(),
     )
     .map_err(|source| SetupError::Measure {

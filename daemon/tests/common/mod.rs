@@ -43,6 +43,16 @@ pub fn spec_fixture(name: &str) -> PathBuf {
         .join(format!("{name}.gevo.toml"))
 }
 
+/// A pipeline fixture's spec, `tests/fixtures/pipelines/<name>.gevo.toml`.
+pub fn pipeline_fixture(name: &str) -> PathBuf {
+    repo_root()
+        .join("tests/fixtures/pipelines")
+        .join(format!("{name}.gevo.toml"))
+}
+
+/// The multi-kernel fixtures (`tests/fixtures/pipelines/`).
+pub const PIPELINE_FIXTURES: [&str; 3] = ["wavefront", "lu", "pyramid"];
+
 /// The team's libdevice stand-in (a written `__nv_expf`), for machines
 /// without CUDA.
 pub fn libdevice_stub() -> PathBuf {

@@ -87,9 +87,22 @@ pub struct Transplanter<'a> {
 
 impl<'a> Transplanter<'a> {
     pub fn new(old: &'a KernelIr, new: &'a KernelIr) -> Result<Self, IrError> {
-        let (old_shapes, old_text) = shapes_of(old)?;
-        let (new_shapes, _) = shapes_of(new)?;
-        let map = match_instructions(&old_shapes, &new_shapes);
+        // Kernels match their namesakes; ids run on across a module's
+        // kernels, so each kernel's local matching is offset by its first id.
+        let new_parts = shapes_of(new)?;
+        let mut map = Vec::new();
+        let mut old_text = Vec::new();
+        for old_part in shapes_of(old)? {
+            let local = match new_parts.iter().find(|p| p.symbol == old_part.symbol) {
+                Some(new_part) => match_instructions(&old_part.shapes, &new_part.shapes)
+                    .into_iter()
+                    .map(|m| m.map(|id| id + new_part.first))
+                    .collect(),
+                None => vec![None; old_part.shapes.len()],
+            };
+            map.extend(local);
+            old_text.extend(old_part.text);
+        }
         Ok(Transplanter {
             old,
             new,
@@ -208,10 +221,15 @@ impl<'a> Transplanter<'a> {
     ) -> Result<Edit, String> {
         let module = parse_bitcode(context, &self.new.bitcode).map_err(|e| e.to_string())?;
         let mut live = self.new.live(&module);
-        edit::replay(&mut live, kept).map_err(|e| e.to_string())?;
+        live.replay(kept).map_err(|e| e.to_string())?;
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let edit =
-            perform_with_hints(&mut live, kind, hints, &mut rng).map_err(|e| e.to_string())?;
+        let owner = Edit {
+            kind: kind.clone(),
+            repairs: Vec::new(),
+        };
+        let k = live.edit_owner(&owner).map_err(|e| e.to_string())?;
+        let edit = perform_with_hints(live.part_mut(k), kind, hints, &mut rng)
+            .map_err(|e| e.to_string())?;
         module.verify().map_err(|e| first_line(&e.to_string()))?;
         Ok(edit)
     }
@@ -221,21 +239,38 @@ fn first_line(s: &str) -> String {
     s.lines().next().unwrap_or_default().trim().to_string()
 }
 
-/// The old kernel's shapes and printed instructions, by id.
-fn shapes_of(ir: &KernelIr) -> Result<(Vec<InstShape>, Vec<String>), IrError> {
+/// One kernel's shapes and printed instructions, by local index, and the
+/// module-wide id of its first instruction.
+struct PartShapes {
+    symbol: String,
+    first: u32,
+    shapes: Vec<InstShape>,
+    text: Vec<String>,
+}
+
+/// Every chosen kernel's shapes, in id order.
+fn shapes_of(ir: &KernelIr) -> Result<Vec<PartShapes>, IrError> {
     let context = Context::create();
     let module = parse_bitcode(&context, &ir.bitcode)?;
-    let function = module
-        .get_function(ir.kernel())
-        .expect("the canonical module holds the kernel")
-        .as_value_ref();
-    let shapes = shape::function_shapes(function, &ir.dom);
-    let text = llvm::blocks(function)
-        .into_iter()
-        .flat_map(llvm::instructions)
-        .map(|i| normalize_message(&llvm::value_to_string(i)))
-        .collect();
-    Ok((shapes, text))
+    let mut parts = Vec::new();
+    for part in &ir.parts {
+        let function = module
+            .get_function(&part.symbol)
+            .expect("the canonical module holds the kernel")
+            .as_value_ref();
+        let text = llvm::blocks(function)
+            .into_iter()
+            .flat_map(llvm::instructions)
+            .map(|i| normalize_message(&llvm::value_to_string(i)))
+            .collect();
+        parts.push(PartShapes {
+            symbol: part.symbol.clone(),
+            first: part.first,
+            shapes: shape::function_shapes(function, &part.dom),
+            text,
+        });
+    }
+    Ok(parts)
 }
 
 /// `kind` with every named instruction renamed; a created id becomes `clone`.

@@ -8,7 +8,7 @@ use crate::spec::model::{ArgKind, ArgSpec, ElemType, Fill, Located, Role};
 
 const ARG_KEYS: &[&str] = &["name", "kind", "type", "len", "fill", "role", "value"];
 
-fn valid_name(n: &str) -> bool {
+pub(super) fn valid_name(n: &str) -> bool {
     let mut chars = n.chars();
     chars
         .next()

@@ -7,6 +7,7 @@ mod args;
 mod fill;
 mod harness;
 mod launch;
+mod pipeline;
 mod placeholders;
 mod read;
 mod test_cases;
@@ -15,10 +16,12 @@ use super::error::Locator;
 use super::model::Spec;
 use super::tree::{self, Node, Value};
 use crate::access::{AccessError, Reader};
+use crate::spec::pipeline::{LaunchArg, LaunchSpec, Step};
 use acceptance::read_acceptance;
 use args::read_args;
 use harness::read_harness;
 use launch::{read_launch, resolve_swaps, trivial_launch};
+use pipeline::{read_kernel_names, read_pipeline};
 use read::{integer, nonempty_string, string, table, Cx, Res};
 use std::path::{Path, PathBuf};
 use test_cases::{all_written, read_tests};
@@ -33,6 +36,7 @@ const TOP_KEYS: &[&str] = &[
     "arch",
     "project",
     "launch",
+    "launches",
     "args",
     "tests",
     "acceptance",
@@ -115,11 +119,8 @@ fn read_root(cx: &Cx, root: &Node, text: &str) -> Res<Spec> {
         };
         cx.err(&ir_node.span, "ir", message)
     })?;
-    let kernel = nonempty_string(
-        cx,
-        top.req(cx, "kernel", "the kernel's entry name")?,
-        "kernel",
-    )?;
+    let kernel_node = top.get("kernel");
+    let declared = kernel_node.map(|n| read_kernel_names(cx, n)).transpose()?;
     let arch = match top.get("arch") {
         None => None,
         Some(n) => {
@@ -140,20 +141,57 @@ fn read_root(cx: &Cx, root: &Node, text: &str) -> Res<Spec> {
         .transpose()?;
 
     let harness_node = top.get("harness");
-    let (launch, args) = match harness_node {
-        None => {
-            let launch_node = top.req(cx, "launch", "a [launch] table with grid and block")?;
+    let launches_node = top.get("launches");
+    let (pipeline, args, kernels) = match (harness_node, launches_node) {
+        (None, None) => {
+            // The single-kernel form: one kernel, `[launch]`, every argument
+            // passed in order.
+            let declared = match declared {
+                None => return Err(top.missing(cx, "kernel", "the kernel's entry name")),
+                Some(d) => d,
+            };
+            if declared.len() > 1 {
+                return Err(cx.err(
+                    &declared[1].1,
+                    "kernel[1]",
+                    "several kernels need a [[launches]] pipeline naming which kernel each launch runs",
+                ));
+            }
+            let launch_node = top.req(
+                cx,
+                "launch",
+                "a [launch] table with grid and block (or [[launches]])",
+            )?;
             let (mut launch, raw_swaps) = read_launch(cx, launch_node)?;
             let args = read_args(cx, &top)?;
             if let (Some(repeat), Some(raw)) = (launch.repeat.as_mut(), raw_swaps) {
-                resolve_swaps(cx, repeat, raw, &args)?;
+                (repeat.swap, repeat.swap_at) = resolve_swaps(cx, raw, &args)?;
             }
-            (launch, args)
+            let step = Step::Launch(LaunchSpec {
+                kernel: 0,
+                geometry: launch,
+                args: (0..args.len()).map(LaunchArg::Named).collect(),
+                field: "launch".to_string(),
+            });
+            let kernels = declared.into_iter().map(|(k, _)| k).collect();
+            (vec![step], args, kernels)
         }
-        Some(h) => {
+        (None, Some(l)) => {
+            if let Some(n) = top.get("launch") {
+                return Err(cx.err(
+                    &n.span,
+                    "launch",
+                    "a spec has either [launch] (one kernel) or [[launches]] (a pipeline), not both; give grid and block in each launch",
+                ));
+            }
+            let args = read_args(cx, &top)?;
+            let (pipeline, kernels) = read_pipeline(cx, l, declared, &args)?;
+            (pipeline, args, kernels)
+        }
+        (Some(h), _) => {
             // The application launches the kernel: a launch or arguments
             // here would be silently unused, so they are refused.
-            for key in ["launch", "args"] {
+            for key in ["launch", "launches", "args"] {
                 if let Some(n) = top.get(key) {
                     return Err(cx.err(
                         &n.span,
@@ -162,7 +200,18 @@ fn read_root(cx: &Cx, root: &Node, text: &str) -> Res<Spec> {
                     ));
                 }
             }
-            (trivial_launch(cx, &h.span), Vec::new())
+            let declared = match declared {
+                None => return Err(top.missing(cx, "kernel", "the kernel's entry name")),
+                Some(d) => d,
+            };
+            let step = Step::Launch(LaunchSpec {
+                kernel: 0,
+                geometry: trivial_launch(cx, &h.span),
+                args: Vec::new(),
+                field: "launch".to_string(),
+            });
+            let kernels = declared.into_iter().map(|(k, _)| k).collect();
+            (vec![step], Vec::new(), kernels)
         }
     };
 
@@ -182,10 +231,11 @@ fn read_root(cx: &Cx, root: &Node, text: &str) -> Res<Spec> {
     Ok(Spec {
         path: cx.file.clone(),
         ir,
-        kernel,
+        kernel: kernels_first(&kernels),
+        kernels,
         arch,
         project,
-        launch,
+        pipeline,
         args,
         train: written.train.clone(),
         heldout: written.heldout.clone(),
@@ -204,4 +254,8 @@ fn valid_arch(a: &str) -> bool {
     !digits.is_empty()
         && digits.chars().all(|c| c.is_ascii_digit())
         && rest.len() - digits.len() <= 1
+}
+
+fn kernels_first(kernels: &[String]) -> String {
+    kernels.first().cloned().unwrap_or_default()
 }

@@ -50,7 +50,7 @@ fn each_backend_gets_its_sets_and_the_others_from_tests() {
     assert_eq!(gpu.for_backend(TestTarget::Sim).train, sim.train);
     // Each test instantiates (sizes from its own parameters).
     let inst = gpu.instantiate(gpu.tests(TestSet::Heldout)[1]).unwrap();
-    assert_eq!(inst.grid, [4688, 1, 1]);
+    assert_eq!(inst.launches[0].grid, [4688, 1, 1]);
 }
 
 #[test]

@@ -65,9 +65,9 @@ fn fills_have_the_documented_values() {
     assert_eq!(data(&inst, 5), &[(-5i8) as u8; 100][..]);
     assert_eq!(&data(&inst, 6)[..4], &0.5f32.to_le_bytes());
     assert_eq!(data(&inst, 7), &[0u8; 400][..]);
-    assert_eq!(inst.grid, [2, 1, 1]);
-    assert_eq!(inst.block, [64, 1, 1]);
-    assert_eq!((inst.launches, inst.shared_bytes), (1, 0));
+    assert_eq!(inst.launches[0].grid, [2, 1, 1]);
+    assert_eq!(inst.launches[0].block, [64, 1, 1]);
+    assert_eq!((inst.launches.len(), inst.launches[0].shared_bytes), (1, 0));
 }
 
 #[test]

@@ -105,9 +105,9 @@ metric = "ulp"
         }
     );
     let inst = spec.instantiate(&spec.heldout[0]).unwrap();
-    assert_eq!(inst.grid, [32, 1, 1]);
-    assert_eq!(inst.block, [32, 1, 1]);
-    assert_eq!(inst.shared_bytes, 128);
+    assert_eq!(inst.launches[0].grid, [32, 1, 1]);
+    assert_eq!(inst.launches[0].block, [32, 1, 1]);
+    assert_eq!(inst.launches[0].shared_bytes, 128);
     assert_eq!(inst.args[1], ArgValue::Scalar(Scalar::U16(1000)));
     // Integer constants are exact even beyond 2^53.
     assert_eq!(&data(&inst, 0)[..8], &9007199254740993u64.to_le_bytes());
