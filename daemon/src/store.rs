@@ -96,6 +96,16 @@ pub struct GenerationRecord {
     pub population: Vec<Member>,
     pub evaluations: u64,
     pub cache_hits: u64,
+    /// When it was committed, in seconds since the Unix epoch (absent in
+    /// stores written before reports had plots over time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub committed_at: Option<f64>,
+    /// Wall-clock seconds the generation took, when the caller measured it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<f64>,
+    /// The gevod version that ran it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gevod: Option<String>,
 }
 
 pub struct Store {
@@ -192,11 +202,30 @@ impl Store {
         engine: &Engine,
         report: &GenerationReport,
     ) -> Result<(), StoreError> {
+        self.commit_generation_took(job, engine, report, None)
+    }
+
+    /// Like [`Store::commit_generation`], recording the generation's wall
+    /// time (`seconds`) for the report's evaluations-per-second plot.
+    pub fn commit_generation_took(
+        &self,
+        job: &str,
+        engine: &Engine,
+        report: &GenerationReport,
+        seconds: Option<f64>,
+    ) -> Result<(), StoreError> {
+        let committed_at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .ok();
         let record = GenerationRecord {
             report: report.clone(),
             population: engine.population().to_vec(),
             evaluations: engine.counters().evaluations,
             cache_hits: engine.counters().cache_hits,
+            committed_at,
+            seconds,
+            gevod: Some(env!("CARGO_PKG_VERSION").to_string()),
         };
         let txn = self.db.begin_write().map_err(|e| self.err(e))?;
         {
@@ -304,6 +333,11 @@ impl Store {
         value
             .map(|v| self.decode(&format!("{job}/generation {n}"), v.value()))
             .transpose()
+    }
+
+    /// Every committed generation of a job, in order.
+    pub fn generations(&self, job: &str) -> Result<Vec<GenerationRecord>, StoreError> {
+        self.list(GENERATIONS, job)
     }
 
     pub fn validated(&self, job: &str) -> Result<Vec<Validated>, StoreError> {

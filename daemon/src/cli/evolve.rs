@@ -158,9 +158,11 @@ impl EvolveArgs {
         let mut progress = Progress::new(started, engine.counters().evaluations);
         let mut interrupted = false;
         while !budget_met(&engine, budget, started) {
+            let step_started = Instant::now();
             match engine.step(&ir, backend.as_mut()) {
                 Ok(report) => {
-                    store.commit_generation(&job.id, &engine, &report)?;
+                    let took = step_started.elapsed().as_secs_f64();
+                    store.commit_generation_took(&job.id, &engine, &report, Some(took))?;
                     progress.generation(&engine, &report);
                 }
                 Err(EvolveError::Backend(BackendError::Interrupted)) => {
@@ -175,10 +177,22 @@ impl EvolveArgs {
         drop(backend);
         progress.finish();
         let exported = export_best(&engine, &self.state.join(&job.id))?;
+        let edits = match engine.best_validated() {
+            Some(best) => {
+                let mut files = gevod::report::edits::files_near(&self.spec, &spec.ir);
+                Some(gevod::report::edits::text(&ir, &best.minimized, &mut files, "    ")?)
+            }
+            None => None,
+        };
+        let html_path = self.state.join(&job.id).join("report.html");
+        let data = gevod::report::gather(&store, &job.id, gevod::access::Reader::Caller)?;
+        write_output(Some(&html_path), &gevod::report::render(&data))?;
         let report = Report {
             job: &job,
             engine: &engine,
             exported: exported.as_ref(),
+            edits: edits.as_deref(),
+            html: &html_path,
             state: &self.state,
             rate: progress.rate(),
             respawns,

@@ -75,6 +75,10 @@ pub struct Report<'a> {
     pub job: &'a JobRecord,
     pub engine: &'a Engine,
     pub exported: Option<&'a Exported>,
+    /// The best variant's edits in source terms, rendered.
+    pub edits: Option<&'a str>,
+    /// The HTML report written beside the checkpoint.
+    pub html: &'a Path,
     pub state: &'a Path,
     pub rate: f64,
     /// Worker processes replaced in this run.
@@ -140,8 +144,13 @@ impl Report<'_> {
                     let verdict = t.failure.as_ref().map_or("pass", |f| f.0.as_str());
                     out += &format!("    {:<12} {verdict:<8} cost ratio {ratio}\n", t.test);
                 }
-                for e in &v.minimized.edits {
-                    out += &format!("  edit: {e}\n");
+                match self.edits {
+                    Some(text) => out += &format!("  edits:\n{text}"),
+                    None => {
+                        for e in &v.minimized.edits {
+                            out += &format!("  edit: {e}\n");
+                        }
+                    }
                 }
                 out += &format!(
                     "  PTX:             {}\n  patch:           {}\n  minimized patch: {}\n",
@@ -165,6 +174,7 @@ impl Report<'_> {
                 );
             }
         }
+        out += &format!("\nHTML report: {}\n", self.html.display());
         out += "\nPareto front (train cost ratio vs error):\n  cost ratio        error  edits\n";
         for m in e.archive() {
             if let Some((cost, error)) = m.outcome.objectives() {
@@ -227,6 +237,7 @@ impl Report<'_> {
                 "generation": f.generation, "train_cost": f.train_cost, "reason": f.reason,
             })).collect::<Vec<_>>(),
             "pareto": pareto,
+            "report": self.html,
             "counters": c,
         })
     }

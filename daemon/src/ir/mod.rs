@@ -16,6 +16,7 @@ mod lower;
 mod mutate;
 pub mod patch;
 mod signature;
+pub mod source;
 
 pub use codegen::{libdevice_candidates, CodegenOptions, DEFAULT_ARCH};
 pub use dom::DomTree;
@@ -24,6 +25,7 @@ pub use patch::{
     ConstKind, Edit, EditKind, InstId, Patch, PatchFormatError, Repair, ValueRef, PATCH_FORMAT,
 };
 pub use signature::Param;
+pub use source::{EditStory, Location, Named, SourceFiles};
 
 use inkwell::context::Context;
 use inkwell::memory_buffer::MemoryBuffer;
