@@ -2,7 +2,7 @@
 //! spec, generation by generation until the budget is spent or a signal
 //! stops it; the best validated variant exported; the report printed.
 
-use super::output::{default_workers, write_output};
+use super::output::{default_workers, read_patch, write_output};
 use super::report::{Exported, Progress, Report};
 use super::{resolve, BackendChoice};
 use anyhow::{bail, Context as _, Result};
@@ -10,7 +10,7 @@ use gevod::access::Reader;
 use gevod::config::{parse_duration, EvolveFile};
 use gevod::device::DeviceSelector;
 use gevod::evolve::{BackendError, Config, Engine, EvolveError, Scope};
-use gevod::ir::{content_hash, KernelIr};
+use gevod::ir::{content_hash, KernelIr, Patch};
 use gevod::spec::{self, Spec};
 use gevod::store::{JobRecord, Store};
 use gevod::worker::sanitize::SanitizeMode;
@@ -44,6 +44,10 @@ pub struct EvolveArgs {
     sanitize: SanitizeMode,
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// A patch the initial population starts with (repeatable): your own
+    /// idea, or an earlier search's winner.
+    #[arg(long, value_name = "PATCH")]
+    start_from: Vec<PathBuf>,
     /// Stop after N generations past the initial population (for the whole job).
     #[arg(long, group = "budget")]
     generations: Option<u64>,
@@ -111,6 +115,16 @@ impl EvolveArgs {
         };
         let ir = KernelIr::load(&spec.ir, Some(&spec.kernel))
             .with_context(|| self.spec.display().to_string())?;
+        let start: Vec<Patch> = self
+            .start_from
+            .iter()
+            .map(|path| {
+                let patch = read_patch(path)?;
+                ir.check(&patch)
+                    .with_context(|| format!("--start-from {}", path.display()))?;
+                Ok(patch)
+            })
+            .collect::<Result<_>>()?;
         let arch = arch_for(&spec, self.arch.clone(), device.as_ref());
         let setup = WorkerSetup {
             spec_path: &self.spec,
@@ -124,7 +138,7 @@ impl EvolveArgs {
         };
         // Harness commands run as the invoking user: it is their own spec.
         let evaluators = setup.evaluators(&spec, device.as_ref(), None)?;
-        let job = self.job_record(&spec, &ir, &evaluators.scope(), &config);
+        let job = self.job_record(&spec, &ir, &evaluators.scope(), &config, &start);
 
         let store = Store::open(&self.state)?;
         let mut engine = match (store.job(&job.id)?, self.resume) {
@@ -141,7 +155,8 @@ impl EvolveArgs {
                 job.id
             ),
             (None, _) => {
-                let engine = Engine::new(config, self.seed)?;
+                let mut engine = Engine::new(config, self.seed)?;
+                engine.seed_with(start);
                 store.create_job(&job, &engine)?;
                 engine
             }
@@ -208,12 +223,23 @@ impl EvolveArgs {
     }
 
     /// The job's identity: the spec, IR, scope, seed and search settings.
-    fn job_record(&self, spec: &Spec, ir: &KernelIr, scope: &Scope, config: &Config) -> JobRecord {
+    fn job_record(
+        &self,
+        spec: &Spec,
+        ir: &KernelIr,
+        scope: &Scope,
+        config: &Config,
+        start: &[Patch],
+    ) -> JobRecord {
         let spec_hash = spec.content_hash();
-        let identity = serde_json::json!({
+        let mut identity = serde_json::json!({
             "spec": spec_hash, "ir": ir.ir_hash(), "scope": scope,
             "seed": self.seed, "config": config,
         });
+        // Starting patches make another search (and leave other jobs' ids as they were).
+        if !start.is_empty() {
+            identity["start"] = serde_json::json!(start);
+        }
         let stem = self
             .spec
             .file_name()

@@ -24,7 +24,12 @@ fn range(values: impl Iterator<Item = f64>, floor: Option<f64>) -> (f64, f64) {
     if !lo.is_finite() || !hi.is_finite() {
         (lo, hi) = (0.0, 1.0);
     }
-    let pad = ((hi - lo) * 0.08).max(hi.abs() * 0.02).max(1e-9);
+    // All zero (errors of exact variants): a unit range, not a sliver.
+    let pad = if hi == 0.0 && lo == 0.0 {
+        1.0
+    } else {
+        ((hi - lo) * 0.08).max(hi.abs() * 0.02).max(1e-12)
+    };
     let lo = floor.map_or(lo - pad, |f| (lo - pad).max(f));
     (lo, hi + pad)
 }
