@@ -458,6 +458,59 @@ mod tests {
     }
 
     #[test]
+    fn records_written_before_reports_read_back_with_what_they_have() {
+        // A generation record and a promotion failure as an older gevod
+        // wrote them: no timings, version, rejection counts or kinds.
+        let old = r#"{"report":{"generation":3,"evaluations":16,"cache_hits":2,"valid":9,
+            "best_cost":0.93,"validated":[],"promotion_failures":[]},
+            "population":[{"patch":{"format":1,"ir_hash":"h","kernel":"k","edits":[]},
+            "ptx_hash":null,"outcome":{"rejected":{"reason":"train[0]: race"}}}],
+            "evaluations":64,"cache_hits":8}"#;
+        let record: GenerationRecord = serde_json::from_str(old).unwrap();
+        assert_eq!(record.committed_at, None);
+        assert_eq!(record.seconds, None);
+        assert_eq!(record.gevod, None);
+        assert!(record.report.rejections.is_empty());
+        let failure: PromotionFailure = serde_json::from_str(
+            r#"{"generation":1,"patch":{"format":1,"ir_hash":"h","kernel":"k","edits":[]},
+            "ptx_hash":"p","train_cost":0.9,"reason":"heldout[0]: mismatch"}"#,
+        )
+        .unwrap();
+        assert_eq!(failure.kind, "");
+    }
+
+    #[test]
+    fn generations_keep_their_timing_and_gevod_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let engine = Engine::new(Config::default(), 7).unwrap();
+        store.create_job(&job("a"), &engine).unwrap();
+        let report = GenerationReport {
+            generation: 0,
+            evaluations: 4,
+            cache_hits: 0,
+            valid: 4,
+            best_cost: Some(0.9),
+            validated: vec![],
+            promotion_failures: vec![],
+            rejections: [("race".to_string(), 2)].into_iter().collect(),
+        };
+        store
+            .commit_generation_took("a", &engine, &report, Some(1.5))
+            .unwrap();
+        let mut next = report.clone();
+        next.generation = 1;
+        store.commit_generation("a", &engine, &next).unwrap();
+        let all = store.generations("a").unwrap();
+        assert_eq!(all.len(), 2);
+        assert_eq!(all[0].seconds, Some(1.5));
+        assert_eq!(all[1].seconds, None);
+        assert!(all.iter().all(|g| g.committed_at.is_some()));
+        assert_eq!(all[0].gevod.as_deref(), Some(env!("CARGO_PKG_VERSION")));
+        assert_eq!(all[0].report.rejections["race"], 2);
+    }
+
+    #[test]
     fn a_newer_schema_is_refused_by_name() {
         let dir = tempfile::tempdir().unwrap();
         {

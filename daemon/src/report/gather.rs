@@ -279,6 +279,54 @@ fn environment(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::evolve::{Config, GenerationReport};
+
+    /// A store as an older gevod left it: generations without timings, a
+    /// job with no validated variant. The report says what it lacks.
+    #[test]
+    fn an_older_store_reports_what_it_has() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let job = JobRecord {
+            id: "k-1".into(),
+            spec_path: "k.gevo.toml".into(),
+            spec_hash: "s".into(),
+            spec_text: "kernel = \"k\"\nir = \"k.ll\"\n".into(),
+            ir_hash: "i".into(),
+            ir_text: String::new(),
+            backend: "sim".into(),
+            target: "sm_90".into(),
+            seed: 3,
+        };
+        let engine = Engine::new(Config::default(), 3).unwrap();
+        store.create_job(&job, &engine).unwrap();
+        for generation in 0..2 {
+            let report = GenerationReport {
+                generation,
+                evaluations: 8,
+                cache_hits: 1,
+                valid: 5,
+                best_cost: Some(1.0 - 0.01 * generation as f64),
+                validated: vec![],
+                promotion_failures: vec![],
+                rejections: BTreeMap::new(),
+            };
+            store.commit_generation("k-1", &engine, &report).unwrap();
+        }
+        assert_eq!(pick_job(&store, None).unwrap(), "k-1");
+        let data = gather(&store, "k-1", Reader::Caller).unwrap();
+        assert_eq!(data.kernel, "k");
+        assert_eq!(data.best, None);
+        assert_eq!(data.generations.len(), 2);
+        assert_eq!(data.generations[1].best_train, Some(0.99));
+        assert!(data.notes.iter().any(|n| n.contains("no generation timings")), "{:?}", data.notes);
+        let html = super::super::render(&data);
+        assert!(html.contains("No validated variant yet"));
+        assert!(html.contains("<figure id=\"plot-cost\">\n<svg"));
+        assert!(html.contains("No data for this plot"));
+        let err = pick_job(&store, Some("nope")).unwrap_err().to_string();
+        assert!(err.contains("no job nope") && err.contains("k-1"), "{err}");
+    }
 
     #[test]
     fn rejections_list_the_named_reasons_then_the_rest() {
