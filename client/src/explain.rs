@@ -72,7 +72,7 @@ mod tests {
             repairs: vec![],
         };
         assert_eq!(
-            render_edits(&[edit.clone()], true, "  "),
+            render_edits(std::slice::from_ref(&edit), true, "  "),
             "  1. delete the __syncthreads() at stencil.cu:60\n       stencil.cu:60 | __syncthreads();\n       IR: delete i87\n"
         );
         let text = render_edits(&[edit], false, "");

@@ -97,7 +97,10 @@ pub const REPORT_FILE: &str = "report.html";
 
 /// Writes a kernel's (`<project>/<name>`) HTML report beside its exports.
 pub fn write_report(state: &Path, kernel: &str, html: &str) -> Result<(), ExportError> {
-    write_atomic(&kernel_dir(state, kernel).join(REPORT_FILE), html.as_bytes())
+    write_atomic(
+        &kernel_dir(state, kernel).join(REPORT_FILE),
+        html.as_bytes(),
+    )
 }
 
 /// The exported HTML report of `kernel` (`<project>/<name>` or a unique

@@ -352,7 +352,9 @@ fn report(settings: &Settings, kernel: &str, output: Option<&Path>) -> Result<()
     });
     let (html, from) = match call(settings, &request) {
         Ok(response) => match response.body {
-            Body::Ok(Reply::Report(page)) => (page.html, format!("job {}, from the daemon", page.job)),
+            Body::Ok(Reply::Report(page)) => {
+                (page.html, format!("job {}, from the daemon", page.job))
+            }
             Body::Ok(other) => bail!("gevod answered report with {}", reply_kind(&other)),
             Body::Error(e) => return Err(exit(EXIT_ERROR, e.message)),
         },
@@ -377,12 +379,7 @@ fn report(settings: &Settings, kernel: &str, output: Option<&Path>) -> Result<()
                         e.reason()
                     ),
                 ),
-                None => {
-                    return Err(exit(
-                        EXIT_UNREACHABLE,
-                        format!("{e}; {}", why.join("; ")),
-                    ))
-                }
+                None => return Err(exit(EXIT_UNREACHABLE, format!("{e}; {}", why.join("; ")))),
             }
         }
         Err(e) => return Err(e.into()),

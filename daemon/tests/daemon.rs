@@ -74,13 +74,21 @@ fn a_watched_kernel_is_evolved_served_and_exported() {
         text(&explain.stdout)
     );
     // The edits in source terms: words, then the IR form.
-    assert!(text(&explain.stdout).contains("     IR: "), "{}", text(&explain.stdout));
+    assert!(
+        text(&explain.stdout).contains("     IR: "),
+        "{}",
+        text(&explain.stdout)
+    );
 
     // The HTML report, from the daemon.
     let page = dir.path().join("report.html");
     let run = d.client(&["report", "stencil", "-o", s(&page)]);
     assert!(run.status.success(), "{run:?}");
-    assert!(text(&run.stderr).contains("from the daemon"), "{}", text(&run.stderr));
+    assert!(
+        text(&run.stderr).contains("from the daemon"),
+        "{}",
+        text(&run.stderr)
+    );
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("x faster</span>"), "{html}");
     assert_eq!(html.matches("<svg").count(), 3);
@@ -110,7 +118,11 @@ fn a_watched_kernel_is_evolved_served_and_exported() {
     // ... and so does `report`, with the report exported with the best.
     let run = d.client(&["report", "stencil", "-o", s(&page)]);
     assert_eq!(run.status.code(), Some(0), "{run:?}");
-    assert!(text(&run.stderr).contains("daemon unreachable"), "{}", text(&run.stderr));
+    assert!(
+        text(&run.stderr).contains("daemon unreachable"),
+        "{}",
+        text(&run.stderr)
+    );
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("Best validated variant") && html.contains("<svg"));
     std::fs::remove_dir_all(d.state.join("exports")).unwrap();

@@ -39,7 +39,8 @@ fn short_search(dir: &Path) -> (PathBuf, String) {
     let state = dir.join("state");
     let config = dir.join("evolve.toml");
     std::fs::write(&config, "[evolve]\npopulation = 16\n").unwrap();
-    let planted = common::repo_root().join("tests/fixtures/kernels/stencil.drop-barrier.patch.json");
+    let planted =
+        common::repo_root().join("tests/fixtures/kernels/stencil.drop-barrier.patch.json");
     let out = gevod(&[
         "evolve",
         s(&common::spec_fixture("stencil")),
@@ -77,14 +78,28 @@ fn the_terminal_and_html_reports_name_the_barrier_at_its_source_line() {
             .split(&format!("<figure id=\"{id}\">"))
             .nth(1)
             .unwrap_or_else(|| panic!("no figure {id}"));
-        assert!(figure.trim_start().starts_with("<svg"), "{id}: {figure:.200}");
+        assert!(
+            figure.trim_start().starts_with("<svg"),
+            "{id}: {figure:.200}"
+        );
     }
     // Self-contained: nothing to fetch, nothing to run.
     for banned in ["<script", " src=", " href=", "<link", "@import", "url("] {
         assert!(!html.contains(banned), "the report holds {banned}");
     }
-    for reason in ["mismatch", "out of bounds", "race", "divergent barrier", "timeout", "sanitizer", "held-out"] {
-        assert!(html.contains(&format!("<tr><td>{reason}</td>")), "no {reason} row");
+    for reason in [
+        "mismatch",
+        "out of bounds",
+        "race",
+        "divergent barrier",
+        "timeout",
+        "sanitizer",
+        "held-out",
+    ] {
+        assert!(
+            html.contains(&format!("<tr><td>{reason}</td>")),
+            "no {reason} row"
+        );
     }
 
     let browser = match browser() {
@@ -155,14 +170,19 @@ fn the_terminal_and_html_reports_name_the_barrier_at_its_source_line() {
 fn browser() -> Result<PathBuf, String> {
     let candidates: Vec<PathBuf> = match std::env::var_os("GEVO_CHROMIUM") {
         Some(b) => vec![PathBuf::from(b)],
-        None => ["chromium", "chromium-browser", "google-chrome", "google-chrome-stable"]
-            .iter()
-            .filter_map(|name| {
-                std::env::split_paths(&std::env::var_os("PATH")?)
-                    .map(|dir| dir.join(name))
-                    .find(|p| p.is_file())
-            })
-            .collect(),
+        None => [
+            "chromium",
+            "chromium-browser",
+            "google-chrome",
+            "google-chrome-stable",
+        ]
+        .iter()
+        .filter_map(|name| {
+            std::env::split_paths(&std::env::var_os("PATH")?)
+                .map(|dir| dir.join(name))
+                .find(|p| p.is_file())
+        })
+        .collect(),
     };
     let Some(first) = candidates.first() else {
         return Err(

@@ -80,7 +80,12 @@ fn edits_name_the_cuda_lines_they_touch() {
     for (edits, expect) in cases {
         let p = patch(&ir, edits);
         ir.check(&p).unwrap_or_else(|e| panic!("{expect:?}: {e}"));
-        let told: Vec<String> = ir.describe(&p).unwrap().into_iter().map(|s| s.summary).collect();
+        let told: Vec<String> = ir
+            .describe(&p)
+            .unwrap()
+            .into_iter()
+            .map(|s| s.summary)
+            .collect();
         assert_eq!(told, expect);
     }
 }
@@ -142,7 +147,10 @@ fn without_line_tables_edits_name_ir_ids() {
     let told = ir.describe(&p).unwrap();
     assert_eq!(told[0].summary, "delete the __syncthreads() i6");
     let rendered = gevod::report::edits::text(&ir, &p, &mut SourceFiles::none(), "").unwrap();
-    assert!(rendered.starts_with("(the kernel's IR has no line tables"), "{rendered}");
+    assert!(
+        rendered.starts_with("(the kernel's IR has no line tables"),
+        "{rendered}"
+    );
 }
 
 #[test]

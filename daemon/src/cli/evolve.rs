@@ -195,7 +195,12 @@ impl EvolveArgs {
         let edits = match engine.best_validated() {
             Some(best) => {
                 let mut files = gevod::report::edits::files_near(&self.spec, &spec.ir);
-                Some(gevod::report::edits::text(&ir, &best.minimized, &mut files, "    ")?)
+                Some(gevod::report::edits::text(
+                    &ir,
+                    &best.minimized,
+                    &mut files,
+                    "    ",
+                )?)
             }
             None => None,
         };

@@ -177,7 +177,12 @@ impl Engine {
                 .counters
                 .rejections
                 .iter()
-                .map(|(k, n)| (k.clone(), n - before.rejections.get(k).copied().unwrap_or(0)))
+                .map(|(k, n)| {
+                    (
+                        k.clone(),
+                        n - before.rejections.get(k).copied().unwrap_or(0),
+                    )
+                })
                 .filter(|(_, n)| *n > 0)
                 .collect(),
         })
@@ -339,7 +344,11 @@ impl Engine {
                 }
                 Outcome::Rejected { reason, kind } => {
                     let kind = if kind.is_empty() { "other" } else { kind };
-                    *self.counters.rejections.entry(kind.to_string()).or_default() += 1;
+                    *self
+                        .counters
+                        .rejections
+                        .entry(kind.to_string())
+                        .or_default() += 1;
                     tracing::debug!(edits = member.patch.edits.len(), %reason, "rejected")
                 }
             }

@@ -460,8 +460,14 @@ mod tests {
     fn instructions_are_named_in_cuda_words() {
         for (ir, words) in [
             ("tail call void @llvm.nvvm.barrier0()", "__syncthreads()"),
-            ("call void @llvm.nvvm.barrier0(), !dbg !7", "__syncthreads()"),
-            ("call void @llvm.nvvm.barrier.sync(i32 0)", "__syncthreads()"),
+            (
+                "call void @llvm.nvvm.barrier0(), !dbg !7",
+                "__syncthreads()",
+            ),
+            (
+                "call void @llvm.nvvm.barrier.sync(i32 0)",
+                "__syncthreads()",
+            ),
             (
                 "%3 = tail call i32 @llvm.nvvm.read.ptx.sreg.tid.x()",
                 "read of threadIdx.x",

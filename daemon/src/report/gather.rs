@@ -185,7 +185,7 @@ fn points(records: &[GenerationRecord], engine: &Engine) -> Vec<GenerationPoint>
         .iter()
         .map(|v| (v.generation, 1.0 / v.speedup))
         .collect();
-    validated.sort_by(|a, b| a.0.cmp(&b.0));
+    validated.sort_by_key(|v| v.0);
     records
         .iter()
         .map(|r| {
@@ -205,7 +205,10 @@ fn points(records: &[GenerationRecord], engine: &Engine) -> Vec<GenerationPoint>
         .collect()
 }
 
-fn rejections(by_kind: &BTreeMap<String, u64>, failures: &[PromotionFailure]) -> Vec<(String, u64)> {
+fn rejections(
+    by_kind: &BTreeMap<String, u64>,
+    failures: &[PromotionFailure],
+) -> Vec<(String, u64)> {
     let mut counts: BTreeMap<String, u64> = by_kind.clone();
     for f in failures {
         let kind = match f.kind.as_str() {
@@ -319,7 +322,13 @@ mod tests {
         assert_eq!(data.best, None);
         assert_eq!(data.generations.len(), 2);
         assert_eq!(data.generations[1].best_train, Some(0.99));
-        assert!(data.notes.iter().any(|n| n.contains("no generation timings")), "{:?}", data.notes);
+        assert!(
+            data.notes
+                .iter()
+                .any(|n| n.contains("no generation timings")),
+            "{:?}",
+            data.notes
+        );
         let html = super::super::render(&data);
         assert!(html.contains("No validated variant yet"));
         assert!(html.contains("<figure id=\"plot-cost\">\n<svg"));

@@ -96,11 +96,7 @@ fn best_section(out: &mut String, best: Option<&BestVariant>) {
     }
     *out += "<ol class=\"edits\" id=\"edits\">\n";
     for e in &b.edits {
-        let _ = write!(
-            out,
-            "<li><div class=\"summary\">{}</div>\n",
-            esc(&e.summary)
-        );
+        let _ = writeln!(out, "<li><div class=\"summary\">{}</div>", esc(&e.summary));
         for line in &e.lines {
             match &line.text {
                 Some(text) => {
@@ -123,7 +119,11 @@ fn best_section(out: &mut String, best: Option<&BestVariant>) {
         for r in &e.repairs {
             let _ = writeln!(out, "<div>repair: {}</div>", esc(r));
         }
-        let _ = writeln!(out, "<div class=\"ir\">IR: <code>{}</code></div></li>", esc(&e.ir));
+        let _ = writeln!(
+            out,
+            "<div class=\"ir\">IR: <code>{}</code></div></li>",
+            esc(&e.ir)
+        );
     }
     *out += "</ol>\n";
     if !b.excerpts.is_empty() {
@@ -178,7 +178,7 @@ fn progress_section(out: &mut String, data: &ReportData) {
 }
 
 fn figure(out: &mut String, id: &str, svg: Result<Option<String>, String>, caption: &str) {
-    let _ = write!(out, "<figure id=\"{id}\">\n");
+    let _ = writeln!(out, "<figure id=\"{id}\">");
     match svg {
         Ok(Some(svg)) => *out += &svg,
         Ok(None) => *out += "<p class=\"note\">No data for this plot in the store.</p>",
@@ -186,7 +186,11 @@ fn figure(out: &mut String, id: &str, svg: Result<Option<String>, String>, capti
             let _ = write!(out, "<p class=\"note\">{}</p>", esc(&e));
         }
     }
-    let _ = write!(out, "\n<figcaption>{}</figcaption>\n</figure>\n", esc(caption));
+    let _ = write!(
+        out,
+        "\n<figcaption>{}</figcaption>\n</figure>\n",
+        esc(caption)
+    );
 }
 
 fn rejections_section(out: &mut String, data: &ReportData) {

@@ -85,12 +85,19 @@ pub fn cost(points: &[GenerationPoint]) -> Result<String, String> {
             .filter_map(|p| Some((p.generation as f64, p.best_validated?)))
             .collect();
         chart
-            .draw_series(LineSeries::new(validated.clone(), VALIDATED.stroke_width(2)))
+            .draw_series(LineSeries::new(
+                validated.clone(),
+                VALIDATED.stroke_width(2),
+            ))
             .map_err(|e| failed("cost", e))?
             .label("best validated (held-out)")
             .legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], VALIDATED.stroke_width(2)));
         chart
-            .draw_series(validated.iter().map(|&p| Circle::new(p, 3, VALIDATED.filled())))
+            .draw_series(
+                validated
+                    .iter()
+                    .map(|&p| Circle::new(p, 3, VALIDATED.filled())),
+            )
             .map_err(|e| failed("cost", e))?;
         chart
             .configure_series_labels()
@@ -123,12 +130,22 @@ pub fn pareto(front: &[(f64, f64)], population: &[(f64, f64)]) -> Result<String,
             .configure_mesh()
             .x_desc("train cost ratio (variant / original)")
             .y_desc("error (largest output difference)")
-            .y_label_formatter(&|v| format!("{v:.1e}"))
+            .y_label_formatter(&|v| {
+                if y_hi >= 0.01 {
+                    format!("{v:.2}")
+                } else {
+                    format!("{v:.1e}")
+                }
+            })
             .light_line_style(WHITE.mix(0.0))
             .draw()
             .map_err(|e| failed("Pareto", e))?;
         chart
-            .draw_series(population.iter().map(|&p| Circle::new(p, 3, OTHERS.filled())))
+            .draw_series(
+                population
+                    .iter()
+                    .map(|&p| Circle::new(p, 3, OTHERS.filled())),
+            )
             .map_err(|e| failed("Pareto", e))?
             .label("last population")
             .legend(|(x, y)| Circle::new((x + 8, y), 3, OTHERS.filled()));

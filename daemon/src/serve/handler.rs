@@ -382,8 +382,7 @@ pub fn report_html(
     spec_path: &std::path::Path,
     root: &std::path::Path,
 ) -> Result<String, String> {
-    let reader =
-        crate::access::Reader::for_spec(spec_path, root).map_err(|e| e.to_string())?;
+    let reader = crate::access::Reader::for_spec(spec_path, root).map_err(|e| e.to_string())?;
     let data = crate::report::gather(store, id, reader).map_err(|e| e.to_string())?;
     Ok(crate::report::render(&data))
 }

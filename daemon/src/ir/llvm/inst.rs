@@ -182,8 +182,10 @@ pub fn debug_location(inst: Value) -> Option<(String, String, u32)> {
         } else {
             // SAFETY: LLVM answered `p` with `len` bytes the module owns (the
             // line table's strings), copied before the module can change.
-            String::from_utf8_lossy(unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len as usize) })
-                .into_owned()
+            String::from_utf8_lossy(unsafe {
+                std::slice::from_raw_parts(p.cast::<u8>(), len as usize)
+            })
+            .into_owned()
         }
     };
     let (mut file_len, mut dir_len) = (0u32, 0u32);
