@@ -204,7 +204,9 @@ impl EvolveArgs {
             }
             None => None,
         };
-        let html_path = self.state.join(&job.id).join("report.html");
+        let job_dir = self.state.join(&job.id);
+        std::fs::create_dir_all(&job_dir).with_context(|| job_dir.display().to_string())?;
+        let html_path = job_dir.join("report.html");
         let data = gevod::report::gather(&store, &job.id, gevod::access::Reader::Caller)?;
         write_output(Some(&html_path), &gevod::report::render(&data))?;
         let report = Report {
@@ -257,7 +259,8 @@ impl EvolveArgs {
         );
         JobRecord {
             id,
-            spec_path: self.spec.clone(),
+            // Absolute: the report finds the CUDA sources near it from anywhere.
+            spec_path: std::path::absolute(&self.spec).unwrap_or_else(|_| self.spec.clone()),
             spec_hash,
             spec_text: spec.text().to_string(),
             ir_hash: ir.ir_hash().to_string(),
