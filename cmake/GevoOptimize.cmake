@@ -78,6 +78,7 @@ set(GEVO_SOCKET "$ENV{GEVO_SOCKET}" CACHE STRING
   "gevod's socket, given to gevo-client as GEVO_SOCKET (that daemon only); empty: the client searches your user daemon, then the system daemon")
 set(GEVO_STATE "" CACHE STRING "gevod's state directory for gevo-client (--state); empty: the client's default")
 option(GEVO_USE_EVOLVED "Embed evolved PTX when gevod has a validated variant (OFF: always the original)" ON)
+option(GEVO_LINE_TABLES "Emit the device IR with line tables (-gline-tables-only), so gevod names each edit's CUDA source line" ON)
 # STRING, not PATH: CMake would make a relative PATH given with -D relative
 # to the current directory, and ours are relative to the build directory.
 set(GEVO_IR_DIR "" CACHE STRING
@@ -501,12 +502,13 @@ function(gevo_optimize target)
       "prebuilt=${prebuilt}\nclang=${clang}\narch=${arch}\nproject=${project}\ngevod=${GEVOD}\n")
   else()
     file(GENERATE OUTPUT "${flags}" CONTENT
-      "clang=${clang}\narch=${arch}\ncuda=${cuda_flags}\nproject=${project}\ngevod=${GEVOD}\nincludes=${includes}\ndefines=${defines}\n")
+      "clang=${clang}\narch=${arch}\ncuda=${cuda_flags}\nproject=${project}\ngevod=${GEVOD}\nincludes=${includes}\ndefines=${defines}\nline_tables=${GEVO_LINE_TABLES}\n")
 
     add_custom_command(
       OUTPUT "${ll}"
       COMMAND "${clang}" -x cuda --cuda-device-only -emit-llvm -O3 -S "--cuda-gpu-arch=${arch}"
               ${cuda_flags}
+              "$<$<BOOL:${GEVO_LINE_TABLES}>:-gline-tables-only>"
               "$<$<BOOL:${includes}>:-I$<JOIN:${includes},;-I>>"
               "$<$<BOOL:${defines}>:-D$<JOIN:${defines},;-D>>"
               -MD -MF "${private}/${name}.ll.d" -MT "${ll}"

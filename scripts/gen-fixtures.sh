@@ -7,8 +7,12 @@
 # and calls to libdevice (__nv_expf) are resolved for the self-check with
 # tests/fixtures/libdevice-stub.ll.
 #
-# Paths handed to clang are repo-relative, so the output (ModuleID,
-# source_filename) does not depend on where the repository is checked out.
+# Every module is compiled with line tables (-gline-tables-only), so edits
+# and verdicts name their CUDA source line. Each source is compiled from its
+# own directory with a relative compilation directory: the output (ModuleID,
+# source_filename, the line tables' file names) names the file alone and does
+# not depend on where the repository is checked out. Instruction ids are the
+# same as without line tables (debug locations add no instructions).
 # Running the script twice leaves `git diff` empty.
 set -euo pipefail
 
@@ -28,9 +32,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 shopt -s nullglob
 # tests/fixtures/findings/ holds kernels with planted faults whose verdicts
-# name the CUDA source line: they are compiled with line tables (and a
-# relative compilation directory, so the output does not depend on where
-# the checkout is).
+# name the CUDA source line.
 FDIR=tests/fixtures/findings
 findings=("$FDIR"/*.cu)
 # tests/fixtures/pipelines/: modules of several kernels that a spec's
@@ -48,12 +50,13 @@ fi
 
 for src in "${srcs[@]}"; do
     out=${src%.cu}.ll
-    debug=()
-    case "$src" in "$FDIR"/*) debug=(-gline-tables-only -fdebug-compilation-dir=.) ;; esac
     echo "gen-fixtures: $src -> $out"
-    "$CLANG" -x cuda --cuda-device-only -nocudainc -nocudalib \
-        --cuda-path="$tmp/no-cuda" --cuda-gpu-arch=sm_90 -O3 -S -emit-llvm "${debug[@]}" \
-        -include "$SHIM" "$src" -o "$out"
+    shim=$(realpath --relative-to="$(dirname "$src")" "$SHIM")
+    (cd "$(dirname "$src")" &&
+        "$CLANG" -x cuda --cuda-device-only -nocudainc -nocudalib \
+            --cuda-path="$tmp/no-cuda" --cuda-gpu-arch=sm_90 -O3 -S -emit-llvm \
+            -gline-tables-only -fdebug-compilation-dir=. \
+            -include "$shim" "$(basename "$src")" -o "$(basename "$out")")
 done
 
 # Self-check: every module must compile for sm_90; modules that call

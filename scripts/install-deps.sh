@@ -135,6 +135,29 @@ if [ -z "${GEVO_NO_CUDA_TOOLKIT:-}" ] && [ ! -x /usr/local/cuda/bin/ptxas ] && !
     fi
 fi
 
+# A headless browser for the HTML report's test (daemon/tests/report_browser.rs):
+# Debian's chromium, with a font so the screenshot has readable text. On
+# Ubuntu (24.04) the chromium package only installs a snap, which does not
+# run in containers or CI: nothing is installed there, and the test skips
+# with its reason unless chromium or google-chrome is on the PATH or
+# GEVO_CHROMIUM names a browser. GEVO_NO_CHROMIUM=1 skips this step.
+if [ -z "${GEVO_NO_CHROMIUM:-}" ] && ! command -v chromium >/dev/null; then
+    case "$(. /etc/os-release && echo "${ID:-}")" in
+        debian)
+            want="chromium fonts-dejavu-core"
+            echo "install-deps: installing $want" >&2
+            [ -n "${updated:-}" ] || apt_get update || true
+            if ! said=$(apt_get install -y --no-install-recommends chromium fonts-dejavu-core 2>&1); then
+                echo "$said" >&2
+                echo "install-deps: warning: installing chromium failed; the browser test of the HTML report will skip" >&2
+            fi
+            ;;
+        *)
+            echo "install-deps: not installing chromium here (on Ubuntu it is a snap); the browser test of the HTML report skips unless GEVO_CHROMIUM names a browser" >&2
+            ;;
+    esac
+fi
+
 if ! command -v cargo >/dev/null; then
     echo "install-deps: cargo not found; install Rust with rustup (https://rustup.rs) first" >&2
     exit 1

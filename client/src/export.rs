@@ -109,6 +109,32 @@ pub fn remove(state: &Path, kernel: &str, target: &str) -> Result<(), ExportErro
     Ok(())
 }
 
+/// The HTML report beside a kernel's exported variants.
+pub const REPORT_FILE: &str = "report.html";
+
+/// Writes a kernel's (`<project>/<name>`) HTML report beside its exports.
+pub fn write_report(state: &Path, kernel: &str, html: &str) -> Result<(), ExportError> {
+    write_atomic(
+        &kernel_dir(state, kernel).join(REPORT_FILE),
+        html.as_bytes(),
+    )
+}
+
+/// The exported HTML report of `kernel` (`<project>/<name>` or a unique
+/// `<name>`), with its path.
+pub fn read_report(state: &Path, kernel: &str) -> Result<(String, PathBuf), ExportError> {
+    let full = resolve(state, kernel)?;
+    let path = kernel_dir(state, &full).join(REPORT_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(html) => Ok((html, path)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(ExportError::NotFound {
+            kernel: full,
+            dir: state.join(EXPORTS_DIR),
+        }),
+        Err(source) => Err(ExportError::Io { path, source }),
+    }
+}
+
 /// Reads the exported best variant of `kernel` (`<project>/<name>` or a
 /// unique `<name>`) for `arch`, or for any target when `arch` is `None`
 /// (the highest speedup).

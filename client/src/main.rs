@@ -74,6 +74,13 @@ enum Cmd {
     Pareto { kernel: String },
     /// What the best variant changed: its edits and the IR diff
     Explain { kernel: String },
+    /// Write a kernel's HTML report (from the daemon, else its export)
+    Report {
+        kernel: String,
+        /// The HTML file to write [default: stdout]
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
     /// Have the daemon watch a build directory for kernel specs
     Watch { dir: PathBuf },
     /// Stop watching a directory added with `watch`
@@ -172,6 +179,7 @@ fn run(cli: Cli) -> Result<()> {
             arch,
             output,
         } => return best(&settings, &kernel, arch.as_deref(), output.as_deref(), json),
+        Cmd::Report { kernel, output } => return report(&settings, &kernel, output.as_deref()),
         Cmd::Status => Command::Status,
         Cmd::Jobs => Command::Jobs,
         Cmd::Pareto { kernel } => Command::Pareto { kernel },
@@ -336,6 +344,59 @@ fn best(
     Ok(())
 }
 
+/// The kernel's HTML report from the daemon, else the one exported with its
+/// best variant (as of that variant).
+fn report(settings: &Settings, kernel: &str, output: Option<&Path>) -> Result<()> {
+    let request = Request::new(Command::Report {
+        kernel: kernel.to_string(),
+    });
+    let (html, from) = match call(settings, &request) {
+        Ok(response) => match response.body {
+            Body::Ok(Reply::Report(page)) => {
+                (page.html, format!("job {}, from the daemon", page.job))
+            }
+            Body::Ok(other) => bail!("gevod answered report with {}", reply_kind(&other)),
+            Body::Error(e) => return Err(exit(EXIT_ERROR, e.message)),
+        },
+        Err(e) if e.is_unreachable() => {
+            let mut why = Vec::new();
+            let mut found = None;
+            for state in settings.states() {
+                match export::read_report(state, kernel) {
+                    Ok(page) => {
+                        found = Some(page);
+                        break;
+                    }
+                    Err(err) => why.push(export_failure(&err, kernel, state)),
+                }
+            }
+            match found {
+                Some((html, path)) => (
+                    html,
+                    format!(
+                        "the report exported with the best variant, {}; daemon unreachable: {}",
+                        path.display(),
+                        e.reason()
+                    ),
+                ),
+                None => return Err(exit(EXIT_UNREACHABLE, format!("{e}; {}", why.join("; ")))),
+            }
+        }
+        Err(e) => return Err(e.into()),
+    };
+    match output {
+        Some(path) => {
+            export::write_atomic(path, html.as_bytes()).context("cannot write the report")?;
+            eprintln!("gevo-client: wrote {} ({from})", path.display());
+        }
+        None => {
+            print_out(&html)?;
+            eprintln!("gevo-client: report of {kernel} ({from})");
+        }
+    }
+    Ok(())
+}
+
 /// A build must never link a PTX other than the one the record describes.
 fn check_best(best: &Best, arch: Option<&str>) -> Result<()> {
     if export::ptx_hash(&best.ptx) != best.record.ptx_hash {
@@ -394,6 +455,7 @@ fn reply_kind(reply: &Reply) -> &'static str {
         Reply::Best(_) => "a best variant",
         Reply::Pareto(_) => "a Pareto front",
         Reply::Explain(_) => "an explanation",
+        Reply::Report(_) => "a report",
         Reply::Done(_) => "a confirmation",
     }
 }
@@ -406,6 +468,7 @@ fn reply_json(reply: &Reply) -> String {
         Reply::Best(b) => serde_json::to_value(b),
         Reply::Pareto(p) => serde_json::to_value(p),
         Reply::Explain(e) => serde_json::to_value(e),
+        Reply::Report(r) => serde_json::to_value(r),
         Reply::Done(d) => serde_json::to_value(d),
     };
     serde_json::to_string_pretty(&value.expect("replies serialize")).expect("json serializes")
@@ -419,6 +482,7 @@ fn render(reply: &Reply) -> String {
         Reply::Best(b) => b.ptx.clone(),
         Reply::Pareto(p) => render_pareto(p),
         Reply::Explain(e) => render_explain(e),
+        Reply::Report(r) => r.html.clone(),
         Reply::Done(message) => format!("{message}\n"),
     }
 }
@@ -584,12 +648,23 @@ fn render_explain(e: &Explanation) -> String {
             o.dropped
         );
     }
-    for (i, edit) in e.edits.iter().enumerate() {
-        let from = match &e.origin {
-            Some(o) if e.transplanted.contains(&i) => format!("  (from version {})", o.version),
-            _ => String::new(),
-        };
-        out += &format!("  {}. {edit}{from}\n", i + 1);
+    let carried = |i: usize| match &e.origin {
+        Some(o) if e.transplanted.contains(&i) => format!("  (from version {})", o.version),
+        _ => String::new(),
+    };
+    if e.source_edits.is_empty() {
+        for (i, edit) in e.edits.iter().enumerate() {
+            out += &format!("  {}. {edit}{}\n", i + 1, carried(i));
+        }
+    } else {
+        out += &gevo_client::explain::render_edits(&e.source_edits, e.line_tables, "  ");
+        let from: Vec<String> = (0..e.edits.len())
+            .filter(|&i| !carried(i).is_empty())
+            .map(|i| (i + 1).to_string())
+            .collect();
+        if let (Some(o), false) = (&e.origin, from.is_empty()) {
+            out += &format!("  (edits {} from version {})\n", from.join(", "), o.version);
+        }
     }
     if !e.tests.is_empty() {
         out += "held-out tests (cost ratio, variant over original, 95% interval):\n";

@@ -45,6 +45,10 @@ pub enum Command {
     Explain {
         kernel: String,
     },
+    /// The kernel's HTML report.
+    Report {
+        kernel: String,
+    },
     Watch {
         dir: PathBuf,
     },
@@ -130,6 +134,7 @@ pub enum Reply {
     Best(Best),
     Pareto(Pareto),
     Explain(Explanation),
+    Report(ReportPage),
     /// Watch, unwatch, pause, resume and shutdown: what was done.
     Done(String),
 }
@@ -285,6 +290,21 @@ pub struct Explanation {
     /// version.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub transplanted: Vec<usize>,
+    /// The minimized patch's edits in CUDA source terms (empty from a
+    /// daemon that predates them: `edits` then stands alone).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub source_edits: Vec<crate::explain::SourceEdit>,
+    /// Whether the kernel's IR has line tables.
+    #[serde(default)]
+    pub line_tables: bool,
+}
+
+/// A kernel's HTML report (one self-contained page).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReportPage {
+    pub kernel: String,
+    pub job: String,
+    pub html: String,
 }
 
 /// One held-out test's cost ratio with its 95% interval (the point itself

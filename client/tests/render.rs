@@ -4,6 +4,7 @@
 mod common;
 
 use common::*;
+use gevo_client::explain::{SourceEdit, SourceLine};
 use gevo_client::proto::{
     Explanation, JobInfo, JobOrigin, JobState, Pareto, ParetoPoint, Reply, SlotInfo, Status,
     TestRatio, WatchRoot,
@@ -116,6 +117,8 @@ fn status_and_jobs_print_tables() {
         rejections: vec!["heldout[1]: slower with confidence on this test".into()],
         origin: None,
         transplanted: Vec::new(),
+        source_edits: vec![],
+        line_tables: false,
     };
     // A job seeded from its kernel's previous version.
     let origin = JobOrigin {
@@ -134,6 +137,24 @@ fn status_and_jobs_print_tables() {
         tests: Vec::new(),
         rejections: Vec::new(),
         diff: String::new(),
+        ..explanation.clone()
+    };
+    // From a daemon that tells the edits in source terms.
+    let in_source = Explanation {
+        edits: vec!["delete i87".into()],
+        tests: vec![],
+        rejections: vec![],
+        diff: String::new(),
+        source_edits: vec![SourceEdit {
+            summary: "delete the __syncthreads() at stencil.cu:61".into(),
+            ir: "delete i87".into(),
+            lines: vec![SourceLine {
+                location: "stencil.cu:61".into(),
+                text: Some("__syncthreads();".into()),
+            }],
+            repairs: vec![],
+        }],
+        line_tables: true,
         ..explanation.clone()
     };
     let cases: Vec<(&str, Reply, String)> = vec![
@@ -210,6 +231,17 @@ latest rejected candidates:
 --- original
 +++ variant
 -  %12 = add i32 %a, 0
+"
+            .into(),
+        ),
+        (
+            "explain",
+            Reply::Explain(in_source),
+            "\
+app/stencil (job j1): speedup 1.250x with 1 edit
+  1. delete the __syncthreads() at stencil.cu:61
+       stencil.cu:61 | __syncthreads();
+       IR: delete i87
 "
             .into(),
         ),

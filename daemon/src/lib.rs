@@ -10,6 +10,7 @@ pub mod eval;
 pub mod evolve;
 pub mod harness;
 pub mod ir;
+pub mod report;
 pub mod sched;
 pub mod serve;
 pub mod sim;

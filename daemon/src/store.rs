@@ -108,6 +108,16 @@ pub struct GenerationRecord {
     pub population: Vec<Member>,
     pub evaluations: u64,
     pub cache_hits: u64,
+    /// When it was committed, in seconds since the Unix epoch (absent in
+    /// stores written before reports had plots over time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub committed_at: Option<f64>,
+    /// Wall-clock seconds the generation took, when the caller measured it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<f64>,
+    /// The gevod version that ran it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gevod: Option<String>,
 }
 
 pub struct Store {
@@ -204,11 +214,30 @@ impl Store {
         engine: &Engine,
         report: &GenerationReport,
     ) -> Result<(), StoreError> {
+        self.commit_generation_took(job, engine, report, None)
+    }
+
+    /// Like [`Store::commit_generation`], recording the generation's wall
+    /// time (`seconds`) for the report's evaluations-per-second plot.
+    pub fn commit_generation_took(
+        &self,
+        job: &str,
+        engine: &Engine,
+        report: &GenerationReport,
+        seconds: Option<f64>,
+    ) -> Result<(), StoreError> {
+        let committed_at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .ok();
         let record = GenerationRecord {
             report: report.clone(),
             population: engine.population().to_vec(),
             evaluations: engine.counters().evaluations,
             cache_hits: engine.counters().cache_hits,
+            committed_at,
+            seconds,
+            gevod: Some(env!("CARGO_PKG_VERSION").to_string()),
         };
         let txn = self.db.begin_write().map_err(|e| self.err(e))?;
         {
@@ -316,6 +345,11 @@ impl Store {
         value
             .map(|v| self.decode(&format!("{job}/generation {n}"), v.value()))
             .transpose()
+    }
+
+    /// Every committed generation of a job, in order.
+    pub fn generations(&self, job: &str) -> Result<Vec<GenerationRecord>, StoreError> {
+        self.list(GENERATIONS, job)
     }
 
     pub fn validated(&self, job: &str) -> Result<Vec<Validated>, StoreError> {
@@ -433,6 +467,59 @@ mod tests {
         assert_eq!(store.checkpoint("a").unwrap(), Some(engine));
         assert_eq!(store.job("b").unwrap(), None);
         assert!(store.validated("a").unwrap().is_empty());
+    }
+
+    #[test]
+    fn records_written_before_reports_read_back_with_what_they_have() {
+        // A generation record and a promotion failure as an older gevod
+        // wrote them: no timings, version, rejection counts or kinds.
+        let old = r#"{"report":{"generation":3,"evaluations":16,"cache_hits":2,"valid":9,
+            "best_cost":0.93,"validated":[],"promotion_failures":[]},
+            "population":[{"patch":{"format":1,"ir_hash":"h","kernel":"k","edits":[]},
+            "ptx_hash":null,"outcome":{"rejected":{"reason":"train[0]: race"}}}],
+            "evaluations":64,"cache_hits":8}"#;
+        let record: GenerationRecord = serde_json::from_str(old).unwrap();
+        assert_eq!(record.committed_at, None);
+        assert_eq!(record.seconds, None);
+        assert_eq!(record.gevod, None);
+        assert!(record.report.rejections.is_empty());
+        let failure: PromotionFailure = serde_json::from_str(
+            r#"{"generation":1,"patch":{"format":1,"ir_hash":"h","kernel":"k","edits":[]},
+            "ptx_hash":"p","train_cost":0.9,"reason":"heldout[0]: mismatch"}"#,
+        )
+        .unwrap();
+        assert_eq!(failure.kind, "");
+    }
+
+    #[test]
+    fn generations_keep_their_timing_and_gevod_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let engine = Engine::new(Config::default(), 7).unwrap();
+        store.create_job(&job("a"), &engine).unwrap();
+        let report = GenerationReport {
+            generation: 0,
+            evaluations: 4,
+            cache_hits: 0,
+            valid: 4,
+            best_cost: Some(0.9),
+            validated: vec![],
+            promotion_failures: vec![],
+            rejections: [("race".to_string(), 2)].into_iter().collect(),
+        };
+        store
+            .commit_generation_took("a", &engine, &report, Some(1.5))
+            .unwrap();
+        let mut next = report.clone();
+        next.generation = 1;
+        store.commit_generation("a", &engine, &next).unwrap();
+        let all = store.generations("a").unwrap();
+        assert_eq!(all.len(), 2);
+        assert_eq!(all[0].seconds, Some(1.5));
+        assert_eq!(all[1].seconds, None);
+        assert!(all.iter().all(|g| g.committed_at.is_some()));
+        assert_eq!(all[0].gevod.as_deref(), Some(env!("CARGO_PKG_VERSION")));
+        assert_eq!(all[0].report.rejections["race"], 2);
     }
 
     #[test]

@@ -151,6 +151,27 @@ fn edits_command_shows_each_edit_and_its_diff() {
         assert!(out.contains(&format!("edit {i}: ")), "{out}");
     }
     assert_eq!(out.matches("--- before\n+++ after\n").count(), 3, "{out}");
+
+    // The planted barrier edit, in CUDA source terms above its IR.
+    let planted =
+        common::repo_root().join("tests/fixtures/kernels/stencil.drop-barrier.patch.json");
+    let out =
+        String::from_utf8(ok(&["edits", s(&fixture), "--patch", s(&planted)]).stdout).unwrap();
+    assert!(
+        out.starts_with(
+            "edit 0: delete the __syncthreads() at stencil.cu:61\n  stencil.cu:61 | __syncthreads();"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("  IR: delete i87\n"), "{out}");
+    // Renumbered debug locations stay out of the diff: one line goes.
+    assert_eq!(
+        out.lines()
+            .filter(|l| l.starts_with('-') && !l.starts_with("---"))
+            .count(),
+        1,
+        "{out}"
+    );
 }
 
 #[test]
@@ -292,6 +313,12 @@ fn bad_input_is_one_line_naming_the_file_and_writes_nothing() {
             files: vec![("p.json", "{\"format\": 1, \"edits\": [".into())],
             args: &["edits", "{fixtures}/stencil.ll", "--patch", "{dir}/p.json"],
             expect: &["p.json: not a valid patch"],
+        },
+        BadInput {
+            what: "report of a directory that is no state directory",
+            files: vec![("note.txt", "not a store".into())],
+            args: &["report", "{dir}", "-o", "{out}"],
+            expect: &["no gevod.redb here (is it a state directory?)"],
         },
         BadInput {
             what: "missing file",

@@ -53,6 +53,12 @@ fn the_example_embeds_the_evolved_ptx_and_falls_back_to_the_original() {
         .unwrap();
     assert!(ptx.status.success(), "{ptx:?}");
     assert_eq!(original, text(&ptx.stdout), "gevod ptx of the emitted IR");
+    // The IR has line tables (GEVO_LINE_TABLES, on by default), naming the source.
+    let ir = std::fs::read_to_string(p.gevo_file("stencil.ll")).unwrap();
+    assert!(
+        ir.contains("!DILocation(line: "),
+        "no line tables in the emitted IR"
+    );
     assert_eq!(p.app("--print-ptx"), original);
     assert_eq!(p.app("--origin"), "original\n");
     let spec = std::fs::read_to_string(p.gevo_file("stencil.gevo.toml")).unwrap();

@@ -73,6 +73,26 @@ fn a_watched_kernel_is_evolved_served_and_exported() {
         "no diff: {}",
         text(&explain.stdout)
     );
+    // The edits in source terms: words, then the IR form.
+    assert!(
+        text(&explain.stdout).contains("     IR: "),
+        "{}",
+        text(&explain.stdout)
+    );
+
+    // The HTML report, from the daemon.
+    let page = dir.path().join("report.html");
+    let run = d.client(&["report", "stencil", "-o", s(&page)]);
+    assert!(run.status.success(), "{run:?}");
+    assert!(
+        text(&run.stderr).contains("from the daemon"),
+        "{}",
+        text(&run.stderr)
+    );
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("x faster</span>"), "{html}");
+    assert_eq!(html.matches("<svg").count(), 3);
+
     let pareto = d.client(&["--json", "pareto", "app/stencil"]);
     let pareto: serde_json::Value = serde_json::from_slice(&pareto.stdout).unwrap();
     assert!(!pareto["points"].as_array().unwrap().is_empty(), "{pareto}");
@@ -95,7 +115,19 @@ fn a_watched_kernel_is_evolved_served_and_exported() {
     let exported = std::fs::read_to_string(&again).unwrap();
     // The exported best is at least as new as the one served earlier.
     assert!(exported.contains(".entry stencil5"));
+    // ... and so does `report`, with the report exported with the best.
+    let run = d.client(&["report", "stencil", "-o", s(&page)]);
+    assert_eq!(run.status.code(), Some(0), "{run:?}");
+    assert!(
+        text(&run.stderr).contains("daemon unreachable"),
+        "{}",
+        text(&run.stderr)
+    );
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("Best validated variant") && html.contains("<svg"));
     std::fs::remove_dir_all(d.state.join("exports")).unwrap();
+    let run = d.client(&["report", "stencil"]);
+    assert_eq!(run.status.code(), Some(2), "{run:?}");
     let run = d.client(&["best", "stencil"]);
     assert_eq!(run.status.code(), Some(2), "{run:?}");
 }

@@ -2,7 +2,7 @@
 //! spec, generation by generation until the budget is spent or a signal
 //! stops it; the best validated variant exported; the report printed.
 
-use super::output::{default_workers, write_output};
+use super::output::{default_workers, read_patch, write_output};
 use super::report::{Exported, Progress, Report};
 use super::{resolve, BackendChoice};
 use anyhow::{bail, Context as _, Result};
@@ -11,7 +11,7 @@ use gevod::config::{parse_duration, EvolveFile, LauncherKind};
 use gevod::cuda::driver;
 use gevod::device::{DeviceInfo, DeviceSelector};
 use gevod::evolve::{BackendError, Config, Engine, EvolveError, Scope};
-use gevod::ir::{content_hash, KernelIr};
+use gevod::ir::{content_hash, KernelIr, Patch};
 use gevod::spec::{self, Spec};
 use gevod::store::{JobRecord, Store};
 use gevod::worker::sanitize::SanitizeMode;
@@ -51,6 +51,10 @@ pub struct EvolveArgs {
     sanitize: SanitizeMode,
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// A patch the initial population starts with (repeatable): your own
+    /// idea, or an earlier search's winner.
+    #[arg(long, value_name = "PATCH")]
+    start_from: Vec<PathBuf>,
     /// Stop after N generations past the initial population (for the whole job).
     #[arg(long, group = "budget")]
     generations: Option<u64>,
@@ -174,6 +178,16 @@ impl EvolveArgs {
         let launcher = cluster.launcher();
         let ir = KernelIr::load_kernels(&spec.ir, &spec.kernels)
             .with_context(|| self.spec.display().to_string())?;
+        let start: Vec<Patch> = self
+            .start_from
+            .iter()
+            .map(|path| {
+                let patch = read_patch(path)?;
+                ir.check(&patch)
+                    .with_context(|| format!("--start-from {}", path.display()))?;
+                Ok(patch)
+            })
+            .collect::<Result<_>>()?;
         let arch = arch_for(&spec, self.arch.clone(), device.as_ref());
         let setup = WorkerSetup {
             spec_path: &self.spec,
@@ -189,7 +203,7 @@ impl EvolveArgs {
         };
         // Harness commands run as the invoking user: it is their own spec.
         let evaluators = setup.evaluators(&spec, device.as_ref(), None)?;
-        let job = self.job_record(&spec, &ir, &evaluators.scope(), &config);
+        let job = self.job_record(&spec, &ir, &evaluators.scope(), &config, &start);
 
         let store = Store::open(&self.state)?;
         let mut engine = match (store.job(&job.id)?, self.resume) {
@@ -211,7 +225,9 @@ impl EvolveArgs {
                     true => None,
                     false => super::transplant::seeds_for_new_job(&store, &job, &ir)?,
                 };
-                if let Some((seeds, origin)) = seeding {
+                // --start-from's patches first, then those carried over.
+                let mut seeds = start;
+                if let Some((carried, origin)) = seeding {
                     eprintln!(
                         "seeded from job {}: {} patch(es) carried over, {} edit(s) kept, {} dropped",
                         origin.info.job,
@@ -219,9 +235,10 @@ impl EvolveArgs {
                         origin.info.kept,
                         origin.info.dropped
                     );
-                    engine.seed_with(seeds);
+                    seeds.extend(carried);
                     store.put_setting(&super::transplant::origin_key(&job.id), &origin)?;
                 }
+                engine.seed_with(seeds);
                 store.create_job(&job, &engine)?;
                 engine
             }
@@ -240,9 +257,11 @@ impl EvolveArgs {
         let mut progress = Progress::new(started, engine.counters().evaluations);
         let mut interrupted = false;
         while !budget_met(&engine, budget, started) {
+            let step_started = Instant::now();
             match engine.step(&ir, backend.as_mut()) {
                 Ok(report) => {
-                    store.commit_generation(&job.id, &engine, &report)?;
+                    let took = step_started.elapsed().as_secs_f64();
+                    store.commit_generation_took(&job.id, &engine, &report, Some(took))?;
                     progress.generation(&engine, &report);
                 }
                 Err(EvolveError::Backend(BackendError::Interrupted)) => {
@@ -257,10 +276,29 @@ impl EvolveArgs {
         drop(backend);
         progress.finish();
         let exported = export_best(&engine, &self.state.join(&job.id))?;
+        let edits = match engine.best_validated() {
+            Some(best) => {
+                let mut files = gevod::report::edits::files_near(&self.spec, &spec.ir);
+                Some(gevod::report::edits::text(
+                    &ir,
+                    &best.minimized,
+                    &mut files,
+                    "    ",
+                )?)
+            }
+            None => None,
+        };
+        let job_dir = self.state.join(&job.id);
+        std::fs::create_dir_all(&job_dir).with_context(|| job_dir.display().to_string())?;
+        let html_path = job_dir.join("report.html");
+        let data = gevod::report::gather(&store, &job.id, gevod::access::Reader::Caller)?;
+        write_output(Some(&html_path), &gevod::report::render(&data))?;
         let report = Report {
             job: &job,
             engine: &engine,
             exported: exported.as_ref(),
+            edits: edits.as_deref(),
+            html: &html_path,
             state: &self.state,
             rate: progress.rate(),
             respawns,
@@ -277,12 +315,23 @@ impl EvolveArgs {
     }
 
     /// The job's identity: the spec, IR, scope, seed and search settings.
-    fn job_record(&self, spec: &Spec, ir: &KernelIr, scope: &Scope, config: &Config) -> JobRecord {
+    fn job_record(
+        &self,
+        spec: &Spec,
+        ir: &KernelIr,
+        scope: &Scope,
+        config: &Config,
+        start: &[Patch],
+    ) -> JobRecord {
         let spec_hash = spec.content_hash();
-        let identity = serde_json::json!({
+        let mut identity = serde_json::json!({
             "spec": spec_hash, "ir": ir.ir_hash(), "scope": scope,
             "seed": self.seed, "config": config,
         });
+        // Starting patches make another search (and leave other jobs' ids as they were).
+        if !start.is_empty() {
+            identity["start"] = serde_json::json!(start);
+        }
         let stem = self
             .spec
             .file_name()
@@ -295,7 +344,8 @@ impl EvolveArgs {
         );
         JobRecord {
             id,
-            spec_path: self.spec.clone(),
+            // Absolute: the report finds the CUDA sources near it from anywhere.
+            spec_path: std::path::absolute(&self.spec).unwrap_or_else(|_| self.spec.clone()),
             spec_hash,
             spec_text: spec.text().to_string(),
             ir_hash: ir.ir_hash().to_string(),

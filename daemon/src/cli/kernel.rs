@@ -2,7 +2,9 @@
 
 use super::output::{load_kernel, read_patch, write_output};
 use anyhow::{Context as _, Result};
-use gevod::ir::{CodegenOptions, KernelIr, DEFAULT_ARCH};
+use gevod::access::Reader;
+use gevod::ir::source::without_debug_locations;
+use gevod::ir::{CodegenOptions, KernelIr, SourceFiles, DEFAULT_ARCH};
 use rand::SeedableRng;
 use std::path::PathBuf;
 
@@ -130,24 +132,40 @@ impl EditsArgs {
         let steps = ir
             .explain(&patch)
             .with_context(|| self.patch.display().to_string())?;
+        let mut files = SourceFiles::near(Reader::Caller, &[&self.kernel_ir]);
+        let words = gevod::report::edits::source_edits(&ir, &patch, &mut files)
+            .with_context(|| self.patch.display().to_string())?;
         let mut out = String::new();
-        let mut before = ir.text().to_string();
-        for (i, step) in steps.iter().enumerate() {
+        if !ir.has_line_tables() && !steps.is_empty() {
+            out += &format!("({})\n", gevo_client::explain::NO_LINE_TABLES);
+        }
+        let mut before = without_debug_locations(ir.text());
+        for (i, (step, told)) in steps.iter().zip(&words).enumerate() {
             match (&step.kernel, ir.chosen_kernels().len() > 1) {
-                (Some(k), true) => out += &format!("edit {i} (in {k}): {}\n", step.edit),
-                _ => out += &format!("edit {i}: {}\n", step.edit),
+                (Some(k), true) => out += &format!("edit {i} (in {k}): {}\n", told.summary),
+                _ => out += &format!("edit {i}: {}\n", told.summary),
             }
+            for line in &told.lines {
+                let text = line.text.as_deref().unwrap_or("(source not readable)");
+                out += &format!("  {} | {text}\n", line.location);
+            }
+            for r in &told.repairs {
+                out += &format!("  repair: {r}\n");
+            }
+            out += &format!("  IR: {}\n", step.edit);
             for (id, text) in &step.operands {
-                out += &format!("  {id} = {text}\n");
+                let text = without_debug_locations(text);
+                out += &format!("  {id} = {}\n", text.trim());
             }
-            let diff = similar::TextDiff::from_lines(&before, &step.ir_after);
+            let after = without_debug_locations(&step.ir_after);
+            let diff = similar::TextDiff::from_lines(&before, &after);
             out += &diff
                 .unified_diff()
                 .context_radius(2)
                 .header("before", "after")
                 .to_string();
             out += "\n";
-            before = step.ir_after.clone();
+            before = after;
         }
         ir.apply(&patch)
             .with_context(|| self.patch.display().to_string())?;

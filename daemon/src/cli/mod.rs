@@ -5,6 +5,7 @@
 //! they concern and become one line on stderr.
 
 mod evolve;
+mod html_report;
 mod kernel;
 mod output;
 mod report;
@@ -67,10 +68,12 @@ enum Command {
     Mutate(kernel::MutateArgs),
     /// List the kernel's instructions with the ids patches use.
     Ids(kernel::IdsArgs),
-    /// Show each edit of a patch and the IR diff it makes.
+    /// Show each edit of a patch in CUDA source terms and the IR diff it makes.
     Edits(kernel::EditsArgs),
     /// Carry a patch to a new version of its kernel's IR.
     Transplant(transplant::TransplantArgs),
+    /// Write a search's HTML report (one self-contained file) from a state directory.
+    Report(html_report::ReportArgs),
     /// Kernel specs: `gevod spec init kernel.ll -o kernel.gevo.toml` writes
     /// a skeleton from the kernel's parameters.
     Spec {
@@ -167,6 +170,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Ids(args) => args.run().map(|()| 0),
         Command::Edits(args) => args.run().map(|()| 0),
         Command::Transplant(args) => args.run(),
+        Command::Report(args) => args.run().map(|()| 0),
         Command::Spec { command } => command.run().map(|()| 0),
     }
 }

@@ -75,6 +75,10 @@ pub struct Report<'a> {
     pub job: &'a JobRecord,
     pub engine: &'a Engine,
     pub exported: Option<&'a Exported>,
+    /// The best variant's edits in source terms, rendered.
+    pub edits: Option<&'a str>,
+    /// The HTML report written beside the checkpoint.
+    pub html: &'a Path,
     pub state: &'a Path,
     pub rate: f64,
     /// Worker processes replaced in this run.
@@ -148,12 +152,29 @@ impl Report<'_> {
                     let verdict = t.failure.as_ref().map_or("pass", |f| f.0.as_str());
                     out += &format!("    {:<12} {verdict:<8} cost ratio {ratio}\n", t.test);
                 }
-                for e in &v.minimized.edits {
-                    let from = match self.origin {
-                        Some(o) if o.edits.contains(e) => format!("  (from job {})", o.info.job),
-                        _ => String::new(),
-                    };
-                    out += &format!("  edit: {e}{from}\n");
+                let carried = |e: &gevod::ir::Edit| match self.origin {
+                    Some(o) if o.edits.contains(e) => format!("  (from job {})", o.info.job),
+                    _ => String::new(),
+                };
+                match self.edits {
+                    Some(text) => {
+                        out += &format!("  edits:\n{text}");
+                        let from: Vec<String> = v
+                            .minimized
+                            .edits
+                            .iter()
+                            .filter(|e| !carried(e).is_empty())
+                            .map(|e| e.to_string())
+                            .collect();
+                        if let (Some(o), false) = (self.origin, from.is_empty()) {
+                            out += &format!("  from job {}: {}\n", o.info.job, from.join("; "));
+                        }
+                    }
+                    None => {
+                        for e in &v.minimized.edits {
+                            out += &format!("  edit: {e}{}\n", carried(e));
+                        }
+                    }
                 }
                 out += &format!(
                     "  PTX:             {}\n  patch:           {}\n  minimized patch: {}\n",
@@ -177,6 +198,7 @@ impl Report<'_> {
                 );
             }
         }
+        out += &format!("\nHTML report: {}\n", self.html.display());
         out += "\nPareto front (train cost ratio vs error):\n  cost ratio        error  edits\n";
         for m in e.archive() {
             if let Some((cost, error)) = m.outcome.objectives() {
@@ -244,6 +266,7 @@ impl Report<'_> {
                 "generation": f.generation, "train_cost": f.train_cost, "reason": f.reason,
             })).collect::<Vec<_>>(),
             "pareto": pareto,
+            "report": self.html,
             "counters": c,
             "origin": self.origin.map(|o| &o.info),
         })

@@ -59,6 +59,9 @@ pub struct GenerationReport {
     pub best_cost: Option<f64>,
     pub validated: Vec<Validated>,
     pub promotion_failures: Vec<PromotionFailure>,
+    /// Rejected evaluations of this generation by the failure's kind.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub rejections: BTreeMap<String, u64>,
 }
 
 impl Engine {
@@ -170,6 +173,18 @@ impl Engine {
             best_cost: self.best_cost(),
             validated,
             promotion_failures,
+            rejections: self
+                .counters
+                .rejections
+                .iter()
+                .map(|(k, n)| {
+                    (
+                        k.clone(),
+                        n - before.rejections.get(k).copied().unwrap_or(0),
+                    )
+                })
+                .filter(|(_, n)| *n > 0)
+                .collect(),
         })
     }
 
@@ -306,6 +321,7 @@ impl Engine {
                         ptx_hash: None,
                         outcome: Outcome::Rejected {
                             reason: format!("does not compile: {reason}"),
+                            kind: "compile".into(),
                         },
                     }
                 }
@@ -326,7 +342,13 @@ impl Engine {
                     self.counters.valid += 1;
                     tracing::debug!(edits = member.patch.edits.len(), cost, error, "valid");
                 }
-                Outcome::Rejected { reason } => {
+                Outcome::Rejected { reason, kind } => {
+                    let kind = if kind.is_empty() { "other" } else { kind };
+                    *self
+                        .counters
+                        .rejections
+                        .entry(kind.to_string())
+                        .or_default() += 1;
                     tracing::debug!(edits = member.patch.edits.len(), %reason, "rejected")
                 }
             }

@@ -218,7 +218,14 @@ pub enum Outcome {
     /// Passed every test: cost relative to the original, and largest error.
     Valid { cost: f64, error: f64 },
     /// Does not compile, or failed a test (the reason names which and why).
-    Rejected { reason: String },
+    Rejected {
+        reason: String,
+        /// The failure's kind (`mismatch`, `out_of_bounds`, `race`,
+        /// `timeout`, `compile`, ...): what reports count; empty in older
+        /// checkpoints.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        kind: String,
+    },
 }
 
 impl Outcome {
@@ -239,9 +246,17 @@ impl Outcome {
                 cost,
                 error: assessment.error(),
             },
-            (Some(reason), _) => Outcome::Rejected { reason },
+            (Some(reason), _) => Outcome::Rejected {
+                reason,
+                kind: assessment
+                    .tests
+                    .iter()
+                    .find_map(|t| t.failure.as_ref().map(|f| f.0.clone()))
+                    .unwrap_or_default(),
+            },
             (None, None) => Outcome::Rejected {
                 reason: "no cost measured".into(),
+                kind: "no_cost".into(),
             },
         }
     }
@@ -290,6 +305,10 @@ pub struct PromotionFailure {
     pub train_cost: f64,
     /// Which held-out test failed, and how.
     pub reason: String,
+    /// `sanitizer` (the GPU safety gate refused it) or `heldout` (the
+    /// held-out tests did); empty in older stores.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kind: String,
 }
 
 /// Running totals of one search.
@@ -307,6 +326,9 @@ pub struct Counters {
     pub crossover_fallbacks: u64,
     /// Mutations that found no valid edit within the tries.
     pub mutation_failures: u64,
+    /// Rejected evaluations by the failure's kind (cache hits included).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub rejections: std::collections::BTreeMap<String, u64>,
 }
 
 impl Counters {

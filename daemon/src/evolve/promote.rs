@@ -67,6 +67,7 @@ impl Engine {
                 ptx_hash: ptx_hash.clone(),
                 train_cost,
                 reason,
+                kind: "heldout".into(),
             };
             if let Some(reason) = heldout.first_failure() {
                 failures.push(failure(reason));
@@ -108,7 +109,10 @@ impl Engine {
                 }
             };
             if let Some(reason) = backend.safety_check(&build)? {
-                failures.push(failure(format!("GPU safety gate: {reason}")));
+                failures.push(PromotionFailure {
+                    kind: "sanitizer".into(),
+                    ..failure(format!("GPU safety gate: {reason}"))
+                });
                 continue;
             }
             let speedup = interval.reciprocal();

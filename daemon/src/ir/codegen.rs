@@ -199,6 +199,10 @@ pub fn emit_ptx<'ctx>(
     options: &CodegenOptions,
 ) -> Result<String, IrError> {
     with_target_machine(&options.arch, |tm| {
+        // Line tables serve explanations, not the GPU: stripped, the PTX
+        // (and its hash, the fitness cache's key) is the same as for IR
+        // compiled without them, and no `.loc` makes two variants differ.
+        module.strip_debug_info();
         link_libdevice(context, module, options, kernels, tm)?;
         let buffer = tm
             .write_to_memory_buffer(module, FileType::Assembly)

@@ -17,6 +17,7 @@ mod module;
 mod mutate;
 pub mod patch;
 mod signature;
+pub mod source;
 pub mod transplant;
 
 pub use codegen::{libdevice_candidates, CodegenOptions, DEFAULT_ARCH};
@@ -26,6 +27,7 @@ pub use patch::{
     ConstKind, Edit, EditKind, InstId, Patch, PatchFormatError, Repair, ValueRef, PATCH_FORMAT,
 };
 pub use signature::Param;
+pub use source::{EditStory, Location, Named, SourceFiles};
 
 use inkwell::context::Context;
 use inkwell::memory_buffer::MemoryBuffer;

@@ -5,8 +5,8 @@ use super::Shared;
 use crate::api::{Access, Handler, Peer};
 use crate::ir::KernelIr;
 use gevo_client::proto::{
-    Best, Command, ErrorCode, Explanation, Pareto, Reply, Request, Response, SlotInfo, Status,
-    TestRatio, WatchRoot,
+    Best, Command, ErrorCode, Explanation, Pareto, Reply, ReportPage, Request, Response, SlotInfo,
+    Status, TestRatio, WatchRoot,
 };
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -41,6 +41,7 @@ impl ApiHandler {
             Command::Best { kernel, arch } => self.best(&kernel, arch.as_deref()),
             Command::Pareto { kernel } => self.pareto(&kernel),
             Command::Explain { kernel } => self.explain(&kernel),
+            Command::Report { kernel } => self.report(&kernel),
             Command::Watch { dir } => self.watch(dir, true),
             Command::Unwatch { dir } => self.watch(dir, false),
             Command::Pause { kernel } => self.pause(kernel.as_deref(), true),
@@ -203,12 +204,20 @@ impl ApiHandler {
         let variant = ir
             .apply(&validated.minimized)
             .map_err(|e| internal(e.to_string()))?;
-        let diff = similar::TextDiff::from_lines(ir.text(), &variant)
+        let (original, variant) = (
+            crate::ir::source::without_debug_locations(ir.text()),
+            crate::ir::source::without_debug_locations(&variant),
+        );
+        let diff = similar::TextDiff::from_lines(&original, &variant)
             .unified_diff()
             .context_radius(3)
             .header("original", "variant")
             .to_string();
         let rejections = self.rejections(&id);
+        let mut files = crate::ir::SourceFiles::near(reader, &[&spec.ir, &spec_path]);
+        let source_edits =
+            crate::report::edits::source_edits(&ir, &validated.minimized, &mut files)
+                .map_err(|e| internal(e.to_string()))?;
         Ok(Reply::Explain(Explanation {
             kernel,
             job: id,
@@ -240,6 +249,38 @@ impl ApiHandler {
                     .collect()
             }),
             origin: origin.map(|o| o.info),
+            source_edits,
+            line_tables: ir.has_line_tables(),
+        }))
+    }
+
+    /// The HTML report of the kernel's newest version with a validated
+    /// variant, else of its newest version.
+    fn report(&self, kernel: &str) -> Outcome {
+        let kernel = self.resolve(kernel)?;
+        let (id, spec_path, root) = {
+            let registry = self.shared.registry();
+            let versions = registry.versions(&kernel);
+            let job = versions
+                .iter()
+                .find(|j| j.best.is_some())
+                .or(versions.first())
+                .ok_or((
+                    ErrorCode::UnknownKernel,
+                    format!("{kernel} has no job: see gevo-client status"),
+                ))?;
+            (
+                job.id.clone(),
+                job.record.spec_path.clone(),
+                job.daemon.root.clone(),
+            )
+        };
+        let html = report_html(&self.shared.store, &id, &spec_path, &root)
+            .map_err(|e| (ErrorCode::Internal, format!("{id}: {e}")))?;
+        Ok(Reply::Report(ReportPage {
+            kernel,
+            job: id,
+            html,
         }))
     }
 
@@ -341,4 +382,16 @@ impl ApiHandler {
             format!("{verb} {}", changed.join(", "))
         }))
     }
+}
+
+/// A job's HTML report, its CUDA sources read as the spec's owner.
+pub fn report_html(
+    store: &crate::store::Store,
+    id: &str,
+    spec_path: &std::path::Path,
+    root: &std::path::Path,
+) -> Result<String, String> {
+    let reader = crate::access::Reader::for_spec(spec_path, root).map_err(|e| e.to_string())?;
+    let data = crate::report::gather(store, id, reader).map_err(|e| e.to_string())?;
+    Ok(crate::report::render(&data))
 }

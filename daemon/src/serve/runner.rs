@@ -170,12 +170,14 @@ fn slice(shared: &Shared, slot: usize, current: &mut Current) -> bool {
     let started = Instant::now();
     let stop = &shared.slots[slot].stop;
     loop {
+        let step_started = Instant::now();
         match current.engine.step(&current.ir, current.backend.as_mut()) {
             Ok(report) => {
+                let took = Some(step_started.elapsed().as_secs_f64());
                 if let Err(e) =
                     shared
                         .store
-                        .commit_generation(&current.id, &current.engine, &report)
+                        .commit_generation_took(&current.id, &current.engine, &report, took)
                 {
                     fail(shared, &current.id, format!("checkpoint: {e}"));
                     return false;
@@ -227,6 +229,7 @@ fn after_generation(shared: &Shared, current: &Current, finished: bool) {
     }
     job.best = best_record(job, &current.engine, unix_now());
     let (validated, record) = job.best.clone().expect("just set");
+    let (spec_path, root) = (job.record.spec_path.clone(), job.daemon.root.clone());
     drop(registry);
     tracing::info!(
         speedup = validated.speedup,
@@ -239,5 +242,15 @@ fn after_generation(shared: &Shared, current: &Current, finished: bool) {
     };
     if let Err(e) = gevo_client::export::write(&shared.state_dir, &best) {
         tracing::error!(error = %e, "exporting the best variant");
+    }
+    // The report beside it answers `gevo-client report` while the daemon is
+    // down; it is as of this best.
+    let report = super::handler::report_html(&shared.store, &current.id, &spec_path, &root)
+        .and_then(|html| {
+            gevo_client::export::write_report(&shared.state_dir, &best.record.kernel, &html)
+                .map_err(|e| e.to_string())
+        });
+    if let Err(e) = report {
+        tracing::error!(error = %e, "exporting the report");
     }
 }

@@ -220,5 +220,8 @@ pub fn build_dir(dir: &Path, project: &str) -> PathBuf {
         .collect();
     std::fs::write(build.join("stencil.gevo.toml"), spec).unwrap();
     std::fs::copy(super::kernel_fixture("stencil"), build.join("stencil.ll")).unwrap();
+    // The CUDA source the IR's line tables name, beside it.
+    let source = super::kernel_fixture("stencil").with_extension("cu");
+    std::fs::copy(source, build.join("stencil.cu")).unwrap();
     build
 }

@@ -159,27 +159,42 @@ pub fn gep_source_type(gep: Value) -> Type {
 /// The instruction's CUDA source location as `file:line`, when the IR has
 /// line tables (`-g` or `-gline-tables-only`) and the instruction has one.
 pub fn source_line(inst: Value) -> Option<String> {
+    let (file, _, line) = debug_location(inst)?;
+    Some(if file.is_empty() {
+        format!("line {line}")
+    } else {
+        format!("{file}:{line}")
+    })
+}
+
+/// The instruction's debug location: file name and compilation directory as
+/// the line table records them (either may be empty), and the line.
+pub fn debug_location(inst: Value) -> Option<(String, String, u32)> {
     // SAFETY: `inst` is a live value; for an instruction without a debug
     // location LLVMGetDebugLocLine answers 0.
     let line = unsafe { LLVMGetDebugLocLine(inst) };
     if line == 0 {
         return None;
     }
-    let mut len: u32 = 0;
-    // SAFETY: as above; the answer points at `len` bytes the module owns
-    // (the line table's file name), copied before the module can change.
-    let file = unsafe {
-        let p = LLVMGetDebugLocFilename(inst, &mut len);
+    let text = |p: *const std::ffi::c_char, len: u32| {
         if p.is_null() || len == 0 {
             String::new()
         } else {
-            String::from_utf8_lossy(std::slice::from_raw_parts(p.cast::<u8>(), len as usize))
-                .into_owned()
+            // SAFETY: LLVM answered `p` with `len` bytes the module owns (the
+            // line table's strings), copied before the module can change.
+            String::from_utf8_lossy(unsafe {
+                std::slice::from_raw_parts(p.cast::<u8>(), len as usize)
+            })
+            .into_owned()
         }
     };
-    Some(if file.is_empty() {
-        format!("line {line}")
-    } else {
-        format!("{file}:{line}")
-    })
+    let (mut file_len, mut dir_len) = (0u32, 0u32);
+    // SAFETY: as above; both answer a pointer into the module and set the length.
+    let (file, dir) = unsafe {
+        (
+            LLVMGetDebugLocFilename(inst, &mut file_len),
+            LLVMGetDebugLocDirectory(inst, &mut dir_len),
+        )
+    };
+    Some((text(file, file_len), text(dir, dir_len), line))
 }

@@ -302,9 +302,16 @@ impl Inserter {
         // instruction in a block and `inst` a live unlinked instruction
         // (asserted), of the function the builder was made for (the handle
         // contract), so the insertion links a free node into one list.
+        // The builder would also give `inst` the position's debug location:
+        // an instruction keeps its own (a clone its source's), so edits stay
+        // explainable in source lines. LLVMInstructionGetDebugLoc answers
+        // the live `inst`'s location metadata (null for none), which
+        // LLVMInstructionSetDebugLoc takes back as is.
         unsafe {
+            let location = llvm_sys::debuginfo::LLVMInstructionGetDebugLoc(inst);
             LLVMPositionBuilderBefore(self.0, position);
             LLVMInsertIntoBuilderWithName(self.0, inst, name.as_ptr());
+            llvm_sys::debuginfo::LLVMInstructionSetDebugLoc(inst, location);
         }
     }
 }

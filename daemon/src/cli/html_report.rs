@@ -1,0 +1,43 @@
+//! `gevod report`: a search's HTML report from its state directory.
+
+use super::output::write_output;
+use anyhow::{Context as _, Result};
+use gevod::access::Reader;
+use gevod::store::Store;
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct ReportArgs {
+    /// The state directory (`gevod evolve --state`, or the daemon's).
+    state: PathBuf,
+    /// The job: its id, or a daemon kernel name (`project/name`) for its
+    /// newest version [default: the only job]
+    #[arg(long)]
+    job: Option<String>,
+    /// The HTML file to write (default: stdout).
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+}
+
+impl ReportArgs {
+    pub fn run(self) -> Result<()> {
+        if !self.state.join(gevod::store::FILE_NAME).is_file() {
+            anyhow::bail!(
+                "{}: no {} here (is it a state directory?)",
+                self.state.display(),
+                gevod::store::FILE_NAME
+            );
+        }
+        let store = Store::open(&self.state)?;
+        let job = gevod::report::pick_job(&store, self.job.as_deref())?;
+        // The CUDA sources are read as the user running this command.
+        let data = gevod::report::gather(&store, &job, Reader::Caller)?;
+        let html = gevod::report::render(&data);
+        write_output(self.output.as_deref(), &html)
+            .with_context(|| format!("writing the report of {job}"))?;
+        if let Some(path) = &self.output {
+            eprintln!("gevod: wrote the report of {job} to {}", path.display());
+        }
+        Ok(())
+    }
+}

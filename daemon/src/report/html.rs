@@ -1,0 +1,214 @@
+//! The report page: one HTML file with inline CSS and SVG, no script and no
+//! external resource. Every text from the store or the sources is escaped
+//! (`html-escape`); the SVG comes from plotters.
+
+use super::{plots, BestVariant, ReportData};
+use html_escape::encode_text as esc;
+use std::fmt::Write as _;
+
+const STYLE: &str = "
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 980px; color: #222; padding: 0 1em; }
+h1 { margin-bottom: 0.1em; } h2 { border-bottom: 1px solid #ddd; padding-bottom: 0.2em; margin-top: 1.6em; }
+.sub { color: #666; margin-top: 0; }
+.speedup { font-size: 2.4em; font-weight: 600; color: #2c7a2c; }
+.none { font-size: 1.4em; color: #a33; }
+table { border-collapse: collapse; margin: 0.6em 0; }
+th, td { border: 1px solid #ddd; padding: 0.3em 0.7em; text-align: left; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+th { background: #f4f4f4; }
+ol.edits > li { margin-bottom: 0.8em; }
+.summary { font-weight: 600; }
+code, pre { font-family: ui-monospace, monospace; font-size: 0.92em; }
+.src { background: #f6f8fa; padding: 0.1em 0.4em; }
+.ir { color: #666; }
+pre.excerpt { background: #f6f8fa; padding: 0.6em; overflow-x: auto; border-left: 3px solid #ccc; }
+pre.excerpt .hit { background: #fff3b0; display: inline-block; width: 100%; }
+figure { margin: 1em 0; } figcaption { color: #555; font-size: 0.95em; }
+.note { color: #8a5a00; }
+";
+
+/// The whole page.
+pub fn render(data: &ReportData) -> String {
+    let mut out = String::new();
+    let title = format!("gevo report: {}", data.kernel);
+    let _ = write!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{}</h1>\n<p class=\"sub\">job <code>{}</code></p>\n",
+        esc(&title),
+        esc(&title),
+        esc(&data.job)
+    );
+    best_section(&mut out, data.best.as_ref());
+    progress_section(&mut out, data);
+    rejections_section(&mut out, data);
+    table_section(&mut out, "Environment", "environment", &data.environment);
+    if !data.notes.is_empty() {
+        out += "<h2 id=\"notes\">Notes</h2>\n<ul>\n";
+        for n in &data.notes {
+            let _ = writeln!(out, "<li class=\"note\">{}</li>", esc(n));
+        }
+        out += "</ul>\n";
+    }
+    out += "</body>\n</html>\n";
+    out
+}
+
+fn best_section(out: &mut String, best: Option<&BestVariant>) {
+    *out += "<h2 id=\"best\">Best validated variant</h2>\n";
+    let Some(b) = best else {
+        *out += "<p class=\"none\">No validated variant yet: nothing passed the held-out tests faster with confidence.</p>\n";
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "<p><span class=\"speedup\">{:.3}x faster</span> (95% interval {:.3}x to {:.3}x on the held-out tests), found in generation {}, train cost ratio {:.4}, {} edit{}.</p>",
+        b.speedup,
+        b.interval.0,
+        b.interval.1,
+        b.generation,
+        b.train_cost,
+        b.edits.len(),
+        if b.edits.len() == 1 { "" } else { "s" }
+    );
+    *out += "<h3>Held-out tests</h3>\n<table id=\"tests\">\n<tr><th>test</th><th>verdict</th><th>cost ratio</th><th>95% interval</th><th>speedup</th></tr>\n";
+    for t in &b.tests {
+        let (ratio, interval, speedup) = match t.ratio {
+            Some((r, lo, hi)) => (
+                format!("{r:.4}"),
+                format!("{lo:.4} to {hi:.4}"),
+                format!("{:.3}x", 1.0 / r),
+            ),
+            None => ("-".into(), "-".into(), "-".into()),
+        };
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td class=\"num\">{ratio}</td><td class=\"num\">{interval}</td><td class=\"num\">{speedup}</td></tr>",
+            esc(&t.test),
+            esc(&t.verdict)
+        );
+    }
+    *out += "</table>\n<h3>Edits</h3>\n";
+    if !b.line_tables {
+        *out += &format!(
+            "<p class=\"note\">{}</p>\n",
+            esc(gevo_client::explain::NO_LINE_TABLES)
+        );
+    }
+    *out += "<ol class=\"edits\" id=\"edits\">\n";
+    for e in &b.edits {
+        let _ = writeln!(out, "<li><div class=\"summary\">{}</div>", esc(&e.summary));
+        for line in &e.lines {
+            match &line.text {
+                Some(text) => {
+                    let _ = writeln!(
+                        out,
+                        "<div><code>{}</code> <code class=\"src\">{}</code></div>",
+                        esc(&line.location),
+                        esc(text)
+                    );
+                }
+                None => {
+                    let _ = writeln!(
+                        out,
+                        "<div><code>{}</code> (source not readable)</div>",
+                        esc(&line.location)
+                    );
+                }
+            }
+        }
+        for r in &e.repairs {
+            let _ = writeln!(out, "<div>repair: {}</div>", esc(r));
+        }
+        let _ = writeln!(
+            out,
+            "<div class=\"ir\">IR: <code>{}</code></div></li>",
+            esc(&e.ir)
+        );
+    }
+    *out += "</ol>\n";
+    if !b.excerpts.is_empty() {
+        *out += "<h3>Source context</h3>\n";
+        for x in &b.excerpts {
+            let _ = write!(
+                out,
+                "<p><code>{}</code></p>\n<pre class=\"excerpt\">",
+                esc(&x.location)
+            );
+            for (n, text) in &x.lines {
+                let line = format!("{n:>5} | {text}");
+                if *n == x.line {
+                    let _ = writeln!(out, "<span class=\"hit\">{}</span>", esc(&line));
+                } else {
+                    let _ = writeln!(out, "{}", esc(&line));
+                }
+            }
+            *out += "</pre>\n";
+        }
+    }
+}
+
+fn progress_section(out: &mut String, data: &ReportData) {
+    *out += "<h2 id=\"progress\">Search</h2>\n";
+    let _ = writeln!(
+        out,
+        "<p>{} generations, {} evaluations ({:.1}% answered by the fitness cache), {:.1}% valid.</p>",
+        data.generations.len(),
+        data.evaluations,
+        100.0 * data.cache_hits as f64 / data.evaluations.max(1) as f64,
+        100.0 * data.valid as f64 / data.evaluations.max(1) as f64
+    );
+    figure(
+        out,
+        "plot-cost",
+        plots::cost(&data.generations).map(Some),
+        "Best cost ratio per generation: the population's cheapest valid variant on the train tests, and the best validated variant's held-out cost so far (below 1.0 is faster than the original).",
+    );
+    figure(
+        out,
+        "plot-pareto",
+        plots::pareto(&data.pareto, &data.population).map(Some),
+        "The Pareto front over train cost ratio and error (the largest difference from the original's outputs), over the last population's valid variants.",
+    );
+    figure(
+        out,
+        "plot-rate",
+        plots::rate(&data.generations),
+        "Evaluations per second of each generation over the search's wall time.",
+    );
+}
+
+fn figure(out: &mut String, id: &str, svg: Result<Option<String>, String>, caption: &str) {
+    let _ = writeln!(out, "<figure id=\"{id}\">");
+    match svg {
+        Ok(Some(svg)) => *out += &svg,
+        Ok(None) => *out += "<p class=\"note\">No data for this plot in the store.</p>",
+        Err(e) => {
+            let _ = write!(out, "<p class=\"note\">{}</p>", esc(&e));
+        }
+    }
+    let _ = write!(
+        out,
+        "\n<figcaption>{}</figcaption>\n</figure>\n",
+        esc(caption)
+    );
+}
+
+fn rejections_section(out: &mut String, data: &ReportData) {
+    *out += "<h2 id=\"rejections\">Why variants were rejected</h2>\n<table id=\"rejection-table\">\n<tr><th>reason</th><th>variants</th></tr>\n";
+    for (reason, n) in &data.rejections {
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td><td class=\"num\">{n}</td></tr>",
+            esc(reason)
+        );
+    }
+    *out += "</table>\n<p>Counted per evaluation (cache hits included); held-out and sanitizer rejections are train-best variants that failed promotion.</p>\n";
+}
+
+fn table_section(out: &mut String, title: &str, id: &str, rows: &[(String, String)]) {
+    let _ = writeln!(out, "<h2 id=\"{id}\">{}</h2>\n<table>", esc(title));
+    for (k, v) in rows {
+        let _ = writeln!(out, "<tr><th>{}</th><td>{}</td></tr>", esc(k), esc(v));
+    }
+    *out += "</table>\n";
+}

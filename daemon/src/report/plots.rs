@@ -1,0 +1,251 @@
+//! The report's plots as SVG text, drawn with plotters' SVG backend (no
+//! fonts are loaded: plotters writes `<text>` elements and the browser sets
+//! them).
+
+use super::GenerationPoint;
+use plotters::prelude::*;
+
+const SIZE: (u32, u32) = (720, 380);
+const TRAIN: RGBColor = RGBColor(31, 119, 180);
+const VALIDATED: RGBColor = RGBColor(44, 160, 44);
+const FRONT: RGBColor = RGBColor(214, 39, 40);
+const OTHERS: RGBColor = RGBColor(170, 170, 170);
+
+/// Plotters' errors carry the backend's; a report says which plot failed.
+fn failed(what: &str, e: impl std::fmt::Display) -> String {
+    format!("the {what} plot: {e}")
+}
+
+/// A range around `values` with a margin, never empty.
+fn range(values: impl Iterator<Item = f64>, floor: Option<f64>) -> (f64, f64) {
+    let (mut lo, mut hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+        (lo.min(v), hi.max(v))
+    });
+    if !lo.is_finite() || !hi.is_finite() {
+        (lo, hi) = (0.0, 1.0);
+    }
+    // All zero (errors of exact variants): a unit range, not a sliver.
+    let pad = if hi == 0.0 && lo == 0.0 {
+        1.0
+    } else {
+        ((hi - lo) * 0.08).max(hi.abs() * 0.02).max(1e-12)
+    };
+    let lo = floor.map_or(lo - pad, |f| (lo - pad).max(f));
+    (lo, hi + pad)
+}
+
+/// Best train and validated cost ratio per generation, with the original's 1.0.
+pub fn cost(points: &[GenerationPoint]) -> Result<String, String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| failed("cost", e))?;
+        let last = points.last().map_or(1, |p| p.generation.max(1));
+        let values = points
+            .iter()
+            .flat_map(|p| [p.best_train, p.best_validated])
+            .flatten()
+            .chain([1.0]);
+        let (lo, hi) = range(values, Some(0.0));
+        let mut chart = ChartBuilder::on(&root)
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0f64..last as f64, lo..hi)
+            .map_err(|e| failed("cost", e))?;
+        chart
+            .configure_mesh()
+            .x_desc("generation")
+            .y_desc("cost ratio (variant / original)")
+            .light_line_style(WHITE.mix(0.0))
+            .draw()
+            .map_err(|e| failed("cost", e))?;
+        chart
+            .draw_series(LineSeries::new(
+                [(0.0, 1.0), (last as f64, 1.0)],
+                OTHERS.stroke_width(1),
+            ))
+            .map_err(|e| failed("cost", e))?
+            .label("original")
+            .legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], OTHERS));
+        let train: Vec<(f64, f64)> = points
+            .iter()
+            .filter_map(|p| Some((p.generation as f64, p.best_train?)))
+            .collect();
+        chart
+            .draw_series(LineSeries::new(train.clone(), TRAIN.stroke_width(2)))
+            .map_err(|e| failed("cost", e))?
+            .label("best train")
+            .legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], TRAIN.stroke_width(2)));
+        chart
+            .draw_series(train.iter().map(|&p| Circle::new(p, 2, TRAIN.filled())))
+            .map_err(|e| failed("cost", e))?;
+        let validated: Vec<(f64, f64)> = points
+            .iter()
+            .filter_map(|p| Some((p.generation as f64, p.best_validated?)))
+            .collect();
+        chart
+            .draw_series(LineSeries::new(
+                validated.clone(),
+                VALIDATED.stroke_width(2),
+            ))
+            .map_err(|e| failed("cost", e))?
+            .label("best validated (held-out)")
+            .legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], VALIDATED.stroke_width(2)));
+        chart
+            .draw_series(
+                validated
+                    .iter()
+                    .map(|&p| Circle::new(p, 3, VALIDATED.filled())),
+            )
+            .map_err(|e| failed("cost", e))?;
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(OTHERS)
+            .position(SeriesLabelPosition::UpperRight)
+            .draw()
+            .map_err(|e| failed("cost", e))?;
+        root.present().map_err(|e| failed("cost", e))?;
+    }
+    Ok(svg)
+}
+
+/// The Pareto front over (cost ratio, error), over the last population.
+pub fn pareto(front: &[(f64, f64)], population: &[(f64, f64)]) -> Result<String, String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| failed("Pareto", e))?;
+        let all = || front.iter().chain(population);
+        let (x_lo, x_hi) = range(all().map(|p| p.0), Some(0.0));
+        let (_, y_hi) = range(all().map(|p| p.1), Some(0.0));
+        let mut chart = ChartBuilder::on(&root)
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d(x_lo..x_hi, 0f64..y_hi)
+            .map_err(|e| failed("Pareto", e))?;
+        chart
+            .configure_mesh()
+            .x_desc("train cost ratio (variant / original)")
+            .y_desc("error (largest output difference)")
+            .y_label_formatter(&|v| {
+                if y_hi >= 0.01 {
+                    format!("{v:.2}")
+                } else {
+                    format!("{v:.1e}")
+                }
+            })
+            .light_line_style(WHITE.mix(0.0))
+            .draw()
+            .map_err(|e| failed("Pareto", e))?;
+        chart
+            .draw_series(
+                population
+                    .iter()
+                    .map(|&p| Circle::new(p, 3, OTHERS.filled())),
+            )
+            .map_err(|e| failed("Pareto", e))?
+            .label("last population")
+            .legend(|(x, y)| Circle::new((x + 8, y), 3, OTHERS.filled()));
+        chart
+            .draw_series(LineSeries::new(front.to_vec(), FRONT.stroke_width(1)))
+            .map_err(|e| failed("Pareto", e))?;
+        chart
+            .draw_series(front.iter().map(|&p| Circle::new(p, 5, FRONT.filled())))
+            .map_err(|e| failed("Pareto", e))?
+            .label("Pareto front")
+            .legend(|(x, y)| Circle::new((x + 8, y), 5, FRONT.filled()));
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(OTHERS)
+            .position(SeriesLabelPosition::UpperRight)
+            .draw()
+            .map_err(|e| failed("Pareto", e))?;
+        root.present().map_err(|e| failed("Pareto", e))?;
+    }
+    Ok(svg)
+}
+
+/// Evaluations per second of each generation over the search's wall time;
+/// `None` when no generation was timed.
+pub fn rate(points: &[GenerationPoint]) -> Result<Option<String>, String> {
+    let mut elapsed = 0.0;
+    let mut series: Vec<(f64, f64)> = Vec::new();
+    for p in points {
+        let Some(s) = p.seconds.filter(|s| *s > 0.0) else {
+            continue;
+        };
+        elapsed += s;
+        series.push((elapsed, p.evaluations as f64 / s));
+    }
+    if series.is_empty() {
+        return Ok(None);
+    }
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| failed("rate", e))?;
+        let (_, x_hi) = range(series.iter().map(|p| p.0), Some(0.0));
+        let (_, y_hi) = range(series.iter().map(|p| p.1), Some(0.0));
+        let mut chart = ChartBuilder::on(&root)
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0f64..x_hi, 0f64..y_hi)
+            .map_err(|e| failed("rate", e))?;
+        chart
+            .configure_mesh()
+            .x_desc("seconds of search")
+            .y_desc("evaluations / s")
+            .light_line_style(WHITE.mix(0.0))
+            .draw()
+            .map_err(|e| failed("rate", e))?;
+        chart
+            .draw_series(LineSeries::new(series.clone(), TRAIN.stroke_width(2)))
+            .map_err(|e| failed("rate", e))?;
+        chart
+            .draw_series(series.iter().map(|&p| Circle::new(p, 2, TRAIN.filled())))
+            .map_err(|e| failed("rate", e))?;
+        root.present().map_err(|e| failed("rate", e))?;
+    }
+    Ok(Some(svg))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(generation: u64, train: f64, validated: Option<f64>) -> GenerationPoint {
+        GenerationPoint {
+            generation,
+            best_train: Some(train),
+            best_validated: validated,
+            evaluations: 16,
+            seconds: Some(0.5),
+        }
+    }
+
+    #[test]
+    fn plots_are_svg_with_their_axes_named() {
+        let points = [
+            point(0, 0.98, None),
+            point(1, 0.95, Some(0.96)),
+            point(2, 0.91, Some(0.92)),
+        ];
+        let svg = cost(&points).unwrap();
+        assert!(svg.starts_with("<svg"), "{svg}");
+        assert!(svg.contains("generation") && svg.contains("best validated"));
+        let svg = pareto(&[(0.9, 0.0), (0.8, 1e-6)], &[(0.95, 0.0)]).unwrap();
+        assert!(svg.contains("<circle") && svg.contains("Pareto front"));
+        let svg = rate(&points).unwrap().expect("timed");
+        assert!(svg.contains("evaluations / s"));
+        let untimed = [GenerationPoint {
+            seconds: None,
+            ..point(0, 1.0, None)
+        }];
+        assert_eq!(rate(&untimed).unwrap(), None);
+    }
+}

@@ -1,0 +1,226 @@
+//! The HTML report of a short simulator search, as a user sees it: written
+//! by `gevod report`, then rendered by a real browser (headless chromium,
+//! which scripts/install-deps.sh installs on Debian) to text and to a PNG.
+//! The page must hold the barrier edit in CUDA source terms and the three
+//! plots, in the DOM and on the screenshot. Only the browser part skips,
+//! with its reason, where no chromium can start.
+//!
+//! `GEVO_REPORT_SCREENSHOT=<file.png>` keeps the screenshot (docs/report.md
+//! describes one).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const BARRIER_EDIT: &str = "delete the __syncthreads() at stencil.cu:61";
+
+fn gevod(args: &[&str]) -> std::process::Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_gevod"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "gevod {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A short search of the stencil fixture started from the planted patch
+/// that drops its redundant barrier; returns the state directory and the
+/// terminal report.
+fn short_search(dir: &Path) -> (PathBuf, String) {
+    let state = dir.join("state");
+    let config = dir.join("evolve.toml");
+    std::fs::write(&config, "[evolve]\npopulation = 16\n").unwrap();
+    let planted =
+        common::repo_root().join("tests/fixtures/kernels/stencil.drop-barrier.patch.json");
+    let out = gevod(&[
+        "evolve",
+        s(&common::spec_fixture("stencil")),
+        "--state",
+        s(&state),
+        "--config",
+        s(&config),
+        "--generations",
+        "3",
+        "--workers",
+        "2",
+        "--start-from",
+        s(&planted),
+    ]);
+    (state, String::from_utf8(out.stdout).unwrap())
+}
+
+#[test]
+fn the_terminal_and_html_reports_name_the_barrier_at_its_source_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let (state, terminal) = short_search(dir.path());
+    assert!(terminal.contains(BARRIER_EDIT), "{terminal}");
+    assert!(
+        terminal.contains("stencil.cu:61 | __syncthreads();"),
+        "{terminal}"
+    );
+
+    let html_path = dir.path().join("report.html");
+    gevod(&["report", s(&state), "-o", s(&html_path)]);
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    assert!(html.contains(BARRIER_EDIT), "{html}");
+    assert!(html.contains("<span class=\"hit\">   61 |     __syncthreads();"));
+    for id in ["plot-cost", "plot-pareto", "plot-rate"] {
+        let figure = html
+            .split(&format!("<figure id=\"{id}\">"))
+            .nth(1)
+            .unwrap_or_else(|| panic!("no figure {id}"));
+        assert!(
+            figure.trim_start().starts_with("<svg"),
+            "{id}: {figure:.200}"
+        );
+    }
+    // Self-contained: nothing to fetch, nothing to run.
+    for banned in ["<script", " src=", " href=", "<link", "@import", "url("] {
+        assert!(!html.contains(banned), "the report holds {banned}");
+    }
+    for reason in [
+        "mismatch",
+        "out of bounds",
+        "race",
+        "divergent barrier",
+        "timeout",
+        "sanitizer",
+        "held-out",
+    ] {
+        assert!(
+            html.contains(&format!("<tr><td>{reason}</td>")),
+            "no {reason} row"
+        );
+    }
+
+    let browser = match browser() {
+        Ok(b) => b,
+        Err(why) => {
+            eprintln!("skipped the browser part: {why}");
+            return;
+        }
+    };
+    let profile = dir.path().join("profile");
+    let url = format!("file://{}", html_path.display());
+    let run = |extra: &[&str]| {
+        let out = Command::new("timeout")
+            .arg("120")
+            .arg(&browser)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--no-first-run",
+                "--hide-scrollbars",
+            ])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .args(extra)
+            .arg(&url)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{} {extra:?}: {}",
+            browser.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    };
+
+    let dom = String::from_utf8(run(&["--dump-dom"]).stdout).unwrap();
+    assert!(dom.contains(BARRIER_EDIT), "{dom}");
+    assert!(dom.contains("stencil.cu:61"), "{dom}");
+    assert_eq!(dom.matches("<svg").count(), 3, "{dom}");
+
+    let png = dir.path().join("report.png");
+    run(&[
+        &format!("--screenshot={}", png.display()),
+        "--window-size=1000,2600",
+    ]);
+    if let Some(keep) = std::env::var_os("GEVO_REPORT_SCREENSHOT") {
+        std::fs::copy(&png, keep).unwrap();
+    }
+    let pixels = decode(&png);
+    // Each plot's colours are on the screenshot: the train line (blue), the
+    // validated line (green), the Pareto front (red), and the highlighted
+    // source line (yellow).
+    for (what, rgb) in [
+        ("the train cost line", [31, 119, 180]),
+        ("the validated cost line", [44, 160, 44]),
+        ("the Pareto front", [214, 39, 40]),
+        ("the edited source line", [255, 243, 176]),
+    ] {
+        let n = pixels.iter().filter(|p| close(**p, rgb)).count();
+        assert!(n > 50, "{what}: {n} pixels of {rgb:?} on the screenshot");
+    }
+}
+
+/// The browser to run: `GEVO_CHROMIUM`, else chromium or chrome on the
+/// PATH, provided it starts.
+fn browser() -> Result<PathBuf, String> {
+    let candidates: Vec<PathBuf> = match std::env::var_os("GEVO_CHROMIUM") {
+        Some(b) => vec![PathBuf::from(b)],
+        None => [
+            "chromium",
+            "chromium-browser",
+            "google-chrome",
+            "google-chrome-stable",
+        ]
+        .iter()
+        .filter_map(|name| {
+            std::env::split_paths(&std::env::var_os("PATH")?)
+                .map(|dir| dir.join(name))
+                .find(|p| p.is_file())
+        })
+        .collect(),
+    };
+    let Some(first) = candidates.first() else {
+        return Err(
+            "no chromium found (scripts/install-deps.sh installs Debian's; GEVO_CHROMIUM names another)"
+                .into(),
+        );
+    };
+    let out = Command::new("timeout")
+        .arg("60")
+        .arg(first)
+        .args(["--headless", "--no-sandbox", "--version"])
+        .output()
+        .map_err(|e| format!("{} cannot start: {e}", first.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} cannot start (a snap outside snapd?): {}",
+            first.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(first.clone())
+}
+
+/// RGB pixels of a PNG.
+fn decode(path: &Path) -> Vec<[u8; 3]> {
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(path).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let channels = info.color_type.samples();
+    assert!(channels >= 3, "{:?}", info.color_type);
+    assert_eq!(info.bit_depth, png::BitDepth::Eight);
+    buf[..info.buffer_size()]
+        .chunks(channels)
+        .map(|c| [c[0], c[1], c[2]])
+        .collect()
+}
+
+fn close(p: [u8; 3], rgb: [u8; 3]) -> bool {
+    p.iter().zip(rgb).all(|(a, b)| a.abs_diff(b) <= 6)
+}
