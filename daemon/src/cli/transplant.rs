@@ -114,7 +114,7 @@ pub fn seeds_for_new_job(
     let Some(first) = patches.first() else {
         return Ok(None);
     };
-    let old = KernelIr::parse(&record.id, record.ir_text.as_bytes(), Some(&first.kernel))
+    let old = KernelIr::parse_for_patch(&record.id, record.ir_text.as_bytes(), first)
         .with_context(|| format!("job {}", record.id))?;
     let Some((seeds, kept, dropped, edits)) = carry(&old, ir, &patches) else {
         return Ok(None);

@@ -109,6 +109,12 @@ impl KernelIr {
         Self::parse_kernels(source, bytes, &wanted)
     }
 
+    /// The IR with the kernels `patch` was made for (one, or a pipeline's).
+    pub fn parse_for_patch(source: &str, bytes: &[u8], patch: &Patch) -> Result<Self, IrError> {
+        let kernels: Vec<String> = patch.kernel_list().iter().map(|k| k.to_string()).collect();
+        Self::parse_kernels(source, bytes, &kernels)
+    }
+
     /// Like `load_kernels`, from bytes; no names means the module's only kernel.
     pub fn parse_kernels(source: &str, bytes: &[u8], wanted: &[String]) -> Result<Self, IrError> {
         let context = Context::create();

@@ -5,8 +5,8 @@
 //! `delete the __syncthreads() at stencil.cu:60`. Without line tables the
 //! same sentences name IR ids instead.
 
-use super::module::LiveModule;
 use super::llvm;
+use super::module::LiveModule;
 use super::patch::{ConstKind, Edit, EditKind, InstId, Patch, ValueRef};
 use super::{parse_bitcode, IrError, KernelIr};
 use crate::access::Reader;

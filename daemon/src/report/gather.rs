@@ -80,7 +80,7 @@ pub fn gather(store: &Store, id: &str, reader: Reader) -> Result<ReportData, Rep
     let best = match engine.best_validated() {
         None => None,
         Some(v) => {
-            let ir = KernelIr::parse(&job.id, job.ir_text.as_bytes(), Some(&v.minimized.kernel))
+            let ir = KernelIr::parse_for_patch(&job.id, job.ir_text.as_bytes(), &v.minimized)
                 .map_err(|source| ReportError::Ir {
                     job: job.id.clone(),
                     source,

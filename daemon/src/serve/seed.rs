@@ -44,7 +44,7 @@ pub fn from_previous(
     let engine = shared.store.checkpoint(&prev_id).ok().flatten();
     let patches = previous_patches(validated, engine.as_ref());
     let first = patches.first()?;
-    let old = match KernelIr::parse(&prev_id, ir_text.as_bytes(), Some(&first.kernel)) {
+    let old = match KernelIr::parse_for_patch(&prev_id, ir_text.as_bytes(), first) {
         Ok(ir) => ir,
         Err(e) => {
             tracing::warn!(error = %e, "the previous version's IR does not load; starting afresh");
