@@ -134,7 +134,7 @@ def main():
         f"Command: `{a.command}`. Machine: {machine()}. {platform.system()}. Date: {date}. "
         f"{a.gevod_version}. Wall time of the runs: {wall // 60} min {wall % 60} s.\n\n"
         f"`gevod evolve --backend {'cuda' if gpu else 'sim'} {a.budget}` per fixture and seed. "
-        "*before*: `distinct_ptx = false`, `stagnation_generations = 0`, `islands = 1`, "
+        "*before*: `tournament_size = 2`, `distinct_ptx = false`, `stagnation_generations = 0`, `islands = 1`, "
         "`promotion_pool = 0` (GEVO's search as it was); *after*: gevod's defaults (docs/evolve.md). "
         "*speedup*: the best validated variant's on the held-out tests (1.0: none validated). "
         "*hits*: cache-hit share of all evaluations; *steady hits*: over the second half of the "

@@ -66,7 +66,7 @@ keep=${KEEP:-$work/runs}
 mkdir -p "$keep"
 
 # "before": the keys that turn the search's additions off (docs/evolve.md).
-printf '[evolve]\ndistinct_ptx = false\nstagnation_generations = 0\nislands = 1\npromotion_pool = 0\n' \
+printf '[evolve]\ntournament_size = 2\ndistinct_ptx = false\nstagnation_generations = 0\nislands = 1\npromotion_pool = 0\n' \
     > "$work/before.toml"
 printf '[evolve]\n' > "$work/after.toml"
 

@@ -15,7 +15,7 @@ impl Engine {
     /// Each island's place in the population vector: equal shares, the
     /// first ones one larger when the population does not divide.
     pub(super) fn island_ranges(&self) -> Vec<Range<usize>> {
-        let (n, k) = (self.population.len(), self.config.islands.max(1));
+        let (n, k) = (self.population.len(), self.config.island_count());
         let mut start = 0;
         (0..k)
             .map(|i| {
@@ -32,7 +32,7 @@ impl Engine {
     /// how many moved. With `distinct_ptx`, a PTX the receiving island
     /// already has is not sent again.
     pub(super) fn migrate(&mut self, generation: u64) -> usize {
-        let (k, interval) = (self.config.islands, self.config.migration_interval);
+        let (k, interval) = (self.config.island_count(), self.config.migration_interval);
         if k < 2 || interval == 0 || generation % interval != 0 {
             return 0;
         }
@@ -73,7 +73,7 @@ impl Engine {
     }
 
     pub(super) fn island_reports(&self) -> Vec<IslandReport> {
-        if self.config.islands < 2 {
+        if self.config.island_count() < 2 {
             return Vec::new();
         }
         self.island_ranges()
