@@ -14,12 +14,14 @@ mod common;
 
 use std::process::Command;
 
-/// Fixture and the speedup the median seed must reach (BENCHMARKS.md,
-/// bench:search). The third column: whether every seed must validate a
+/// Fixture and the speedup the median seed must reach. Measured
+/// (BENCHMARKS.md, bench:search, seeds 1-3): stencil's median 1.1075 (the
+/// search without its additions: 1.088), nw's 1.2204 (without: 1.2149).
+/// The third column: whether every seed must validate a
 /// variant.
 const BAR: [(&str, f64, bool); 5] = [
-    ("stencil", 1.09, true),
-    ("nw", 1.15, true),
+    ("stencil", 1.10, true),
+    ("nw", 1.22, true),
     ("expf", 1.0, true),
     ("reduce", 1.0, false),
     ("loops", 1.0, true),
