@@ -100,7 +100,7 @@ fn write_report(path: &Path, rows: &[Row]) {
     let mut body = format!(
         "## Search quality and throughput (simulator)\n\n\
          Command: `scripts/bench.sh` (runs `cargo bench -p gevod --bench evolve`). Machine: {}. Date: {}.\n\n\
-         `gevod evolve --backend sim --evaluations {EVALUATIONS}` per fixture and seed, with GEVO's defaults \
+         `gevod evolve --backend sim --evaluations {EVALUATIONS}` per fixture and seed, with gevod's defaults \
          (population 256, one worker process per core). *nsga2* is the search; *blind* is the \
          control that ignores fitness (random parents and survivors; rejected variants still die). *speedup* is \
          the best validated variant's, on the held-out tests (the simulator's cost is deterministic, so its \

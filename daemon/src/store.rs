@@ -506,6 +506,7 @@ mod tests {
             validated: vec![],
             promotion_failures: vec![],
             rejections: [("race".to_string(), 2)].into_iter().collect(),
+            ..GenerationReport::default()
         };
         store
             .commit_generation_took("a", &engine, &report, Some(1.5))

@@ -1,30 +1,32 @@
 //! The search-quality bar: `gevod evolve --backend sim` with 3,000
-//! evaluations and seeds 1..3 finds a validated variant on every fixture that
-//! carries inefficiencies, with every seed but on reduce (whose only safe
-//! savings are edge cases of ~0.1-0.7% that some seeds miss; the 1.49x the
-//! search once found there moved a barrier into divergent code, now a
-//! `divergent_barrier` verdict): there, with one seed of three. For stencil
-//! and nw the best of the three seeds must also reach a bar that the
-//! fitness-blind control's best of three does not (BENCHMARKS.md, "Search
-//! quality"); for expf, reduce and loops the control finds as much, and the
-//! bar only asks for a validated variant. Every validated variant is re-run independently, with two
-//! simulator threads, and must pass every test: a racy variant is never
-//! validated.
+//! evaluations (1,500 on expf and loops) and seeds 1..3 (gevod's default
+//! search) finds a validated variant on every fixture that carries
+//! inefficiencies, with every seed but on reduce (whose only safe savings
+//! are edge cases of ~0.1-3% that some seeds miss): there, with the median
+//! seed. For stencil and nw the median
+//! seed must also reach a bar that the search without its additions (GEVO's
+//! own, `scripts/search-bench.sh`'s "before") reaches only with its best
+//! seeds (BENCHMARKS.md, "Search: before and after"); for expf, reduce and
+//! loops the bar only asks for a validated variant. Every validated variant
+//! is re-run independently, with two simulator threads, and must pass every
+//! test: a racy variant is never validated.
 
 mod common;
 
 use std::process::Command;
 
-/// Fixture and the speedup the best seed must reach. Measured
-/// (BENCHMARKS.md): stencil's best seed 1.102 (the blind control's best
-/// 1.077), nw's 1.218 (blind 1.102).
-/// The third column: whether every seed must validate a variant.
-const BAR: [(&str, f64, bool); 5] = [
-    ("stencil", 1.09, true),
-    ("nw", 1.15, true),
-    ("expf", 1.0, true),
-    ("reduce", 1.0, false),
-    ("loops", 1.0, true),
+/// Fixture and the speedup the median seed must reach. Measured
+/// (BENCHMARKS.md, bench:search, seeds 1-3): stencil's median 1.1075 (the
+/// search without its additions: 1.088), nw's 1.2204 (without: 1.2149).
+/// The third column: whether every seed must validate a variant. The
+/// fourth: evaluations per run (expf and loops validate a variant within
+/// 1,500 with every seed, which keeps the test short).
+const BAR: [(&str, f64, bool, u32); 5] = [
+    ("stencil", 1.10, true, 3000),
+    ("nw", 1.22, true, 3000),
+    ("expf", 1.0, true, 1500),
+    ("reduce", 1.0, false, 3000),
+    ("loops", 1.0, true, 1500),
 ];
 const SEEDS: [u64; 3] = [1, 2, 3];
 
@@ -37,8 +39,8 @@ fn gevod() -> Command {
 #[test]
 fn the_search_beats_the_bar_on_every_fixture_and_seed() {
     let mut failures = Vec::new();
-    for (fixture, bar, every_seed) in BAR {
-        let mut best = 0.0f64;
+    for (fixture, bar, every_seed, evaluations) in BAR {
+        let mut speedups = Vec::new();
         for seed in SEEDS {
             let dir = tempfile::tempdir().unwrap();
             let out = gevod()
@@ -48,7 +50,7 @@ fn the_search_beats_the_bar_on_every_fixture_and_seed() {
                 .arg(dir.path())
                 .args([
                     "--evaluations",
-                    "3000",
+                    &evaluations.to_string(),
                     "--seed",
                     &seed.to_string(),
                     "--json",
@@ -62,8 +64,8 @@ fn the_search_beats_the_bar_on_every_fixture_and_seed() {
             );
             let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
             let speedup = report["best"]["speedup"].as_f64().unwrap_or(0.0);
-            eprintln!("{fixture} seed {seed}: speedup {speedup:.4} (bar {bar})");
-            best = best.max(speedup);
+            eprintln!("{fixture} seed {seed}: speedup {speedup:.4} (median bar {bar})");
+            speedups.push(speedup);
             // A validated variant is faster by definition: > 1.0 always.
             if speedup <= 1.0 {
                 if every_seed {
@@ -87,8 +89,12 @@ fn the_search_beats_the_bar_on_every_fixture_and_seed() {
                 String::from_utf8_lossy(&run.stderr)
             );
         }
-        if best <= 1.0 || best < bar {
-            failures.push(format!("{fixture}: best seed {best:.4} < {bar}"));
+        speedups.sort_by(f64::total_cmp);
+        let median = speedups[speedups.len() / 2];
+        if median <= 1.0 || median < bar {
+            failures.push(format!(
+                "{fixture}: median seed {median:.4} < {bar} ({speedups:?})"
+            ));
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");

@@ -45,15 +45,19 @@ impl Progress {
         let best = report
             .best_cost
             .map_or("-".to_string(), |b| format!("{b:.4}"));
-        let line = format!(
-            "generation {:>3} | evaluations {:>6} | valid {:>5.1}% | best cost {best} | cache hits {:>5.1}% | {:.1} eval/s | validated {}",
+        let mut line = format!(
+            "generation {:>3} | evaluations {:>6} | valid {:>5.1}% | best cost {best} | cache hits {:>5.1}% | {:.1} eval/s | validated {} | distinct {}",
             report.generation,
             c.evaluations,
             100.0 * c.valid_share(),
             100.0 * c.cache_hit_rate(),
             self.rate(),
             engine.validated().len(),
+            report.distinct_ptx,
         );
+        if report.restarted > 0 {
+            line += &format!(" | restarted {}", report.restarted);
+        }
         let mut err = std::io::stderr().lock();
         if self.terminal {
             let _ = write!(err, "\r\x1b[2K{line}");
@@ -128,6 +132,12 @@ impl Report<'_> {
             out += &format!(
                 "seeded from job {} (this spec's kernel with other IR): {} patch(es) carried over, {} edit(s) kept, {} dropped\n\n",
                 o.info.job, o.info.patches, o.info.kept, o.info.dropped
+            );
+        }
+        if !e.restarts().is_empty() {
+            out += &format!(
+                "restarts after stagnation: generations {:?}\n\n",
+                e.restarts()
             );
         }
         match (self.best(), self.exported) {
@@ -260,6 +270,8 @@ impl Report<'_> {
             "worker_respawns": self.respawns,
             "safety_gate": self.gate,
             "best_cost": e.best_cost(),
+            "distinct_ptx": e.distinct_ptx(),
+            "restarts": e.restarts(),
             "validated": e.validated().len(),
             "best": best,
             "promotion_failures": e.promotion_failures().iter().map(|f| serde_json::json!({

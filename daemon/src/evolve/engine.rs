@@ -1,5 +1,6 @@
 //! The engine: one generation per `step`, all state in one serializable value.
 
+use super::diversity::{distinct_count, duplicate_count};
 use super::variation::{crossover, mutate};
 use super::{
     nsga, Backend, Config, Counters, EvolveError, Member, Outcome, PromotionFailure, Scope,
@@ -44,10 +45,22 @@ pub struct Engine {
     /// Patches the initial population starts with, before random ones.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(super) seeds: Vec<Patch>,
+    /// The lowest train cost any generation reached, and generations since
+    /// it last went down (stagnation).
+    #[serde(default)]
+    pub(super) best_seen: Option<f64>,
+    #[serde(default)]
+    pub(super) stagnant: u64,
+    /// The cheapest distinct valid variants seen (`promotion_pool`).
+    #[serde(default)]
+    pub(super) pool: Vec<Member>,
+    /// Generations that restarted part of the population after stagnation.
+    #[serde(default)]
+    pub(super) restarts: Vec<u64>,
 }
 
 /// What one generation did.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct GenerationReport {
     pub generation: u64,
     /// Individuals evaluated in this generation, and of those from the cache.
@@ -62,6 +75,29 @@ pub struct GenerationReport {
     /// Rejected evaluations of this generation by the failure's kind.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub rejections: BTreeMap<String, u64>,
+    /// Distinct PTX among the new population's members.
+    #[serde(default)]
+    pub distinct_ptx: usize,
+    /// Individuals this generation restarted from the archive after
+    /// stagnation (0: no restart).
+    #[serde(default)]
+    pub restarted: usize,
+    /// Generations since the best train cost last went down.
+    #[serde(default)]
+    pub stagnant: u64,
+    /// Individuals that moved between islands this generation.
+    #[serde(default)]
+    pub migrated: usize,
+    /// Per island (empty with one population).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub islands: Vec<IslandReport>,
+}
+
+/// One island's state after a generation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IslandReport {
+    pub best_cost: Option<f64>,
+    pub distinct_ptx: usize,
 }
 
 impl Engine {
@@ -80,6 +116,10 @@ impl Engine {
             validated: Vec::new(),
             promotion_failures: Vec::new(),
             seeds: Vec::new(),
+            best_seen: None,
+            stagnant: 0,
+            pool: Vec::new(),
+            restarts: Vec::new(),
         })
     }
 
@@ -124,6 +164,14 @@ impl Engine {
             .iter()
             .max_by(|a, b| a.speedup.total_cmp(&b.speedup))
     }
+    /// Generations that restarted part of the population after stagnation.
+    pub fn restarts(&self) -> &[u64] {
+        &self.restarts
+    }
+    /// Distinct PTX in the current population.
+    pub fn distinct_ptx(&self) -> usize {
+        distinct_count(&self.population)
+    }
     pub fn best_cost(&self) -> Option<f64> {
         best_cost(&self.population)
     }
@@ -150,15 +198,48 @@ impl Engine {
     ) -> Result<GenerationReport, EvolveError> {
         let before = self.counters.clone();
         let generation = self.generations;
+        let (mut restarted, mut migrated) = (0, 0);
         if self.population.is_empty() {
             let initial = self.initial(ir)?;
             self.population = self.evaluate(initial, backend)?;
         } else {
-            let children = self.breed(ir);
-            let children = self.evaluate(children, backend)?;
-            self.population = self.survivors(children);
+            let restart = self.restart_due();
+            let ranges = self.island_ranges();
+            // Every island breeds first and the whole generation is one
+            // batch, so islands cost the backend nothing in parallelism.
+            let mut batch = Vec::new();
+            let mut plan = Vec::with_capacity(ranges.len());
+            for range in &ranges {
+                let members = self.population[range.clone()].to_vec();
+                let children = self.breed(ir, &members);
+                let fresh = if restart {
+                    self.restart_patches(ir, &members)
+                } else {
+                    Vec::new()
+                };
+                plan.push((children.len(), fresh.len()));
+                batch.extend(children);
+                batch.extend(fresh);
+            }
+            let mut evaluated = self.evaluate(batch, backend)?.into_iter();
+            let mut next = Vec::with_capacity(self.config.population);
+            for (range, (children, fresh)) in ranges.into_iter().zip(plan) {
+                let current = self.population[range.clone()].to_vec();
+                let children: Vec<Member> = evaluated.by_ref().take(children).collect();
+                let fresh: Vec<Member> = evaluated.by_ref().take(fresh).collect();
+                restarted += fresh.len();
+                next.extend(self.survivors(current, children, fresh, range.len()));
+            }
+            self.population = next;
+            if restart {
+                self.stagnant = 0;
+                self.restarts.push(generation);
+            }
+            migrated = self.migrate(generation);
         }
         self.update_archive();
+        self.update_pool();
+        self.note_progress();
         let (validated, promotion_failures) = self.promote(ir, backend, generation)?;
         self.generations += 1;
         Ok(GenerationReport {
@@ -185,6 +266,11 @@ impl Engine {
                 })
                 .filter(|(_, n)| *n > 0)
                 .collect(),
+            distinct_ptx: distinct_count(&self.population),
+            restarted,
+            stagnant: self.stagnant,
+            migrated,
+            islands: self.island_reports(),
         })
     }
 
@@ -200,24 +286,24 @@ impl Engine {
         Ok(initial)
     }
 
-    /// Children for the places the elites leave: tournament-selected
-    /// parents, crossed over and mutated at the configured rates.
-    fn breed(&mut self, ir: &KernelIr) -> Vec<Patch> {
+    /// Children for the places an island's elites leave: tournament-selected
+    /// parents, crossed over and mutated at the configured rates; with
+    /// `distinct_ptx`, also one fresh mutant of an elite per duplicate the
+    /// island holds.
+    fn breed(&mut self, ir: &KernelIr, members: &[Member]) -> Vec<Patch> {
         // Position in the selection order: lower is better.
-        let order = selection_order(self.config.selection, &self.population, &mut self.rng);
+        let order = self.order(members);
         let mut standing = vec![0usize; order.len()];
-        for (place, i) in order.into_iter().enumerate() {
+        for (place, &i) in order.iter().enumerate() {
             standing[i] = place;
         }
-        let wanted = self.config.population - self.elite_count();
+        let elites = self.elite_count(members.len());
+        let wanted = members.len() - elites;
         let mut children = Vec::with_capacity(wanted);
         while children.len() < wanted {
             let a = self.tournament(&standing);
             let b = self.tournament(&standing);
-            let (pa, pb) = (
-                self.population[a].patch.clone(),
-                self.population[b].patch.clone(),
-            );
+            let (pa, pb) = (members[a].patch.clone(), members[b].patch.clone());
             let pair = if self.rng.gen_bool(self.config.crossover_rate) {
                 let [x, y] = crossover(ir, &pa, &pb, &mut self.rng);
                 let fallbacks = u64::from(x.is_none()) + u64::from(y.is_none());
@@ -231,20 +317,37 @@ impl Engine {
                     break;
                 }
                 let child = if self.rng.gen_bool(self.config.mutation_rate) {
-                    match mutate(ir, &child, &mut self.rng, self.config.mutation_tries) {
-                        Some(mutated) => mutated,
-                        None => {
-                            self.counters.mutation_failures += 1;
-                            child
-                        }
-                    }
+                    self.mutated(ir, child)
                 } else {
                     child
                 };
                 children.push(child);
             }
         }
+        if self.config.distinct_ptx {
+            self.refresh_repeats(ir, members, &mut children);
+            let duplicates = duplicate_count(members);
+            let elite_patches: Vec<Patch> = order[..elites.max(1)]
+                .iter()
+                .map(|&i| members[i].patch.clone())
+                .collect();
+            for _ in 0..duplicates {
+                let parent = elite_patches[self.rng.gen_range(0..elite_patches.len())].clone();
+                children.push(self.mutated(ir, parent));
+            }
+        }
         children
+    }
+
+    /// `patch` with one more random edit, or unchanged when none was found.
+    pub(super) fn mutated(&mut self, ir: &KernelIr, patch: Patch) -> Patch {
+        match mutate(ir, &patch, &mut self.rng, self.config.mutation_tries) {
+            Some(mutated) => mutated,
+            None => {
+                self.counters.mutation_failures += 1;
+                patch
+            }
+        }
     }
 
     fn tournament(&mut self, standing: &[usize]) -> usize {
@@ -254,17 +357,22 @@ impl Engine {
             .expect("tournament size is at least 1")
     }
 
-    fn elite_count(&self) -> usize {
-        let n = self.config.population;
+    pub(super) fn elite_count(&self, n: usize) -> usize {
         ((n as f64 * self.config.elite_fraction).round() as usize).min(n - 1)
     }
 
-    /// The elites of the current population, then NSGA-II selection over the
-    /// rest of it together with the children.
-    fn survivors(&mut self, children: Vec<Member>) -> Vec<Member> {
-        let current = std::mem::take(&mut self.population);
-        let order = selection_order(self.config.selection, &current, &mut self.rng);
-        let elites = self.elite_count();
+    /// An island's elites, then selection over the rest of it together with
+    /// the children (with `distinct_ptx`, a PTX already taken ranks behind
+    /// every new one); `fresh` (a restart) takes the last places.
+    fn survivors(
+        &mut self,
+        current: Vec<Member>,
+        children: Vec<Member>,
+        fresh: Vec<Member>,
+        size: usize,
+    ) -> Vec<Member> {
+        let order = self.order(&current);
+        let elites = self.elite_count(size);
         let mut slots: Vec<Option<Member>> = current.into_iter().map(Some).collect();
         let mut next: Vec<Member> = order[..elites]
             .iter()
@@ -272,14 +380,29 @@ impl Engine {
             .collect();
         let mut rest: Vec<Member> = slots.into_iter().flatten().collect();
         rest.extend(children);
-        let order = selection_order(self.config.selection, &rest, &mut self.rng);
+        let order = self.order(&rest);
+        let keep = size - fresh.len().min(size - elites);
+        let mut taken: BTreeSet<String> = next.iter().filter_map(|m| m.ptx_hash.clone()).collect();
+        let mut repeats = Vec::new();
         let mut rest: Vec<Option<Member>> = rest.into_iter().map(Some).collect();
         for i in order {
-            if next.len() == self.config.population {
+            if next.len() == keep {
                 break;
             }
-            next.push(rest[i].take().expect("each index once"));
+            let m = rest[i].take().expect("each index once");
+            let repeat = m
+                .ptx_hash
+                .as_ref()
+                .is_some_and(|h| !taken.insert(h.clone()));
+            if repeat && self.config.distinct_ptx {
+                repeats.push(m);
+            } else {
+                next.push(m);
+            }
         }
+        let room = keep - next.len();
+        next.extend(repeats.into_iter().take(room));
+        next.extend(fresh.into_iter().take(size - next.len()));
         next
     }
 
@@ -390,7 +513,11 @@ impl Engine {
 
 /// Indices best first: NSGA-II order, or for the blind control valid members
 /// in a random order, then the rejected.
-fn selection_order(selection: Selection, members: &[Member], rng: &mut ChaCha8Rng) -> Vec<usize> {
+pub(super) fn selection_order(
+    selection: Selection,
+    members: &[Member],
+    rng: &mut ChaCha8Rng,
+) -> Vec<usize> {
     let points: Vec<_> = members.iter().map(|m| m.outcome.objectives()).collect();
     match selection {
         Selection::Nsga2 => nsga::order(&points),
@@ -403,7 +530,7 @@ fn selection_order(selection: Selection, members: &[Member], rng: &mut ChaCha8Rn
     }
 }
 
-fn best_cost(population: &[Member]) -> Option<f64> {
+pub(super) fn best_cost(population: &[Member]) -> Option<f64> {
     population
         .iter()
         .filter_map(|m| m.outcome.cost())

@@ -3,7 +3,7 @@
 //! is slower with confidence on none of them, is it minimized and kept as
 //! validated.
 
-use super::{Backend, Engine, EvolveError, PromotionFailure, Validated};
+use super::{Backend, Engine, EvolveError, Member, PromotionFailure, Validated};
 use crate::eval::Assessment;
 use crate::ir::{KernelIr, Patch};
 use crate::spec::TestSet;
@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 
 impl Engine {
     /// Tries up to `promotions_per_generation` valid members of the
-    /// population that beat the best validated train cost (the original's
+    /// population, the promotion pool or the Pareto archive that beat the best validated train cost (the original's
     /// 1.0 at first), cheapest first, each PTX at most once per search.
     pub(super) fn promote(
         &mut self,
@@ -24,8 +24,21 @@ impl Engine {
             .iter()
             .map(|v| v.train_cost)
             .fold(1.0, f64::min);
-        let mut ranked: Vec<(f64, f64, usize, usize)> = self
+        // The population, then the promotion pool and the Pareto archive:
+        // when the train-best fails, the next distinct candidates are
+        // there even after they left the population.
+        let archive: &[Member] = if self.config.promotion_pool > 0 {
+            &self.archive
+        } else {
+            &[]
+        };
+        let members: Vec<&Member> = self
             .population
+            .iter()
+            .chain(&self.pool)
+            .chain(archive)
+            .collect();
+        let mut ranked: Vec<(f64, f64, usize, usize)> = members
             .iter()
             .enumerate()
             .filter_map(|(i, m)| {
@@ -44,7 +57,7 @@ impl Engine {
         let candidates: Vec<(Patch, String, f64)> = ranked
             .into_iter()
             .filter_map(|(cost, _, _, i)| {
-                let m = &self.population[i];
+                let m = members[i];
                 let hash = m.ptx_hash.clone()?;
                 (cost < bar
                     && !self.promoted.contains(&hash)
@@ -177,4 +190,121 @@ fn assess_one(
 ) -> Result<Assessment, EvolveError> {
     let mut results = backend.assess(std::slice::from_ref(patch), set)?;
     Ok(results.remove(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eval::TestSummary;
+    use crate::evolve::{Build, Config, Outcome, Scope};
+    use rand::SeedableRng;
+    use std::collections::BTreeMap;
+
+    /// Answers from a table: each patch's train cost and whether it passes
+    /// the held-out tests (a patch not in the table fails everything, so
+    /// minimization keeps every edit).
+    struct Table(BTreeMap<String, (f64, bool)>);
+
+    fn key(p: &Patch) -> String {
+        serde_json::to_string(&p.edits).unwrap()
+    }
+
+    impl Backend for Table {
+        fn scope(&self) -> Scope {
+            Scope {
+                backend: "table".into(),
+                target: "-".into(),
+            }
+        }
+        fn test_set_hash(&self, _: TestSet) -> String {
+            "t".into()
+        }
+        fn compile(
+            &mut self,
+            patches: &[Patch],
+        ) -> Result<Vec<Result<Build, String>>, super::super::BackendError> {
+            Ok(patches
+                .iter()
+                .map(|p| {
+                    Ok(Build {
+                        ptx_hash: key(p),
+                        ptx: key(p),
+                    })
+                })
+                .collect())
+        }
+        fn assess(
+            &mut self,
+            patches: &[Patch],
+            _: TestSet,
+        ) -> Result<Vec<Assessment>, super::super::BackendError> {
+            Ok(patches
+                .iter()
+                .map(|p| {
+                    let (cost, passes) = self.0.get(&key(p)).copied().unwrap_or((1.0, false));
+                    let test = TestSummary {
+                        test: "t".into(),
+                        failure: (!passes).then(|| ("mismatch".into(), "differs".into())),
+                        cost: Some((cost * 1000.0) as u64),
+                        original_cost: 1000,
+                        error: Some(0.0),
+                        timing: None,
+                        kernels: Vec::new(),
+                    };
+                    Assessment {
+                        tests: vec![test],
+                        device: None,
+                    }
+                })
+                .collect())
+        }
+    }
+
+    fn member(patch: &Patch, cost: f64) -> Member {
+        Member {
+            patch: patch.clone(),
+            ptx_hash: Some(key(patch)),
+            outcome: Outcome::Valid { cost, error: 0.0 },
+        }
+    }
+
+    /// The train-best (0.8) fails the held-out tests; the runner-up (0.9)
+    /// passes them but has left the population by the next generation.
+    /// With a promotion pool it is still validated; without one it is lost.
+    #[test]
+    fn the_runner_up_is_validated_after_the_train_best_fails() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let spec =
+            crate::spec::load(&root.join("tests/fixtures/kernels/vecadd.gevo.toml")).unwrap();
+        let ir = KernelIr::load(&spec.ir, Some(&spec.kernel)).unwrap();
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+        let best = ir.mutate(&mut rng, 1).unwrap();
+        let runner_up = ir.mutate(&mut rng, 1).unwrap();
+        assert_ne!(best, runner_up);
+        let mut backend = Table(BTreeMap::from([
+            (key(&best), (0.8, false)),
+            (key(&runner_up), (0.9, true)),
+        ]));
+        for (pool, validated) in [(4, true), (0, false)] {
+            let config = Config {
+                population: 4,
+                promotions_per_generation: 1,
+                promotion_pool: pool,
+                ..Config::default()
+            };
+            let mut engine = Engine::new(config, 1).unwrap();
+            engine.population = vec![member(&best, 0.8), member(&runner_up, 0.9)];
+            engine.update_pool();
+            let (v, f) = engine.promote(&ir, &mut backend, 0).unwrap();
+            assert!(v.is_empty() && f.len() == 1 && f[0].train_cost == 0.8);
+            engine.population = vec![member(&best, 0.8)];
+            engine.update_pool();
+            let (v, _) = engine.promote(&ir, &mut backend, 1).unwrap();
+            assert_eq!(v.len() == 1, validated, "pool {pool}: {v:?}");
+            if validated {
+                assert_eq!(v[0].patch, runner_up);
+                assert!((v[0].speedup - 1.0 / 0.9).abs() < 1e-3);
+            }
+        }
+    }
 }

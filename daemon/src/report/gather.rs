@@ -313,6 +313,7 @@ mod tests {
                 validated: vec![],
                 promotion_failures: vec![],
                 rejections: BTreeMap::new(),
+                ..GenerationReport::default()
             };
             store.commit_generation("k-1", &engine, &report).unwrap();
         }
