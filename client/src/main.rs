@@ -663,7 +663,7 @@ fn render_explain(e: &Explanation) -> String {
             .map(|i| (i + 1).to_string())
             .collect();
         if let (Some(o), false) = (&e.origin, from.is_empty()) {
-            out += &format!("  (edits {} from version {})\n", from.join(", "), o.version);
+            out += &format!("  edits {} (from version {})\n", from.join(", "), o.version);
         }
     }
     if !e.tests.is_empty() {
