@@ -69,7 +69,18 @@ fn gevo(dir: &Path, as_user: bool, env: &[(&str, &Path)], args: &[&str]) -> Run 
     for (key, value) in env {
         command.env(key, value);
     }
-    let out = command.output().unwrap();
+    // A copy just written may still be open in a child another test thread
+    // forked meanwhile (until that child execs): exec then fails with ETXTBSY.
+    let mut tries = 0;
+    let out = loop {
+        match command.output() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 100 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            result => break result.unwrap(),
+        }
+    };
     Run {
         code: out.status.code().expect("exited, not killed"),
         stdout: String::from_utf8(out.stdout).unwrap(),

@@ -74,7 +74,12 @@ fn evolve_validates_an_improvement_spanning_two_kernels() {
     let spec_path = common::pipeline_fixture("pyramid");
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("evolve.toml");
-    std::fs::write(&config, "[evolve]\npopulation = 48\n").unwrap();
+    // GEVO's own search, which this seed was chosen for.
+    std::fs::write(
+        &config,
+        "[evolve]\npopulation = 48\ntournament_size = 2\ndistinct_ptx = false\nislands = 1\npromotion_pool = 0\n",
+    )
+    .unwrap();
     let out = gevod()
         .arg("evolve")
         .arg(&spec_path)

@@ -177,7 +177,7 @@ impl Report<'_> {
                             .map(|e| e.to_string())
                             .collect();
                         if let (Some(o), false) = (self.origin, from.is_empty()) {
-                            out += &format!("  from job {}: {}\n", o.info.job, from.join("; "));
+                            out += &format!("  {} (from job {})\n", from.join("; "), o.info.job);
                         }
                     }
                     None => {
