@@ -287,10 +287,10 @@ impl WorkerPool {
         what
     }
 
-    /// Marks a worker that cannot be replaced as lost; the search goes on
-    /// with the rest, and stops when none is left.
+    /// Marks a worker that has ended ([`end`](Self::end)) and cannot be
+    /// replaced as lost; the search goes on with the rest, and stops when
+    /// none is left.
     fn drop_worker(&mut self, slot: usize, why: &str) -> Result<(), BackendError> {
-        self.end(slot);
         self.workers[slot].state = State::Lost;
         self.lost += 1;
         let left = self.size();
