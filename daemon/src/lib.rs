@@ -3,6 +3,7 @@
 
 pub mod access;
 pub mod api;
+pub mod busy;
 pub mod config;
 pub mod cuda;
 pub mod device;

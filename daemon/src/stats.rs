@@ -126,6 +126,16 @@ pub fn cost_ratio(tests: &[&Timing]) -> Interval {
     }
 }
 
+/// Adaptive measurement's stopping rule: whether a variant timed so far is
+/// confidently no better than `threshold` (a cost ratio), within `margin`:
+/// the lower end of its interval is at or above `threshold * (1 - margin)`.
+/// Each look errs (stops a variant truly better than that) with chance
+/// about `(1 - CONFIDENCE) / 2`; docs/evolve.md says why a few looks keep
+/// that small.
+pub fn no_better_than(tests: &[&Timing], threshold: f64, margin: f64) -> bool {
+    cost_ratio(tests).lo >= threshold * (1.0 - margin)
+}
+
 /// `sum(median variant) / sum(median original)` over the rounds `draws[t]`
 /// of each test `t`.
 fn ratio_of_medians(tests: &[&Timing], draws: &[Vec<usize>]) -> f64 {
@@ -218,6 +228,40 @@ mod tests {
                 "ratio {ratio}, noise {noise}: {claimed}/20 seeds claim a speedup"
             );
         }
+    }
+
+    /// Adaptive measurement's looks after 5 and 10 of 15 rounds: variants
+    /// exactly on the stopping line (the margin better than the threshold)
+    /// are rarely stopped (the rule's error, summed over both looks, stays
+    /// under 5%; a rule on the estimate alone would stop half of them),
+    /// and ones 5% worse are stopped at the first look.
+    #[test]
+    fn the_stopping_rule_spares_contenders_and_stops_the_clearly_worse() {
+        let (threshold, margin, noise) = (0.97, 0.005, 0.01);
+        let looks = |seed: u64, ratio: f64| -> Option<usize> {
+            let full: Vec<Timing> = (0..3)
+                .map(|t| timing(100 * seed + t, 15, 10_000.0, 10_000.0 * ratio, noise))
+                .collect();
+            [5, 10].into_iter().find(|&rounds| {
+                let cut: Vec<Timing> = full
+                    .iter()
+                    .map(|t| Timing {
+                        original_ns: t.original_ns[..rounds].to_vec(),
+                        variant_ns: t.variant_ns[..rounds].to_vec(),
+                    })
+                    .collect();
+                let refs: Vec<&Timing> = cut.iter().collect();
+                no_better_than(&refs, threshold, margin)
+            })
+        };
+        let wrongly_stopped = (0..200)
+            .filter(|&seed| looks(seed, threshold * (1.0 - margin)).is_some())
+            .count();
+        assert!(wrongly_stopped <= 10, "{wrongly_stopped}/200 contenders stopped");
+        let stopped_first = (0..200)
+            .filter(|&seed| looks(seed, threshold * 1.05) == Some(5))
+            .count();
+        assert!(stopped_first >= 190, "{stopped_first}/200 stopped after 5 rounds");
     }
 
     #[test]

@@ -8,7 +8,8 @@
 mod common;
 
 use common::workers::{eval_workers, fake_device};
-use gevod::evolve::{Backend, Evaluated};
+use gevod::cuda::measure::Measurement;
+use gevod::evolve::{Backend, Config, Engine, Evaluated};
 use gevod::ir::Patch;
 use gevod::spec::{self, TestSet};
 use gevod::worker::gpu::{CudaBackend, CudaOptions};
@@ -46,6 +47,15 @@ fn fake_gpu(plan: &str, counter: &Path) -> PoolOptions {
 }
 
 fn start(spec_path: &Path, gpu: PoolOptions, prescreen: bool) -> CudaBackend {
+    start_measuring(spec_path, gpu, prescreen, Measurement::Adaptive)
+}
+
+fn start_measuring(
+    spec_path: &Path,
+    gpu: PoolOptions,
+    prescreen: bool,
+    measurement: Measurement,
+) -> CudaBackend {
     let spec = spec::load(spec_path).unwrap();
     let options = CudaOptions {
         compile: eval_workers(spec_path, 2),
@@ -54,6 +64,7 @@ fn start(spec_path: &Path, gpu: PoolOptions, prescreen: bool) -> CudaBackend {
         arch: "sm_90".into(),
         prescreen,
         gate: None,
+        measurement,
     };
     CudaBackend::start(options, &spec, Arc::new(AtomicBool::new(false))).unwrap()
 }
@@ -263,4 +274,85 @@ fn batches_spread_over_devices_and_promotion_measures_on_the_first() {
     let assessed = backend.assess(&batch[..6], TestSet::Heldout).unwrap();
     assert_eq!(assessed.len(), 6);
     assert_eq!(devices_used(before), ["GPU-A"]);
+}
+
+/// Adaptive measurement through the engine: every train measurement of the
+/// search races against the engine's selection threshold (the original's
+/// 1.0 for the initial population), promotion's held-out ones never do,
+/// and each generation's utilization counts the stand-in worker's rounds
+/// and times. With fixed measurement nothing races.
+#[test]
+fn the_search_races_train_measurements_against_the_selection_threshold() {
+    for measurement in [Measurement::Adaptive, Measurement::Fixed] {
+        let dir = tempfile::tempdir().unwrap();
+        let races = dir.path().join("races.log");
+        let mut gpu = fake_gpu("", &dir.path().join("counter"));
+        gpu.env
+            .push(("FAKE_GPU_RACE_LOG".into(), races.clone().into()));
+        let spec = common::spec_fixture("vecadd");
+        let mut backend = start_measuring(&spec, gpu, false, measurement);
+        let config = Config {
+            population: 16,
+            islands: 1,
+            ..Config::default()
+        };
+        let mut engine = Engine::new(config, 7).unwrap();
+        let ir = common::load("vecadd");
+        let mut reports = Vec::new();
+        let mut seen = 0;
+        let mut lines_per_generation = Vec::new();
+        for _ in 0..3 {
+            reports.push(engine.step(&ir, &mut backend).unwrap());
+            let text = std::fs::read_to_string(&races).unwrap_or_default();
+            let lines: Vec<String> = text.lines().skip(seen).map(String::from).collect();
+            seen += lines.len();
+            lines_per_generation.push(lines);
+        }
+        for (report, lines) in reports.iter().zip(&lines_per_generation) {
+            let train: Vec<&str> = lines
+                .iter()
+                .filter_map(|l| l.strip_prefix("train "))
+                .collect();
+            for l in lines.iter().filter(|l| !l.starts_with("train ")) {
+                assert!(l.ends_with(" -"), "a promotion raced: {l}");
+            }
+            let u = report.utilization.as_ref().expect("the GPU backend reports");
+            assert_eq!(u.measured as usize, train.len(), "{measurement:?}");
+            assert_eq!(u.timed, u.measured, "the stand-in passes every variant");
+            assert_eq!(u.rounds, 5 * u.stopped_early + 15 * (u.timed - u.stopped_early));
+            assert!(u.spent.timing_s >= u.rounds as f64 / 1000.0 - 1e-9, "{u:?}");
+            assert!(u.spent.compile_s > 0.0 && u.wall_s > 0.0, "{u:?}");
+            assert_eq!((u.gpu_workers, u.compile_workers), (1, 2));
+            match measurement {
+                Measurement::Fixed => {
+                    assert!(train.iter().all(|r| *r == "-"), "{train:?}");
+                    assert_eq!(u.stopped_early, 0);
+                }
+                Measurement::Adaptive => {
+                    assert!(train.iter().all(|r| *r != "-"), "{train:?}");
+                    if report.generation == 0 {
+                        assert!(train.iter().all(|r| r.parse::<f64>() == Ok(1.0)));
+                    }
+                }
+            }
+        }
+        if measurement == Measurement::Adaptive {
+            let stopped: u64 = reports
+                .iter()
+                .map(|r| r.utilization.as_ref().unwrap().stopped_early)
+                .sum();
+            let timed: u64 = reports
+                .iter()
+                .map(|r| r.utilization.as_ref().unwrap().timed)
+                .sum();
+            assert!(stopped > 0 && stopped < timed, "{stopped} of {timed}");
+            // Later generations race against the elite's cutoff, below 1.0.
+            let later: Vec<f64> = lines_per_generation[2]
+                .iter()
+                .filter_map(|l| l.strip_prefix("train "))
+                .map(|r| r.parse().unwrap())
+                .collect();
+            assert!(later.iter().all(|&r| r < 1.0), "{later:?}");
+        }
+    }
 }

@@ -14,6 +14,7 @@ use gevod::evolve::{BackendError, Config, Engine, EvolveError, Scope};
 use gevod::ir::{content_hash, KernelIr, Patch};
 use gevod::spec::{self, Spec};
 use gevod::store::{JobRecord, Store};
+use gevod::cuda::measure::Measurement;
 use gevod::worker::sanitize::SanitizeMode;
 use gevod::worker::setup::{arch_for, WorkerSetup};
 use std::path::{Path, PathBuf};
@@ -49,6 +50,11 @@ pub struct EvolveArgs {
     /// held-out test; auto: when compute-sanitizer is found.
     #[arg(long, value_enum, default_value = "auto")]
     sanitize: SanitizeMode,
+    /// GPU only: how new variants are timed on the train tests. adaptive:
+    /// in batches of rounds, stopping once a variant is confidently no
+    /// better than the selection threshold; fixed: the full rounds each.
+    #[arg(long, value_enum, default_value = "adaptive")]
+    measurement: Measurement,
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// A patch the initial population starts with (repeatable): your own
@@ -198,6 +204,7 @@ impl EvolveArgs {
             reader: &Reader::Caller,
             timeout: Duration::from_secs_f64(self.worker_timeout),
             sanitize: self.sanitize,
+            measurement: self.measurement,
             launcher: &launcher,
             more_devices: &more_devices,
         };

@@ -129,6 +129,7 @@ impl RunArgs {
             reader: &Reader::Caller,
             timeout: Duration::from_secs(120),
             sanitize: self.sanitize,
+            measurement: gevod::cuda::measure::Measurement::Fixed,
             launcher: &Launcher::Local,
             more_devices: &[],
         };

@@ -74,6 +74,10 @@ pub struct GpuSection {
     pub prescreen: bool,
     /// compute-sanitizer on each variant about to be validated on a GPU.
     pub sanitize: crate::worker::sanitize::SanitizeMode,
+    /// `adaptive`: new variants are timed in batches and stop once they are
+    /// confidently no better than the selection threshold; `fixed`: every
+    /// variant gets the full rounds.
+    pub measurement: crate::cuda::measure::Measurement,
 }
 
 impl Default for GpuSection {
@@ -88,6 +92,7 @@ impl Default for GpuSection {
             poll_interval: Duration::from_secs(1),
             prescreen: true,
             sanitize: crate::worker::sanitize::SanitizeMode::Auto,
+            measurement: crate::cuda::measure::Measurement::Adaptive,
         }
     }
 }

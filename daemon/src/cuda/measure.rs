@@ -6,6 +6,7 @@
 
 use super::driver::{Context, DeviceBuffer, Event, Kernel};
 use super::CudaError;
+use crate::busy::Spent;
 use crate::device::DeviceInfo;
 use crate::eval::{compare_outputs, scalar_bits, Assessment, KernelTime, TestSummary};
 use crate::spec::{
@@ -13,7 +14,20 @@ use crate::spec::{
 };
 use crate::stats::{self, Timing};
 use serde::{Deserialize, Serialize};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// How the search's variants are timed on their train tests (promotion's
+/// held-out measurements always take the full rounds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Measurement {
+    /// In batches, stopping once a variant is confidently no better than
+    /// the selection threshold (docs/evolve.md, "Adaptive measurement").
+    #[default]
+    Adaptive,
+    /// Every variant the full rounds.
+    Fixed,
+}
 
 /// How variants are timed. The defaults are documented in
 /// ARCHITECTURE.md ("cuda").
@@ -30,6 +44,12 @@ pub struct MeasureOptions {
     pub timeout_factor: f64,
     /// ... but at least this long (seconds).
     pub min_timeout_s: f64,
+    /// Adaptive measurement: rounds per batch, between which a variant is
+    /// judged against the selection threshold.
+    pub race_batch: u32,
+    /// ... and stopped once its interval's lower end is above the threshold
+    /// less this fraction (it cannot be more than this much better).
+    pub race_margin: f64,
 }
 
 impl Default for MeasureOptions {
@@ -40,6 +60,8 @@ impl Default for MeasureOptions {
             heldout_rounds: 40,
             timeout_factor: 100.0,
             min_timeout_s: 1.0,
+            race_batch: 5,
+            race_margin: 0.005,
         }
     }
 }
@@ -77,6 +99,24 @@ pub(super) struct DeviceTest {
 pub struct Measured {
     pub assessment: Assessment,
     pub fatal: bool,
+    /// The worker's time on it, by phase.
+    pub spent: Spent,
+    /// Timing rounds per test (0 when a test failed first).
+    pub rounds: u32,
+    /// Timing stopped before the full rounds: the variant is confidently
+    /// no better than the threshold it raced against.
+    pub stopped_early: bool,
+}
+
+impl Measured {
+    /// The result of a variant that lost the context. Unloading a module
+    /// waits for its kernels, and one may run forever: the module is left
+    /// to the process exit.
+    fn lost_context(self, kernel: Kernel) -> Measured {
+        tracing::warn!("context lost; the worker exits");
+        std::mem::forget(kernel);
+        self
+    }
 }
 
 /// Times variants of one spec's kernel on one GPU.
@@ -197,112 +237,207 @@ impl Measurer {
     }
 
     /// Checks and times `ptx` on every test of `set`; stops at the first
-    /// test that fails.
-    pub fn measure(&self, ptx: &str, set: TestSet) -> Measured {
-        let mut assessment = Assessment {
-            tests: Vec::new(),
-            device: Some(self.device.clone()),
+    /// test that fails. With `race` (a train cost the variant must beat to
+    /// matter to the search), timing goes in batches of `race_batch` rounds
+    /// and stops once the variant is confidently no better than it
+    /// (docs/evolve.md, "Adaptive measurement").
+    pub fn measure(&self, ptx: &str, set: TestSet, race: Option<f64>) -> Measured {
+        let mut out = Measured {
+            assessment: Assessment {
+                tests: Vec::new(),
+                device: Some(self.device.clone()),
+            },
+            fatal: false,
+            spent: Spent::default(),
+            rounds: 0,
+            stopped_early: false,
         };
-        let kernel = match Kernel::load(ptx, &self.kernel_names) {
+        let loading = Instant::now();
+        let kernel = Kernel::load(ptx, &self.kernel_names);
+        out.spent.jit_load_s = loading.elapsed().as_secs_f64();
+        let kernel = match kernel {
             Ok(k) => k,
             Err(e) => {
-                let fatal = e.poisons_context();
-                assessment
+                out.fatal = e.poisons_context();
+                out
+                    .assessment
                     .tests
                     .push(TestSummary::failed("load", e.kind(), e.to_string()));
-                return Measured { assessment, fatal };
+                return out;
             }
         };
-        let rounds = match set {
+        let full = match set {
             TestSet::Heldout => self.options.heldout_rounds,
             _ => self.options.rounds,
         };
-        for case in self.spec.tests(set) {
-            let test = self.test(&case.name).expect("every test uploaded at start");
-            let (summary, error) = self.measure_test(&kernel, test, rounds);
+        let batch = match race {
+            Some(_) => self.options.race_batch.max(1).min(full),
+            None => full,
+        };
+        let tests: Vec<&DeviceTest> = self
+            .spec
+            .tests(set)
+            .into_iter()
+            .map(|case| self.test(&case.name).expect("every test uploaded at start"))
+            .collect();
+        // Every test checked and given its first batch: a failing test ends
+        // the variant before more rounds are spent on the others.
+        for test in &tests {
+            let summary = self.first_batch(&kernel, test, batch, &mut out);
             let failed = summary.failure.is_some();
-            assessment.tests.push(summary);
-            if let Some(e) = error.filter(CudaError::poisons_context) {
-                tracing::warn!(test = %test.name, error = %e, "context lost; the worker exits");
-                // Unloading a module waits for its kernels, and one may run
-                // forever: leave it to the process exit.
-                std::mem::forget(kernel);
-                return Measured {
-                    assessment,
-                    fatal: true,
-                };
+            out.assessment.tests.push(summary);
+            if out.fatal {
+                return out.lost_context(kernel);
             }
             if failed {
-                break;
+                return out;
             }
         }
-        Measured {
-            assessment,
-            fatal: false,
+        let mut done = batch;
+        while done < full {
+            if let Some(threshold) = race {
+                let timings: Vec<&Timing> = out
+                    .assessment
+                    .tests
+                    .iter()
+                    .filter_map(|t| t.timing.as_ref())
+                    .collect();
+                if stats::no_better_than(&timings, threshold, self.options.race_margin) {
+                    out.stopped_early = true;
+                    break;
+                }
+            }
+            let more = batch.min(full - done);
+            for (i, test) in tests.iter().enumerate() {
+                let started = Instant::now();
+                let limit = self.limit(test);
+                let summary = &mut out.assessment.tests[i];
+                let timing = summary.timing.as_mut().expect("timed in the first batch");
+                let result = self.time(&kernel, test, done, more, limit, timing);
+                out.spent.timing_s += started.elapsed().as_secs_f64();
+                if let Err(e) = result {
+                    out.assessment.tests[i] = self.cuda_failure(test, &e);
+                    out.fatal = e.poisons_context();
+                    return if out.fatal {
+                        out.lost_context(kernel)
+                    } else {
+                        out
+                    };
+                }
+            }
+            done += more;
         }
+        out.rounds = done;
+        for (i, test) in tests.iter().enumerate() {
+            let summary = &mut out.assessment.tests[i];
+            let timing = summary.timing.as_ref().expect("timed");
+            summary.cost = Some(stats::median(&timing.variant_ns).round() as u64);
+            summary.original_cost = stats::median(&timing.original_ns).round() as u64;
+            if out.stopped_early {
+                continue; // per-kernel times only for the variants that matter
+            }
+            let started = Instant::now();
+            let kernels = self.kernel_times(&kernel, test, self.limit(test));
+            out.spent.profile_s += started.elapsed().as_secs_f64();
+            match kernels {
+                Ok(k) => out.assessment.tests[i].kernels = k,
+                Err(e) => {
+                    out.assessment.tests[i] = self.cuda_failure(test, &e);
+                    out.fatal = e.poisons_context();
+                    return if out.fatal {
+                        out.lost_context(kernel)
+                    } else {
+                        out
+                    };
+                }
+            }
+        }
+        out
     }
 
-    fn measure_test(
+    /// One test's checked run, then warm-ups and `rounds` timed rounds: the
+    /// summary with those rounds, or the failure (which sets `fatal` when
+    /// the context is lost).
+    fn first_batch(
         &self,
         kernel: &Kernel,
         test: &DeviceTest,
         rounds: u32,
-    ) -> (TestSummary, Option<CudaError>) {
+        out: &mut Measured,
+    ) -> TestSummary {
         let limit = self.limit(test);
-        let cuda_failure = |e: CudaError| {
-            let mut message = e.to_string();
-            if let CudaError::Timeout { .. } = e {
-                message += &format!(
-                    " ({}x the original's {:.1} us)",
-                    self.options.timeout_factor,
-                    test.original_ns / 1e3
-                );
+        let started = Instant::now();
+        let outputs = self.checked_run(kernel, test, limit);
+        let compared = outputs
+            .as_ref()
+            .ok()
+            .map(|o| compare_outputs(&self.spec, &test.instance, &test.reference, o));
+        out.spent.check_s += started.elapsed().as_secs_f64();
+        let error = match (outputs, compared) {
+            (Err(e), _) => {
+                out.fatal = e.poisons_context();
+                return self.cuda_failure(test, &e);
             }
-            let mut s = TestSummary::failed(&test.name, e.kind(), message);
-            s.original_cost = test.original_ns as u64;
-            (s, Some(e))
+            (Ok(_), Some((Some(f), error))) => {
+                let mut s = TestSummary::failed(&test.name, f.kind(), f.to_string());
+                s.original_cost = test.original_ns as u64;
+                s.error = Some(error);
+                return s;
+            }
+            (Ok(_), Some((None, error))) => error,
+            (Ok(_), None) => unreachable!("outputs compared when there are some"),
         };
-        let outputs = match self.checked_run(kernel, test, limit) {
-            Ok(o) => o,
-            Err(e) => return cuda_failure(e),
+        let started = Instant::now();
+        let mut timing = Timing {
+            original_ns: Vec::with_capacity(rounds as usize),
+            variant_ns: Vec::with_capacity(rounds as usize),
         };
-        let (failure, error) =
-            compare_outputs(&self.spec, &test.instance, &test.reference, &outputs);
-        if let Some(f) = failure {
-            let mut s = TestSummary::failed(&test.name, f.kind(), f.to_string());
-            s.original_cost = test.original_ns as u64;
-            s.error = Some(error);
-            return (s, None);
+        let timed = self.time(kernel, test, 0, rounds, limit, &mut timing);
+        out.spent.timing_s += started.elapsed().as_secs_f64();
+        if let Err(e) = timed {
+            out.fatal = e.poisons_context();
+            return self.cuda_failure(test, &e);
         }
-        let timing = match self.time(kernel, test, rounds, limit) {
-            Ok(t) => t,
-            Err(e) => return cuda_failure(e),
-        };
-        let kernels = match self.kernel_times(kernel, test, limit) {
-            Ok(k) => k,
-            Err(e) => return cuda_failure(e),
-        };
-        let summary = TestSummary {
+        TestSummary {
             test: test.name.clone(),
             failure: None,
-            cost: Some(stats::median(&timing.variant_ns).round() as u64),
-            original_cost: stats::median(&timing.original_ns).round() as u64,
+            cost: None,
+            original_cost: test.original_ns as u64,
             error: Some(error),
             timing: Some(timing),
-            kernels,
-        };
-        (summary, None)
+            kernels: Vec::new(),
+        }
     }
 
-    /// Warm-ups, then `rounds` rounds alternating which kernel runs first.
+    /// A test that failed on the GPU, with the timeout explained.
+    fn cuda_failure(&self, test: &DeviceTest, e: &CudaError) -> TestSummary {
+        let mut message = e.to_string();
+        if let CudaError::Timeout { .. } = e {
+            message += &format!(
+                " ({}x the original's {:.1} us)",
+                self.options.timeout_factor,
+                test.original_ns / 1e3
+            );
+        }
+        let mut s = TestSummary::failed(&test.name, e.kind(), message);
+        s.original_cost = test.original_ns as u64;
+        s
+    }
+
+    /// Rounds `first..first + rounds` appended to `timing`, alternating
+    /// which kernel runs first by the round's number; warm-ups before the
+    /// first round.
     fn time(
         &self,
         kernel: &Kernel,
         test: &DeviceTest,
+        first: u32,
         rounds: u32,
         limit: Duration,
-    ) -> Result<Timing, CudaError> {
-        for _ in 0..self.options.warmups {
+        timing: &mut Timing,
+    ) -> Result<(), CudaError> {
+        let warmups = if first == 0 { self.options.warmups } else { 0 };
+        for _ in 0..warmups {
             for k in [&self.original, kernel] {
                 self.restore(test)?;
                 launch_all(k, test)?;
@@ -311,7 +446,7 @@ impl Measurer {
         let rounds = rounds as usize;
         for r in 0..rounds {
             let e = &self.events[4 * r..4 * r + 4];
-            if r % 2 == 0 {
+            if (first as usize + r) % 2 == 0 {
                 self.timed_run(&self.original, test, &e[0], &e[1])?;
                 self.timed_run(kernel, test, &e[2], &e[3])?;
             } else {
@@ -320,19 +455,15 @@ impl Measurer {
             }
         }
         // Every run queued; the last event recorded ends the batch.
-        let last = if rounds % 2 == 1 { 3 } else { 1 };
-        let batch_limit = limit * (2 * rounds as u32 + 2 * self.options.warmups);
+        let last = if (first as usize + rounds) % 2 == 1 { 3 } else { 1 };
+        let batch_limit = limit * (2 * rounds as u32 + 2 * warmups);
         self.events[4 * (rounds - 1) + last].wait(batch_limit)?;
-        let mut timing = Timing {
-            original_ns: Vec::with_capacity(rounds),
-            variant_ns: Vec::with_capacity(rounds),
-        };
         for r in 0..rounds {
             let e = &self.events[4 * r..4 * r + 4];
             timing.original_ns.push(e[0].nanos_until(&e[1])?);
             timing.variant_ns.push(e[2].nanos_until(&e[3])?);
         }
-        Ok(timing)
+        Ok(())
     }
 
     /// A pipeline's time per kernel, original and variant: runs with an

@@ -6,6 +6,7 @@ use super::{
     nsga, Backend, Config, Counters, EvolveError, Member, Outcome, PromotionFailure, Scope,
     Selection, Validated,
 };
+use crate::busy::Utilization;
 use crate::ir::{KernelIr, Patch};
 use crate::spec::TestSet;
 use rand::seq::SliceRandom;
@@ -91,6 +92,9 @@ pub struct GenerationReport {
     /// Per island (empty with one population).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub islands: Vec<IslandReport>,
+    /// Where the backend's workers spent this generation (the GPU backend).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub utilization: Option<Utilization>,
 }
 
 /// One island's state after a generation.
@@ -199,6 +203,7 @@ impl Engine {
         let before = self.counters.clone();
         let generation = self.generations;
         let (mut restarted, mut migrated) = (0, 0);
+        backend.race_against(self.race_threshold());
         if self.population.is_empty() {
             let initial = self.initial(ir)?;
             self.population = self.evaluate(initial, backend)?;
@@ -271,6 +276,7 @@ impl Engine {
             stagnant: self.stagnant,
             migrated,
             islands: self.island_reports(),
+            utilization: backend.take_utilization(),
         })
     }
 
@@ -359,6 +365,31 @@ impl Engine {
 
     pub(super) fn elite_count(&self, n: usize) -> usize {
         ((n as f64 * self.config.elite_fraction).round() as usize).min(n - 1)
+    }
+
+    /// The train cost a new variant must beat to enter an island's elite
+    /// next generation: the most lenient island's `elite_count`-th lowest
+    /// cost; `None` while an island has fewer valid members than elites
+    /// (any valid variant may enter). Before the initial population, the
+    /// original's 1.0.
+    pub(super) fn race_threshold(&self) -> Option<f64> {
+        if self.population.is_empty() {
+            return Some(1.0);
+        }
+        let mut loosest = f64::NEG_INFINITY;
+        for range in self.island_ranges() {
+            let mut costs: Vec<f64> = self.population[range.clone()]
+                .iter()
+                .filter_map(|m| m.outcome.cost())
+                .collect();
+            let k = self.elite_count(range.len()).max(1);
+            if costs.len() < k {
+                return None;
+            }
+            costs.sort_by(f64::total_cmp);
+            loosest = loosest.max(costs[k - 1]);
+        }
+        Some(loosest)
     }
 
     /// An island's elites, then selection over the rest of it together with

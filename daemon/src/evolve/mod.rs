@@ -14,6 +14,7 @@ mod variation;
 
 pub use engine::{CacheKey, Engine, GenerationReport, IslandReport};
 
+use crate::busy::Utilization;
 use crate::eval::{Assessment, TestSummary};
 use crate::ir::{IrError, Patch};
 use crate::spec::TestSet;
@@ -232,6 +233,18 @@ pub trait Backend {
 
     /// What `safety_check` does here, and has done, in one line.
     fn safety_gate(&self) -> Option<String> {
+        None
+    }
+
+    /// The train cost a new variant must beat to matter to selection in
+    /// the batches that follow (`None`: any valid variant may). A backend
+    /// may measure a variant less precisely once it is confidently no
+    /// better (the GPU's adaptive measurement); exact backends ignore it.
+    fn race_against(&mut self, _threshold: Option<f64>) {}
+
+    /// Where the backend's workers spent their time since the last call
+    /// (the GPU backend; `None` where nothing is measured).
+    fn take_utilization(&mut self) -> Option<Utilization> {
         None
     }
 

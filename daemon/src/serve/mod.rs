@@ -62,6 +62,8 @@ pub struct JobFiles<'a> {
     pub prescreen: bool,
     /// The GPU backend's compute-sanitizer gate.
     pub sanitize: crate::worker::sanitize::SanitizeMode,
+    /// How the GPU backend times the search's variants.
+    pub measurement: crate::cuda::measure::Measurement,
     /// Harness commands run as this uid/gid (the daemon running as root).
     pub harness_user: Option<(u32, u32)>,
     /// The spec's owner, for whom its files are read.

@@ -144,6 +144,7 @@ fn start(
         timeout: config.workers.timeout,
         prescreen: config.gpu.prescreen,
         sanitize: config.gpu.sanitize,
+        measurement: config.gpu.measurement,
         harness_user: match spec.harness {
             Some(_) => crate::harness::run_as(&config.harness.user)?,
             None => None,

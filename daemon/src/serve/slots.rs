@@ -109,6 +109,7 @@ impl BackendFactory for WorkerFactory {
             timeout: job.timeout,
             reader: job.reader,
             sanitize: job.sanitize,
+            measurement: job.measurement,
             launcher: job.launcher,
             more_devices: job.more_devices,
         };

@@ -7,7 +7,8 @@
 use super::pool::{failed_assessment, PoolOptions, WorkerPool};
 use super::sanitize::SafetyGate;
 use super::{Handler, Request, Response};
-use crate::cuda::measure::Measurer;
+use crate::busy::Utilization;
+use crate::cuda::measure::{Measurement, Measurer};
 use crate::device::DeviceInfo;
 use crate::eval::Assessment;
 use crate::evolve::{Backend, BackendError, Build, Evaluated, Scope};
@@ -16,6 +17,7 @@ use crate::spec::{Spec, TestSet, TestTarget};
 use std::collections::BTreeSet;
 use std::sync::atomic::AtomicBool;
 use std::sync::{mpsc, Arc};
+use std::time::Instant;
 
 /// A GPU worker's request handler: measures PTX with its [`Measurer`].
 pub struct GpuWorker {
@@ -46,13 +48,16 @@ impl Handler for GpuWorker {
 
     fn handle(&mut self, request: Request) -> Result<(Response, bool), String> {
         match request {
-            Request::Measure { id, ptx, set } => {
-                let measured = self.measurer.measure(&ptx, set);
+            Request::Measure { id, ptx, set, race } => {
+                let measured = self.measurer.measure(&ptx, set, race);
                 Ok((
                     Response::Assessed {
                         id,
                         assessment: measured.assessment,
                         exiting: measured.fatal,
+                        spent: measured.spent,
+                        rounds: measured.rounds,
+                        stopped_early: measured.stopped_early,
                     },
                     measured.fatal,
                 ))
@@ -78,6 +83,17 @@ pub struct CudaOptions {
     pub prescreen: bool,
     /// compute-sanitizer on each variant about to be validated.
     pub gate: Option<SafetyGate>,
+    /// How the search's variants are timed.
+    pub measurement: Measurement,
+}
+
+/// Why variants are being measured: the search's (which may race them
+/// against the selection threshold, and whose counts the report shows), or
+/// promotion's (always the full rounds).
+#[derive(Debug, Clone, Copy)]
+enum Purpose {
+    Search { race: Option<f64> },
+    Promotion,
 }
 
 /// Compile workers and GPU workers as one [`Backend`].
@@ -89,6 +105,12 @@ pub struct CudaBackend {
     /// Variants rejected by the pre-screen (since start).
     pub screened_out: u64,
     gate: Option<SafetyGate>,
+    measurement: Measurement,
+    /// The train cost new variants race against (adaptive measurement).
+    race: Option<f64>,
+    /// Workers' time and the search's measurements since `since`.
+    utilization: Utilization,
+    since: Instant,
 }
 
 impl CudaBackend {
@@ -116,6 +138,10 @@ impl CudaBackend {
             prescreen: options.prescreen,
             screened_out: 0,
             gate: options.gate,
+            measurement: options.measurement,
+            race: None,
+            utilization: Utilization::default(),
+            since: Instant::now(),
         })
     }
 
@@ -131,6 +157,7 @@ impl CudaBackend {
                 id: self.gpu.next_id(),
                 ptx: p.clone(),
                 set,
+                race: None,
             })
             .collect();
         Ok(self
@@ -149,10 +176,15 @@ impl CudaBackend {
         patches: &[Patch],
         set: TestSet,
         known: &dyn Fn(&str) -> bool,
+        purpose: Purpose,
     ) -> Result<Vec<Evaluated>, BackendError> {
         let chunk = (2 * self.compile.size()).max(8);
         let prescreen = self.prescreen;
-        let (compile, gpu) = (&mut self.compile, &mut self.gpu);
+        let race = match purpose {
+            Purpose::Search { race } => race,
+            Purpose::Promotion => None,
+        };
+        let (compile, gpu, utilization) = (&mut self.compile, &mut self.gpu, &mut self.utilization);
         let mut out: Vec<Evaluated> = Vec::with_capacity(patches.len());
         let mut seen = BTreeSet::new();
         let mut screened_out = 0;
@@ -183,9 +215,16 @@ impl CudaBackend {
                         Ok(Response::Built {
                             build,
                             screened_out,
+                            spent,
                             ..
-                        }) => (Ok(build), screened_out),
-                        Ok(Response::CompileFailed { reason, .. }) => (Err(reason), None),
+                        }) => {
+                            utilization.spent += &spent;
+                            (Ok(build), screened_out)
+                        }
+                        Ok(Response::CompileFailed { reason, spent, .. }) => {
+                            utilization.spent += &spent;
+                            (Err(reason), None)
+                        }
                         Ok(other) => (Err(format!("unexpected answer {other:?}")), None),
                         Err(reason) => (Err(format!("code generation failed: {reason}")), None),
                     };
@@ -212,10 +251,12 @@ impl CudaBackend {
                         id: gpu.next_id(),
                         ptx: ptx_of(&out[i].build).to_string(),
                         set,
+                        race,
                     })
                     .collect();
                 let measured = gpu.run(requests)?;
                 for (&i, r) in measure.iter().zip(measured) {
+                    account(utilization, &r, purpose);
                     out[i].assessment = Some(assessment_of(r));
                 }
                 tracing::debug!(first, measured = measure.len(), "chunk measured");
@@ -235,7 +276,12 @@ impl CudaBackend {
     ) -> Result<Vec<Assessment>, BackendError> {
         let mut out = Vec::with_capacity(patches.len());
         for patch in patches {
-            let e = self.pipeline(std::slice::from_ref(patch), set, &|_| false)?;
+            let e = self.pipeline(
+                std::slice::from_ref(patch),
+                set,
+                &|_| false,
+                Purpose::Promotion,
+            )?;
             let e = e.into_iter().next().expect("one patch in, one out");
             out.push(match (e.build, e.assessment) {
                 (_, Some(a)) => a,
@@ -252,6 +298,29 @@ fn ptx_of(build: &Result<Build, String>) -> &str {
         .as_ref()
         .expect("only built variants are measured")
         .ptx
+}
+
+/// Adds a GPU worker's answer to the utilization: its time always, its
+/// rounds for the search's measurements.
+fn account(utilization: &mut Utilization, response: &Result<Response, String>, purpose: Purpose) {
+    let searching = matches!(purpose, Purpose::Search { .. });
+    if searching {
+        utilization.measured += 1;
+    }
+    if let Ok(Response::Assessed {
+        spent,
+        rounds,
+        stopped_early,
+        ..
+    }) = response
+    {
+        utilization.spent += spent;
+        if searching && *rounds > 0 {
+            utilization.timed += 1;
+            utilization.rounds += u64::from(*rounds);
+            utilization.stopped_early += u64::from(*stopped_early);
+        }
+    }
 }
 
 fn assessment_of(response: Result<Response, String>) -> Assessment {
@@ -307,6 +376,23 @@ impl Backend for CudaBackend {
         set: TestSet,
         known: &dyn Fn(&str) -> bool,
     ) -> Result<Vec<Evaluated>, BackendError> {
-        self.pipeline(patches, set, known)
+        let race = match (self.measurement, set) {
+            (Measurement::Adaptive, TestSet::Train) => self.race,
+            _ => None,
+        };
+        self.pipeline(patches, set, known, Purpose::Search { race })
+    }
+
+    fn race_against(&mut self, threshold: Option<f64>) {
+        self.race = threshold;
+    }
+
+    fn take_utilization(&mut self) -> Option<Utilization> {
+        let mut u = std::mem::take(&mut self.utilization);
+        u.wall_s = self.since.elapsed().as_secs_f64();
+        u.gpu_workers = self.gpu.size() as u32;
+        u.compile_workers = self.compile.size() as u32;
+        self.since = Instant::now();
+        Some(u)
     }
 }

@@ -15,6 +15,7 @@ pub mod pool;
 pub mod sanitize;
 pub mod setup;
 
+use crate::busy::Spent;
 use crate::device::DeviceInfo;
 use crate::eval::{Assessment, Evaluator};
 use crate::evolve::{Backend, BackendError, Build, Scope};
@@ -23,9 +24,10 @@ use crate::ir::{CodegenOptions, Patch};
 use crate::spec::{Spec, TestCase, TestSet};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
+use std::time::Instant;
 
 /// Wire protocol version, sent in the worker's greeting.
-pub const PROTOCOL: u32 = 2;
+pub const PROTOCOL: u32 = 3;
 
 /// A request from the engine's process.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -42,8 +44,20 @@ pub enum Request {
     },
     /// The patch run on the simulator.
     Assess { id: u64, patch: Patch, set: TestSet },
-    /// PTX checked and timed on the GPU (GPU workers only).
-    Measure { id: u64, ptx: String, set: TestSet },
+    /// PTX checked and timed on the GPU (GPU workers only). With `race`,
+    /// the timing may stop early once the variant is confidently no better
+    /// than that train cost (adaptive measurement).
+    Measure {
+        id: u64,
+        ptx: String,
+        set: TestSet,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        race: Option<f64>,
+    },
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl Request {
@@ -74,10 +88,14 @@ pub enum Response {
         /// The pre-screen's result when it rejects the variant.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         screened_out: Option<Assessment>,
+        #[serde(default, skip_serializing_if = "Spent::is_zero")]
+        spent: Spent,
     },
     CompileFailed {
         id: u64,
         reason: String,
+        #[serde(default, skip_serializing_if = "Spent::is_zero")]
+        spent: Spent,
     },
     Assessed {
         id: u64,
@@ -86,6 +104,15 @@ pub enum Response {
         /// the variant broke); the pool replaces it at once.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         exiting: bool,
+        /// The worker's time on the request, by phase.
+        #[serde(default, skip_serializing_if = "Spent::is_zero")]
+        spent: Spent,
+        /// GPU: timing rounds per test, and whether they stopped before
+        /// the full count (adaptive measurement).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        rounds: u32,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        stopped_early: bool,
     },
     /// The worker cannot go on (its spec broke); it exits after this.
     Fatal {
@@ -302,22 +329,37 @@ impl Handler for InProcess {
                 id,
                 patch,
                 prescreen,
-            } => match self.compile_one(&patch) {
-                Ok(build) => Response::Built {
-                    id,
-                    build,
-                    screened_out: if prescreen {
-                        self.screen(&patch).map_err(|e| e.to_string())?
-                    } else {
-                        None
-                    },
-                },
-                Err(reason) => Response::CompileFailed { id, reason },
-            },
+            } => {
+                let mut spent = Spent::default();
+                let started = Instant::now();
+                let built = self.compile_one(&patch);
+                spent.compile_s = started.elapsed().as_secs_f64();
+                match built {
+                    Ok(build) => {
+                        let started = Instant::now();
+                        let screened_out = if prescreen {
+                            self.screen(&patch).map_err(|e| e.to_string())?
+                        } else {
+                            None
+                        };
+                        spent.prescreen_s = started.elapsed().as_secs_f64();
+                        Response::Built {
+                            id,
+                            build,
+                            screened_out,
+                            spent,
+                        }
+                    }
+                    Err(reason) => Response::CompileFailed { id, reason, spent },
+                }
+            }
             Request::Assess { id, patch, set } => Response::Assessed {
                 id,
                 assessment: self.assess_one(&patch, set).map_err(|e| e.to_string())?,
                 exiting: false,
+                spent: Spent::default(),
+                rounds: 0,
+                stopped_early: false,
             },
             Request::Measure { .. } => {
                 return Err("this worker has no GPU; measure requests go to gpu-worker".into())
@@ -453,8 +495,18 @@ mod tests {
                     id: 7,
                     ptx: build.ptx.clone(),
                     set: TestSet::Heldout,
+                    race: None,
                 },
                 r#"{"op":"measure","id":7,"ptx":".version 8.0\n.target sm_90\n","set":"heldout"}"#,
+            ),
+            (
+                Request::Measure {
+                    id: 9,
+                    ptx: "x".into(),
+                    set: TestSet::Train,
+                    race: Some(0.97),
+                },
+                r#"{"op":"measure","id":9,"ptx":"x","set":"train","race":0.97}"#,
             ),
             (
                 Request::Assess {
@@ -494,25 +546,50 @@ mod tests {
                 id: 1,
                 build: build.clone(),
                 screened_out: Some(assessment()),
+                spent: Spent {
+                    compile_s: 0.02,
+                    prescreen_s: 0.5,
+                    ..Spent::default()
+                },
             },
             Response::Built {
                 id: 2,
                 build,
                 screened_out: None,
+                spent: Spent::default(),
             },
             Response::CompileFailed {
                 id: 3,
                 reason: "no".into(),
+                spent: Spent::default(),
             },
             Response::Assessed {
                 id: 4,
                 assessment: assessment(),
                 exiting: true,
+                spent: Spent {
+                    jit_load_s: 0.001,
+                    check_s: 0.01,
+                    timing_s: 0.25,
+                    ..Spent::default()
+                },
+                rounds: 5,
+                stopped_early: true,
             },
             Response::Fatal {
                 message: "spec broke".into(),
             },
         ];
+        // An answer as protocol 2 wrote it (no times, no rounds) still reads.
+        let old = r#"{"assessed":{"id":4,"assessment":{"tests":[]}}}"#;
+        assert!(matches!(
+            serde_json::from_str::<Response>(old).unwrap(),
+            Response::Assessed {
+                rounds: 0,
+                stopped_early: false,
+                ..
+            }
+        ));
         for response in responses {
             let text = serde_json::to_string(&response).unwrap();
             assert!(!text.contains('\n'), "one line: {text}");

@@ -9,7 +9,7 @@ use super::launch::Launcher;
 use super::pool::{PoolOptions, WorkerPool};
 use super::sanitize::{find_sanitizer, SafetyGate, SanitizeMode};
 use crate::access::Reader;
-use crate::cuda::measure::{MeasureError, MeasureOptions, Measurer};
+use crate::cuda::measure::{MeasureError, MeasureOptions, Measurement, Measurer};
 use crate::cuda::{driver, CudaError};
 use crate::device::{DeviceInfo, DeviceSelector};
 use crate::evolve::{Backend, BackendError, Scope};
@@ -145,6 +145,8 @@ pub struct WorkerSetup<'a> {
     pub reader: &'a Reader,
     /// The GPU backend's compute-sanitizer gate.
     pub sanitize: SanitizeMode,
+    /// How the GPU backend times the search's variants.
+    pub measurement: Measurement,
     /// Where the workers run: here, or as Slurm steps.
     pub launcher: &'a Launcher,
     /// GPUs behind the job besides the one `evaluators` is given: a GPU
@@ -309,6 +311,7 @@ impl WorkerSetup<'_> {
             arch: self.arch.to_string(),
             prescreen,
             gate,
+            measurement: self.measurement,
         };
         CudaBackend::start(options, spec, stop).map_err(|source| self.backend_error(source))
     }

@@ -1,0 +1,179 @@
+//! Where a search's time goes: what each worker spent on a request, by
+//! phase, and those summed over a span of wall time, so a report can show
+//! which side (code generation or the GPU) is the bottleneck. Plain values.
+
+use serde::{Deserialize, Serialize};
+use std::ops::AddAssign;
+
+/// Seconds a worker spent on requests, by phase.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Spent {
+    /// Code generation: replay, verify, emit PTX (compile workers).
+    pub compile_s: f64,
+    /// The simulator's run of the smallest train test (compile workers).
+    pub prescreen_s: f64,
+    /// Loading the variant's PTX into the GPU worker's context (the JIT).
+    pub jit_load_s: f64,
+    /// The checked run on each test: launch, download and comparison.
+    pub check_s: f64,
+    /// Warm-ups and timing rounds.
+    pub timing_s: f64,
+    /// A pipeline's per-kernel times (runs with an event after each launch).
+    pub profile_s: f64,
+}
+
+impl Spent {
+    pub fn is_zero(&self) -> bool {
+        *self == Spent::default()
+    }
+
+    /// Seconds of a GPU worker's.
+    pub fn gpu_s(&self) -> f64 {
+        self.jit_load_s + self.check_s + self.timing_s + self.profile_s
+    }
+
+    /// Seconds of a compile worker's.
+    pub fn compile_worker_s(&self) -> f64 {
+        self.compile_s + self.prescreen_s
+    }
+}
+
+impl AddAssign<&Spent> for Spent {
+    fn add_assign(&mut self, o: &Spent) {
+        self.compile_s += o.compile_s;
+        self.prescreen_s += o.prescreen_s;
+        self.jit_load_s += o.jit_load_s;
+        self.check_s += o.check_s;
+        self.timing_s += o.timing_s;
+        self.profile_s += o.profile_s;
+    }
+}
+
+/// A backend's workers over `wall_s` seconds: their time by phase, and the
+/// search's GPU measurements (train tests only; promotion's held-out runs
+/// count in the time, not in these counts).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Utilization {
+    pub wall_s: f64,
+    pub gpu_workers: u32,
+    pub compile_workers: u32,
+    pub spent: Spent,
+    /// Variants sent to the GPU on the train tests.
+    pub measured: u64,
+    /// Of those, variants that passed the checks and were timed.
+    pub timed: u64,
+    /// Timing rounds per test those variants took, summed.
+    pub rounds: u64,
+    /// Variants whose timing stopped before the full rounds (adaptive
+    /// measurement: confidently no better than the selection threshold).
+    pub stopped_early: u64,
+}
+
+impl Utilization {
+    /// Share of the wall time the GPU workers were busy (0 to 1).
+    pub fn gpu_busy_share(&self) -> f64 {
+        share(self.spent.gpu_s(), self.wall_s * f64::from(self.gpu_workers))
+    }
+
+    /// Share of the wall time the compile workers were busy (0 to 1).
+    pub fn compile_busy_share(&self) -> f64 {
+        share(
+            self.spent.compile_worker_s(),
+            self.wall_s * f64::from(self.compile_workers),
+        )
+    }
+
+    /// Timing rounds per timed variant.
+    pub fn rounds_per_variant(&self) -> f64 {
+        self.rounds as f64 / self.timed.max(1) as f64
+    }
+
+    /// Variants measured on the GPU per second of wall time.
+    pub fn measured_per_s(&self) -> f64 {
+        self.measured as f64 / self.wall_s.max(1e-9)
+    }
+
+    /// The phases in the order a variant goes through them, for tables.
+    pub fn phases(&self) -> [(&'static str, f64); 6] {
+        let s = &self.spent;
+        [
+            ("compile", s.compile_s),
+            ("pre-screen", s.prescreen_s),
+            ("JIT load", s.jit_load_s),
+            ("output check", s.check_s),
+            ("timing", s.timing_s),
+            ("per-kernel times", s.profile_s),
+        ]
+    }
+
+    /// `other` after this span: times and counts add, worker counts are the
+    /// larger.
+    pub fn add(&mut self, other: &Utilization) {
+        self.wall_s += other.wall_s;
+        self.gpu_workers = self.gpu_workers.max(other.gpu_workers);
+        self.compile_workers = self.compile_workers.max(other.compile_workers);
+        self.spent += &other.spent;
+        self.measured += other.measured;
+        self.timed += other.timed;
+        self.rounds += other.rounds;
+        self.stopped_early += other.stopped_early;
+    }
+
+    /// Totals as JSON, with the shares and rates derived from them.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(self).expect("plain data serializes");
+        v["gpu_busy_share"] = self.gpu_busy_share().into();
+        v["compile_busy_share"] = self.compile_busy_share().into();
+        v["rounds_per_variant"] = self.rounds_per_variant().into();
+        v["measured_per_s"] = self.measured_per_s().into();
+        v
+    }
+}
+
+fn share(busy: f64, capacity: f64) -> f64 {
+    if capacity > 0.0 {
+        (busy / capacity).min(1.0)
+    } else {
+        0.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn span(wall_s: f64, timing_s: f64, compile_s: f64, timed: u64, rounds: u64) -> Utilization {
+        Utilization {
+            wall_s,
+            gpu_workers: 1,
+            compile_workers: 4,
+            spent: Spent {
+                compile_s,
+                timing_s,
+                ..Spent::default()
+            },
+            measured: timed,
+            timed,
+            rounds,
+            stopped_early: 0,
+        }
+    }
+
+    /// Shares are busy time over workers times wall time; spans add.
+    #[test]
+    fn shares_and_sums() {
+        let mut u = span(10.0, 8.0, 20.0, 4, 60);
+        assert!((u.gpu_busy_share() - 0.8).abs() < 1e-12);
+        assert!((u.compile_busy_share() - 0.5).abs() < 1e-12);
+        assert_eq!(u.rounds_per_variant(), 15.0);
+        u.add(&span(10.0, 10.0, 0.0, 4, 20));
+        assert!((u.gpu_busy_share() - 0.9).abs() < 1e-12);
+        assert_eq!(u.rounds_per_variant(), 10.0);
+        assert_eq!(Utilization::default().gpu_busy_share(), 0.0);
+        let json = u.to_json();
+        assert_eq!(json["rounds"], 80);
+        assert!((json["gpu_busy_share"].as_f64().unwrap() - 0.9).abs() < 1e-12);
+    }
+}
