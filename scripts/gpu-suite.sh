@@ -47,6 +47,9 @@
 #    on every test, and `gevod evolve --backend cuda` runs on it for
 #    HARNESS_TIME (default 90s); with .dist/stencil-replace (packaged when
 #    GEVO_CUDA_PATH was set), the MODE REPLACE program runs and checks out.
+#  - measurement (scripts/gpu-measure.sh, about 21 minutes): the same timed
+#    search with fixed and with adaptive measurement on GPU-sized fixtures,
+#    side by side (MEASURE_FIXTURES, MEASURE_TIME).
 # Ends with "N passed, N failed". With REPORT=FILE, also writes the results
 # as a Markdown section for BENCHMARKS.md.
 set -uo pipefail
@@ -269,6 +272,12 @@ done
     echo "|---|---|---|---|---|---|---|---|---|---|"
     printf '%s\n' "${rows[@]}"
 } | tee "$work/devices.md"
+fi
+
+if want measurement; then
+    REPORT=$report scripts/gpu-measure.sh "$gevod" "$work/measurement" | tee "$work/measurement.out"
+    passed=$((passed + $(grep -c '^ok ' "$work/measurement.out")))
+    failed=$((failed + $(grep -c '^FAIL ' "$work/measurement.out")))
 fi
 
 if want daemon; then

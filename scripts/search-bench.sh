@@ -40,7 +40,7 @@ if [ "$mode" = gpu ]; then
     esac
     export GEVO_LIBDEVICE=${GEVO_LIBDEVICE:-/usr/local/cuda/nvvm/libdevice/libdevice.10.bc}
     fixtures=${FIXTURES:-stencil}
-    specs=tests/fixtures/gpu
+    specs=tests/fixtures/kernels # their [tests.gpu] sets
     seeds=${SEEDS:-1 2 3 4 5}
     budgets=("--time ${SHORT:-60s}")
     long=${LONG:-300s}

@@ -74,7 +74,10 @@ pub struct Utilization {
 impl Utilization {
     /// Share of the wall time the GPU workers were busy (0 to 1).
     pub fn gpu_busy_share(&self) -> f64 {
-        share(self.spent.gpu_s(), self.wall_s * f64::from(self.gpu_workers))
+        share(
+            self.spent.gpu_s(),
+            self.wall_s * f64::from(self.gpu_workers),
+        )
     }
 
     /// Share of the wall time the compile workers were busy (0 to 1).

@@ -257,11 +257,17 @@ mod tests {
         let wrongly_stopped = (0..200)
             .filter(|&seed| looks(seed, threshold * (1.0 - margin)).is_some())
             .count();
-        assert!(wrongly_stopped <= 10, "{wrongly_stopped}/200 contenders stopped");
+        assert!(
+            wrongly_stopped <= 10,
+            "{wrongly_stopped}/200 contenders stopped"
+        );
         let stopped_first = (0..200)
             .filter(|&seed| looks(seed, threshold * 1.05) == Some(5))
             .count();
-        assert!(stopped_first >= 190, "{stopped_first}/200 stopped after 5 rounds");
+        assert!(
+            stopped_first >= 190,
+            "{stopped_first}/200 stopped after 5 rounds"
+        );
     }
 
     #[test]

@@ -316,10 +316,16 @@ fn the_search_races_train_measurements_against_the_selection_threshold() {
             for l in lines.iter().filter(|l| !l.starts_with("train ")) {
                 assert!(l.ends_with(" -"), "a promotion raced: {l}");
             }
-            let u = report.utilization.as_ref().expect("the GPU backend reports");
+            let u = report
+                .utilization
+                .as_ref()
+                .expect("the GPU backend reports");
             assert_eq!(u.measured as usize, train.len(), "{measurement:?}");
             assert_eq!(u.timed, u.measured, "the stand-in passes every variant");
-            assert_eq!(u.rounds, 5 * u.stopped_early + 15 * (u.timed - u.stopped_early));
+            assert_eq!(
+                u.rounds,
+                5 * u.stopped_early + 15 * (u.timed - u.stopped_early)
+            );
             assert!(u.spent.timing_s >= u.rounds as f64 / 1000.0 - 1e-9, "{u:?}");
             assert!(u.spent.compile_s > 0.0 && u.wall_s > 0.0, "{u:?}");
             assert_eq!((u.gpu_workers, u.compile_workers), (1, 2));

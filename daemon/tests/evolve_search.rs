@@ -6,7 +6,7 @@ mod common;
 
 use gevod::evolve::{Config, Engine, GenerationReport};
 use gevod::ir::KernelIr;
-use gevod::spec;
+use gevod::spec::{self, TestSet, TestTarget};
 use gevod::worker::InProcess;
 use std::collections::BTreeSet;
 
@@ -149,13 +149,33 @@ fn a_stagnant_search_restarts_part_of_its_population() {
     }
 }
 
-/// The GPU-sized specs of `scripts/search-bench.sh --gpu` load (the GPU
-/// machine is the first to run them).
+/// The fixtures' GPU-sized tests (`[tests.gpu]`, for the GPU suite's timed
+/// searches and `scripts/search-bench.sh --gpu`) load and are far larger
+/// than the simulator's, which stay as they were.
 #[test]
-fn the_gpu_benchmark_specs_load() {
-    for name in ["stencil", "nw"] {
-        let path = common::repo_root().join(format!("tests/fixtures/gpu/{name}.gevo.toml"));
+fn the_fixtures_gpu_sized_tests_load() {
+    for name in ["stencil", "nw", "reduce", "loops"] {
+        let path = common::spec_fixture(name);
         let spec = spec::load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         KernelIr::load(&spec.ir, Some(&spec.kernel)).unwrap();
+        let bytes = |target: TestTarget, set: TestSet| -> usize {
+            let spec = spec.for_backend(target);
+            spec.tests(set)
+                .iter()
+                .map(|t| spec.buffer_bytes(t).unwrap())
+                .max()
+                .unwrap()
+        };
+        for set in [TestSet::Train, TestSet::Heldout] {
+            let (sim, gpu) = (bytes(TestTarget::Sim, set), bytes(TestTarget::Gpu, set));
+            assert!(
+                sim < 1 << 22,
+                "{name}: simulator tests stay small: {sim} bytes"
+            );
+            assert!(
+                gpu > 30 * sim,
+                "{name}: {gpu} bytes on the GPU, {sim} on the simulator"
+            );
+        }
     }
 }

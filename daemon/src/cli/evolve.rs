@@ -9,12 +9,12 @@ use anyhow::{bail, Context as _, Result};
 use gevod::access::Reader;
 use gevod::config::{parse_duration, EvolveFile, LauncherKind};
 use gevod::cuda::driver;
+use gevod::cuda::measure::Measurement;
 use gevod::device::{DeviceInfo, DeviceSelector};
 use gevod::evolve::{BackendError, Config, Engine, EvolveError, Scope};
 use gevod::ir::{content_hash, KernelIr, Patch};
 use gevod::spec::{self, Spec};
 use gevod::store::{JobRecord, Store};
-use gevod::cuda::measure::Measurement;
 use gevod::worker::sanitize::SanitizeMode;
 use gevod::worker::setup::{arch_for, WorkerSetup};
 use std::path::{Path, PathBuf};
@@ -307,7 +307,7 @@ impl EvolveArgs {
             edits: edits.as_deref(),
             html: &html_path,
             state: &self.state,
-            rate: progress.rate(),
+            progress: &progress,
             respawns,
             gate,
             interrupted,

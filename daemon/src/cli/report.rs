@@ -1,6 +1,7 @@
 //! `gevod evolve`'s output: a progress line per generation on stderr, and
 //! the final report (text or JSON) on stdout.
 
+use gevod::busy::Utilization;
 use gevod::evolve::{Engine, GenerationReport, Validated};
 use gevod::store::JobRecord;
 use std::io::{IsTerminal, Write};
@@ -15,12 +16,29 @@ pub struct Exported {
 }
 
 /// One line per generation on stderr; redrawn in place on a terminal.
+/// Also keeps this run's course for the final report: utilization summed
+/// over its generations, and where each generation ended.
 pub struct Progress {
     started: Instant,
     evaluations_at_start: u64,
     evaluations: u64,
     terminal: bool,
     drawn: bool,
+    utilization: Option<Utilization>,
+    timeline: Vec<Milestone>,
+}
+
+/// The state of the search when a generation of this run ended.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Milestone {
+    pub generation: u64,
+    /// Seconds since this run started.
+    pub seconds: f64,
+    pub evaluations: u64,
+    /// Evaluations the fitness cache did not answer.
+    pub new_variants: u64,
+    /// The best validated speedup so far (none yet: null).
+    pub best_speedup: Option<f64>,
 }
 
 impl Progress {
@@ -31,7 +49,14 @@ impl Progress {
             evaluations: evaluations_at_start,
             terminal: std::io::stderr().is_terminal(),
             drawn: false,
+            utilization: None,
+            timeline: Vec::new(),
         }
+    }
+
+    /// The backend's utilization over this run's generations.
+    pub fn utilization(&self) -> Option<&Utilization> {
+        self.utilization.as_ref()
     }
 
     pub fn rate(&self) -> f64 {
@@ -45,6 +70,18 @@ impl Progress {
         let best = report
             .best_cost
             .map_or("-".to_string(), |b| format!("{b:.4}"));
+        if let Some(u) = &report.utilization {
+            self.utilization
+                .get_or_insert_with(Utilization::default)
+                .add(u);
+        }
+        self.timeline.push(Milestone {
+            generation: report.generation,
+            seconds: self.started.elapsed().as_secs_f64(),
+            evaluations: c.evaluations,
+            new_variants: c.evaluations - c.cache_hits,
+            best_speedup: engine.best_validated().map(|v| v.speedup),
+        });
         let mut line = format!(
             "generation {:>3} | evaluations {:>6} | valid {:>5.1}% | best cost {best} | cache hits {:>5.1}% | {:.1} eval/s | validated {} | distinct {}",
             report.generation,
@@ -57,6 +94,13 @@ impl Progress {
         );
         if report.restarted > 0 {
             line += &format!(" | restarted {}", report.restarted);
+        }
+        if let Some(u) = &report.utilization {
+            line += &format!(
+                " | GPU busy {:.0}% | {:.1} rounds/variant",
+                100.0 * u.gpu_busy_share(),
+                u.rounds_per_variant()
+            );
         }
         let mut err = std::io::stderr().lock();
         if self.terminal {
@@ -84,7 +128,7 @@ pub struct Report<'a> {
     /// The HTML report written beside the checkpoint.
     pub html: &'a Path,
     pub state: &'a Path,
-    pub rate: f64,
+    pub progress: &'a Progress,
     /// Worker processes replaced in this run.
     pub respawns: u64,
     /// The backend's safety gate, in one line (GPU: compute-sanitizer).
@@ -122,9 +166,12 @@ impl Report<'_> {
             c.evaluations,
             100.0 * c.cache_hit_rate(),
             100.0 * c.valid_share(),
-            self.rate,
+            self.progress.rate(),
             self.respawns
         );
+        if let Some(u) = self.progress.utilization() {
+            out += &format!("{}\n\n", utilization_text(u));
+        }
         if let Some(gate) = &self.gate {
             out += &format!("{gate}\n\n");
         }
@@ -266,7 +313,9 @@ impl Report<'_> {
             "cache_hits": c.cache_hits,
             "cache_hit_rate": c.cache_hit_rate(),
             "valid_share": c.valid_share(),
-            "evaluations_per_second": self.rate,
+            "evaluations_per_second": self.progress.rate(),
+            "utilization": self.progress.utilization().map(Utilization::to_json),
+            "timeline": self.progress.timeline,
             "worker_respawns": self.respawns,
             "safety_gate": self.gate,
             "best_cost": e.best_cost(),
@@ -283,4 +332,28 @@ impl Report<'_> {
             "origin": self.origin.map(|o| &o.info),
         })
     }
+}
+
+/// The GPU backend's utilization in two lines: who was busy, and where the
+/// time went.
+pub fn utilization_text(u: &Utilization) -> String {
+    let phases: Vec<String> = u
+        .phases()
+        .iter()
+        .filter(|(_, s)| *s > 0.0)
+        .map(|(name, s)| format!("{name} {s:.1} s"))
+        .collect();
+    format!(
+        "GPU busy {:.0}% of {:.0} s ({} GPU worker(s)), compile workers busy {:.0}% ({}); {} variants measured ({:.1}/s), {:.1} timing rounds per test each, {} stopped early\nworker time by phase: {}",
+        100.0 * u.gpu_busy_share(),
+        u.wall_s,
+        u.gpu_workers,
+        100.0 * u.compile_busy_share(),
+        u.compile_workers,
+        u.measured,
+        u.measured_per_s(),
+        u.rounds_per_variant(),
+        u.stopped_early,
+        phases.join(", ")
+    )
 }

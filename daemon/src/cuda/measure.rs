@@ -259,8 +259,7 @@ impl Measurer {
             Ok(k) => k,
             Err(e) => {
                 out.fatal = e.poisons_context();
-                out
-                    .assessment
+                out.assessment
                     .tests
                     .push(TestSummary::failed("load", e.kind(), e.to_string()));
                 return out;
@@ -455,7 +454,11 @@ impl Measurer {
             }
         }
         // Every run queued; the last event recorded ends the batch.
-        let last = if (first as usize + rounds) % 2 == 1 { 3 } else { 1 };
+        let last = if (first as usize + rounds) % 2 == 1 {
+            3
+        } else {
+            1
+        };
         let batch_limit = limit * (2 * rounds as u32 + 2 * warmups);
         self.events[4 * (rounds - 1) + last].wait(batch_limit)?;
         for r in 0..rounds {

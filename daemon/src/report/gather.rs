@@ -3,6 +3,7 @@
 
 use super::{edits, BestVariant, GenerationPoint, ReportData, ReportError, TestRow};
 use crate::access::Reader;
+use crate::busy::Utilization;
 use crate::evolve::{Engine, PromotionFailure};
 use crate::ir::{KernelIr, SourceFiles};
 use crate::store::{GenerationRecord, JobRecord, Store};
@@ -155,8 +156,21 @@ pub fn gather(store: &Store, id: &str, reader: Reader) -> Result<ReportData, Rep
         evaluations: counters.evaluations,
         cache_hits: counters.cache_hits,
         valid: counters.valid,
+        utilization: utilization(&records),
         notes,
     })
+}
+
+/// The generations' utilization summed (none where no generation has one).
+fn utilization(records: &[GenerationRecord]) -> Option<Utilization> {
+    records
+        .iter()
+        .filter_map(|r| r.report.utilization.as_ref())
+        .fold(None, |sum: Option<Utilization>, u| {
+            let mut sum = sum.unwrap_or_default();
+            sum.add(u);
+            Some(sum)
+        })
 }
 
 /// Sources are looked up near the spec and the IR it names.
@@ -334,8 +348,70 @@ mod tests {
         assert!(html.contains("No validated variant yet"));
         assert!(html.contains("<figure id=\"plot-cost\">\n<svg"));
         assert!(html.contains("No data for this plot"));
+        assert_eq!(data.utilization, None);
+        assert!(
+            !html.contains("id=\"utilization\""),
+            "no GPU time without a GPU"
+        );
         let err = pick_job(&store, Some("nope")).unwrap_err().to_string();
         assert!(err.contains("no job nope") && err.contains("k-1"), "{err}");
+    }
+
+    /// A GPU search's generations carry their utilization: the report sums
+    /// them and shows the shares, rounds per variant and time by phase.
+    #[test]
+    fn gpu_time_is_summed_over_generations() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let job = JobRecord {
+            id: "g-1".into(),
+            spec_path: "g.gevo.toml".into(),
+            spec_hash: "s".into(),
+            spec_text: "kernel = \"g\"\n".into(),
+            ir_hash: "i".into(),
+            ir_text: String::new(),
+            backend: "cuda".into(),
+            target: "H100".into(),
+            seed: 1,
+        };
+        let engine = Engine::new(Config::default(), 1).unwrap();
+        store.create_job(&job, &engine).unwrap();
+        for (generation, (timed, stopped)) in [(100, 60), (50, 40)].into_iter().enumerate() {
+            let utilization = Utilization {
+                wall_s: 10.0,
+                gpu_workers: 1,
+                compile_workers: 15,
+                spent: crate::busy::Spent {
+                    compile_s: 30.0,
+                    check_s: 1.5,
+                    timing_s: 7.5,
+                    ..Default::default()
+                },
+                measured: timed,
+                timed,
+                rounds: 5 * stopped + 15 * (timed - stopped),
+                stopped_early: stopped,
+            };
+            let report = GenerationReport {
+                generation: generation as u64,
+                utilization: Some(utilization),
+                ..GenerationReport::default()
+            };
+            store.commit_generation("g-1", &engine, &report).unwrap();
+        }
+        let data = gather(&store, "g-1", Reader::Caller).unwrap();
+        let u = data.utilization.as_ref().unwrap();
+        assert_eq!((u.measured, u.stopped_early, u.rounds), (150, 100, 1250));
+        assert!((u.gpu_busy_share() - 0.9).abs() < 1e-9, "{u:?}");
+        let html = super::super::render(&data);
+        for text in [
+            "The GPU was busy 90% of the search's 20 s",
+            "compile workers 20% (15)",
+            "8.3 timing rounds per test each; 100 stopped early",
+            "<tr><td>timing</td><td class=\"num\">15.0</td><td class=\"num\">19.2%</td></tr>",
+        ] {
+            assert!(html.contains(text), "{text} not in the report");
+        }
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! (`html-escape`); the SVG comes from plotters.
 
 use super::{plots, BestVariant, ReportData};
+use crate::busy::Utilization;
 use html_escape::encode_text as esc;
 use std::fmt::Write as _;
 
@@ -40,6 +41,9 @@ pub fn render(data: &ReportData) -> String {
     );
     best_section(&mut out, data.best.as_ref());
     progress_section(&mut out, data);
+    if let Some(u) = &data.utilization {
+        utilization_section(&mut out, u);
+    }
     rejections_section(&mut out, data);
     table_section(&mut out, "Environment", "environment", &data.environment);
     if !data.notes.is_empty() {
@@ -175,6 +179,34 @@ fn progress_section(out: &mut String, data: &ReportData) {
         plots::rate(&data.generations),
         "Evaluations per second of each generation over the search's wall time.",
     );
+}
+
+/// Where the GPU backend's time went: the bottleneck at a glance.
+fn utilization_section(out: &mut String, u: &Utilization) {
+    *out += "<h2 id=\"utilization\">GPU time</h2>\n";
+    let _ = writeln!(
+        out,
+        "<p>The GPU was busy {:.0}% of the search's {:.0} s ({} GPU worker(s)); the compile workers {:.0}% ({}). {} new variants were measured on the GPU ({:.1}/s), {:.1} timing rounds per test each; {} stopped early, confidently no better than the selection threshold (adaptive measurement).</p>",
+        100.0 * u.gpu_busy_share(),
+        u.wall_s,
+        u.gpu_workers,
+        100.0 * u.compile_busy_share(),
+        u.compile_workers,
+        u.measured,
+        u.measured_per_s(),
+        u.rounds_per_variant(),
+        u.stopped_early
+    );
+    let total: f64 = u.phases().iter().map(|(_, s)| s).sum();
+    *out += "<table id=\"utilization-table\">\n<tr><th>phase</th><th>worker seconds</th><th>share</th></tr>\n";
+    for (phase, seconds) in u.phases() {
+        let _ = writeln!(
+            out,
+            "<tr><td>{phase}</td><td class=\"num\">{seconds:.1}</td><td class=\"num\">{:.1}%</td></tr>",
+            100.0 * seconds / total.max(1e-9)
+        );
+    }
+    *out += "</table>\n<p>Compile and pre-screen run on the compile workers, the rest on the GPU workers; held-out measurements for promotion are included.</p>\n";
 }
 
 fn figure(out: &mut String, id: &str, svg: Result<Option<String>, String>, caption: &str) {

@@ -63,6 +63,9 @@ pub struct ReportData {
     pub evaluations: u64,
     pub cache_hits: u64,
     pub valid: u64,
+    /// The GPU backend's workers over every committed generation (none on
+    /// the simulator, or in stores from before it was recorded).
+    pub utilization: Option<crate::busy::Utilization>,
     /// Rows of (what, value).
     pub environment: Vec<(String, String)>,
     /// What this store lacks (written by an older gevod), said once each.

@@ -115,9 +115,7 @@ pub enum Response {
         stopped_early: bool,
     },
     /// The worker cannot go on (its spec broke); it exits after this.
-    Fatal {
-        message: String,
-    },
+    Fatal { message: String },
 }
 
 /// Compiles with LLVM and runs on the simulator (or, for harness specs,

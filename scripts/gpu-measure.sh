@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Fixed against adaptive measurement on the GPU (docs/evolve.md, "Adaptive
+# measurement"): the same timed search (seed SEED, default 1) on each of
+# MEASURE_FIXTURES (default "loops reduce", on their GPU-sized [tests.gpu]
+# sets), once with `--measurement fixed` and once with
+# `--measurement adaptive`, MEASURE_TIME (default 300s) each. First each
+# fixture's original is timed on its tests (`gevod run`), so the sizes are
+# on record. Prints "ok"/"FAIL" lines for scripts/gpu-suite.sh and a
+# Markdown table with both modes side by side per fixture: new variants/s
+# (variants measured on the GPU), evaluations/s, GPU and compile workers'
+# busy shares, timing rounds per variant, and the best validated speedup
+# reached at 60 s and at the end; REPORT=FILE appends the table there.
+#
+#   scripts/gpu-measure.sh GEVOD WORKDIR
+set -uo pipefail
+cd "$(dirname "$0")/.."
+gevod=$1 work=$2
+mkdir -p "$work"
+fixtures=${MEASURE_FIXTURES:-loops reduce}
+time=${MEASURE_TIME:-300s}
+seed=${SEED:-1}
+report=${REPORT:-/dev/null}
+k=tests/fixtures/kernels
+
+for f in $fixtures; do
+    if "$gevod" run $k/$f.gevo.toml --backend cuda --tests all > "$work/$f.run" 2>&1; then
+        echo "ok   $f: the original on the GPU-sized tests"
+    else
+        echo "FAIL $f: the original on the GPU-sized tests"
+    fi
+    sed 's/^/    /' "$work/$f.run"
+    for mode in fixed adaptive; do
+        name=$f-$mode
+        # A generation past the budget still finishes: allow for it.
+        if timeout -s INT "${MEASURE_LIMIT:-600}" "$gevod" evolve $k/$f.gevo.toml --backend cuda \
+            --measurement "$mode" --time "$time" --seed "$seed" --state "$work/state-$name" \
+            --json > "$work/$name.json" 2> "$work/$name.err"; then
+            echo "ok   $f: $time search with $mode measurement"
+        else
+            echo "FAIL $f: $time search with $mode measurement"; tail -5 "$work/$name.err"
+        fi
+        grep -a 'GPU busy' "$work/$name.err" | tail -1 | sed 's/^/    /'
+    done
+done
+
+python3 - "$work" "$fixtures" <<'PY' | tee -a "$report"
+import json, os, subprocess, sys
+work, fixtures = sys.argv[1], sys.argv[2].split()
+gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                     capture_output=True, text=True).stdout.strip().splitlines()
+print(f"GPU: {gpu[0] if gpu else 'unknown'}. Date: {subprocess.run(['date', '-u', '+%Y-%m-%d'], capture_output=True, text=True).stdout.strip()}.")
+print()
+print("| fixture | measurement | seconds | generations | new variants/s | evaluations/s | GPU busy | compile workers busy | rounds per variant | stopped early | best validated at 60 s | best validated at the end [95% interval] |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+def fmt(x):
+    return f"{x:.3f}x" if x else "none"
+ratios = []
+for f in fixtures:
+    rates = {}
+    for mode in ["fixed", "adaptive"]:
+        path = os.path.join(work, f"{f}-{mode}.json")
+        try:
+            r = json.load(open(path))
+        except (OSError, ValueError) as e:
+            print(f"| {f} | {mode} | no result: {e} |")
+            continue
+        u = r.get("utilization") or {}
+        timeline = r.get("timeline") or []
+        seconds = timeline[-1]["seconds"] if timeline else 0.0
+        at60 = [m["best_speedup"] for m in timeline if m["seconds"] <= 60.0]
+        best = r.get("best")
+        end = (f'{best["speedup"]:.3f}x [{best["interval"][0]:.3f}, {best["interval"][1]:.3f}]'
+               if best else "none")
+        rates[mode] = u.get("measured_per_s", 0.0)
+        timed = max(u.get("timed", 0), 1)
+        print(f'| {f} | {mode} | {seconds:.0f} | {r["generations"]} | {u.get("measured_per_s", 0):.1f} | '
+              f'{r["evaluations_per_second"]:.1f} | {100 * u.get("gpu_busy_share", 0):.0f}% | '
+              f'{100 * u.get("compile_busy_share", 0):.0f}% | {u.get("rounds_per_variant", 0):.1f} | '
+              f'{100 * u.get("stopped_early", 0) / timed:.0f}% | {fmt(at60[-1] if at60 else None)} | {end} |')
+    if rates.get("fixed"):
+        ratios.append(f'{f} {rates.get("adaptive", 0) / rates["fixed"]:.2f}x')
+print()
+print("New variants/s, adaptive over fixed: " + ", ".join(ratios) + ".")
+PY
