@@ -29,7 +29,7 @@ for f in $fixtures; do
         echo "FAIL $f: the original on the GPU-sized tests"
     fi
     sed 's/^/    /' "$work/$f.run"
-    for mode in fixed adaptive; do
+    for mode in adaptive fixed; do
         name=$f-$mode
         # A generation past the budget still finishes: allow for it.
         if timeout -s INT "${MEASURE_LIMIT:-600}" "$gevod" evolve $k/$f.gevo.toml --backend cuda \

@@ -397,11 +397,13 @@ impl Measurer {
             out.fatal = e.poisons_context();
             return self.cuda_failure(test, &e);
         }
+        // Costs from this batch, in case a later test fails; `measure`
+        // sets them again from all the rounds.
         TestSummary {
             test: test.name.clone(),
             failure: None,
-            cost: None,
-            original_cost: test.original_ns as u64,
+            cost: Some(stats::median(&timing.variant_ns).round() as u64),
+            original_cost: stats::median(&timing.original_ns).round() as u64,
             error: Some(error),
             timing: Some(timing),
             kernels: Vec::new(),
