@@ -51,34 +51,30 @@ fn render_status(s: &Status) -> String {
         s.socket.display(),
         s.state_dir.display()
     );
-    if s.watch_roots.is_empty() {
-        out += "no watch roots (add one with: gevo-client watch <dir>)\n";
-    } else {
-        let rows: Vec<Vec<String>> = s
-            .watch_roots
-            .iter()
-            .map(|w| {
-                let exists = if w.exists { "yes" } else { "no" };
-                vec![
-                    w.path.display().to_string(),
-                    w.source.clone(),
-                    exists.into(),
-                ]
-            })
-            .collect();
-        out += &table(&["WATCH ROOT", "SOURCE", "EXISTS"], &rows);
-    }
+    let roots: Vec<Vec<String>> = s
+        .watch_roots
+        .iter()
+        .map(|w| {
+            let exists = if w.exists { "yes" } else { "no" };
+            vec![
+                w.path.display().to_string(),
+                w.source.clone(),
+                exists.into(),
+            ]
+        })
+        .collect();
+    out += &table_or(
+        "no watch roots (add one with: gevo-client watch <dir>)",
+        &["WATCH ROOT", "SOURCE", "EXISTS"],
+        &roots,
+    );
     out += "\n";
-    if s.slots.is_empty() {
-        out += "no slots\n";
-    } else {
-        let rows: Vec<Vec<String>> = s
-            .slots
-            .iter()
-            .map(|slot| vec![slot.name.clone(), slot.state.clone()])
-            .collect();
-        out += &table(&["SLOT", "STATE"], &rows);
-    }
+    let slots: Vec<Vec<String>> = s
+        .slots
+        .iter()
+        .map(|slot| vec![slot.name.clone(), slot.state.clone()])
+        .collect();
+    out += &table_or("no slots", &["SLOT", "STATE"], &slots);
     out += "\n";
     out += &render_jobs(&s.jobs);
     out
@@ -244,6 +240,15 @@ fn render_explain(e: &Explanation) -> String {
         }
     }
     out
+}
+
+/// [`table`], or the line `none` when there are no rows.
+fn table_or(none: &str, header: &[&str], rows: &[Vec<String>]) -> String {
+    if rows.is_empty() {
+        format!("{none}\n")
+    } else {
+        table(header, rows)
+    }
 }
 
 /// Left-aligned columns two spaces apart, no trailing blanks.
