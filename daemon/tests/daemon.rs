@@ -13,9 +13,7 @@ use std::time::Duration;
 #[test]
 fn a_watched_kernel_is_evolved_served_and_exported() {
     let dir = tempfile::tempdir().unwrap();
-    let app = dir.path().join("app");
-    build_dir(dir.path(), "app");
-    let mut d = Daemon::start(dir.path(), &["--watch", s(&app)]);
+    let (mut d, _) = Daemon::watching_stencil(dir.path());
     d.wait_for("the job", |d| {
         d.jobs().into_iter().find(|j| j.kernel == "app/stencil")
     });
@@ -214,8 +212,7 @@ fn broken_specs_show_in_status_and_the_good_job_runs() {
 #[test]
 fn a_rebuilt_kernel_is_a_new_version_and_best_waits_for_its_own_variant() {
     let dir = tempfile::tempdir().unwrap();
-    let build = build_dir(dir.path(), "app");
-    let d = Daemon::start(dir.path(), &["--watch", s(&dir.path().join("app"))]);
+    let (d, build) = Daemon::watching_stencil(dir.path());
     let v1 = d.wait_for("version 1's variant", |d| d.validated_best("stencil"));
     let paused = d.client(&["pause", "stencil"]);
     assert!(paused.status.success(), "{paused:?}");

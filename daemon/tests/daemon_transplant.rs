@@ -4,14 +4,13 @@
 
 mod common;
 
-use common::daemon::{build_dir, s, Daemon};
+use common::daemon::Daemon;
 use gevo_client::proto::{Command, Reply};
 
 #[test]
 fn a_changed_kernel_is_seeded_from_the_previous_version_and_validates_at_once() {
     let dir = tempfile::tempdir().unwrap();
-    let build = build_dir(dir.path(), "app");
-    let d = Daemon::start(dir.path(), &["--watch", s(&dir.path().join("app"))]);
+    let (d, build) = Daemon::watching_stencil(dir.path());
     let v1 = d.wait_for("version 1's variant", |d| d.validated_best("stencil"));
     assert_eq!(v1["version"], 1);
 

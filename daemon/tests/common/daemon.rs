@@ -65,6 +65,14 @@ impl Daemon {
         d
     }
 
+    /// `start` watching `dir/app`, whose build directory ([`build_dir`])
+    /// holds the stencil fixture; returns that build directory too.
+    pub fn watching_stencil(dir: &Path) -> (Daemon, PathBuf) {
+        let build = build_dir(dir, "app");
+        let d = Self::start(dir, &["--watch", s(&dir.join("app"))]);
+        (d, build)
+    }
+
     /// Like `start`, from another gevod binary.
     pub fn start_binary(dir: &Path, binary: &Path, args: &[&str]) -> Daemon {
         let mut d = Self::unstarted(dir, binary);
