@@ -10,6 +10,14 @@ use gevo_client::proto::{Command, JobState, Reply};
 use std::process::Command as Process;
 use std::time::Duration;
 
+/// `gevo-client args` exits 0 and says `words` on stderr.
+fn client_says(d: &Daemon, args: &[&str], words: &str) {
+    let run = d.client(args);
+    assert_eq!(run.status.code(), Some(0), "{run:?}");
+    let said = text(&run.stderr);
+    assert!(said.contains(words), "{said}");
+}
+
 #[test]
 fn a_watched_kernel_is_evolved_served_and_exported() {
     let dir = tempfile::tempdir().unwrap();
@@ -68,12 +76,10 @@ fn a_watched_kernel_is_evolved_served_and_exported() {
 
     // The HTML report, from the daemon.
     let page = dir.path().join("report.html");
-    let run = d.client(&["report", "stencil", "-o", s(&page)]);
-    assert!(run.status.success(), "{run:?}");
-    assert!(
-        text(&run.stderr).contains("from the daemon"),
-        "{}",
-        text(&run.stderr)
+    client_says(
+        &d,
+        &["report", "stencil", "-o", s(&page)],
+        "from the daemon",
     );
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("x faster</span>"), "{html}");
@@ -91,23 +97,15 @@ fn a_watched_kernel_is_evolved_served_and_exported() {
 
     // With the daemon down, `best` answers from the export.
     let again = dir.path().join("again.ptx");
-    let run = d.client(&["best", "app/stencil", "-o", s(&again)]);
-    assert_eq!(run.status.code(), Some(0), "{run:?}");
-    assert!(
-        text(&run.stderr).contains("export"),
-        "{}",
-        text(&run.stderr)
-    );
+    client_says(&d, &["best", "app/stencil", "-o", s(&again)], "export");
     let exported = std::fs::read_to_string(&again).unwrap();
     // The exported best is at least as new as the one served earlier.
     assert!(exported.contains(".entry stencil5"));
     // ... and so does `report`, with the report exported with the best.
-    let run = d.client(&["report", "stencil", "-o", s(&page)]);
-    assert_eq!(run.status.code(), Some(0), "{run:?}");
-    assert!(
-        text(&run.stderr).contains("daemon unreachable"),
-        "{}",
-        text(&run.stderr)
+    client_says(
+        &d,
+        &["report", "stencil", "-o", s(&page)],
+        "daemon unreachable",
     );
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("Best validated variant") && html.contains("<svg"));
