@@ -13,10 +13,12 @@ use gevod::ir::{CodegenOptions, KernelIr};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
+/// A path as an argument (the tests' paths are UTF-8).
 pub fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
+/// A process's output as text, lossily.
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
