@@ -3,6 +3,7 @@
 
 mod common;
 
+use common::s;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -18,17 +19,7 @@ fn gevod(args: &[&str]) -> Output {
 }
 
 fn ok(args: &[&str]) -> Output {
-    let out = gevod(args);
-    assert!(
-        out.status.success(),
-        "gevod {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
+    common::succeeded(gevod(args), args)
 }
 
 /// A recorded patch re-applied in fresh processes yields identical IR text
@@ -111,11 +102,7 @@ fn replay_in_fresh_processes_is_byte_identical() {
 fn ir_hash_does_not_depend_on_the_path() {
     let dir = tempfile::tempdir().unwrap();
     let text = std::fs::read_to_string(common::kernel_fixture("vecadd")).unwrap();
-    let stripped: String = text
-        .lines()
-        .filter(|l| !l.starts_with("source_filename"))
-        .map(|l| format!("{l}\n"))
-        .collect();
+    let stripped = common::without_lines(&text, "source_filename");
     let hashes: Vec<String> = ["a.ll", "sub/b.ll"]
         .iter()
         .map(|name| {

@@ -4,30 +4,24 @@
 
 mod common;
 
-use common::daemon::{build_dir, client_binary, s, Daemon, CONFIG};
+use common::daemon::{build_dir, build_dir_with, client_binary, Daemon, CONFIG};
+use common::{s, text};
 use gevo_client::proto::{Command, JobState, Reply};
 use std::process::Command as Process;
 use std::time::Duration;
 
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn best_json(d: &Daemon) -> Option<serde_json::Value> {
-    let out = d.client(&["--json", "best", "stencil"]);
-    match out.status.code() {
-        Some(0) => Some(serde_json::from_slice(&out.stdout).unwrap()),
-        Some(3) => None,
-        _ => panic!("best: {out:?}"),
-    }
+/// `gevo-client args` exits 0 and says `words` on stderr.
+fn client_says(d: &Daemon, args: &[&str], words: &str) {
+    let run = d.client(args);
+    assert_eq!(run.status.code(), Some(0), "{run:?}");
+    let said = text(&run.stderr);
+    assert!(said.contains(words), "{said}");
 }
 
 #[test]
 fn a_watched_kernel_is_evolved_served_and_exported() {
     let dir = tempfile::tempdir().unwrap();
-    let app = dir.path().join("app");
-    build_dir(dir.path(), "app");
-    let mut d = Daemon::start(dir.path(), &["--watch", s(&app)]);
+    let (mut d, _) = Daemon::watching_stencil(dir.path());
     d.wait_for("the job", |d| {
         d.jobs().into_iter().find(|j| j.kernel == "app/stencil")
     });
@@ -61,7 +55,7 @@ fn a_watched_kernel_is_evolved_served_and_exported() {
         "the served PTX is the original's"
     );
 
-    let best = best_json(&d).unwrap();
+    let best = d.validated_best("stencil").unwrap();
     assert!(best["speedup"].as_f64().unwrap() > 1.0, "{best}");
     assert_eq!(best["ptx_hash"], gevo_client::export::ptx_hash(&ptx));
     assert_eq!(best["target"], "sm_90");
@@ -82,12 +76,10 @@ fn a_watched_kernel_is_evolved_served_and_exported() {
 
     // The HTML report, from the daemon.
     let page = dir.path().join("report.html");
-    let run = d.client(&["report", "stencil", "-o", s(&page)]);
-    assert!(run.status.success(), "{run:?}");
-    assert!(
-        text(&run.stderr).contains("from the daemon"),
-        "{}",
-        text(&run.stderr)
+    client_says(
+        &d,
+        &["report", "stencil", "-o", s(&page)],
+        "from the daemon",
     );
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("x faster</span>"), "{html}");
@@ -105,23 +97,15 @@ fn a_watched_kernel_is_evolved_served_and_exported() {
 
     // With the daemon down, `best` answers from the export.
     let again = dir.path().join("again.ptx");
-    let run = d.client(&["best", "app/stencil", "-o", s(&again)]);
-    assert_eq!(run.status.code(), Some(0), "{run:?}");
-    assert!(
-        text(&run.stderr).contains("export"),
-        "{}",
-        text(&run.stderr)
-    );
+    client_says(&d, &["best", "app/stencil", "-o", s(&again)], "export");
     let exported = std::fs::read_to_string(&again).unwrap();
     // The exported best is at least as new as the one served earlier.
     assert!(exported.contains(".entry stencil5"));
     // ... and so does `report`, with the report exported with the best.
-    let run = d.client(&["report", "stencil", "-o", s(&page)]);
-    assert_eq!(run.status.code(), Some(0), "{run:?}");
-    assert!(
-        text(&run.stderr).contains("daemon unreachable"),
-        "{}",
-        text(&run.stderr)
+    client_says(
+        &d,
+        &["report", "stencil", "-o", s(&page)],
+        "daemon unreachable",
     );
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("Best validated variant") && html.contains("<svg"));
@@ -226,9 +210,8 @@ fn broken_specs_show_in_status_and_the_good_job_runs() {
 #[test]
 fn a_rebuilt_kernel_is_a_new_version_and_best_waits_for_its_own_variant() {
     let dir = tempfile::tempdir().unwrap();
-    let build = build_dir(dir.path(), "app");
-    let d = Daemon::start(dir.path(), &["--watch", s(&dir.path().join("app"))]);
-    let v1 = d.wait_for("version 1's variant", best_json);
+    let (d, build) = Daemon::watching_stencil(dir.path());
+    let v1 = d.wait_for("version 1's variant", |d| d.validated_best("stencil"));
     let paused = d.client(&["pause", "stencil"]);
     assert!(paused.status.success(), "{paused:?}");
 
@@ -250,11 +233,11 @@ fn a_rebuilt_kernel_is_a_new_version_and_best_waits_for_its_own_variant() {
     assert_eq!(old.state, JobState::Superseded);
     // The old version's variant was evolved from other code: meanwhile
     // there is no answer, and the build uses the original.
-    assert_eq!(best_json(&d), None);
+    assert_eq!(d.validated_best("stencil"), None);
 
     assert!(d.client(&["resume", "stencil"]).status.success());
     let newer = d.wait_for("version 2's own variant", |d| {
-        best_json(d).filter(|b| b["version"] == 2)
+        d.validated_best("stencil").filter(|b| b["version"] == 2)
     });
     assert_eq!(newer["job"], serde_json::Value::from(v2.job.clone()));
 
@@ -269,7 +252,7 @@ fn a_rebuilt_kernel_is_a_new_version_and_best_waits_for_its_own_variant() {
         };
         (superseded(2) && !superseded(1)).then_some(())
     });
-    assert_eq!(best_json(&d).unwrap()["job"], v1["job"]);
+    assert_eq!(d.validated_best("stencil").unwrap()["job"], v1["job"]);
 }
 
 #[test]
@@ -436,20 +419,12 @@ fn a_watched_pipeline_is_evolved_and_served_as_one_module() {
     // The pyramid fixture (three kernels, a loop of launches) in a build
     // directory, named after it.
     let dir = tempfile::tempdir().unwrap();
-    let build = dir.path().join("pipe").join("build");
-    std::fs::create_dir_all(&build).unwrap();
-    let spec = std::fs::read_to_string(common::pipeline_fixture("pyramid")).unwrap();
-    let spec: String = spec
-        .lines()
-        .filter(|l| !l.starts_with("project"))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    std::fs::write(build.join("pyramid.gevo.toml"), spec).unwrap();
-    std::fs::copy(
-        common::repo_root().join("tests/fixtures/pipelines/pyramid.ll"),
-        build.join("pyramid.ll"),
-    )
-    .unwrap();
+    build_dir_with(
+        dir.path(),
+        "pipe",
+        &common::pipeline_fixture("pyramid"),
+        &common::repo_root().join("tests/fixtures/pipelines/pyramid.ll"),
+    );
     let watched = dir.path().join("pipe");
     let d = Daemon::start(dir.path(), &["--watch", s(&watched)]);
     d.wait_for("the job", |d| {

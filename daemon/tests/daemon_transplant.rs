@@ -4,24 +4,14 @@
 
 mod common;
 
-use common::daemon::{build_dir, s, Daemon};
+use common::daemon::Daemon;
 use gevo_client::proto::{Command, Reply};
-
-fn best_json(d: &Daemon) -> Option<serde_json::Value> {
-    let out = d.client(&["--json", "best", "stencil"]);
-    match out.status.code() {
-        Some(0) => Some(serde_json::from_slice(&out.stdout).unwrap()),
-        Some(3) => None,
-        _ => panic!("best: {out:?}"),
-    }
-}
 
 #[test]
 fn a_changed_kernel_is_seeded_from_the_previous_version_and_validates_at_once() {
     let dir = tempfile::tempdir().unwrap();
-    let build = build_dir(dir.path(), "app");
-    let d = Daemon::start(dir.path(), &["--watch", s(&dir.path().join("app"))]);
-    let v1 = d.wait_for("version 1's variant", best_json);
+    let (d, build) = Daemon::watching_stencil(dir.path());
+    let v1 = d.wait_for("version 1's variant", |d| d.validated_best("stencil"));
     assert_eq!(v1["version"], 1);
 
     // The source changed (a constant): new IR, a new version.
@@ -36,7 +26,7 @@ fn a_changed_kernel_is_seeded_from_the_previous_version_and_validates_at_once() 
         (!exported.join("sm_90.json").exists()).then_some(())
     });
     let v2 = d.wait_for("version 2's own variant", |d| {
-        best_json(d).filter(|b| b["version"] == 2)
+        d.validated_best("stencil").filter(|b| b["version"] == 2)
     });
     // Found in the first generation: a carried patch, validated on the new code.
     assert_eq!(v2["generation"], 0, "{v2}");

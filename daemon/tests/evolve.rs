@@ -5,19 +5,13 @@
 
 mod common;
 
+use common::search::{assert_resume_is_exact, backend, run};
 use gevod::eval::{Assessment, Evaluator};
 use gevod::evolve::{Backend, BackendError, Build, Config, Engine, Scope};
-use gevod::ir::{KernelIr, Patch};
+use gevod::ir::Patch;
 use gevod::spec::{self, TestSet};
 use gevod::worker::InProcess;
 use std::collections::BTreeSet;
-
-fn backend(name: &str) -> (KernelIr, InProcess) {
-    let spec = spec::load(&common::spec_fixture(name)).unwrap();
-    let ir = KernelIr::load(&spec.ir, Some(&spec.kernel)).unwrap();
-    let backend = InProcess::new(spec, common::codegen_options()).unwrap();
-    (ir, backend)
-}
 
 /// GEVO's own search (none of gevod's additions), whose evaluation counts
 /// the assertions below know; tests/evolve_search.rs covers the additions.
@@ -28,32 +22,9 @@ fn small(population: usize) -> Config {
     }
 }
 
-fn run(engine: &mut Engine, ir: &KernelIr, backend: &mut dyn Backend, generations: u64) {
-    for _ in 0..generations {
-        engine.step(ir, backend).unwrap();
-    }
-}
-
 #[test]
 fn resume_from_a_serialized_checkpoint_is_exact() {
-    let (ir, mut b) = backend("stencil");
-    let mut straight = Engine::new(small(24), 11).unwrap();
-    run(&mut straight, &ir, &mut b, 6);
-
-    let mut first = Engine::new(small(24), 11).unwrap();
-    run(&mut first, &ir, &mut b, 3);
-    let checkpoint = serde_json::to_vec(&first).unwrap();
-    drop(first);
-    // A new backend too: nothing may carry over but the checkpoint.
-    let (ir2, mut b2) = backend("stencil");
-    let mut resumed: Engine = serde_json::from_slice(&checkpoint).unwrap();
-    run(&mut resumed, &ir2, &mut b2, 3);
-
-    assert_eq!(resumed.generations(), 6);
-    assert_eq!(
-        resumed, straight,
-        "3 + checkpoint + 3 generations differ from 6"
-    );
+    let (straight, _) = assert_resume_is_exact("stencil", small(24), 11);
     // And the comparison is not vacuous: the search did something.
     // 24 initial, then 18 children per generation (a quarter are elites).
     assert_eq!(straight.counters().evaluations, 24 + 5 * 18);

@@ -4,22 +4,12 @@
 
 mod common;
 
-use gevod::evolve::{Config, Engine, GenerationReport};
+use common::search::{assert_resume_is_exact, backend, run};
+use gevod::evolve::{Config, Engine};
 use gevod::ir::KernelIr;
 use gevod::spec::{self, TestSet, TestTarget};
 use gevod::worker::InProcess;
 use std::collections::BTreeSet;
-
-fn backend(name: &str) -> (KernelIr, InProcess) {
-    let spec = spec::load(&common::spec_fixture(name)).unwrap();
-    let ir = KernelIr::load(&spec.ir, Some(&spec.kernel)).unwrap();
-    let backend = InProcess::new(spec, common::codegen_options()).unwrap();
-    (ir, backend)
-}
-
-fn run(engine: &mut Engine, ir: &KernelIr, b: &mut InProcess, n: u64) -> Vec<GenerationReport> {
-    (0..n).map(|_| engine.step(ir, b).unwrap()).collect()
-}
 
 fn distinct(engine: &Engine) -> usize {
     engine
@@ -40,21 +30,7 @@ fn resume_with_islands_and_restarts_is_exact() {
         stagnation_generations: 1,
         ..Config::default()
     };
-    let (ir, mut b) = backend("stencil");
-    let mut straight = Engine::new(config.clone(), 11).unwrap();
-    let reports = run(&mut straight, &ir, &mut b, 6);
-
-    let mut first = Engine::new(config, 11).unwrap();
-    run(&mut first, &ir, &mut b, 3);
-    let checkpoint = serde_json::to_vec(&first).unwrap();
-    drop(first);
-    let (ir2, mut b2) = backend("stencil");
-    let mut resumed: Engine = serde_json::from_slice(&checkpoint).unwrap();
-    run(&mut resumed, &ir2, &mut b2, 3);
-    assert_eq!(
-        resumed, straight,
-        "3 + checkpoint + 3 generations differ from 6"
-    );
+    let (straight, reports) = assert_resume_is_exact("stencil", config, 11);
 
     // Not vacuous: islands reported and migrating, population whole.
     assert_eq!(straight.population().len(), 24);

@@ -10,6 +10,7 @@
 
 mod common;
 
+use common::s;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -20,16 +21,7 @@ fn gevod(args: &[&str]) -> std::process::Output {
         .args(args)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "gevod {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
+    common::succeeded(out, args)
 }
 
 /// A short search of the stencil fixture started from the planted patch

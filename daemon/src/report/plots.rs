@@ -3,7 +3,10 @@
 //! them).
 
 use super::GenerationPoint;
+use plotters::coord::types::RangedCoordf64;
+use plotters::coord::Shift;
 use plotters::prelude::*;
+use std::ops::Range;
 
 const SIZE: (u32, u32) = (720, 380);
 const TRAIN: RGBColor = RGBColor(31, 119, 180);
@@ -34,12 +37,65 @@ fn range(values: impl Iterator<Item = f64>, floor: Option<f64>) -> (f64, f64) {
     (lo, hi + pad)
 }
 
-/// Best train and validated cost ratio per generation, with the original's 1.0.
-pub fn cost(points: &[GenerationPoint]) -> Result<String, String> {
+/// The canvas a plot draws on.
+type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+/// A chart of f64 over f64 on an [`Area`].
+type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// One plot as SVG text: `draw` on a white canvas of [`SIZE`]; errors name
+/// the plot (`what`).
+fn svg(what: &str, draw: impl FnOnce(&Area) -> Result<(), String>) -> Result<String, String> {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| failed("cost", e))?;
+        root.fill(&WHITE).map_err(|e| failed(what, e))?;
+        draw(&root)?;
+        root.present().map_err(|e| failed(what, e))?;
+    }
+    Ok(svg)
+}
+
+/// A chart over `x` by `y` with its axes named (`desc`: x's, y's) and no
+/// light grid lines; `y_labels` formats the y axis (else plotters' format).
+fn chart<'a, 'b>(
+    root: &'a Area<'b>,
+    what: &str,
+    (x, y): (Range<f64>, Range<f64>),
+    y_label_area: u32,
+    desc: (&str, &str),
+    y_labels: Option<&dyn Fn(&f64) -> String>,
+) -> Result<Chart<'a, 'b>, String> {
+    let mut chart = ChartBuilder::on(root)
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(y_label_area)
+        .build_cartesian_2d(x, y)
+        .map_err(|e| failed(what, e))?;
+    let mut mesh = chart.configure_mesh();
+    mesh.x_desc(desc.0)
+        .y_desc(desc.1)
+        .light_line_style(WHITE.mix(0.0));
+    if let Some(format) = y_labels {
+        mesh.y_label_formatter(format);
+    }
+    mesh.draw().map_err(|e| failed(what, e))?;
+    Ok(chart)
+}
+
+/// The series' legend, upper right.
+fn legend<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>, what: &str) -> Result<(), String> {
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(OTHERS)
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(|e| failed(what, e))
+}
+
+/// Best train and validated cost ratio per generation, with the original's 1.0.
+pub fn cost(points: &[GenerationPoint]) -> Result<String, String> {
+    svg("cost", |root| {
         let last = points.last().map_or(1, |p| p.generation.max(1));
         let values = points
             .iter()
@@ -47,19 +103,14 @@ pub fn cost(points: &[GenerationPoint]) -> Result<String, String> {
             .flatten()
             .chain([1.0]);
         let (lo, hi) = range(values, Some(0.0));
-        let mut chart = ChartBuilder::on(&root)
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(60)
-            .build_cartesian_2d(0f64..last as f64, lo..hi)
-            .map_err(|e| failed("cost", e))?;
-        chart
-            .configure_mesh()
-            .x_desc("generation")
-            .y_desc("cost ratio (variant / original)")
-            .light_line_style(WHITE.mix(0.0))
-            .draw()
-            .map_err(|e| failed("cost", e))?;
+        let mut chart = chart(
+            root,
+            "cost",
+            (0f64..last as f64, lo..hi),
+            60,
+            ("generation", "cost ratio (variant / original)"),
+            None,
+        )?;
         chart
             .draw_series(LineSeries::new(
                 [(0.0, 1.0), (last as f64, 1.0)],
@@ -99,47 +150,34 @@ pub fn cost(points: &[GenerationPoint]) -> Result<String, String> {
                     .map(|&p| Circle::new(p, 3, VALIDATED.filled())),
             )
             .map_err(|e| failed("cost", e))?;
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(OTHERS)
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()
-            .map_err(|e| failed("cost", e))?;
-        root.present().map_err(|e| failed("cost", e))?;
-    }
-    Ok(svg)
+        legend(&mut chart, "cost")
+    })
 }
 
 /// The Pareto front over (cost ratio, error), over the last population.
 pub fn pareto(front: &[(f64, f64)], population: &[(f64, f64)]) -> Result<String, String> {
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| failed("Pareto", e))?;
+    svg("Pareto", |root| {
         let all = || front.iter().chain(population);
         let (x_lo, x_hi) = range(all().map(|p| p.0), Some(0.0));
         let (_, y_hi) = range(all().map(|p| p.1), Some(0.0));
-        let mut chart = ChartBuilder::on(&root)
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(70)
-            .build_cartesian_2d(x_lo..x_hi, 0f64..y_hi)
-            .map_err(|e| failed("Pareto", e))?;
-        chart
-            .configure_mesh()
-            .x_desc("train cost ratio (variant / original)")
-            .y_desc("error (largest output difference)")
-            .y_label_formatter(&|v| {
-                if y_hi >= 0.01 {
-                    format!("{v:.2}")
-                } else {
-                    format!("{v:.1e}")
-                }
-            })
-            .light_line_style(WHITE.mix(0.0))
-            .draw()
-            .map_err(|e| failed("Pareto", e))?;
+        let y_labels = |v: &f64| {
+            if y_hi >= 0.01 {
+                format!("{v:.2}")
+            } else {
+                format!("{v:.1e}")
+            }
+        };
+        let mut chart = chart(
+            root,
+            "Pareto",
+            (x_lo..x_hi, 0f64..y_hi),
+            70,
+            (
+                "train cost ratio (variant / original)",
+                "error (largest output difference)",
+            ),
+            Some(&y_labels),
+        )?;
         chart
             .draw_series(
                 population
@@ -157,16 +195,8 @@ pub fn pareto(front: &[(f64, f64)], population: &[(f64, f64)]) -> Result<String,
             .map_err(|e| failed("Pareto", e))?
             .label("Pareto front")
             .legend(|(x, y)| Circle::new((x + 8, y), 5, FRONT.filled()));
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(OTHERS)
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()
-            .map_err(|e| failed("Pareto", e))?;
-        root.present().map_err(|e| failed("Pareto", e))?;
-    }
-    Ok(svg)
+        legend(&mut chart, "Pareto")
+    })
 }
 
 /// Evaluations per second of each generation over the search's wall time;
@@ -184,34 +214,26 @@ pub fn rate(points: &[GenerationPoint]) -> Result<Option<String>, String> {
     if series.is_empty() {
         return Ok(None);
     }
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| failed("rate", e))?;
+    svg("rate", |root| {
         let (_, x_hi) = range(series.iter().map(|p| p.0), Some(0.0));
         let (_, y_hi) = range(series.iter().map(|p| p.1), Some(0.0));
-        let mut chart = ChartBuilder::on(&root)
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(60)
-            .build_cartesian_2d(0f64..x_hi, 0f64..y_hi)
-            .map_err(|e| failed("rate", e))?;
-        chart
-            .configure_mesh()
-            .x_desc("seconds of search")
-            .y_desc("evaluations / s")
-            .light_line_style(WHITE.mix(0.0))
-            .draw()
-            .map_err(|e| failed("rate", e))?;
+        let mut chart = chart(
+            root,
+            "rate",
+            (0f64..x_hi, 0f64..y_hi),
+            60,
+            ("seconds of search", "evaluations / s"),
+            None,
+        )?;
         chart
             .draw_series(LineSeries::new(series.clone(), TRAIN.stroke_width(2)))
             .map_err(|e| failed("rate", e))?;
         chart
             .draw_series(series.iter().map(|&p| Circle::new(p, 2, TRAIN.filled())))
             .map_err(|e| failed("rate", e))?;
-        root.present().map_err(|e| failed("rate", e))?;
-    }
-    Ok(Some(svg))
+        Ok(())
+    })
+    .map(Some)
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@
 pub mod gpu;
 pub mod launch;
 pub mod pool;
+mod process;
 pub mod sanitize;
 pub mod setup;
 

@@ -7,6 +7,7 @@
 //! replaced leaves the pool while the others go on.
 
 use super::launch::Launcher;
+use super::process::{truncate, Event, State, Worker};
 use super::{Request, Response, PROTOCOL};
 use crate::eval::Assessment;
 use crate::evolve::{Backend, BackendError, Build, Scope};
@@ -14,13 +15,11 @@ use crate::ir::Patch;
 use crate::spec::{Spec, TestSet};
 use std::collections::VecDeque;
 use std::ffi::OsString;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::process::CommandExt;
+use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How to start workers and how long to wait for them.
@@ -69,28 +68,6 @@ impl PoolOptions {
     }
 }
 
-enum State {
-    Starting(Instant),
-    Idle,
-    /// Requests sent, oldest first; `since`: when the oldest started.
-    Busy {
-        requests: VecDeque<usize>,
-        since: Instant,
-    },
-    /// Gone and not replaced (a Slurm step whose replacement failed).
-    Lost,
-}
-
-struct Worker {
-    serial: u64,
-    /// Which of `slot_args` it was started with.
-    slot: usize,
-    child: Child,
-    stdin: ChildStdin,
-    stderr_tail: Arc<Mutex<String>>,
-    state: State,
-}
-
 /// One `run`'s requests: the queue, the answers, and what is left.
 struct Batch {
     queue: VecDeque<usize>,
@@ -123,11 +100,6 @@ impl Batch {
     }
 }
 
-enum Event {
-    Line(u64, String),
-    Closed(u64),
-}
-
 /// A pool of evaluation worker processes; a [`Backend`].
 pub struct WorkerPool {
     options: PoolOptions,
@@ -146,9 +118,6 @@ pub struct WorkerPool {
     /// Only the worker started with this slot takes requests ([`pin`]).
     pinned: Option<usize>,
 }
-
-/// Keeps the last few KiB a worker wrote to stderr, for crash reports.
-const STDERR_TAIL: usize = 4096;
 
 impl WorkerPool {
     /// Starts the workers; `scope` is what they measure (checked against
@@ -188,73 +157,12 @@ impl WorkerPool {
     fn spawn(&mut self, slot: usize) -> Result<Worker, BackendError> {
         let serial = self.next_serial;
         self.next_serial += 1;
-        let mut args = self.options.args.clone();
-        if !self.options.slot_args.is_empty() {
-            args.extend(self.options.slot_args[slot % self.options.slot_args.len()].clone());
-        }
-        let mut command =
-            self.options
-                .launcher
-                .command(&self.options.program, &args, self.options.gpu);
-        command
-            .envs(self.options.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            // Its own process group: a Ctrl-C meant for the engine does not
-            // kill the workers mid-answer; the engine stops them.
-            .process_group(0);
-        let mut child = command.spawn().map_err(|e| {
-            BackendError::Failed(format!(
-                "cannot start worker {}: {e}",
-                self.options.program.display()
-            ))
-        })?;
-        let stdin = child.stdin.take().expect("piped");
-        let stdout = child.stdout.take().expect("piped");
-        let mut stderr = child.stderr.take().expect("piped");
-        let sender = self.sender.clone();
-        std::thread::spawn(move || {
-            let mut reader = BufReader::new(stdout);
-            let mut line = String::new();
-            // Only whole lines are answers: a worker killed while writing
-            // (a cancelled Slurm step's last, cut-off line) just closed.
-            while matches!(reader.read_line(&mut line), Ok(n) if n > 0) && line.ends_with('\n') {
-                line.pop();
-                if sender
-                    .send(Event::Line(serial, std::mem::take(&mut line)))
-                    .is_err()
-                {
-                    return;
-                }
-            }
-            let _ = sender.send(Event::Closed(serial));
-        });
-        let stderr_tail = Arc::new(Mutex::new(String::new()));
-        let tail = stderr_tail.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 1024];
-            while let Ok(n) = stderr.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                let mut t = tail.lock().expect("stderr tail");
-                t.push_str(&String::from_utf8_lossy(&buf[..n]));
-                if t.len() > STDERR_TAIL {
-                    let cut = t.len() - STDERR_TAIL;
-                    let cut = (cut..t.len()).find(|&i| t.is_char_boundary(i)).unwrap_or(0);
-                    t.drain(..cut);
-                }
-            }
-        });
-        Ok(Worker {
-            serial,
-            slot,
-            child,
-            stdin,
-            stderr_tail,
-            state: State::Starting(Instant::now()),
-        })
+        Worker::start(&self.options, slot, serial, self.sender.clone())
+    }
+
+    /// Stops worker `slot` and says how it ended.
+    fn end(&mut self, slot: usize) -> String {
+        self.workers[slot].end(&self.options.launcher)
     }
 
     /// Kills worker `slot` and starts its replacement.
@@ -270,21 +178,6 @@ impl WorkerPool {
             Err(e) => return Err(e),
         }
         Ok(what)
-    }
-
-    /// Stops worker `slot` and says how it ended.
-    fn end(&mut self, slot: usize) -> String {
-        let w = &mut self.workers[slot];
-        stop_worker(&self.options.launcher, &mut w.child);
-        let status = w.child.wait().ok();
-        // The reader threads may still be delivering the last lines.
-        std::thread::sleep(Duration::from_millis(5));
-        let tail = last_line(&w.stderr_tail.lock().expect("stderr tail"));
-        let mut what = status.map_or_else(|| "unknown status".to_string(), |s| s.to_string());
-        if !tail.is_empty() {
-            what.push_str(&format!("; stderr: {tail}"));
-        }
-        what
     }
 
     /// Marks a worker that has ended ([`end`](Self::end)) and cannot be
@@ -590,8 +483,7 @@ impl WorkerPool {
 impl Drop for WorkerPool {
     fn drop(&mut self) {
         for w in &mut self.workers {
-            stop_worker(&self.options.launcher, &mut w.child);
-            let _ = w.child.wait();
+            w.stop(&self.options.launcher);
         }
     }
 }
@@ -666,36 +558,5 @@ fn response_id(r: &Response) -> Option<u64> {
         | Response::CompileFailed { id, .. }
         | Response::Assessed { id, .. } => Some(*id),
         Response::Ready { .. } | Response::Fatal { .. } => None,
-    }
-}
-
-/// Ends a worker: a local process is killed; an `srun` gets SIGTERM first,
-/// which it passes to its step (a killed srun could leave the step running
-/// until the allocation ends), and a kill if it has not ended in 2 s.
-fn stop_worker(launcher: &Launcher, child: &mut Child) {
-    if matches!(launcher, Launcher::Slurm(_)) {
-        if let Ok(pid) = i32::try_from(child.id()) {
-            // SAFETY: kill(2) on our own child's pid; no memory is involved.
-            unsafe { libc::kill(pid, libc::SIGTERM) };
-            let deadline = Instant::now() + Duration::from_secs(2);
-            while Instant::now() < deadline {
-                if matches!(child.try_wait(), Ok(Some(_))) {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-    }
-    let _ = child.kill();
-}
-
-fn last_line(text: &str) -> String {
-    truncate(text.trim_end().lines().last().unwrap_or(""), 200)
-}
-
-fn truncate(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((i, _)) => format!("{}...", &s[..i]),
-        None => s.to_string(),
     }
 }

@@ -27,9 +27,7 @@ population = 32
 
 pub const WAIT: Duration = Duration::from_secs(180);
 
-pub fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+pub use super::s;
 
 /// gevo-client, built beside gevod (`cargo build --workspace`).
 pub fn client_binary() -> PathBuf {
@@ -65,6 +63,14 @@ impl Daemon {
         let mut d = Self::unstarted(dir, Path::new(env!("CARGO_BIN_EXE_gevod")));
         d.spawn_with_env(args, env);
         d
+    }
+
+    /// `start` watching `dir/app`, whose build directory ([`build_dir`])
+    /// holds the stencil fixture; returns that build directory too.
+    pub fn watching_stencil(dir: &Path) -> (Daemon, PathBuf) {
+        let build = build_dir(dir, "app");
+        let d = Self::start(dir, &["--watch", s(&dir.join("app"))]);
+        (d, build)
     }
 
     /// Like `start`, from another gevod binary.
@@ -179,6 +185,17 @@ impl Daemon {
         }
     }
 
+    /// `gevo-client --json best <kernel>`'s answer; `None` while the kernel
+    /// has no validated variant (exit 3).
+    pub fn validated_best(&self, kernel: &str) -> Option<serde_json::Value> {
+        let out = self.client(&["--json", "best", kernel]);
+        match out.status.code() {
+            Some(0) => Some(serde_json::from_slice(&out.stdout).unwrap()),
+            Some(3) => None,
+            _ => panic!("best: {out:?}"),
+        }
+    }
+
     pub fn client(&self, args: &[&str]) -> Output {
         Process::new(client_binary())
             .args(["--socket", s(&self.socket), "--state", s(&self.state)])
@@ -209,19 +226,27 @@ impl Drop for Daemon {
 
 /// A build directory `dir/<project>/build` with the stencil fixture.
 pub fn build_dir(dir: &Path, project: &str) -> PathBuf {
-    let build = dir.join(project).join("build");
-    std::fs::create_dir_all(&build).unwrap();
-    // Without `project`, the kernel is named after the watched directory.
-    let spec = std::fs::read_to_string(super::spec_fixture("stencil")).unwrap();
-    let spec: String = spec
-        .lines()
-        .filter(|l| !l.starts_with("project"))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    std::fs::write(build.join("stencil.gevo.toml"), spec).unwrap();
-    std::fs::copy(super::kernel_fixture("stencil"), build.join("stencil.ll")).unwrap();
+    let build = build_dir_with(
+        dir,
+        project,
+        &super::spec_fixture("stencil"),
+        &super::kernel_fixture("stencil"),
+    );
     // The CUDA source the IR's line tables name, beside it.
     let source = super::kernel_fixture("stencil").with_extension("cu");
     std::fs::copy(source, build.join("stencil.cu")).unwrap();
+    build
+}
+
+/// A build directory `dir/<project>/build` holding copies of the spec at
+/// `spec` and its IR `ir`, under their own file names.
+pub fn build_dir_with(dir: &Path, project: &str, spec: &Path, ir: &Path) -> PathBuf {
+    let build = dir.join(project).join("build");
+    std::fs::create_dir_all(&build).unwrap();
+    // Without `project`, the kernel is named after the watched directory.
+    let text = std::fs::read_to_string(spec).unwrap();
+    let text = super::without_lines(&text, "project");
+    std::fs::write(build.join(spec.file_name().unwrap()), text).unwrap();
+    std::fs::copy(ir, build.join(ir.file_name().unwrap())).unwrap();
     build
 }

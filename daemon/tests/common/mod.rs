@@ -4,12 +4,42 @@
 pub mod cmake;
 pub mod daemon;
 pub mod intrinsics;
+pub mod search;
 pub mod sim;
 pub mod slurm;
 pub mod workers;
 
 use gevod::ir::{CodegenOptions, KernelIr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+/// A path as an argument (the tests' paths are UTF-8).
+pub fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A process's output as text, lossily.
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// `text` without the lines that start with `prefix`.
+pub fn without_lines(text: &str, prefix: &str) -> String {
+    text.lines()
+        .filter(|l| !l.starts_with(prefix))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+/// The output of `gevod args`, asserted to have exited 0 (its stderr if not).
+pub fn succeeded(out: Output, args: &[&str]) -> Output {
+    assert!(
+        out.status.success(),
+        "gevod {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
 
 /// Whether every tool answers `--version`; if not, prints that the test
 /// skipped and which tool it lacked.

@@ -1,0 +1,195 @@
+//! The commands a build runs, `best` and `report`: the daemon's answer,
+//! else the export in a state directory when the daemon cannot be reached.
+
+use super::daemon::{call, Settings};
+use super::render::reply_kind;
+use crate::{exit, print_out, EXIT_ERROR, EXIT_NO_VARIANT, EXIT_UNREACHABLE};
+use anyhow::{bail, Context, Result};
+use gevo_client::export::{self, ExportError};
+use gevo_client::proto::{Best, Body, Command, ErrorCode, Reply, Request};
+use std::path::{Path, PathBuf};
+
+/// Where a `best` answer came from.
+enum Source {
+    Daemon,
+    /// The export in this state dir; the daemon was unreachable for this reason.
+    Export(PathBuf, String),
+}
+
+/// The first usable export of kernel among the places' state directories,
+/// with its directory; else why none could be used, each directory's reason.
+fn read_export(
+    settings: &Settings,
+    kernel: &str,
+    arch: Option<&str>,
+) -> Result<(Best, PathBuf), String> {
+    let mut why = Vec::new();
+    for state in settings.states() {
+        match export::read(state, kernel, arch) {
+            Ok(best) => return Ok((best, state.to_path_buf())),
+            Err(e) => why.push(export_failure(&e, kernel, state)),
+        }
+    }
+    Err(why.join("; "))
+}
+
+pub fn best(
+    settings: &Settings,
+    kernel: &str,
+    arch: Option<&str>,
+    output: Option<&Path>,
+    json: bool,
+) -> Result<()> {
+    let request = Request::new(Command::Best {
+        kernel: kernel.to_string(),
+        arch: arch.map(str::to_string),
+    });
+    let (best, source) = match call(settings, &request) {
+        Ok(response) => match response.body {
+            Body::Ok(Reply::Best(best)) => (best, Source::Daemon),
+            Body::Ok(other) => bail!("gevod answered best with {}", reply_kind(&other)),
+            Body::Error(e) => {
+                let code = match e.code {
+                    ErrorCode::NoValidated | ErrorCode::UnknownKernel => EXIT_NO_VARIANT,
+                    _ => EXIT_ERROR,
+                };
+                return Err(exit(code, e.message));
+            }
+        },
+        Err(e) if e.is_unreachable() => match read_export(settings, kernel, arch) {
+            Ok((best, state)) => (best, Source::Export(state, e.reason())),
+            Err(why) => return Err(exit(EXIT_UNREACHABLE, format!("{e}; {why}"))),
+        },
+        Err(e) => return Err(e.into()),
+    };
+    check_best(&best, arch)?;
+
+    let r = &best.record;
+    let (lo, hi) = r.interval;
+    let from = match &source {
+        Source::Daemon => "from the daemon".to_string(),
+        Source::Export(state, why) => format!(
+            "from the export in {}, daemon unreachable: {why}",
+            state.display()
+        ),
+    };
+    let mut note = format!(
+        "{} {}: validated variant, speedup {:.3}x [{lo:.2}, {hi:.2}] ({from})",
+        r.kernel, r.target, r.speedup
+    );
+    if let Some(path) = output {
+        let changed = write_if_changed(path, best.ptx.as_bytes())?;
+        let verb = if changed { "wrote" } else { "unchanged:" };
+        note += &format!("; {verb} {}", path.display());
+    }
+    if json {
+        let mut value = serde_json::to_value(&best).expect("best serializes");
+        let tag = match source {
+            Source::Daemon => "daemon",
+            Source::Export(..) => "export",
+        };
+        value["source"] = tag.into();
+        print_out(&(serde_json::to_string_pretty(&value).expect("json serializes") + "\n"))?;
+    } else if output.is_none() {
+        print_out(&best.ptx)?;
+    }
+    eprintln!("gevo-client: {note}");
+    Ok(())
+}
+
+/// The kernel's HTML report from the daemon, else the one exported with its
+/// best variant (as of that variant).
+pub fn report(settings: &Settings, kernel: &str, output: Option<&Path>) -> Result<()> {
+    let request = Request::new(Command::Report {
+        kernel: kernel.to_string(),
+    });
+    let (html, from) = match call(settings, &request) {
+        Ok(response) => match response.body {
+            Body::Ok(Reply::Report(page)) => {
+                (page.html, format!("job {}, from the daemon", page.job))
+            }
+            Body::Ok(other) => bail!("gevod answered report with {}", reply_kind(&other)),
+            Body::Error(e) => return Err(exit(EXIT_ERROR, e.message)),
+        },
+        Err(e) if e.is_unreachable() => {
+            let mut why = Vec::new();
+            let mut found = None;
+            for state in settings.states() {
+                match export::read_report(state, kernel) {
+                    Ok(page) => {
+                        found = Some(page);
+                        break;
+                    }
+                    Err(err) => why.push(export_failure(&err, kernel, state)),
+                }
+            }
+            match found {
+                Some((html, path)) => (
+                    html,
+                    format!(
+                        "the report exported with the best variant, {}; daemon unreachable: {}",
+                        path.display(),
+                        e.reason()
+                    ),
+                ),
+                None => return Err(exit(EXIT_UNREACHABLE, format!("{e}; {}", why.join("; ")))),
+            }
+        }
+        Err(e) => return Err(e.into()),
+    };
+    match output {
+        Some(path) => {
+            export::write_atomic(path, html.as_bytes()).context("cannot write the report")?;
+            eprintln!("gevo-client: wrote {} ({from})", path.display());
+        }
+        None => {
+            print_out(&html)?;
+            eprintln!("gevo-client: report of {kernel} ({from})");
+        }
+    }
+    Ok(())
+}
+
+/// A build must never link a PTX other than the one the record describes.
+fn check_best(best: &Best, arch: Option<&str>) -> Result<()> {
+    if export::ptx_hash(&best.ptx) != best.record.ptx_hash {
+        bail!(
+            "gevod sent a PTX for {} that does not match its record's hash",
+            best.record.kernel
+        );
+    }
+    if let Some(arch) = arch {
+        if best.record.target != arch {
+            bail!(
+                "asked for {arch}, gevod answered with a variant for {}",
+                best.record.target
+            );
+        }
+    }
+    Ok(())
+}
+
+fn export_failure(e: &ExportError, kernel: &str, state: &Path) -> String {
+    match e {
+        ExportError::NotFound { .. } | ExportError::NoArch { .. } => e.to_string(),
+        // A full name whose directory does not exist is simply not exported.
+        ExportError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+            format!(
+                "no exported variant of {kernel} in {}",
+                state.join(export::EXPORTS_DIR).display()
+            )
+        }
+        _ => format!("cannot use the export: {e}"),
+    }
+}
+
+/// Rewrites `path` only when its content differs, so that a build system
+/// sees an unchanged file when the answer is unchanged. Returns whether it
+/// wrote.
+fn write_if_changed(path: &Path, content: &[u8]) -> Result<bool> {
+    if std::fs::read(path).is_ok_and(|old| old == content) {
+        return Ok(false);
+    }
+    export::write_atomic(path, content).context("cannot write the PTX")?;
+    Ok(true)
+}

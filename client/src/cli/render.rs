@@ -1,0 +1,285 @@
+//! The daemon's replies as text: tables for people, pretty JSON with
+//! `--json`.
+
+use gevo_client::proto::{Explanation, JobInfo, JobState, Pareto, Reply, Status};
+
+pub fn reply_kind(reply: &Reply) -> &'static str {
+    match reply {
+        Reply::Status(_) => "a status",
+        Reply::Jobs(_) => "a job list",
+        Reply::Best(_) => "a best variant",
+        Reply::Pareto(_) => "a Pareto front",
+        Reply::Explain(_) => "an explanation",
+        Reply::Report(_) => "a report",
+        Reply::Done(_) => "a confirmation",
+    }
+}
+
+/// The reply's payload as pretty JSON (for `done`, a JSON string).
+pub fn reply_json(reply: &Reply) -> String {
+    let value = match reply {
+        Reply::Status(s) => serde_json::to_value(s),
+        Reply::Jobs(j) => serde_json::to_value(j),
+        Reply::Best(b) => serde_json::to_value(b),
+        Reply::Pareto(p) => serde_json::to_value(p),
+        Reply::Explain(e) => serde_json::to_value(e),
+        Reply::Report(r) => serde_json::to_value(r),
+        Reply::Done(d) => serde_json::to_value(d),
+    };
+    serde_json::to_string_pretty(&value.expect("replies serialize")).expect("json serializes")
+        + "\n"
+}
+
+pub fn render(reply: &Reply) -> String {
+    match reply {
+        Reply::Status(s) => render_status(s),
+        Reply::Jobs(jobs) => render_jobs(jobs),
+        Reply::Best(b) => b.ptx.clone(),
+        Reply::Pareto(p) => render_pareto(p),
+        Reply::Explain(e) => render_explain(e),
+        Reply::Report(r) => r.html.clone(),
+        Reply::Done(message) => format!("{message}\n"),
+    }
+}
+
+fn render_status(s: &Status) -> String {
+    let mut out = format!(
+        "gevod {} (pid {}), up {}\nsocket:    {}\nstate dir: {}\n\n",
+        s.daemon_version,
+        s.pid,
+        uptime(s.uptime_s),
+        s.socket.display(),
+        s.state_dir.display()
+    );
+    let roots: Vec<Vec<String>> = s
+        .watch_roots
+        .iter()
+        .map(|w| {
+            let exists = if w.exists { "yes" } else { "no" };
+            vec![
+                w.path.display().to_string(),
+                w.source.clone(),
+                exists.into(),
+            ]
+        })
+        .collect();
+    out += &table_or(
+        "no watch roots (add one with: gevo-client watch <dir>)",
+        &["WATCH ROOT", "SOURCE", "EXISTS"],
+        &roots,
+    );
+    out += "\n";
+    let slots: Vec<Vec<String>> = s
+        .slots
+        .iter()
+        .map(|slot| vec![slot.name.clone(), slot.state.clone()])
+        .collect();
+    out += &table_or("no slots", &["SLOT", "STATE"], &slots);
+    out += "\n";
+    out += &render_jobs(&s.jobs);
+    out
+}
+
+fn render_jobs(jobs: &[JobInfo]) -> String {
+    if jobs.is_empty() {
+        return "no jobs\n".into();
+    }
+    let with_message = jobs.iter().any(|j| j.message.is_some());
+    let with_origin = jobs.iter().any(|j| j.origin.is_some());
+    let mut header = vec![
+        "KERNEL",
+        "VERSION",
+        "STATE",
+        "GENERATIONS",
+        "EVALUATIONS",
+        "VALIDATED",
+        "BEST",
+        "BACKEND/TARGET",
+    ];
+    if with_origin {
+        header.push("FROM");
+    }
+    if with_message {
+        header.push("MESSAGE");
+    }
+    let rows: Vec<Vec<String>> = jobs
+        .iter()
+        .map(|j| {
+            let mut row = vec![
+                j.kernel.clone(),
+                j.version.to_string(),
+                state_name(j.state).into(),
+                j.generations.to_string(),
+                j.evaluations.to_string(),
+                j.validated.to_string(),
+                j.best_speedup
+                    .map_or_else(|| "-".into(), |s| format!("{s:.3}x")),
+                // A spec that never made a job has no backend yet.
+                if j.backend.is_empty() {
+                    "-".into()
+                } else {
+                    format!("{}/{}", j.backend, j.target)
+                },
+            ];
+            if with_origin {
+                // Seeded from the previous version: which, and what survived.
+                row.push(j.origin.as_ref().map_or_else(
+                    || "-".into(),
+                    |o| format!("v{} ({} kept, {} dropped)", o.version, o.kept, o.dropped),
+                ));
+            }
+            if with_message {
+                // A table row is one line: a finding's first line says what
+                // and where; `explain` shows all of it.
+                let message = j.message.as_deref().unwrap_or_default();
+                row.push(message.lines().next().unwrap_or_default().to_string());
+            }
+            row
+        })
+        .collect();
+    table(&header, &rows)
+}
+
+fn state_name(state: JobState) -> &'static str {
+    match state {
+        JobState::Running => "running",
+        JobState::Queued => "queued",
+        JobState::Paused => "paused",
+        JobState::Removed => "removed",
+        JobState::Superseded => "superseded",
+        JobState::Finished => "finished",
+        JobState::Error => "error",
+    }
+}
+
+fn render_pareto(p: &Pareto) -> String {
+    let mut out = format!(
+        "{} (job {}): {} point{} on the Pareto front\n",
+        p.kernel,
+        p.job,
+        p.points.len(),
+        if p.points.len() == 1 { "" } else { "s" }
+    );
+    let rows: Vec<Vec<String>> = p
+        .points
+        .iter()
+        .map(|pt| {
+            let error = if pt.error == 0.0 {
+                "0".to_string()
+            } else {
+                format!("{:.3e}", pt.error)
+            };
+            vec![format!("{:.4}", pt.cost), error, pt.edits.to_string()]
+        })
+        .collect();
+    if !rows.is_empty() {
+        out += &table(&["COST", "ERROR", "EDITS"], &rows);
+    }
+    out
+}
+
+fn render_explain(e: &Explanation) -> String {
+    let mut out = format!(
+        "{} (job {}): speedup {:.3}x with {} edit{}\n",
+        e.kernel,
+        e.job,
+        e.speedup,
+        e.edits.len(),
+        if e.edits.len() == 1 { "" } else { "s" }
+    );
+    if let Some(o) = &e.origin {
+        out += &format!(
+            "seeded from version {} (job {}): {} patch{} carried over, {} edit{} kept, {} dropped\n",
+            o.version,
+            o.job,
+            o.patches,
+            if o.patches == 1 { "" } else { "es" },
+            o.kept,
+            if o.kept == 1 { "" } else { "s" },
+            o.dropped
+        );
+    }
+    let carried = |i: usize| match &e.origin {
+        Some(o) if e.transplanted.contains(&i) => format!("  (from version {})", o.version),
+        _ => String::new(),
+    };
+    if e.source_edits.is_empty() {
+        for (i, edit) in e.edits.iter().enumerate() {
+            out += &format!("  {}. {edit}{}\n", i + 1, carried(i));
+        }
+    } else {
+        out += &gevo_client::explain::render_edits(&e.source_edits, e.line_tables, "  ");
+        let from: Vec<String> = (0..e.edits.len())
+            .filter(|&i| !carried(i).is_empty())
+            .map(|i| (i + 1).to_string())
+            .collect();
+        if let (Some(o), false) = (&e.origin, from.is_empty()) {
+            out += &format!("  edits {} (from version {})\n", from.join(", "), o.version);
+        }
+    }
+    if !e.tests.is_empty() {
+        out += "held-out tests (cost ratio, variant over original, 95% interval):\n";
+        for t in &e.tests {
+            out += &format!(
+                "  {:<12} {:.4}  [{:.4}, {:.4}]\n",
+                t.test, t.ratio, t.lo, t.hi
+            );
+        }
+    }
+    if !e.rejections.is_empty() {
+        out += "latest rejected candidates:\n";
+        for r in &e.rejections {
+            out += &format!("  - {r}\n");
+        }
+    }
+    if !e.diff.is_empty() {
+        out += "\n";
+        out += &e.diff;
+        if !e.diff.ends_with('\n') {
+            out += "\n";
+        }
+    }
+    out
+}
+
+/// [`table`], or the line `none` when there are no rows.
+fn table_or(none: &str, header: &[&str], rows: &[Vec<String>]) -> String {
+    if rows.is_empty() {
+        format!("{none}\n")
+    } else {
+        table(header, rows)
+    }
+}
+
+/// Left-aligned columns two spaces apart, no trailing blanks.
+fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut s = String::new();
+        for (cell, w) in cells.iter().zip(&widths) {
+            s += &format!("{cell:<w$}  ");
+        }
+        s.trim_end().to_string() + "\n"
+    };
+    let mut out = line(header.to_vec());
+    for row in rows {
+        out += &line(row.iter().map(String::as_str).collect());
+    }
+    out
+}
+
+fn uptime(seconds: f64) -> String {
+    let s = seconds.max(0.0) as u64;
+    let (d, h, m, s) = (s / 86400, s / 3600 % 24, s / 60 % 60, s % 60);
+    match (d, h, m) {
+        (0, 0, 0) => format!("{s}s"),
+        (0, 0, _) => format!("{m}m {s:02}s"),
+        (0, _, _) => format!("{h}h {m:02}m {s:02}s"),
+        _ => format!("{d}d {h:02}h {m:02}m"),
+    }
+}

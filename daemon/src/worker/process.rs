@@ -1,0 +1,173 @@
+//! One worker process of a [`WorkerPool`](super::pool::WorkerPool):
+//! starting it where its [`Launcher`] says, the threads that turn its stdout
+//! into [`Event`]s and keep the tail of its stderr, and ending it.
+
+use super::launch::Launcher;
+use super::pool::PoolOptions;
+use crate::evolve::BackendError;
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub(super) enum State {
+    Starting(Instant),
+    Idle,
+    /// Requests sent, oldest first; `since`: when the oldest started.
+    Busy {
+        requests: VecDeque<usize>,
+        since: Instant,
+    },
+    /// Gone and not replaced (a Slurm step whose replacement failed).
+    Lost,
+}
+
+pub(super) struct Worker {
+    pub serial: u64,
+    /// Which of `slot_args` it was started with.
+    pub slot: usize,
+    pub child: Child,
+    pub stdin: ChildStdin,
+    stderr_tail: Arc<Mutex<String>>,
+    pub state: State,
+}
+
+/// What a worker's stdout reader reports, tagged with the worker's serial.
+pub(super) enum Event {
+    Line(u64, String),
+    Closed(u64),
+}
+
+/// Keeps the last few KiB a worker wrote to stderr, for crash reports.
+const STDERR_TAIL: usize = 4096;
+
+impl Worker {
+    /// Starts the worker of `slot` (numbered `serial` in its events, sent
+    /// to `events`); it is [`State::Starting`] until it greets.
+    pub fn start(
+        options: &PoolOptions,
+        slot: usize,
+        serial: u64,
+        events: Sender<Event>,
+    ) -> Result<Worker, BackendError> {
+        let mut args = options.args.clone();
+        if !options.slot_args.is_empty() {
+            args.extend(options.slot_args[slot % options.slot_args.len()].clone());
+        }
+        let mut command = options
+            .launcher
+            .command(&options.program, &args, options.gpu);
+        command
+            .envs(options.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // Its own process group: a Ctrl-C meant for the engine does not
+            // kill the workers mid-answer; the engine stops them.
+            .process_group(0);
+        let mut child = command.spawn().map_err(|e| {
+            BackendError::Failed(format!(
+                "cannot start worker {}: {e}",
+                options.program.display()
+            ))
+        })?;
+        let stdin = child.stdin.take().expect("piped");
+        let stdout = child.stdout.take().expect("piped");
+        let mut stderr = child.stderr.take().expect("piped");
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            let mut line = String::new();
+            // Only whole lines are answers: a worker killed while writing
+            // (a cancelled Slurm step's last, cut-off line) just closed.
+            while matches!(reader.read_line(&mut line), Ok(n) if n > 0) && line.ends_with('\n') {
+                line.pop();
+                if events
+                    .send(Event::Line(serial, std::mem::take(&mut line)))
+                    .is_err()
+                {
+                    return;
+                }
+            }
+            let _ = events.send(Event::Closed(serial));
+        });
+        let stderr_tail = Arc::new(Mutex::new(String::new()));
+        let tail = stderr_tail.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 1024];
+            while let Ok(n) = stderr.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                let mut t = tail.lock().expect("stderr tail");
+                t.push_str(&String::from_utf8_lossy(&buf[..n]));
+                if t.len() > STDERR_TAIL {
+                    let cut = t.len() - STDERR_TAIL;
+                    let cut = (cut..t.len()).find(|&i| t.is_char_boundary(i)).unwrap_or(0);
+                    t.drain(..cut);
+                }
+            }
+        });
+        Ok(Worker {
+            serial,
+            slot,
+            child,
+            stdin,
+            stderr_tail,
+            state: State::Starting(Instant::now()),
+        })
+    }
+
+    /// Stops the process and says how it ended, with its last stderr line.
+    pub fn end(&mut self, launcher: &Launcher) -> String {
+        stop_worker(launcher, &mut self.child);
+        let status = self.child.wait().ok();
+        // The reader threads may still be delivering the last lines.
+        std::thread::sleep(Duration::from_millis(5));
+        let tail = last_line(&self.stderr_tail.lock().expect("stderr tail"));
+        let mut what = status.map_or_else(|| "unknown status".to_string(), |s| s.to_string());
+        if !tail.is_empty() {
+            what.push_str(&format!("; stderr: {tail}"));
+        }
+        what
+    }
+
+    /// Stops the process and reaps it, saying nothing (the pool is going).
+    pub fn stop(&mut self, launcher: &Launcher) {
+        stop_worker(launcher, &mut self.child);
+        let _ = self.child.wait();
+    }
+}
+
+/// Ends a worker: a local process is killed; an `srun` gets SIGTERM first,
+/// which it passes to its step (a killed srun could leave the step running
+/// until the allocation ends), and a kill if it has not ended in 2 s.
+fn stop_worker(launcher: &Launcher, child: &mut Child) {
+    if matches!(launcher, Launcher::Slurm(_)) {
+        if let Ok(pid) = i32::try_from(child.id()) {
+            // SAFETY: kill(2) on our own child's pid; no memory is involved.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while Instant::now() < deadline {
+                if matches!(child.try_wait(), Ok(Some(_))) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+    let _ = child.kill();
+}
+
+fn last_line(text: &str) -> String {
+    truncate(text.trim_end().lines().last().unwrap_or(""), 200)
+}
+
+pub(super) fn truncate(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}...", &s[..i]),
+        None => s.to_string(),
+    }
+}
