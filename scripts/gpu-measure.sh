@@ -9,7 +9,8 @@
 # Markdown table with both modes side by side per fixture: new variants/s
 # (variants measured on the GPU), evaluations/s, GPU and compile workers'
 # busy shares, timing rounds per variant, and the best validated speedup
-# reached at 60 s and at the end; REPORT=FILE appends the table there.
+# reached at 60 s and at the end; REPORT=FILE appends the table there, and
+# KEEP=DIR keeps each search's JSON and the end of its log there.
 #
 #   scripts/gpu-measure.sh GEVOD WORKDIR
 set -uo pipefail
@@ -43,6 +44,12 @@ for f in $fixtures; do
     done
 done
 
+if [ -n "${KEEP:-}" ]; then
+    mkdir -p "$KEEP"
+    for f in "$work"/*.json; do cp "$f" "$KEEP/"; done
+    for f in "$work"/*.err; do grep -av DEBUG "$f" | tail -40 > "$KEEP/$(basename "$f" .err).log"; done
+fi
+
 python3 - "$work" "$fixtures" <<'PY' | tee -a "$report"
 import json, os, subprocess, sys
 work, fixtures = sys.argv[1], sys.argv[2].split()
@@ -50,8 +57,8 @@ gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format
                      capture_output=True, text=True).stdout.strip().splitlines()
 print(f"GPU: {gpu[0] if gpu else 'unknown'}. Date: {subprocess.run(['date', '-u', '+%Y-%m-%d'], capture_output=True, text=True).stdout.strip()}.")
 print()
-print("| fixture | measurement | seconds | generations | new variants/s | evaluations/s | GPU busy | compile workers busy | rounds per variant | stopped early | best validated at 60 s | best validated at the end [95% interval] |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("| fixture | measurement | seconds | generations | new variants/s | evaluations/s | GPU busy | compile workers busy | GPU worker starts (seconds) | rounds per variant | stopped early | best validated at 60 s | best validated at the end [95% interval] |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 def fmt(x):
     return f"{x:.3f}x" if x else "none"
 ratios = []
@@ -75,7 +82,8 @@ for f in fixtures:
         timed = max(u.get("timed", 0), 1)
         print(f'| {f} | {mode} | {seconds:.0f} | {r["generations"]} | {u.get("measured_per_s", 0):.1f} | '
               f'{r["evaluations_per_second"]:.1f} | {100 * u.get("gpu_busy_share", 0):.0f}% | '
-              f'{100 * u.get("compile_busy_share", 0):.0f}% | {u.get("rounds_per_variant", 0):.1f} | '
+              f'{100 * u.get("compile_busy_share", 0):.0f}% | {u.get("gpu_starts", 0)} ({u.get("gpu_start_s", 0):.0f} s) | '
+              f'{u.get("rounds_per_variant", 0):.1f} | '
               f'{100 * u.get("stopped_early", 0) / timed:.0f}% | {fmt(at60[-1] if at60 else None)} | {end} |')
     if rates.get("fixed"):
         ratios.append(f'{f} {rates.get("adaptive", 0) / rates["fixed"]:.2f}x')

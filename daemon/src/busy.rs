@@ -11,7 +11,7 @@ use std::ops::AddAssign;
 pub struct Spent {
     /// Code generation: replay, verify, emit PTX (compile workers).
     pub compile_s: f64,
-    /// The simulator's run of the smallest train test (compile workers).
+    /// The simulator's runs of the train tests (compile workers).
     pub prescreen_s: f64,
     /// Loading the variant's PTX into the GPU worker's context (the JIT).
     pub jit_load_s: f64,
@@ -21,6 +21,9 @@ pub struct Spent {
     pub timing_s: f64,
     /// A pipeline's per-kernel times (runs with an event after each launch).
     pub profile_s: f64,
+    /// compute-sanitizer's runs of variants about to be validated (the
+    /// GPU safety gate, in its own process on the GPU).
+    pub sanitizer_s: f64,
 }
 
 impl Spent {
@@ -30,7 +33,7 @@ impl Spent {
 
     /// Seconds of a GPU worker's.
     pub fn gpu_s(&self) -> f64 {
-        self.jit_load_s + self.check_s + self.timing_s + self.profile_s
+        self.jit_load_s + self.check_s + self.timing_s + self.profile_s + self.sanitizer_s
     }
 
     /// Seconds of a compile worker's.
@@ -47,6 +50,7 @@ impl AddAssign<&Spent> for Spent {
         self.check_s += o.check_s;
         self.timing_s += o.timing_s;
         self.profile_s += o.profile_s;
+        self.sanitizer_s += o.sanitizer_s;
     }
 }
 
@@ -69,6 +73,11 @@ pub struct Utilization {
     /// Variants whose timing stopped before the full rounds (adaptive
     /// measurement: confidently no better than the selection threshold).
     pub stopped_early: u64,
+    /// GPU workers started (the first, and each replacement after a
+    /// variant crashed or hung one), and the seconds they took to upload
+    /// their tests and make the references: time the GPU measures nothing.
+    pub gpu_starts: u64,
+    pub gpu_start_s: f64,
 }
 
 impl Utilization {
@@ -99,15 +108,17 @@ impl Utilization {
     }
 
     /// The phases in the order a variant goes through them, for tables.
-    pub fn phases(&self) -> [(&'static str, f64); 6] {
+    pub fn phases(&self) -> [(&'static str, f64); 8] {
         let s = &self.spent;
         [
             ("compile", s.compile_s),
             ("pre-screen", s.prescreen_s),
+            ("GPU worker start-up", self.gpu_start_s),
             ("JIT load", s.jit_load_s),
             ("output check", s.check_s),
             ("timing", s.timing_s),
             ("per-kernel times", s.profile_s),
+            ("compute-sanitizer", s.sanitizer_s),
         ]
     }
 
@@ -122,6 +133,8 @@ impl Utilization {
         self.timed += other.timed;
         self.rounds += other.rounds;
         self.stopped_early += other.stopped_early;
+        self.gpu_starts += other.gpu_starts;
+        self.gpu_start_s += other.gpu_start_s;
     }
 
     /// Totals as JSON, with the shares and rates derived from them.
@@ -161,6 +174,8 @@ mod tests {
             timed,
             rounds,
             stopped_early: 0,
+            gpu_starts: 0,
+            gpu_start_s: 0.0,
         }
     }
 

@@ -329,6 +329,11 @@ fn the_search_races_train_measurements_against_the_selection_threshold() {
             assert!(u.spent.timing_s >= u.rounds as f64 / 1000.0 - 1e-9, "{u:?}");
             assert!(u.spent.compile_s > 0.0 && u.wall_s > 0.0, "{u:?}");
             assert_eq!((u.gpu_workers, u.compile_workers), (1, 2));
+            // The first generation counts the GPU worker's start; the
+            // stand-in never needs a replacement.
+            let first = report.generation == 0;
+            assert_eq!(u.gpu_starts, u64::from(first), "{u:?}");
+            assert_eq!(u.gpu_start_s > 0.0, first, "{u:?}");
             match measurement {
                 Measurement::Fixed => {
                     assert!(train.iter().all(|r| *r == "-"), "{train:?}");

@@ -636,6 +636,7 @@ fn workers_run_and_key_their_backends_tests() {
         arch: "sm_90".into(),
         prescreen: true,
         gate: None,
+        measurement: gevod::cuda::measure::Measurement::Adaptive,
     };
     // Given the spec as loaded (or as either backend's): the same choice.
     for given in [&spec, &sim] {

@@ -70,7 +70,7 @@ pub struct GpuSection {
     /// How often NVML is asked.
     #[serde(deserialize_with = "duration")]
     pub poll_interval: Duration,
-    /// Screen new variants on the simulator's smallest train test first.
+    /// Screen new variants on the simulator's train tests first.
     pub prescreen: bool,
     /// compute-sanitizer on each variant about to be validated on a GPU.
     pub sanitize: crate::worker::sanitize::SanitizeMode,

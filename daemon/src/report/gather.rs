@@ -391,6 +391,8 @@ mod tests {
                 timed,
                 rounds: 5 * stopped + 15 * (timed - stopped),
                 stopped_early: stopped,
+                gpu_starts: 2,
+                gpu_start_s: 3.0,
             };
             let report = GenerationReport {
                 generation: generation as u64,
@@ -405,10 +407,11 @@ mod tests {
         assert!((u.gpu_busy_share() - 0.9).abs() < 1e-9, "{u:?}");
         let html = super::super::render(&data);
         for text in [
-            "The GPU was busy 90% of the search's 20 s",
+            "The GPU was busy 90% of the search's 20 s (1 GPU worker(s), started 4 times",
             "compile workers 20% (15)",
             "8.3 timing rounds per test each; 100 stopped early",
-            "<tr><td>timing</td><td class=\"num\">15.0</td><td class=\"num\">19.2%</td></tr>",
+            "<tr><td>timing</td><td class=\"num\">15.0</td><td class=\"num\">17.9%</td></tr>",
+            "<tr><td>GPU worker start-up</td><td class=\"num\">6.0</td>",
         ] {
             assert!(html.contains(text), "{text} not in the report");
         }

@@ -186,10 +186,11 @@ fn utilization_section(out: &mut String, u: &Utilization) {
     *out += "<h2 id=\"utilization\">GPU time</h2>\n";
     let _ = writeln!(
         out,
-        "<p>The GPU was busy {:.0}% of the search's {:.0} s ({} GPU worker(s)); the compile workers {:.0}% ({}). {} new variants were measured on the GPU ({:.1}/s), {:.1} timing rounds per test each; {} stopped early, confidently no better than the selection threshold (adaptive measurement).</p>",
+        "<p>The GPU was busy {:.0}% of the search's {:.0} s ({} GPU worker(s), started {} times: once each, and again after each variant that crashed or hung one); the compile workers {:.0}% ({}). {} new variants were measured on the GPU ({:.1}/s), {:.1} timing rounds per test each; {} stopped early, confidently no better than the selection threshold (adaptive measurement).</p>",
         100.0 * u.gpu_busy_share(),
         u.wall_s,
         u.gpu_workers,
+        u.gpu_starts,
         100.0 * u.compile_busy_share(),
         u.compile_workers,
         u.measured,
@@ -206,7 +207,7 @@ fn utilization_section(out: &mut String, u: &Utilization) {
             100.0 * seconds / total.max(1e-9)
         );
     }
-    *out += "</table>\n<p>Compile and pre-screen run on the compile workers, the rest on the GPU workers; held-out measurements for promotion are included.</p>\n";
+    *out += "</table>\n<p>Compile and pre-screen run on the compile workers, the rest on the GPU: a GPU worker's start-up (uploading the tests, making the references) measures nothing; compute-sanitizer checks variants about to be validated. Held-out measurements for promotion are included.</p>\n";
 }
 
 fn figure(out: &mut String, id: &str, svg: Result<Option<String>, String>, caption: &str) {

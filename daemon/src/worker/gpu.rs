@@ -79,7 +79,7 @@ pub struct CudaOptions {
     pub device: DeviceInfo,
     /// The target the compile workers emit PTX for.
     pub arch: String,
-    /// Run each new variant on the simulator's smallest train test first.
+    /// Run each new variant on the simulator's train tests first.
     pub prescreen: bool,
     /// compute-sanitizer on each variant about to be validated.
     pub gate: Option<SafetyGate>,
@@ -111,11 +111,13 @@ pub struct CudaBackend {
     /// Workers' time and the search's measurements since `since`.
     utilization: Utilization,
     since: Instant,
+    /// GPU workers started, and their start-up seconds, at `since`.
+    gpu_starts_seen: (u64, f64),
 }
 
 impl CudaBackend {
     /// Starts the compile workers with the simulator's tests (the
-    /// pre-screen runs the smallest sim train test) and the GPU worker with
+    /// pre-screen runs the sim train tests) and the GPU worker with
     /// the GPU's (`[tests.sim]`, `[tests.gpu]` over `[tests]`).
     pub fn start(
         options: CudaOptions,
@@ -142,6 +144,7 @@ impl CudaBackend {
             race: None,
             utilization: Utilization::default(),
             since: Instant::now(),
+            gpu_starts_seen: (0, 0.0),
         })
     }
 
@@ -341,10 +344,13 @@ impl Backend for CudaBackend {
     }
 
     fn safety_check(&mut self, build: &Build) -> Result<Option<String>, BackendError> {
-        match &mut self.gate {
+        let started = Instant::now();
+        let verdict = match &mut self.gate {
             Some(gate) => gate.check(&build.ptx).map_err(BackendError::Failed),
             None => Ok(None),
-        }
+        };
+        self.utilization.spent.sanitizer_s += started.elapsed().as_secs_f64();
+        verdict
     }
 
     fn safety_gate(&self) -> Option<String> {
@@ -392,6 +398,11 @@ impl Backend for CudaBackend {
         u.wall_s = self.since.elapsed().as_secs_f64();
         u.gpu_workers = self.gpu.size() as u32;
         u.compile_workers = self.compile.size() as u32;
+        // Every GPU worker started so far: the first ones and replacements.
+        let starts = self.gpu.respawns + self.gpu.size() as u64;
+        u.gpu_starts = starts.saturating_sub(self.gpu_starts_seen.0);
+        u.gpu_start_s = self.gpu.startup_s - self.gpu_starts_seen.1;
+        self.gpu_starts_seen = (starts, self.gpu.startup_s);
         self.since = Instant::now();
         Some(u)
     }

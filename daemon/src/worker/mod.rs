@@ -124,8 +124,8 @@ pub enum Response {
 pub struct InProcess {
     evaluation: Evaluation,
     codegen: CodegenOptions,
-    /// The train test the pre-screen runs: the one with the least input.
-    screen_test: Option<TestCase>,
+    /// The train tests the pre-screen runs, least input first.
+    screen_tests: Vec<TestCase>,
 }
 
 /// Simulator verdicts that reject a variant in the pre-screen: undefined
@@ -164,53 +164,56 @@ impl InProcess {
                 user,
             )?)),
             codegen,
-            screen_test: None,
+            screen_tests: Vec::new(),
         })
     }
 
     pub fn new(spec: Spec, codegen: CodegenOptions) -> Result<Self, crate::eval::EvalError> {
-        let mut screen_test = None;
-        let mut least = usize::MAX;
+        let mut by_size = Vec::new();
         for test in spec.tests(TestSet::Train) {
-            let bytes = spec.buffer_bytes(test)?;
-            if bytes < least {
-                least = bytes;
-                screen_test = Some(test.clone());
-            }
+            by_size.push((spec.buffer_bytes(test)?, test.clone()));
         }
+        by_size.sort_by_key(|(bytes, _)| *bytes);
+        let screen_tests = by_size.into_iter().map(|(_, t)| t).collect();
         // One simulator thread: parallelism comes from running several workers.
         let evaluator = Evaluator::new(spec, 1)?;
         Ok(InProcess {
             evaluation: Evaluation::Kernel(Box::new(evaluator)),
             codegen,
-            screen_test,
+            screen_tests,
         })
     }
 
-    /// The pre-screen: the patch on the smallest train test, on the
-    /// simulator; the assessment when a fault rejects the variant.
+    /// The pre-screen: the patch on the simulator's train tests, least
+    /// input first; the assessment of the first test where a fault rejects
+    /// the variant. Every train test, not only the smallest: a loop that
+    /// runs away or an index that leaves its buffer often shows only at
+    /// a larger size, and each such variant that reaches the GPU costs a
+    /// GPU worker (a timeout or a lost context), whose replacement spends
+    /// seconds uploading its tests; compile workers have the time.
     pub fn screen(&self, patch: &Patch) -> Result<Option<Assessment>, BackendError> {
-        let (Some(test), Evaluation::Kernel(evaluator)) = (&self.screen_test, &self.evaluation)
-        else {
+        let Evaluation::Kernel(evaluator) = &self.evaluation else {
             return Ok(None);
         };
-        let results = evaluator
-            .evaluate_cases(patch, &[test])
-            .map_err(|e| {
+        for test in &self.screen_tests {
+            let results = evaluator.evaluate_cases(patch, &[test]).map_err(|e| {
                 BackendError::Failed(format!(
-                    "the GPU backend's pre-screen (each new variant runs on the simulator's smallest train test before the GPU; --no-prescreen or [gpu] prescreen = false skips it) cannot judge variants: {e}"
+                    "the GPU backend's pre-screen (each new variant runs on the simulator's train tests before the GPU; --no-prescreen or [gpu] prescreen = false skips it) cannot judge variants: {e}"
                 ))
             })?;
-        let rejected = results[0]
-            .failure
-            .as_ref()
-            .is_some_and(|f| SCREENED_OUT.contains(&f.kind()));
-        Ok(rejected.then(|| {
-            let mut a = Assessment::new(&results);
-            let (kind, message) = a.tests[0].failure.take().expect("rejected");
-            a.tests[0].failure = Some((kind, format!("pre-screen on the simulator: {message}")));
-            a
-        }))
+            let rejected = results[0]
+                .failure
+                .as_ref()
+                .is_some_and(|f| SCREENED_OUT.contains(&f.kind()));
+            if rejected {
+                let mut a = Assessment::new(&results);
+                let (kind, message) = a.tests[0].failure.take().expect("rejected");
+                a.tests[0].failure =
+                    Some((kind, format!("pre-screen on the simulator: {message}")));
+                return Ok(Some(a));
+            }
+        }
+        Ok(None)
     }
 
     pub fn compile_one(&self, patch: &Patch) -> Result<Build, String> {

@@ -113,6 +113,9 @@ pub struct WorkerPool {
     stop: Arc<AtomicBool>,
     /// Workers replaced after a crash, garbage, a timeout or an exit.
     pub respawns: u64,
+    /// Seconds workers took from their start to their greeting, summed (a
+    /// GPU worker uploads its tests and makes the references meanwhile).
+    pub startup_s: f64,
     /// Workers (Slurm steps) that vanished or could not be replaced.
     pub lost: u64,
     /// Only the worker started with this slot takes requests ([`pin`]).
@@ -142,6 +145,7 @@ impl WorkerPool {
             next_request: 0,
             stop,
             respawns: 0,
+            startup_s: 0.0,
             lost: 0,
             pinned: None,
         };
@@ -342,8 +346,9 @@ impl WorkerPool {
                 Ok(Response::Ready {
                     protocol, scope, ..
                 }),
-                State::Starting(_),
+                State::Starting(started),
             ) => {
+                self.startup_s += started.elapsed().as_secs_f64();
                 if protocol != PROTOCOL || scope != self.scope {
                     return Err(BackendError::Failed(format!(
                         "worker speaks protocol {protocol} for {scope:?}; expected {PROTOCOL} for {:?}",

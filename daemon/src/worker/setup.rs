@@ -225,7 +225,7 @@ impl WorkerSetup<'_> {
     /// Starts what `evaluators` chose, with the tests of its backend (the
     /// pool's test-set hashes are those its workers run: `[tests.sim]` or
     /// `[tests.gpu]` over `[tests]`). `prescreen` (GPU only): new variants
-    /// run on the simulator's smallest train test before GPU time is spent.
+    /// run on the simulator's train tests before GPU time is spent.
     pub fn start(
         &self,
         evaluators: Evaluators,
