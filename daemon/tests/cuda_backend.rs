@@ -367,3 +367,44 @@ fn the_search_races_train_measurements_against_the_selection_threshold() {
         }
     }
 }
+
+/// With a standby GPU worker, a variant that crashes the worker is
+/// answered as before, and the next variants go to the spare, which was
+/// started and greeted beforehand (no wait for a new start), while a new
+/// spare starts behind it.
+#[test]
+fn a_standby_gpu_worker_takes_over_after_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut gpu = fake_gpu("3:crash 9:hang", &dir.path().join("counter"));
+    gpu.standby = true;
+    let mut backend = start(&common::spec_fixture("vecadd"), gpu, false);
+    let results = backend
+        .evaluate(&patches(11, 24), TestSet::Train, &|_| false)
+        .unwrap();
+    let seen = measured(&results);
+    assert!(seen.len() >= 10, "only {} variants measured", seen.len());
+    assert!(
+        seen[2]
+            .as_deref()
+            .is_some_and(|f| f.contains("worker crashed")),
+        "{seen:?}"
+    );
+    assert!(
+        seen[8].as_deref().is_some_and(|f| f.contains("timed out")),
+        "{seen:?}"
+    );
+    let others: Vec<_> = seen
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 2 && *i != 8)
+        .collect();
+    assert!(others.iter().all(|(_, f)| f.is_none()), "{seen:?}");
+    let u = backend.take_utilization().unwrap();
+    assert_eq!(backend.respawns(), 2);
+    assert_eq!(u.gpu_starts, 3, "the first worker and two replacements");
+    assert_eq!(
+        backend.standby_swaps(),
+        2,
+        "both replacements were ready spares"
+    );
+}

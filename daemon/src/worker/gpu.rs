@@ -148,6 +148,11 @@ impl CudaBackend {
         })
     }
 
+    /// GPU worker replacements that were a spare already started.
+    pub fn standby_swaps(&self) -> u64 {
+        self.gpu.standby_swaps
+    }
+
     /// Measures ready-made PTX (no compilation, no pre-screen), in order.
     pub fn measure_ptx(
         &mut self,

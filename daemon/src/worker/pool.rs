@@ -42,6 +42,10 @@ pub struct PoolOptions {
     /// Arguments for particular workers: worker `i` gets `slot_args[i]`
     /// after `args` (one GPU worker per device); empty: none.
     pub slot_args: Vec<Vec<OsString>>,
+    /// Keep a started spare beside each worker, swapped in when the worker
+    /// must be replaced: a GPU worker's start uploads every test and makes
+    /// the references, seconds in which its GPU would measure nothing.
+    pub standby: bool,
 }
 
 impl PoolOptions {
@@ -64,6 +68,7 @@ impl PoolOptions {
             launcher: Launcher::Local,
             gpu: false,
             slot_args: Vec::new(),
+            standby: false,
         }
     }
 }
@@ -120,6 +125,11 @@ pub struct WorkerPool {
     pub lost: u64,
     /// Only the worker started with this slot takes requests ([`pin`]).
     pinned: Option<usize>,
+    /// Started workers that take no requests until one replaces a worker
+    /// of their slot (`standby`).
+    spares: Vec<Worker>,
+    /// Replacements that were a spare already greeted.
+    pub standby_swaps: u64,
 }
 
 impl WorkerPool {
@@ -148,6 +158,8 @@ impl WorkerPool {
             startup_s: 0.0,
             lost: 0,
             pinned: None,
+            spares: Vec::new(),
+            standby_swaps: 0,
         };
         for slot in 0..pool.options.workers.max(1) {
             let w = pool.spawn(slot)?;
@@ -155,7 +167,67 @@ impl WorkerPool {
         }
         // Wait for every greeting, so a broken spec fails here, once.
         pool.run(Vec::new())?;
+        if pool.options.standby {
+            for slot in 0..pool.workers.len() {
+                pool.start_spare(slot);
+            }
+            pool.settle_spares();
+        }
         Ok(pool)
+    }
+
+    /// Starts a spare for worker slot `slot`; one that cannot start is
+    /// left out (a replacement is then started as without standby).
+    fn start_spare(&mut self, slot: usize) {
+        match self.spawn(slot) {
+            Ok(spare) => self.spares.push(spare),
+            Err(e) => tracing::warn!("no standby worker: {e}"),
+        }
+    }
+
+    /// Waits (up to the start timeout) for the spares' greetings.
+    fn settle_spares(&mut self) {
+        let deadline = Instant::now() + self.options.start_timeout;
+        while self
+            .spares
+            .iter()
+            .any(|s| matches!(s.state, State::Starting(_)))
+        {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.events.recv_timeout(left) {
+                Ok(event) => {
+                    self.spare_event(&event);
+                }
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// A spare's event: its greeting makes it ready; anything else (it
+    /// died, or spoke before a request) ends it. False when the event is
+    /// not a spare's.
+    fn spare_event(&mut self, event: &Event) -> bool {
+        let serial = match event {
+            Event::Line(serial, _) | Event::Closed(serial) => *serial,
+        };
+        let Some(i) = self.spares.iter().position(|s| s.serial == serial) else {
+            return false;
+        };
+        let greeted = match event {
+            Event::Line(_, line) => matches!(
+                serde_json::from_str(line),
+                Ok(Response::Ready { protocol, ref scope, .. }) if protocol == PROTOCOL && *scope == self.scope
+            ),
+            Event::Closed(_) => false,
+        };
+        if greeted {
+            self.spares[i].state = State::Idle;
+        } else {
+            let mut spare = self.spares.swap_remove(i);
+            let what = spare.end(&self.options.launcher);
+            tracing::warn!("a standby worker ended before it was needed: {what}");
+        }
+        true
     }
 
     fn spawn(&mut self, slot: usize) -> Result<Worker, BackendError> {
@@ -169,11 +241,23 @@ impl WorkerPool {
         self.workers[slot].end(&self.options.launcher)
     }
 
-    /// Kills worker `slot` and starts its replacement.
+    /// Kills worker `slot` and starts its replacement: its spare when
+    /// there is one (then a new spare starts), else a new process.
     fn replace(&mut self, slot: usize) -> Result<String, BackendError> {
         let what = self.end(slot);
         self.respawns += 1;
         let worker_slot = self.workers[slot].slot;
+        if let Some(i) = self.spares.iter().position(|s| s.slot == worker_slot) {
+            let mut spare = self.spares.swap_remove(i);
+            match spare.state {
+                // Still starting: the wait counts from now.
+                State::Starting(_) => spare.state = State::Starting(Instant::now()),
+                _ => self.standby_swaps += 1,
+            }
+            self.workers[slot] = spare;
+            self.start_spare(worker_slot);
+            return Ok(what);
+        }
         match self.spawn(worker_slot) {
             Ok(w) => self.workers[slot] = w,
             Err(e) if self.options.launcher.tolerates_lost_workers() => {
@@ -247,6 +331,7 @@ impl WorkerPool {
                 break;
             }
             match self.events.recv_timeout(Duration::from_millis(50)) {
+                Ok(ref event) if self.spare_event(event) => {}
                 Ok(Event::Line(serial, line)) => {
                     let Some(slot) = self.workers.iter().position(|w| w.serial == serial) else {
                         continue; // from a worker already replaced
@@ -487,7 +572,7 @@ impl WorkerPool {
 
 impl Drop for WorkerPool {
     fn drop(&mut self) {
-        for w in &mut self.workers {
+        for w in self.workers.iter_mut().chain(&mut self.spares) {
             w.stop(&self.options.launcher);
         }
     }

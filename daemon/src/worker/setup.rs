@@ -303,6 +303,10 @@ impl WorkerSetup<'_> {
             .map(|d| vec!["--device".into(), d.into()])
             .collect();
         gpu.gpu = true;
+        // A spare GPU worker per device, ready when a variant crashes or
+        // hangs the active one (local processes only: a Slurm step would
+        // hold a second GPU allocation).
+        gpu.standby = matches!(self.launcher, Launcher::Local);
         let gate = self.safety_gate(spec, &device)?;
         let options = CudaOptions {
             compile,
