@@ -137,6 +137,23 @@ impl Utilization {
         self.gpu_start_s += other.gpu_start_s;
     }
 
+    /// Who was busy, and what the GPU measured, in one sentence.
+    pub fn summary(&self) -> String {
+        format!(
+            "GPU busy {:.0}% of {:.0} s ({} GPU worker(s), started {} times), compile workers busy {:.0}% ({}); {} variants measured ({:.1}/s), {:.1} timing rounds per test each, {} stopped early",
+            100.0 * self.gpu_busy_share(),
+            self.wall_s,
+            self.gpu_workers,
+            self.gpu_starts,
+            100.0 * self.compile_busy_share(),
+            self.compile_workers,
+            self.measured,
+            self.measured_per_s(),
+            self.rounds_per_variant(),
+            self.stopped_early
+        )
+    }
+
     /// Totals as JSON, with the shares and rates derived from them.
     pub fn to_json(&self) -> serde_json::Value {
         let mut v = serde_json::to_value(self).expect("plain data serializes");

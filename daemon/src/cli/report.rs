@@ -344,17 +344,8 @@ pub fn utilization_text(u: &Utilization) -> String {
         .map(|(name, s)| format!("{name} {s:.1} s"))
         .collect();
     format!(
-        "GPU busy {:.0}% of {:.0} s ({} GPU worker(s), started {} times), compile workers busy {:.0}% ({}); {} variants measured ({:.1}/s), {:.1} timing rounds per test each, {} stopped early\nworker time by phase: {}",
-        100.0 * u.gpu_busy_share(),
-        u.wall_s,
-        u.gpu_workers,
-        u.gpu_starts,
-        100.0 * u.compile_busy_share(),
-        u.compile_workers,
-        u.measured,
-        u.measured_per_s(),
-        u.rounds_per_variant(),
-        u.stopped_early,
+        "{}\nworker time by phase: {}",
+        u.summary(),
         phases.join(", ")
     )
 }

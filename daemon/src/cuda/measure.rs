@@ -109,6 +109,24 @@ pub struct Measured {
 }
 
 impl Measured {
+    /// Test `i` failed on the GPU with `e` after it had passed: the result
+    /// is final.
+    fn failed_at(
+        mut self,
+        i: usize,
+        failed: TestSummary,
+        e: &CudaError,
+        kernel: Kernel,
+    ) -> Measured {
+        self.assessment.tests[i] = failed;
+        self.fatal = e.poisons_context();
+        if self.fatal {
+            self.lost_context(kernel)
+        } else {
+            self
+        }
+    }
+
     /// The result of a variant that lost the context. Unloading a module
     /// waits for its kernels, and one may run forever: the module is left
     /// to the process exit.
@@ -315,13 +333,7 @@ impl Measurer {
                 let result = self.time(&kernel, test, done, more, limit, timing);
                 out.spent.timing_s += started.elapsed().as_secs_f64();
                 if let Err(e) = result {
-                    out.assessment.tests[i] = self.cuda_failure(test, &e);
-                    out.fatal = e.poisons_context();
-                    return if out.fatal {
-                        out.lost_context(kernel)
-                    } else {
-                        out
-                    };
+                    return out.failed_at(i, self.cuda_failure(test, &e), &e, kernel);
                 }
             }
             done += more;
@@ -340,15 +352,7 @@ impl Measurer {
             out.spent.profile_s += started.elapsed().as_secs_f64();
             match kernels {
                 Ok(k) => out.assessment.tests[i].kernels = k,
-                Err(e) => {
-                    out.assessment.tests[i] = self.cuda_failure(test, &e);
-                    out.fatal = e.poisons_context();
-                    return if out.fatal {
-                        out.lost_context(kernel)
-                    } else {
-                        out
-                    };
-                }
+                Err(e) => return out.failed_at(i, self.cuda_failure(test, &e), &e, kernel),
             }
         }
         out

@@ -407,9 +407,9 @@ mod tests {
         assert!((u.gpu_busy_share() - 0.9).abs() < 1e-9, "{u:?}");
         let html = super::super::render(&data);
         for text in [
-            "The GPU was busy 90% of the search's 20 s (1 GPU worker(s), started 4 times",
-            "compile workers 20% (15)",
-            "8.3 timing rounds per test each; 100 stopped early",
+            "GPU busy 90% of 20 s (1 GPU worker(s), started 4 times)",
+            "compile workers busy 20% (15)",
+            "8.3 timing rounds per test each, 100 stopped early.",
             "<tr><td>timing</td><td class=\"num\">15.0</td><td class=\"num\">17.9%</td></tr>",
             "<tr><td>GPU worker start-up</td><td class=\"num\">6.0</td>",
         ] {

@@ -186,17 +186,8 @@ fn utilization_section(out: &mut String, u: &Utilization) {
     *out += "<h2 id=\"utilization\">GPU time</h2>\n";
     let _ = writeln!(
         out,
-        "<p>The GPU was busy {:.0}% of the search's {:.0} s ({} GPU worker(s), started {} times: once each, and again after each variant that crashed or hung one); the compile workers {:.0}% ({}). {} new variants were measured on the GPU ({:.1}/s), {:.1} timing rounds per test each; {} stopped early, confidently no better than the selection threshold (adaptive measurement).</p>",
-        100.0 * u.gpu_busy_share(),
-        u.wall_s,
-        u.gpu_workers,
-        u.gpu_starts,
-        100.0 * u.compile_busy_share(),
-        u.compile_workers,
-        u.measured,
-        u.measured_per_s(),
-        u.rounds_per_variant(),
-        u.stopped_early
+        "<p>{}.</p>\n<p>A GPU worker starts once, and again after each variant that crashed or hung one; timing stops early when a variant is confidently no better than the selection threshold (adaptive measurement).</p>",
+        esc(&u.summary())
     );
     let total: f64 = u.phases().iter().map(|(_, s)| s).sum();
     *out += "<table id=\"utilization-table\">\n<tr><th>phase</th><th>worker seconds</th><th>share</th></tr>\n";
