@@ -203,7 +203,7 @@ impl Engine {
         let before = self.counters.clone();
         let generation = self.generations;
         let (mut restarted, mut migrated) = (0, 0);
-        backend.race_against(self.race_threshold());
+        backend.race_against(Some(self.race_threshold()));
         if self.population.is_empty() {
             let initial = self.initial(ir)?;
             self.population = self.evaluate(initial, backend)?;
@@ -367,14 +367,17 @@ impl Engine {
         ((n as f64 * self.config.elite_fraction).round() as usize).min(n - 1)
     }
 
-    /// The train cost a new variant must beat to enter an island's elite
-    /// next generation: the most lenient island's `elite_count`-th lowest
-    /// cost; `None` while an island has fewer valid members than elites
-    /// (any valid variant may enter). Before the initial population, the
-    /// original's 1.0.
-    pub(super) fn race_threshold(&self) -> Option<f64> {
+    /// The train cost a new variant must beat to matter to selection: per
+    /// island, the `elite_count`-th lowest cost (beating it enters the
+    /// elite); where an island has fewer valid members than elites, every
+    /// valid variant enters, and then what must be measured with care is
+    /// only a variant that may be promoted: the promotion bar (the
+    /// original's 1.0, or the best validated variant's train cost). The
+    /// most lenient island's value; before the initial population, the bar.
+    pub(super) fn race_threshold(&self) -> f64 {
+        let bar = self.promotion_bar();
         if self.population.is_empty() {
-            return Some(1.0);
+            return bar;
         }
         let mut loosest = f64::NEG_INFINITY;
         for range in self.island_ranges() {
@@ -383,13 +386,10 @@ impl Engine {
                 .filter_map(|m| m.outcome.cost())
                 .collect();
             let k = self.elite_count(range.len()).max(1);
-            if costs.len() < k {
-                return None;
-            }
             costs.sort_by(f64::total_cmp);
-            loosest = loosest.max(costs[k - 1]);
+            loosest = loosest.max(costs.get(k - 1).copied().unwrap_or(bar));
         }
-        Some(loosest)
+        loosest
     }
 
     /// An island's elites, then selection over the rest of it together with

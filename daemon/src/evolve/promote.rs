@@ -13,17 +13,22 @@ impl Engine {
     /// Tries up to `promotions_per_generation` valid members of the
     /// population, the promotion pool or the Pareto archive that beat the best validated train cost (the original's
     /// 1.0 at first), cheapest first, each PTX at most once per search.
+    /// The train cost a candidate must beat to be promoted: the best
+    /// validated variant's, the original's 1.0 at first.
+    pub(super) fn promotion_bar(&self) -> f64 {
+        self.validated
+            .iter()
+            .map(|v| v.train_cost)
+            .fold(1.0, f64::min)
+    }
+
     pub(super) fn promote(
         &mut self,
         ir: &KernelIr,
         backend: &mut dyn Backend,
         generation: u64,
     ) -> Result<(Vec<Validated>, Vec<PromotionFailure>), EvolveError> {
-        let mut bar = self
-            .validated
-            .iter()
-            .map(|v| v.train_cost)
-            .fold(1.0, f64::min);
+        let mut bar = self.promotion_bar();
         // The population, then the promotion pool and the Pareto archive:
         // when the train-best fails, the next distinct candidates are
         // there even after they left the population.
@@ -266,6 +271,55 @@ mod tests {
             ptx_hash: Some(key(patch)),
             outcome: Outcome::Valid { cost, error: 0.0 },
         }
+    }
+
+    /// The race threshold: per island the elite's cutoff, or the promotion
+    /// bar where the island has fewer valid members than elites; the most
+    /// lenient island's; the bar before the initial population.
+    #[test]
+    fn the_race_threshold_is_the_elite_cutoff_or_the_promotion_bar() {
+        let config = Config {
+            population: 8,
+            islands: 2,
+            elite_fraction: 0.25, // one elite per island of 4
+            ..Config::default()
+        };
+        let mut engine = Engine::new(config, 1).unwrap();
+        assert_eq!(engine.race_threshold(), 1.0);
+        let p = Patch {
+            format: 1,
+            ir_hash: "00".into(),
+            kernel: "k".into(),
+            kernels: Vec::new(),
+            edits: Vec::new(),
+        };
+        let rejected = Member {
+            outcome: Outcome::Rejected {
+                reason: "differs".into(),
+                kind: "mismatch".into(),
+            },
+            ..member(&p, 1.0)
+        };
+        let valid = |cost| member(&p, cost);
+        engine.population = vec![
+            valid(0.95),
+            valid(0.9),
+            rejected.clone(),
+            valid(1.02),
+            valid(0.8),
+            rejected.clone(),
+            rejected.clone(),
+            valid(0.97),
+        ];
+        assert_eq!(engine.race_threshold(), 0.9, "the looser island cutoff");
+        for m in &mut engine.population[4..] {
+            *m = rejected.clone();
+        }
+        assert_eq!(
+            engine.race_threshold(),
+            1.0,
+            "an island without valid members"
+        );
     }
 
     /// The train-best (0.8) fails the held-out tests; the runner-up (0.9)

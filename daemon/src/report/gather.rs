@@ -298,23 +298,27 @@ mod tests {
     use super::*;
     use crate::evolve::{Config, GenerationReport};
 
+    fn job_record(id: &str, spec_text: &str, backend: &str, target: &str, seed: u64) -> JobRecord {
+        JobRecord {
+            id: id.into(),
+            spec_path: format!("{id}.gevo.toml").into(),
+            spec_hash: "s".into(),
+            spec_text: spec_text.into(),
+            ir_hash: "i".into(),
+            ir_text: String::new(),
+            backend: backend.into(),
+            target: target.into(),
+            seed,
+        }
+    }
+
     /// A store as an older gevod left it: generations without timings, a
     /// job with no validated variant. The report says what it lacks.
     #[test]
     fn an_older_store_reports_what_it_has() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        let job = JobRecord {
-            id: "k-1".into(),
-            spec_path: "k.gevo.toml".into(),
-            spec_hash: "s".into(),
-            spec_text: "kernel = \"k\"\nir = \"k.ll\"\n".into(),
-            ir_hash: "i".into(),
-            ir_text: String::new(),
-            backend: "sim".into(),
-            target: "sm_90".into(),
-            seed: 3,
-        };
+        let job = job_record("k-1", "kernel = \"k\"\nir = \"k.ll\"\n", "sim", "sm_90", 3);
         let engine = Engine::new(Config::default(), 3).unwrap();
         store.create_job(&job, &engine).unwrap();
         for generation in 0..2 {
@@ -363,17 +367,7 @@ mod tests {
     fn gpu_time_is_summed_over_generations() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        let job = JobRecord {
-            id: "g-1".into(),
-            spec_path: "g.gevo.toml".into(),
-            spec_hash: "s".into(),
-            spec_text: "kernel = \"g\"\n".into(),
-            ir_hash: "i".into(),
-            ir_text: String::new(),
-            backend: "cuda".into(),
-            target: "H100".into(),
-            seed: 1,
-        };
+        let job = job_record("g-1", "kernel = \"g\"\n", "cuda", "H100", 1);
         let engine = Engine::new(Config::default(), 1).unwrap();
         store.create_job(&job, &engine).unwrap();
         for (generation, (timed, stopped)) in [(100, 60), (50, 40)].into_iter().enumerate() {
