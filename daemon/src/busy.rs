@@ -54,6 +54,34 @@ impl AddAssign<&Spent> for Spent {
     }
 }
 
+/// Where a GPU worker's start went, in seconds: what a replacement after a
+/// crash costs before it measures anything.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct StartUp {
+    /// Loading the spec and the IR, compiling the original's PTX, probing
+    /// the device.
+    pub setup_s: f64,
+    /// Creating the CUDA context and loading the original.
+    pub context_s: f64,
+    /// Generating the tests' inputs on the CPU.
+    pub inputs_s: f64,
+    /// Copying them to the GPU.
+    pub upload_s: f64,
+    /// The original's checked run and timings on each test.
+    pub references_s: f64,
+}
+
+impl AddAssign<&StartUp> for StartUp {
+    fn add_assign(&mut self, o: &StartUp) {
+        self.setup_s += o.setup_s;
+        self.context_s += o.context_s;
+        self.inputs_s += o.inputs_s;
+        self.upload_s += o.upload_s;
+        self.references_s += o.references_s;
+    }
+}
+
 /// A backend's workers over `wall_s` seconds: their time by phase, and the
 /// search's GPU measurements (train tests only; promotion's held-out runs
 /// count in the time, not in these counts).
@@ -78,6 +106,9 @@ pub struct Utilization {
     /// their tests and make the references: time the GPU measures nothing.
     pub gpu_starts: u64,
     pub gpu_start_s: f64,
+    /// What the GPU workers that greeted in this span spent starting
+    /// (spares included, whose start overlaps the measurements), by part.
+    pub gpu_start_parts: StartUp,
 }
 
 impl Utilization {
@@ -135,6 +166,7 @@ impl Utilization {
         self.stopped_early += other.stopped_early;
         self.gpu_starts += other.gpu_starts;
         self.gpu_start_s += other.gpu_start_s;
+        self.gpu_start_parts += &other.gpu_start_parts;
     }
 
     /// Who was busy, and what the GPU measured, in one sentence.
@@ -193,6 +225,7 @@ mod tests {
             stopped_early: 0,
             gpu_starts: 0,
             gpu_start_s: 0.0,
+            gpu_start_parts: StartUp::default(),
         }
     }
 

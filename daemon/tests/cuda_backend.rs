@@ -334,6 +334,8 @@ fn the_search_races_train_measurements_against_the_selection_threshold() {
             let first = report.generation == 0;
             assert_eq!(u.gpu_starts, u64::from(first), "{u:?}");
             assert_eq!(u.gpu_start_s > 0.0, first, "{u:?}");
+            let parts = (u.gpu_start_parts.inputs_s, u.gpu_start_parts.upload_s);
+            assert_eq!(parts, if first { (0.5, 0.25) } else { (0.0, 0.0) });
             match measurement {
                 Measurement::Fixed => {
                     assert!(train.iter().all(|r| *r == "-"), "{train:?}");

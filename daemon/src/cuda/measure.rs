@@ -6,7 +6,7 @@
 
 use super::driver::{Context, DeviceBuffer, Event, Kernel};
 use super::CudaError;
-use crate::busy::Spent;
+use crate::busy::{Spent, StartUp};
 use crate::device::DeviceInfo;
 use crate::eval::{compare_outputs, scalar_bits, Assessment, KernelTime, TestSummary};
 use crate::spec::{
@@ -152,6 +152,8 @@ pub struct Measurer {
     /// One per launch and one more, for per-kernel times of a pipeline
     /// (empty for one kernel).
     profile_events: Vec<Event>,
+    /// What making all this took.
+    start_up: StartUp,
     // Dropped last: everything above lives in this context.
     _context: Context,
 }
@@ -178,6 +180,13 @@ impl Measurer {
         kernel_names: &[String],
         options: MeasureOptions,
     ) -> Result<Self, MeasureError> {
+        let mut start_up = StartUp::default();
+        let mut clock = Instant::now();
+        let mut lap = || {
+            std::mem::replace(&mut clock, Instant::now())
+                .elapsed()
+                .as_secs_f64()
+        };
         let context = Context::new(device.ordinal)?;
         let original = Kernel::load(original_ptx, kernel_names)?;
         let events = (0..4 * options
@@ -207,12 +216,16 @@ impl Measurer {
             flush,
             events,
             profile_events,
+            start_up: StartUp::default(),
             _context: context,
         };
+        start_up.context_s = lap();
         let cases: Vec<_> = m.spec.tests(TestSet::All).into_iter().cloned().collect();
         for case in cases {
             let instance = m.spec.instantiate(&case)?;
+            start_up.inputs_s += lap();
             let mut test = upload(&case.name, instance)?;
+            start_up.upload_s += lap();
             let failed = |source| MeasureError::OriginalFails {
                 test: case.name.clone(),
                 source,
@@ -230,8 +243,15 @@ impl Measurer {
             test.original_ns = stats::median(&times);
             tracing::info!(test = %case.name, original_us = test.original_ns / 1e3, "reference ready");
             m.tests.push(test);
+            start_up.references_s += lap();
         }
+        m.start_up = start_up;
         Ok(m)
+    }
+
+    /// What this measurer's start took (`setup_s` is the caller's).
+    pub fn start_up(&self) -> &StartUp {
+        &self.start_up
     }
 
     pub fn device(&self) -> &DeviceInfo {

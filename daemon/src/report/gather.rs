@@ -387,6 +387,10 @@ mod tests {
                 stopped_early: stopped,
                 gpu_starts: 2,
                 gpu_start_s: 3.0,
+                gpu_start_parts: crate::busy::StartUp {
+                    inputs_s: 2.0,
+                    ..Default::default()
+                },
             };
             let report = GenerationReport {
                 generation: generation as u64,
@@ -406,6 +410,7 @@ mod tests {
             "8.3 timing rounds per test each, 100 stopped early.",
             "<tr><td>timing</td><td class=\"num\">15.0</td><td class=\"num\">17.9%</td></tr>",
             "<tr><td>GPU worker start-up</td><td class=\"num\">6.0</td>",
+            "generating inputs 4.0 s, uploading 0.0 s",
         ] {
             assert!(html.contains(text), "{text} not in the report");
         }

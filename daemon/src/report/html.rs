@@ -199,6 +199,14 @@ fn utilization_section(out: &mut String, u: &Utilization) {
         );
     }
     *out += "</table>\n<p>Compile and pre-screen run on the compile workers, the rest on the GPU: a GPU worker's start-up (uploading the tests, making the references) measures nothing; compute-sanitizer checks variants about to be validated. Held-out measurements for promotion are included.</p>\n";
+    let p = &u.gpu_start_parts;
+    if *p != crate::busy::StartUp::default() {
+        let _ = writeln!(
+            out,
+            "<p>GPU worker starts (spares included), by part: set-up {:.1} s, CUDA context {:.1} s, generating inputs {:.1} s, uploading {:.1} s, references {:.1} s.</p>",
+            p.setup_s, p.context_s, p.inputs_s, p.upload_s, p.references_s
+        );
+    }
 }
 
 fn figure(out: &mut String, id: &str, svg: Result<Option<String>, String>, caption: &str) {

@@ -7,7 +7,7 @@
 use super::pool::{failed_assessment, PoolOptions, WorkerPool};
 use super::sanitize::SafetyGate;
 use super::{Handler, Request, Response};
-use crate::busy::Utilization;
+use crate::busy::{StartUp, Utilization};
 use crate::cuda::measure::{Measurement, Measurer};
 use crate::device::DeviceInfo;
 use crate::eval::Assessment;
@@ -22,11 +22,18 @@ use std::time::Instant;
 /// A GPU worker's request handler: measures PTX with its [`Measurer`].
 pub struct GpuWorker {
     measurer: Measurer,
+    start_up: StartUp,
 }
 
 impl GpuWorker {
-    pub fn new(measurer: Measurer) -> Self {
-        GpuWorker { measurer }
+    /// `setup_s`: the seconds before the measurer was made (spec, IR, the
+    /// original's PTX, the device probe).
+    pub fn new(measurer: Measurer, setup_s: f64) -> Self {
+        let start_up = StartUp {
+            setup_s,
+            ..measurer.start_up().clone()
+        };
+        GpuWorker { measurer, start_up }
     }
 
     pub fn scope(device: &DeviceInfo) -> Scope {
@@ -44,6 +51,10 @@ impl Handler for GpuWorker {
 
     fn device(&self) -> Option<DeviceInfo> {
         Some(self.measurer.device().clone())
+    }
+
+    fn start_up(&self) -> Option<StartUp> {
+        Some(self.start_up.clone())
     }
 
     fn handle(&mut self, request: Request) -> Result<(Response, bool), String> {
@@ -407,6 +418,7 @@ impl Backend for CudaBackend {
         let starts = self.gpu.respawns + self.gpu.size() as u64;
         u.gpu_starts = starts.saturating_sub(self.gpu_starts_seen.0);
         u.gpu_start_s = self.gpu.startup_s - self.gpu_starts_seen.1;
+        u.gpu_start_parts = std::mem::take(&mut self.gpu.start_parts);
         self.gpu_starts_seen = (starts, self.gpu.startup_s);
         self.since = Instant::now();
         Some(u)

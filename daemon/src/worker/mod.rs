@@ -16,7 +16,7 @@ mod process;
 pub mod sanitize;
 pub mod setup;
 
-use crate::busy::Spent;
+use crate::busy::{Spent, StartUp};
 use crate::device::DeviceInfo;
 use crate::eval::{Assessment, Evaluator};
 use crate::evolve::{Backend, BackendError, Build, Scope};
@@ -82,6 +82,9 @@ pub enum Response {
         /// The GPU a GPU worker measures on.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         device: Option<DeviceInfo>,
+        /// What a GPU worker's start took, by part.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        start_up: Option<StartUp>,
     },
     Built {
         id: u64,
@@ -315,6 +318,10 @@ pub trait Handler {
     fn device(&self) -> Option<DeviceInfo> {
         None
     }
+    /// What the worker's start took, for the greeting (GPU workers).
+    fn start_up(&self) -> Option<StartUp> {
+        None
+    }
     /// The response, and whether the worker must exit after sending it; an
     /// `Err` ends the worker with `Fatal`.
     fn handle(&mut self, request: Request) -> Result<(Response, bool), String>;
@@ -394,6 +401,7 @@ pub fn serve(
             protocol: PROTOCOL,
             scope: handler.scope(),
             device: handler.device(),
+            start_up: handler.start_up(),
         },
     )?;
     for line in input.lines() {
@@ -543,6 +551,11 @@ mod tests {
                 protocol: PROTOCOL,
                 scope: scope.clone(),
                 device: Some(device()),
+                start_up: Some(StartUp {
+                    inputs_s: 1.5,
+                    upload_s: 0.1,
+                    ..StartUp::default()
+                }),
             },
             Response::Built {
                 id: 1,

@@ -121,6 +121,9 @@ pub struct WorkerPool {
     /// Seconds workers took from their start to their greeting, summed (a
     /// GPU worker uploads its tests and makes the references meanwhile).
     pub startup_s: f64,
+    /// What the workers that greeted said their start took, summed (GPU
+    /// workers; spares included); the GPU backend takes it per generation.
+    pub start_parts: crate::busy::StartUp,
     /// Workers (Slurm steps) that vanished or could not be replaced.
     pub lost: u64,
     /// Only the worker started with this slot takes requests ([`pin`]).
@@ -156,6 +159,7 @@ impl WorkerPool {
             stop,
             respawns: 0,
             startup_s: 0.0,
+            start_parts: Default::default(),
             lost: 0,
             pinned: None,
             spares: Vec::new(),
@@ -221,6 +225,15 @@ impl WorkerPool {
             Event::Closed(_) => false,
         };
         if greeted {
+            if let Event::Line(_, line) = event {
+                if let Ok(Response::Ready {
+                    start_up: Some(parts),
+                    ..
+                }) = serde_json::from_str(line)
+                {
+                    self.start_parts += &parts;
+                }
+            }
             self.spares[i].state = State::Idle;
         } else {
             let mut spare = self.spares.swap_remove(i);
@@ -429,11 +442,17 @@ impl WorkerPool {
             }
             (
                 Ok(Response::Ready {
-                    protocol, scope, ..
+                    protocol,
+                    scope,
+                    start_up,
+                    ..
                 }),
                 State::Starting(started),
             ) => {
                 self.startup_s += started.elapsed().as_secs_f64();
+                if let Some(parts) = &start_up {
+                    self.start_parts += parts;
+                }
                 if protocol != PROTOCOL || scope != self.scope {
                     return Err(BackendError::Failed(format!(
                         "worker speaks protocol {protocol} for {scope:?}; expected {PROTOCOL} for {:?}",
