@@ -363,14 +363,16 @@ impl Evaluator {
 
     /// Runs `patch` on every test of `set`.
     pub fn evaluate(&self, patch: &Patch, set: TestSet) -> Result<Vec<TestResult>, EvalError> {
-        self.evaluate_cases(patch, &self.spec.tests(set))
+        self.evaluate_until(patch, &self.spec.tests(set), |_| false)
     }
 
-    /// Runs `patch` on the given tests of the spec.
-    pub fn evaluate_cases(
+    /// Runs `patch` (lowered once) on the given tests of the spec, in
+    /// order, until a result `stop` accepts (it is the last returned).
+    pub fn evaluate_until(
         &self,
         patch: &Patch,
         tests: &[&TestCase],
+        stop: impl Fn(&TestResult) -> bool,
     ) -> Result<Vec<TestResult>, EvalError> {
         let program = self.ir.lower_all(patch);
         let mut results = Vec::new();
@@ -411,7 +413,11 @@ impl Evaluator {
                     }
                 }
             }
+            let last = stop(&result);
             results.push(result);
+            if last {
+                break;
+            }
         }
         Ok(results)
     }

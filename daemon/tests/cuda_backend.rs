@@ -185,6 +185,31 @@ fn the_prescreen_rejects_out_of_bounds_variants_before_the_gpu() {
     assert!(!counter.exists(), "the GPU worker saw a request");
 }
 
+/// The pre-screen runs every sim train test, least input first: loops'
+/// endless variant passes the smallest (`iters = 0` never enters the loop)
+/// and is rejected by the step budget on a larger one, before the GPU.
+#[test]
+fn the_prescreen_finds_a_runaway_loop_beyond_the_smallest_test() {
+    let dir = tempfile::tempdir().unwrap();
+    let counter = dir.path().join("requests");
+    let mut backend = backend_for(&common::spec_fixture("loops"), "", &counter, true);
+    let patch = Patch::from_json(
+        &std::fs::read_to_string(
+            common::repo_root().join("tests/fixtures/kernels/loops.endless.patch.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let a = backend.assess(&[patch], TestSet::Train).unwrap();
+    assert_eq!(a[0].tests.len(), 1, "only the rejecting test: {a:?}");
+    let failure = a[0].first_failure().expect("rejected");
+    assert!(
+        failure.starts_with("train[1]: pre-screen on the simulator: step budget"),
+        "{failure}"
+    );
+    assert!(!counter.exists(), "the GPU worker saw a request");
+}
+
 /// The safety gate runs each tool in turn with the variant's PTX and the
 /// chosen test, and the first report rejects the variant with the tool's
 /// first message (a stand-in sanitizer, tests/fixtures/fake/, reports a race

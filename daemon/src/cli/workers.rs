@@ -128,12 +128,7 @@ impl GpuWorkerArgs {
             .load_spec()
             .map_err(SetupError::from)
             .and_then(|spec| start_measurer(spec, &g.spec, &g.device, g.arch, g.libdevice))
-            .map(|m| {
-                let parts = m.start_up();
-                let measuring =
-                    parts.context_s + parts.inputs_s + parts.upload_s + parts.references_s;
-                GpuWorker::new(m, clock.elapsed().as_secs_f64() - measuring)
-            });
+            .map(|m| GpuWorker::new(m, clock.elapsed().as_secs_f64()));
         let handler: Result<&mut dyn Handler, String> = match &mut started {
             Ok(h) => Ok(h),
             Err(e) => Err(e.to_string()),

@@ -26,12 +26,14 @@ pub struct GpuWorker {
 }
 
 impl GpuWorker {
-    /// `setup_s`: the seconds before the measurer was made (spec, IR, the
-    /// original's PTX, the device probe).
-    pub fn new(measurer: Measurer, setup_s: f64) -> Self {
+    /// `started_s`: the seconds the whole start took; what the measurer
+    /// did not spend of them went to set-up (spec, IR, the original's PTX,
+    /// the device probe).
+    pub fn new(measurer: Measurer, started_s: f64) -> Self {
+        let m = measurer.start_up();
         let start_up = StartUp {
-            setup_s,
-            ..measurer.start_up().clone()
+            setup_s: started_s - (m.context_s + m.inputs_s + m.upload_s + m.references_s),
+            ..m.clone()
         };
         GpuWorker { measurer, start_up }
     }

@@ -18,7 +18,7 @@ pub mod setup;
 
 use crate::busy::{Spent, StartUp};
 use crate::device::DeviceInfo;
-use crate::eval::{Assessment, Evaluator};
+use crate::eval::{Assessment, Evaluator, TestResult};
 use crate::evolve::{Backend, BackendError, Build, Scope};
 use crate::harness::{HarnessEvaluator, Runner};
 use crate::ir::{CodegenOptions, Patch};
@@ -198,25 +198,26 @@ impl InProcess {
         let Evaluation::Kernel(evaluator) = &self.evaluation else {
             return Ok(None);
         };
-        for test in &self.screen_tests {
-            let results = evaluator.evaluate_cases(patch, &[test]).map_err(|e| {
+        let screened_out = |r: &TestResult| {
+            r.failure
+                .as_ref()
+                .is_some_and(|f| SCREENED_OUT.contains(&f.kind()))
+        };
+        let tests: Vec<&TestCase> = self.screen_tests.iter().collect();
+        let results = evaluator
+            .evaluate_until(patch, &tests, screened_out)
+            .map_err(|e| {
                 BackendError::Failed(format!(
                     "the GPU backend's pre-screen (each new variant runs on the simulator's train tests before the GPU; --no-prescreen or [gpu] prescreen = false skips it) cannot judge variants: {e}"
                 ))
             })?;
-            let rejected = results[0]
-                .failure
-                .as_ref()
-                .is_some_and(|f| SCREENED_OUT.contains(&f.kind()));
-            if rejected {
-                let mut a = Assessment::new(&results);
-                let (kind, message) = a.tests[0].failure.take().expect("rejected");
-                a.tests[0].failure =
-                    Some((kind, format!("pre-screen on the simulator: {message}")));
-                return Ok(Some(a));
-            }
-        }
-        Ok(None)
+        let Some(rejecting) = results.last().filter(|r| screened_out(r)) else {
+            return Ok(None);
+        };
+        let mut a = Assessment::new(std::slice::from_ref(rejecting));
+        let (kind, message) = a.tests[0].failure.take().expect("rejected");
+        a.tests[0].failure = Some((kind, format!("pre-screen on the simulator: {message}")));
+        Ok(Some(a))
     }
 
     pub fn compile_one(&self, patch: &Patch) -> Result<Build, String> {

@@ -217,22 +217,22 @@ impl WorkerPool {
         let Some(i) = self.spares.iter().position(|s| s.serial == serial) else {
             return false;
         };
-        let greeted = match event {
-            Event::Line(_, line) => matches!(
-                serde_json::from_str(line),
-                Ok(Response::Ready { protocol, ref scope, .. }) if protocol == PROTOCOL && *scope == self.scope
-            ),
-            Event::Closed(_) => false,
-        };
-        if greeted {
-            if let Event::Line(_, line) = event {
-                if let Ok(Response::Ready {
-                    start_up: Some(parts),
+        // A greeting as expected: its start-up parts, if it has some.
+        let greeting = match event {
+            Event::Line(_, line) => match serde_json::from_str(line) {
+                Ok(Response::Ready {
+                    protocol,
+                    scope,
+                    start_up,
                     ..
-                }) = serde_json::from_str(line)
-                {
-                    self.start_parts += &parts;
-                }
+                }) if protocol == PROTOCOL && scope == self.scope => Some(start_up),
+                _ => None,
+            },
+            Event::Closed(_) => None,
+        };
+        if let Some(start_up) = greeting {
+            if let Some(parts) = start_up {
+                self.start_parts += &parts;
             }
             self.spares[i].state = State::Idle;
         } else {
