@@ -1,7 +1,7 @@
 //! The `gevod` binary, run as a user would: replay across processes, and bad
 //! input giving one line naming the file, a non-zero exit and nothing written.
 
-mod common;
+use crate::common;
 
 use common::s;
 use std::path::{Path, PathBuf};

@@ -6,7 +6,7 @@
 //! and the spec skeleton written where SPEC does not exist yet. No GPU
 //! needed.
 
-mod common;
+use crate::common;
 
 use common::cmake::{edit, example_copy, run, text, Project};
 use common::daemon::s;

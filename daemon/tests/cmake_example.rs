@@ -17,7 +17,7 @@
 //!   project has a CUDA compiler, and stops configuring where it has none;
 //!   the select step refuses evolved PTX the launches cannot use.
 
-mod common;
+use crate::common;
 
 use common::cmake::{
     best_json, cuda_toolkit, run, text, wait_for_variant_and_pause, Project, Toolkit,

@@ -3,7 +3,7 @@
 //! CMAKE_PREFIX_PATH=<prefix> (or <prefix>/bin on the PATH): the installed
 //! package, its gevod and gevo-client, and a build with them.
 
-mod common;
+use crate::common;
 
 use common::cmake::{copy_dir, run, text, Project};
 use common::daemon::{client_binary, s};

@@ -5,7 +5,7 @@
 //! then the cache) names the daemon; without it the client's search, and
 //! every place it looked is in the log when nothing answers.
 
-mod common;
+use crate::common;
 
 use common::cmake::{run, Project};
 use common::daemon::{client_binary, s, Daemon};

@@ -1,7 +1,7 @@
 //! gevo_optimize() with several KERNEL names: a pipeline of one source's
 //! kernels, one PTX module, the spec's `kernel = [...]` checked against them.
 
-mod common;
+use crate::common;
 
 use common::cmake::{edit, example_copy};
 use common::have_tools;

@@ -6,7 +6,7 @@
 //! distribution's toolkit (scripts/install-deps.sh installs it; NVIDIA's
 //! layout is made of links to its files) and says it skipped without one.
 
-mod common;
+use crate::common;
 
 use common::cmake::Project;
 use common::daemon::s;

@@ -5,7 +5,7 @@
 //! fault costs its variant and a respawn; every other variant, in the same
 //! batch and the next, is measured.
 
-mod common;
+use crate::common;
 
 use common::workers::{eval_workers, fake_device};
 use gevod::cuda::measure::Measurement;

@@ -2,7 +2,7 @@
 //! temporary socket and state directory, the simulator backend, the fixture
 //! kernels copied into watched build directories.
 
-mod common;
+use crate::common;
 
 use common::daemon::{build_dir, build_dir_with, client_binary, Daemon, CONFIG};
 use common::{s, text};

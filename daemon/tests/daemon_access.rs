@@ -3,7 +3,7 @@
 //! one-line refusal, never a byte of the file, and the daemon keeps serving
 //! the other jobs.
 
-mod common;
+use crate::common;
 
 use common::daemon::{build_dir, s, Daemon};
 use gevo_client::proto::{JobInfo, JobState};

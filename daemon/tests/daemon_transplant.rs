@@ -2,7 +2,7 @@
 //! from the previous one's patches, carried to the new IR, and serves a
 //! variant validated on the new code, in its first generation.
 
-mod common;
+use crate::common;
 
 use common::daemon::Daemon;
 use gevo_client::proto::{Command, Reply};

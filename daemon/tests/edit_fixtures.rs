@@ -11,7 +11,7 @@
 //! `BLESS=1 cargo test --test edit_fixtures` rewrites the expected sections;
 //! review the diff before committing it.
 
-mod common;
+use crate::common;
 
 use gevod::ir::{Edit, KernelIr};
 use std::path::Path;

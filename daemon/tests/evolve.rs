@@ -3,7 +3,7 @@
 //! minimization, and the invariant that only race-free, held-out-passing
 //! variants are validated.
 
-mod common;
+use crate::common;
 
 use common::search::{assert_resume_is_exact, backend, run};
 use gevod::eval::{Assessment, Evaluator};

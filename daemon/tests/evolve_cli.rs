@@ -1,7 +1,7 @@
 //! `gevod evolve` as a user runs it: the report, the exported variant,
 //! resume across processes, SIGKILL at random moments, Ctrl-C, bad input.
 
-mod common;
+use crate::common;
 
 use gevod::store::Store;
 use rand::{Rng, SeedableRng};

@@ -1,7 +1,7 @@
 //! `gevod run` and `gevod evolve` on the pipeline fixtures (simulator), and
 //! a search that validates an improvement spanning two kernels.
 
-mod common;
+use crate::common;
 
 use gevod::ir::{KernelIr, Patch};
 use std::process::Command;

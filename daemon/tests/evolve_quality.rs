@@ -11,7 +11,7 @@
 //! is re-run independently, with two simulator threads, and must pass every
 //! test: a racy variant is never validated.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

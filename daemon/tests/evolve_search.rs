@@ -2,7 +2,7 @@
 //! in-process simulator: distinct-PTX selection, restarts after stagnation,
 //! islands with migration, and exact resume with all of them on.
 
-mod common;
+use crate::common;
 
 use common::search::{assert_resume_is_exact, backend, run};
 use gevod::evolve::{Config, Engine};

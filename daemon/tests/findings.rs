@@ -5,7 +5,7 @@
 //! plants one fault (compiled with line tables by scripts/gen-fixtures.sh),
 //! and its `.expect` file lists lines the finding must hold.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

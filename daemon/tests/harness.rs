@@ -4,7 +4,7 @@
 //! with that reason; the daemon runs a harness job as its unprivileged user
 //! and refuses specs of users it does not trust.
 
-mod common;
+use crate::common;
 
 use common::daemon::{s, Daemon};
 use common::{have_tools, kernel_fixture, repo_root};

@@ -2,7 +2,7 @@
 //! module, edits confined to one kernel, mutation spread over the kernels,
 //! replay exact, one PTX module holding every kernel.
 
-mod common;
+use crate::common;
 
 use gevod::ir::{Edit, EditKind, IrError, KernelIr};
 use rand::SeedableRng;

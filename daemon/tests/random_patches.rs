@@ -6,7 +6,7 @@
 //! always verify and compile) and one of raw random edits naming arbitrary ids
 //! and repairs (most are rejected; none may crash).
 
-mod common;
+use crate::common;
 
 use gevod::ir::{ConstKind, Edit, EditKind, InstId, IrError, KernelIr, Patch, Repair, ValueRef};
 use rand::{Rng, SeedableRng};

@@ -8,7 +8,7 @@
 //! `GEVO_REPORT_SCREENSHOT=<file.png>` keeps the screenshot (docs/report.md
 //! describes one).
 
-mod common;
+use crate::common;
 
 use common::s;
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 //! itself, independently of the reference outputs the evaluator derives from
 //! the original kernel. Also: results do not depend on the worker count.
 
-mod common;
+use crate::common;
 
 use gevod::eval::simulate;
 use gevod::sim::Limits;

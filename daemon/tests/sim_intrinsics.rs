@@ -2,7 +2,7 @@
 //! (tests/common/intrinsics.rs runs each row), and the error naming a
 //! function it does not know. The NVVM intrinsics are in sim_nvvm.rs.
 
-mod common;
+use crate::common;
 
 use common::intrinsics::*;
 

@@ -2,7 +2,7 @@
 //! edits do (endless loops, wild pointers, races), each test ends with a
 //! verdict or a result, and the process never panics or hangs.
 
-mod common;
+use crate::common;
 
 use gevod::eval::Evaluator;
 use gevod::spec::{self, TestSet};

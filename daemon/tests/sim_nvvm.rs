@@ -2,7 +2,7 @@
 //! runs each row): float math, conversions and bit operations, integer
 //! operations.
 
-mod common;
+use crate::common;
 
 use common::intrinsics::*;
 

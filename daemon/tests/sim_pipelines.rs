@@ -2,7 +2,7 @@
 //! loop variable, buffer swaps) on the simulator against hand-written Rust
 //! versions of the whole application; per-launch verdicts name the launch.
 
-mod common;
+use crate::common;
 
 use gevod::eval::{simulate, Evaluator};
 use gevod::ir::KernelIr;

@@ -1,6 +1,6 @@
 //! The simulator on fixtures with hand-built arguments and Rust references.
 
-mod common;
+use crate::common;
 
 use common::sim::{bytes_of, f32s, run_on, run_program, run_text, u32s, LIMITS};
 use gevod::sim::{self, pointer, GlobalMemory, LaunchDims, Limits};

@@ -3,7 +3,7 @@
 //! kind, vector accesses to shared memory, and `*.with.overflow` pairs;
 //! hand-written IR text with Rust references.
 
-mod common;
+use crate::common;
 
 use common::sim::{bytes_of, f32s, run_text, run_text_with, u32s};
 use gevod::sim::{self, LaunchDims};

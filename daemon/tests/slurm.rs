@@ -3,7 +3,7 @@
 //! same result as with local workers, survives a step cancelled mid-run,
 //! and leaves no job behind.
 
-mod common;
+use crate::common;
 
 use common::slurm::Cluster;
 use std::path::Path;

@@ -2,7 +2,7 @@
 //! edit keeps the debug locations (a clone has its source's), and IR without
 //! line tables falls back to IR ids.
 
-mod common;
+use crate::common;
 
 use gevod::access::Reader;
 use gevod::ir::{

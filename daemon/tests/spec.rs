@@ -2,7 +2,7 @@
 //! the fixture specs load and instantiate deterministically; `.npy` inputs;
 //! per-backend test sets reach the workers that run them.
 
-mod common;
+use crate::common;
 
 use common::workers::{eval_workers, fake_device};
 use gevod::evolve::{Backend, Scope};

@@ -2,7 +2,7 @@
 //! "Transplanting patches"): the cases of tests/fixtures/transplant/cases.txt,
 //! and the identity on every kernel fixture.
 
-mod common;
+use crate::common;
 
 use gevod::evolve::{Config, Engine};
 use gevod::ir::transplant::Transplanter;

@@ -4,7 +4,7 @@
 //! but slower on one of them is not validated, and neither is one the
 //! backend's safety gate reports.
 
-mod common;
+use crate::common;
 
 use gevod::eval::Assessment;
 use gevod::eval::Evaluator;

@@ -3,7 +3,7 @@
 //! they held fails with the reason, the worker is replaced, and every other
 //! variant, in the same batch and the next, evaluates normally.
 
-mod common;
+use crate::common;
 
 use common::workers::eval_workers;
 use gevod::evolve::{Backend, Scope};
