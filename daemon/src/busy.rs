@@ -13,7 +13,10 @@ pub struct Spent {
     pub compile_s: f64,
     /// The simulator's runs of the train tests (compile workers).
     pub prescreen_s: f64,
-    /// Loading the variant's PTX into the GPU worker's context (the JIT).
+    /// ptxas assembling variants for the GPU (compile workers).
+    pub assemble_s: f64,
+    /// Loading the variant into the GPU worker's context: the JIT for PTX,
+    /// or a cubin (assembled by the GPU worker itself when none came).
     pub jit_load_s: f64,
     /// The checked run on each test: launch, download and comparison.
     pub check_s: f64,
@@ -38,7 +41,7 @@ impl Spent {
 
     /// Seconds of a compile worker's.
     pub fn compile_worker_s(&self) -> f64 {
-        self.compile_s + self.prescreen_s
+        self.compile_s + self.prescreen_s + self.assemble_s
     }
 }
 
@@ -46,6 +49,7 @@ impl AddAssign<&Spent> for Spent {
     fn add_assign(&mut self, o: &Spent) {
         self.compile_s += o.compile_s;
         self.prescreen_s += o.prescreen_s;
+        self.assemble_s += o.assemble_s;
         self.jit_load_s += o.jit_load_s;
         self.check_s += o.check_s;
         self.timing_s += o.timing_s;
@@ -139,13 +143,14 @@ impl Utilization {
     }
 
     /// The phases in the order a variant goes through them, for tables.
-    pub fn phases(&self) -> [(&'static str, f64); 8] {
+    pub fn phases(&self) -> [(&'static str, f64); 9] {
         let s = &self.spent;
         [
             ("compile", s.compile_s),
             ("pre-screen", s.prescreen_s),
+            ("ptxas", s.assemble_s),
             ("GPU worker start-up", self.gpu_start_s),
-            ("JIT load", s.jit_load_s),
+            ("module load", s.jit_load_s),
             ("output check", s.check_s),
             ("timing", s.timing_s),
             ("per-kernel times", s.profile_s),

@@ -62,6 +62,7 @@ fn start_measuring(
         gpu,
         device: fake_device(),
         arch: "sm_90".into(),
+        cubin_for: None,
         prescreen,
         gate: None,
         measurement,
@@ -434,4 +435,60 @@ fn a_standby_gpu_worker_takes_over_after_a_crash() {
         2,
         "both replacements were ready spares"
     );
+}
+
+/// With `cubin_for`, the compile workers assemble each variant that passes
+/// the pre-screen with ptxas (a stand-in here, named by GEVO_PTXAS), and
+/// every measure request carries that cubin; where ptxas refuses, the
+/// variant is measured from its PTX alone. ptxas's time is counted.
+#[test]
+fn compile_workers_assemble_the_measured_variants_for_the_gpu() {
+    use base64::Engine as _;
+    let fake_ptxas = common::repo_root().join("tests/fixtures/fake/ptxas.sh");
+    for (ptxas, assembles) in [(fake_ptxas, true), ("/bin/false".into(), false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let (cubins, calls) = (dir.path().join("cubins"), dir.path().join("calls"));
+        let mut gpu = fake_gpu("", &dir.path().join("counter"));
+        gpu.env.push(("FAKE_GPU_CUBIN_LOG".into(), cubins.clone().into()));
+        let spec_path = common::spec_fixture("vecadd");
+        let mut compile = eval_workers(&spec_path, 2);
+        compile.env.extend([
+            ("GEVO_PTXAS".into(), ptxas.into()),
+            ("FAKE_PTXAS_LOG".into(), calls.clone().into()),
+        ]);
+        let options = CudaOptions {
+            compile,
+            gpu,
+            device: fake_device(),
+            arch: "sm_90".into(),
+            cubin_for: Some("sm_90".into()),
+            prescreen: true,
+            gate: None,
+            measurement: Measurement::Adaptive,
+        };
+        let spec = spec::load(&spec_path).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut backend = CudaBackend::start(options, &spec, stop).unwrap();
+        let results = backend
+            .evaluate(&patches(5, 24), TestSet::Train, &|_| false)
+            .unwrap();
+        let measured = measured(&results).len();
+        assert!(measured > 0);
+        let sent = std::fs::read_to_string(&cubins).unwrap();
+        let sent: Vec<&str> = sent.lines().collect();
+        assert_eq!(sent.len(), measured);
+        let u = backend.take_utilization().unwrap();
+        if assembles {
+            for cubin in sent {
+                let bytes = base64::engine::general_purpose::STANDARD.decode(cubin).unwrap();
+                assert!(bytes.starts_with(b"\x7fELF sm_90 "), "{bytes:?}");
+            }
+            // Only what the GPU measures is assembled.
+            let calls = std::fs::read_to_string(&calls).unwrap();
+            assert_eq!(calls.lines().collect::<Vec<_>>(), vec!["sm_90"; measured]);
+            assert!(u.spent.assemble_s > 0.0, "{u:?}");
+        } else {
+            assert!(sent.iter().all(|c| *c == "-"), "{sent:?}");
+        }
+    }
 }

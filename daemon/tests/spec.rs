@@ -634,6 +634,7 @@ fn workers_run_and_key_their_backends_tests() {
         gpu: gpu_worker.clone(),
         device: fake_device(),
         arch: "sm_90".into(),
+        cubin_for: None,
         prescreen: true,
         gate: None,
         measurement: gevod::cuda::measure::Measurement::Adaptive,

@@ -2,6 +2,7 @@
 //! loaded bindings, each checked and turned into a [`CudaError`] naming the
 //! call. Everything `unsafe` about the driver lives here.
 
+use super::toolkit::Cubin;
 use super::CudaError;
 use crate::device::{DeviceInfo, DeviceSelector};
 use cudarc::driver::{result, sys};
@@ -202,6 +203,24 @@ impl Kernel {
         let image = CString::new(ptx).map_err(|_| CudaError::InvalidPtx {
             log: "the PTX contains a NUL byte".into(),
         })?;
+        // SAFETY: a NUL-terminated PTX image, alive for the call.
+        unsafe { Kernel::load_image(image.as_ptr() as *const c_void, names) }
+    }
+
+    /// Loads machine code that ptxas made for this context's GPU (no JIT).
+    pub fn load_cubin(cubin: &Cubin, names: &[String]) -> Result<Self, CudaError> {
+        if !cubin.0.starts_with(b"\x7fELF") {
+            return Err(CudaError::InvalidPtx {
+                log: "the cubin is not an ELF image".into(),
+            });
+        }
+        // SAFETY: an ELF image (its headers give its size), alive for the call.
+        unsafe { Kernel::load_image(cubin.0.as_ptr() as *const c_void, names) }
+    }
+
+    /// # Safety
+    /// `image` points to a NUL-terminated PTX text or a complete cubin.
+    unsafe fn load_image(image: *const c_void, names: &[String]) -> Result<Self, CudaError> {
         let mut log = vec![0u8; JIT_LOG_BYTES];
         let mut options = [
             sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
@@ -213,12 +232,12 @@ impl Kernel {
             JIT_LOG_BYTES as *mut c_void,
         ];
         let mut module = std::ptr::null_mut();
-        // SAFETY: NUL-terminated image; two options with matching values; the
-        // log buffer outlives the call.
+        // SAFETY: the image is the caller's; two options with matching
+        // values; the log buffer outlives the call.
         let loaded = unsafe {
             sys::cuModuleLoadDataEx(
                 &mut module,
-                image.as_ptr() as *const c_void,
+                image,
                 options.len() as u32,
                 options.as_mut_ptr(),
                 values.as_mut_ptr(),

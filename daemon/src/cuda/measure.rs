@@ -1,10 +1,12 @@
-//! What a GPU worker does with a variant's PTX: for each test, one checked
-//! run (outputs poisoned first, then compared with the original's), then
-//! rounds that time the original and the variant back to back in
+//! What a GPU worker does with a variant's PTX: on every test one checked
+//! run (outputs poisoned first, then compared with the original's), then on
+//! each test rounds that time the original and the variant back to back in
 //! alternating order, each run after restoring the inputs and flushing L2.
 //! The original's outputs on each test are computed once, at start.
 
 use super::driver::{Context, DeviceBuffer, Event, Kernel};
+use super::load::Loader;
+use super::toolkit::{Assembler, Cubin};
 use super::CudaError;
 use crate::busy::{Spent, StartUp};
 use crate::device::DeviceInfo;
@@ -88,7 +90,7 @@ pub(super) struct DeviceTest {
     pristine: Vec<Option<DeviceBuffer>>,
     /// Per argument: the buffer the kernel runs on.
     work: Vec<Option<DeviceBuffer>>,
-    /// The original's final bytes per argument (empty for scalars).
+    /// The original's final bytes per argument (empty but for outputs).
     reference: Vec<Vec<u8>>,
     /// The original's median time, for timeouts.
     original_ns: f64,
@@ -142,8 +144,12 @@ pub struct Measurer {
     spec: Spec,
     device: DeviceInfo,
     kernel_names: Vec<String>,
+    /// The arguments whose final bytes are compared (`Spec::outputs`).
+    outputs: Vec<usize>,
     options: MeasureOptions,
     original: Kernel,
+    /// How the original was loaded, and so every variant.
+    loader: Loader,
     tests: Vec<DeviceTest>,
     /// Written between timed runs to evict the previous run's data from L2.
     flush: DeviceBuffer,
@@ -173,12 +179,15 @@ const PROFILE_MAX_LAUNCHES: usize = 8192;
 
 impl Measurer {
     /// Uploads every test's inputs, and runs and times the original on each.
+    /// With an `assembler`, the original and the variants load as cubins
+    /// for this device ([`Loader`]).
     pub fn new(
         spec: Spec,
         device: DeviceInfo,
         original_ptx: &str,
         kernel_names: &[String],
         options: MeasureOptions,
+        assembler: Option<Assembler>,
     ) -> Result<Self, MeasureError> {
         let mut start_up = StartUp::default();
         let mut clock = Instant::now();
@@ -188,7 +197,8 @@ impl Measurer {
                 .as_secs_f64()
         };
         let context = Context::new(device.ordinal)?;
-        let original = Kernel::load(original_ptx, kernel_names)?;
+        let (original, loader) =
+            Loader::original(original_ptx, kernel_names, assembler, &device.arch())?;
         let events = (0..4 * options
             .rounds
             .max(options.heldout_rounds)
@@ -207,11 +217,13 @@ impl Measurer {
             }
         }
         let mut m = Measurer {
+            outputs: spec.outputs(),
             spec,
             device,
             kernel_names: kernel_names.to_vec(),
             options,
             original,
+            loader,
             tests: Vec::new(),
             flush,
             events,
@@ -258,7 +270,13 @@ impl Measurer {
         &self.device
     }
 
-    /// The original's outputs on `test` (per argument), as computed at start.
+    /// Whether variants load as cubins (else through the driver's JIT).
+    pub fn assembles(&self) -> bool {
+        self.loader.assembles()
+    }
+
+    /// The original's outputs on `test` (per argument, empty for arguments
+    /// that are not outputs), as computed at start.
     pub fn reference(&self, test: &str) -> Option<&[Vec<u8>]> {
         self.test(test).map(|t| t.reference.as_slice())
     }
@@ -274,12 +292,19 @@ impl Measurer {
         )
     }
 
-    /// Checks and times `ptx` on every test of `set`; stops at the first
+    /// Checks and times `ptx` (loaded from `cubin` where that serves:
+    /// [`Loader::variant`]) on every test of `set`; stops at the first
     /// test that fails. With `race` (a train cost the variant must beat to
     /// matter to the search), timing goes in batches of `race_batch` rounds
     /// and stops once the variant is confidently no better than it
     /// (docs/evolve.md, "Adaptive measurement").
-    pub fn measure(&self, ptx: &str, set: TestSet, race: Option<f64>) -> Measured {
+    pub fn measure(
+        &self,
+        ptx: &str,
+        cubin: Option<&Cubin>,
+        set: TestSet,
+        race: Option<f64>,
+    ) -> Measured {
         let mut out = Measured {
             assessment: Assessment {
                 tests: Vec::new(),
@@ -291,7 +316,7 @@ impl Measurer {
             stopped_early: false,
         };
         let loading = Instant::now();
-        let kernel = Kernel::load(ptx, &self.kernel_names);
+        let kernel = self.loader.variant(ptx, cubin, &self.kernel_names);
         out.spent.jit_load_s = loading.elapsed().as_secs_f64();
         let kernel = match kernel {
             Ok(k) => k,
@@ -317,10 +342,11 @@ impl Measurer {
             .into_iter()
             .map(|case| self.test(&case.name).expect("every test uploaded at start"))
             .collect();
-        // Every test checked and given its first batch: a failing test ends
-        // the variant before more rounds are spent on the others.
+        // Every test's outputs checked before any is timed: most variants
+        // fail a check, often only on a later test (a partial last block,
+        // a larger size), and then cost no timing rounds at all.
         for test in &tests {
-            let summary = self.first_batch(&kernel, test, batch, &mut out);
+            let summary = self.check(&kernel, test, &mut out);
             let failed = summary.failure.is_some();
             out.assessment.tests.push(summary);
             if out.fatal {
@@ -329,6 +355,19 @@ impl Measurer {
             if failed {
                 return out;
             }
+        }
+        for (i, test) in tests.iter().enumerate() {
+            let started = Instant::now();
+            let mut timing = Timing {
+                original_ns: Vec::with_capacity(full as usize),
+                variant_ns: Vec::with_capacity(full as usize),
+            };
+            let timed = self.time(&kernel, test, 0, batch, self.limit(test), &mut timing);
+            out.spent.timing_s += started.elapsed().as_secs_f64();
+            if let Err(e) = timed {
+                return out.failed_at(i, self.cuda_failure(test, &e), &e, kernel);
+            }
+            out.assessment.tests[i].timing = Some(timing);
         }
         let mut done = batch;
         while done < full {
@@ -378,60 +417,39 @@ impl Measurer {
         out
     }
 
-    /// One test's checked run, then warm-ups and `rounds` timed rounds: the
-    /// summary with those rounds, or the failure (which sets `fatal` when
-    /// the context is lost).
-    fn first_batch(
-        &self,
-        kernel: &Kernel,
-        test: &DeviceTest,
-        rounds: u32,
-        out: &mut Measured,
-    ) -> TestSummary {
-        let limit = self.limit(test);
+    /// One test's checked run: a passed summary (its error, no cost yet),
+    /// or the failure (which sets `fatal` when the context is lost).
+    fn check(&self, kernel: &Kernel, test: &DeviceTest, out: &mut Measured) -> TestSummary {
         let started = Instant::now();
-        let outputs = self.checked_run(kernel, test, limit);
+        let outputs = self.checked_run(kernel, test, self.limit(test));
         let compared = outputs
             .as_ref()
             .ok()
             .map(|o| compare_outputs(&self.spec, &test.instance, &test.reference, o));
         out.spent.check_s += started.elapsed().as_secs_f64();
-        let error = match (outputs, compared) {
+        let mut summary = match (outputs, compared) {
             (Err(e), _) => {
                 out.fatal = e.poisons_context();
                 return self.cuda_failure(test, &e);
             }
             (Ok(_), Some((Some(f), error))) => {
                 let mut s = TestSummary::failed(&test.name, f.kind(), f.to_string());
-                s.original_cost = test.original_ns as u64;
                 s.error = Some(error);
-                return s;
+                s
             }
-            (Ok(_), Some((None, error))) => error,
+            (Ok(_), Some((None, error))) => TestSummary {
+                test: test.name.clone(),
+                failure: None,
+                cost: None,
+                original_cost: 0,
+                error: Some(error),
+                timing: None,
+                kernels: Vec::new(),
+            },
             (Ok(_), None) => unreachable!("outputs compared when there are some"),
         };
-        let started = Instant::now();
-        let mut timing = Timing {
-            original_ns: Vec::with_capacity(rounds as usize),
-            variant_ns: Vec::with_capacity(rounds as usize),
-        };
-        let timed = self.time(kernel, test, 0, rounds, limit, &mut timing);
-        out.spent.timing_s += started.elapsed().as_secs_f64();
-        if let Err(e) = timed {
-            out.fatal = e.poisons_context();
-            return self.cuda_failure(test, &e);
-        }
-        // Costs from this batch, in case a later test fails; `measure`
-        // sets them again from all the rounds.
-        TestSummary {
-            test: test.name.clone(),
-            failure: None,
-            cost: Some(stats::median(&timing.variant_ns).round() as u64),
-            original_cost: stats::median(&timing.original_ns).round() as u64,
-            error: Some(error),
-            timing: Some(timing),
-            kernels: Vec::new(),
-        }
+        summary.original_cost = test.original_ns as u64;
+        summary
     }
 
     /// A test that failed on the GPU, with the timeout explained.
@@ -559,7 +577,10 @@ impl Measurer {
         end.record()
     }
 
-    /// One run with outputs poisoned; returns each argument's final bytes.
+    /// One run with outputs poisoned; returns each output argument's final
+    /// bytes (empty for the others). Only outputs are compared, and an input
+    /// can be far larger than the outputs (a reduction's): downloading it
+    /// with every check once took most of the GPU worker's time.
     fn checked_run(
         &self,
         kernel: &Kernel,
@@ -574,12 +595,12 @@ impl Measurer {
         let mut outputs = Vec::with_capacity(test.work.len());
         for (i, _) in test.work.iter().enumerate() {
             outputs.push(match &test.work[binding[i]] {
-                Some(buffer) => {
+                Some(buffer) if self.outputs.contains(&i) => {
                     let mut bytes = vec![0u8; buffer.len];
                     buffer.download(&mut bytes)?;
                     bytes
                 }
-                None => Vec::new(),
+                _ => Vec::new(),
             });
         }
         Ok(outputs)

@@ -7,14 +7,19 @@
 //! - [`driver`]: the checked driver calls (the only `unsafe` code).
 //! - [`measure`]: what a worker does per variant: check outputs, then time
 //!   it alternately with the original.
+//! - [`load`]: cubins or the JIT, the same for the original and variants.
 //! - [`check`]: one run of a variant on one test, for compute-sanitizer.
+//! - [`toolkit`]: the toolkit's programs: finding them, and ptxas, which
+//!   assembles variants into cubins in the compile workers.
 //!
 //! The engine's side (compile workers feeding a GPU worker, the simulator
 //! pre-screen) lives beside the other worker pools, in `worker::gpu`.
 
 pub mod check;
 pub mod driver;
+pub mod load;
 pub mod measure;
+pub mod toolkit;
 
 use std::time::Duration;
 

@@ -61,8 +61,14 @@ impl Handler for GpuWorker {
 
     fn handle(&mut self, request: Request) -> Result<(Response, bool), String> {
         match request {
-            Request::Measure { id, ptx, set, race } => {
-                let measured = self.measurer.measure(&ptx, set, race);
+            Request::Measure {
+                id,
+                ptx,
+                cubin,
+                set,
+                race,
+            } => {
+                let measured = self.measurer.measure(&ptx, cubin.as_ref(), set, race);
                 Ok((
                     Response::Assessed {
                         id,
@@ -92,6 +98,9 @@ pub struct CudaOptions {
     pub device: DeviceInfo,
     /// The target the compile workers emit PTX for.
     pub arch: String,
+    /// The GPU architecture compile workers assemble variants for (with
+    /// ptxas, where they find one), so the GPU worker does not JIT them.
+    pub cubin_for: Option<String>,
     /// Run each new variant on the simulator's train tests first.
     pub prescreen: bool,
     /// compute-sanitizer on each variant about to be validated.
@@ -115,6 +124,7 @@ pub struct CudaBackend {
     gpu: WorkerPool,
     scope: Scope,
     prescreen: bool,
+    cubin_for: Option<String>,
     /// Variants rejected by the pre-screen (since start).
     pub screened_out: u64,
     gate: Option<SafetyGate>,
@@ -151,6 +161,7 @@ impl CudaBackend {
             gpu,
             scope,
             prescreen: options.prescreen,
+            cubin_for: options.cubin_for,
             screened_out: 0,
             gate: options.gate,
             measurement: options.measurement,
@@ -177,6 +188,7 @@ impl CudaBackend {
             .map(|p| Request::Measure {
                 id: self.gpu.next_id(),
                 ptx: p.clone(),
+                cubin: None,
                 set,
                 race: None,
             })
@@ -201,6 +213,7 @@ impl CudaBackend {
     ) -> Result<Vec<Evaluated>, BackendError> {
         let chunk = (2 * self.compile.size()).max(8);
         let prescreen = self.prescreen;
+        let cubin_for = &self.cubin_for;
         let race = match purpose {
             Purpose::Search { race } => race,
             Purpose::Promotion => None,
@@ -219,6 +232,7 @@ impl CudaBackend {
                             id: compile.next_id(),
                             patch: p.clone(),
                             prescreen,
+                            cubin_for: cubin_for.clone(),
                         })
                         .collect();
                     let responses = compile.run(requests)?;
@@ -230,16 +244,20 @@ impl CudaBackend {
             });
             for responses in chunks {
                 let first = out.len();
+                // Indices into `out`, with the cubin each variant came with.
                 let mut measure = Vec::new();
                 for response in responses {
+                    let mut cubin = None;
                     let (build, screen) = match response {
                         Ok(Response::Built {
                             build,
+                            cubin: assembled,
                             screened_out,
                             spent,
                             ..
                         }) => {
                             utilization.spent += &spent;
+                            cubin = assembled;
                             (Ok(build), screened_out)
                         }
                         Ok(Response::CompileFailed { reason, spent, .. }) => {
@@ -259,28 +277,30 @@ impl CudaBackend {
                             Some(a)
                         }
                         (true, None) => {
-                            measure.push(out.len());
+                            measure.push((out.len(), cubin));
                             None
                         }
                         (false, _) => None,
                     };
                     out.push(Evaluated { build, assessment });
                 }
+                let indices: Vec<usize> = measure.iter().map(|(i, _)| *i).collect();
                 let requests = measure
-                    .iter()
-                    .map(|&i| Request::Measure {
+                    .into_iter()
+                    .map(|(i, cubin)| Request::Measure {
                         id: gpu.next_id(),
                         ptx: ptx_of(&out[i].build).to_string(),
+                        cubin,
                         set,
                         race,
                     })
                     .collect();
                 let measured = gpu.run(requests)?;
-                for (&i, r) in measure.iter().zip(measured) {
+                for (&i, r) in indices.iter().zip(measured) {
                     account(utilization, &r, purpose);
                     out[i].assessment = Some(assessment_of(r));
                 }
-                tracing::debug!(first, measured = measure.len(), "chunk measured");
+                tracing::debug!(first, measured = indices.len(), "chunk measured");
             }
             producer.join().expect("the compile thread does not panic")
         })?;

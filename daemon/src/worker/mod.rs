@@ -17,6 +17,7 @@ pub mod sanitize;
 pub mod setup;
 
 use crate::busy::{Spent, StartUp};
+use crate::cuda::toolkit::{Assembler, Cubin};
 use crate::device::DeviceInfo;
 use crate::eval::{Assessment, Evaluator, TestResult};
 use crate::evolve::{Backend, BackendError, Build, Scope};
@@ -34,14 +35,18 @@ pub const PROTOCOL: u32 = 3;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Request {
-    /// PTX for the patch; with `prescreen`, also a run of the smallest train
-    /// test on the simulator, whose memory and loop faults reject the
-    /// variant before it costs GPU time.
+    /// PTX for the patch; with `prescreen`, also runs of the train tests
+    /// on the simulator, whose memory and loop faults reject the variant
+    /// before it costs GPU time; with `cubin_for` (a GPU architecture,
+    /// `sm_90`), a variant that passes is also assembled by ptxas, when
+    /// the worker finds one, so the GPU worker loads no PTX.
     Compile {
         id: u64,
         patch: Patch,
         #[serde(default)]
         prescreen: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cubin_for: Option<String>,
     },
     /// The patch run on the simulator.
     Assess { id: u64, patch: Patch, set: TestSet },
@@ -51,6 +56,10 @@ pub enum Request {
     Measure {
         id: u64,
         ptx: String,
+        /// The PTX assembled for the worker's GPU, where a compile worker
+        /// could (`Compile::cubin_for`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cubin: Option<Cubin>,
         set: TestSet,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         race: Option<f64>,
@@ -89,6 +98,9 @@ pub enum Response {
     Built {
         id: u64,
         build: Build,
+        /// The PTX assembled, when `cubin_for` asked and ptxas took it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cubin: Option<Cubin>,
         /// The pre-screen's result when it rejects the variant.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         screened_out: Option<Assessment>,
@@ -127,6 +139,8 @@ pub enum Response {
 pub struct InProcess {
     evaluation: Evaluation,
     codegen: CodegenOptions,
+    /// ptxas, for `Compile::cubin_for`; found when first asked.
+    assembler: Option<Option<Assembler>>,
     /// The train tests the pre-screen runs, least input first.
     screen_tests: Vec<TestCase>,
 }
@@ -168,6 +182,7 @@ impl InProcess {
             )?)),
             codegen,
             screen_tests: Vec::new(),
+            assembler: None,
         })
     }
 
@@ -184,6 +199,7 @@ impl InProcess {
             evaluation: Evaluation::Kernel(Box::new(evaluator)),
             codegen,
             screen_tests,
+            assembler: None,
         })
     }
 
@@ -218,6 +234,16 @@ impl InProcess {
         let (kind, message) = a.tests[0].failure.take().expect("rejected");
         a.tests[0].failure = Some((kind, format!("pre-screen on the simulator: {message}")));
         Ok(Some(a))
+    }
+
+    /// `ptx` assembled for `arch`, or none where no ptxas is found or it
+    /// rejects the PTX (the GPU worker then loads the PTX its own way).
+    fn assemble(&mut self, ptx: &str, arch: &str) -> Option<Cubin> {
+        let assembler = self.assembler.get_or_insert_with(Assembler::find).as_ref()?;
+        assembler
+            .assemble(ptx, arch)
+            .inspect_err(|e| tracing::debug!("no cubin: {e}"))
+            .ok()
     }
 
     pub fn compile_one(&self, patch: &Patch) -> Result<Build, String> {
@@ -339,6 +365,7 @@ impl Handler for InProcess {
                 id,
                 patch,
                 prescreen,
+                cubin_for,
             } => {
                 let mut spent = Spent::default();
                 let started = Instant::now();
@@ -353,9 +380,16 @@ impl Handler for InProcess {
                             None
                         };
                         spent.prescreen_s = started.elapsed().as_secs_f64();
+                        let started = Instant::now();
+                        let cubin = match (&cubin_for, &screened_out) {
+                            (Some(arch), None) => self.assemble(&build.ptx, arch),
+                            _ => None,
+                        };
+                        spent.assemble_s = started.elapsed().as_secs_f64();
                         Response::Built {
                             id,
                             build,
+                            cubin,
                             screened_out,
                             spent,
                         }
@@ -505,6 +539,7 @@ mod tests {
                 Request::Measure {
                     id: 7,
                     ptx: build.ptx.clone(),
+                    cubin: None,
                     set: TestSet::Heldout,
                     race: None,
                 },
@@ -514,10 +549,26 @@ mod tests {
                 Request::Measure {
                     id: 9,
                     ptx: "x".into(),
+                    cubin: Some(Cubin(b"\x7fELF".to_vec())),
                     set: TestSet::Train,
                     race: Some(0.97),
                 },
-                r#"{"op":"measure","id":9,"ptx":"x","set":"train","race":0.97}"#,
+                r#"{"op":"measure","id":9,"ptx":"x","cubin":"f0VMRg==","set":"train","race":0.97}"#,
+            ),
+            (
+                Request::Compile {
+                    id: 10,
+                    patch: Patch {
+                        format: 1,
+                        ir_hash: "00".into(),
+                        kernel: "k".into(),
+                        kernels: Vec::new(),
+                        edits: Vec::new(),
+                    },
+                    prescreen: true,
+                    cubin_for: Some("sm_90".into()),
+                },
+                r#"{"op":"compile","id":10,"patch":{"format":1,"ir_hash":"00","kernel":"k","edits":[]},"prescreen":true,"cubin_for":"sm_90"}"#,
             ),
             (
                 Request::Assess {
@@ -561,6 +612,7 @@ mod tests {
             Response::Built {
                 id: 1,
                 build: build.clone(),
+                cubin: None,
                 screened_out: Some(assessment()),
                 spent: Spent {
                     compile_s: 0.02,
@@ -571,8 +623,12 @@ mod tests {
             Response::Built {
                 id: 2,
                 build,
+                cubin: Some(Cubin(vec![0x7f, b'E', b'L', b'F', 1, 2])),
                 screened_out: None,
-                spent: Spent::default(),
+                spent: Spent {
+                    assemble_s: 0.03,
+                    ..Spent::default()
+                },
             },
             Response::CompileFailed {
                 id: 3,

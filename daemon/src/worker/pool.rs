@@ -620,6 +620,7 @@ impl Backend for WorkerPool {
                 id,
                 patch: p.clone(),
                 prescreen: false,
+                cubin_for: None,
             },
             patches,
         );

@@ -31,18 +31,7 @@ const FOUND: i32 = 86;
 
 /// compute-sanitizer on the PATH, else in the CUDA toolkit's usual places.
 pub fn find_sanitizer() -> Option<PathBuf> {
-    let on_path = std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>());
-    let toolkit = ["CUDA_HOME", "CUDA_PATH"]
-        .into_iter()
-        .filter_map(std::env::var_os)
-        .map(|d| PathBuf::from(d).join("bin"))
-        .chain([PathBuf::from("/usr/local/cuda/bin")]);
-    on_path
-        .chain(toolkit)
-        .map(|d| d.join("compute-sanitizer"))
-        .find(|p| p.is_file())
+    crate::cuda::toolkit::find_tool("compute-sanitizer")
 }
 
 /// Runs variants once under compute-sanitizer.

@@ -10,6 +10,7 @@ use super::pool::{PoolOptions, WorkerPool};
 use super::sanitize::{find_sanitizer, SafetyGate, SanitizeMode};
 use crate::access::Reader;
 use crate::cuda::measure::{MeasureError, MeasureOptions, Measurement, Measurer};
+use crate::cuda::toolkit::Assembler;
 use crate::cuda::{driver, CudaError};
 use crate::device::{DeviceInfo, DeviceSelector};
 use crate::evolve::{Backend, BackendError, Scope};
@@ -308,11 +309,16 @@ impl WorkerSetup<'_> {
         // hold a second GPU allocation).
         gpu.standby = matches!(self.launcher, Launcher::Local);
         let gate = self.safety_gate(spec, &device)?;
+        // Compile workers assemble where this process finds ptxas too
+        // (they share its environment); the GPU worker loads the original
+        // the same way or ignores the cubins (`cuda::load`).
+        let cubin_for = Assembler::find().map(|_| device.arch());
         let options = CudaOptions {
             compile,
             gpu,
             device,
             arch: self.arch.to_string(),
+            cubin_for,
             prescreen,
             gate,
             measurement: self.measurement,
@@ -439,6 +445,7 @@ pub fn start_measurer(
         &original.ptx,
         &kernels,
         MeasureOptions::default(),
+        Assembler::find(),
     )
     .map_err(|source| SetupError::Measure {
         spec: spec_path.to_path_buf(),

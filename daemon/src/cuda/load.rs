@@ -1,0 +1,73 @@
+//! How a GPU worker turns code into a loaded kernel: machine code that
+//! ptxas made (in a compile worker, or here when none came), or the
+//! driver's JIT. The original and every variant go the same way, chosen
+//! once when the original is loaded, so a measured speedup never comes from
+//! the difference between two compilers.
+
+use super::driver::Kernel;
+use super::toolkit::{Assembler, Cubin};
+use super::CudaError;
+
+/// The way this worker loads code.
+#[derive(Debug)]
+pub enum Loader {
+    /// PTX through the driver's JIT.
+    Jit,
+    /// Cubins for `arch` (the device's), from ptxas.
+    Assembled { assembler: Assembler, arch: String },
+}
+
+impl Loader {
+    /// Loads the original: assembled for `arch` when there is an
+    /// `assembler` and it takes the original's PTX, else by the JIT (and
+    /// then every variant too).
+    pub fn original(
+        ptx: &str,
+        names: &[String],
+        assembler: Option<Assembler>,
+        arch: &str,
+    ) -> Result<(Kernel, Loader), CudaError> {
+        if let Some(assembler) = assembler {
+            match assembler.assemble(ptx, arch) {
+                Ok(cubin) => {
+                    let kernel = Kernel::load_cubin(&cubin, names)?;
+                    let arch = arch.to_string();
+                    tracing::info!(ptxas = %assembler.program().display(), %arch, "the original and the variants load as cubins");
+                    return Ok((kernel, Loader::Assembled { assembler, arch }));
+                }
+                Err(e) => tracing::warn!("ptxas cannot assemble the original, so variants go through the driver's JIT: {e}"),
+            }
+        }
+        Ok((Kernel::load(ptx, names)?, Loader::Jit))
+    }
+
+    /// Loads a variant: its `cubin` when one came for this device, else
+    /// its PTX assembled here, or by the JIT when the original was.
+    pub fn variant(
+        &self,
+        ptx: &str,
+        cubin: Option<&Cubin>,
+        names: &[String],
+    ) -> Result<Kernel, CudaError> {
+        let Loader::Assembled { assembler, arch } = self else {
+            return Kernel::load(ptx, names);
+        };
+        if let Some(cubin) = cubin {
+            match Kernel::load_cubin(cubin, names) {
+                Ok(kernel) => return Ok(kernel),
+                Err(e) if e.poisons_context() => return Err(e),
+                // Made for another GPU, say: assemble it here instead.
+                Err(e) => tracing::debug!("the variant's cubin does not load ({e}); assembling it here"),
+            }
+        }
+        let cubin = assembler
+            .assemble(ptx, arch)
+            .map_err(|e| CudaError::InvalidPtx { log: e.to_string() })?;
+        Kernel::load_cubin(&cubin, names)
+    }
+
+    /// Whether variants load as cubins.
+    pub fn assembles(&self) -> bool {
+        matches!(self, Loader::Assembled { .. })
+    }
+}

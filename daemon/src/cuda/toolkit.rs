@@ -1,0 +1,184 @@
+//! The CUDA toolkit's programs, where one is installed: finding them, and
+//! ptxas, which assembles a variant's PTX into machine code (a cubin) for
+//! one GPU architecture. Compile workers assemble each variant that passes
+//! the pre-screen, so the GPU worker loads machine code instead of spending
+//! its own time in the driver's JIT (docs/evolve.md, "Where GPU time goes").
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Names a ptxas to use instead of the one found, or `off` for none.
+pub const PTXAS_VARIABLE: &str = "GEVO_PTXAS";
+
+/// `program` on the PATH, else in the toolkit's usual places
+/// (`$CUDA_HOME/bin`, `$CUDA_PATH/bin`, `/usr/local/cuda/bin`).
+pub fn find_tool(program: &str) -> Option<PathBuf> {
+    let on_path = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>());
+    let toolkit = ["CUDA_HOME", "CUDA_PATH"]
+        .into_iter()
+        .filter_map(std::env::var_os)
+        .map(|d| PathBuf::from(d).join("bin"))
+        .chain([PathBuf::from("/usr/local/cuda/bin")]);
+    on_path
+        .chain(toolkit)
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AssembleError {
+    #[error("{ptxas}: cannot run: {source}")]
+    Run {
+        ptxas: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{ptxas} rejects the PTX for {arch}: {log}")]
+    Rejected {
+        ptxas: PathBuf,
+        arch: String,
+        log: String,
+    },
+    #[error("assembling in {dir}: {source}")]
+    Io {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// A GPU architecture's machine code for one variant, as ptxas made it.
+/// On the wire (JSON lines) it travels as base64.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cubin(pub Vec<u8>);
+
+impl Serialize for Cubin {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use base64::Engine as _;
+        s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(&self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for Cubin {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use base64::Engine as _;
+        let text = String::deserialize(d)?;
+        base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .map(Cubin)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// ptxas, run once per variant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assembler {
+    ptxas: PathBuf,
+}
+
+impl Assembler {
+    pub fn new(ptxas: PathBuf) -> Self {
+        Assembler { ptxas }
+    }
+
+    /// `$GEVO_PTXAS` (none when it says `off`), else ptxas where
+    /// [`find_tool`] finds it.
+    pub fn find() -> Option<Self> {
+        match std::env::var_os(PTXAS_VARIABLE) {
+            Some(v) if v == "off" => None,
+            Some(v) if !v.is_empty() => Some(Assembler::new(v.into())),
+            _ => find_tool("ptxas").map(Assembler::new),
+        }
+    }
+
+    pub fn program(&self) -> &Path {
+        &self.ptxas
+    }
+
+    /// `ptx` assembled for `arch` (`sm_90`), at ptxas's default
+    /// optimization level, the same the driver's JIT uses.
+    pub fn assemble(&self, ptx: &str, arch: &str) -> Result<Cubin, AssembleError> {
+        let dir = tempfile::tempdir().map_err(|source| AssembleError::Io {
+            dir: std::env::temp_dir(),
+            source,
+        })?;
+        let io = |source| AssembleError::Io {
+            dir: dir.path().to_path_buf(),
+            source,
+        };
+        let (input, output) = (dir.path().join("variant.ptx"), dir.path().join("variant.cubin"));
+        std::fs::write(&input, ptx).map_err(io)?;
+        let ran = Command::new(&self.ptxas)
+            .arg(format!("-arch={arch}"))
+            .arg("-o")
+            .arg(&output)
+            .arg(&input)
+            .output()
+            .map_err(|source| AssembleError::Run {
+                ptxas: self.ptxas.clone(),
+                source,
+            })?;
+        if !ran.status.success() {
+            let log = String::from_utf8_lossy(&ran.stderr);
+            let log = log.trim();
+            return Err(AssembleError::Rejected {
+                ptxas: self.ptxas.clone(),
+                arch: arch.to_string(),
+                log: if log.is_empty() {
+                    ran.status.to_string()
+                } else {
+                    log.lines().take(5).collect::<Vec<_>>().join("; ")
+                },
+            });
+        }
+        std::fs::read(&output).map(Cubin).map_err(io)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cubin_travels_as_base64_and_back() {
+        let cubin = Cubin(vec![0x7f, b'E', b'L', b'F', 0, 255]);
+        let text = serde_json::to_string(&cubin).unwrap();
+        assert_eq!(text, "\"f0VMRgD/\"");
+        assert_eq!(serde_json::from_str::<Cubin>(&text).unwrap(), cubin);
+        assert!(serde_json::from_str::<Cubin>("\"not base64!\"").is_err());
+    }
+
+    /// The toolkit's own ptxas (CI installs the distribution's), on a PTX
+    /// version every supported toolkit reads: a kernel becomes an ELF
+    /// cubin, and a broken one is refused with ptxas's message.
+    #[test]
+    fn ptxas_assembles_a_kernel_and_refuses_a_broken_one() {
+        let Some(ptxas) = find_tool("ptxas") else {
+            eprintln!("skipped: no ptxas (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin)");
+            return;
+        };
+        let a = Assembler::new(ptxas);
+        let ptx = ".version 7.0\n.target sm_80\n.address_size 64\n\n.visible .entry noop()\n{\n\tret;\n}\n";
+        let cubin = a.assemble(ptx, "sm_80").unwrap();
+        assert!(cubin.0.starts_with(b"\x7fELF"), "{:?}", &cubin.0[..8]);
+        let e = a.assemble(&ptx.replace("ret;", "no_such_op;"), "sm_80").unwrap_err();
+        let AssembleError::Rejected { arch, log, .. } = &e else {
+            panic!("{e}");
+        };
+        assert_eq!(arch, "sm_80");
+        assert!(log.contains("no_such_op") || log.contains("line 7"), "{log}");
+    }
+
+    #[test]
+    fn a_missing_ptxas_is_named() {
+        let a = Assembler::new("/nonexistent/ptxas".into());
+        let e = a.assemble(".version 8.0", "sm_90").unwrap_err();
+        assert!(
+            e.to_string().starts_with("/nonexistent/ptxas: cannot run"),
+            "{e}"
+        );
+    }
+}
