@@ -9,7 +9,8 @@
 # Markdown table with both modes side by side per fixture: new variants/s
 # (variants measured on the GPU), evaluations/s, GPU and compile workers'
 # busy shares, timing rounds per variant, and the best validated speedup
-# reached at 60 s and at the end; REPORT=FILE appends the table there, and
+# reached at 60 s and at the end, then the workers' seconds by phase;
+# REPORT=FILE appends the tables there, and
 # KEEP=DIR keeps each search's JSON and the end of its log there.
 #
 #   scripts/gpu-measure.sh GEVOD WORKDIR
@@ -89,4 +90,21 @@ for f in fixtures:
         ratios.append(f'{f} {rates.get("adaptive", 0) / rates["fixed"]:.2f}x')
 print()
 print("New variants/s, adaptive over fixed: " + ", ".join(ratios) + ".")
+print()
+# Where the workers' seconds went, per search (busy::Spent; start-ups are
+# the GPU workers' replacements after crashes and hangs).
+phases = [("compile", "compile_s"), ("pre-screen", "prescreen_s"), ("ptxas", "assemble_s"),
+          ("module load", "jit_load_s"), ("output check", "check_s"), ("timing", "timing_s"),
+          ("per-kernel times", "profile_s"), ("compute-sanitizer", "sanitizer_s")]
+print("| fixture | measurement | " + " | ".join(p for p, _ in phases) + " | GPU worker start-up |")
+print("|---|---|" + "---|" * (len(phases) + 1))
+for f in fixtures:
+    for mode in ["fixed", "adaptive"]:
+        try:
+            u = json.load(open(os.path.join(work, f"{f}-{mode}.json"))).get("utilization") or {}
+        except (OSError, ValueError):
+            continue
+        spent = u.get("spent") or {}
+        print(f"| {f} | {mode} | " + " | ".join(f"{spent.get(k, 0):.1f} s" for _, k in phases)
+              + f' | {u.get("gpu_start_s", 0):.1f} s |')
 PY
