@@ -449,7 +449,8 @@ fn compile_workers_assemble_the_measured_variants_for_the_gpu() {
         let dir = tempfile::tempdir().unwrap();
         let (cubins, calls) = (dir.path().join("cubins"), dir.path().join("calls"));
         let mut gpu = fake_gpu("", &dir.path().join("counter"));
-        gpu.env.push(("FAKE_GPU_CUBIN_LOG".into(), cubins.clone().into()));
+        gpu.env
+            .push(("FAKE_GPU_CUBIN_LOG".into(), cubins.clone().into()));
         let spec_path = common::spec_fixture("vecadd");
         let mut compile = eval_workers(&spec_path, 2);
         compile.env.extend([
@@ -480,7 +481,9 @@ fn compile_workers_assemble_the_measured_variants_for_the_gpu() {
         let u = backend.take_utilization().unwrap();
         if assembles {
             for cubin in sent {
-                let bytes = base64::engine::general_purpose::STANDARD.decode(cubin).unwrap();
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(cubin)
+                    .unwrap();
                 assert!(bytes.starts_with(b"\x7fELF sm_90 "), "{bytes:?}");
             }
             // Only what the GPU measures is assembled.

@@ -28,14 +28,19 @@ impl Loader {
         arch: &str,
     ) -> Result<(Kernel, Loader), CudaError> {
         if let Some(assembler) = assembler {
-            match assembler.assemble(ptx, arch) {
-                Ok(cubin) => {
-                    let kernel = Kernel::load_cubin(&cubin, names)?;
+            // A toolkit newer than the driver, say, makes cubins this driver
+            // cannot load: then the JIT serves, as without ptxas.
+            let loaded = assembler
+                .assemble(ptx, arch)
+                .map_err(|e| e.to_string())
+                .and_then(|cubin| Kernel::load_cubin(&cubin, names).map_err(|e| e.to_string()));
+            match loaded {
+                Ok(kernel) => {
                     let arch = arch.to_string();
                     tracing::info!(ptxas = %assembler.program().display(), %arch, "the original and the variants load as cubins");
                     return Ok((kernel, Loader::Assembled { assembler, arch }));
                 }
-                Err(e) => tracing::warn!("ptxas cannot assemble the original, so variants go through the driver's JIT: {e}"),
+                Err(e) => tracing::warn!("the original does not load as a cubin from {}, so every variant goes through the driver's JIT: {e}", assembler.program().display()),
             }
         }
         Ok((Kernel::load(ptx, names)?, Loader::Jit))
@@ -57,7 +62,9 @@ impl Loader {
                 Ok(kernel) => return Ok(kernel),
                 Err(e) if e.poisons_context() => return Err(e),
                 // Made for another GPU, say: assemble it here instead.
-                Err(e) => tracing::debug!("the variant's cubin does not load ({e}); assembling it here"),
+                Err(e) => {
+                    tracing::debug!("the variant's cubin does not load ({e}); assembling it here")
+                }
             }
         }
         let cubin = assembler

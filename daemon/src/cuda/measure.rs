@@ -4,16 +4,15 @@
 //! alternating order, each run after restoring the inputs and flushing L2.
 //! The original's outputs on each test are computed once, at start.
 
+use super::device_test::DeviceTest;
 use super::driver::{Context, DeviceBuffer, Event, Kernel};
 use super::load::Loader;
 use super::toolkit::{Assembler, Cubin};
 use super::CudaError;
 use crate::busy::{Spent, StartUp};
 use crate::device::DeviceInfo;
-use crate::eval::{compare_outputs, scalar_bits, Assessment, KernelTime, TestSummary};
-use crate::spec::{
-    ArgValue, Instance, LaunchInstance, LaunchParam, Role, Spec, SpecError, TestSet,
-};
+use crate::eval::{compare_outputs, Assessment, KernelTime, TestSummary};
+use crate::spec::{Spec, SpecError, TestSet};
 use crate::stats::{self, Timing};
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
@@ -80,20 +79,6 @@ pub enum MeasureError {
         #[source]
         source: CudaError,
     },
-}
-
-/// One test's inputs on the device and the original's results on them.
-pub(super) struct DeviceTest {
-    name: String,
-    instance: Instance,
-    /// Per argument: the inputs as uploaded (`in`/`inout` buffers).
-    pristine: Vec<Option<DeviceBuffer>>,
-    /// Per argument: the buffer the kernel runs on.
-    work: Vec<Option<DeviceBuffer>>,
-    /// The original's final bytes per argument (empty but for outputs).
-    reference: Vec<Vec<u8>>,
-    /// The original's median time, for timeouts.
-    original_ns: f64,
 }
 
 /// A variant's assessment, and whether the worker must exit after sending
@@ -164,9 +149,6 @@ pub struct Measurer {
     _context: Context,
 }
 
-/// Poison for output buffers before each run: NaN for floats, -1 for
-/// integers, so an element a variant forgets to write cannot pass.
-const POISON: u8 = 0xff;
 /// The original runs under this limit when the references are made.
 const ORIGINAL_LIMIT: Duration = Duration::from_secs(60);
 /// Runs of the original timed at start, for the timeouts.
@@ -236,7 +218,7 @@ impl Measurer {
         for case in cases {
             let instance = m.spec.instantiate(&case)?;
             start_up.inputs_s += lap();
-            let mut test = upload(&case.name, instance)?;
+            let mut test = DeviceTest::upload(&case.name, instance)?;
             start_up.upload_s += lap();
             let failed = |source| MeasureError::OriginalFails {
                 test: case.name.clone(),
@@ -482,8 +464,8 @@ impl Measurer {
         let warmups = if first == 0 { self.options.warmups } else { 0 };
         for _ in 0..warmups {
             for k in [&self.original, kernel] {
-                self.restore(test)?;
-                launch_all(k, test)?;
+                test.restore()?;
+                test.launch_all(k)?;
             }
         }
         let rounds = rounds as usize;
@@ -535,11 +517,11 @@ impl Measurer {
         let mut sums = vec![vec![Vec::with_capacity(PROFILE_RUNS); kernels]; 2];
         for _ in 0..PROFILE_RUNS {
             for (which, k) in [&self.original, kernel].into_iter().enumerate() {
-                self.restore(test)?;
+                test.restore()?;
                 self.flush.fill(0)?;
                 events[0].record()?;
                 for (j, launch) in launches.iter().enumerate() {
-                    launch_one(k, test, launch)?;
+                    test.launch_one(k, launch)?;
                     events[j + 1].record()?;
                 }
                 events[n].wait(limit)?;
@@ -570,10 +552,10 @@ impl Measurer {
         start: &Event,
         end: &Event,
     ) -> Result<(), CudaError> {
-        self.restore(test)?;
+        test.restore()?;
         self.flush.fill(0)?;
         start.record()?;
-        launch_all(kernel, test)?;
+        test.launch_all(kernel)?;
         end.record()
     }
 
@@ -587,8 +569,8 @@ impl Measurer {
         test: &DeviceTest,
         limit: Duration,
     ) -> Result<Vec<Vec<u8>>, CudaError> {
-        self.restore(test)?;
-        let binding = launch_all(kernel, test)?;
+        test.restore()?;
+        let binding = test.launch_all(kernel)?;
         let done = &self.events[0];
         done.record()?;
         done.wait(limit)?;
@@ -605,80 +587,4 @@ impl Measurer {
         }
         Ok(outputs)
     }
-
-    /// Inputs back to their uploaded contents, outputs poisoned.
-    fn restore(&self, test: &DeviceTest) -> Result<(), CudaError> {
-        for (work, pristine) in test.work.iter().zip(&test.pristine) {
-            match (work, pristine) {
-                (Some(w), Some(p)) => w.copy_from(p)?,
-                (Some(w), None) => w.fill(POISON)?,
-                _ => {}
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Queues the test's launches, each with its kernel and the buffers the
-/// spec's swaps bind; returns which buffer each argument ends on.
-pub(super) fn launch_all(kernel: &Kernel, test: &DeviceTest) -> Result<Vec<usize>, CudaError> {
-    for launch in &test.instance.launches {
-        launch_one(kernel, test, launch)?;
-    }
-    Ok(test.instance.final_binding.clone())
-}
-
-/// Queues one launch of the test.
-fn launch_one(
-    kernel: &Kernel,
-    test: &DeviceTest,
-    launch: &LaunchInstance,
-) -> Result<(), CudaError> {
-    let mut args: Vec<u64> = launch
-        .params
-        .iter()
-        .map(|p| match *p {
-            LaunchParam::Buffer { slot, .. } => test.work[slot].as_ref().map_or(0, |b| b.ptr),
-            LaunchParam::Scalar(s) => scalar_bits(s),
-        })
-        .collect();
-    kernel.launch(
-        launch.kernel,
-        launch.grid,
-        launch.block,
-        launch.shared_bytes,
-        &mut args,
-    )
-}
-
-pub(super) fn upload(name: &str, instance: Instance) -> Result<DeviceTest, CudaError> {
-    let mut pristine = Vec::with_capacity(instance.args.len());
-    let mut work = Vec::with_capacity(instance.args.len());
-    for arg in &instance.args {
-        match arg {
-            ArgValue::Buffer { role, data, .. } => {
-                work.push(Some(DeviceBuffer::new(data.len())?));
-                pristine.push(match role {
-                    Role::Out => None,
-                    Role::In | Role::Inout => {
-                        let b = DeviceBuffer::new(data.len())?;
-                        b.upload(data)?;
-                        Some(b)
-                    }
-                });
-            }
-            ArgValue::Scalar(_) => {
-                work.push(None);
-                pristine.push(None);
-            }
-        }
-    }
-    Ok(DeviceTest {
-        name: name.to_string(),
-        instance,
-        pristine,
-        work,
-        reference: Vec::new(),
-        original_ns: f64::NAN,
-    })
 }

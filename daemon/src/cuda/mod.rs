@@ -5,6 +5,7 @@
 //! loaded at run time (cudarc), so gevod builds and runs without CUDA.
 //!
 //! - [`driver`]: the checked driver calls (the only `unsafe` code).
+//! - `device_test`: one test's buffers on the device, its launches.
 //! - [`measure`]: what a worker does per variant: check outputs, then time
 //!   it alternately with the original.
 //! - [`load`]: cubins or the JIT, the same for the original and variants.
@@ -16,6 +17,7 @@
 //! pre-screen) lives beside the other worker pools, in `worker::gpu`.
 
 pub mod check;
+mod device_test;
 pub mod driver;
 pub mod load;
 pub mod measure;

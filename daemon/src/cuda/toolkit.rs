@@ -109,7 +109,10 @@ impl Assembler {
             dir: dir.path().to_path_buf(),
             source,
         };
-        let (input, output) = (dir.path().join("variant.ptx"), dir.path().join("variant.cubin"));
+        let (input, output) = (
+            dir.path().join("variant.ptx"),
+            dir.path().join("variant.cubin"),
+        );
         std::fs::write(&input, ptx).map_err(io)?;
         let ran = Command::new(&self.ptxas)
             .arg(format!("-arch={arch}"))
@@ -164,12 +167,17 @@ mod tests {
         let ptx = ".version 7.0\n.target sm_80\n.address_size 64\n\n.visible .entry noop()\n{\n\tret;\n}\n";
         let cubin = a.assemble(ptx, "sm_80").unwrap();
         assert!(cubin.0.starts_with(b"\x7fELF"), "{:?}", &cubin.0[..8]);
-        let e = a.assemble(&ptx.replace("ret;", "no_such_op;"), "sm_80").unwrap_err();
+        let e = a
+            .assemble(&ptx.replace("ret;", "no_such_op;"), "sm_80")
+            .unwrap_err();
         let AssembleError::Rejected { arch, log, .. } = &e else {
             panic!("{e}");
         };
         assert_eq!(arch, "sm_80");
-        assert!(log.contains("no_such_op") || log.contains("line 7"), "{log}");
+        assert!(
+            log.contains("no_such_op") || log.contains("line 7"),
+            "{log}"
+        );
     }
 
     #[test]

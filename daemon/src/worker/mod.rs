@@ -239,7 +239,10 @@ impl InProcess {
     /// `ptx` assembled for `arch`, or none where no ptxas is found or it
     /// rejects the PTX (the GPU worker then loads the PTX its own way).
     fn assemble(&mut self, ptx: &str, arch: &str) -> Option<Cubin> {
-        let assembler = self.assembler.get_or_insert_with(Assembler::find).as_ref()?;
+        let assembler = self
+            .assembler
+            .get_or_insert_with(Assembler::find)
+            .as_ref()?;
         assembler
             .assemble(ptx, arch)
             .inspect_err(|e| tracing::debug!("no cubin: {e}"))

@@ -1,0 +1,101 @@
+//! One test on the device: its inputs uploaded once (pristine copies), the
+//! buffers the kernels run on, and the original's results; launching a
+//! test's kernels with its arguments, and restoring its inputs between runs.
+
+use super::driver::{DeviceBuffer, Kernel};
+use super::CudaError;
+use crate::eval::scalar_bits;
+use crate::spec::{ArgValue, Instance, LaunchInstance, LaunchParam, Role};
+
+/// Poison for output buffers before each run: NaN for floats, -1 for
+/// integers, so an element a variant forgets to write cannot pass.
+const POISON: u8 = 0xff;
+
+/// One test's inputs on the device and the original's results on them.
+pub(super) struct DeviceTest {
+    pub name: String,
+    pub instance: Instance,
+    /// Per argument: the inputs as uploaded (`in`/`inout` buffers).
+    pristine: Vec<Option<DeviceBuffer>>,
+    /// Per argument: the buffer the kernel runs on.
+    pub work: Vec<Option<DeviceBuffer>>,
+    /// The original's final bytes per argument (empty but for outputs).
+    pub reference: Vec<Vec<u8>>,
+    /// The original's median time, for timeouts.
+    pub original_ns: f64,
+}
+
+impl DeviceTest {
+    /// Uploads the test's inputs; the work buffers are allocated.
+    pub fn upload(name: &str, instance: Instance) -> Result<DeviceTest, CudaError> {
+        let mut pristine = Vec::with_capacity(instance.args.len());
+        let mut work = Vec::with_capacity(instance.args.len());
+        for arg in &instance.args {
+            match arg {
+                ArgValue::Buffer { role, data, .. } => {
+                    work.push(Some(DeviceBuffer::new(data.len())?));
+                    pristine.push(match role {
+                        Role::Out => None,
+                        Role::In | Role::Inout => {
+                            let b = DeviceBuffer::new(data.len())?;
+                            b.upload(data)?;
+                            Some(b)
+                        }
+                    });
+                }
+                ArgValue::Scalar(_) => {
+                    work.push(None);
+                    pristine.push(None);
+                }
+            }
+        }
+        Ok(DeviceTest {
+            name: name.to_string(),
+            instance,
+            pristine,
+            work,
+            reference: Vec::new(),
+            original_ns: f64::NAN,
+        })
+    }
+
+    /// Inputs back to their uploaded contents, outputs poisoned.
+    pub fn restore(&self) -> Result<(), CudaError> {
+        for (work, pristine) in self.work.iter().zip(&self.pristine) {
+            match (work, pristine) {
+                (Some(w), Some(p)) => w.copy_from(p)?,
+                (Some(w), None) => w.fill(POISON)?,
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Queues the test's launches, each with its kernel and the buffers the
+    /// spec's swaps bind; returns which buffer each argument ends on.
+    pub fn launch_all(&self, kernel: &Kernel) -> Result<Vec<usize>, CudaError> {
+        for launch in &self.instance.launches {
+            self.launch_one(kernel, launch)?;
+        }
+        Ok(self.instance.final_binding.clone())
+    }
+
+    /// Queues one launch of the test.
+    pub fn launch_one(&self, kernel: &Kernel, launch: &LaunchInstance) -> Result<(), CudaError> {
+        let mut args: Vec<u64> = launch
+            .params
+            .iter()
+            .map(|p| match *p {
+                LaunchParam::Buffer { slot, .. } => self.work[slot].as_ref().map_or(0, |b| b.ptr),
+                LaunchParam::Scalar(s) => scalar_bits(s),
+            })
+            .collect();
+        kernel.launch(
+            launch.kernel,
+            launch.grid,
+            launch.block,
+            launch.shared_bytes,
+            &mut args,
+        )
+    }
+}
