@@ -537,6 +537,13 @@ mod tests {
             ptx_hash: "ab".repeat(32),
             ptx: ".version 8.0\n.target sm_90\n".into(),
         };
+        let empty_patch = Patch {
+            format: 1,
+            ir_hash: "00".into(),
+            kernel: "k".into(),
+            kernels: Vec::new(),
+            edits: Vec::new(),
+        };
         let requests = [
             (
                 Request::Measure {
@@ -561,13 +568,7 @@ mod tests {
             (
                 Request::Compile {
                     id: 10,
-                    patch: Patch {
-                        format: 1,
-                        ir_hash: "00".into(),
-                        kernel: "k".into(),
-                        kernels: Vec::new(),
-                        edits: Vec::new(),
-                    },
+                    patch: empty_patch.clone(),
                     prescreen: true,
                     cubin_for: Some("sm_90".into()),
                 },
@@ -576,13 +577,7 @@ mod tests {
             (
                 Request::Assess {
                     id: 8,
-                    patch: Patch {
-                        format: 1,
-                        ir_hash: "00".into(),
-                        kernel: "k".into(),
-                        kernels: Vec::new(),
-                        edits: Vec::new(),
-                    },
+                    patch: empty_patch.clone(),
                     set: TestSet::Train,
                 },
                 r#"{"op":"assess","id":8,"patch":{"format":1,"ir_hash":"00","kernel":"k","edits":[]},"set":"train"}"#,
