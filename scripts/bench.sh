@@ -5,6 +5,7 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 cargo bench -p gevod --bench ir_pipeline
 cargo bench -p gevod --bench sim_speed
+cargo bench -p gevod --bench inputs
 cargo bench -p gevod --bench evolve
 # Search quality before and after the search's additions (section bench:search).
 GEVOD=${CARGO_TARGET_DIR:-target}/release/gevod scripts/search-bench.sh

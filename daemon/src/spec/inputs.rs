@@ -261,22 +261,33 @@ impl Spec {
     /// Buffers with a random fill draw from a ChaCha8 generator seeded per
     /// argument from the test's seed and the argument's name (see
     /// [`fill_seed`]); `out` buffers are zero-filled. The same spec and test
-    /// give the same bytes, in any process.
+    /// give the same bytes, in any process. Large random buffers are made
+    /// on every core ([`Spec::instantiate_on`]).
     pub fn instantiate(&self, test: &TestCase) -> Result<Instance, SpecError> {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        self.instantiate_on(test, cores)
+    }
+
+    /// [`Spec::instantiate`] with at most `threads` threads per buffer; the
+    /// bytes do not depend on `threads`.
+    pub fn instantiate_on(&self, test: &TestCase, threads: usize) -> Result<Instance, SpecError> {
         let plan = self.plan(test)?;
         let mut args = Vec::with_capacity(self.args.len());
         for (i, arg) in self.args.iter().enumerate() {
             args.push(match &arg.kind {
                 ArgKind::Buffer {
                     elem, role, fill, ..
-                } => {
-                    let mut rng = ChaCha8Rng::from_seed(fill_seed(test.seed, &arg.name));
-                    ArgValue::Buffer {
-                        elem: *elem,
-                        role: *role,
-                        data: generate(&fill.value, *elem, plan.lens[i], &mut rng),
-                    }
-                }
+                } => ArgValue::Buffer {
+                    elem: *elem,
+                    role: *role,
+                    data: generate(
+                        &fill.value,
+                        *elem,
+                        plan.lens[i],
+                        fill_seed(test.seed, &arg.name),
+                        threads,
+                    ),
+                },
                 ArgKind::Scalar { .. } => {
                     ArgValue::Scalar(plan.scalars[i].expect("planned scalar"))
                 }
@@ -360,82 +371,139 @@ fn unit(rng: &mut ChaCha8Rng) -> f64 {
     (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 
-fn push_float(out: &mut Vec<u8>, elem: ElemType, v: f64) {
+fn put_float(cell: &mut [u8], elem: ElemType, v: f64) {
     match elem {
-        ElemType::F32 => out.extend((v as f32).to_le_bytes()),
-        ElemType::F64 => out.extend(v.to_le_bytes()),
+        ElemType::F32 => cell.copy_from_slice(&(v as f32).to_le_bytes()),
+        ElemType::F64 => cell.copy_from_slice(&v.to_le_bytes()),
         _ => unreachable!("float fill on an integer buffer is refused on load"),
     }
 }
 
-fn push_int(out: &mut Vec<u8>, elem: ElemType, v: i128) {
+fn put_int(cell: &mut [u8], elem: ElemType, v: i128) {
     match elem {
-        ElemType::I8 => out.extend((v as i8).to_le_bytes()),
-        ElemType::I16 => out.extend((v as i16).to_le_bytes()),
-        ElemType::I32 => out.extend((v as i32).to_le_bytes()),
-        ElemType::I64 => out.extend((v as i64).to_le_bytes()),
-        ElemType::U8 => out.extend((v as u8).to_le_bytes()),
-        ElemType::U16 => out.extend((v as u16).to_le_bytes()),
-        ElemType::U32 => out.extend((v as u32).to_le_bytes()),
-        ElemType::U64 => out.extend((v as u64).to_le_bytes()),
-        ElemType::F32 | ElemType::F64 => push_float(out, elem, v as f64),
+        ElemType::I8 => cell.copy_from_slice(&(v as i8).to_le_bytes()),
+        ElemType::I16 => cell.copy_from_slice(&(v as i16).to_le_bytes()),
+        ElemType::I32 => cell.copy_from_slice(&(v as i32).to_le_bytes()),
+        ElemType::I64 => cell.copy_from_slice(&(v as i64).to_le_bytes()),
+        ElemType::U8 => cell.copy_from_slice(&(v as u8).to_le_bytes()),
+        ElemType::U16 => cell.copy_from_slice(&(v as u16).to_le_bytes()),
+        ElemType::U32 => cell.copy_from_slice(&(v as u32).to_le_bytes()),
+        ElemType::U64 => cell.copy_from_slice(&(v as u64).to_le_bytes()),
+        ElemType::F32 | ElemType::F64 => put_float(cell, elem, v as f64),
     }
 }
 
-fn push_number(out: &mut Vec<u8>, elem: ElemType, v: Number) {
+fn put_number(cell: &mut [u8], elem: ElemType, v: Number) {
     match v {
-        Number::Int(i) => push_int(out, elem, i as i128),
-        Number::Float(f) => push_float(out, elem, f),
+        Number::Int(i) => put_int(cell, elem, i as i128),
+        Number::Float(f) => put_float(cell, elem, f),
     }
 }
 
-/// Makes `len` elements of a fill.
-pub(crate) fn generate(fill: &Fill, elem: ElemType, len: usize, rng: &mut ChaCha8Rng) -> Vec<u8> {
-    let mut out = Vec::with_capacity(len * elem.size());
+/// Random elements per thread below which one thread makes a buffer.
+pub(crate) const ELEMENTS_PER_THREAD: usize = 1 << 20;
+
+/// Makes `len` elements of a fill from the generator seeded with `seed`, a
+/// random fill of a large buffer split over up to `threads` threads: a GPU
+/// worker makes its tests' inputs (gigabytes at GPU sizes) at every start,
+/// and after every variant that crashes one. ChaCha8 can seek, and each
+/// random fill draws one u64 per element (the normal fill two per pair of
+/// elements, and the parts start at even elements), so each part starts
+/// where one generator would be there: the bytes are the same as one
+/// thread's.
+pub(crate) fn generate(
+    fill: &Fill,
+    elem: ElemType,
+    len: usize,
+    seed: [u8; 32],
+    threads: usize,
+) -> Vec<u8> {
+    let size = elem.size();
+    // Zeroed pages come lazily from the allocator; every element is then
+    // written in place.
+    let mut out = vec![0u8; len * size];
+    if len == 0 || matches!(fill, Fill::Zero) {
+        return out;
+    }
+    let random = matches!(
+        fill,
+        Fill::Uniform { .. } | Fill::Normal { .. } | Fill::IntRange { .. }
+    );
+    let threads = if random {
+        threads.min(len / ELEMENTS_PER_THREAD).max(1)
+    } else {
+        1
+    };
+    let per = len.div_ceil(threads).next_multiple_of(2);
+    std::thread::scope(|s| {
+        for (k, part) in out.chunks_mut(per * size).enumerate() {
+            let first = k * per;
+            let mut make = move || {
+                let mut rng = ChaCha8Rng::from_seed(seed);
+                // Two 32-bit words per u64 drawn.
+                rng.set_word_pos(2 * first as u128);
+                fill_part(fill, elem, first, part, &mut rng);
+            };
+            if threads == 1 {
+                make();
+            } else {
+                s.spawn(make);
+            }
+        }
+    });
+    out
+}
+
+/// Writes the elements `first..` of a fill into `out`, the random ones
+/// drawn from `rng` onwards.
+fn fill_part(fill: &Fill, elem: ElemType, first: usize, out: &mut [u8], rng: &mut ChaCha8Rng) {
+    let size = elem.size();
+    let mut cells = out.chunks_exact_mut(size);
     match fill {
-        Fill::Zero => out.resize(len * elem.size(), 0),
+        Fill::Zero => {}
         Fill::Uniform { lo, hi } => {
-            for _ in 0..len {
-                let u = unit(rng);
-                push_float(&mut out, elem, lo + (hi - lo) * u);
+            for cell in cells {
+                put_float(cell, elem, lo + (hi - lo) * unit(rng));
             }
         }
         Fill::Normal { mean, stddev } => {
-            let mut i = 0;
-            while i < len {
+            while let Some(cell) = cells.next() {
                 // Box-Muller: u1 in (0, 1], u2 in [0, 1); both values of the pair are used.
                 let u1 = 1.0 - unit(rng);
                 let u2 = unit(rng);
                 let r = (-2.0 * u1.ln()).sqrt();
                 let theta = 2.0 * std::f64::consts::PI * u2;
-                push_float(&mut out, elem, mean + stddev * r * theta.cos());
-                if i + 1 < len {
-                    push_float(&mut out, elem, mean + stddev * r * theta.sin());
+                put_float(cell, elem, mean + stddev * r * theta.cos());
+                if let Some(cell) = cells.next() {
+                    put_float(cell, elem, mean + stddev * r * theta.sin());
                 }
-                i += 2;
             }
         }
         Fill::IntRange { lo, hi } => {
             let span = (*hi as i128 - *lo as i128 + 1) as u128;
-            for _ in 0..len {
+            for cell in cells {
                 let x = ((rng.next_u64() as u128 * span) >> 64) as i128;
-                push_int(&mut out, elem, *lo as i128 + x);
+                put_int(cell, elem, *lo as i128 + x);
             }
         }
         Fill::Iota { start } => {
-            for i in 0..len {
+            for (i, cell) in cells.enumerate() {
+                let i = first + i;
                 match start {
-                    Number::Int(s) => push_int(&mut out, elem, *s as i128 + i as i128),
-                    Number::Float(s) => push_float(&mut out, elem, s + i as f64),
+                    Number::Int(s) => put_int(cell, elem, *s as i128 + i as i128),
+                    Number::Float(s) => put_float(cell, elem, s + i as f64),
                 }
             }
         }
         Fill::Constant(v) => {
-            for _ in 0..len {
-                push_number(&mut out, elem, *v);
+            for cell in cells {
+                put_number(cell, elem, *v);
             }
         }
-        Fill::File { data, .. } => out.extend_from_slice(data),
+        // Exactly `len` elements (checked on load).
+        Fill::File { data, .. } => {
+            let at = first * size;
+            out.copy_from_slice(&data[at..at + out.len()]);
+        }
     }
-    out
 }

@@ -1,5 +1,6 @@
-//! Generated inputs: each fill's documented values, and seeds that depend on
-//! the test's seed and the argument's name only.
+//! Generated inputs: each fill's documented values, seeds that depend on
+//! the test's seed and the argument's name only, and the same bytes on any
+//! number of threads.
 
 use super::*;
 
@@ -92,4 +93,32 @@ fn seeds_depend_on_test_seed_and_name_only() {
     assert_eq!(ib.args[1], ArgValue::Scalar(Scalar::I32(100)));
     assert_ne!(fill_seed(1, "a"), fill_seed(2, "a"));
     assert_ne!(fill_seed(1, "a"), fill_seed(1, "b"));
+}
+
+/// Large random buffers are made in parts on several threads; whatever the
+/// number of threads, the bytes are one generator's (an odd length checks
+/// the normal fill's last, unpaired element).
+#[test]
+fn a_fill_made_on_several_threads_is_the_same_as_on_one() {
+    let len = 3 * inputs::ELEMENTS_PER_THREAD + 3;
+    let fills = [
+        (Fill::Uniform { lo: -1.0, hi: 1.0 }, ElemType::F32),
+        (
+            Fill::Normal {
+                mean: 0.0,
+                stddev: 2.0,
+            },
+            ElemType::F64,
+        ),
+        (Fill::IntRange { lo: -3, hi: 300 }, ElemType::I16),
+    ];
+    for (fill, elem) in fills {
+        let seed = fill_seed(7, "x");
+        let one = inputs::generate(&fill, elem, len, seed, 1);
+        assert_eq!(one.len(), len * elem.size());
+        for threads in [2, 3, 4] {
+            let many = inputs::generate(&fill, elem, len, seed, threads);
+            assert!(one == many, "{fill:?} on {threads} threads differs");
+        }
+    }
 }
