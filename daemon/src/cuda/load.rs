@@ -72,9 +72,4 @@ impl Loader {
             .map_err(|e| CudaError::InvalidPtx { log: e.to_string() })?;
         Kernel::load_cubin(&cubin, names)
     }
-
-    /// Whether variants load as cubins.
-    pub fn assembles(&self) -> bool {
-        matches!(self, Loader::Assembled { .. })
-    }
 }

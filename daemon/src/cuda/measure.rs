@@ -252,11 +252,6 @@ impl Measurer {
         &self.device
     }
 
-    /// Whether variants load as cubins (else through the driver's JIT).
-    pub fn assembles(&self) -> bool {
-        self.loader.assembles()
-    }
-
     /// The original's outputs on `test` (per argument, empty for arguments
     /// that are not outputs), as computed at start.
     pub fn reference(&self, test: &str) -> Option<&[Vec<u8>]> {
@@ -338,22 +333,10 @@ impl Measurer {
                 return out;
             }
         }
-        for (i, test) in tests.iter().enumerate() {
-            let started = Instant::now();
-            let mut timing = Timing {
-                original_ns: Vec::with_capacity(full as usize),
-                variant_ns: Vec::with_capacity(full as usize),
-            };
-            let timed = self.time(&kernel, test, 0, batch, self.limit(test), &mut timing);
-            out.spent.timing_s += started.elapsed().as_secs_f64();
-            if let Err(e) = timed {
-                return out.failed_at(i, self.cuda_failure(test, &e), &e, kernel);
-            }
-            out.assessment.tests[i].timing = Some(timing);
-        }
-        let mut done = batch;
+        let mut done = 0;
         while done < full {
-            if let Some(threshold) = race {
+            // After each batch: race the rounds so far against the threshold.
+            if let Some(threshold) = race.filter(|_| done > 0) {
                 let timings: Vec<&Timing> = out
                     .assessment
                     .tests
@@ -369,8 +352,12 @@ impl Measurer {
             for (i, test) in tests.iter().enumerate() {
                 let started = Instant::now();
                 let limit = self.limit(test);
-                let summary = &mut out.assessment.tests[i];
-                let timing = summary.timing.as_mut().expect("timed in the first batch");
+                let timing = out.assessment.tests[i]
+                    .timing
+                    .get_or_insert_with(|| Timing {
+                        original_ns: Vec::with_capacity(full as usize),
+                        variant_ns: Vec::with_capacity(full as usize),
+                    });
                 let result = self.time(&kernel, test, done, more, limit, timing);
                 out.spent.timing_s += started.elapsed().as_secs_f64();
                 if let Err(e) = result {

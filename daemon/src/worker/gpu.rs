@@ -284,23 +284,22 @@ impl CudaBackend {
                     };
                     out.push(Evaluated { build, assessment });
                 }
-                let indices: Vec<usize> = measure.iter().map(|(i, _)| *i).collect();
                 let requests = measure
-                    .into_iter()
+                    .iter_mut()
                     .map(|(i, cubin)| Request::Measure {
                         id: gpu.next_id(),
-                        ptx: ptx_of(&out[i].build).to_string(),
-                        cubin,
+                        ptx: ptx_of(&out[*i].build).to_string(),
+                        cubin: cubin.take(),
                         set,
                         race,
                     })
                     .collect();
                 let measured = gpu.run(requests)?;
-                for (&i, r) in indices.iter().zip(measured) {
+                for (&(i, _), r) in measure.iter().zip(measured) {
                     account(utilization, &r, purpose);
                     out[i].assessment = Some(assessment_of(r));
                 }
-                tracing::debug!(first, measured = indices.len(), "chunk measured");
+                tracing::debug!(first, measured = measure.len(), "chunk measured");
             }
             producer.join().expect("the compile thread does not panic")
         })?;
