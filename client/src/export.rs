@@ -7,9 +7,12 @@
 //! record carries the PTX's hash, so a reader never takes a PTX that does
 //! not belong to its record.
 
+use crate::files::{self, FileError};
 use crate::proto::{Best, BestRecord};
 use sha2::{Digest, Sha256};
+use std::ffi::OsString;
 use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 pub const EXPORTS_DIR: &str = "exports";
@@ -22,6 +25,9 @@ pub enum ExportError {
         #[source]
         source: std::io::Error,
     },
+    /// A record, PTX or report that is not a regular file within its cap.
+    #[error(transparent)]
+    File(FileError),
     #[error("{}: unreadable record: {source}", path.display())]
     Record {
         path: PathBuf,
@@ -59,6 +65,11 @@ fn kernel_dir(state: &Path, kernel: &str) -> PathBuf {
 
 /// Writes `text` to `path` through a temporary file in the same directory
 /// and a rename, so readers see the old content or the new, never a part.
+///
+/// The temporary file gets a random name and is created exclusively
+/// (`O_EXCL`), so a symlink planted beside `path`, in a directory others
+/// can write, is never followed: a predictable name would let it redirect
+/// the write to any file the caller may write.
 pub fn write_atomic(path: &Path, text: &[u8]) -> Result<(), ExportError> {
     let io = |source| ExportError::Io {
         path: path.to_path_buf(),
@@ -66,21 +77,22 @@ pub fn write_atomic(path: &Path, text: &[u8]) -> Result<(), ExportError> {
     };
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(io)?;
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("file"),
-        std::process::id()
-    ));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(text)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result.map_err(io)
+    let mut prefix = OsString::from(".");
+    prefix.push(path.file_name().unwrap_or("file".as_ref()));
+    prefix.push(".");
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&prefix)
+        // As `File::create` would (less the umask): tempfile's own 0600
+        // would hide the daemon's exports from the users whose builds
+        // fall back on them.
+        .permissions(std::fs::Permissions::from_mode(0o666))
+        .tempfile_in(dir)
+        .map_err(io)?;
+    tmp.write_all(text).map_err(io)?;
+    tmp.as_file().sync_all().map_err(io)?;
+    // On failure the temporary file is removed when dropped.
+    tmp.persist(path).map_err(|e| io(e.error))?;
+    Ok(())
 }
 
 /// Exports `best` for its kernel (`<project>/<name>`) and target.
@@ -125,13 +137,13 @@ pub fn write_report(state: &Path, kernel: &str, html: &str) -> Result<(), Export
 pub fn read_report(state: &Path, kernel: &str) -> Result<(String, PathBuf), ExportError> {
     let full = resolve(state, kernel)?;
     let path = kernel_dir(state, &full).join(REPORT_FILE);
-    match std::fs::read_to_string(&path) {
+    match files::read_text_capped(&path, files::REPORT_CAP) {
         Ok(html) => Ok((html, path)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(ExportError::NotFound {
+        Err(e) if e.is_not_found() => Err(ExportError::NotFound {
             kernel: full,
             dir: state.join(EXPORTS_DIR),
         }),
-        Err(source) => Err(ExportError::Io { path, source }),
+        Err(e) => Err(ExportError::File(e)),
     }
 }
 
@@ -149,10 +161,8 @@ pub fn read(state: &Path, kernel: &str, arch: Option<&str>) -> Result<Best, Expo
     for entry in entries.flatten() {
         let path = entry.path();
         if path.extension().is_some_and(|e| e == "json") {
-            let text = std::fs::read_to_string(&path).map_err(|source| ExportError::Io {
-                path: path.clone(),
-                source,
-            })?;
+            let text =
+                files::read_text_capped(&path, files::RECORD_CAP).map_err(ExportError::File)?;
             let record: BestRecord =
                 serde_json::from_str(&text).map_err(|source| ExportError::Record {
                     path: path.clone(),
@@ -182,10 +192,7 @@ pub fn read(state: &Path, kernel: &str, arch: Option<&str>) -> Result<Best, Expo
         });
     };
     let ptx_path = dir.join(format!("{}.ptx", record.target));
-    let ptx = std::fs::read_to_string(&ptx_path).map_err(|source| ExportError::Io {
-        path: ptx_path.clone(),
-        source,
-    })?;
+    let ptx = files::read_text_capped(&ptx_path, files::PTX_CAP).map_err(ExportError::File)?;
     if ptx_hash(&ptx) != record.ptx_hash {
         return Err(ExportError::HashMismatch { path: ptx_path });
     }
@@ -287,5 +294,69 @@ mod tests {
         let err = read(&state, "p/k", Some("sm_90")).unwrap_err().to_string();
         assert!(err.contains("sm_90.json: unreadable record"), "{err}");
         std::fs::remove_dir_all(&state).unwrap();
+    }
+
+    #[test]
+    fn a_symlink_planted_beside_the_target_is_never_written_through() {
+        let dir = temp_dir("planted");
+        std::fs::create_dir_all(&dir).unwrap();
+        let victim = dir.join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        let out = dir.join("build");
+        std::fs::create_dir_all(&out).unwrap();
+        let pid = std::process::id();
+        // Every name the old scheme used (`.<name>.tmp-<pid>`) and a few
+        // others a writer might pick, each a symlink to the victim.
+        let planted = [
+            format!(".k.ptx.tmp-{pid}"),
+            format!(".k.ptx.tmp-{}", pid + 1),
+            ".k.ptx.tmp".to_string(),
+            "k.ptx.tmp".to_string(),
+            ".k.ptx.swp".to_string(),
+            "k.ptx~".to_string(),
+        ];
+        for name in &planted {
+            std::os::unix::fs::symlink(&victim, out.join(name)).unwrap();
+        }
+        let target = out.join("k.ptx");
+        for content in ["first", "second"] {
+            write_atomic(&target, content.as_bytes()).unwrap();
+            assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+            assert_eq!(std::fs::read_to_string(&target).unwrap(), content);
+            assert!(!std::fs::symlink_metadata(&target).unwrap().is_symlink());
+            let mut left: Vec<String> = std::fs::read_dir(&out)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
+            left.sort();
+            let mut expect: Vec<String> = planted.to_vec();
+            expect.push("k.ptx".into());
+            expect.sort();
+            assert_eq!(left, expect, "no temporary file remains");
+        }
+        // A symlink at the target itself is replaced, not written through.
+        std::fs::remove_file(&target).unwrap();
+        std::os::unix::fs::symlink(&victim, &target).unwrap();
+        write_atomic(&target, b"third").unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "third");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn exports_are_readable_by_others_as_before() {
+        let dir = temp_dir("mode");
+        let path = dir.join("k.json");
+        write_atomic(&path, b"{}").unwrap();
+        // Read, not set: umask is the whole process's, tests run in parallel.
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let umask = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Umask:"))
+            .map(|m| u32::from_str_radix(m.trim(), 8).unwrap())
+            .unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o666 & !umask);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

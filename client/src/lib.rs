@@ -7,9 +7,11 @@
 
 pub mod explain;
 pub mod export;
+pub mod files;
 pub mod locate;
 pub mod paths;
 pub mod proto;
+pub mod text;
 pub mod transport;
 
 pub use proto::PROTOCOL_VERSION;

@@ -12,8 +12,8 @@
 //! The config files are read through a function the caller passes, so the
 //! order can be tested without touching the machine's files.
 
+use crate::files::{self, FileError};
 use crate::paths::{Defaults, Mode};
-use std::io;
 use std::path::{Path, PathBuf};
 
 /// The environment variable naming the daemon's socket.
@@ -91,12 +91,9 @@ pub struct ConfigPaths {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read the config {}: {source}", path.display())]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    /// The error names the path: "cannot read the config PATH: why".
+    #[error("cannot read the config {0}")]
+    Read(FileError),
     #[error("config {}: {message}", path.display())]
     Invalid { path: PathBuf, message: String },
 }
@@ -145,20 +142,17 @@ pub fn search_order(mode: Mode) -> Vec<Defaults> {
 }
 
 /// The places to try, in order. `modes` is [`search_order`]'s list; `read`
-/// reads a file (`std::fs::read_to_string` outside tests).
+/// reads a file ([`files::read_text_capped`] outside tests).
 pub fn places(
     asked: &Asked,
     modes: &[Defaults],
-    read: &dyn Fn(&Path) -> io::Result<String>,
+    read: &dyn Fn(&Path) -> Result<String, FileError>,
 ) -> Result<Located, ConfigError> {
     let mut warnings = Vec::new();
     // A named config must exist and parse; the modes' own are optional.
     let named = match &asked.config {
         Some(path) => {
-            let text = read(path).map_err(|source| ConfigError::Read {
-                path: path.clone(),
-                source,
-            })?;
+            let text = read(path).map_err(ConfigError::Read)?;
             Some(parse_config(&text, path)?)
         }
         None => None,
@@ -169,11 +163,11 @@ pub fn places(
             Some(config) => config.clone(),
             None => match read(&defaults.config) {
                 Ok(text) => parse_config(&text, &defaults.config)?,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => ConfigPaths::default(),
+                Err(e) if e.is_not_found() => ConfigPaths::default(),
                 // One this user may not read (a root-only system config)
-                // must not break a build.
+                // must not break a build; the error names the file.
                 Err(e) => {
-                    warnings.push(format!("ignoring {}: {e}", defaults.config.display()));
+                    warnings.push(format!("ignoring {e}"));
                     ConfigPaths::default()
                 }
             },
@@ -242,7 +236,7 @@ pub fn places_for_process(
         env_socket: Asked::env_socket_from_process(),
     };
     places(&asked, &search_order(Mode::current()), &|path: &Path| {
-        std::fs::read_to_string(path)
+        files::read_text_capped(path, files::CONFIG_CAP)
     })
 }
 
@@ -250,6 +244,17 @@ pub fn places_for_process(
 mod tests {
     use super::*;
     use std::collections::HashMap;
+    use std::io;
+
+    /// What a reader returns for a file that is there but unreadable.
+    fn failing(kind: io::ErrorKind) -> impl Fn(&Path) -> Result<String, FileError> {
+        move |path: &Path| {
+            Err(FileError::Io {
+                path: path.to_path_buf(),
+                error: kind.into(),
+            })
+        }
+    }
 
     fn user() -> Defaults {
         Defaults {
@@ -272,10 +277,10 @@ mod tests {
             .map(|(p, t)| (PathBuf::from(p), t.to_string()))
             .collect();
         let read = |path: &Path| {
-            files
-                .get(path)
-                .cloned()
-                .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
+            files.get(path).cloned().ok_or_else(|| FileError::Io {
+                path: path.to_path_buf(),
+                error: io::ErrorKind::NotFound.into(),
+            })
         };
         let got = places(&asked, &[user(), system()], &read).unwrap();
         let got: Vec<(String, String, Option<String>)> = got
@@ -387,7 +392,7 @@ mod tests {
             config: Some("/missing.toml".into()),
             ..Asked::default()
         };
-        let none = |_: &Path| -> io::Result<String> { Err(io::ErrorKind::NotFound.into()) };
+        let none = failing(io::ErrorKind::NotFound);
         let err = places(&asked, &[user()], &none).unwrap_err();
         assert!(
             err.to_string()
@@ -395,8 +400,7 @@ mod tests {
             "{err}"
         );
 
-        let denied =
-            |_: &Path| -> io::Result<String> { Err(io::ErrorKind::PermissionDenied.into()) };
+        let denied = failing(io::ErrorKind::PermissionDenied);
         let located = places(&Asked::default(), &[user(), system()], &denied).unwrap();
         assert_eq!(located.places.len(), 2);
         assert_eq!(located.warnings.len(), 2, "{:?}", located.warnings);
@@ -407,7 +411,7 @@ mod tests {
     fn the_same_socket_is_tried_once() {
         let mut same = user();
         same.socket = "/run/gevod/gevod.sock".into();
-        let none = |_: &Path| -> io::Result<String> { Err(io::ErrorKind::NotFound.into()) };
+        let none = failing(io::ErrorKind::NotFound);
         let located = places(&Asked::default(), &[same, system()], &none).unwrap();
         assert_eq!(located.places.len(), 1);
     }

@@ -140,7 +140,7 @@ fn main() {
         }
     };
     if let Err(e) = run(cli) {
-        eprintln!("gevo-client: {e:#}");
+        say(&format!("{e:#}"));
         let code = e.downcast_ref::<Exit>().map_or(EXIT_ERROR, |x| x.code);
         std::process::exit(code);
     }
@@ -177,6 +177,16 @@ fn run(cli: Cli) -> Result<()> {
         render(&reply)
     };
     print_out(&text)
+}
+
+/// Prints `gevo-client: <message>` to stderr. Messages quote the daemon's
+/// strings and file names others chose, so control characters are escaped
+/// (line breaks kept: a TOML error points at its line below it).
+fn say(message: &str) {
+    eprintln!(
+        "gevo-client: {}",
+        gevo_client::text::escape_terminal(message)
+    );
 }
 
 fn print_out(text: &str) -> Result<()> {

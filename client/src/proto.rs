@@ -166,6 +166,10 @@ pub struct SlotInfo {
     pub name: String,
     /// `idle`, `running <job>`, `waiting: <why>`.
     pub state: String,
+    /// Seconds jobs have held the slot since the daemon started (its
+    /// share of `uptime_s` is the time the daemon used the GPU).
+    #[serde(default)]
+    pub held_s: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

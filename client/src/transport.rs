@@ -21,11 +21,13 @@ const PREFIX_CHARS: usize = 80;
 
 /// What went wrong with a call. The first three mean no usable daemon
 /// answered ([`CallError::is_unreachable`]); their messages all read
-/// "cannot reach gevod at <socket>: <reason>".
+/// "cannot reach gevod at <socket>: <reason>", except for a path that is
+/// not a socket: "<socket> is a FIFO, not a socket".
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {
-    /// Nothing answered: no socket, a stale one, or no permission.
-    #[error("cannot reach gevod at {}: {}", socket.display(), self.reason())]
+    /// Nothing answered: no socket, a stale one, no permission, or a file
+    /// of another kind at the path.
+    #[error("{}", unreachable_at(&socket.display().to_string(), source))]
     Unreachable {
         socket: PathBuf,
         #[source]
@@ -52,7 +54,7 @@ pub enum CallError {
     Version { ours: u32, theirs: u32 },
     /// Nothing accepted a connection at any of the places searched (or at
     /// the one named by `GEVO_SOCKET` or a config): each with why.
-    #[error("cannot reach gevod {}", nowhere(tried))]
+    #[error("{}", nowhere(tried))]
     Nowhere { tried: Vec<Tried> },
 }
 
@@ -76,15 +78,51 @@ impl Tried {
 
 fn nowhere(tried: &[Tried]) -> String {
     match tried {
-        [one] => format!("at {}: {}", one.named(), describe_io(&one.source)),
-        _ => {
-            let each: Vec<String> = tried
-                .iter()
-                .map(|t| format!("{}: {}", t.named(), describe_io(&t.source)))
-                .collect();
-            format!("at any of {} places: {}", tried.len(), each.join("; "))
-        }
+        [one] => unreachable_at(&one.named(), &one.source),
+        _ => format!(
+            "cannot reach gevod at any of {} places: {}",
+            tried.len(),
+            each_why(tried)
+        ),
     }
+}
+
+/// Each place with why it did not answer, `; `-separated.
+fn each_why(tried: &[Tried]) -> String {
+    let each: Vec<String> = tried
+        .iter()
+        .map(|t| match not_a_socket(&t.source) {
+            Some(kind) => format!("{} is {kind}, not a socket", t.named()),
+            None => format!("{}: {}", t.named(), describe_io(&t.source)),
+        })
+        .collect();
+    each.join("; ")
+}
+
+/// "cannot reach gevod at PLACE: why", or "PLACE is a FIFO, not a socket"
+/// (a mistyped path, not a daemon that is down).
+fn unreachable_at(named: &str, source: &io::Error) -> String {
+    match not_a_socket(source) {
+        Some(kind) => format!("{named} is {kind}, not a socket"),
+        None => format!("cannot reach gevod at {named}: {}", describe_io(source)),
+    }
+}
+
+/// What [`connect`] found at a path that is there but is not a socket.
+#[derive(Debug)]
+struct NotASocket(&'static str);
+
+impl std::fmt::Display for NotASocket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}, not a socket", self.0)
+    }
+}
+
+impl std::error::Error for NotASocket {}
+
+/// The kind of file ("a FIFO") when `e` says the path is not a socket.
+fn not_a_socket(e: &io::Error) -> Option<&'static str> {
+    e.get_ref()?.downcast_ref::<NotASocket>().map(|n| n.0)
 }
 
 impl CallError {
@@ -110,9 +148,23 @@ impl CallError {
         )
     }
 
-    /// Why the call failed, without the socket's name.
+    /// True when every place tried is a file of another kind than a socket
+    /// (so "is the daemon running?" is the wrong question).
+    pub fn is_not_a_socket(&self) -> bool {
+        match self {
+            CallError::Unreachable { source, .. } => not_a_socket(source).is_some(),
+            CallError::Nowhere { tried } => tried.iter().all(|t| not_a_socket(&t.source).is_some()),
+            _ => false,
+        }
+    }
+
+    /// Why the call failed, without the socket's name, except where the
+    /// reason is the path itself ("PATH is a FIFO, not a socket").
     pub fn reason(&self) -> String {
         match self {
+            CallError::Unreachable { socket, source } if not_a_socket(source).is_some() => {
+                unreachable_at(&socket.display().to_string(), source)
+            }
             CallError::Unreachable { source, .. } | CallError::Io { source, .. } => {
                 describe_io(source)
             }
@@ -120,14 +172,11 @@ impl CallError {
                 format!("no answer within {} s", after.as_secs_f64())
             }
             CallError::Nowhere { tried } => match &tried[..] {
-                [one] => describe_io(&one.source),
-                _ => {
-                    let each: Vec<String> = tried
-                        .iter()
-                        .map(|t| format!("{}: {}", t.named(), describe_io(&t.source)))
-                        .collect();
-                    format!("nothing answered at {}", each.join("; "))
+                [one] if not_a_socket(&one.source).is_some() => {
+                    unreachable_at(&one.named(), &one.source)
                 }
+                [one] => describe_io(&one.source),
+                _ => format!("nothing answered at {}", each_why(tried)),
             },
             other => other.to_string(),
         }
@@ -243,6 +292,17 @@ fn exchange(
 fn connect(socket: &Path, timeout: Duration) -> io::Result<UnixStream> {
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::FileTypeExt;
+
+    // Connecting to a FIFO or a regular file is refused like a stale
+    // socket; saying what is there points at the mistyped path instead.
+    if let Ok(meta) = std::fs::metadata(socket) {
+        if !meta.file_type().is_socket() {
+            return Err(io::Error::other(NotASocket(crate::files::kind_name(
+                meta.file_type(),
+            ))));
+        }
+    }
 
     let path = socket.as_os_str().as_bytes();
     // SAFETY: sockaddr_un is plain data; all zeroes is a valid value.
@@ -582,5 +642,47 @@ mod tests {
         // One place without a name (--socket) fails exactly as `call`.
         let err = call_first(&[(missing.clone(), None)], &request, DEFAULT_TIMEOUT).unwrap_err();
         assert!(matches!(err, CallError::Unreachable { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn a_path_that_is_not_a_socket_is_named_with_what_it_is() {
+        let fifo = socket_path("not-a-socket");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let missing = socket_path("not-a-socket-missing");
+        let label = |l: &str| Some(l.to_string());
+        let request = Request::new(Command::Status);
+        let cases = [
+            (
+                vec![(fifo.clone(), None)],
+                format!("{} is a FIFO, not a socket", fifo.display()),
+                true,
+            ),
+            (
+                vec![(fifo.clone(), label("GEVO_SOCKET"))],
+                format!("{} (GEVO_SOCKET) is a FIFO, not a socket", fifo.display()),
+                true,
+            ),
+            (
+                vec![
+                    (fifo.clone(), label("your user daemon")),
+                    (missing.clone(), label("the system daemon")),
+                ],
+                format!(
+                    "cannot reach gevod at any of 2 places: {} (your user daemon) is a FIFO, \
+                     not a socket; {} (the system daemon): no socket there",
+                    fifo.display(),
+                    missing.display()
+                ),
+                false,
+            ),
+        ];
+        for (places, expect, not_a_socket) in cases {
+            let err = call_first(&places, &request, DEFAULT_TIMEOUT).unwrap_err();
+            assert_eq!(err.to_string(), expect);
+            assert!(err.is_unreachable(), "{err}");
+            assert_eq!(err.is_not_a_socket(), not_a_socket, "{err}");
+        }
     }
 }

@@ -4,7 +4,7 @@
 
 use gevo_client::export;
 use gevo_client::proto::{Best, Command, ErrorCode, Reply, Response};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -553,4 +553,166 @@ fn usage_errors_exit_1_not_2() {
         let run = gevo(&dir, &args);
         assert_eq!(run.code, code, "{args:?}: {}", run.stderr);
     }
+}
+
+/// A file of `len` bytes of TOML comment.
+fn comment_file(path: &Path, len: usize) {
+    let mut text = vec![b'#'; len];
+    text[len - 1] = b'\n';
+    std::fs::write(path, text).unwrap();
+}
+
+#[test]
+fn a_config_that_is_not_a_small_regular_file_fails_at_once_naming_it() {
+    let dir = scratch("config-kinds");
+    type Make = fn(&Path) -> PathBuf;
+    let cases: [(&str, Make, &str); 4] = [
+        (
+            "a FIFO",
+            |dir| {
+                let path = dir.join("fifo.toml");
+                mkfifo(&path);
+                path
+            },
+            "a FIFO, not a regular file",
+        ),
+        (
+            "/dev/zero",
+            |_| PathBuf::from("/dev/zero"),
+            "a character device, not a regular file",
+        ),
+        (
+            "a directory",
+            |dir| {
+                let path = dir.join("dir.toml");
+                std::fs::create_dir(&path).unwrap();
+                path
+            },
+            "a directory, not a regular file",
+        ),
+        (
+            "a file over the cap",
+            |dir| {
+                let path = dir.join("big.toml");
+                comment_file(&path, (1 << 20) + 1);
+                path
+            },
+            "larger than 1048576 bytes",
+        ),
+    ];
+    let socket = dir.join("none.sock");
+    for (what, make, expect) in cases {
+        let config = make(&dir);
+        let args = ["--config", s(&config), "--socket", s(&socket), "status"];
+        let run = gevo_within(&dir, &args, Duration::from_secs(2))
+            .unwrap_or_else(|| panic!("{what}: still running after 2 s"));
+        assert_ne!(run.code, 0, "{what}");
+        assert_eq!(run.stderr.lines().count(), 1, "{what}: {}", run.stderr);
+        assert!(
+            run.stderr
+                .contains(&format!("{}: {expect}", config.display())),
+            "{what}: {}",
+            run.stderr
+        );
+    }
+    // Just under the cap is fine.
+    let config = dir.join("fits.toml");
+    comment_file(&config, 1 << 20);
+    let run = gevo(
+        &dir,
+        &["--config", s(&config), "--socket", s(&socket), "status"],
+    );
+    assert!(run.stderr.contains("no socket there"), "{}", run.stderr);
+}
+
+#[test]
+fn a_socket_path_that_is_not_a_socket_says_what_it_is() {
+    let dir = scratch("not-a-socket");
+    let state = dir.join("state");
+    export::write(&state, &best("app/stencil", "sm_90", 1.5, PTX)).unwrap();
+    type Make = fn(&Path) -> PathBuf;
+    let cases: [(&str, Make, &str); 3] = [
+        (
+            "a FIFO",
+            |dir| {
+                let path = dir.join("fifo.sock");
+                mkfifo(&path);
+                path
+            },
+            "a FIFO",
+        ),
+        (
+            "a regular file",
+            |dir| {
+                let path = dir.join("file.sock");
+                std::fs::write(&path, "").unwrap();
+                path
+            },
+            "a regular file",
+        ),
+        (
+            "a directory",
+            |dir| {
+                let path = dir.join("dir.sock");
+                std::fs::create_dir(&path).unwrap();
+                path
+            },
+            "a directory",
+        ),
+    ];
+    for (what, make, kind) in cases {
+        let socket = make(&dir);
+        let why = format!("{} is {kind}, not a socket", socket.display());
+        let run = gevo(&dir, &["--socket", s(&socket), "status"]);
+        assert_eq!(run.code, 2, "{what}");
+        assert_eq!(run.stderr, format!("gevo-client: {why}\n"), "{what}");
+        // `best` still falls back on the export, and says why.
+        let args = [
+            "--socket",
+            s(&socket),
+            "--state",
+            s(&state),
+            "best",
+            "stencil",
+        ];
+        let run = gevo(&dir, &args);
+        assert_eq!(run.code, 0, "{what}: {}", run.stderr);
+        assert!(
+            run.stderr
+                .ends_with(&format!("daemon unreachable: {why})\n")),
+            "{what}: {}",
+            run.stderr
+        );
+    }
+}
+
+#[test]
+fn best_refuses_an_output_that_is_not_a_regular_file() {
+    let dir = scratch("best-special-output");
+    let fifo = dir.join("k.fifo");
+    mkfifo(&fifo);
+    let subdir = dir.join("k.dir");
+    std::fs::create_dir(&subdir).unwrap();
+    for (i, (out, kind)) in [(&fifo, "a FIFO"), (&subdir, "a directory")]
+        .into_iter()
+        .enumerate()
+    {
+        let socket = dir.join(format!("d{i}.sock"));
+        let _daemon = FakeDaemon::replying(
+            &socket,
+            vec![ok(Reply::Best(best("app/k", "sm_90", 1.2, PTX)))],
+        );
+        let args = ["--socket", s(&socket), "best", "app/k", "-o", s(out)];
+        let run = gevo_within(&dir, &args, Duration::from_secs(2))
+            .unwrap_or_else(|| panic!("{kind}: still running after 2 s"));
+        assert_eq!(run.code, 1, "{kind}: {}", run.stderr);
+        assert_eq!(
+            run.stderr,
+            format!(
+                "gevo-client: cannot write the PTX: {}: {kind}, not a regular file\n",
+                out.display()
+            )
+        );
+    }
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
 }

@@ -50,10 +50,12 @@ fn status() -> Status {
             SlotInfo {
                 name: "sim".into(),
                 state: "running app/stencil".into(),
+                held_s: 3600.0,
             },
             SlotInfo {
                 name: "NVIDIA H200 GPU-1234".into(),
                 state: "waiting: busy (another process uses it)".into(),
+                held_s: 0.0,
             },
         ],
         jobs: vec![
@@ -195,9 +197,9 @@ WATCH ROOT         SOURCE  EXISTS
 /home/u/app/build  config  yes
 /tmp/gone          client  no
 
-SLOT                  STATE
-sim                   running app/stencil
-NVIDIA H200 GPU-1234  waiting: busy (another process uses it)
+SLOT                  STATE                                    HELD
+sim                   running app/stencil                      1h 00m 00s (97%)
+NVIDIA H200 GPU-1234  waiting: busy (another process uses it)  0s (0%)
 
 {JOBS_TABLE}"
             ),
@@ -282,4 +284,135 @@ fn json_prints_the_reply_payload() {
         .unwrap();
         assert_eq!(got, want, "{command}");
     }
+}
+
+/// A title change and a screen clear, as a file name or source line could
+/// carry them, and a C1 CSI and a DEL.
+const EVIL: &str = "\x1b]0;owned\x07k\x1b[2J\u{9b}1m\x7f";
+
+/// True when `text` holds no control character but line breaks.
+fn clean(text: &str) -> bool {
+    !text
+        .chars()
+        .any(|c| c != '\n' && (c < ' ' || c == '\x7f' || ('\u{80}'..='\u{9f}').contains(&c)))
+}
+
+#[test]
+fn control_characters_from_the_daemon_are_escaped_in_text_and_kept_in_json() {
+    let dir = scratch("escapes");
+    let evil = |s: &str| format!("{s}{EVIL}");
+    let mut job = job(&evil("app/stencil"), JobState::Error, Some(1.2), None);
+    job.job = evil("j");
+    job.spec = evil("/src/spec.json").into();
+    job.message = Some(evil("spec: bad"));
+    job.backend = evil("sim");
+    job.origin = Some(JobOrigin {
+        job: evil("app/stencil@v1"),
+        version: 1,
+        patches: 1,
+        kept: 1,
+        dropped: 0,
+    });
+    let mut status = status();
+    status.daemon_version = evil("0.1");
+    status.socket = evil("/run/gevod.sock").into();
+    status.state_dir = evil("/var/lib/gevod").into();
+    status.watch_roots[0].path = evil("/home/u/app").into();
+    status.slots[0].name = evil("sim");
+    status.slots[0].state = evil("running");
+    status.jobs = vec![job.clone()];
+    let explanation = Explanation {
+        kernel: evil("app/stencil"),
+        job: evil("j1"),
+        speedup: 1.25,
+        edits: vec![evil("delete i87")],
+        diff: evil("--- original\n+++ variant\n-  %12 = add i32 %a, 0 ; "),
+        tests: vec![TestRatio {
+            test: evil("heldout[0]"),
+            ratio: 0.8,
+            lo: 0.79,
+            hi: 0.81,
+        }],
+        rejections: vec![evil("heldout[1]: slower")],
+        origin: job.origin.clone(),
+        transplanted: vec![0],
+        source_edits: vec![SourceEdit {
+            summary: evil("delete the __syncthreads() at stencil.cu:61"),
+            ir: evil("delete i87"),
+            lines: vec![SourceLine {
+                location: evil("stencil.cu:61"),
+                text: Some(evil("__syncthreads(); // ")),
+            }],
+            repairs: vec![evil("%3 now %2")],
+        }],
+        line_tables: true,
+    };
+    let pareto = Pareto {
+        kernel: evil("app/stencil"),
+        job: evil("j1"),
+        points: vec![],
+    };
+    let cases: Vec<(&str, Reply)> = vec![
+        ("status", Reply::Status(status)),
+        ("jobs", Reply::Jobs(vec![job])),
+        ("explain", Reply::Explain(explanation.clone())),
+        (
+            "explain",
+            Reply::Explain(Explanation {
+                source_edits: vec![],
+                ..explanation
+            }),
+        ),
+        ("pareto", Reply::Pareto(pareto)),
+        ("pause", Reply::Done(evil("paused"))),
+    ];
+    for (i, (command, reply)) in cases.into_iter().enumerate() {
+        let socket = dir.join(format!("d{i}.sock"));
+        let _daemon = FakeDaemon::replying(&socket, vec![ok(reply.clone()), ok(reply.clone())]);
+        let mut args = vec!["--socket", s(&socket), command];
+        if matches!(command, "pareto" | "explain") {
+            args.push("stencil");
+        }
+        let run = gevo(&dir, &args);
+        assert_eq!(run.code, 0, "{command}: {}", run.stderr);
+        assert!(clean(&run.stdout), "{command}: {:?}", run.stdout);
+        assert!(
+            run.stdout.contains("\\u{1b}]0;owned\\u{7}"),
+            "{command}: {}",
+            run.stdout
+        );
+
+        args.push("--json");
+        let run = gevo(&dir, &args);
+        assert_eq!(run.code, 0, "{command}: {}", run.stderr);
+        assert!(clean(&run.stdout), "{command}: {:?}", run.stdout);
+        let got: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+        let want = match reply {
+            Reply::Status(x) => serde_json::to_value(x),
+            Reply::Jobs(x) => serde_json::to_value(x),
+            Reply::Explain(x) => serde_json::to_value(x),
+            Reply::Pareto(x) => serde_json::to_value(x),
+            Reply::Done(x) => serde_json::to_value(x),
+            _ => unreachable!(),
+        }
+        .unwrap();
+        assert_eq!(got, want, "{command}: the original bytes");
+    }
+
+    // An error the daemon sends, on stderr.
+    let socket = dir.join("error.sock");
+    let _daemon = FakeDaemon::replying(
+        &socket,
+        vec![gevo_client::proto::Response::error(
+            gevo_client::proto::ErrorCode::UnknownKernel,
+            evil("no kernel named app/x"),
+        )],
+    );
+    let run = gevo(&dir, &["--socket", s(&socket), "pause", "app/x"]);
+    assert_eq!(run.code, 1);
+    assert!(clean(&run.stderr), "{:?}", run.stderr);
+    assert_eq!(
+        run.stderr,
+        "gevo-client: no kernel named app/x\\u{1b}]0;owned\\u{7}k\\u{1b}[2J\\u{9b}1m\\u{7f}\n"
+    );
 }

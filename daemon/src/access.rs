@@ -12,6 +12,16 @@
 //! - or it is owned by root and readable by everyone (system headers,
 //!   libdevice, a toolkit's files).
 //!
+//! A file that decides what the daemon runs or computes (the spec, its IR,
+//! fill files, a harness program and the scripts its command names) must
+//! also be safe from everyone else's writes ([`Reader::open`]): owned by
+//! the spec's owner or root, not group- or world-writable, and every
+//! directory above it (up to the watch root for a file inside it, up to `/`
+//! otherwise) likewise, sticky directories (like /tmp) excepted: the rule
+//! sshd and sudo apply to the files they trust. Source files, read only to
+//! quote lines in explanations, need only the read rule
+//! ([`Reader::read_for_display`]).
+//!
 //! Errors name the path and say why; they never hold a byte of the file.
 //! A non-regular file (FIFO, device, directory, socket) is refused before it
 //! is opened for reading, and opened with `O_NONBLOCK` so that a FIFO
@@ -54,6 +64,9 @@ pub enum AccessError {
         root: PathBuf,
         uid: u32,
     },
+    /// Someone besides the spec's owner and root could change the file.
+    #[error("{} refused: {why}", path.display())]
+    Writable { path: PathBuf, why: String },
     #[error("cannot read {}: {source}", path.display())]
     Io {
         path: PathBuf,
@@ -73,13 +86,15 @@ impl Reader {
         Ok(Reader::OnBehalf { uid, root })
     }
 
-    /// The whole file, when this reader may have it.
+    /// The whole file, when this reader may have it and may trust it.
     pub fn read(&self, path: &Path) -> Result<Vec<u8>, AccessError> {
-        let mut file = self.open(path)?;
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)
-            .map_err(|e| io_error(path, e))?;
-        Ok(bytes)
+        read_all(path, self.open(path)?)
+    }
+
+    /// The whole file, when this reader may have it, for showing (source
+    /// lines in explanations): not trusted to decide anything.
+    pub fn read_for_display(&self, path: &Path) -> Result<Vec<u8>, AccessError> {
+        read_all(path, self.open_readable(path)?)
     }
 
     /// The file as text (lossy: the spec loaders report bad UTF-8 themselves).
@@ -97,8 +112,42 @@ impl Reader {
         self.open(path).map(drop)
     }
 
-    /// Opens a regular file this reader may read.
+    /// Opens a regular file this reader may read and trust: for the
+    /// daemon, one that nobody but the spec's owner and root can change.
+    /// Checked on the open descriptor, so a file swapped in afterwards is
+    /// not the one that was judged.
     pub fn open(&self, path: &Path) -> Result<File, AccessError> {
+        let file = self.open_readable(path)?;
+        if let Reader::OnBehalf { uid, root } = self {
+            trusted(path, &file, *uid, root)?;
+        }
+        Ok(file)
+    }
+
+    /// Identifies the file's content for a job's fingerprint: device,
+    /// inode, size, modification time and SHA-256 of the bytes read from
+    /// the same descriptor.
+    pub fn identity(&self, path: &Path) -> Result<String, AccessError> {
+        use sha2::Digest;
+        let file = self.open(path)?;
+        let meta = file.metadata().map_err(|e| io_error(path, e))?;
+        let bytes = read_all(path, file)?;
+        let hash: String = sha2::Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        Ok(format!(
+            "{}:{}:{}:{}.{}:{hash}",
+            meta.dev(),
+            meta.ino(),
+            meta.size(),
+            meta.mtime(),
+            meta.mtime_nsec()
+        ))
+    }
+
+    /// Opens a regular file this reader may read.
+    fn open_readable(&self, path: &Path) -> Result<File, AccessError> {
         regular(
             path,
             &std::fs::metadata(path).map_err(|e| io_error(path, e))?,
@@ -142,6 +191,81 @@ impl Reader {
             uid: uid.parse().map_err(|_| format!("`{uid}` is not a uid"))?,
             root: PathBuf::from(root),
         })
+    }
+}
+
+fn read_all(path: &Path, mut file: File) -> Result<Vec<u8>, AccessError> {
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)
+        .map_err(|e| io_error(path, e))?;
+    Ok(bytes)
+}
+
+/// Whether only `uid` and root can change the open `file` and the
+/// directories above it (as the kernel resolved it, and as `path` names it:
+/// a symlink's directory could be rewritten too).
+fn trusted(path: &Path, file: &File, uid: u32, root: &Path) -> Result<(), AccessError> {
+    let refuse = |why: String| AccessError::Writable {
+        path: path.to_path_buf(),
+        why,
+    };
+    let meta = file.metadata().map_err(|e| io_error(path, e))?;
+    if let Some(why) = unsafe_to_trust(&meta, uid, false) {
+        return Err(refuse(format!("it is {why} {}", fix(&why, path))));
+    }
+    let resolved = opened_path(file).unwrap_or_else(|| path.to_path_buf());
+    let named = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut seen = std::collections::BTreeSet::new();
+    for p in [&resolved, &named] {
+        let inside = p.starts_with(root);
+        for dir in p.ancestors().skip(1) {
+            if seen.insert(dir.to_path_buf()) {
+                // A directory that is gone or unreadable was judged by open().
+                if let Ok(m) = std::fs::metadata(dir) {
+                    if let Some(why) = unsafe_to_trust(&m, uid, true) {
+                        return Err(refuse(format!(
+                            "its directory {} is {why} {}",
+                            dir.display(),
+                            fix(&why, dir)
+                        )));
+                    }
+                }
+            }
+            if inside && dir == root {
+                break;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Why someone besides `uid` and root could change a file or directory
+/// with `meta`, if they could.
+fn unsafe_to_trust(meta: &Metadata, uid: u32, directory: bool) -> Option<String> {
+    const STICKY: u32 = 0o1000;
+    if meta.uid() != uid && meta.uid() != 0 {
+        return Some(format!(
+            "owned by uid {}, not the spec's owner (uid {uid}) or root",
+            meta.uid()
+        ));
+    }
+    // In a sticky directory only a file's owner may replace it.
+    if directory && meta.mode() & STICKY != 0 {
+        return None;
+    }
+    match meta.mode() {
+        m if m & 0o002 != 0 => Some("world-writable".into()),
+        m if m & 0o020 != 0 => Some("group-writable".into()),
+        _ => None,
+    }
+}
+
+/// The command that removes what `why` names, in parentheses.
+fn fix(why: &str, path: &Path) -> String {
+    match why {
+        "world-writable" => format!("(chmod o-w {})", path.display()),
+        "group-writable" => format!("(chmod g-w {})", path.display()),
+        _ => "(chown it to the spec's owner)".into(),
     }
 }
 
@@ -233,11 +357,23 @@ mod tests {
         std::os::unix::fs::symlink(&outside, &link).unwrap();
         // SAFETY: geteuid cannot fail and touches no memory.
         let me = unsafe { libc::geteuid() };
+        // Root's files are trusted for everyone: as root, give the file
+        // inside to another user.
+        let inside_owner = if me == 0 {
+            std::os::unix::fs::chown(&inside, Some(4242), None).unwrap();
+            4242
+        } else {
+            me
+        };
         let stranger = Reader::OnBehalf {
-            uid: me.wrapping_add(4242),
+            uid: inside_owner + 1000,
             root: std::fs::canonicalize(&root).unwrap(),
         };
-        assert_eq!(stranger.read(&inside).unwrap(), b"inside");
+        // Readable for display: it lies inside the root. Not trusted: its
+        // owner, not the stranger, could change it.
+        assert_eq!(stranger.read_for_display(&inside).unwrap(), b"inside");
+        let text = message(stranger.read(&inside));
+        assert!(text.contains("not the spec's owner"), "{text}");
         for path in [&outside, &link] {
             let text = message(stranger.read(path));
             assert!(text.contains("refused"), "{text}");
@@ -251,6 +387,64 @@ mod tests {
         assert_eq!(owner.read(&link).unwrap(), b"the secret");
         // A world-readable file root owns, outside the root.
         assert!(stranger.check(Path::new("/etc/passwd")).is_ok());
+    }
+
+    #[test]
+    fn files_others_could_change_are_refused_with_the_fix() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        let sub = root.join("sub");
+        std::fs::create_dir_all(&sub).unwrap();
+        let file = sub.join("k.gevo.toml");
+        std::fs::write(&file, "x").unwrap();
+        // SAFETY: geteuid cannot fail and touches no memory.
+        let me = unsafe { libc::geteuid() };
+        let owner = Reader::OnBehalf {
+            uid: me,
+            root: std::fs::canonicalize(&root).unwrap(),
+        };
+        let mode =
+            |p: &Path, m: u32| std::fs::set_permissions(p, PermissionsExt::from_mode(m)).unwrap();
+        let cases: [(&Path, u32, Option<&str>); 6] = [
+            (&file, 0o644, None),
+            (&file, 0o666, Some("it is world-writable (chmod o-w")),
+            (&file, 0o664, Some("it is group-writable (chmod g-w")),
+            (&sub, 0o777, Some("/sub is world-writable (chmod o-w")),
+            // Sticky, as /tmp: only a file's owner may replace it.
+            (&sub, 0o1777, None),
+            (&root, 0o775, Some("/root is group-writable (chmod g-w")),
+        ];
+        for (path, m, expected) in cases {
+            mode(path, m);
+            let result = owner.read(&file);
+            match expected {
+                None => assert_eq!(result.unwrap(), b"x", "{path:?} {m:o}"),
+                Some(e) => {
+                    let text = message(result);
+                    assert!(text.contains(e), "{path:?} {m:o}: {text}");
+                    assert!(text.starts_with(&file.display().to_string()), "{text}");
+                }
+            }
+            mode(path, if path == file { 0o644 } else { 0o755 });
+        }
+        // Above the root nothing is judged for a file inside it (the
+        // temporary directory's parent is /tmp, sticky anyway).
+        mode(dir.path(), 0o777);
+        assert_eq!(owner.read(&file).unwrap(), b"x");
+        // Outside the root, every directory up to / is: the same file read
+        // for a root one level down.
+        let inner = Reader::OnBehalf {
+            uid: me,
+            root: std::fs::canonicalize(&sub).unwrap().join("elsewhere"),
+        };
+        let text = message(inner.read(&file));
+        assert!(text.contains("is world-writable"), "{text}");
+        mode(dir.path(), 0o700);
+        // The identity changes with the content.
+        let before = owner.identity(&file).unwrap();
+        std::fs::write(&file, "y").unwrap();
+        assert_ne!(owner.identity(&file).unwrap(), before);
     }
 
     #[test]

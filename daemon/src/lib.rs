@@ -11,6 +11,7 @@ pub mod eval;
 pub mod evolve;
 pub mod harness;
 pub mod ir;
+pub mod own_processes;
 pub mod report;
 pub mod sched;
 pub mod serve;

@@ -206,6 +206,17 @@ fn each_harness_failure_rejects_the_variant_with_its_reason() {
             "printf 'AAAB' > \"$out/r.bin\"",
             Some(("mismatch", "output r.bin differs")),
         ),
+        // An output that points elsewhere is never followed: under a root
+        // daemon its mismatch numbers would tell a file the harness's user
+        // may not read.
+        (
+            "ln -s /etc/passwd \"$out/r.bin\"",
+            Some(("harness_output", "{out}/r.bin is a symlink")),
+        ),
+        (
+            "mkfifo \"$out/r.bin\"",
+            Some(("harness_output", "not a plain file")),
+        ),
         // Faster and right: it passes, with the cost it reported.
         (
             "printf 'AAAA' > \"$out/r.bin\"; echo GEVO_KERNEL_MS=0.5",

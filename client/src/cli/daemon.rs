@@ -2,7 +2,7 @@
 //! search order), one request to the first place that answers, and the
 //! directories sent to it.
 
-use crate::{exit, Cli, EXIT_ERROR, EXIT_UNREACHABLE};
+use crate::{exit, say, Cli, EXIT_ERROR, EXIT_UNREACHABLE};
 use anyhow::{bail, Context, Result};
 use gevo_client::locate::{self, Place};
 use gevo_client::proto::{Body, Command, Reply, Request, Response};
@@ -43,7 +43,7 @@ pub fn settings(cli: &Cli) -> Result<Settings> {
     let located =
         locate::places_for_process(cli.socket.clone(), cli.state.clone(), cli.config.clone())?;
     for warning in &located.warnings {
-        eprintln!("gevo-client: warning: {warning}");
+        say(&format!("warning: {warning}"));
     }
     Ok(Settings {
         places: located.places,
@@ -78,7 +78,7 @@ pub fn ask(settings: &Settings, command: Command) -> Result<Reply> {
             Body::Ok(reply) => Ok(reply),
             Body::Error(e) => Err(exit(EXIT_ERROR, e.message)),
         },
-        Err(e) if e.is_connect_failure() => Err(exit(
+        Err(e) if e.is_connect_failure() && !e.is_not_a_socket() => Err(exit(
             EXIT_UNREACHABLE,
             format!("{e} (is it running? start it with: gevod serve)"),
         )),

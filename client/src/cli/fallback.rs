@@ -2,10 +2,11 @@
 //! else the export in a state directory when the daemon cannot be reached.
 
 use super::daemon::{call, Settings};
-use super::render::reply_kind;
-use crate::{exit, print_out, EXIT_ERROR, EXIT_NO_VARIANT, EXIT_UNREACHABLE};
+use super::render::{json_text, reply_kind};
+use crate::{exit, print_out, say, EXIT_ERROR, EXIT_NO_VARIANT, EXIT_UNREACHABLE};
 use anyhow::{bail, Context, Result};
 use gevo_client::export::{self, ExportError};
+use gevo_client::files::{self, FileError};
 use gevo_client::proto::{Best, Body, Command, ErrorCode, Reply, Request};
 use std::path::{Path, PathBuf};
 
@@ -89,11 +90,11 @@ pub fn best(
             Source::Export(..) => "export",
         };
         value["source"] = tag.into();
-        print_out(&(serde_json::to_string_pretty(&value).expect("json serializes") + "\n"))?;
+        print_out(&json_text(&value))?;
     } else if output.is_none() {
         print_out(&best.ptx)?;
     }
-    eprintln!("gevo-client: {note}");
+    say(&note);
     Ok(())
 }
 
@@ -139,12 +140,13 @@ pub fn report(settings: &Settings, kernel: &str, output: Option<&Path>) -> Resul
     };
     match output {
         Some(path) => {
+            refuse_special(path).context("cannot write the report")?;
             export::write_atomic(path, html.as_bytes()).context("cannot write the report")?;
-            eprintln!("gevo-client: wrote {} ({from})", path.display());
+            say(&format!("wrote {} ({from})", path.display()));
         }
         None => {
             print_out(&html)?;
-            eprintln!("gevo-client: report of {kernel} ({from})");
+            say(&format!("report of {kernel} ({from})"));
         }
     }
     Ok(())
@@ -187,9 +189,24 @@ fn export_failure(e: &ExportError, kernel: &str, state: &Path) -> String {
 /// sees an unchanged file when the answer is unchanged. Returns whether it
 /// wrote.
 fn write_if_changed(path: &Path, content: &[u8]) -> Result<bool> {
-    if std::fs::read(path).is_ok_and(|old| old == content) {
+    refuse_special(path).context("cannot write the PTX")?;
+    if files::read_capped(path, files::PTX_CAP).is_ok_and(|old| old == content) {
         return Ok(false);
     }
     export::write_atomic(path, content).context("cannot write the PTX")?;
     Ok(true)
+}
+
+/// An output path that names a FIFO, a device or a directory is a mistake:
+/// the rename would replace it (as root, `-o /dev/null` would replace the
+/// device with a PTX).
+fn refuse_special(path: &Path) -> Result<()> {
+    match std::fs::metadata(path) {
+        Ok(meta) if !meta.is_file() => Err(FileError::NotRegular {
+            path: path.to_path_buf(),
+            kind: files::kind_name(meta.file_type()),
+        }
+        .into()),
+        _ => Ok(()),
+    }
 }

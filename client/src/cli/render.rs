@@ -1,7 +1,22 @@
 //! The daemon's replies as text: tables for people, pretty JSON with
 //! `--json`.
+//!
+//! Every string in a reply may come from a file someone else wrote (a
+//! spec's name, a CUDA line, an error quoting either), so the text forms
+//! print each through [`escape_controls`]: no control character but the
+//! line breaks the rendering itself puts reaches the terminal. `--json`
+//! keeps the strings (JSON escapes them, [`json_text`]); `best`'s PTX and
+//! `report`'s HTML are printed as they are: they are the payload a build
+//! asked for.
 
+use gevo_client::explain::{SourceEdit, SourceLine};
 use gevo_client::proto::{Explanation, JobInfo, JobState, Pareto, Reply, Status};
+use gevo_client::text::{escape_controls, escape_path, escape_terminal};
+
+/// Short for the one-line fields.
+fn esc(s: &str) -> String {
+    escape_controls(s).into_owned()
+}
 
 pub fn reply_kind(reply: &Reply) -> &'static str {
     match reply {
@@ -26,8 +41,24 @@ pub fn reply_json(reply: &Reply) -> String {
         Reply::Report(r) => serde_json::to_value(r),
         Reply::Done(d) => serde_json::to_value(d),
     };
-    serde_json::to_string_pretty(&value.expect("replies serialize")).expect("json serializes")
-        + "\n"
+    json_text(&value.expect("replies serialize"))
+}
+
+/// `value` as pretty JSON and a newline. serde_json escapes C0 controls
+/// but writes DEL and C1 (U+0080..U+009F, where a terminal may read CSI)
+/// as they are; they can only be inside strings, so they become `\u00XX`
+/// there: the same JSON value, nothing a terminal acts on.
+pub fn json_text(value: &serde_json::Value) -> String {
+    let text = serde_json::to_string_pretty(value).expect("json serializes");
+    let mut out = String::with_capacity(text.len() + 1);
+    for c in text.chars() {
+        if ('\u{7f}'..='\u{9f}').contains(&c) {
+            out += &format!("\\u{:04x}", c as u32);
+        } else {
+            out.push(c);
+        }
+    }
+    out + "\n"
 }
 
 pub fn render(reply: &Reply) -> String {
@@ -38,29 +69,25 @@ pub fn render(reply: &Reply) -> String {
         Reply::Pareto(p) => render_pareto(p),
         Reply::Explain(e) => render_explain(e),
         Reply::Report(r) => r.html.clone(),
-        Reply::Done(message) => format!("{message}\n"),
+        Reply::Done(message) => format!("{}\n", escape_terminal(message)),
     }
 }
 
 fn render_status(s: &Status) -> String {
     let mut out = format!(
         "gevod {} (pid {}), up {}\nsocket:    {}\nstate dir: {}\n\n",
-        s.daemon_version,
+        esc(&s.daemon_version),
         s.pid,
         uptime(s.uptime_s),
-        s.socket.display(),
-        s.state_dir.display()
+        escape_path(&s.socket),
+        escape_path(&s.state_dir)
     );
     let roots: Vec<Vec<String>> = s
         .watch_roots
         .iter()
         .map(|w| {
             let exists = if w.exists { "yes" } else { "no" };
-            vec![
-                w.path.display().to_string(),
-                w.source.clone(),
-                exists.into(),
-            ]
+            vec![escape_path(&w.path), esc(&w.source), exists.into()]
         })
         .collect();
     out += &table_or(
@@ -72,9 +99,16 @@ fn render_status(s: &Status) -> String {
     let slots: Vec<Vec<String>> = s
         .slots
         .iter()
-        .map(|slot| vec![slot.name.clone(), slot.state.clone()])
+        .map(|slot| {
+            let share = 100.0 * slot.held_s / s.uptime_s.max(f64::MIN_POSITIVE);
+            vec![
+                esc(&slot.name),
+                esc(&slot.state),
+                format!("{} ({share:.0}%)", uptime(slot.held_s)),
+            ]
+        })
         .collect();
-    out += &table_or("no slots", &["SLOT", "STATE"], &slots);
+    out += &table_or("no slots", &["SLOT", "STATE", "HELD"], &slots);
     out += "\n";
     out += &render_jobs(&s.jobs);
     out
@@ -106,7 +140,7 @@ fn render_jobs(jobs: &[JobInfo]) -> String {
         .iter()
         .map(|j| {
             let mut row = vec![
-                j.kernel.clone(),
+                esc(&j.kernel),
                 j.version.to_string(),
                 state_name(j.state).into(),
                 j.generations.to_string(),
@@ -118,7 +152,7 @@ fn render_jobs(jobs: &[JobInfo]) -> String {
                 if j.backend.is_empty() {
                     "-".into()
                 } else {
-                    format!("{}/{}", j.backend, j.target)
+                    format!("{}/{}", esc(&j.backend), esc(&j.target))
                 },
             ];
             if with_origin {
@@ -132,7 +166,7 @@ fn render_jobs(jobs: &[JobInfo]) -> String {
                 // A table row is one line: a finding's first line says what
                 // and where; `explain` shows all of it.
                 let message = j.message.as_deref().unwrap_or_default();
-                row.push(message.lines().next().unwrap_or_default().to_string());
+                row.push(esc(message.lines().next().unwrap_or_default()));
             }
             row
         })
@@ -155,8 +189,8 @@ fn state_name(state: JobState) -> &'static str {
 fn render_pareto(p: &Pareto) -> String {
     let mut out = format!(
         "{} (job {}): {} point{} on the Pareto front\n",
-        p.kernel,
-        p.job,
+        esc(&p.kernel),
+        esc(&p.job),
         p.points.len(),
         if p.points.len() == 1 { "" } else { "s" }
     );
@@ -181,8 +215,8 @@ fn render_pareto(p: &Pareto) -> String {
 fn render_explain(e: &Explanation) -> String {
     let mut out = format!(
         "{} (job {}): speedup {:.3}x with {} edit{}\n",
-        e.kernel,
-        e.job,
+        esc(&e.kernel),
+        esc(&e.job),
         e.speedup,
         e.edits.len(),
         if e.edits.len() == 1 { "" } else { "s" }
@@ -191,7 +225,7 @@ fn render_explain(e: &Explanation) -> String {
         out += &format!(
             "seeded from version {} (job {}): {} patch{} carried over, {} edit{} kept, {} dropped\n",
             o.version,
-            o.job,
+            esc(&o.job),
             o.patches,
             if o.patches == 1 { "" } else { "es" },
             o.kept,
@@ -205,10 +239,11 @@ fn render_explain(e: &Explanation) -> String {
     };
     if e.source_edits.is_empty() {
         for (i, edit) in e.edits.iter().enumerate() {
-            out += &format!("  {}. {edit}{}\n", i + 1, carried(i));
+            out += &format!("  {}. {}{}\n", i + 1, esc(edit), carried(i));
         }
     } else {
-        out += &gevo_client::explain::render_edits(&e.source_edits, e.line_tables, "  ");
+        let edits: Vec<SourceEdit> = e.source_edits.iter().map(escape_edit).collect();
+        out += &gevo_client::explain::render_edits(&edits, e.line_tables, "  ");
         let from: Vec<String> = (0..e.edits.len())
             .filter(|&i| !carried(i).is_empty())
             .map(|i| (i + 1).to_string())
@@ -222,24 +257,46 @@ fn render_explain(e: &Explanation) -> String {
         for t in &e.tests {
             out += &format!(
                 "  {:<12} {:.4}  [{:.4}, {:.4}]\n",
-                t.test, t.ratio, t.lo, t.hi
+                esc(&t.test),
+                t.ratio,
+                t.lo,
+                t.hi
             );
         }
     }
     if !e.rejections.is_empty() {
         out += "latest rejected candidates:\n";
         for r in &e.rejections {
-            out += &format!("  - {r}\n");
+            out += &format!("  - {}\n", esc(r));
         }
     }
     if !e.diff.is_empty() {
         out += "\n";
-        out += &e.diff;
+        out += &escape_terminal(&e.diff);
         if !e.diff.ends_with('\n') {
             out += "\n";
         }
     }
     out
+}
+
+/// `edit` with each of its strings escaped, for
+/// [`render_edits`](gevo_client::explain::render_edits), which the daemon
+/// shares.
+fn escape_edit(edit: &SourceEdit) -> SourceEdit {
+    SourceEdit {
+        summary: esc(&edit.summary),
+        ir: esc(&edit.ir),
+        lines: edit
+            .lines
+            .iter()
+            .map(|l| SourceLine {
+                location: esc(&l.location),
+                text: l.text.as_deref().map(esc),
+            })
+            .collect(),
+        repairs: edit.repairs.iter().map(|r| esc(r)).collect(),
+    }
 }
 
 /// [`table`], or the line `none` when there are no rows.

@@ -7,9 +7,9 @@ use gevo_client::proto::{Best, BestRecord, Command, Reply, Request, Response};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::process::{Output, Stdio};
 use std::sync::mpsc::{self, Receiver};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A fresh directory for one test (or one case of one).
 pub fn scratch(name: &str) -> PathBuf {
@@ -73,27 +73,69 @@ pub struct Run {
     pub stderr: String,
 }
 
-/// Runs the client in `dir` with a user environment pointing into `dir`, so
+/// The client in `dir` with a user environment pointing into `dir`, so
 /// that no real config or daemon of the machine takes part.
-pub fn gevo(dir: &Path, args: &[&str]) -> Run {
-    let Output {
-        status,
-        stdout,
-        stderr,
-    } = std::process::Command::new(env!("CARGO_BIN_EXE_gevo-client"))
+fn client(dir: &Path, args: &[&str]) -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_gevo-client"));
+    command
         .args(args)
         .current_dir(dir)
         .env("HOME", dir)
         .env("XDG_CONFIG_HOME", dir.join("config"))
         .env("XDG_STATE_HOME", dir.join("xdg-state"))
-        .env("XDG_RUNTIME_DIR", dir.join("run"))
-        .output()
-        .unwrap();
+        .env("XDG_RUNTIME_DIR", dir.join("run"));
+    command
+}
+
+fn finished(output: Output) -> Run {
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = output;
     Run {
         code: status.code().expect("exited, not killed"),
         stdout: String::from_utf8(stdout).unwrap(),
         stderr: String::from_utf8(stderr).unwrap(),
     }
+}
+
+/// Runs the client (see [`client`]) to its end.
+pub fn gevo(dir: &Path, args: &[&str]) -> Run {
+    finished(client(dir, args).output().unwrap())
+}
+
+/// Runs the client like [`gevo`], killing it after `limit`: `None` when it
+/// had to, so that a client that blocks fails its test instead of hanging it.
+pub fn gevo_within(dir: &Path, args: &[&str], limit: Duration) -> Option<Run> {
+    let mut child = client(dir, args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Some(finished(child.wait_with_output().unwrap()))
+}
+
+/// Makes a FIFO at `path`.
+pub fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(
+        unsafe { libc::mkfifo(c.as_ptr(), 0o600) },
+        0,
+        "{}",
+        path.display()
+    );
 }
 
 pub fn s(p: &Path) -> &str {

@@ -197,6 +197,7 @@ impl EvolveArgs {
         let arch = arch_for(&spec, self.arch.clone(), device.as_ref());
         let setup = WorkerSetup {
             spec_path: &self.spec,
+            spec_text: None,
             ir: None,
             arch: &arch,
             libdevice: self.libdevice.as_deref(),
@@ -316,7 +317,7 @@ impl EvolveArgs {
         if self.json {
             println!("{}", serde_json::to_string_pretty(&report.json())?);
         } else {
-            print!("{}", report.text());
+            print!("{}", gevo_client::text::escape_terminal(&report.text()));
         }
         Ok(if interrupted { INTERRUPTED_EXIT } else { 0 })
     }

@@ -120,7 +120,8 @@ pub fn main() {
         Ok(0) => {}
         Ok(status) => std::process::exit(status),
         Err(err) => {
-            eprintln!("gevod: {err:#}");
+            let text = format!("{err:#}");
+            eprintln!("gevod: {}", gevo_client::text::escape_terminal(&text));
             std::process::exit(1);
         }
     }
@@ -136,6 +137,7 @@ fn init_logging(daemon: bool) {
     let filter = EnvFilter::try_from_env("GEVOD_LOG")
         .unwrap_or_else(|_| EnvFilter::new(if daemon { "info" } else { "error" }));
     let builder = tracing_subscriber::fmt()
+        .fmt_fields(escaped_fields())
         .with_env_filter(filter)
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
@@ -144,6 +146,23 @@ fn init_logging(daemon: bool) {
     } else {
         builder.init();
     }
+}
+
+/// Log fields as the default format writes them, each value with its
+/// control characters escaped: spec paths, keys and messages come from
+/// files anybody may drop in a watched directory.
+fn escaped_fields() -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> + 'static {
+    use tracing_subscriber::field::MakeExt;
+    tracing_subscriber::fmt::format::debug_fn(|w, field, value| {
+        let text = format!("{value:?}");
+        let text = gevo_client::text::escape_controls(&text);
+        if field.name() == "message" {
+            write!(w, "{text}")
+        } else {
+            write!(w, "{}={text}", field.name())
+        }
+    })
+    .delimited(" ")
 }
 
 /// Runs the command; returns the process exit status.

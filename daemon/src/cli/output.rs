@@ -23,8 +23,12 @@ pub fn load_kernel(path: &Path, kernels: &[String], patch: Option<&Patch>) -> Re
     }
 }
 
+/// The most a patch file may hold: a patch of a hundred thousand edits is
+/// a few megabytes.
+pub const PATCH_CAP: u64 = 64 << 20;
+
 pub fn read_patch(path: &Path) -> Result<Patch> {
-    let text = std::fs::read_to_string(path).with_context(|| path.display().to_string())?;
+    let text = gevo_client::files::read_text_capped(path, PATCH_CAP)?;
     Patch::from_json(&text).with_context(|| path.display().to_string())
 }
 
@@ -32,7 +36,9 @@ pub fn read_patch(path: &Path) -> Result<Patch> {
 /// to stdout.
 pub fn write_output(path: Option<&Path>, text: &str) -> Result<()> {
     let Some(path) = path else {
-        std::io::stdout().write_all(text.as_bytes())?;
+        // Source lines and names in it may carry others' control bytes.
+        let shown = gevo_client::text::escape_terminal(text);
+        std::io::stdout().write_all(shown.as_bytes())?;
         return Ok(());
     };
     let dir = path

@@ -5,7 +5,7 @@
 use super::output::{default_workers, read_patch, write_output};
 use super::tables::{gpu_table, results_json, results_table};
 use super::{resolve, BackendChoice};
-use anyhow::{bail, Context as _, Result};
+use anyhow::{bail, Result};
 use gevod::access::Reader;
 use gevod::device::{DeviceInfo, DeviceSelector};
 use gevod::eval::{Assessment, Evaluator};
@@ -123,6 +123,7 @@ impl RunArgs {
         let setup = WorkerSetup {
             ir: None,
             spec_path: &self.spec,
+            spec_text: None,
             arch: &arch,
             libdevice: self.libdevice.as_deref(),
             workers: self.workers.unwrap_or_else(default_workers),
@@ -140,7 +141,7 @@ impl RunArgs {
                 None => format!("{name}: GPU safety gate: no report\n"),
                 Some(r) => format!("{name}: GPU safety gate rejects it: {r}\n"),
             };
-            eprint!("{line}");
+            eprint!("{}", gevo_client::text::escape_terminal(&line));
         }
         let failed = results.iter().filter(|(_, a)| !a.passed()).count()
             + gate.iter().filter(|(_, v)| v.is_some()).count();
@@ -251,7 +252,10 @@ fn run_on_gpu(
         Variants::Ptx(files) => {
             let mut texts = Vec::with_capacity(files.len());
             for f in &files {
-                texts.push(std::fs::read_to_string(f).with_context(|| f.display().to_string())?);
+                texts.push(gevo_client::files::read_text_capped(
+                    f,
+                    gevo_client::files::PTX_CAP,
+                )?);
             }
             let results = backend.measure_ptx(&texts, set)?;
             let results = files

@@ -65,7 +65,10 @@ impl TransplantArgs {
             result.dropped.len()
         );
         for d in &result.dropped {
-            eprintln!("  dropped {d}");
+            eprintln!(
+                "  dropped {}",
+                gevo_client::text::escape_terminal(&d.to_string())
+            );
         }
         Ok(0)
     }

@@ -17,6 +17,11 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 pub struct EvalWorkerArgs {
     spec: PathBuf,
+    /// The spec's text to use instead of reading `spec` (a daemon job's
+    /// snapshot of what it checked); `spec` still names it and anchors
+    /// its relative paths.
+    #[arg(long)]
+    spec_text: Option<PathBuf>,
     /// The IR to load instead of the spec's `ir` (a daemon job's snapshot).
     #[arg(long)]
     ir: Option<PathBuf>,
@@ -70,7 +75,13 @@ impl EvalWorkerArgs {
         let reader = self.on_behalf_of.unwrap_or(Reader::Caller);
         // The simulator's tests, or the GPU's for a program on a GPU.
         let tests = self.harness.map_or(TestTarget::Sim, HarnessTarget::tests);
-        let spec = load_worker_spec(&self.spec, self.ir.as_deref(), &reader, tests)?;
+        let spec = load_worker_spec(
+            &self.spec,
+            self.spec_text.as_deref(),
+            self.ir.as_deref(),
+            &reader,
+            tests,
+        )?;
         let arch = arch_for(&spec, self.arch, None);
         let codegen = CodegenOptions {
             arch,
@@ -91,6 +102,9 @@ impl EvalWorkerArgs {
 #[derive(clap::Args)]
 pub struct GpuSpecArgs {
     spec: PathBuf,
+    /// As `gevod eval-worker --spec-text`.
+    #[arg(long)]
+    spec_text: Option<PathBuf>,
     #[arg(long)]
     ir: Option<PathBuf>,
     #[arg(long, default_value = "0")]
@@ -108,7 +122,13 @@ impl GpuSpecArgs {
     /// The spec with the GPU's test sets, read for its owner.
     fn load_spec(&self) -> std::result::Result<Spec, SpecError> {
         let reader = self.on_behalf_of.clone().unwrap_or(Reader::Caller);
-        load_worker_spec(&self.spec, self.ir.as_deref(), &reader, TestTarget::Gpu)
+        load_worker_spec(
+            &self.spec,
+            self.spec_text.as_deref(),
+            self.ir.as_deref(),
+            &reader,
+            TestTarget::Gpu,
+        )
     }
 }
 
@@ -189,8 +209,7 @@ pub struct GpuCheckArgs {
 impl GpuCheckArgs {
     pub fn run(self) -> Result<()> {
         let spec = self.gpu.load_spec()?;
-        let ptx =
-            std::fs::read_to_string(&self.ptx).with_context(|| self.ptx.display().to_string())?;
+        let ptx = gevo_client::files::read_text_capped(&self.ptx, gevo_client::files::PTX_CAP)?;
         let device = gevod::cuda::driver::probe(&self.gpu.device)?;
         let ir = gevod::ir::KernelIr::load_kernels(&spec.ir, &spec.kernels)?;
         let kernels: Vec<String> = ir.chosen_kernels().iter().map(|k| k.to_string()).collect();

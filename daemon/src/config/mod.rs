@@ -16,12 +16,9 @@ use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("{}: cannot read: {source}", path.display())]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// Not a regular file, too large, unreadable: the message names it.
+    #[error(transparent)]
+    Read(#[from] gevo_client::files::FileError),
     /// `file:line:column: message`, one line.
     #[error("{0}")]
     Syntax(String),
@@ -63,8 +60,9 @@ pub struct GpuSection {
     pub without_gpu: WithoutGpu,
     /// Percent: a GPU busier than this (while gevod is not using it) is not idle.
     pub idle_utilization: u32,
-    /// A GPU is idle once no other process computed on it and its
-    /// utilization stayed under the threshold for this long.
+    /// After a GPU was seen busy, it is idle again once no other process
+    /// computed on it and its utilization stayed under the threshold for
+    /// this long (a GPU quiet at the first look is idle at once).
     #[serde(deserialize_with = "duration")]
     pub idle_grace: Duration,
     /// How often NVML is asked.
@@ -223,10 +221,7 @@ pub struct EvolveFile {
 impl EvolveFile {
     /// Reads and validates `path`.
     pub fn load(path: &Path) -> Result<EvolveFile, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text = gevo_client::files::read_text_capped(path, gevo_client::files::CONFIG_CAP)?;
         let file: EvolveFile = parse_toml(path, &text)?;
         file.evolve
             .validate()

@@ -131,15 +131,11 @@ impl ServeConfig {
     /// Reads and validates `path`. A missing file is an error only when
     /// `required` (given on the command line); the default path may be absent.
     pub fn load(path: &Path, required: bool) -> Result<ServeConfig, ConfigError> {
-        let text = match std::fs::read_to_string(path) {
+        let text = match gevo_client::files::read_text_capped(path, gevo_client::files::CONFIG_CAP)
+        {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => String::new(),
-            Err(source) => {
-                return Err(ConfigError::Read {
-                    path: path.to_path_buf(),
-                    source,
-                })
-            }
+            Err(e) if e.is_not_found() && !required => String::new(),
+            Err(e) => return Err(e.into()),
         };
         Self::parse(path, &text)
     }

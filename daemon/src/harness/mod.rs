@@ -122,8 +122,10 @@ impl HarnessEvaluator {
         };
         let ir = KernelIr::load_kernels(&spec.ir, &spec.kernels).map_err(ir_error)?;
         let compiled = ir.compile(&ir.empty_patch(), &codegen).map_err(ir_error)?;
+        // Private: it holds the user's IR and PTX.
         let scratch = tempfile::Builder::new()
             .prefix("gevo-harness-")
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
             .tempdir()
             .map_err(|e| HarnessError::Io(format!("creating a scratch directory: {e}")))?;
         if let Some((uid, gid)) = user {
@@ -433,29 +435,9 @@ impl HarnessEvaluator {
         }
         let mut outputs = Vec::with_capacity(self.harness.outputs.len());
         for output in &self.harness.outputs {
-            let path = out.join(&output.file);
-            let size = match std::fs::metadata(&path) {
-                Ok(m) if m.is_file() => m.len(),
-                _ => {
-                    return Err((
-                        "harness_output",
-                        format!("the harness wrote no {{out}}/{}", output.file),
-                    ))
-                }
-            };
-            if size > self.harness.max_output_bytes {
-                return Err((
-                    "harness_output",
-                    format!(
-                        "{{out}}/{} has {size} bytes, more than max_output_bytes = {}",
-                        output.file, self.harness.max_output_bytes
-                    ),
-                ));
-            }
-            outputs.push(
-                std::fs::read(&path)
-                    .map_err(|e| ("harness_output", format!("{{out}}/{}: {e}", output.file)))?,
-            );
+            let bytes = read_output(out, &output.file, self.harness.max_output_bytes, self.user)
+                .map_err(|e| ("harness_output", e))?;
+            outputs.push(bytes);
         }
         let stdout = String::from_utf8_lossy(&o.stdout);
         // A pipeline's program opens a gevo_harness handle per kernel, and
@@ -516,6 +498,62 @@ impl VariantFiles {
             dir,
         }
     }
+}
+
+/// The output file `name` the harness wrote in `out`, read safely: the
+/// program (as another user, under a root daemon) chose what lies there, so
+/// a symlink is refused (`O_NOFOLLOW`) rather than followed to a file it
+/// could not read, and so is a file it does not own (a hard link), a FIFO or
+/// a device; checked on the open descriptor, size capped.
+fn read_output(
+    out: &Path,
+    name: &str,
+    max: u64,
+    user: Option<(u32, u32)>,
+) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let shown = format!("{{out}}/{name}");
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(out.join(name))
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(format!("the harness wrote no {shown}"))
+        }
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(format!("{shown} is a symlink; outputs must be plain files"))
+        }
+        Err(e) => return Err(format!("{shown}: {e}")),
+    };
+    let meta = file.metadata().map_err(|e| format!("{shown}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("{shown} is not a plain file"));
+    }
+    if let Some((uid, _)) = user {
+        if meta.uid() != uid {
+            return Err(format!(
+                "{shown} is owned by uid {}, not the harness's user (uid {uid})",
+                meta.uid()
+            ));
+        }
+    }
+    if meta.len() > max {
+        return Err(format!(
+            "{shown} has {} bytes, more than max_output_bytes = {max}",
+            meta.len()
+        ));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("{shown}: {e}"))?;
+    if bytes.len() as u64 > max {
+        return Err(format!("{shown} grew past max_output_bytes = {max}"));
+    }
+    Ok(bytes)
 }
 
 /// The kernel cost a program reported on stdout: the last

@@ -408,7 +408,7 @@ impl SourceFiles {
             candidates.extend(self.bases.iter().map(|b| b.join(name)));
         }
         candidates.into_iter().find_map(|path| {
-            let text = reader.read_to_string(&path).ok()?;
+            let text = String::from_utf8(reader.read_for_display(&path).ok()?).ok()?;
             Some(text.lines().map(str::to_string).collect())
         })
     }

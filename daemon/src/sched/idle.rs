@@ -1,37 +1,77 @@
 //! Is a GPU free for gevod? A GPU is idle when no other process computes on
 //! it and its utilization stayed at or under a threshold for a grace
 //! period. [`IdleGate`] is that rule over samples (testable without a GPU);
-//! [`Nvml`] takes the samples through NVML, loaded at run time.
+//! [`Nvml`] takes the samples through NVML, loaded at run time, and
+//! [`crate::own_processes`] tells gevod's own processes from other users'.
 
+use crate::own_processes::{self as own, Own, ProcessTable};
 use std::time::{Duration, Instant};
 
-/// One look at a GPU.
+/// One look at a GPU, as NVML (or a script) gives it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Sample {
-    /// Processes computing on it that are not gevod's own workers.
-    pub others: Vec<u32>,
+pub struct Look {
+    /// Every process with a compute context on it.
+    pub pids: Vec<u32>,
     /// Percent of time a kernel ran over the last sample period.
     pub utilization: u32,
+}
+
+/// A look with gevod's own processes told apart.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    /// Processes computing on it that are not gevod's own, described
+    /// (`pid 4242 python3`).
+    pub others: Vec<String>,
+    pub utilization: u32,
+}
+
+impl Sample {
+    /// Sorts out the processes that are gevod's own (see [`Own`]).
+    pub fn from_look(look: &Look, own: &Own, table: &dyn ProcessTable) -> Sample {
+        Sample {
+            others: look
+                .pids
+                .iter()
+                .filter(|&&pid| !own.owns(pid, table))
+                .map(|&pid| own::describe(pid))
+                .collect(),
+            utilization: look.utilization,
+        }
+    }
+}
+
+/// Where looks come from: NVML, or a script in tests.
+pub trait GpuProbe {
+    fn look(&self, uuid: &str) -> Result<Look, String>;
 }
 
 #[derive(Debug, Clone)]
 pub struct IdleGate {
     threshold: u32,
     grace: Duration,
-    /// When the GPU was last seen busy; the grace runs from here.
-    last_busy: Instant,
+    /// When the GPU was last seen busy; the grace runs from here. `None`
+    /// until a look sees it busy.
+    last_busy: Option<Instant>,
+    /// Whether any look was taken yet.
+    looked: bool,
     why_busy: Option<String>,
 }
 
 impl IdleGate {
-    /// A new gate is closed for one grace period: gevod does not assume a
-    /// GPU it has not watched is free.
-    pub fn new(threshold: u32, grace: Duration, now: Instant) -> Self {
+    /// A new gate is closed until its first look. That look opens it when
+    /// it finds no other process and utilization at or under the
+    /// threshold: NVML lists every process holding a compute context, even
+    /// between its kernels, and its utilization covers the last sample
+    /// period, so a quiet first look means nobody is computing. The grace
+    /// period runs only after the GPU was seen busy, where it guards
+    /// against a user's program that computes in bursts.
+    pub fn new(threshold: u32, grace: Duration) -> Self {
         IdleGate {
             threshold,
             grace,
-            last_busy: now,
-            why_busy: Some("watching for idle".into()),
+            last_busy: None,
+            looked: false,
+            why_busy: None,
         }
     }
 
@@ -39,17 +79,13 @@ impl IdleGate {
     /// the GPU now: its own load then says nothing about other users, so
     /// only other processes count.
     pub fn observe(&mut self, sample: &Sample, using: bool, now: Instant) {
+        self.looked = true;
         let busy = if !sample.others.is_empty() {
             Some(format!(
-                "{} other process{} computing (pid {})",
+                "{} other process{} computing ({})",
                 sample.others.len(),
                 if sample.others.len() == 1 { "" } else { "es" },
-                sample
-                    .others
-                    .iter()
-                    .map(u32::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                sample.others.join(", ")
             ))
         } else if !using && sample.utilization > self.threshold {
             Some(format!(
@@ -60,22 +96,28 @@ impl IdleGate {
             None
         };
         if let Some(why) = busy {
-            self.last_busy = now;
+            self.last_busy = Some(now);
             self.why_busy = Some(why);
         }
     }
 
     /// Whether gevod may launch on the GPU now.
     pub fn open(&self, now: Instant) -> bool {
-        now.saturating_duration_since(self.last_busy) >= self.grace
+        self.looked
+            && self
+                .last_busy
+                .is_none_or(|busy| now.saturating_duration_since(busy) >= self.grace)
     }
 
-    /// Why the gate is closed, for `status`.
+    /// Why the gate is closed, for `status` and the log.
     pub fn reason(&self, now: Instant) -> Option<String> {
         if self.open(now) {
             return None;
         }
-        let left = self.grace - now.saturating_duration_since(self.last_busy);
+        let Some(busy) = self.last_busy.filter(|_| self.looked) else {
+            return Some("waiting for the first look at the GPU".into());
+        };
+        let left = self.grace - now.saturating_duration_since(busy);
         Some(format!(
             "GPU busy: {}; idle in {:.0}s at the earliest",
             self.why_busy.as_deref().unwrap_or("busy"),
@@ -84,8 +126,8 @@ impl IdleGate {
     }
 }
 
-/// NVML, for the samples. `None` from [`Nvml::init`] when the library is
-/// not there (no NVIDIA driver).
+/// NVML, for the samples, loaded at run time; an error from
+/// [`Nvml::init`] when the library is not there (no NVIDIA driver).
 pub struct Nvml {
     nvml: nvml_wrapper::Nvml,
 }
@@ -96,10 +138,10 @@ impl Nvml {
             .map(|nvml| Nvml { nvml })
             .map_err(|e| format!("NVML: {e}"))
     }
+}
 
-    /// Samples the GPU with `uuid`; processes whose parent is `own_pid`
-    /// (gevod's workers) are not "others".
-    pub fn sample(&self, uuid: &str, own_pid: u32) -> Result<Sample, String> {
+impl GpuProbe for Nvml {
+    fn look(&self, uuid: &str) -> Result<Look, String> {
         let device = self
             .nvml
             .device_by_uuid(uuid)
@@ -111,24 +153,11 @@ impl Nvml {
             .utilization_rates()
             .map_err(|e| format!("NVML {uuid}: utilization: {e}"))?
             .gpu;
-        let others = processes
-            .iter()
-            .map(|p| p.pid)
-            .filter(|&pid| pid != own_pid && parent_of(pid) != Some(own_pid))
-            .collect();
-        Ok(Sample {
-            others,
+        Ok(Look {
+            pids: processes.iter().map(|p| p.pid).collect(),
             utilization,
         })
     }
-}
-
-/// The parent pid from /proc/<pid>/stat (the field after the command name,
-/// which may itself contain spaces and parentheses).
-fn parent_of(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after = &stat[stat.rfind(')')? + 1..];
-    after.split_whitespace().nth(1)?.parse().ok()
 }
 
 #[cfg(test)]
@@ -137,7 +166,7 @@ mod tests {
 
     fn sample(others: &[u32], utilization: u32) -> Sample {
         Sample {
-            others: others.to_vec(),
+            others: others.iter().map(|p| format!("pid {p}")).collect(),
             utilization,
         }
     }
@@ -146,11 +175,15 @@ mod tests {
     fn the_gate_follows_the_rule() {
         let t0 = Instant::now();
         let s = Duration::from_secs;
-        let mut gate = IdleGate::new(10, s(30), t0);
-        // Closed for the first grace period even when quiet.
-        gate.observe(&sample(&[], 0), false, t0 + s(10));
-        assert!(!gate.open(t0 + s(29)));
-        assert!(gate.open(t0 + s(30)));
+        let mut gate = IdleGate::new(10, s(30));
+        // Closed until the first look; a quiet first look opens it at once.
+        assert!(!gate.open(t0));
+        assert_eq!(
+            gate.reason(t0).unwrap(),
+            "waiting for the first look at the GPU"
+        );
+        gate.observe(&sample(&[], 0), false, t0);
+        assert!(gate.open(t0));
         // Another process closes it at once, and the grace restarts after it leaves.
         gate.observe(&sample(&[4242], 95), true, t0 + s(40));
         assert!(!gate.open(t0 + s(40)));
@@ -169,14 +202,67 @@ mod tests {
     }
 
     #[test]
-    fn parents_read_from_proc() {
-        let me = std::process::id();
-        let child = std::process::Command::new("sleep")
-            .arg("5")
+    fn a_busy_first_look_waits_the_grace() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let mut gate = IdleGate::new(10, s(30));
+        gate.observe(&sample(&[], 50), false, t0);
+        assert!(!gate.open(t0 + s(29)));
+        assert!(gate.reason(t0).unwrap().contains("utilization 50%"));
+        gate.observe(&sample(&[], 0), false, t0 + s(1));
+        assert!(gate.open(t0 + s(30)));
+    }
+
+    /// A scripted NVML: what each look at one GPU returns, in turn.
+    struct Scripted(std::cell::RefCell<Vec<Look>>);
+
+    impl GpuProbe for Scripted {
+        fn look(&self, _uuid: &str) -> Result<Look, String> {
+            Ok(self.0.borrow_mut().remove(0))
+        }
+    }
+
+    #[test]
+    fn the_daemons_own_processes_never_close_the_gate() {
+        use std::io::{BufRead, BufReader};
+        // A child and a grandchild of this process, as the sanitizer and the
+        // worker it runs: both compute on the scripted GPU, at full load.
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & echo $!; wait"])
+            .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        assert_eq!(parent_of(child.id()), Some(me));
-        let mut child = child;
+        let mut line = String::new();
+        BufReader::new(child.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let grandchild: u32 = line.trim().parse().unwrap();
+        let ours = vec![std::process::id(), child.id(), grandchild];
+        let probe = Scripted(std::cell::RefCell::new(vec![
+            Look {
+                pids: ours.clone(),
+                utilization: 100,
+            },
+            Look {
+                pids: [ours.clone(), vec![1]].concat(),
+                utilization: 100,
+            },
+        ]));
+        let (t0, grace) = (Instant::now(), Duration::from_secs(30));
+        let mut gate = IdleGate::new(10, grace);
+        let own = Own::now();
+        let first = Sample::from_look(&probe.look("gpu").unwrap(), &own, &own::Proc);
+        assert!(first.others.is_empty(), "{:?}", first.others);
+        gate.observe(&first, true, t0);
+        assert!(gate.open(t0));
+        // A process that is not ours (init) closes it, named.
+        let second = Sample::from_look(&probe.look("gpu").unwrap(), &own, &own::Proc);
+        gate.observe(&second, true, t0);
+        assert!(!gate.open(t0));
+        assert!(gate
+            .reason(t0)
+            .unwrap()
+            .contains("1 other process computing (pid 1"));
         child.kill().unwrap();
         child.wait().unwrap();
     }

@@ -55,6 +55,7 @@ impl ApiHandler {
 
     fn status(&self) -> Status {
         let registry = self.shared.registry();
+        let now = std::time::Instant::now();
         let slots = self
             .shared
             .slots
@@ -70,6 +71,7 @@ impl ApiHandler {
                 SlotInfo {
                     name: slot.name(),
                     state,
+                    held_s: registry.slots[i].held(now).as_secs_f64(),
                 }
             })
             .collect();

@@ -26,7 +26,8 @@ pub use slots::{slots_for, WorkerFactory};
 
 use crate::device::DeviceInfo;
 use crate::evolve::{Backend, Scope};
-use crate::sched::idle::{IdleGate, Nvml};
+use crate::own_processes::{Own, Proc};
+use crate::sched::idle::{GpuProbe, IdleGate, Nvml, Sample};
 use crate::spec::Spec;
 use crate::store::{Store, StoreError};
 use registry::{Registry, Root, SlotState};
@@ -54,6 +55,9 @@ pub enum ServeError {
 pub struct JobFiles<'a> {
     pub spec_path: &'a Path,
     pub spec: &'a Spec,
+    /// The snapshot of the spec text the job was made from, which the
+    /// workers parse instead of reading `spec_path` again.
+    pub spec_text: &'a Path,
     /// The IR snapshot the workers load instead of the spec's `ir`.
     pub ir: &'a Path,
     pub arch: &'a str,
@@ -238,10 +242,25 @@ pub fn serve(
     slots_for: impl Fn(&ServeConfig) -> Result<Vec<Option<SlotGpus>>, String>,
     signals: Signals,
 ) -> Result<(), ServeError> {
+    // SIGTERM is honoured between the steps of start-up too (a GPU probe
+    // or a store on a slow disk can take seconds): stop before the next.
+    let stopped = || {
+        let stop = signals.terminate.load(Ordering::Relaxed);
+        if stop {
+            tracing::info!("stopped during start-up");
+        }
+        stop
+    };
     let config = options.load_config()?;
     let state_dir = options.state(&config);
     let socket = options.socket(&config);
+    if stopped() {
+        return Ok(());
+    }
     let devices = slots_for(&config).map_err(ServeError::Gpu)?;
+    if stopped() {
+        return Ok(());
+    }
     let store = Store::open(&state_dir)?;
     let (scope, arch) = match devices.first() {
         Some(Some(SlotGpus { first: d, .. })) => {
@@ -270,6 +289,9 @@ pub fn serve(
     let client_roots: Vec<PathBuf> = store.setting("watch_roots")?.unwrap_or_default();
     registry.roots = merge_roots(&options.roots(&config), &client_roots);
     scan::load_jobs(&store, &state_dir, &mut registry)?;
+    if stopped() {
+        return Ok(());
+    }
     let shared = Arc::new(Shared {
         registry: Mutex::new(registry),
         wake: Condvar::new(),
@@ -433,7 +455,7 @@ impl Control {
             .map(|s| {
                 s.devices()
                     .filter(|_| nvml.is_some())
-                    .map(|_| IdleGate::new(config.gpu.idle_utilization, config.gpu.idle_grace, now))
+                    .map(|_| IdleGate::new(config.gpu.idle_utilization, config.gpu.idle_grace))
                     .collect()
             })
             .collect();
@@ -478,7 +500,7 @@ impl Control {
         let poll = self
             .last_poll
             .is_none_or(|t| now.duration_since(t) >= config.gpu.poll_interval);
-        let own_pid = std::process::id();
+        let own = poll.then(Own::now);
         let mut registry = self.shared.registry();
         for (i, slot) in self.shared.slots.iter().enumerate() {
             let using = registry.jobs.values().any(|j| j.running_on == Some(i));
@@ -486,9 +508,11 @@ impl Control {
             let (mut open, mut reason) = (true, None);
             if let Some(nvml) = &self.nvml {
                 for (device, gate) in slot.devices().zip(self.gates[i].iter_mut()) {
-                    if poll {
-                        match nvml.sample(&device.uuid, own_pid) {
-                            Ok(sample) => gate.observe(&sample, using, now),
+                    if let Some(own) = &own {
+                        match nvml.look(&device.uuid) {
+                            Ok(look) => {
+                                gate.observe(&Sample::from_look(&look, own, &Proc), using, now)
+                            }
                             Err(e) => tracing::warn!(error = %e, "GPU sample"),
                         }
                     }
@@ -498,7 +522,12 @@ impl Control {
                     }
                 }
             }
-            registry.slots[i] = SlotState { open, reason };
+            let slot_state = &mut registry.slots[i];
+            if slot_state.open && !open {
+                tracing::info!(slot = i, reason = ?reason, "GPU busy: the slot waits");
+            }
+            slot_state.open = open;
+            slot_state.reason = reason;
         }
         if poll {
             self.last_poll = Some(now);

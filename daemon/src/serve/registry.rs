@@ -8,6 +8,7 @@ use crate::store::{DaemonJob, JobRecord};
 use gevo_client::proto::{BestRecord, JobInfo, JobState, ParetoPoint};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone)]
 pub struct JobEntry {
@@ -155,6 +156,32 @@ pub struct SlotState {
     pub open: bool,
     /// Why not, when closed.
     pub reason: Option<String>,
+    /// How long jobs held the slot before the current one took it.
+    held: Duration,
+    /// Since when the current job holds it.
+    held_since: Option<Instant>,
+}
+
+impl SlotState {
+    /// A job takes the slot.
+    pub fn hold(&mut self, now: Instant) {
+        self.held_since.get_or_insert(now);
+    }
+
+    /// The job gives the slot back.
+    pub fn release(&mut self, now: Instant) {
+        if let Some(since) = self.held_since.take() {
+            self.held += now.saturating_duration_since(since);
+        }
+    }
+
+    /// How long jobs have held the slot since the daemon started, up to now.
+    pub fn held(&self, now: Instant) -> Duration {
+        self.held
+            + self
+                .held_since
+                .map_or(Duration::ZERO, |since| now.saturating_duration_since(since))
+    }
 }
 
 #[derive(Debug, Default)]

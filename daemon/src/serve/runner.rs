@@ -43,6 +43,7 @@ pub fn run(shared: &Shared, slot: usize, factory: &dyn BackendFactory) {
                         tracing::error!(%message, "job cannot start");
                     }
                     let mut registry = shared.registry();
+                    registry.slots[slot].release(Instant::now());
                     if let Some(job) = registry.jobs.get_mut(&id) {
                         if !stopped {
                             job.error = Some(message);
@@ -59,6 +60,7 @@ pub fn run(shared: &Shared, slot: usize, factory: &dyn BackendFactory) {
         }
         let config = shared.config();
         let mut registry = shared.registry();
+        registry.slots[slot].release(Instant::now());
         if let Some(job) = registry.jobs.get_mut(&id) {
             job.running_on = None;
             let weight = crate::sched::weight(
@@ -83,6 +85,7 @@ fn next_job(shared: &Shared, slot: usize, current: &mut Option<Current>) -> Opti
         }
         if let Some(id) = registry.pick(slot) {
             registry.jobs.get_mut(&id).expect("picked").running_on = Some(slot);
+            registry.slots[slot].hold(Instant::now());
             return Some(id);
         }
         if current.is_some() {
@@ -118,6 +121,8 @@ fn start(
     let mut spec = crate::spec::parse_as(&record.spec_path, &record.spec_text, &reader)
         .map_err(|e| e.to_string())?;
     spec.ir = snapshot.clone();
+    // The workers read the spec text the daemon checked, never the path.
+    super::scan::write_spec_snapshot(&snapshot, &record.spec_text)?;
     let ir = KernelIr::load_kernels(&snapshot, &spec.kernels).map_err(|e| e.to_string())?;
     let engine = shared
         .store
@@ -134,6 +139,7 @@ fn start(
     let files = JobFiles {
         spec_path: &record.spec_path,
         spec: &spec,
+        spec_text: &super::scan::spec_snapshot_path(&snapshot),
         ir: &snapshot,
         arch: &record.target,
         workers: if config.workers.count == 0 {

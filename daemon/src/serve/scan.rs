@@ -50,6 +50,17 @@ fn snapshot_path(state: &Path, id: &str) -> PathBuf {
     state.join("jobs").join(id).join("kernel.ll")
 }
 
+/// Where a job's spec text lies beside its IR snapshot.
+pub fn spec_snapshot_path(ir_snapshot: &Path) -> PathBuf {
+    ir_snapshot.with_file_name("spec.gevo.toml")
+}
+
+/// Writes the spec text a job was made from beside its IR snapshot.
+pub fn write_spec_snapshot(ir_snapshot: &Path, text: &str) -> Result<(), String> {
+    gevo_client::export::write_atomic(&spec_snapshot_path(ir_snapshot), text.as_bytes())
+        .map_err(|e| format!("the spec's snapshot: {e}"))
+}
+
 /// The best validated variant of an engine as an export record.
 pub fn best_record(
     entry: &JobEntry,
@@ -162,14 +173,30 @@ pub fn rescan(
         let spec_text = String::from_utf8_lossy(&spec_bytes).into_owned();
         let parsed = crate::spec::parse_as(&f.spec, &spec_text, &reader);
         let ir_bytes = parsed.as_ref().ok().map(|s| reader.read(&s.ir));
+        // What a harness command runs is part of the version: a replaced
+        // program makes a new one.
+        let programs: Vec<String> = parsed
+            .as_ref()
+            .ok()
+            .and_then(|s| s.harness.as_ref())
+            .map_or(Vec::new(), |h| {
+                h.programs
+                    .iter()
+                    .map(|p| reader.identity(p).unwrap_or_else(|e| e.to_string()))
+                    .collect()
+            });
         let fingerprint = content_hash(
             format!(
-                "{}\n{}",
+                "{}\n{}{}",
                 content_hash(&spec_bytes),
                 ir_bytes
                     .as_ref()
                     .and_then(|r| r.as_deref().ok())
-                    .map_or("-".to_string(), content_hash)
+                    .map_or("-".to_string(), content_hash),
+                programs
+                    .iter()
+                    .map(|p| format!("\n{p}"))
+                    .collect::<String>()
             )
             .as_bytes(),
         );
@@ -202,6 +229,7 @@ pub fn rescan(
                 shared,
                 config,
                 f,
+                &reader,
                 &kernel,
                 spec,
                 &spec_text,
@@ -246,15 +274,30 @@ fn register(
     shared: &Shared,
     config: &ServeConfig,
     found: &crate::watch::Found,
+    reader: &Reader,
     kernel: &str,
     spec: crate::spec::Spec,
     spec_text: &str,
     ir_bytes: &[u8],
     fingerprint: &str,
 ) -> Result<(), String> {
+    // The owner the spec's files were judged for, never re-read from the
+    // path (a symlink flipped since would name someone else).
+    let owner = match reader {
+        Reader::OnBehalf { uid, .. } => *uid,
+        Reader::Caller => effective_uid(),
+    };
     if spec.harness.is_some() {
-        check_harness_owner(&found.spec, &config.harness.allowed_uids)?;
+        check_harness_owner(&found.spec, owner, &config.harness.allowed_uids)?;
     }
+    // A version whose harness runs a program its spec's owner does not own
+    // (root's) starts from nothing: that program's change is not theirs.
+    let carry = spec.harness.as_ref().is_none_or(|h| {
+        use std::os::unix::fs::MetadataExt;
+        h.programs
+            .iter()
+            .all(|p| std::fs::metadata(p).is_ok_and(|m| m.uid() == owner))
+    });
     let ir_path = spec.ir.display().to_string();
     let ir = KernelIr::parse_kernels(&ir_path, ir_bytes, &spec.kernels)
         .map_err(|e| format!("{}: {e}", found.spec.display()))?;
@@ -276,7 +319,11 @@ fn register(
 
     // Work done before the registry is locked: carrying patches over
     // replays each on the new IR.
-    let seeding = super::seed::from_previous(shared, kernel, &found.spec, &id, &ir);
+    let seeding = if carry {
+        super::seed::from_previous(shared, kernel, &found.spec, &id, &ir)
+    } else {
+        None
+    };
     let mut registry = shared.registry();
     // Another spec file already defines this kernel name.
     if let Some(other) = registry.jobs.values().find(|j| {
@@ -394,13 +441,8 @@ fn register(
 
 /// A harness command runs with the daemon's rights, so only spec files
 /// owned by the daemon's own user or by an allowed uid may name one.
-fn check_harness_owner(spec: &Path, allowed_uids: &[u32]) -> Result<(), String> {
-    use std::os::unix::fs::MetadataExt;
-    let owner = std::fs::metadata(spec)
-        .map_err(|e| format!("{}: {e}", spec.display()))?
-        .uid();
-    // SAFETY: geteuid cannot fail and touches no memory.
-    let me = unsafe { libc::geteuid() };
+fn check_harness_owner(spec: &Path, owner: u32, allowed_uids: &[u32]) -> Result<(), String> {
+    let me = effective_uid();
     if owner == me || allowed_uids.contains(&owner) {
         return Ok(());
     }
@@ -408,6 +450,11 @@ fn check_harness_owner(spec: &Path, allowed_uids: &[u32]) -> Result<(), String> 
         "{}: harness: refused: the spec is owned by uid {owner}, and gevod runs harness commands only from its own user's (uid {me}) spec files or those of [harness] allowed_uids in gevod.toml",
         spec.display()
     ))
+}
+
+fn effective_uid() -> u32 {
+    // SAFETY: geteuid cannot fail and touches no memory.
+    unsafe { libc::geteuid() }
 }
 
 #[cfg(test)]

@@ -102,6 +102,7 @@ impl BackendFactory for WorkerFactory {
     ) -> Result<Box<dyn Backend>, String> {
         let setup = WorkerSetup {
             spec_path: job.spec_path,
+            spec_text: Some(job.spec_text),
             ir: Some(job.ir),
             arch: job.arch,
             libdevice: self.libdevice.as_deref(),

@@ -52,6 +52,9 @@ pub struct Harness {
     /// The program and its arguments. `{ptx}`, `{out}`, `{test}`, `{seed}`
     /// and the test's parameters (`{n}`) are replaced per run.
     pub command: Vec<String>,
+    /// The files the command runs: the program when given as a path, and
+    /// arguments naming files (scripts), resolved against `workdir`.
+    pub programs: Vec<PathBuf>,
     /// Where the command runs (resolved against the spec's directory).
     pub workdir: PathBuf,
     /// Longest a run may take before it is killed (and the variant rejected).

@@ -33,6 +33,11 @@ pub(super) struct Worker {
     pub stdin: ChildStdin,
     stderr_tail: Arc<Mutex<String>>,
     pub state: State,
+    /// Its process group counts as gevod's on the GPU while it lives.
+    _group: crate::own_processes::GroupGuard,
+    /// A local worker's `TMPDIR`: what it leaves there (a harness run's
+    /// scratch files, when it is killed mid-run) goes with it.
+    _scratch: Option<tempfile::TempDir>,
 }
 
 /// What a worker's stdout reader reports, tagged with the worker's serial.
@@ -60,6 +65,14 @@ impl Worker {
         let mut command = options
             .launcher
             .command(&options.program, &args, options.gpu);
+        // A Slurm step runs elsewhere: its TMPDIR is its node's business.
+        let scratch = match options.launcher {
+            Launcher::Local => Some(worker_scratch()?),
+            Launcher::Slurm(_) => None,
+        };
+        if let Some(dir) = &scratch {
+            command.env("TMPDIR", dir.path());
+        }
         command
             .envs(options.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
@@ -74,6 +87,7 @@ impl Worker {
                 options.program.display()
             ))
         })?;
+        let group = crate::own_processes::started_group(child.id());
         let stdin = child.stdin.take().expect("piped");
         let stdout = child.stdout.take().expect("piped");
         let mut stderr = child.stderr.take().expect("piped");
@@ -117,6 +131,8 @@ impl Worker {
             stdin,
             stderr_tail,
             state: State::Starting(Instant::now()),
+            _group: group,
+            _scratch: scratch,
         })
     }
 
@@ -159,6 +175,17 @@ fn stop_worker(launcher: &Launcher, child: &mut Child) {
         }
     }
     let _ = child.kill();
+}
+
+/// A worker's private temporary directory. Others may pass through it
+/// (0711) to the scratch directories a worker makes for a harness program
+/// running as another user, but not list it.
+fn worker_scratch() -> Result<tempfile::TempDir, BackendError> {
+    tempfile::Builder::new()
+        .prefix("gevo-worker-")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o711))
+        .tempdir()
+        .map_err(|e| BackendError::Failed(format!("creating a worker's temporary directory: {e}")))
 }
 
 fn last_line(text: &str) -> String {

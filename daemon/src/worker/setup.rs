@@ -136,6 +136,9 @@ impl Evaluators {
 /// What the worker processes need to know.
 pub struct WorkerSetup<'a> {
     pub spec_path: &'a Path,
+    /// The spec's text the workers use instead of reading `spec_path`
+    /// (`--spec-text`): the daemon's snapshot of the version it checked.
+    pub spec_text: Option<&'a Path>,
     /// The IR the workers load instead of the spec's (`--ir`).
     pub ir: Option<&'a Path>,
     pub arch: &'a str,
@@ -163,6 +166,10 @@ impl WorkerSetup<'_> {
             "--arch".into(),
             self.arch.into(),
         ];
+        if let Some(text) = self.spec_text {
+            args.push("--spec-text".into());
+            args.push(text.into());
+        }
         if let Some(ir) = self.ir {
             args.push("--ir".into());
             args.push(ir.into());
@@ -404,11 +411,26 @@ impl WorkerSetup<'_> {
 /// have rewritten the spec's IR since).
 pub fn load_worker_spec(
     path: &Path,
+    text: Option<&Path>,
     ir: Option<&Path>,
     reader: &Reader,
     tests: TestTarget,
 ) -> Result<Spec, SpecError> {
-    let mut spec = spec::load_as(path, reader)?.for_backend(tests);
+    let spec = match text {
+        // The daemon's own snapshot, in its state directory.
+        Some(text) => {
+            let text = Reader::Caller.read_to_string(text).map_err(|e| SpecError {
+                file: path.to_path_buf(),
+                line: None,
+                column: None,
+                field: String::new(),
+                message: format!("cannot read the spec's snapshot: {e}"),
+            })?;
+            spec::parse_as(path, &text, reader)?
+        }
+        None => spec::load_as(path, reader)?,
+    };
+    let mut spec = spec.for_backend(tests);
     if let Some(ir) = ir {
         spec.ir = ir.to_path_buf();
     }

@@ -68,12 +68,30 @@ pub(super) fn read_harness(cx: &Cx, node: &Node, tests: &[TestCase]) -> Res<Harn
         None => cx.resolve("."),
         Some(n) => cx.resolve(&nonempty_string(cx, n, "harness.workdir")?),
     };
-    // For a spec's owner (the daemon), a program given as a path must be a
-    // file they may use; a bare name is looked up on the run's PATH.
-    if matches!(cx.reader, Reader::OnBehalf { .. }) && command[0].contains('/') {
-        cx.reader
-            .check(&workdir.join(&command[0]))
-            .map_err(|e| cx.err(&items[0].span, "harness.command[0]", format!("program {e}")))?;
+    // What the command runs: the program given as a path (a bare name is
+    // looked up on the run's root-owned PATH), and every argument naming a
+    // file in the workdir (an interpreter's script). For a spec's owner
+    // (the daemon), each must be a file only they and root can change; its
+    // identity is part of the job's fingerprint.
+    let mut programs = Vec::new();
+    for (i, arg) in command.iter().enumerate() {
+        let path = workdir.join(arg);
+        let names_file = if i == 0 {
+            arg.contains('/')
+        } else {
+            !arg.contains('{') && !arg.starts_with('-') && path.is_file()
+        };
+        if !names_file {
+            continue;
+        }
+        if matches!(cx.reader, Reader::OnBehalf { .. }) {
+            let what = if i == 0 { "program" } else { "file" };
+            let field = format!("harness.command[{i}]");
+            cx.reader
+                .check(&path)
+                .map_err(|e| cx.err(&items[i].span, &field, format!("{what} {e}")))?;
+        }
+        programs.push(path);
     }
     let timeout_s = match t.get("timeout_s") {
         None => DEFAULT_HARNESS_TIMEOUT_S,
@@ -153,6 +171,7 @@ pub(super) fn read_harness(cx: &Cx, node: &Node, tests: &[TestCase]) -> Res<Harn
     }
     Ok(Harness {
         command,
+        programs,
         workdir,
         timeout: std::time::Duration::from_secs_f64(timeout_s),
         max_output_bytes,

@@ -1,0 +1,71 @@
+//! Text from files and sockets on its way to a terminal or a log line.
+//! Anybody who can drop a file in a watched directory chooses some of the
+//! bytes gevo prints (spec names, keys, paths, CUDA source lines, process
+//! names): escape sequences among them could clear or retitle an
+//! administrator's terminal. Every such string is printed through
+//! [`escape_controls`]; `--json` output keeps the bytes, as JSON escapes.
+
+use std::borrow::Cow;
+use std::fmt::Write;
+
+/// `s` with every control character (C0, DEL, C1) written as `\u{..}`, and
+/// backslashes that could be read as such an escape doubled. Borrowed when
+/// there is nothing to escape.
+pub fn escape_controls(s: &str) -> Cow<'_, str> {
+    escape(s, |c| c.is_control())
+}
+
+/// [`escape_controls`] for multi-line text (a report, an error with its
+/// source excerpt): newlines and tabs are kept.
+pub fn escape_terminal(s: &str) -> Cow<'_, str> {
+    escape(s, |c| c.is_control() && c != '\n' && c != '\t')
+}
+
+fn escape(s: &str, escaped: impl Fn(char) -> bool) -> Cow<'_, str> {
+    if !s.chars().any(&escaped) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if c == '\\' {
+            out.push_str("\\\\");
+        } else if escaped(c) {
+            let _ = write!(out, "\\u{{{:x}}}", c as u32);
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// [`escape_controls`] over a path, lossy for bytes that are not UTF-8.
+pub fn escape_path(p: &std::path::Path) -> String {
+    escape_controls(&p.to_string_lossy()).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_are_escaped_and_the_rest_kept() {
+        for (input, expected) in [
+            ("plain name.gevo.toml", "plain name.gevo.toml"),
+            ("\x1b]0;owned\x07x", "\\u{1b}]0;owned\\u{7}x"),
+            ("a\nb\tc\rd", "a\\u{a}b\\u{9}c\\u{d}d"),
+            ("del\x7f c1\u{9b}", "del\\u{7f} c1\\u{9b}"),
+            ("stencil.cu:41 // é ✓", "stencil.cu:41 // é ✓"),
+            // A backslash is doubled only where escaping happened, so an
+            // escaped string cannot pass for another one's escape.
+            ("C:\\x\x1b", "C:\\\\x\\u{1b}"),
+            ("C:\\x", "C:\\x"),
+        ] {
+            assert_eq!(escape_controls(input), expected, "{input:?}");
+        }
+        assert!(matches!(escape_controls("clean"), Cow::Borrowed(_)));
+        assert_eq!(
+            escape_terminal("line 1\n\tline 2\x1b[2J\r"),
+            "line 1\n\tline 2\\u{1b}[2J\\u{d}"
+        );
+    }
+}
