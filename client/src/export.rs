@@ -63,29 +63,70 @@ fn kernel_dir(state: &Path, kernel: &str) -> PathBuf {
     state.join(EXPORTS_DIR).join(kernel)
 }
 
+/// Who may read the files the daemon writes in its state directory (the
+/// exports, the job snapshots) and the directories it makes for them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Readers {
+    /// Everyone: files 0666 and directories 0777, less the umask (0644 and
+    /// 0755 with the usual 022), as `File::create` and `mkdir` would.
+    #[default]
+    Everyone,
+    /// The owner and the members of the file's group (the daemon's):
+    /// files 0640, directories 0750, less the umask (`[daemon] private`).
+    Group,
+}
+
+impl Readers {
+    pub fn file_mode(self) -> u32 {
+        match self {
+            Readers::Everyone => 0o666,
+            Readers::Group => 0o640,
+        }
+    }
+
+    pub fn dir_mode(self) -> u32 {
+        match self {
+            Readers::Everyone => 0o777,
+            Readers::Group => 0o750,
+        }
+    }
+}
+
 /// Writes `text` to `path` through a temporary file in the same directory
-/// and a rename, so readers see the old content or the new, never a part.
+/// and a rename, so readers see the old content or the new, never a part;
+/// readable by everyone (less the umask).
 ///
 /// The temporary file gets a random name and is created exclusively
 /// (`O_EXCL`), so a symlink planted beside `path`, in a directory others
 /// can write, is never followed: a predictable name would let it redirect
 /// the write to any file the caller may write.
 pub fn write_atomic(path: &Path, text: &[u8]) -> Result<(), ExportError> {
+    write_atomic_for(path, text, Readers::Everyone)
+}
+
+/// [`write_atomic`] for `readers`: the file's mode, and the mode of the
+/// directories it makes (existing ones keep theirs).
+pub fn write_atomic_for(path: &Path, text: &[u8], readers: Readers) -> Result<(), ExportError> {
+    use std::os::unix::fs::DirBuilderExt;
     let io = |source| ExportError::Io {
         path: path.to_path_buf(),
         source,
     };
     let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(io)?;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(readers.dir_mode())
+        .create(dir)
+        .map_err(io)?;
     let mut prefix = OsString::from(".");
     prefix.push(path.file_name().unwrap_or("file".as_ref()));
     prefix.push(".");
     let mut tmp = tempfile::Builder::new()
         .prefix(&prefix)
-        // As `File::create` would (less the umask): tempfile's own 0600
-        // would hide the daemon's exports from the users whose builds
-        // fall back on them.
-        .permissions(std::fs::Permissions::from_mode(0o666))
+        // As `File::create` would (less the umask), or private: tempfile's
+        // own 0600 would hide the daemon's exports from the users whose
+        // builds fall back on them.
+        .permissions(std::fs::Permissions::from_mode(readers.file_mode()))
         .tempfile_in(dir)
         .map_err(io)?;
     tmp.write_all(text).map_err(io)?;
@@ -96,12 +137,17 @@ pub fn write_atomic(path: &Path, text: &[u8]) -> Result<(), ExportError> {
 }
 
 /// Exports `best` for its kernel (`<project>/<name>`) and target.
-pub fn write(state: &Path, best: &Best) -> Result<(), ExportError> {
+pub fn write(state: &Path, best: &Best, readers: Readers) -> Result<(), ExportError> {
     let dir = kernel_dir(state, &best.record.kernel);
     let target = &best.record.target;
-    write_atomic(&dir.join(format!("{target}.ptx")), best.ptx.as_bytes())?;
+    let ptx = dir.join(format!("{target}.ptx"));
+    write_atomic_for(&ptx, best.ptx.as_bytes(), readers)?;
     let record = serde_json::to_string_pretty(&best.record).expect("records serialize") + "\n";
-    write_atomic(&dir.join(format!("{target}.json")), record.as_bytes())
+    write_atomic_for(
+        &dir.join(format!("{target}.json")),
+        record.as_bytes(),
+        readers,
+    )
 }
 
 /// Removes the export of `kernel` for `target`, when there is one: the
@@ -125,11 +171,14 @@ pub fn remove(state: &Path, kernel: &str, target: &str) -> Result<(), ExportErro
 pub const REPORT_FILE: &str = "report.html";
 
 /// Writes a kernel's (`<project>/<name>`) HTML report beside its exports.
-pub fn write_report(state: &Path, kernel: &str, html: &str) -> Result<(), ExportError> {
-    write_atomic(
-        &kernel_dir(state, kernel).join(REPORT_FILE),
-        html.as_bytes(),
-    )
+pub fn write_report(
+    state: &Path,
+    kernel: &str,
+    html: &str,
+    readers: Readers,
+) -> Result<(), ExportError> {
+    let path = kernel_dir(state, kernel).join(REPORT_FILE);
+    write_atomic_for(&path, html.as_bytes(), readers)
 }
 
 /// The exported HTML report of `kernel` (`<project>/<name>` or a unique
@@ -265,14 +314,19 @@ mod tests {
         let state = temp_dir("roundtrip");
         let a = best("app/stencil", "sm_90", 1.2, ".entry a");
         let b = best("app/stencil", "sm_80", 1.5, ".entry b");
-        write(&state, &a).unwrap();
-        write(&state, &b).unwrap();
+        write(&state, &a, Readers::Everyone).unwrap();
+        write(&state, &b, Readers::Everyone).unwrap();
         assert_eq!(read(&state, "app/stencil", Some("sm_90")).unwrap(), a);
         assert_eq!(read(&state, "stencil", Some("sm_80")).unwrap(), b);
         assert_eq!(read(&state, "stencil", None).unwrap(), b, "highest speedup");
         let err = read(&state, "stencil", Some("sm_70")).unwrap_err();
         assert!(matches!(err, ExportError::NoArch { .. }), "{err}");
-        write(&state, &best("other/stencil", "sm_90", 1.1, "x")).unwrap();
+        write(
+            &state,
+            &best("other/stencil", "sm_90", 1.1, "x"),
+            Readers::Everyone,
+        )
+        .unwrap();
         let err = read(&state, "stencil", None).unwrap_err().to_string();
         assert!(err.contains("app/stencil, other/stencil"), "{err}");
         assert!(matches!(
@@ -285,7 +339,12 @@ mod tests {
     #[test]
     fn a_ptx_that_does_not_match_its_record_is_refused() {
         let state = temp_dir("torn");
-        write(&state, &best("p/k", "sm_90", 1.2, ".entry k")).unwrap();
+        write(
+            &state,
+            &best("p/k", "sm_90", 1.2, ".entry k"),
+            Readers::Everyone,
+        )
+        .unwrap();
         let ptx = state.join("exports/p/k/sm_90.ptx");
         std::fs::write(&ptx, ".entry k (cut").unwrap();
         let err = read(&state, "p/k", Some("sm_90")).unwrap_err();
@@ -343,11 +402,10 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// Everyone's by default (0644 in 0755 directories with umask 022);
+    /// the owner's and the group's when private (0640 in 0750).
     #[test]
-    fn exports_are_readable_by_others_as_before() {
-        let dir = temp_dir("mode");
-        let path = dir.join("k.json");
-        write_atomic(&path, b"{}").unwrap();
+    fn exports_are_readable_by_whom_the_daemon_says() {
         // Read, not set: umask is the whole process's, tests run in parallel.
         let status = std::fs::read_to_string("/proc/self/status").unwrap();
         let umask = status
@@ -355,8 +413,28 @@ mod tests {
             .find_map(|l| l.strip_prefix("Umask:"))
             .map(|m| u32::from_str_radix(m.trim(), 8).unwrap())
             .unwrap();
-        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o666 & !umask);
-        std::fs::remove_dir_all(&dir).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        for (readers, file, dirs) in [
+            (Readers::Everyone, 0o666, 0o777),
+            (Readers::Group, 0o640, 0o750),
+        ] {
+            let state = temp_dir(&format!("mode-{readers:?}"));
+            std::fs::create_dir_all(&state).unwrap();
+            write(&state, &best("p/k", "sm_90", 1.2, ".entry k"), readers).unwrap();
+            write_report(&state, "p/k", "<html>", readers).unwrap();
+            let kernel = state.join("exports/p/k");
+            for name in ["sm_90.ptx", "sm_90.json", REPORT_FILE] {
+                assert_eq!(
+                    mode(&kernel.join(name)),
+                    file & !umask,
+                    "{readers:?} {name}"
+                );
+            }
+            // Every directory it made, up to the state directory.
+            for d in [state.join("exports"), state.join("exports/p"), kernel] {
+                assert_eq!(mode(&d), dirs & !umask, "{readers:?} {}", d.display());
+            }
+            std::fs::remove_dir_all(&state).unwrap();
+        }
     }
 }

@@ -5,6 +5,7 @@
 //! `gevod` depends on this crate for the same three things, so both sides
 //! agree on them by construction.
 
+pub mod denied;
 pub mod explain;
 pub mod export;
 pub mod files;

@@ -140,7 +140,7 @@ fn main() {
         }
     };
     if let Err(e) = run(cli) {
-        say(&format!("{e:#}"));
+        say(&gevo_client::text::error_line(e.chain()));
         let code = e.downcast_ref::<Exit>().map_or(EXIT_ERROR, |x| x.code);
         std::process::exit(code);
     }

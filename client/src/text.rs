@@ -43,9 +43,83 @@ pub fn escape_path(p: &std::path::Path) -> String {
     escape_controls(&p.to_string_lossy()).into_owned()
 }
 
+/// An error and its sources as one line, `outer: inner: ...`, leaving out
+/// a source whose message the line holds already: many errors quote their
+/// source in their own message and return it from `source()` as well, and
+/// `anyhow`'s `{:#}` would print it twice.
+pub fn error_line<'a>(
+    chain: impl IntoIterator<Item = &'a (dyn std::error::Error + 'static)>,
+) -> String {
+    let mut line = String::new();
+    for error in chain {
+        let message = error.to_string();
+        if message.is_empty() || line.contains(&message) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&message);
+    }
+    line
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An error with a message and maybe a source, as thiserror makes them.
+    #[derive(Debug)]
+    struct Layer(String, Option<Box<Layer>>);
+
+    impl std::fmt::Display for Layer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(&self.0)
+        }
+    }
+
+    impl std::error::Error for Layer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1.as_deref().map(|l| l as _)
+        }
+    }
+
+    #[test]
+    fn an_error_chain_is_one_line_without_repeats() {
+        let start = "cannot start worker /usr/bin/gevod: the system refused a new process";
+        for (layers, expected) in [
+            // The case: the wrapper quotes its source and returns it.
+            (
+                vec![format!("k.gevo.toml: {start}"), start.to_string()],
+                format!("k.gevo.toml: {start}"),
+            ),
+            // A context that adds words keeps them, and the source follows.
+            (
+                vec!["k.gevo.toml".into(), "no kernel found".into()],
+                "k.gevo.toml: no kernel found".into(),
+            ),
+            (
+                vec![
+                    "reading x".into(),
+                    "x: Permission denied (os error 13)".into(),
+                    "Permission denied (os error 13)".into(),
+                ],
+                "reading x: x: Permission denied (os error 13)".into(),
+            ),
+            (vec!["alone".into()], "alone".into()),
+        ] {
+            let error = layers
+                .into_iter()
+                .rev()
+                .fold(None, |inner, m| Some(Box::new(Layer(m, inner))))
+                .unwrap();
+            let chain =
+                std::iter::successors(Some(&*error as &(dyn std::error::Error + 'static)), |e| {
+                    e.source()
+                });
+            assert_eq!(error_line(chain), expected);
+        }
+    }
 
     #[test]
     fn control_characters_are_escaped_and_the_rest_kept() {

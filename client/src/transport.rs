@@ -27,7 +27,7 @@ const PREFIX_CHARS: usize = 80;
 pub enum CallError {
     /// Nothing answered: no socket, a stale one, no permission, or a file
     /// of another kind at the path.
-    #[error("{}", unreachable_at(&socket.display().to_string(), source))]
+    #[error("{}", unreachable_at(&socket.display().to_string(), socket, source))]
     Unreachable {
         socket: PathBuf,
         #[source]
@@ -78,7 +78,7 @@ impl Tried {
 
 fn nowhere(tried: &[Tried]) -> String {
     match tried {
-        [one] => unreachable_at(&one.named(), &one.source),
+        [one] => unreachable_at(&one.named(), &one.socket, &one.source),
         _ => format!(
             "cannot reach gevod at any of {} places: {}",
             tried.len(),
@@ -93,7 +93,7 @@ fn each_why(tried: &[Tried]) -> String {
         .iter()
         .map(|t| match not_a_socket(&t.source) {
             Some(kind) => format!("{} is {kind}, not a socket", t.named()),
-            None => format!("{}: {}", t.named(), describe_io(&t.source)),
+            None => format!("{}: {}", t.named(), describe_connect(&t.socket, &t.source)),
         })
         .collect();
     each.join("; ")
@@ -101,10 +101,13 @@ fn each_why(tried: &[Tried]) -> String {
 
 /// "cannot reach gevod at PLACE: why", or "PLACE is a FIFO, not a socket"
 /// (a mistyped path, not a daemon that is down).
-fn unreachable_at(named: &str, source: &io::Error) -> String {
+fn unreachable_at(named: &str, socket: &Path, source: &io::Error) -> String {
     match not_a_socket(source) {
         Some(kind) => format!("{named} is {kind}, not a socket"),
-        None => format!("cannot reach gevod at {named}: {}", describe_io(source)),
+        None => format!(
+            "cannot reach gevod at {named}: {}",
+            describe_connect(socket, source)
+        ),
     }
 }
 
@@ -148,6 +151,17 @@ impl CallError {
         )
     }
 
+    /// True when a place refused this user (EACCES): the daemon may well be
+    /// running there, so "is it running?" is the wrong question too.
+    pub fn is_permission_denied(&self) -> bool {
+        let denied = |e: &io::Error| e.kind() == io::ErrorKind::PermissionDenied;
+        match self {
+            CallError::Unreachable { source, .. } => denied(source),
+            CallError::Nowhere { tried } => tried.iter().any(|t| denied(&t.source)),
+            _ => false,
+        }
+    }
+
     /// True when every place tried is a file of another kind than a socket
     /// (so "is the daemon running?" is the wrong question).
     pub fn is_not_a_socket(&self) -> bool {
@@ -163,19 +177,18 @@ impl CallError {
     pub fn reason(&self) -> String {
         match self {
             CallError::Unreachable { socket, source } if not_a_socket(source).is_some() => {
-                unreachable_at(&socket.display().to_string(), source)
+                unreachable_at(&socket.display().to_string(), socket, source)
             }
-            CallError::Unreachable { source, .. } | CallError::Io { source, .. } => {
-                describe_io(source)
-            }
+            CallError::Unreachable { socket, source } => describe_connect(socket, source),
+            CallError::Io { source, .. } => describe_io(source),
             CallError::Timeout { after, .. } => {
                 format!("no answer within {} s", after.as_secs_f64())
             }
             CallError::Nowhere { tried } => match &tried[..] {
                 [one] if not_a_socket(&one.source).is_some() => {
-                    unreachable_at(&one.named(), &one.source)
+                    unreachable_at(&one.named(), &one.socket, &one.source)
                 }
-                [one] => describe_io(&one.source),
+                [one] => describe_connect(&one.socket, &one.source),
                 _ => format!("nothing answered at {}", each_why(tried)),
             },
             other => other.to_string(),
@@ -429,6 +442,17 @@ fn is_timeout(e: &io::Error) -> bool {
         e.kind(),
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
     )
+}
+
+/// [`describe_io`] for a connect to `socket`: a refusal (EACCES) says who
+/// may connect and what would let this user.
+fn describe_connect(socket: &Path, e: &io::Error) -> String {
+    match e.kind() {
+        io::ErrorKind::PermissionDenied => {
+            format!("permission denied: {}", crate::denied::explain(socket))
+        }
+        _ => describe_io(e),
+    }
 }
 
 /// The short reason, without the "(os error N)" that adds nothing for a user.

@@ -191,7 +191,7 @@ fn best_falls_back_on_the_export_when_the_daemon_is_unreachable() {
     let dir = scratch("best-export");
     let state = dir.join("state");
     let exported = best("app/stencil", "sm_90", 1.5, PTX);
-    export::write(&state, &exported).unwrap();
+    export::write(&state, &exported, export::Readers::Everyone).unwrap();
     for (name, socket, extra, why) in unreachable_daemons(&dir) {
         let mut args = vec!["--socket", s(&socket), "--state", s(&state)];
         args.extend(extra);
@@ -223,8 +223,18 @@ fn best_without_daemon_or_usable_export_exits_2_and_says_both_why() {
     let dir = scratch("best-nothing");
     let socket = dir.join("missing.sock");
     let state = dir.join("state");
-    export::write(&state, &best("app/stencil", "sm_80", 1.5, PTX)).unwrap();
-    export::write(&state, &best("app/torn", "sm_90", 1.5, PTX)).unwrap();
+    export::write(
+        &state,
+        &best("app/stencil", "sm_80", 1.5, PTX),
+        export::Readers::Everyone,
+    )
+    .unwrap();
+    export::write(
+        &state,
+        &best("app/torn", "sm_90", 1.5, PTX),
+        export::Readers::Everyone,
+    )
+    .unwrap();
     std::fs::write(state.join("exports/app/torn/sm_90.ptx"), "cut sho").unwrap();
     let exports = state.join("exports");
     let cases = [
@@ -446,7 +456,12 @@ fn the_config_supplies_socket_and_state_and_flags_override_it() {
     assert_eq!(from_flag.received(), Command::Jobs);
 
     // The config's state dir answers best once its daemon is gone.
-    export::write(&dir.join("state"), &best("app/k", "sm_90", 1.1, PTX)).unwrap();
+    export::write(
+        &dir.join("state"),
+        &best("app/k", "sm_90", 1.1, PTX),
+        export::Readers::Everyone,
+    )
+    .unwrap();
     std::fs::remove_file(dir.join("etc/config.sock")).unwrap();
     let run = gevo(&dir, &["--config", s(&config), "best", "app/k"]);
     assert_eq!((run.code, run.stdout.as_str()), (0, PTX), "{}", run.stderr);
@@ -629,7 +644,12 @@ fn a_config_that_is_not_a_small_regular_file_fails_at_once_naming_it() {
 fn a_socket_path_that_is_not_a_socket_says_what_it_is() {
     let dir = scratch("not-a-socket");
     let state = dir.join("state");
-    export::write(&state, &best("app/stencil", "sm_90", 1.5, PTX)).unwrap();
+    export::write(
+        &state,
+        &best("app/stencil", "sm_90", 1.5, PTX),
+        export::Readers::Everyone,
+    )
+    .unwrap();
     type Make = fn(&Path) -> PathBuf;
     let cases: [(&str, Make, &str); 3] = [
         (

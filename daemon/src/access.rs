@@ -30,7 +30,7 @@
 
 use std::fs::{File, Metadata};
 use std::io::Read;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// Who a file is read for.
@@ -54,11 +54,7 @@ pub enum AccessError {
     NotFound { path: PathBuf },
     #[error("{} is {what}, not a regular file", path.display())]
     NotRegular { path: PathBuf, what: &'static str },
-    #[error(
-        "{} refused: it is outside the watch root {} and not owned by the spec's owner (uid {uid}) or a world-readable root file",
-        path.display(),
-        root.display()
-    )]
+    #[error("{} refused: {}", path.display(), outside_root(root, *uid))]
     Refused {
         path: PathBuf,
         root: PathBuf,
@@ -72,6 +68,48 @@ pub enum AccessError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("{} is not UTF-8 text", path.display())]
+    NotUtf8 { path: PathBuf },
+}
+
+fn outside_root(root: &Path, uid: u32) -> String {
+    format!(
+        "it is outside the watch root {} and not owned by the spec's owner (uid {uid}) or a world-readable root file",
+        root.display()
+    )
+}
+
+impl AccessError {
+    /// The file the error is about.
+    pub fn path(&self) -> &Path {
+        match self {
+            AccessError::NotFound { path }
+            | AccessError::NotRegular { path, .. }
+            | AccessError::Refused { path, .. }
+            | AccessError::Writable { path, .. }
+            | AccessError::Io { path, .. }
+            | AccessError::NotUtf8 { path } => path,
+        }
+    }
+
+    /// What is wrong, for a message that names `path` already (`x.gevo.toml:
+    /// cannot read spec file: not UTF-8 text`): without the path when the
+    /// error is about that file, the whole message when about another.
+    pub fn about(&self, path: &Path) -> String {
+        if self.path() != path {
+            return self.to_string();
+        }
+        match self {
+            AccessError::NotFound { .. } => "it does not exist".into(),
+            AccessError::NotRegular { what, .. } => format!("it is {what}, not a regular file"),
+            AccessError::Refused { root, uid, .. } => {
+                format!("refused: {}", outside_root(root, *uid))
+            }
+            AccessError::Writable { why, .. } => format!("refused: {why}"),
+            AccessError::Io { source, .. } => source.to_string(),
+            AccessError::NotUtf8 { .. } => "not UTF-8 text".into(),
+        }
+    }
 }
 
 impl Reader {
@@ -97,12 +135,11 @@ impl Reader {
         read_all(path, self.open_readable(path)?)
     }
 
-    /// The file as text (lossy: the spec loaders report bad UTF-8 themselves).
+    /// The file as text: bytes that are not UTF-8 are an error.
     pub fn read_to_string(&self, path: &Path) -> Result<String, AccessError> {
         let bytes = self.read(path)?;
-        String::from_utf8(bytes).map_err(|_| AccessError::Io {
+        String::from_utf8(bytes).map_err(|_| AccessError::NotUtf8 {
             path: path.to_path_buf(),
-            source: std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"),
         })
     }
 
@@ -277,25 +314,12 @@ fn opened_path(file: &File) -> Option<PathBuf> {
 }
 
 fn regular(path: &Path, meta: &Metadata) -> Result<(), AccessError> {
-    let t = meta.file_type();
-    let what = if t.is_file() {
+    if meta.is_file() {
         return Ok(());
-    } else if t.is_dir() {
-        "a directory"
-    } else if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_char_device() {
-        "a character device"
-    } else if t.is_block_device() {
-        "a block device"
-    } else if t.is_socket() {
-        "a socket"
-    } else {
-        "not a regular file"
-    };
+    }
     Err(AccessError::NotRegular {
         path: path.to_path_buf(),
-        what,
+        what: gevo_client::files::kind_name(meta.file_type()),
     })
 }
 

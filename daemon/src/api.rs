@@ -1,18 +1,22 @@
 //! The Unix-socket API: binding the socket (mode 0660, refusing to steal
 //! one a live daemon listens on), checking each peer's uid and gids, and
 //! the framing of `gevo_client::proto` (one request line, one response
-//! line). What a request does is the [`Handler`]'s business.
+//! line), within the bounds of [`limits`]. What a request does is the
+//! [`Handler`]'s business.
+
+pub mod limits;
+
+pub use limits::{ANSWER_DEADLINE, MAX_CONNECTIONS, MAX_REQUEST_BYTES, REQUEST_DEADLINE};
 
 use gevo_client::proto::{ErrorCode, Request, Response, MAX_MESSAGE_BYTES, PROTOCOL_VERSION};
-use std::io::{BufRead, BufReader, Read, Write};
+use limits::RequestError;
+use serde::Deserialize;
+use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
-
-/// A client is given this long to send its request.
-const READ_TIMEOUT: Duration = Duration::from_secs(10);
+use std::time::{Duration, Instant};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -107,33 +111,68 @@ pub fn bind(path: &Path) -> Result<UnixListener, ApiError> {
     Ok(listener)
 }
 
-/// Accepts connections until the listener fails; one thread per connection,
-/// so a slow client never holds up the others.
+/// Accepts connections until the listener fails: one thread per connection,
+/// so a slow client never holds up the others, up to
+/// [`MAX_CONNECTIONS`]; the ones beyond get an answer and are closed.
 pub fn serve(listener: UnixListener, handler: Arc<dyn Handler>) {
+    let busy = Response::error(
+        ErrorCode::Internal,
+        format!("too many connections ({MAX_CONNECTIONS}); try again"),
+    );
+    let turn_away = match limits::TurnAway::start(line_of(&busy)) {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start the API's thread for turned-away clients");
+            return;
+        }
+    };
+    let connections = limits::Connections::new(MAX_CONNECTIONS);
+    let mut warned: Option<Instant> = None;
     for stream in listener.incoming() {
-        match stream {
-            Ok(stream) => {
-                let handler = handler.clone();
-                std::thread::spawn(move || {
-                    if let Err(e) = connection(stream, handler.as_ref()) {
-                        tracing::debug!(error = %e, "client connection");
-                    }
-                });
+        let stream = match stream {
+            Ok(stream) => stream,
+            Err(e) => {
+                tracing::warn!(error = %e, "accepting a client");
+                // Out of descriptors, say: retrying at once would spin.
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
             }
-            Err(e) => tracing::warn!(error = %e, "accepting a client"),
+        };
+        let accepted = Instant::now();
+        let Some(permit) = connections.take() else {
+            // Once a minute at most: a flood must not fill the log either.
+            if warned.is_none_or(|w| w.elapsed() > Duration::from_secs(60)) {
+                tracing::warn!(
+                    max = MAX_CONNECTIONS,
+                    "turning clients away: too many connections"
+                );
+                warned = Some(accepted);
+            }
+            turn_away.hand_over(stream);
+            continue;
+        };
+        let handler = handler.clone();
+        let spawned = std::thread::Builder::new()
+            .name("gevod-api".into())
+            .spawn(move || {
+                let _permit = permit;
+                if let Err(e) = connection(stream, accepted, handler.as_ref()) {
+                    tracing::debug!(error = %e, "client connection");
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "cannot start a thread for a client");
         }
     }
 }
 
-fn connection(stream: UnixStream, handler: &dyn Handler) -> std::io::Result<()> {
+fn connection(stream: UnixStream, accepted: Instant, handler: &dyn Handler) -> io::Result<()> {
     let peer = peer_of(&stream)?;
     // The request is read even from a refused peer: closing before the
     // client finished writing would cost it our answer (its write fails).
-    stream.set_read_timeout(Some(READ_TIMEOUT))?;
-    let mut line = String::new();
-    BufReader::new(&stream)
-        .take(MAX_MESSAGE_BYTES as u64)
-        .read_line(&mut line)?;
+    let deadline = accepted + REQUEST_DEADLINE;
+    let line = limits::read_line(&stream, MAX_REQUEST_BYTES, deadline, REQUEST_DEADLINE);
+    let too_long = matches!(line, Err(RequestError::TooLong { .. }));
     let response = if !handler.access().allows(&peer) {
         tracing::warn!(uid = peer.uid, pid = peer.pid, "refused a client");
         Response::error(
@@ -144,30 +183,100 @@ fn connection(stream: UnixStream, handler: &dyn Handler) -> std::io::Result<()> 
             ),
         )
     } else {
-        match serde_json::from_str::<serde_json::Value>(&line) {
-            Err(e) => Response::error(ErrorCode::BadRequest, format!("not a JSON request: {e}")),
-            Ok(value) => {
-                let version = value.get("version").and_then(|v| v.as_u64());
-                if version != Some(u64::from(PROTOCOL_VERSION)) {
-                    Response::error(
-                        ErrorCode::VersionMismatch,
-                        format!(
-                            "request speaks protocol {}, this gevod speaks {PROTOCOL_VERSION}",
-                            version.map_or("(none)".to_string(), |v| v.to_string())
-                        ),
-                    )
-                } else {
-                    match serde_json::from_value::<Request>(value) {
-                        Ok(request) => handler.handle(request, &peer),
-                        Err(e) => Response::error(ErrorCode::BadRequest, e.to_string()),
-                    }
-                }
-            }
+        match line {
+            Ok(line) => match parse(line) {
+                Ok(request) => handler.handle(request, &peer),
+                Err((code, message)) => Response::error(code, message),
+            },
+            Err(RequestError::Io(e)) => return Err(e),
+            Err(e) => Response::error(ErrorCode::BadRequest, e.to_string()),
         }
     };
-    let mut out = serde_json::to_string(&response).expect("responses serialize");
-    out.push('\n');
-    (&stream).write_all(out.as_bytes())
+    limits::write_all_by(
+        &stream,
+        &line_of(&response),
+        Instant::now() + ANSWER_DEADLINE,
+    )?;
+    if too_long {
+        limits::discard_line(&stream, MAX_MESSAGE_BYTES, deadline);
+    }
+    Ok(())
+}
+
+/// `response` as its line on the wire.
+fn line_of(response: &Response) -> Vec<u8> {
+    let mut line = serde_json::to_vec(response).expect("responses serialize");
+    line.push(b'\n');
+    line
+}
+
+/// The request in `line`, or the error saying what is wrong with it. What
+/// the client sent is quoted only as a short prefix.
+fn parse(line: Vec<u8>) -> Result<Request, (ErrorCode, String)> {
+    use serde_json::Value;
+    let bad = |message: String| (ErrorCode::BadRequest, message);
+    let line = String::from_utf8(line).map_err(|e| {
+        bad(format!(
+            "the request is not UTF-8 text (byte {} is not); send one JSON line",
+            e.utf8_error().valid_up_to()
+        ))
+    })?;
+    let value: Value =
+        serde_json::from_str(&line).map_err(|e| bad(format!("not a JSON request: {e}")))?;
+    let Some(object) = value.as_object() else {
+        return Err(bad(format!(
+            "the request is {}, not a JSON object",
+            json_kind(&value)
+        )));
+    };
+    let mismatch = |message: String| (ErrorCode::VersionMismatch, message);
+    match object.get("version") {
+        Some(v) if v.as_u64() == Some(u64::from(PROTOCOL_VERSION)) => {}
+        Some(Value::Number(n)) => {
+            return Err(mismatch(format!(
+                "request speaks protocol {}, this gevod speaks {PROTOCOL_VERSION}",
+                limits::quote(&n.to_string())
+            )))
+        }
+        Some(other) => {
+            let sent = match other {
+                Value::String(s) => format!("{:?} (a string)", limits::quote(s)),
+                Value::Bool(b) => format!("{b} (a boolean)"),
+                other => json_kind(other).to_string(),
+            };
+            return Err(mismatch(format!(
+                "request's \"version\" is {sent}; this gevod speaks protocol {PROTOCOL_VERSION} (\"version\": {PROTOCOL_VERSION}, a number)"
+            )));
+        }
+        None => {
+            return Err(mismatch(format!(
+                "request has no \"version\"; this gevod speaks protocol {PROTOCOL_VERSION} (\"version\": {PROTOCOL_VERSION})"
+            )))
+        }
+    }
+    Request::deserialize(&value).map_err(|_| {
+        // serde quotes what it could not use: say it of the value cut short.
+        let message = Request::deserialize(&limits::quoted_value(&value))
+            .err()
+            .map_or_else(
+                || "not a request this gevod understands".into(),
+                |e| e.to_string(),
+            );
+        bad(message)
+    })
+}
+
+/// "a string", "an array", ...: what a JSON value is, for messages.
+fn json_kind(value: &serde_json::Value) -> &'static str {
+    use serde_json::Value;
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
 }
 
 /// The peer's credentials (SO_PEERCRED) and its supplementary groups from
@@ -246,6 +355,65 @@ mod tests {
         assert_eq!(peer.pid, std::process::id());
         assert_eq!(peer.uid, unsafe { libc::geteuid() });
         assert!(peer.gids.contains(&unsafe { libc::getegid() }));
+    }
+
+    /// `parse`'s answer to `line`: `Ok` with the command, or the error's
+    /// code and message.
+    fn parsed(line: &[u8]) -> Result<String, (ErrorCode, String)> {
+        parse(line.to_vec()).map(|request| format!("{:?}", request.command))
+    }
+
+    #[test]
+    fn bad_requests_are_answered_with_what_was_wrong() {
+        use ErrorCode::{BadRequest, VersionMismatch};
+        let long = "a".repeat(100_000);
+        let cut = format!("{}...", "a".repeat(limits::QUOTE_CHARS));
+        let unknown = format!(r#"{{"version":1,"command":"{long}"}}"#);
+        let version_string = format!(r#"{{"version":"{long}","command":"status"}}"#);
+        let err = |code, message: &str| Err((code, message.to_string()));
+        for (line, expected) in [
+            (&br#"{"version":1,"command":"status"}"#[..], Ok("Status".to_string())),
+            (
+                br#"{"version":1,"command":"best","kernel":"k"}"#,
+                Ok(r#"Best { kernel: "k", arch: None }"#.into()),
+            ),
+            (
+                br#"{"version":"1","command":"status"}"#,
+                err(VersionMismatch, r#"request's "version" is "1" (a string); this gevod speaks protocol 1 ("version": 1, a number)"#),
+            ),
+            (
+                br#"{"version":[1],"command":"status"}"#,
+                err(VersionMismatch, r#"request's "version" is an array; this gevod speaks protocol 1 ("version": 1, a number)"#),
+            ),
+            (
+                br#"{"version":true}"#,
+                err(VersionMismatch, r#"request's "version" is true (a boolean); this gevod speaks protocol 1 ("version": 1, a number)"#),
+            ),
+            (
+                br#"{"version":2,"command":"status"}"#,
+                err(VersionMismatch, "request speaks protocol 2, this gevod speaks 1"),
+            ),
+            (
+                br#"{"command":"status"}"#,
+                err(VersionMismatch, r#"request has no "version"; this gevod speaks protocol 1 ("version": 1)"#),
+            ),
+            (b"[1,2]", err(BadRequest, "the request is an array, not a JSON object")),
+            (
+                b"{\"version\":1,\"command\":\"st\xffatus\"}",
+                err(BadRequest, "the request is not UTF-8 text (byte 26 is not); send one JSON line"),
+            ),
+            (b"", err(BadRequest, "not a JSON request: EOF while parsing a value at line 1 column 0")),
+            (
+                unknown.as_bytes(),
+                err(BadRequest, &format!("unknown variant `{cut}`, expected one of `status`, `jobs`, `best`, `pareto`, `explain`, `report`, `watch`, `unwatch`, `pause`, `resume`, `shutdown`")),
+            ),
+            (
+                version_string.as_bytes(),
+                err(VersionMismatch, &format!(r#"request's "version" is "{cut}" (a string); this gevod speaks protocol 1 ("version": 1, a number)"#)),
+            ),
+        ] {
+            assert_eq!(parsed(line), expected, "{}", String::from_utf8_lossy(line));
+        }
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod evolve;
 pub mod harness;
 pub mod ir;
 pub mod own_processes;
+pub mod ranges;
 pub mod report;
 pub mod sched;
 pub mod serve;

@@ -5,6 +5,14 @@
 //!
 //! Values are JSON (serde) so a record is readable and a schema change is a
 //! migration over plain data.
+//!
+//! Bounded for a job that never stops (docs/daemon.md, "The store's
+//! size"): a generation's statistics (what the report plots) are kept for
+//! every generation, its population only for the last [`FULL_GENERATIONS`],
+//! in a table of its own so that dropping one frees whole pages. Promotion
+//! failures are kept for the last [`KEPT_FAILURES`] per job. Resume needs
+//! only the engine (the checkpoint), transplant its population and
+//! validated variants. The file is compacted when the store is opened.
 
 use crate::evolve::{Engine, GenerationReport, Member, PromotionFailure, Validated};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, TableHandle};
@@ -15,14 +23,22 @@ use std::path::{Path, PathBuf};
 /// ones are refused.
 pub const SCHEMA_VERSION: u64 = 1;
 pub const FILE_NAME: &str = "gevod.redb";
+/// Generation records that keep their whole population.
+pub const FULL_GENERATIONS: u64 = 8;
+/// Promotion failures kept per job (the newest), as many as the engine keeps.
+pub const KEPT_FAILURES: u64 = crate::evolve::bounds::KEPT_PROMOTION_FAILURES as u64;
 
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 /// job id -> `JobRecord`
 const JOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("jobs");
 /// job id -> `Engine` (the checkpoint)
 const ENGINES: TableDefinition<&str, &[u8]> = TableDefinition::new("engines");
-/// (job id, generation) -> `GenerationRecord`
+/// (job id, generation) -> `GenerationRecord`, its population and the
+/// variants its report repeats from their own tables left out (stores
+/// written before the populations table kept them here)
 const GENERATIONS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("generations");
+/// (job id, generation) -> `Vec<Member>`: the last [`FULL_GENERATIONS`] only
+const POPULATIONS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("populations");
 /// (job id, sequence) -> `Validated`
 const VALIDATED: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("validated");
 /// (job id, sequence) -> `PromotionFailure`
@@ -134,7 +150,12 @@ impl Store {
             source,
         })?;
         let path = dir.join(FILE_NAME);
-        let db = Database::create(&path).map_err(|e| db_error(&path, e))?;
+        let mut db = Database::create(&path).map_err(|e| db_error(&path, e))?;
+        // Space freed by thinned records goes back to the file system here:
+        // redb reuses freed pages while running, but never shrinks the file.
+        if let Err(e) = db.compact() {
+            tracing::warn!(store = %path.display(), error = %e, "compacting the store");
+        }
         let store = Store { path, db };
         store.migrate()?;
         Ok(store)
@@ -177,6 +198,7 @@ impl Store {
             // Added tables need no version step: older builds never open them.
             txn.open_table(DAEMON_JOBS).map_err(|e| self.err(e))?;
             txn.open_table(SETTINGS).map_err(|e| self.err(e))?;
+            txn.open_table(POPULATIONS).map_err(|e| self.err(e))?;
         }
         txn.commit().map_err(|e| self.err(e))
     }
@@ -231,8 +253,12 @@ impl Store {
             .map(|d| d.as_secs_f64())
             .ok();
         let record = GenerationRecord {
-            report: report.clone(),
-            population: engine.population().to_vec(),
+            report: GenerationReport {
+                validated: Vec::new(),
+                promotion_failures: Vec::new(),
+                ..report.clone()
+            },
+            population: Vec::new(),
             evaluations: engine.counters().evaluations,
             cache_hits: engine.counters().cache_hits,
             committed_at,
@@ -249,8 +275,25 @@ impl Store {
             generations
                 .insert((job, report.generation), to_json(&record).as_slice())
                 .map_err(|e| self.err(e))?;
-            append(&txn, VALIDATED, job, &report.validated).map_err(|e| self.err(e))?;
-            append(&txn, FAILURES, job, &report.promotion_failures).map_err(|e| self.err(e))?;
+            let mut populations = txn.open_table(POPULATIONS).map_err(|e| self.err(e))?;
+            populations
+                .insert(
+                    (job, report.generation),
+                    to_json(&engine.population()).as_slice(),
+                )
+                .map_err(|e| self.err(e))?;
+            if let Some(old) = report.generation.checked_sub(FULL_GENERATIONS) {
+                populations.remove((job, old)).map_err(|e| self.err(e))?;
+            }
+            append(&txn, VALIDATED, job, &report.validated, None).map_err(|e| self.err(e))?;
+            append(
+                &txn,
+                FAILURES,
+                job,
+                &report.promotion_failures,
+                Some(KEPT_FAILURES),
+            )
+            .map_err(|e| self.err(e))?;
         }
         txn.commit().map_err(|e| self.err(e))
     }
@@ -338,18 +381,36 @@ impl Store {
         txn.commit().map_err(|e| self.err(e))
     }
 
+    /// Generation `n` of a job, with its population when it is among the
+    /// last [`FULL_GENERATIONS`].
     pub fn generation(&self, job: &str, n: u64) -> Result<Option<GenerationRecord>, StoreError> {
         let txn = self.db.begin_read().map_err(|e| self.err(e))?;
         let table = txn.open_table(GENERATIONS).map_err(|e| self.err(e))?;
         let value = table.get((job, n)).map_err(|e| self.err(e))?;
-        value
-            .map(|v| self.decode(&format!("{job}/generation {n}"), v.value()))
-            .transpose()
+        let Some(mut record) = value
+            .map(|v| self.decode::<GenerationRecord>(&format!("{job}/generation {n}"), v.value()))
+            .transpose()?
+        else {
+            return Ok(None);
+        };
+        let populations = txn.open_table(POPULATIONS).map_err(|e| self.err(e))?;
+        if let Some(p) = populations.get((job, n)).map_err(|e| self.err(e))? {
+            record.population = self.decode(&format!("{job}/population {n}"), p.value())?;
+        }
+        Ok(Some(record))
     }
 
-    /// Every committed generation of a job, in order.
+    /// Every committed generation of a job, in order; the last
+    /// [`FULL_GENERATIONS`] with their populations.
     pub fn generations(&self, job: &str) -> Result<Vec<GenerationRecord>, StoreError> {
-        self.list(GENERATIONS, job)
+        let mut records: Vec<GenerationRecord> = self.list(GENERATIONS, job)?;
+        let populations: Vec<(u64, Vec<Member>)> = self.list_keyed(POPULATIONS, job)?;
+        for (n, population) in populations {
+            if let Some(r) = records.iter_mut().find(|r| r.report.generation == n) {
+                r.population = population;
+            }
+        }
+        Ok(records)
     }
 
     pub fn validated(&self, job: &str) -> Result<Vec<Validated>, StoreError> {
@@ -378,6 +439,19 @@ impl Store {
         table: TableDefinition<(&str, u64), &[u8]>,
         job: &str,
     ) -> Result<Vec<T>, StoreError> {
+        Ok(self
+            .list_keyed(table, job)?
+            .into_iter()
+            .map(|(_, v)| v)
+            .collect())
+    }
+
+    /// A job's entries of `table` with their sequence or generation number.
+    fn list_keyed<T: DeserializeOwned>(
+        &self,
+        table: TableDefinition<(&str, u64), &[u8]>,
+        job: &str,
+    ) -> Result<Vec<(u64, T)>, StoreError> {
         let txn = self.db.begin_read().map_err(|e| self.err(e))?;
         let t = txn.open_table(table).map_err(|e| self.err(e))?;
         let mut out = Vec::new();
@@ -386,8 +460,9 @@ impl Store {
             .map_err(|e| self.err(e))?
         {
             let (k, v) = entry.map_err(|e| self.err(e))?;
-            let key = format!("{}/{job}/{}", table.name(), k.value().1);
-            out.push(self.decode(&key, v.value())?);
+            let n = k.value().1;
+            let key = format!("{}/{job}/{n}", table.name());
+            out.push((n, self.decode(&key, v.value())?));
         }
         Ok(out)
     }
@@ -405,12 +480,14 @@ impl Store {
     }
 }
 
-/// Appends `items` after the job's last sequence number in `table`.
+/// Appends `items` after the job's last sequence number in `table`,
+/// keeping only the newest `keep` when given.
 fn append<T: Serialize>(
     txn: &redb::WriteTransaction,
     table: TableDefinition<(&str, u64), &[u8]>,
     job: &str,
     items: &[T],
+    keep: Option<u64>,
 ) -> Result<(), redb::Error> {
     let mut t = txn.open_table(table)?;
     let first = match t.range((job, 0)..=(job, u64::MAX))?.next_back() {
@@ -419,6 +496,9 @@ fn append<T: Serialize>(
     };
     for (seq, item) in (first..).zip(items) {
         t.insert((job, seq), to_json(item).as_slice())?;
+        if let Some(gone) = keep.and_then(|k| seq.checked_sub(k)) {
+            t.remove((job, gone))?;
+        }
     }
     Ok(())
 }

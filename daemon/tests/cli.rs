@@ -302,6 +302,30 @@ fn bad_input_is_one_line_naming_the_file_and_writes_nothing() {
             expect: &["p.json: not a valid patch"],
         },
         BadInput {
+            what: "a list where a patch goes",
+            files: vec![("p.json", "[]".into())],
+            args: &["edits", "{fixtures}/stencil.ll", "--patch", "{dir}/p.json"],
+            expect: &["p.json: not a valid patch: a patch is a JSON object with \"format\", \"ir_hash\", \"kernel\" and \"edits\" (docs/patches.md), not an array"],
+        },
+        BadInput {
+            what: "a tolerance that is not a number",
+            files: vec![(
+                "nan.gevo.toml",
+                two_arg_spec.replace(
+                    "metric = \"exact\"",
+                    "metric = \"max_abs\"\ntolerance = nan",
+                ),
+            )],
+            args: &["run", "{dir}/nan.gevo.toml"],
+            expect: &["nan.gevo.toml:", "acceptance.tolerance: expected a finite number >= 0, found nan"],
+        },
+        BadInput {
+            what: "a config number out of its range",
+            files: vec![("gevod.toml", "[workers]\ncount = 100000\n".into())],
+            args: &["--check-config", "--config", "{dir}/gevod.toml"],
+            expect: &["gevod.toml: workers.count: 100000 is out of range (0 to 1024)"],
+        },
+        BadInput {
             what: "report of a directory that is no state directory",
             files: vec![("note.txt", "not a store".into())],
             args: &["report", "{dir}", "-o", "{out}"],

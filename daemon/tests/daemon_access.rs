@@ -185,3 +185,49 @@ fn a_spec_cannot_make_the_daemon_read_what_its_owner_may_not() {
     assert!(!seen.contains("TOPSECRET"), "the secret leaked:\n{seen}");
     assert!(!seen.contains("second line"), "the secret leaked:\n{seen}");
 }
+
+/// `[daemon] private = true`: the exports (PTX, record, report) and the job
+/// snapshots are written 0640 in 0750 directories, and the state directory
+/// and the store are made 0750 and 0640: nothing in it is left to others.
+#[test]
+fn private_kernels_are_kept_from_other_users() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = common::daemon::CONFIG.replace("[daemon]\n", "[daemon]\nprivate = true\n");
+    std::fs::write(dir.path().join("gevod.toml"), config).unwrap();
+    let (d, _) = Daemon::watching_stencil(dir.path());
+    let exports = d.state.join("exports/app/stencil");
+    d.wait_for("the export and its report", |d| {
+        d.validated_best("stencil")?;
+        exports.join("report.html").exists().then_some(())
+    });
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    // Read, not set: umask is the whole process's, and the daemon's is ours.
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let umask = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Umask:"))
+        .map(|m| u32::from_str_radix(m.trim(), 8).unwrap())
+        .unwrap();
+    assert_eq!(mode(&d.state), 0o750);
+    assert_eq!(mode(&d.state.join("gevod.redb")), 0o640);
+    for name in ["sm_90.ptx", "sm_90.json", "report.html"] {
+        assert_eq!(mode(&exports.join(name)), 0o640 & !umask, "{name}");
+    }
+    let mut snapshots = 0;
+    let mut pending = vec![d.state.clone()];
+    while let Some(path) = pending.pop() {
+        let m = mode(&path);
+        assert_eq!(m & 0o027, 0, "{}: {m:o}", path.display());
+        if path.is_dir() {
+            pending.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+        } else if path.ends_with("kernel.ll") || path.ends_with("spec.gevo.toml") {
+            assert_eq!(m, 0o640 & !umask, "{}", path.display());
+            snapshots += 1;
+        }
+    }
+    assert!(
+        snapshots >= 2,
+        "no job snapshots under {}",
+        d.state.display()
+    );
+}

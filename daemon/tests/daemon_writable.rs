@@ -95,14 +95,16 @@ fn files_others_could_rewrite_never_run_and_a_rewritten_script_is_a_new_version(
             spec: "ww.gevo.toml",
             target: "spec",
             mode: 0o666,
-            expected: "ww.gevo.toml refused: it is world-writable (chmod o-w",
+            expected:
+                "ww.gevo.toml: cannot read spec file: refused: it is world-writable (chmod o-w",
         },
         Case {
             kernel: "app/gw",
             spec: "gw.gevo.toml",
             target: "spec",
             mode: 0o664,
-            expected: "gw.gevo.toml refused: it is group-writable (chmod g-w",
+            expected:
+                "gw.gevo.toml: cannot read spec file: refused: it is group-writable (chmod g-w",
         },
         Case {
             kernel: "app/dirw",

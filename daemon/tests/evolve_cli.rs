@@ -305,6 +305,8 @@ fn bad_input_is_one_clear_line() {
     std::fs::write(&bad_value, "[evolve]\nmutation_rate = 2.0\n").unwrap();
     let bad_cluster = dir.path().join("cluster.toml");
     std::fs::write(&bad_cluster, "[cluster]\nlauncher = \"pbs\"\n").unwrap();
+    let huge = dir.path().join("huge.toml");
+    std::fs::write(&huge, "[evolve]\npopulation = 1000000000\n").unwrap();
     let config = small_config(dir.path(), 8);
     let vecadd = common::spec_fixture("vecadd");
     let first = evolve(&[
@@ -361,6 +363,27 @@ fn bad_input_is_one_clear_line() {
             ],
             vec!["cluster.toml:2", "`pbs`, expected `local` or `slurm`"],
         ),
+        // Numbers out of their documented range: the key, the value and the range.
+        (
+            vec![s(&vecadd), "--state", s(&state), "--config", s(&huge)],
+            vec!["huge.toml: evolve.population: 1000000000 is out of range (4 to 65536)"],
+        ),
+        (
+            vec![s(&vecadd), "--state", s(&state), "--workers", "100000"],
+            vec!["--workers: 100000 is out of range (1 to 1024)"],
+        ),
+        (
+            vec![s(&vecadd), "--state", s(&state), "--workers", "0"],
+            vec!["--workers: 0 is out of range (1 to 1024)"],
+        ),
+        (
+            vec![s(&vecadd), "--state", s(&state), "--worker-timeout", "1e9"],
+            vec!["--worker-timeout: 1000000000 s is out of range (1s to 24h)"],
+        ),
+        (
+            vec![s(&vecadd), "--slurm", "--gpu-steps", "5000"],
+            vec!["--gpu-steps: 5000 is out of range (1 to 1024)"],
+        ),
     ];
     for (args, needles) in cases {
         let out = evolve(&args);
@@ -389,4 +412,146 @@ fn bad_input_is_one_clear_line() {
     );
     // The checkpoint made before is still there.
     assert_eq!(checkpoint(&state).unwrap().1.generations(), 1);
+}
+
+/// A job that never stops commits a generation after another: its store
+/// stays bounded (old generations keep their statistics, not their
+/// populations; the file is compacted when opened), resume still has the
+/// whole engine, and the report still draws every plot.
+#[test]
+fn ten_thousand_generations_keep_the_store_bounded() {
+    const GENERATIONS: u64 = 10_000;
+    /// The stated bound (docs/daemon.md): the file for this job after
+    /// 10,000 generations at population 16, compacted.
+    const BOUND: u64 = 10 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let config = small_config(dir.path(), 16);
+    let out = evolve(&[
+        s(&common::spec_fixture("stencil")),
+        "--state",
+        s(&state),
+        "--config",
+        s(&config),
+        "--generations",
+        "3",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let (id, engine) = checkpoint(&state).unwrap();
+    let first = engine.generations();
+    let plots_before = report_plots(&state, dir.path());
+    let file = state.join(gevod::store::FILE_NAME);
+    {
+        let store = Store::open(&state).unwrap();
+        let last = store.generation(&id, first - 1).unwrap().unwrap();
+        assert!(!last.population.is_empty());
+        let mut report = last.report.clone();
+        // Validated variants come one per improvement, not every
+        // generation; promotion failures may (the store keeps the newest).
+        report.validated.clear();
+        // The test hook: the same engine committed as further generations,
+        // each record as large as a real one of this search.
+        for g in first..first + GENERATIONS {
+            report.generation = g;
+            store
+                .commit_generation_took(&id, &engine, &report, Some(0.5))
+                .unwrap();
+        }
+    }
+    let store = Store::open(&state).unwrap();
+    let size = std::fs::metadata(&file).unwrap().len();
+    println!("store after {GENERATIONS} generations: {size} bytes (bound {BOUND})");
+    let records = store.generations(&id).unwrap();
+    assert_eq!(records.len() as u64, first + GENERATIONS);
+    let full = gevod::store::FULL_GENERATIONS as usize;
+    let (old, recent) = records.split_at(records.len() - full);
+    assert!(size < BOUND, "{size} bytes");
+    assert!(old.iter().all(|r| r.population.is_empty()));
+    assert!(recent.iter().all(|r| !r.population.is_empty()));
+    assert!(old
+        .iter()
+        .all(|r| r.seconds == Some(0.5) || r.report.generation < first));
+    assert_eq!(store.checkpoint(&id).unwrap(), Some(engine));
+    drop(store);
+    assert!(plots_before >= 2, "{plots_before} plots");
+    assert_eq!(report_plots(&state, dir.path()), plots_before);
+}
+
+/// The number of plots in `gevod report`'s page for the only job.
+fn report_plots(state: &Path, dir: &Path) -> usize {
+    let html = dir.join("report.html");
+    let out = gevod()
+        .args(["report", s(state), "-o", s(&html)])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    std::fs::read_to_string(&html)
+        .unwrap()
+        .matches("<svg")
+        .count()
+}
+
+/// The largest population allowed takes minutes to build (each individual
+/// is the IR plus random valid edits): SIGTERM, and the time budget, end
+/// the set-up within a second or two, with the report and the usual exit
+/// status (130 after a signal, 0 when the budget is spent).
+#[test]
+fn setting_up_a_large_population_honours_sigterm_and_the_time_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = small_config(dir.path(), gevod::evolve::ranges::POPULATION.max);
+    for (name, budget, signal, status) in [
+        ("sigterm", "--generations", true, 130),
+        ("time", "--time", false, 0),
+    ] {
+        let state = dir.path().join(name);
+        let started = std::time::Instant::now();
+        let mut child = gevod()
+            .args([
+                "evolve",
+                s(&common::spec_fixture("stencil")),
+                "--workers",
+                "1",
+            ])
+            .args(["--state", s(&state), "--config", s(&config)])
+            .args([budget, if signal { "10" } else { "1s" }])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let asked = if signal {
+            std::thread::sleep(Duration::from_secs(1));
+            // SAFETY: kill(2) on our own child; no memory is involved.
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            std::time::Instant::now()
+        } else {
+            started + Duration::from_secs(1)
+        };
+        let deadline = asked + Duration::from_secs(10);
+        let exit = loop {
+            if let Some(exit) = child.try_wait().unwrap() {
+                break exit;
+            }
+            if std::time::Instant::now() > deadline {
+                child.kill().unwrap();
+                panic!("{name}: still running 10 s after it should have stopped");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let took = asked.elapsed();
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(exit.code(), Some(status), "{name}: {}", text(&out.stderr));
+        // A loaded CI machine is slow; the set-up's own pace is a few ms an individual.
+        assert!(
+            took < Duration::from_secs(3),
+            "{name}: stopped {took:?} after"
+        );
+        let report = text(&out.stdout);
+        assert!(
+            report.contains("generations 0,"),
+            "{name}: no report: {report}"
+        );
+        assert_eq!(report.contains("interrupted"), signal, "{name}: {report}");
+        // Nothing was committed: a resume builds the same population again.
+        assert_eq!(checkpoint(&state).unwrap().1.generations(), 0);
+    }
 }

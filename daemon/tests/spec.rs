@@ -522,11 +522,32 @@ tolerance = 4
 #[test]
 fn load_reports_unreadable_file() {
     let e = spec::load(Path::new("/nonexistent/dir/x.gevo.toml")).unwrap_err();
-    assert!(
-        e.to_string().starts_with("/nonexistent/dir/x.gevo.toml: "),
-        "{e}"
+    assert_eq!(
+        e.to_string(),
+        "/nonexistent/dir/x.gevo.toml: cannot read spec file: it does not exist"
     );
-    assert!(e.to_string().contains("cannot read spec file"), "{e}");
+}
+
+/// A spec that cannot be read is one line naming the file once and saying
+/// "cannot read" once.
+#[test]
+fn unreadable_specs_are_named_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let latin1 = dir.path().join("m26.gevo.toml");
+    std::fs::write(&latin1, b"version = 1\nkernel = \"caf\xe9\"\n").unwrap();
+    let folder = dir.path().join("d.gevo.toml");
+    std::fs::create_dir(&folder).unwrap();
+    for (path, reason) in [
+        (&latin1, "not UTF-8 text"),
+        (&folder, "it is a directory, not a regular file"),
+    ] {
+        let e = spec::load(path).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!("{}: cannot read spec file: {reason}", path.display())
+        );
+        assert_eq!(e.matches(path.to_str().unwrap()).count(), 1, "{e}");
+    }
 }
 
 #[test]

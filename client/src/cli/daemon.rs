@@ -78,10 +78,13 @@ pub fn ask(settings: &Settings, command: Command) -> Result<Reply> {
             Body::Ok(reply) => Ok(reply),
             Body::Error(e) => Err(exit(EXIT_ERROR, e.message)),
         },
-        Err(e) if e.is_connect_failure() && !e.is_not_a_socket() => Err(exit(
-            EXIT_UNREACHABLE,
-            format!("{e} (is it running? start it with: gevod serve)"),
-        )),
+        // Neither a path of another kind nor a refusal means it is down.
+        Err(e) if e.is_connect_failure() && !e.is_not_a_socket() && !e.is_permission_denied() => {
+            Err(exit(
+                EXIT_UNREACHABLE,
+                format!("{e} (is it running? start it with: gevod serve)"),
+            ))
+        }
         Err(e) if e.is_unreachable() => Err(exit(EXIT_UNREACHABLE, e.to_string())),
         Err(e) => Err(e.into()),
     }

@@ -7,18 +7,19 @@ use super::report::{Exported, Progress, Report};
 use super::{resolve, BackendChoice};
 use anyhow::{bail, Context as _, Result};
 use gevod::access::Reader;
-use gevod::config::{parse_duration, EvolveFile, LauncherKind};
+use gevod::config::{parse_duration, ranges, EvolveFile, LauncherKind};
 use gevod::cuda::driver;
 use gevod::cuda::measure::Measurement;
 use gevod::device::{DeviceInfo, DeviceSelector};
 use gevod::evolve::{BackendError, Config, Engine, EvolveError, Scope};
 use gevod::ir::{content_hash, KernelIr, Patch};
+use gevod::ranges::Invalid;
 use gevod::spec::{self, Spec};
 use gevod::store::{JobRecord, Store};
 use gevod::worker::sanitize::SanitizeMode;
-use gevod::worker::setup::{arch_for, WorkerSetup};
+use gevod::worker::setup::{arch_for, SetupError, WorkerSetup};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -161,12 +162,38 @@ impl EvolveArgs {
         Ok((Some(first), devices))
     }
 
+    /// The flags that have a config key's range, checked against it.
+    fn check_ranges(&self) -> Result<Duration, Invalid> {
+        if let Some(n) = self.workers {
+            ranges::WORKERS_FLAG.check(n)?;
+        }
+        if let Some(n) = self.gpu_steps {
+            ranges::GPU_STEPS.check_as("--gpu-steps", n)?;
+        }
+        let seconds = self.worker_timeout;
+        Duration::try_from_secs_f64(seconds)
+            .ok()
+            .and_then(|d| ranges::WORKER_TIMEOUT.check(d).ok())
+            .ok_or_else(|| {
+                let range = ranges::WORKER_TIMEOUT.text();
+                Invalid::new(
+                    "--worker-timeout",
+                    format!("{seconds} s is out of range ({range})"),
+                )
+            })
+    }
+
     /// Runs the search; returns the process exit status.
     pub fn run(self) -> Result<i32> {
-        let (device, more_devices) = self.devices()?;
-        if !(self.worker_timeout.is_finite() && self.worker_timeout > 0.0) {
-            bail!("--worker-timeout must be a positive number of seconds");
+        // From the start: building a large initial population takes
+        // minutes, and a signal must end that too.
+        let stop = Arc::new(AtomicBool::new(false));
+        for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            signal_hook::flag::register(signal, stop.clone())
+                .context("installing signal handlers")?;
         }
+        let worker_timeout = self.check_ranges()?;
+        let (device, more_devices) = self.devices()?;
         let spec = spec::load(&self.spec)?;
         let file = match &self.config {
             Some(path) => EvolveFile::load(path)?,
@@ -201,9 +228,11 @@ impl EvolveArgs {
             ir: None,
             arch: &arch,
             libdevice: self.libdevice.as_deref(),
-            workers: self.workers.unwrap_or_else(default_workers),
+            workers: self
+                .workers
+                .unwrap_or_else(|| default_workers().min(ranges::WORKERS_FLAG.max)),
             reader: &Reader::Caller,
-            timeout: Duration::from_secs_f64(self.worker_timeout),
+            timeout: worker_timeout,
             sanitize: self.sanitize,
             measurement: self.measurement,
             launcher: &launcher,
@@ -254,33 +283,47 @@ impl EvolveArgs {
         let origin: Option<gevod::store::Origin> =
             store.setting(&super::transplant::origin_key(&job.id))?;
 
-        let stop = Arc::new(AtomicBool::new(false));
-        for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-            signal_hook::flag::register(signal, stop.clone())
-                .context("installing signal handlers")?;
-        }
         let started = Instant::now();
-        let mut backend = setup.start(evaluators, &spec, !self.no_prescreen, stop.clone())?;
         let budget = self.budget();
+        let stopped = || stop.load(Ordering::Relaxed);
+        let out_of_time = || matches!(budget, Budget::Time(t) if started.elapsed() >= t);
+        // The initial population is built before the workers start, asking
+        // the signal flag and the time budget between individuals.
+        let built = engine
+            .build_initial(&ir, &|| stopped() || out_of_time())
+            .with_context(|| self.spec.display().to_string())?;
         let mut progress = Progress::new(started, engine.counters().evaluations);
-        let mut interrupted = false;
-        while !budget_met(&engine, budget, started) {
-            let step_started = Instant::now();
-            match engine.step(&ir, backend.as_mut()) {
-                Ok(report) => {
-                    let took = step_started.elapsed().as_secs_f64();
-                    store.commit_generation_took(&job.id, &engine, &report, Some(took))?;
-                    progress.generation(&engine, &report);
-                }
-                Err(EvolveError::Backend(BackendError::Interrupted)) => {
-                    interrupted = true;
-                    break;
-                }
-                Err(e) => return Err(e).with_context(|| self.spec.display().to_string()),
+        let mut interrupted = !built && stopped();
+        let mut backend = None;
+        if built {
+            match setup.start(evaluators, &spec, !self.no_prescreen, stop.clone()) {
+                Ok(b) => backend = Some(b),
+                Err(SetupError::Backend {
+                    source: BackendError::Interrupted,
+                    ..
+                }) => interrupted = true,
+                Err(e) => return Err(e.into()),
             }
         }
-        let respawns = backend.respawns();
-        let gate = backend.safety_gate();
+        if let Some(backend) = backend.as_mut() {
+            while !budget_met(&engine, budget, started) {
+                let step_started = Instant::now();
+                match engine.step(&ir, backend.as_mut()) {
+                    Ok(report) => {
+                        let took = step_started.elapsed().as_secs_f64();
+                        store.commit_generation_took(&job.id, &engine, &report, Some(took))?;
+                        progress.generation(&engine, &report);
+                    }
+                    Err(EvolveError::Backend(BackendError::Interrupted)) => {
+                        interrupted = true;
+                        break;
+                    }
+                    Err(e) => return Err(e).with_context(|| self.spec.display().to_string()),
+                }
+            }
+        }
+        let respawns = backend.as_ref().map_or(0, |b| b.respawns());
+        let gate = backend.as_ref().and_then(|b| b.safety_gate());
         drop(backend);
         progress.finish();
         let exported = export_best(&engine, &self.state.join(&job.id))?;

@@ -120,7 +120,7 @@ pub fn main() {
         Ok(0) => {}
         Ok(status) => std::process::exit(status),
         Err(err) => {
-            let text = format!("{err:#}");
+            let text = gevo_client::text::error_line(err.chain());
             eprintln!("gevod: {}", gevo_client::text::escape_terminal(&text));
             std::process::exit(1);
         }

@@ -4,11 +4,13 @@
 //! `[cluster]` here). The daemon's own keys are in [`serve`]; `gevod evolve --config`
 //! reads an [`EvolveFile`]. Durations are strings like `90s`, `10m`, `2h`.
 
+pub mod ranges;
 pub mod serve;
 
 pub use serve::ServeConfig;
 
 use crate::evolve;
+use crate::ranges::Invalid;
 use crate::worker::launch::{Launcher, SlurmLaunch};
 use serde::{Deserialize, Deserializer};
 use std::path::{Path, PathBuf};
@@ -28,6 +30,17 @@ pub enum ConfigError {
         key: String,
         message: String,
     },
+}
+
+impl ConfigError {
+    /// `invalid`, found in the file at `path`.
+    pub fn invalid(path: &Path, invalid: Invalid) -> ConfigError {
+        ConfigError::Value {
+            path: path.to_path_buf(),
+            key: invalid.key,
+            message: invalid.message,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -148,6 +161,11 @@ impl Default for ClusterSection {
 }
 
 impl ClusterSection {
+    /// Checks the numeric keys' ranges.
+    pub fn validate(&self) -> Result<(), Invalid> {
+        ranges::GPU_STEPS.check(self.gpu_steps).map(drop)
+    }
+
     pub fn launcher(&self) -> Launcher {
         match self.launcher {
             LauncherKind::Local => Launcher::Local,
@@ -178,10 +196,8 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
             ))
         }
     };
-    if !(seconds.is_finite() && seconds >= 0.0) {
-        return Err(format!("{s:?} is not a duration"));
-    }
-    Ok(Duration::from_secs_f64(seconds))
+    // Negative, NaN or too large for a Duration (`1e30s`).
+    Duration::try_from_secs_f64(seconds).map_err(|_| format!("{s:?} is not a duration"))
 }
 
 pub(crate) fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
@@ -225,11 +241,8 @@ impl EvolveFile {
         let file: EvolveFile = parse_toml(path, &text)?;
         file.evolve
             .validate()
-            .map_err(|message| ConfigError::Value {
-                path: path.to_path_buf(),
-                key: "evolve".into(),
-                message,
-            })?;
+            .and_then(|()| file.cluster.validate())
+            .map_err(|e| ConfigError::invalid(path, e))?;
         Ok(file)
     }
 }

@@ -3,8 +3,11 @@
 //! `[schedule]`, `[jobs]`, `[harness]`). Every key is optional (an empty file
 //! is valid) and documented with its default in `config/gevod.toml`.
 
-use super::{duration, parse_toml, ClusterSection, ConfigError, GpuSection, WorkersSection};
+use super::{
+    duration, parse_toml, ranges, ClusterSection, ConfigError, GpuSection, WorkersSection,
+};
 use crate::evolve;
+use crate::ranges::Invalid;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -61,6 +64,10 @@ pub struct DaemonSection {
     /// File events are coalesced: a rescan waits until none came for this long.
     #[serde(deserialize_with = "duration")]
     pub debounce: Duration,
+    /// Exports and job snapshots readable by the daemon's user and group
+    /// only (0640 in 0750 directories; the state directory itself 0750),
+    /// not by everyone.
+    pub private: bool,
 }
 
 impl Default for DaemonSection {
@@ -72,6 +79,7 @@ impl Default for DaemonSection {
             scan_interval: Duration::from_secs(60),
             settle: Duration::from_secs(2),
             debounce: Duration::from_millis(500),
+            private: false,
         }
     }
 }
@@ -147,42 +155,32 @@ impl ServeConfig {
     }
 
     fn validate(&self, path: &Path) -> Result<(), ConfigError> {
-        let bad = |key: &str, message: String| ConfigError::Value {
-            path: path.to_path_buf(),
-            key: key.to_string(),
-            message,
-        };
-        if self.gpu.idle_utilization > 100 {
-            return Err(bad(
-                "gpu.idle_utilization",
-                format!("{} is not a percentage (0-100)", self.gpu.idle_utilization),
-            ));
-        }
-        for (key, d) in [
-            ("daemon.scan_interval", self.daemon.scan_interval),
-            ("schedule.slice", self.schedule.slice),
-            ("gpu.poll_interval", self.gpu.poll_interval),
-            ("workers.timeout", self.workers.timeout),
-        ] {
-            if d.is_zero() {
-                return Err(bad(key, "must be longer than 0s".into()));
-            }
-        }
-        if !(self.schedule.improved_weight.is_finite() && self.schedule.improved_weight >= 1.0) {
-            return Err(bad(
-                "schedule.improved_weight",
-                format!("{} must be a number >= 1", self.schedule.improved_weight),
-            ));
-        }
+        self.check_ranges()
+            .map_err(|e| ConfigError::invalid(path, e))?;
         for d in &self.gpu.devices {
             d.parse::<crate::device::DeviceSelector>()
-                .map_err(|m| bad("gpu.devices", m))?;
+                .map_err(|m| ConfigError::invalid(path, Invalid::new("gpu.devices", m)))?;
         }
-        self.evolve.validate().map_err(|m| ConfigError::Value {
-            path: path.to_path_buf(),
-            key: "evolve".into(),
-            message: m,
-        })
+        Ok(())
+    }
+
+    /// Every numeric key against its documented range (`config::ranges`).
+    fn check_ranges(&self) -> Result<(), Invalid> {
+        let (daemon, schedule, gpu) = (&self.daemon, &self.schedule, &self.gpu);
+        ranges::SCAN_INTERVAL.check(daemon.scan_interval)?;
+        ranges::SETTLE.check(daemon.settle)?;
+        ranges::DEBOUNCE.check(daemon.debounce)?;
+        ranges::SLICE.check(schedule.slice)?;
+        ranges::IMPROVED_WEIGHT.check(schedule.improved_weight)?;
+        ranges::RECENT_GENERATIONS.check(schedule.recent_generations)?;
+        ranges::DEVICES_PER_JOB.check(gpu.devices_per_job)?;
+        ranges::IDLE_UTILIZATION.check(gpu.idle_utilization)?;
+        ranges::IDLE_GRACE.check(gpu.idle_grace)?;
+        ranges::POLL_INTERVAL.check(gpu.poll_interval)?;
+        ranges::WORKER_COUNT.check(self.workers.count)?;
+        ranges::WORKER_TIMEOUT.check(self.workers.timeout)?;
+        self.cluster.validate()?;
+        self.evolve.validate()
     }
 }
 
@@ -243,11 +241,35 @@ mod tests {
             ("[daemon]\nwatchh = []", "unknown field `watchh`"),
             (
                 "[gpu]\nidle_utilization = 120",
-                "gpu.idle_utilization: 120 is not a percentage",
+                "gpu.idle_utilization: 120 is out of range (0 to 100)",
             ),
             (
                 "[schedule]\nslice = \"0s\"",
-                "schedule.slice: must be longer than 0s",
+                "schedule.slice: 0s is out of range (100ms to 24h)",
+            ),
+            (
+                "[evolve]\npopulation = 1000000000",
+                "evolve.population: 1000000000 is out of range (4 to 65536)",
+            ),
+            (
+                "[workers]\ncount = 100000",
+                "workers.count: 100000 is out of range (0 to 1024)",
+            ),
+            (
+                "[workers]\ntimeout = \"99999999999999999999h\"",
+                "\"99999999999999999999h\" is not a duration",
+            ),
+            (
+                "[schedule]\nimproved_weight = nan",
+                "schedule.improved_weight: nan is out of range (1 to 1000)",
+            ),
+            (
+                "[cluster]\ngpu_steps = 0",
+                "cluster.gpu_steps: 0 is out of range (1 to 1024)",
+            ),
+            (
+                "[gpu]\npoll_interval = \"10ms\"",
+                "gpu.poll_interval: 10ms is out of range (100ms to 10m)",
             ),
             ("[schedule]\nslice = \"ten\"", "expected a duration"),
             (
@@ -255,7 +277,10 @@ mod tests {
                 "gpu.devices: expected a device ordinal",
             ),
             ("[gpu]\nbackend = \"opencl\"", "unknown variant `opencl`"),
-            ("[evolve]\nmutation_rate = 2.0", "evolve: mutation_rate"),
+            (
+                "[evolve]\nmutation_rate = 2.0",
+                "evolve.mutation_rate: 2 is out of range (0 to 1)",
+            ),
             ("[bogus]\n", "unknown field `bogus`"),
         ] {
             let err = parse(text).unwrap_err();
@@ -270,6 +295,10 @@ mod tests {
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
         assert_eq!(parse_duration("1.5"), Ok(Duration::from_millis(1500)));
         assert!(parse_duration("-1s").is_err());
+        assert!(
+            parse_duration("99999999999999999999h").is_err(),
+            "too large: an error, not a panic"
+        );
         assert!(parse_duration("3d").is_err());
     }
 }

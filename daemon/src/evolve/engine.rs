@@ -3,8 +3,8 @@
 use super::diversity::{distinct_count, duplicate_count};
 use super::variation::{crossover, mutate};
 use super::{
-    nsga, Backend, Config, Counters, EvolveError, Member, Outcome, PromotionFailure, Scope,
-    Selection, Validated,
+    nsga, Backend, BackendError, Config, Counters, EvolveError, Member, Outcome, PromotionFailure,
+    Scope, Selection, Validated,
 };
 use crate::busy::Utilization;
 use crate::ir::{KernelIr, Patch};
@@ -106,7 +106,9 @@ pub struct IslandReport {
 
 impl Engine {
     pub fn new(config: Config, seed: u64) -> Result<Self, EvolveError> {
-        config.validate().map_err(EvolveError::Config)?;
+        config
+            .validate()
+            .map_err(|e| EvolveError::Config(e.to_string()))?;
         Ok(Engine {
             config,
             seed,
@@ -205,7 +207,7 @@ impl Engine {
         let (mut restarted, mut migrated) = (0, 0);
         backend.race_against(Some(self.race_threshold()));
         if self.population.is_empty() {
-            let initial = self.initial(ir)?;
+            let initial = self.initial(ir, backend)?;
             self.population = self.evaluate(initial, backend)?;
         } else {
             let restart = self.restart_due();
@@ -246,6 +248,7 @@ impl Engine {
         self.update_pool();
         self.note_progress();
         let (validated, promotion_failures) = self.promote(ir, backend, generation)?;
+        self.bound_state();
         self.generations += 1;
         Ok(GenerationReport {
             generation,
@@ -280,15 +283,43 @@ impl Engine {
         })
     }
 
-    fn initial(&mut self, ir: &KernelIr) -> Result<Vec<Patch>, EvolveError> {
-        let mut initial: Vec<Patch> = std::mem::take(&mut self.seeds);
-        initial.truncate(self.config.population);
-        while initial.len() < self.config.population {
+    /// Builds the initial population's patches (the seeds, then random
+    /// individuals) ahead of the first [`step`](Self::step), which would
+    /// otherwise build them itself, drawing the same edits. A large
+    /// population takes minutes, so `stop` is asked between individuals:
+    /// `Ok(false)`, and the engine as it was, when it said stop. Nothing to
+    /// do once the search has begun.
+    pub fn build_initial(
+        &mut self,
+        ir: &KernelIr,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<bool, EvolveError> {
+        let size = self.config.population;
+        if !self.population.is_empty() || self.seeds.len() >= size {
+            return Ok(true);
+        }
+        let mut rng = self.rng.clone();
+        let mut initial = self.seeds.clone();
+        while initial.len() < size {
+            if stop() {
+                return Ok(false);
+            }
             initial.push(
-                ir.mutate(&mut self.rng, self.config.initial_edits)
+                ir.mutate(&mut rng, self.config.initial_edits)
                     .map_err(EvolveError::Initial)?,
             );
         }
+        self.rng = rng;
+        self.seeds = initial;
+        Ok(true)
+    }
+
+    fn initial(&mut self, ir: &KernelIr, backend: &dyn Backend) -> Result<Vec<Patch>, EvolveError> {
+        if !self.build_initial(ir, &|| backend.stopping())? {
+            return Err(BackendError::Interrupted.into());
+        }
+        let mut initial: Vec<Patch> = std::mem::take(&mut self.seeds);
+        initial.truncate(self.config.population);
         Ok(initial)
     }
 

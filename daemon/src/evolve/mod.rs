@@ -4,11 +4,13 @@
 //! variants through the held-out tests and minimizes them. It does no I/O:
 //! compiling and running belong to the backend, persisting to `store`.
 
+pub mod bounds;
 mod diversity;
 mod engine;
 mod islands;
 pub mod nsga;
 mod promote;
+pub mod ranges;
 mod restart;
 mod variation;
 
@@ -120,47 +122,6 @@ impl Default for Config {
 }
 
 impl Config {
-    /// Checks ranges; the message names the key.
-    pub fn validate(&self) -> Result<(), String> {
-        let rate = |name: &str, v: f64| {
-            if (0.0..=1.0).contains(&v) {
-                Ok(())
-            } else {
-                Err(format!("{name} must be between 0 and 1, not {v}"))
-            }
-        };
-        if self.population < 4 {
-            return Err(format!(
-                "population must be at least 4, not {}",
-                self.population
-            ));
-        }
-        if self.tournament_size == 0 {
-            return Err("tournament_size must be at least 1".into());
-        }
-        rate("crossover_rate", self.crossover_rate)?;
-        rate("mutation_rate", self.mutation_rate)?;
-        rate("elite_fraction", self.elite_fraction)?;
-        rate("minimize_threshold", self.minimize_threshold)?;
-        rate("max_test_regression", self.max_test_regression)?;
-        rate("restart_fraction", self.restart_fraction)?;
-        if self.islands == 0 {
-            return Err("islands must be at least 1".into());
-        }
-        if self.islands > 1 && self.migration_interval == 0 {
-            return Err("migration_interval must be at least 1".into());
-        }
-        let islands = self.island_count();
-        if islands > 1 && self.migrants >= self.population / islands {
-            return Err(format!(
-                "migrants must be fewer than an island's {} individuals, not {}",
-                self.population / islands,
-                self.migrants
-            ));
-        }
-        Ok(())
-    }
-
     /// Islands in use: `islands`, but at most one per 4 individuals.
     pub fn island_count(&self) -> usize {
         self.islands.min(self.population / 4).max(1)
@@ -220,6 +181,12 @@ pub trait Backend {
     /// Worker processes replaced so far (crashes, hangs, lost GPU contexts).
     fn respawns(&self) -> u64 {
         0
+    }
+    /// Whether a stop was asked (what makes a batch [`BackendError::Interrupted`]):
+    /// the engine's own long work, building a large initial population,
+    /// asks too.
+    fn stopping(&self) -> bool {
+        false
     }
     /// Each patch run on `set`.
     fn assess(&mut self, patches: &[Patch], set: TestSet) -> Result<Vec<Assessment>, BackendError>;

@@ -213,20 +213,37 @@ impl Patch {
 
     /// Parse the JSON form, refusing formats newer than this build's.
     pub fn from_json(text: &str) -> Result<Self, PatchFormatError> {
-        #[derive(Deserialize)]
-        struct Header {
-            format: u32,
-        }
-        let header: Header =
-            serde_json::from_str(text).map_err(|e| PatchFormatError::Json(e.to_string()))?;
-        if header.format > PATCH_FORMAT {
+        let json = |e: serde_json::Error| PatchFormatError::Json(e.to_string());
+        // serde reads a struct from a list too ("invalid length 0, expected
+        // struct Header"): say what a patch is instead.
+        let value: serde_json::Value = serde_json::from_str(text).map_err(json)?;
+        let Some(object) = value.as_object() else {
+            return Err(PatchFormatError::Json(format!(
+                "{}, not {}",
+                PATCH_SHAPE,
+                json_kind(&value)
+            )));
+        };
+        let format = match object.get("format") {
+            Some(f) => f.as_u64().and_then(|f| u32::try_from(f).ok()).ok_or_else(|| {
+                PatchFormatError::Json(format!(
+                    "\"format\" is the patch format's version, a whole number like {PATCH_FORMAT}, not {f}"
+                ))
+            })?,
+            None => {
+                return Err(PatchFormatError::Json(format!(
+                    "{PATCH_SHAPE}; this one has no \"format\""
+                )))
+            }
+        };
+        if format > PATCH_FORMAT {
             return Err(PatchFormatError::TooNew {
-                found: header.format,
+                found: format,
                 supported: PATCH_FORMAT,
             });
         }
         // Format 1 is the first; a future format 2 would migrate older ones here.
-        serde_json::from_str(text).map_err(|e| PatchFormatError::Json(e.to_string()))
+        serde_json::from_str(text).map_err(json)
     }
 
     /// The kernels the patch spans: `kernels`, or `kernel` alone.
@@ -240,6 +257,22 @@ impl Patch {
 
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("patch serialization cannot fail")
+    }
+}
+
+/// What a patch file is, in the format's words (docs/patches.md).
+const PATCH_SHAPE: &str =
+    "a patch is a JSON object with \"format\", \"ir_hash\", \"kernel\" and \"edits\" (docs/patches.md)";
+
+/// `an array`, `a string`: what a JSON value is, for messages.
+fn json_kind(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "true or false",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
     }
 }
 
@@ -302,5 +335,28 @@ mod tests {
             Patch::from_json("{"),
             Err(PatchFormatError::Json(_))
         ));
+    }
+
+    #[test]
+    fn what_is_not_a_patch_is_told_in_the_format_s_words() {
+        let shape = "not a valid patch: a patch is a JSON object with \"format\", \"ir_hash\", \"kernel\" and \"edits\" (docs/patches.md)";
+        for (text, expected) in [
+            ("[]", format!("{shape}, not an array")),
+            ("[1, 2]", format!("{shape}, not an array")),
+            ("\"patch\"", format!("{shape}, not a string")),
+            ("null", format!("{shape}, not null")),
+            ("{}", format!("{shape}; this one has no \"format\"")),
+            (
+                r#"{"format": "1"}"#,
+                "not a valid patch: \"format\" is the patch format's version, a whole number like 1, not \"1\"".into(),
+            ),
+            (
+                r#"{"format": 1, "kernel": "k", "edits": []}"#,
+                "not a valid patch: missing field `ir_hash` at line 1 column 41".into(),
+            ),
+        ] {
+            let err = Patch::from_json(text).unwrap_err().to_string();
+            assert_eq!(err, expected, "{text}");
+        }
     }
 }

@@ -2,6 +2,7 @@
 
 use super::registry::Lookup;
 use super::Shared;
+use crate::api::limits::{quote, quote_path};
 use crate::api::{Access, Handler, Peer};
 use crate::ir::KernelIr;
 use gevo_client::proto::{
@@ -100,7 +101,7 @@ impl ApiHandler {
             Lookup::Found(k) => Ok(k),
             Lookup::Unknown => Err((
                 ErrorCode::UnknownKernel,
-                format!("no kernel named {kernel} (see gevo-client jobs)"),
+                format!("no kernel named {} (see gevo-client jobs)", quote(kernel)),
             )),
             Lookup::Ambiguous(names) => Err((
                 ErrorCode::AmbiguousKernel,
@@ -139,7 +140,7 @@ impl ApiHandler {
                     )
                     .to_lowercase()
                 });
-                let for_arch = arch.map_or(String::new(), |a| format!(" for {a}"));
+                let for_arch = arch.map_or(String::new(), |a| format!(" for {}", quote(a)));
                 Err((
                     ErrorCode::NoValidated,
                     format!("{kernel}: no validated variant{for_arch} yet{progress}"),
@@ -301,13 +302,13 @@ impl ApiHandler {
         if !dir.is_absolute() {
             return Err((
                 ErrorCode::BadDirectory,
-                format!("{}: give an absolute path", dir.display()),
+                format!("{}: give an absolute path", quote_path(&dir)),
             ));
         }
         if add && !dir.is_dir() {
             return Err((
                 ErrorCode::BadDirectory,
-                format!("{}: not a directory the daemon can see", dir.display()),
+                format!("{}: not a directory the daemon can see", quote_path(&dir)),
             ));
         }
         let mut registry = self.shared.registry();
@@ -340,7 +341,7 @@ impl ApiHandler {
             (false, None) => {
                 return Err((
                     ErrorCode::BadDirectory,
-                    format!("{} is not watched", dir.display()),
+                    format!("{} is not watched", quote_path(&dir)),
                 ))
             }
         };

@@ -30,6 +30,7 @@ use crate::own_processes::{Own, Proc};
 use crate::sched::idle::{GpuProbe, IdleGate, Nvml, Sample};
 use crate::spec::Spec;
 use crate::store::{Store, StoreError};
+use gevo_client::export::Readers;
 use registry::{Registry, Root, SlotState};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -49,6 +50,28 @@ pub enum ServeError {
     Api(#[from] crate::api::ApiError),
     #[error("{0}")]
     Gpu(String),
+    #[error("{}: cannot make it private ([daemon] private): {source}", path.display())]
+    Private {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Who may read the state directory's exports and job snapshots (`[daemon]
+/// private`). Private, the state directory and the store are made 0750 and
+/// 0640 too: what was written before, 0644 in 0755 directories, is then
+/// out of others' reach as well.
+fn state_readers(state_dir: &Path, private: bool) -> Result<Readers, ServeError> {
+    use std::os::unix::fs::PermissionsExt;
+    if !private {
+        return Ok(Readers::Everyone);
+    }
+    let store = state_dir.join(crate::store::FILE_NAME);
+    for (path, mode) in [(state_dir.to_path_buf(), 0o750), (store, 0o640)] {
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
+            .map_err(|source| ServeError::Private { path, source })?;
+    }
+    Ok(Readers::Group)
 }
 
 /// What a job's worker processes need: the binary knows how to start them.
@@ -203,6 +226,8 @@ pub struct Shared {
     /// The GPUs' PTX target; `None` on the simulator (each spec's own).
     pub arch: Option<String>,
     pub state_dir: PathBuf,
+    /// Who may read the exports and snapshots written there.
+    pub readers: Readers,
     pub socket: PathBuf,
     pub shutdown: AtomicBool,
     /// A client asked for a rescan (watch/unwatch).
@@ -262,6 +287,7 @@ pub fn serve(
         return Ok(());
     }
     let store = Store::open(&state_dir)?;
+    let readers = state_readers(&state_dir, config.daemon.private)?;
     let (scope, arch) = match devices.first() {
         Some(Some(SlotGpus { first: d, .. })) => {
             (crate::worker::gpu::GpuWorker::scope(d), Some(d.arch()))
@@ -288,7 +314,7 @@ pub fn serve(
     };
     let client_roots: Vec<PathBuf> = store.setting("watch_roots")?.unwrap_or_default();
     registry.roots = merge_roots(&options.roots(&config), &client_roots);
-    scan::load_jobs(&store, &state_dir, &mut registry)?;
+    scan::load_jobs(&store, &state_dir, readers, &mut registry)?;
     if stopped() {
         return Ok(());
     }
@@ -301,6 +327,7 @@ pub fn serve(
         scope,
         arch,
         state_dir,
+        readers,
         socket: socket.clone(),
         shutdown: AtomicBool::new(false),
         rescan: AtomicBool::new(false),

@@ -122,7 +122,7 @@ fn start(
         .map_err(|e| e.to_string())?;
     spec.ir = snapshot.clone();
     // The workers read the spec text the daemon checked, never the path.
-    super::scan::write_spec_snapshot(&snapshot, &record.spec_text)?;
+    super::scan::write_spec_snapshot(&snapshot, &record.spec_text, shared.readers)?;
     let ir = KernelIr::load_kernels(&snapshot, &spec.kernels).map_err(|e| e.to_string())?;
     let engine = shared
         .store
@@ -247,14 +247,15 @@ fn after_generation(shared: &Shared, current: &Current, finished: bool) {
         record,
         ptx: validated.ptx,
     };
-    if let Err(e) = gevo_client::export::write(&shared.state_dir, &best) {
+    if let Err(e) = gevo_client::export::write(&shared.state_dir, &best, shared.readers) {
         tracing::error!(error = %e, "exporting the best variant");
     }
     // The report beside it answers `gevo-client report` while the daemon is
     // down; it is as of this best.
     let report = super::handler::report_html(&shared.store, &current.id, &spec_path, &root)
         .and_then(|html| {
-            gevo_client::export::write_report(&shared.state_dir, &best.record.kernel, &html)
+            let kernel = &best.record.kernel;
+            gevo_client::export::write_report(&shared.state_dir, kernel, &html, shared.readers)
                 .map_err(|e| e.to_string())
         });
     if let Err(e) = report {

@@ -8,6 +8,7 @@ use crate::access::Reader;
 use crate::evolve::Engine;
 use crate::ir::{content_hash, KernelIr};
 use crate::store::{DaemonJob, JobRecord, Store, StoreError};
+use gevo_client::export::Readers;
 use gevo_client::proto::BestRecord;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -56,8 +57,9 @@ pub fn spec_snapshot_path(ir_snapshot: &Path) -> PathBuf {
 }
 
 /// Writes the spec text a job was made from beside its IR snapshot.
-pub fn write_spec_snapshot(ir_snapshot: &Path, text: &str) -> Result<(), String> {
-    gevo_client::export::write_atomic(&spec_snapshot_path(ir_snapshot), text.as_bytes())
+pub fn write_spec_snapshot(ir_snapshot: &Path, text: &str, readers: Readers) -> Result<(), String> {
+    let path = spec_snapshot_path(ir_snapshot);
+    gevo_client::export::write_atomic_for(&path, text.as_bytes(), readers)
         .map_err(|e| format!("the spec's snapshot: {e}"))
 }
 
@@ -99,7 +101,12 @@ pub fn unix_now() -> u64 {
 
 /// Loads every daemon job from the store. They start `removed` until a
 /// scan finds their spec again.
-pub fn load_jobs(store: &Store, state: &Path, registry: &mut Registry) -> Result<(), StoreError> {
+pub fn load_jobs(
+    store: &Store,
+    state: &Path,
+    readers: Readers,
+    registry: &mut Registry,
+) -> Result<(), StoreError> {
     for (id, daemon) in store.daemon_jobs()? {
         let Some(record) = store.job(&id)? else {
             continue;
@@ -108,9 +115,8 @@ pub fn load_jobs(store: &Store, state: &Path, registry: &mut Registry) -> Result
         let ir_snapshot = snapshot_path(state, &id);
         if !ir_snapshot.exists() {
             // The snapshot is derived data; the store has the IR.
-            if let Err(e) =
-                gevo_client::export::write_atomic(&ir_snapshot, record.ir_text.as_bytes())
-            {
+            let text = record.ir_text.as_bytes();
+            if let Err(e) = gevo_client::export::write_atomic_for(&ir_snapshot, text, readers) {
                 tracing::error!(error = %e, "restoring a job's IR snapshot");
             }
         }
@@ -160,7 +166,11 @@ pub fn rescan(
         let (spec_bytes, reader) = match read {
             Ok(read) => read,
             Err(e) => {
-                let message = format!("{}: cannot read spec file: {e}", f.spec.display());
+                let message = format!(
+                    "{}: cannot read spec file: {}",
+                    f.spec.display(),
+                    e.about(&f.spec)
+                );
                 let problem = Problem {
                     kernel: kernel_name(None, &f.root, &f.spec),
                     fingerprint: content_hash(message.as_bytes()),
@@ -384,7 +394,8 @@ fn register(
             origin,
         };
         let ir_snapshot = snapshot_path(&shared.state_dir, &id);
-        gevo_client::export::write_atomic(&ir_snapshot, record.ir_text.as_bytes())
+        let text = record.ir_text.as_bytes();
+        gevo_client::export::write_atomic_for(&ir_snapshot, text, shared.readers)
             .map_err(|e| e.to_string())?;
         store
             .create_daemon_job(&record, &engine, &daemon)
@@ -430,7 +441,7 @@ fn register(
                 record,
                 ptx: validated.ptx,
             };
-            gevo_client::export::write(&shared.state_dir, &best)
+            gevo_client::export::write(&shared.state_dir, &best, shared.readers)
         }
         Some((None, target)) => gevo_client::export::remove(&shared.state_dir, kernel, &target),
         None => Ok(()),

@@ -49,7 +49,8 @@ pub fn load_as(path: &Path, reader: &Reader) -> Result<Spec, SpecError> {
         line: None,
         column: None,
         field: String::new(),
-        message: format!("cannot read spec file: {e}"),
+        // The error names the path too: say it once.
+        message: format!("cannot read spec file: {}", e.about(path)),
     })?;
     parse_as(path, &text, reader)
 }

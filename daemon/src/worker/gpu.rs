@@ -380,6 +380,11 @@ impl Backend for CudaBackend {
         self.compile.respawns + self.gpu.respawns
     }
 
+    /// Both pools share the one stop flag.
+    fn stopping(&self) -> bool {
+        self.compile.stopping()
+    }
+
     fn safety_check(&mut self, build: &Build) -> Result<Option<String>, BackendError> {
         let started = Instant::now();
         let verdict = match &mut self.gate {

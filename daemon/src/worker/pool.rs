@@ -606,6 +606,10 @@ impl Backend for WorkerPool {
         self.respawns
     }
 
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
     fn test_set_hash(&self, set: TestSet) -> String {
         self.test_set_hashes
             .iter()

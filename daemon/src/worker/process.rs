@@ -49,6 +49,20 @@ pub(super) enum Event {
 /// Keeps the last few KiB a worker wrote to stderr, for crash reports.
 const STDERR_TAIL: usize = 4096;
 
+/// Why a worker process did not start, in words: EAGAIN (`Resource
+/// temporarily unavailable`) is a limit on processes or memory, not the
+/// program.
+fn spawn_failed(program: &std::path::Path, e: &std::io::Error) -> String {
+    let why = match e.raw_os_error() {
+        Some(libc::EAGAIN) => {
+            "the system refused a new process (EAGAIN: a limit on processes or memory is reached; fewer [workers] count or --workers?)".to_string()
+        }
+        Some(libc::ENOMEM) => "out of memory".to_string(),
+        _ => e.to_string(),
+    };
+    format!("cannot start worker {}: {why}", program.display())
+}
+
 impl Worker {
     /// Starts the worker of `slot` (numbered `serial` in its events, sent
     /// to `events`); it is [`State::Starting`] until it greets.
@@ -81,12 +95,9 @@ impl Worker {
             // Its own process group: a Ctrl-C meant for the engine does not
             // kill the workers mid-answer; the engine stops them.
             .process_group(0);
-        let mut child = command.spawn().map_err(|e| {
-            BackendError::Failed(format!(
-                "cannot start worker {}: {e}",
-                options.program.display()
-            ))
-        })?;
+        let mut child = command
+            .spawn()
+            .map_err(|e| BackendError::Failed(spawn_failed(&options.program, &e)))?;
         let group = crate::own_processes::started_group(child.id());
         let stdin = child.stdin.take().expect("piped");
         let stdout = child.stdout.take().expect("piped");
@@ -196,5 +207,42 @@ pub(super) fn truncate(s: &str, max: usize) -> String {
     match s.char_indices().nth(max) {
         Some((i, _)) => format!("{}...", &s[..i]),
         None => s.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::worker::setup::SetupError;
+
+    /// As `gevod` prints it: the error, then its sources unless repeated.
+    fn printed(e: &SetupError) -> String {
+        let chain = std::iter::successors(Some(e as &(dyn std::error::Error + 'static)), |e| {
+            e.source()
+        });
+        gevo_client::text::error_line(chain)
+    }
+
+    #[test]
+    fn a_worker_that_cannot_start_is_one_line_saying_why_once() {
+        let program = std::path::Path::new("/opt/gevod");
+        for (errno, expected) in [
+            (
+                libc::EAGAIN,
+                "k.gevo.toml: cannot start worker /opt/gevod: the system refused a new process \
+                 (EAGAIN: a limit on processes or memory is reached; fewer [workers] count or --workers?)",
+            ),
+            (
+                libc::ENOENT,
+                "k.gevo.toml: cannot start worker /opt/gevod: No such file or directory (os error 2)",
+            ),
+        ] {
+            let e = std::io::Error::from_raw_os_error(errno);
+            let error = SetupError::Backend {
+                spec: "k.gevo.toml".into(),
+                source: BackendError::Failed(spawn_failed(program, &e)),
+            };
+            assert_eq!(printed(&error), expected);
+        }
     }
 }

@@ -424,7 +424,7 @@ pub fn load_worker_spec(
                 line: None,
                 column: None,
                 field: String::new(),
-                message: format!("cannot read the spec's snapshot: {e}"),
+                message: format!("the spec's snapshot: {e}"),
             })?;
             spec::parse_as(path, &text, reader)?
         }

@@ -1,6 +1,7 @@
 //! `[acceptance]`: the comparison metric and its tolerance.
 
 use super::read::{quote_list, string, table, Cx, Res};
+use crate::ranges::Bounded as _;
 use crate::spec::expr::format_number;
 use crate::spec::model::{Acceptance, Metric};
 use crate::spec::tree::{Node, Value};
@@ -24,7 +25,15 @@ pub(super) fn read_acceptance(cx: &Cx, node: &Node) -> Res<Acceptance> {
         Some(n) => {
             let v = match &n.value {
                 Value::Int(i) => *i as f64,
-                Value::Float(f) if !f.is_nan() => *f,
+                Value::Float(f) if f.is_finite() => *f,
+                // `nan` and `inf` are TOML floats: name them, not the type.
+                Value::Float(f) => {
+                    return Err(cx.err(
+                        &n.span,
+                        "acceptance.tolerance",
+                        format!("expected a finite number >= 0, found {}", f.show()),
+                    ))
+                }
                 other => {
                     return Err(cx.err(
                         &n.span,

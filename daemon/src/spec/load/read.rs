@@ -3,6 +3,7 @@
 //! strings, integers, numbers, arrays and expression fields.
 
 use crate::access::Reader;
+use crate::ranges::Bounded as _;
 use crate::spec::error::{Location, Locator, SpecError};
 use crate::spec::expr::{Expr, MAX_EXACT_INT};
 use crate::spec::model::{Located, Number};
@@ -143,7 +144,7 @@ pub(super) fn number(cx: &Cx, node: &Node, field: &str) -> Res<Number> {
         Value::Float(f) => Err(cx.err(
             &node.span,
             field,
-            format!("expected a finite number, found {f}"),
+            format!("expected a finite number, found {}", f.show()),
         )),
         other => Err(cx.err(
             &node.span,
@@ -184,7 +185,7 @@ pub(super) fn expr(cx: &Cx, node: &Node, field: &str) -> Res<Located<Expr>> {
             return Err(cx.err(
                 &node.span,
                 field,
-                format!("expected a finite number, found {f}"),
+                format!("expected a finite number, found {}", f.show()),
             ))
         }
         other => {

@@ -136,3 +136,42 @@ metric = "ulp"
         "{e}"
     );
 }
+
+#[test]
+fn non_finite_numbers_are_named_as_toml_spells_them() {
+    let dir = ir_dir();
+    for (block, tolerance, expected) in [
+        (
+            "64",
+            "nan",
+            "acceptance.tolerance: expected a finite number >= 0, found nan",
+        ),
+        (
+            "64",
+            "inf",
+            "acceptance.tolerance: expected a finite number >= 0, found inf",
+        ),
+        (
+            "64",
+            "-inf",
+            "acceptance.tolerance: expected a finite number >= 0, found -inf",
+        ),
+        ("64", "-1.0", "acceptance.tolerance: must be >= 0, found -1"),
+        (
+            "64",
+            "true",
+            "acceptance.tolerance: expected a number >= 0, found a boolean",
+        ),
+        ("nan", "0.1", "expected a finite number, found nan"),
+    ] {
+        let text = format!(
+            "version = 1\nir = \"k.ll\"\nkernel = \"k\"\n[launch]\ngrid = [1]\nblock = [{block}]\n{OUT}\n\
+             [tests]\ntrain = [{{ n = 100, seed = 1 }}]\nheldout = [{{ n = 300, seed = 2 }}]\n\
+             [acceptance]\nmetric = \"max_abs\"\ntolerance = {tolerance}\n"
+        );
+        let e = parse(&dir.path().join("k.gevo.toml"), &text)
+            .unwrap_err()
+            .to_string();
+        assert!(e.ends_with(expected), "{tolerance}, {block}: {e}");
+    }
+}
