@@ -11,6 +11,7 @@ use crate::common;
 use common::daemon::{s, Daemon};
 use gevo_client::proto::{JobInfo, JobState};
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
 fn is_root() -> bool {
@@ -222,9 +223,10 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// The symlink race of the security review, made deterministic: another
-/// user's link to a harness spec the daemon's user owns is judged as the
-/// link's maker's all the way, so its command never runs.
+/// The symlink race of the security review: another user's link to a
+/// harness spec the daemon's user owns is judged as the link's maker's all
+/// the way, so its command never runs, first statically, then while they
+/// flip the link between that spec and their own 400 times.
 #[test]
 fn a_spec_symlink_is_judged_for_its_maker() {
     if !is_root() {
@@ -260,8 +262,37 @@ fn a_spec_symlink_is_judged_for_its_maker() {
         message.contains("harness: refused: the spec is owned by uid 65534"),
         "{message}"
     );
+    // Now the race: nobody flips the link, atomically, between root's spec
+    // and their own (whose script plants another marker), over and over
+    // while the daemon rescans. Whatever the daemon reads when, the spec is
+    // the link maker's, so neither command ever runs.
+    std::fs::write(theirs.join("own.sh"), payload(&markers.join("own"), "")).unwrap();
+    std::fs::write(theirs.join("own.toml"), harness_spec("x", &ir, "own.sh")).unwrap();
+    for f in ["own.sh", "own.toml"] {
+        std::os::unix::fs::chown(theirs.join(f), Some(65534), Some(65534)).unwrap();
+    }
+    let flips = 200;
+    let flipper = std::process::Command::new("/bin/sh")
+        .arg("-c")
+        .arg(format!(
+            "cd '{}' && for i in $(seq {flips}); do \
+               ln -sfn own.toml t && mv -T t x.gevo.toml && sleep 0.02; \
+               ln -sfn '{}' t && mv -T t x.gevo.toml && sleep 0.02; done",
+            s(&theirs),
+            s(&private.join("x.gevo.toml"))
+        ))
+        .uid(65534)
+        .gid(65534)
+        .status()
+        .unwrap();
+    assert!(flipper.success(), "{flipper}");
     std::thread::sleep(std::time::Duration::from_secs(2));
-    assert!(!markers.join("x").exists(), "the payload ran");
+    let log = d.log_text();
+    let refusals = log.matches("the spec is owned by uid 65534").count();
+    assert!(refusals >= 1, "{log}");
+    for marker in ["x", "own"] {
+        assert!(!markers.join(marker).exists(), "{marker}'s payload ran");
+    }
 }
 
 /// Control bytes in a spec's file name and in an unknown key reach
