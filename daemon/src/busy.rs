@@ -5,28 +5,54 @@
 use serde::{Deserialize, Serialize};
 use std::ops::AddAssign;
 
-/// Seconds a worker spent on requests, by phase.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Spent {
-    /// Code generation: replay, verify, emit PTX (compile workers).
-    pub compile_s: f64,
-    /// The simulator's runs of the train tests (compile workers).
-    pub prescreen_s: f64,
-    /// ptxas assembling variants for the GPU (compile workers).
-    pub assemble_s: f64,
-    /// Loading the variant into the GPU worker's context: the JIT for PTX,
-    /// or a cubin (assembled by the GPU worker itself when none came).
-    pub jit_load_s: f64,
-    /// The checked run on each test: launch, download and comparison.
-    pub check_s: f64,
-    /// Warm-ups and timing rounds.
-    pub timing_s: f64,
-    /// A pipeline's per-kernel times (runs with an event after each launch).
-    pub profile_s: f64,
-    /// compute-sanitizer's runs of variants about to be validated (the
-    /// GPU safety gate, in its own process on the GPU).
-    pub sanitizer_s: f64,
+/// Defines a struct of `pub` fields and its `add_fields`, which adds each
+/// field of another value to this one's (`+=` by reference), so that a new
+/// field cannot be left out of the sums.
+macro_rules! summed_struct {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            $($(#[$field_meta:meta])* pub $field:ident: $ty:ty,)*
+        }
+    ) => {
+        $(#[$meta])*
+        pub struct $name {
+            $($(#[$field_meta])* pub $field: $ty,)*
+        }
+
+        impl $name {
+            /// Adds each of `other`'s fields to this one's.
+            fn add_fields(&mut self, other: &$name) {
+                $(self.$field += &other.$field;)*
+            }
+        }
+    };
+}
+
+summed_struct! {
+    /// Seconds a worker spent on requests, by phase.
+    #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+    #[serde(default)]
+    pub struct Spent {
+        /// Code generation: replay, verify, emit PTX (compile workers).
+        pub compile_s: f64,
+        /// The simulator's runs of the train tests (compile workers).
+        pub prescreen_s: f64,
+        /// ptxas assembling variants for the GPU (compile workers).
+        pub assemble_s: f64,
+        /// Loading the variant into the GPU worker's context: the JIT for PTX,
+        /// or a cubin (assembled by the GPU worker itself when none came).
+        pub jit_load_s: f64,
+        /// The checked run on each test: launch, download and comparison.
+        pub check_s: f64,
+        /// Warm-ups and timing rounds.
+        pub timing_s: f64,
+        /// A pipeline's per-kernel times (runs with an event after each launch).
+        pub profile_s: f64,
+        /// compute-sanitizer's runs of variants about to be validated (the
+        /// GPU safety gate, in its own process on the GPU).
+        pub sanitizer_s: f64,
+    }
 }
 
 impl Spent {
@@ -46,73 +72,66 @@ impl Spent {
 }
 
 impl AddAssign<&Spent> for Spent {
-    fn add_assign(&mut self, o: &Spent) {
-        self.compile_s += o.compile_s;
-        self.prescreen_s += o.prescreen_s;
-        self.assemble_s += o.assemble_s;
-        self.jit_load_s += o.jit_load_s;
-        self.check_s += o.check_s;
-        self.timing_s += o.timing_s;
-        self.profile_s += o.profile_s;
-        self.sanitizer_s += o.sanitizer_s;
+    fn add_assign(&mut self, other: &Spent) {
+        self.add_fields(other);
     }
 }
 
-/// Where a GPU worker's start went, in seconds: what a replacement after a
-/// crash costs before it measures anything.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct StartUp {
-    /// Loading the spec and the IR, compiling the original's PTX, probing
-    /// the device.
-    pub setup_s: f64,
-    /// Creating the CUDA context and loading the original.
-    pub context_s: f64,
-    /// Generating the tests' inputs on the CPU.
-    pub inputs_s: f64,
-    /// Copying them to the GPU.
-    pub upload_s: f64,
-    /// The original's checked run and timings on each test.
-    pub references_s: f64,
+summed_struct! {
+    /// Where a GPU worker's start went, in seconds: what a replacement after a
+    /// crash costs before it measures anything.
+    #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+    #[serde(default)]
+    pub struct StartUp {
+        /// Loading the spec and the IR, compiling the original's PTX, probing
+        /// the device.
+        pub setup_s: f64,
+        /// Creating the CUDA context and loading the original.
+        pub context_s: f64,
+        /// Generating the tests' inputs on the CPU.
+        pub inputs_s: f64,
+        /// Copying them to the GPU.
+        pub upload_s: f64,
+        /// The original's checked run and timings on each test.
+        pub references_s: f64,
+    }
 }
 
 impl AddAssign<&StartUp> for StartUp {
-    fn add_assign(&mut self, o: &StartUp) {
-        self.setup_s += o.setup_s;
-        self.context_s += o.context_s;
-        self.inputs_s += o.inputs_s;
-        self.upload_s += o.upload_s;
-        self.references_s += o.references_s;
+    fn add_assign(&mut self, other: &StartUp) {
+        self.add_fields(other);
     }
 }
 
-/// A backend's workers over `wall_s` seconds: their time by phase, and the
-/// search's GPU measurements (train tests only; promotion's held-out runs
-/// count in the time, not in these counts).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Utilization {
-    pub wall_s: f64,
-    pub gpu_workers: u32,
-    pub compile_workers: u32,
-    pub spent: Spent,
-    /// Variants sent to the GPU on the train tests.
-    pub measured: u64,
-    /// Of those, variants that passed the checks and were timed.
-    pub timed: u64,
-    /// Timing rounds per test those variants took, summed.
-    pub rounds: u64,
-    /// Variants whose timing stopped before the full rounds (adaptive
-    /// measurement: confidently no better than the selection threshold).
-    pub stopped_early: u64,
-    /// GPU workers started (the first, and each replacement after a
-    /// variant crashed or hung one), and the seconds they took to upload
-    /// their tests and make the references: time the GPU measures nothing.
-    pub gpu_starts: u64,
-    pub gpu_start_s: f64,
-    /// What the GPU workers that greeted in this span spent starting
-    /// (spares included, whose start overlaps the measurements), by part.
-    pub gpu_start_parts: StartUp,
+summed_struct! {
+    /// A backend's workers over `wall_s` seconds: their time by phase, and the
+    /// search's GPU measurements (train tests only; promotion's held-out runs
+    /// count in the time, not in these counts).
+    #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+    #[serde(default)]
+    pub struct Utilization {
+        pub wall_s: f64,
+        pub gpu_workers: u32,
+        pub compile_workers: u32,
+        pub spent: Spent,
+        /// Variants sent to the GPU on the train tests.
+        pub measured: u64,
+        /// Of those, variants that passed the checks and were timed.
+        pub timed: u64,
+        /// Timing rounds per test those variants took, summed.
+        pub rounds: u64,
+        /// Variants whose timing stopped before the full rounds (adaptive
+        /// measurement: confidently no better than the selection threshold).
+        pub stopped_early: u64,
+        /// GPU workers started (the first, and each replacement after a
+        /// variant crashed or hung one), and the seconds they took to upload
+        /// their tests and make the references: time the GPU measures nothing.
+        pub gpu_starts: u64,
+        pub gpu_start_s: f64,
+        /// What the GPU workers that greeted in this span spent starting
+        /// (spares included, whose start overlaps the measurements), by part.
+        pub gpu_start_parts: StartUp,
+    }
 }
 
 impl Utilization {
@@ -161,17 +180,11 @@ impl Utilization {
     /// `other` after this span: times and counts add, worker counts are the
     /// larger.
     pub fn add(&mut self, other: &Utilization) {
-        self.wall_s += other.wall_s;
-        self.gpu_workers = self.gpu_workers.max(other.gpu_workers);
-        self.compile_workers = self.compile_workers.max(other.compile_workers);
-        self.spent += &other.spent;
-        self.measured += other.measured;
-        self.timed += other.timed;
-        self.rounds += other.rounds;
-        self.stopped_early += other.stopped_early;
-        self.gpu_starts += other.gpu_starts;
-        self.gpu_start_s += other.gpu_start_s;
-        self.gpu_start_parts += &other.gpu_start_parts;
+        let gpu_workers = self.gpu_workers.max(other.gpu_workers);
+        let compile_workers = self.compile_workers.max(other.compile_workers);
+        self.add_fields(other);
+        self.gpu_workers = gpu_workers;
+        self.compile_workers = compile_workers;
     }
 
     /// Who was busy, and what the GPU measured, in one sentence.
@@ -248,5 +261,38 @@ mod tests {
         let json = u.to_json();
         assert_eq!(json["rounds"], 80);
         assert!((json["gpu_busy_share"].as_f64().unwrap() - 0.9).abs() < 1e-12);
+    }
+
+    /// `+=` adds every field; spans keep the larger worker counts.
+    #[test]
+    fn every_field_adds() {
+        let parts = StartUp {
+            setup_s: 1.0,
+            context_s: 2.0,
+            inputs_s: 3.0,
+            upload_s: 4.0,
+            references_s: 5.0,
+        };
+        let mut sum = parts.clone();
+        sum += &parts;
+        assert_eq!(
+            sum,
+            StartUp {
+                setup_s: 2.0,
+                context_s: 4.0,
+                inputs_s: 6.0,
+                upload_s: 8.0,
+                references_s: 10.0,
+            }
+        );
+        let mut u = span(1.0, 1.0, 1.0, 1, 1);
+        u.gpu_start_parts = parts.clone();
+        let mut other = u.clone();
+        other.gpu_workers = 3;
+        u.add(&other);
+        assert_eq!((u.gpu_workers, u.compile_workers), (3, 4));
+        assert_eq!(u.gpu_start_parts, sum);
+        assert_eq!(u.spent.compile_s, 2.0);
+        assert_eq!(u.measured, 2);
     }
 }

@@ -2,14 +2,15 @@
 //! verdict, a cost and the error against the reference. The reference of each
 //! test is the original kernel's output on the same inputs, computed once.
 
-use crate::device::DeviceInfo;
+pub use crate::assessment::{
+    compare_outputs, Assessment, Failure, KernelTime, TestResult, TestSummary,
+};
 use crate::ir::{IrError, KernelIr, Patch};
 use crate::sim::code::Program;
 use crate::sim::{
     self, pointer, BufferName, Fault, GlobalMemory, LaunchDims, Limits, RunStats, Verdict,
 };
-use crate::spec::{self, ArgValue, Scalar, Spec, SpecError, TestCase, TestSet};
-use crate::stats::{self, Interval, Timing};
+use crate::spec::{self, scalar_bits, ArgValue, Spec, SpecError, TestCase, TestSet};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -50,223 +51,6 @@ pub enum EvalError {
         spec: std::path::PathBuf,
         message: String,
     },
-}
-
-/// Why a test did not pass.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Failure {
-    /// The variant does not build (invalid patch, unsupported by the simulator).
-    Invalid(String),
-    /// The simulator stopped it.
-    Verdict(Verdict),
-    /// It ran, but an output differs from the reference beyond the tolerance.
-    Mismatch {
-        arg: String,
-        error: f64,
-        first_mismatch: Option<usize>,
-    },
-}
-
-impl std::fmt::Display for Failure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Failure::Invalid(m) => write!(f, "invalid variant: {m}"),
-            Failure::Verdict(v) => write!(f, "{v}"),
-            Failure::Mismatch {
-                arg,
-                error,
-                first_mismatch,
-            } => {
-                write!(
-                    f,
-                    "output {arg} differs from the reference (error {error:e}"
-                )?;
-                if let Some(i) = first_mismatch {
-                    write!(f, ", first at element {i}")?;
-                }
-                f.write_str(")")
-            }
-        }
-    }
-}
-
-impl Failure {
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Failure::Invalid(_) => "invalid",
-            Failure::Verdict(v) => v.kind(),
-            Failure::Mismatch { .. } => "mismatch",
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct TestResult {
-    pub test: String,
-    pub failure: Option<Failure>,
-    /// The simulator's cost (all launches), when the run completed.
-    pub cost: Option<u64>,
-    /// The original kernel's cost on the same test.
-    pub original_cost: u64,
-    /// Largest error of any output against the reference, when it ran.
-    pub error: Option<f64>,
-}
-
-impl TestResult {
-    pub fn passed(&self) -> bool {
-        self.failure.is_none()
-    }
-}
-
-/// One test's result in plain data, as the search and the wire see it.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct TestSummary {
-    pub test: String,
-    /// `None` when the test passed; else the failure's kind (`mismatch`,
-    /// `race`, ...) and its message.
-    pub failure: Option<(String, String)>,
-    pub cost: Option<u64>,
-    pub original_cost: u64,
-    pub error: Option<f64>,
-    /// GPU rounds (the costs above are their medians, in nanoseconds); none
-    /// on the simulator, whose costs are exact counts.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timing: Option<Timing>,
-    /// On the GPU, for a pipeline of several kernels: each kernel's time
-    /// (its launches summed) for the original and the variant.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub kernels: Vec<KernelTime>,
-}
-
-/// One kernel's share of a pipeline's time on one test (medians over a few
-/// runs with an event after every launch, apart from the timed rounds).
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct KernelTime {
-    /// The kernel as the spec names it.
-    pub kernel: String,
-    pub original_ns: f64,
-    pub variant_ns: f64,
-}
-
-impl TestSummary {
-    /// This test's cost ratio with its confidence interval: a bootstrap over
-    /// its GPU rounds, or the exact point on the simulator.
-    pub fn cost_interval(&self) -> Option<Interval> {
-        let cost = self.cost?;
-        Some(match &self.timing {
-            Some(t) if !t.original_ns.is_empty() => stats::cost_ratio(&[t]),
-            _ => Interval::point(cost as f64 / self.original_cost.max(1) as f64),
-        })
-    }
-
-    /// A test that did not pass, with no measurements.
-    pub fn failed(test: &str, kind: &str, message: String) -> Self {
-        TestSummary {
-            test: test.to_string(),
-            failure: Some((kind.to_string(), message)),
-            cost: None,
-            original_cost: 0,
-            error: None,
-            timing: None,
-            kernels: Vec::new(),
-        }
-    }
-}
-
-/// A variant's results on one test set.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Assessment {
-    pub tests: Vec<TestSummary>,
-    /// The GPU that measured it (none on the simulator).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub device: Option<DeviceInfo>,
-}
-
-impl Assessment {
-    pub fn new(results: &[TestResult]) -> Self {
-        let tests = results
-            .iter()
-            .map(|r| TestSummary {
-                test: r.test.clone(),
-                failure: r
-                    .failure
-                    .as_ref()
-                    .map(|f| (f.kind().to_string(), f.to_string())),
-                cost: r.cost,
-                original_cost: r.original_cost,
-                error: r.error,
-                timing: None,
-                kernels: Vec::new(),
-            })
-            .collect();
-        Assessment {
-            tests,
-            device: None,
-        }
-    }
-
-    /// A variant that failed before any test ran (one pseudo-test `test`).
-    pub fn failed(test: &str, kind: &str, message: String) -> Self {
-        Assessment {
-            tests: vec![TestSummary::failed(test, kind, message)],
-            device: None,
-        }
-    }
-
-    pub fn passed(&self) -> bool {
-        self.tests.iter().all(|t| t.failure.is_none())
-    }
-
-    /// The first failing test, as `<test>: <failure>`.
-    pub fn first_failure(&self) -> Option<String> {
-        self.tests
-            .iter()
-            .find_map(|t| t.failure.as_ref().map(|(_, m)| format!("{}: {m}", t.test)))
-    }
-
-    /// Summed cost over summed original cost, when every test ran.
-    pub fn cost_ratio(&self) -> Option<f64> {
-        let mut cost = 0u64;
-        let mut original = 0u64;
-        for t in &self.tests {
-            cost = cost.saturating_add(t.cost?);
-            original = original.saturating_add(t.original_cost);
-        }
-        Some(cost as f64 / original.max(1) as f64)
-    }
-
-    /// The cost ratio with its confidence interval: a bootstrap over the GPU
-    /// rounds when every test was timed, else the exact point.
-    pub fn cost_interval(&self) -> Option<Interval> {
-        let point = self.cost_ratio()?;
-        let timings: Option<Vec<&Timing>> = self.tests.iter().map(|t| t.timing.as_ref()).collect();
-        Some(match timings {
-            Some(t) if !t.is_empty() => stats::cost_ratio(&t),
-            _ => Interval::point(point),
-        })
-    }
-
-    /// The first test the variant is slower on with confidence, by more
-    /// than `tolerance` (a fraction of the original's cost), as a reason.
-    pub fn first_regression(&self, tolerance: f64) -> Option<String> {
-        self.tests.iter().find_map(|t| {
-            let i = t.cost_interval()?;
-            (i.lo > 1.0 + tolerance).then(|| {
-                format!(
-                    "{}: slower with confidence on this test (cost ratio {:.4}, 95% interval {:.4}..{:.4}; max_test_regression {tolerance})",
-                    t.test, i.estimate, i.lo, i.hi
-                )
-            })
-        })
-    }
-
-    /// The largest error of any output on any test (0 when none ran).
-    pub fn error(&self) -> f64 {
-        self.tests
-            .iter()
-            .filter_map(|t| t.error)
-            .fold(0.0, f64::max)
-    }
 }
 
 /// What a test needs once per evaluator: its inputs and the original
@@ -423,34 +207,6 @@ impl Evaluator {
     }
 }
 
-/// Compares every output argument of a run with the reference under the
-/// spec's acceptance: the first failing output (if any), and the largest
-/// error of any output.
-pub fn compare_outputs(
-    spec: &Spec,
-    instance: &spec::Instance,
-    reference: &[Vec<u8>],
-    actual: &[Vec<u8>],
-) -> (Option<Failure>, f64) {
-    let mut worst = 0f64;
-    let mut failure = None;
-    for i in spec.outputs() {
-        let ArgValue::Buffer { elem, .. } = &instance.args[i] else {
-            continue;
-        };
-        let c = spec::compare(&spec.acceptance, *elem, &reference[i], &actual[i]);
-        worst = worst.max(c.error);
-        if !c.passed && failure.is_none() {
-            failure = Some(Failure::Mismatch {
-                arg: spec.args[i].name.clone(),
-                error: c.error,
-                first_mismatch: c.first_mismatch,
-            });
-        }
-    }
-    (failure, worst)
-}
-
 /// Every launch's arguments must match its kernel's parameters in number
 /// and kind: buffers for pointers, scalars of the parameter's width otherwise.
 fn check_arguments(spec: &Spec, programs: &[Program]) -> Result<(), EvalError> {
@@ -519,21 +275,6 @@ fn check_arguments(spec: &Spec, programs: &[Program]) -> Result<(), EvalError> {
         }
     }
     Ok(())
-}
-
-pub fn scalar_bits(s: Scalar) -> u64 {
-    match s {
-        Scalar::I8(v) => v as u8 as u64,
-        Scalar::I16(v) => v as u16 as u64,
-        Scalar::I32(v) => v as u32 as u64,
-        Scalar::I64(v) => v as u64,
-        Scalar::U8(v) => u64::from(v),
-        Scalar::U16(v) => u64::from(v),
-        Scalar::U32(v) => u64::from(v),
-        Scalar::U64(v) => v,
-        Scalar::F32(v) => u64::from(v.to_bits()),
-        Scalar::F64(v) => v.to_bits(),
-    }
 }
 
 /// The verdict with the global buffer it names given as the spec's

@@ -3,6 +3,7 @@
 
 pub mod access;
 pub mod api;
+pub mod assessment;
 pub mod busy;
 pub mod config;
 pub mod cuda;
@@ -15,6 +16,7 @@ pub mod own_processes;
 pub mod ranges;
 pub mod report;
 pub mod sched;
+pub mod seed;
 pub mod serve;
 pub mod sim;
 pub mod spec;

@@ -199,10 +199,13 @@ fn seeded_against_fresh(kernel: &str, change: &str) {
     let mut fresh = Engine::new(config.clone(), 1).unwrap();
     let fresh_count = evaluations_to_validate(&mut fresh, &new, &mut backend, 60);
 
-    let patches =
-        gevod::serve::seed::previous_patches(previous.validated().to_vec(), Some(&previous));
-    let (seeds, kept, dropped, _) =
-        gevod::serve::seed::carry(&old, &new, &patches).expect("patches carry over");
+    let patches = gevod::seed::previous_patches(previous.validated().to_vec(), Some(&previous));
+    let gevod::seed::Carried {
+        seeds,
+        kept,
+        dropped,
+        ..
+    } = gevod::seed::carry(&old, &new, &patches).expect("patches carry over");
     let mut seeded = Engine::new(config, 1).unwrap();
     seeded.seed_with(seeds.clone());
     let seeded_count = evaluations_to_validate(&mut seeded, &new, &mut backend, 60);

@@ -208,7 +208,7 @@ impl EvolveArgs {
         if let Some(n) = self.gpu_steps {
             cluster.gpu_steps = n;
         }
-        let launcher = cluster.launcher();
+        let launcher = gevod::worker::launch::Launcher::from(&cluster);
         let ir = KernelIr::load_kernels(&spec.ir, &spec.kernels)
             .with_context(|| self.spec.display().to_string())?;
         let start: Vec<Patch> = self
@@ -260,11 +260,18 @@ impl EvolveArgs {
                 let mut engine = Engine::new(config, self.seed)?;
                 let seeding = match self.fresh {
                     true => None,
-                    false => super::transplant::seeds_for_new_job(&store, &job, &ir)?,
+                    false => match gevod::seed::earlier_job(&store, &job)? {
+                        Some(from) => gevod::seed::from_job(&store, &from, 0, &ir)?,
+                        None => None,
+                    },
                 };
                 // --start-from's patches first, then those carried over.
                 let mut seeds = start;
-                if let Some((carried, origin)) = seeding {
+                if let Some(gevod::seed::Seeding {
+                    seeds: carried,
+                    origin,
+                }) = seeding
+                {
                     eprintln!(
                         "seeded from job {}: {} patch(es) carried over, {} edit(s) kept, {} dropped",
                         origin.info.job,
@@ -273,7 +280,7 @@ impl EvolveArgs {
                         origin.info.dropped
                     );
                     seeds.extend(carried);
-                    store.put_setting(&super::transplant::origin_key(&job.id), &origin)?;
+                    store.put_setting(&gevod::seed::origin_key(&job.id), &origin)?;
                 }
                 engine.seed_with(seeds);
                 store.create_job(&job, &engine)?;
@@ -281,7 +288,7 @@ impl EvolveArgs {
             }
         };
         let origin: Option<gevod::store::Origin> =
-            store.setting(&super::transplant::origin_key(&job.id))?;
+            store.setting(&gevod::seed::origin_key(&job.id))?;
 
         let started = Instant::now();
         let budget = self.budget();

@@ -3,12 +3,7 @@
 
 use super::output::{load_kernel, read_patch, write_output};
 use anyhow::{Context as _, Result};
-use gevo_client::proto::JobOrigin;
-use gevod::evolve::Engine;
 use gevod::ir::transplant::Transplanter;
-use gevod::ir::{KernelIr, Patch};
-use gevod::serve::seed::{carry, previous_patches};
-use gevod::store::{JobRecord, Origin, Store};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -72,63 +67,4 @@ impl TransplantArgs {
         }
         Ok(0)
     }
-}
-
-/// The store's setting that holds a `gevod evolve` job's origin.
-pub fn origin_key(job: &str) -> String {
-    format!("origin/{job}")
-}
-
-/// Seeds for a new `gevod evolve` job from an earlier version of the same
-/// spec's kernel in the same state directory (same spec file, backend and
-/// target, other IR): the one with the most evaluations, whose validated
-/// patches and elite are carried to `ir` as the daemon does for a rebuild.
-pub fn seeds_for_new_job(
-    store: &Store,
-    job: &JobRecord,
-    ir: &KernelIr,
-) -> Result<Option<(Vec<Patch>, Origin)>> {
-    let mut previous: Option<(JobRecord, Engine)> = None;
-    for id in store.jobs()? {
-        let Some(record) = store.job(&id)? else {
-            continue;
-        };
-        if record.spec_path != job.spec_path
-            || record.ir_hash == job.ir_hash
-            || record.backend != job.backend
-            || record.target != job.target
-        {
-            continue;
-        }
-        let Some(engine) = store.checkpoint(&id)? else {
-            continue;
-        };
-        let more = previous
-            .as_ref()
-            .is_none_or(|(_, e)| engine.counters().evaluations > e.counters().evaluations);
-        if more {
-            previous = Some((record, engine));
-        }
-    }
-    let Some((record, engine)) = previous else {
-        return Ok(None);
-    };
-    let patches = previous_patches(store.validated(&record.id)?, Some(&engine));
-    let Some(first) = patches.first() else {
-        return Ok(None);
-    };
-    let old = KernelIr::parse_for_patch(&record.id, record.ir_text.as_bytes(), first)
-        .with_context(|| format!("job {}", record.id))?;
-    let Some((seeds, kept, dropped, edits)) = carry(&old, ir, &patches) else {
-        return Ok(None);
-    };
-    let info = JobOrigin {
-        job: record.id,
-        // Versions are the daemon's; here the job id says which.
-        version: 0,
-        patches: seeds.len(),
-        kept,
-        dropped,
-    };
-    Ok(Some((seeds, Origin { info, edits })))
 }

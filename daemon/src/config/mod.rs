@@ -11,7 +11,6 @@ pub use serve::ServeConfig;
 
 use crate::evolve;
 use crate::ranges::Invalid;
-use crate::worker::launch::{Launcher, SlurmLaunch};
 use serde::{Deserialize, Deserializer};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -84,11 +83,11 @@ pub struct GpuSection {
     /// Screen new variants on the simulator's train tests first.
     pub prescreen: bool,
     /// compute-sanitizer on each variant about to be validated on a GPU.
-    pub sanitize: crate::worker::sanitize::SanitizeMode,
+    pub sanitize: SanitizeMode,
     /// `adaptive`: new variants are timed in batches and stop once they are
     /// confidently no better than the selection threshold; `fixed`: every
     /// variant gets the full rounds.
-    pub measurement: crate::cuda::measure::Measurement,
+    pub measurement: Measurement,
 }
 
 impl Default for GpuSection {
@@ -102,10 +101,37 @@ impl Default for GpuSection {
             idle_grace: Duration::from_secs(30),
             poll_interval: Duration::from_secs(1),
             prescreen: true,
-            sanitize: crate::worker::sanitize::SanitizeMode::Auto,
-            measurement: crate::cuda::measure::Measurement::Adaptive,
+            sanitize: SanitizeMode::Auto,
+            measurement: Measurement::Adaptive,
         }
     }
+}
+
+/// `[gpu] sanitize` and `gevod evolve --sanitize` (`worker::sanitize` runs it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum SanitizeMode {
+    /// Use compute-sanitizer when it is found, and say so.
+    Auto,
+    Off,
+    /// No GPU job starts without compute-sanitizer.
+    Required,
+}
+
+/// How the search's variants are timed on their train tests (promotion's
+/// held-out measurements always take the full rounds; `cuda::measure`
+/// times them).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Measurement {
+    /// In batches, stopping once a variant is confidently no better than
+    /// the selection threshold (docs/evolve.md, "Adaptive measurement").
+    #[default]
+    Adaptive,
+    /// Every variant the full rounds.
+    Fixed,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -164,17 +190,6 @@ impl ClusterSection {
     /// Checks the numeric keys' ranges.
     pub fn validate(&self) -> Result<(), Invalid> {
         ranges::GPU_STEPS.check(self.gpu_steps).map(drop)
-    }
-
-    pub fn launcher(&self) -> Launcher {
-        match self.launcher {
-            LauncherKind::Local => Launcher::Local,
-            LauncherKind::Slurm => Launcher::Slurm(SlurmLaunch {
-                srun: self.srun.clone(),
-                args: self.srun_args.clone(),
-                gpu_steps: self.gpu_steps,
-            }),
-        }
     }
 }
 

@@ -4,8 +4,8 @@
 //! compared here: the variant's measurement already did that; the
 //! sanitizer's report is the verdict.
 
-use super::device_test::DeviceTest;
 use super::driver::{Context, Event, Kernel};
+use super::staged::StagedTest;
 use super::CudaError;
 use crate::spec::{Spec, SpecError};
 use std::time::Duration;
@@ -37,7 +37,7 @@ pub fn run_once(
         .ok_or_else(|| CheckError::NoTest(test.to_string()))?;
     let _context = Context::new(ordinal)?;
     let kernel = Kernel::load(ptx, kernel_names)?;
-    let test = DeviceTest::upload(&case.name, spec.instantiate(case)?)?;
+    let test = StagedTest::upload(&case.name, spec.instantiate(case)?)?;
     test.launch_all(&kernel)?;
     let done = Event::new()?;
     done.record()?;

@@ -4,31 +4,19 @@
 //! alternating order, each run after restoring the inputs and flushing L2.
 //! The original's outputs on each test are computed once, at start.
 
-use super::device_test::DeviceTest;
 use super::driver::{Context, DeviceBuffer, Event, Kernel};
 use super::load::Loader;
+use super::staged::StagedTest;
 use super::toolkit::{Assembler, Cubin};
 use super::CudaError;
+use crate::assessment::{compare_outputs, Assessment, KernelTime, TestSummary};
 use crate::busy::{Spent, StartUp};
+pub use crate::config::Measurement;
 use crate::device::DeviceInfo;
-use crate::eval::{compare_outputs, Assessment, KernelTime, TestSummary};
 use crate::spec::{Spec, SpecError, TestSet};
 use crate::stats::{self, Timing};
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
-
-/// How the search's variants are timed on their train tests (promotion's
-/// held-out measurements always take the full rounds).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "snake_case")]
-pub enum Measurement {
-    /// In batches, stopping once a variant is confidently no better than
-    /// the selection threshold (docs/evolve.md, "Adaptive measurement").
-    #[default]
-    Adaptive,
-    /// Every variant the full rounds.
-    Fixed,
-}
 
 /// How variants are timed. The defaults are documented in
 /// ARCHITECTURE.md ("cuda").
@@ -135,7 +123,7 @@ pub struct Measurer {
     original: Kernel,
     /// How the original was loaded, and so every variant.
     loader: Loader,
-    tests: Vec<DeviceTest>,
+    tests: Vec<StagedTest>,
     /// Written between timed runs to evict the previous run's data from L2.
     flush: DeviceBuffer,
     /// Four per round: original start/end, variant start/end.
@@ -218,7 +206,7 @@ impl Measurer {
         for case in cases {
             let instance = m.spec.instantiate(&case)?;
             start_up.inputs_s += lap();
-            let mut test = DeviceTest::upload(&case.name, instance)?;
+            let mut test = StagedTest::upload(&case.name, instance)?;
             start_up.upload_s += lap();
             let failed = |source| MeasureError::OriginalFails {
                 test: case.name.clone(),
@@ -258,12 +246,12 @@ impl Measurer {
         self.test(test).map(|t| t.reference.as_slice())
     }
 
-    fn test(&self, name: &str) -> Option<&DeviceTest> {
+    fn test(&self, name: &str) -> Option<&StagedTest> {
         self.tests.iter().find(|t| t.name == name)
     }
 
     /// How long one run of the variant may take on `test`.
-    fn limit(&self, test: &DeviceTest) -> Duration {
+    fn limit(&self, test: &StagedTest) -> Duration {
         Duration::from_secs_f64(
             (test.original_ns * 1e-9 * self.options.timeout_factor).max(self.options.min_timeout_s),
         )
@@ -313,7 +301,7 @@ impl Measurer {
             Some(_) => self.options.race_batch.max(1).min(full),
             None => full,
         };
-        let tests: Vec<&DeviceTest> = self
+        let tests: Vec<&StagedTest> = self
             .spec
             .tests(set)
             .into_iter()
@@ -388,7 +376,7 @@ impl Measurer {
 
     /// One test's checked run: a passed summary (its error, no cost yet),
     /// or the failure (which sets `fatal` when the context is lost).
-    fn check(&self, kernel: &Kernel, test: &DeviceTest, out: &mut Measured) -> TestSummary {
+    fn check(&self, kernel: &Kernel, test: &StagedTest, out: &mut Measured) -> TestSummary {
         let started = Instant::now();
         let outputs = self.checked_run(kernel, test, self.limit(test));
         let compared = outputs
@@ -422,7 +410,7 @@ impl Measurer {
     }
 
     /// A test that failed on the GPU, with the timeout explained.
-    fn cuda_failure(&self, test: &DeviceTest, e: &CudaError) -> TestSummary {
+    fn cuda_failure(&self, test: &StagedTest, e: &CudaError) -> TestSummary {
         let mut message = e.to_string();
         if let CudaError::Timeout { .. } = e {
             message += &format!(
@@ -442,7 +430,7 @@ impl Measurer {
     fn time(
         &self,
         kernel: &Kernel,
-        test: &DeviceTest,
+        test: &StagedTest,
         first: u32,
         rounds: u32,
         limit: Duration,
@@ -490,7 +478,7 @@ impl Measurer {
     fn kernel_times(
         &self,
         kernel: &Kernel,
-        test: &DeviceTest,
+        test: &StagedTest,
         limit: Duration,
     ) -> Result<Vec<KernelTime>, CudaError> {
         let launches = &test.instance.launches;
@@ -535,7 +523,7 @@ impl Measurer {
     fn timed_run(
         &self,
         kernel: &Kernel,
-        test: &DeviceTest,
+        test: &StagedTest,
         start: &Event,
         end: &Event,
     ) -> Result<(), CudaError> {
@@ -553,7 +541,7 @@ impl Measurer {
     fn checked_run(
         &self,
         kernel: &Kernel,
-        test: &DeviceTest,
+        test: &StagedTest,
         limit: Duration,
     ) -> Result<Vec<Vec<u8>>, CudaError> {
         test.restore()?;

@@ -5,7 +5,8 @@
 //! loaded at run time (cudarc), so gevod builds and runs without CUDA.
 //!
 //! - [`driver`]: the checked driver calls (the only `unsafe` code).
-//! - `device_test`: one test's buffers on the device, its launches.
+//! - `staged`: one test staged on the device: its buffers, restoring its
+//!   inputs, its launches.
 //! - [`measure`]: what a worker does per variant: check outputs, then time
 //!   it alternately with the original.
 //! - [`load`]: cubins or the JIT, the same for the original and variants.
@@ -17,10 +18,10 @@
 //! pre-screen) lives beside the other worker pools, in `worker::gpu`.
 
 pub mod check;
-mod device_test;
 pub mod driver;
 pub mod load;
 pub mod measure;
+mod staged;
 pub mod toolkit;
 
 use std::time::Duration;

@@ -16,8 +16,8 @@ mod variation;
 
 pub use engine::{CacheKey, Engine, GenerationReport, IslandReport};
 
+use crate::assessment::{Assessment, TestSummary};
 use crate::busy::Utilization;
-use crate::eval::{Assessment, TestSummary};
 use crate::ir::{IrError, Patch};
 use crate::spec::TestSet;
 use serde::{Deserialize, Serialize};

@@ -4,7 +4,7 @@
 //! validated.
 
 use super::{Backend, Engine, EvolveError, Member, PromotionFailure, Validated};
-use crate::eval::Assessment;
+use crate::assessment::Assessment;
 use crate::ir::{KernelIr, Patch};
 use crate::spec::TestSet;
 use std::collections::BTreeSet;
@@ -200,7 +200,7 @@ fn assess_one(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::eval::TestSummary;
+    use crate::assessment::TestSummary;
     use crate::evolve::{Build, Config, Outcome, Scope};
     use rand::SeedableRng;
     use std::collections::BTreeMap;

@@ -4,16 +4,18 @@
 //! generation in the store, exports each new best validated variant, and
 //! answers clients on a Unix socket.
 //!
-//! Threads: the control loop (this module: signals, scans, GPU idleness,
-//! telling runners to stop, the systemd watchdog), one runner per slot
-//! ([`runner`]: the engine and its worker processes), and the API
-//! ([`crate::api`] with [`handler`]). They share [`Shared`].
+//! Threads: the control loop (this module's [`serve`] and [`control`]:
+//! signals, scans, GPU idleness, telling runners to stop, the systemd
+//! watchdog), one runner per slot ([`runner`]: the engine and its worker
+//! processes), and the API ([`crate::api`] with [`handler`]). They share
+//! [`Shared`].
 //!
 //! Invariants: a job runs on at most one slot; a job's engine is only
 //! advanced by committed generations, so stopping a runner at any moment
 //! loses at most the generation in flight; a spec or IR change never alters
 //! a job, it makes a new version.
 
+mod control;
 mod handler;
 pub mod registry;
 mod runner;
@@ -26,10 +28,9 @@ pub use slots::{slots_for, WorkerFactory};
 
 use crate::device::DeviceInfo;
 use crate::evolve::{Backend, Scope};
-use crate::own_processes::{Own, Proc};
-use crate::sched::idle::{GpuProbe, IdleGate, Nvml, Sample};
 use crate::spec::Spec;
 use crate::store::{Store, StoreError};
+use control::Control;
 use gevo_client::export::Readers;
 use registry::{Registry, Root, SlotState};
 use std::path::{Path, PathBuf};
@@ -447,134 +448,4 @@ fn merge_roots(config: &[PathBuf], client: &[PathBuf]) -> Vec<Root> {
         }
     }
     roots
-}
-
-/// The control loop's own state.
-struct Control {
-    shared: Arc<Shared>,
-    settler: crate::watch::Settler,
-    next_scan: Instant,
-    nvml: Option<Nvml>,
-    /// Per slot, an idle gate per GPU (none without NVML or a GPU).
-    gates: Vec<Vec<IdleGate>>,
-    last_poll: Option<Instant>,
-}
-
-impl Control {
-    fn new(shared: Arc<Shared>) -> Control {
-        let config = shared.config();
-        let now = Instant::now();
-        let gpus = shared.slots.iter().any(|s| s.device.is_some());
-        let nvml = if gpus {
-            match Nvml::init() {
-                Ok(n) => Some(n),
-                Err(e) => {
-                    tracing::warn!(error = %e, "no idle detection: GPUs count as idle");
-                    None
-                }
-            }
-        } else {
-            None
-        };
-        let gates = shared
-            .slots
-            .iter()
-            .map(|s| {
-                s.devices()
-                    .filter(|_| nvml.is_some())
-                    .map(|_| IdleGate::new(config.gpu.idle_utilization, config.gpu.idle_grace))
-                    .collect()
-            })
-            .collect();
-        Control {
-            shared,
-            settler: Default::default(),
-            next_scan: now,
-            nvml,
-            gates,
-            last_poll: None,
-        }
-    }
-
-    fn root_paths(&self) -> Vec<PathBuf> {
-        self.shared
-            .registry()
-            .roots
-            .iter()
-            .map(|r| r.path.clone())
-            .collect()
-    }
-
-    fn scan_due(&self, now: Instant) -> bool {
-        now >= self.next_scan
-    }
-
-    fn scan_now(&mut self) {
-        let config = self.shared.config();
-        let now = Instant::now();
-        let pending = scan::rescan(&self.shared, &mut self.settler, &config, now);
-        // Rescan when the next unsettled spec may have settled, else at
-        // the periodic interval.
-        self.next_scan = now
-            + pending
-                .map(|p| p + Duration::from_millis(50))
-                .unwrap_or(config.daemon.scan_interval)
-                .min(config.daemon.scan_interval);
-    }
-
-    /// Samples each GPU (at the poll interval) and opens or closes its slot.
-    fn gates(&mut self, config: &ServeConfig, now: Instant) {
-        let poll = self
-            .last_poll
-            .is_none_or(|t| now.duration_since(t) >= config.gpu.poll_interval);
-        let own = poll.then(Own::now);
-        let mut registry = self.shared.registry();
-        for (i, slot) in self.shared.slots.iter().enumerate() {
-            let using = registry.jobs.values().any(|j| j.running_on == Some(i));
-            // A slot is open when every one of its GPUs is idle.
-            let (mut open, mut reason) = (true, None);
-            if let Some(nvml) = &self.nvml {
-                for (device, gate) in slot.devices().zip(self.gates[i].iter_mut()) {
-                    if let Some(own) = &own {
-                        match nvml.look(&device.uuid) {
-                            Ok(look) => {
-                                gate.observe(&Sample::from_look(&look, own, &Proc), using, now)
-                            }
-                            Err(e) => tracing::warn!(error = %e, "GPU sample"),
-                        }
-                    }
-                    if open && !gate.open(now) {
-                        open = false;
-                        reason = gate.reason(now);
-                    }
-                }
-            }
-            let slot_state = &mut registry.slots[i];
-            if slot_state.open && !open {
-                tracing::info!(slot = i, reason = ?reason, "GPU busy: the slot waits");
-            }
-            slot_state.open = open;
-            slot_state.reason = reason;
-        }
-        if poll {
-            self.last_poll = Some(now);
-        }
-    }
-
-    /// Sets the stop flag of every runner whose job must not go on: shut
-    /// down, its GPU became busy, or the job was paused, superseded,
-    /// removed or failed.
-    fn stop_what_must_stop(&self) {
-        let registry = self.shared.registry();
-        for (i, slot) in self.shared.slots.iter().enumerate() {
-            let must_stop = registry
-                .jobs
-                .values()
-                .find(|j| j.running_on == Some(i))
-                .is_some_and(|j| !j.runnable() || !registry.slots[i].open);
-            if must_stop && !slot.stop.swap(true, Ordering::Relaxed) {
-                tracing::info!(slot = i, reason = ?registry.slots[i].reason, "stopping the running job");
-            }
-        }
-    }
 }

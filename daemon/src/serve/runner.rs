@@ -135,7 +135,7 @@ fn start(
             )
         })?;
     let config = shared.config();
-    let launcher = config.cluster.launcher();
+    let launcher = crate::worker::launch::Launcher::from(&config.cluster);
     let files = JobFiles {
         spec_path: &record.spec_path,
         spec: &spec,

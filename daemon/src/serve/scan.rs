@@ -369,9 +369,9 @@ fn register(
     if !registry.jobs.contains_key(&id) {
         let mut engine =
             Engine::new(config.evolve.clone(), config.jobs.seed).map_err(|e| e.to_string())?;
-        let origin = seeding.map(|(seeds, origin)| {
-            engine.seed_with(seeds);
-            origin
+        let origin = seeding.map(|s| {
+            engine.seed_with(s.seeds);
+            s.origin
         });
         let record = JobRecord {
             id: id.clone(),

@@ -24,9 +24,9 @@ pub use expr::{Expr, ExprError};
 pub use inputs::{fill_seed, MAX_BLOCK_THREADS, MAX_BUFFER_BYTES};
 pub use load::SPEC_VERSION;
 pub use model::{
-    Acceptance, ArgKind, ArgSpec, ArgValue, Comparison, ElemType, Fill, Harness, HarnessOutput,
-    Instance, Launch, Located, Metric, Number, Repeat, Role, Scalar, Spec, TestCase, TestSet,
-    TestTarget, HARNESS_PLACEHOLDERS,
+    scalar_bits, Acceptance, ArgKind, ArgSpec, ArgValue, Comparison, ElemType, Fill, Harness,
+    HarnessOutput, Instance, Launch, Located, Metric, Number, Repeat, Role, Scalar, Spec, TestCase,
+    TestSet, TestTarget, HARNESS_PLACEHOLDERS,
 };
 pub use pipeline::{
     LaunchArg, LaunchInstance, LaunchParam, LaunchSpec, LoopSpec, Step, MAX_LAUNCHES,

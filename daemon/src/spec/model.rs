@@ -548,6 +548,23 @@ impl Scalar {
     }
 }
 
+/// The scalar's bits in a 64-bit argument register: integers zero-extended
+/// from their own width, floats as their IEEE bits.
+pub fn scalar_bits(s: Scalar) -> u64 {
+    match s {
+        Scalar::I8(v) => v as u8 as u64,
+        Scalar::I16(v) => v as u16 as u64,
+        Scalar::I32(v) => v as u32 as u64,
+        Scalar::I64(v) => v as u64,
+        Scalar::U8(v) => u64::from(v),
+        Scalar::U16(v) => u64::from(v),
+        Scalar::U32(v) => u64::from(v),
+        Scalar::U64(v) => v,
+        Scalar::F32(v) => u64::from(v.to_bits()),
+        Scalar::F64(v) => v.to_bits(),
+    }
+}
+
 /// One kernel argument's value for a test.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ArgValue {

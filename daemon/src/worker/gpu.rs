@@ -7,10 +7,10 @@
 use super::pool::{failed_assessment, PoolOptions, WorkerPool};
 use super::sanitize::SafetyGate;
 use super::{Handler, Request, Response};
+use crate::assessment::Assessment;
 use crate::busy::{StartUp, Utilization};
 use crate::cuda::measure::{Measurement, Measurer};
 use crate::device::DeviceInfo;
-use crate::eval::Assessment;
 use crate::evolve::{Backend, BackendError, Build, Evaluated, Scope};
 use crate::ir::Patch;
 use crate::spec::{Spec, TestSet, TestTarget};

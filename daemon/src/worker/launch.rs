@@ -5,6 +5,7 @@
 //! it makes of a worker that disappears mid-request: a local process only
 //! dies of its variant, a step may die with its node.
 
+use crate::config::{ClusterSection, LauncherKind};
 use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -51,6 +52,20 @@ impl Default for SlurmLaunch {
             srun: default_srun(),
             args: Vec::new(),
             gpu_steps: 1,
+        }
+    }
+}
+
+impl From<&ClusterSection> for Launcher {
+    /// The launcher a `[cluster]` table describes.
+    fn from(cluster: &ClusterSection) -> Launcher {
+        match cluster.launcher {
+            LauncherKind::Local => Launcher::Local,
+            LauncherKind::Slurm => Launcher::Slurm(SlurmLaunch {
+                srun: cluster.srun.clone(),
+                args: cluster.srun_args.clone(),
+                gpu_steps: cluster.gpu_steps,
+            }),
         }
     }
 }

@@ -9,7 +9,7 @@
 use super::launch::Launcher;
 use super::process::{truncate, Event, State, Worker};
 use super::{Request, Response, PROTOCOL};
-use crate::eval::Assessment;
+use crate::assessment::Assessment;
 use crate::evolve::{Backend, BackendError, Build, Scope};
 use crate::ir::Patch;
 use crate::spec::{Spec, TestSet};

@@ -5,22 +5,11 @@
 //! out-of-bounds accesses that change no output and do not crash are caught
 //! here, where the simulator's smaller inputs may not reach them.
 
-use serde::Deserialize;
+pub use crate::config::SanitizeMode;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// `[gpu] sanitize` and `gevod evolve --sanitize`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "snake_case")]
-pub enum SanitizeMode {
-    /// Use compute-sanitizer when it is found, and say so.
-    Auto,
-    Off,
-    /// No GPU job starts without compute-sanitizer.
-    Required,
-}
 
 /// The tools run, in order; the first report decides.
 pub const TOOLS: [&str; 3] = ["memcheck", "racecheck", "synccheck"];

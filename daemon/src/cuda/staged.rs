@@ -4,7 +4,7 @@
 
 use super::driver::{DeviceBuffer, Kernel};
 use super::CudaError;
-use crate::eval::scalar_bits;
+use crate::spec::scalar_bits;
 use crate::spec::{ArgValue, Instance, LaunchInstance, LaunchParam, Role};
 
 /// Poison for output buffers before each run: NaN for floats, -1 for
@@ -12,7 +12,7 @@ use crate::spec::{ArgValue, Instance, LaunchInstance, LaunchParam, Role};
 const POISON: u8 = 0xff;
 
 /// One test's inputs on the device and the original's results on them.
-pub(super) struct DeviceTest {
+pub(super) struct StagedTest {
     pub name: String,
     pub instance: Instance,
     /// Per argument: the inputs as uploaded (`in`/`inout` buffers).
@@ -25,9 +25,9 @@ pub(super) struct DeviceTest {
     pub original_ns: f64,
 }
 
-impl DeviceTest {
+impl StagedTest {
     /// Uploads the test's inputs; the work buffers are allocated.
-    pub fn upload(name: &str, instance: Instance) -> Result<DeviceTest, CudaError> {
+    pub fn upload(name: &str, instance: Instance) -> Result<StagedTest, CudaError> {
         let mut pristine = Vec::with_capacity(instance.args.len());
         let mut work = Vec::with_capacity(instance.args.len());
         for arg in &instance.args {
@@ -49,7 +49,7 @@ impl DeviceTest {
                 }
             }
         }
-        Ok(DeviceTest {
+        Ok(StagedTest {
             name: name.to_string(),
             instance,
             pristine,

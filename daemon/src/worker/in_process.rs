@@ -1,0 +1,246 @@
+//! [`InProcess`]: the backend without processes, compiling with LLVM and
+//! running on the simulator (or a harness spec's command) in this process;
+//! an `eval-worker`'s request handler, and a backend for tests.
+
+use super::{Handler, Request, Response};
+use crate::assessment::{Assessment, TestResult};
+use crate::busy::Spent;
+use crate::cuda::toolkit::{Assembler, Cubin};
+use crate::eval::Evaluator;
+use crate::evolve::{Backend, BackendError, Build, Scope};
+use crate::harness::{HarnessEvaluator, Runner};
+use crate::ir::{CodegenOptions, Patch};
+use crate::spec::{Spec, TestCase, TestSet};
+use std::time::Instant;
+
+/// Compiles with LLVM and runs on the simulator (or, for harness specs,
+/// runs the kernel's application), in this process.
+pub struct InProcess {
+    evaluation: Evaluation,
+    codegen: CodegenOptions,
+    /// ptxas, for `Compile::cubin_for`; found when first asked.
+    assembler: Option<Option<Assembler>>,
+    /// The train tests the pre-screen runs, least input first.
+    screen_tests: Vec<TestCase>,
+}
+
+/// Simulator verdicts that reject a variant in the pre-screen: undefined
+/// behaviour or a runaway loop on the GPU. Mismatches and unsupported
+/// instructions are left for the GPU to judge.
+const SCREENED_OUT: [&str; 6] = [
+    "out_of_bounds",
+    "race",
+    "global_race",
+    "uninitialized_shared",
+    "step_budget",
+    "unreachable",
+];
+
+/// How variants are run: the spec's own launches on the simulator, or the
+/// spec's harness command.
+enum Evaluation {
+    // Boxed: both are large, and of different sizes.
+    Kernel(Box<Evaluator>),
+    Harness(Box<HarnessEvaluator>),
+}
+
+impl InProcess {
+    /// A harness spec's worker: its command runs each variant.
+    pub fn harness(
+        spec: Spec,
+        codegen: CodegenOptions,
+        runner: Runner,
+        user: Option<(u32, u32)>,
+    ) -> Result<Self, crate::harness::HarnessError> {
+        Ok(InProcess {
+            evaluation: Evaluation::Harness(Box::new(HarnessEvaluator::new(
+                spec,
+                codegen.clone(),
+                runner,
+                user,
+            )?)),
+            codegen,
+            screen_tests: Vec::new(),
+            assembler: None,
+        })
+    }
+
+    pub fn new(spec: Spec, codegen: CodegenOptions) -> Result<Self, crate::eval::EvalError> {
+        let mut by_size = Vec::new();
+        for test in spec.tests(TestSet::Train) {
+            by_size.push((spec.buffer_bytes(test)?, test.clone()));
+        }
+        by_size.sort_by_key(|(bytes, _)| *bytes);
+        let screen_tests = by_size.into_iter().map(|(_, t)| t).collect();
+        // One simulator thread: parallelism comes from running several workers.
+        let evaluator = Evaluator::new(spec, 1)?;
+        Ok(InProcess {
+            evaluation: Evaluation::Kernel(Box::new(evaluator)),
+            codegen,
+            screen_tests,
+            assembler: None,
+        })
+    }
+
+    /// The pre-screen: the patch on the simulator's train tests, least
+    /// input first; the assessment of the first test where a fault rejects
+    /// the variant. Every train test, not only the smallest: a loop that
+    /// runs away or an index that leaves its buffer often shows only at
+    /// a larger size, and each such variant that reaches the GPU costs a
+    /// GPU worker (a timeout or a lost context), whose replacement spends
+    /// seconds uploading its tests; compile workers have the time.
+    pub fn screen(&self, patch: &Patch) -> Result<Option<Assessment>, BackendError> {
+        let Evaluation::Kernel(evaluator) = &self.evaluation else {
+            return Ok(None);
+        };
+        let screened_out = |r: &TestResult| {
+            r.failure
+                .as_ref()
+                .is_some_and(|f| SCREENED_OUT.contains(&f.kind()))
+        };
+        let tests: Vec<&TestCase> = self.screen_tests.iter().collect();
+        let results = evaluator
+            .evaluate_until(patch, &tests, screened_out)
+            .map_err(|e| {
+                BackendError::Failed(format!(
+                    "the GPU backend's pre-screen (each new variant runs on the simulator's train tests before the GPU; --no-prescreen or [gpu] prescreen = false skips it) cannot judge variants: {e}"
+                ))
+            })?;
+        let Some(rejecting) = results.last().filter(|r| screened_out(r)) else {
+            return Ok(None);
+        };
+        let mut a = Assessment::new(std::slice::from_ref(rejecting));
+        let (kind, message) = a.tests[0].failure.take().expect("rejected");
+        a.tests[0].failure = Some((kind, format!("pre-screen on the simulator: {message}")));
+        Ok(Some(a))
+    }
+
+    /// `ptx` assembled for `arch`, or none where no ptxas is found or it
+    /// rejects the PTX (the GPU worker then loads the PTX its own way).
+    fn assemble(&mut self, ptx: &str, arch: &str) -> Option<Cubin> {
+        let assembler = self
+            .assembler
+            .get_or_insert_with(Assembler::find)
+            .as_ref()?;
+        assembler
+            .assemble(ptx, arch)
+            .inspect_err(|e| tracing::debug!("no cubin: {e}"))
+            .ok()
+    }
+
+    pub fn compile_one(&self, patch: &Patch) -> Result<Build, String> {
+        let ir = match &self.evaluation {
+            Evaluation::Kernel(e) => e.ir(),
+            Evaluation::Harness(h) => h.ir(),
+        };
+        ir.compile(patch, &self.codegen)
+            .map(|c| Build {
+                ptx_hash: c.ptx_hash,
+                ptx: c.ptx,
+            })
+            .map_err(|e| e.to_string())
+    }
+
+    pub fn assess_one(&self, patch: &Patch, set: TestSet) -> Result<Assessment, BackendError> {
+        match &self.evaluation {
+            Evaluation::Kernel(e) => e
+                .evaluate(patch, set)
+                .map(|r| Assessment::new(&r))
+                .map_err(|e| BackendError::Failed(e.to_string())),
+            Evaluation::Harness(h) => h
+                .assess(patch, set)
+                .map_err(|e| BackendError::Failed(e.to_string())),
+        }
+    }
+
+    fn spec(&self) -> &Spec {
+        match &self.evaluation {
+            Evaluation::Kernel(e) => e.spec(),
+            Evaluation::Harness(h) => h.spec(),
+        }
+    }
+}
+
+impl Backend for InProcess {
+    fn scope(&self) -> Scope {
+        let backend = match &self.evaluation {
+            Evaluation::Kernel(_) => "sim",
+            Evaluation::Harness(h) => h.runner().backend_name(),
+        };
+        Scope {
+            backend: backend.into(),
+            target: self.codegen.arch.clone(),
+        }
+    }
+
+    fn test_set_hash(&self, set: TestSet) -> String {
+        self.spec().test_set_hash(set)
+    }
+
+    fn compile(&mut self, patches: &[Patch]) -> Result<Vec<Result<Build, String>>, BackendError> {
+        Ok(patches.iter().map(|p| self.compile_one(p)).collect())
+    }
+
+    fn assess(&mut self, patches: &[Patch], set: TestSet) -> Result<Vec<Assessment>, BackendError> {
+        patches.iter().map(|p| self.assess_one(p, set)).collect()
+    }
+}
+
+impl Handler for InProcess {
+    fn scope(&self) -> Scope {
+        Backend::scope(self)
+    }
+
+    fn handle(&mut self, request: Request) -> Result<(Response, bool), String> {
+        let response = match request {
+            Request::Compile {
+                id,
+                patch,
+                prescreen,
+                cubin_for,
+            } => {
+                let mut spent = Spent::default();
+                let started = Instant::now();
+                let built = self.compile_one(&patch);
+                spent.compile_s = started.elapsed().as_secs_f64();
+                match built {
+                    Ok(build) => {
+                        let started = Instant::now();
+                        let screened_out = if prescreen {
+                            self.screen(&patch).map_err(|e| e.to_string())?
+                        } else {
+                            None
+                        };
+                        spent.prescreen_s = started.elapsed().as_secs_f64();
+                        let started = Instant::now();
+                        let cubin = match (&cubin_for, &screened_out) {
+                            (Some(arch), None) => self.assemble(&build.ptx, arch),
+                            _ => None,
+                        };
+                        spent.assemble_s = started.elapsed().as_secs_f64();
+                        Response::Built {
+                            id,
+                            build,
+                            cubin,
+                            screened_out,
+                            spent,
+                        }
+                    }
+                    Err(reason) => Response::CompileFailed { id, reason, spent },
+                }
+            }
+            Request::Assess { id, patch, set } => Response::Assessed {
+                id,
+                assessment: self.assess_one(&patch, set).map_err(|e| e.to_string())?,
+                exiting: false,
+                spent: Spent::default(),
+                rounds: 0,
+                stopped_early: false,
+            },
+            Request::Measure { .. } => {
+                return Err("this worker has no GPU; measure requests go to gpu-worker".into())
+            }
+        };
+        Ok((response, false))
+    }
+}

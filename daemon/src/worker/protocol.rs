@@ -1,0 +1,303 @@
+//! The wire protocol between the engine's process and its workers: one
+//! JSON object per line, requests in, the greeting and answers out
+//! (ARCHITECTURE.md, "Worker protocol").
+
+use crate::assessment::Assessment;
+use crate::busy::{Spent, StartUp};
+use crate::cuda::toolkit::Cubin;
+use crate::device::DeviceInfo;
+use crate::evolve::{Build, Scope};
+use crate::ir::Patch;
+use crate::spec::TestSet;
+use serde::{Deserialize, Serialize};
+
+/// Wire protocol version, sent in the worker's greeting.
+pub const PROTOCOL: u32 = 3;
+
+/// A request from the engine's process.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    /// PTX for the patch; with `prescreen`, also runs of the train tests
+    /// on the simulator, whose memory and loop faults reject the variant
+    /// before it costs GPU time; with `cubin_for` (a GPU architecture,
+    /// `sm_90`), a variant that passes is also assembled by ptxas, when
+    /// the worker finds one, so the GPU worker loads no PTX.
+    Compile {
+        id: u64,
+        patch: Patch,
+        #[serde(default)]
+        prescreen: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cubin_for: Option<String>,
+    },
+    /// The patch run on the simulator.
+    Assess { id: u64, patch: Patch, set: TestSet },
+    /// PTX checked and timed on the GPU (GPU workers only). With `race`,
+    /// the timing may stop early once the variant is confidently no better
+    /// than that train cost (adaptive measurement).
+    Measure {
+        id: u64,
+        ptx: String,
+        /// The PTX assembled for the worker's GPU, where a compile worker
+        /// could (`Compile::cubin_for`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cubin: Option<Cubin>,
+        set: TestSet,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        race: Option<f64>,
+    },
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl Request {
+    pub fn id(&self) -> u64 {
+        match self {
+            Request::Compile { id, .. }
+            | Request::Assess { id, .. }
+            | Request::Measure { id, .. } => *id,
+        }
+    }
+}
+
+/// A worker's line: its greeting, or the answer to one request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Response {
+    /// Sent once the spec is loaded; `Fatal` instead when it cannot be.
+    Ready {
+        protocol: u32,
+        scope: Scope,
+        /// The GPU a GPU worker measures on.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        device: Option<DeviceInfo>,
+        /// What a GPU worker's start took, by part.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        start_up: Option<StartUp>,
+    },
+    Built {
+        id: u64,
+        build: Build,
+        /// The PTX assembled, when `cubin_for` asked and ptxas took it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cubin: Option<Cubin>,
+        /// The pre-screen's result when it rejects the variant.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        screened_out: Option<Assessment>,
+        #[serde(default, skip_serializing_if = "Spent::is_zero")]
+        spent: Spent,
+    },
+    CompileFailed {
+        id: u64,
+        reason: String,
+        #[serde(default, skip_serializing_if = "Spent::is_zero")]
+        spent: Spent,
+    },
+    Assessed {
+        id: u64,
+        assessment: Assessment,
+        /// The worker exits after this answer (a GPU worker whose context
+        /// the variant broke); the pool replaces it at once.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        exiting: bool,
+        /// The worker's time on the request, by phase.
+        #[serde(default, skip_serializing_if = "Spent::is_zero")]
+        spent: Spent,
+        /// GPU: timing rounds per test, and whether they stopped before
+        /// the full count (adaptive measurement).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        rounds: u32,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        stopped_early: bool,
+    },
+    /// The worker cannot go on (its spec broke); it exits after this.
+    Fatal { message: String },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::assessment::TestSummary;
+    use crate::stats::Timing;
+
+    fn device() -> DeviceInfo {
+        DeviceInfo {
+            ordinal: 1,
+            uuid: "GPU-58cba95d-ca2a-6e6a-c26d-68000d48365c".into(),
+            name: "NVIDIA H200".into(),
+            compute_capability: (9, 0),
+            driver_version: "13.0".into(),
+            l2_bytes: 52_428_800,
+        }
+    }
+
+    fn assessment() -> Assessment {
+        Assessment {
+            tests: vec![
+                TestSummary {
+                    test: "train[0]".into(),
+                    failure: None,
+                    cost: Some(4960),
+                    original_cost: 4800,
+                    error: Some(0.0),
+                    timing: Some(Timing {
+                        original_ns: vec![4800.0, 4812.5],
+                        variant_ns: vec![4960.0, 4950.25],
+                    }),
+                    kernels: Vec::new(),
+                },
+                TestSummary::failed(
+                    "train[1]",
+                    "cuda_error",
+                    "CUDA_ERROR_ILLEGAL_ADDRESS".into(),
+                ),
+            ],
+            device: Some(device()),
+        }
+    }
+
+    /// Every message survives the wire unchanged, and the requests' text is
+    /// the documented one (ARCHITECTURE.md, "worker protocol").
+    #[test]
+    fn messages_round_trip() {
+        let scope = Scope {
+            backend: "cuda".into(),
+            target: device().target(),
+        };
+        let build = Build {
+            ptx_hash: "ab".repeat(32),
+            ptx: ".version 8.0\n.target sm_90\n".into(),
+        };
+        let empty_patch = Patch {
+            format: 1,
+            ir_hash: "00".into(),
+            kernel: "k".into(),
+            kernels: Vec::new(),
+            edits: Vec::new(),
+        };
+        let requests = [
+            (
+                Request::Measure {
+                    id: 7,
+                    ptx: build.ptx.clone(),
+                    cubin: None,
+                    set: TestSet::Heldout,
+                    race: None,
+                },
+                r#"{"op":"measure","id":7,"ptx":".version 8.0\n.target sm_90\n","set":"heldout"}"#,
+            ),
+            (
+                Request::Measure {
+                    id: 9,
+                    ptx: "x".into(),
+                    cubin: Some(Cubin(b"\x7fELF".to_vec())),
+                    set: TestSet::Train,
+                    race: Some(0.97),
+                },
+                r#"{"op":"measure","id":9,"ptx":"x","cubin":"f0VMRg==","set":"train","race":0.97}"#,
+            ),
+            (
+                Request::Compile {
+                    id: 10,
+                    patch: empty_patch.clone(),
+                    prescreen: true,
+                    cubin_for: Some("sm_90".into()),
+                },
+                r#"{"op":"compile","id":10,"patch":{"format":1,"ir_hash":"00","kernel":"k","edits":[]},"prescreen":true,"cubin_for":"sm_90"}"#,
+            ),
+            (
+                Request::Assess {
+                    id: 8,
+                    patch: empty_patch.clone(),
+                    set: TestSet::Train,
+                },
+                r#"{"op":"assess","id":8,"patch":{"format":1,"ir_hash":"00","kernel":"k","edits":[]},"set":"train"}"#,
+            ),
+        ];
+        for (request, text) in requests {
+            assert_eq!(serde_json::to_string(&request).unwrap(), text);
+            assert_eq!(serde_json::from_str::<Request>(text).unwrap(), request);
+        }
+        // A compile request from protocol 1 (no prescreen) still reads.
+        let old = r#"{"op":"compile","id":3,"patch":{"format":1,"ir_hash":"00","kernel":"k","edits":[]}}"#;
+        assert!(matches!(
+            serde_json::from_str::<Request>(old).unwrap(),
+            Request::Compile {
+                prescreen: false,
+                ..
+            }
+        ));
+        let responses = [
+            Response::Ready {
+                protocol: PROTOCOL,
+                scope: scope.clone(),
+                device: Some(device()),
+                start_up: Some(StartUp {
+                    inputs_s: 1.5,
+                    upload_s: 0.1,
+                    ..StartUp::default()
+                }),
+            },
+            Response::Built {
+                id: 1,
+                build: build.clone(),
+                cubin: None,
+                screened_out: Some(assessment()),
+                spent: Spent {
+                    compile_s: 0.02,
+                    prescreen_s: 0.5,
+                    ..Spent::default()
+                },
+            },
+            Response::Built {
+                id: 2,
+                build,
+                cubin: Some(Cubin(vec![0x7f, b'E', b'L', b'F', 1, 2])),
+                screened_out: None,
+                spent: Spent {
+                    assemble_s: 0.03,
+                    ..Spent::default()
+                },
+            },
+            Response::CompileFailed {
+                id: 3,
+                reason: "no".into(),
+                spent: Spent::default(),
+            },
+            Response::Assessed {
+                id: 4,
+                assessment: assessment(),
+                exiting: true,
+                spent: Spent {
+                    jit_load_s: 0.001,
+                    check_s: 0.01,
+                    timing_s: 0.25,
+                    ..Spent::default()
+                },
+                rounds: 5,
+                stopped_early: true,
+            },
+            Response::Fatal {
+                message: "spec broke".into(),
+            },
+        ];
+        // An answer as protocol 2 wrote it (no times, no rounds) still reads.
+        let old = r#"{"assessed":{"id":4,"assessment":{"tests":[]}}}"#;
+        assert!(matches!(
+            serde_json::from_str::<Response>(old).unwrap(),
+            Response::Assessed {
+                rounds: 0,
+                stopped_early: false,
+                ..
+            }
+        ));
+        for response in responses {
+            let text = serde_json::to_string(&response).unwrap();
+            assert!(!text.contains('\n'), "one line: {text}");
+            assert_eq!(serde_json::from_str::<Response>(&text).unwrap(), response);
+        }
+    }
+}
