@@ -53,7 +53,13 @@ pub enum ExportError {
 
 /// SHA-256 (hex) of a PTX text, as records carry it.
 pub fn ptx_hash(ptx: &str) -> String {
-    Sha256::digest(ptx.as_bytes())
+    sha256_hex(ptx.as_bytes())
+}
+
+/// SHA-256 of `bytes` in lower-case hex: every content hash gevo writes
+/// (PTX, IR, spec text, a harness file's identity) is this.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()

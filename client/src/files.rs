@@ -5,7 +5,7 @@
 //! become the client's controlling one. Every such read goes through
 //! [`read_capped`]: regular files only, at most a cap.
 
-use std::fs::{FileType, OpenOptions};
+use std::fs::{File, FileType, Metadata, OpenOptions};
 use std::io::{self, Read};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -78,6 +78,35 @@ pub fn kind_name(file_type: FileType) -> &'static str {
 /// is an error naming its kind, and so is a file over the cap
 /// ("PATH: larger than N bytes"); neither blocks nor reads past the cap.
 pub fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, FileError> {
+    let io = |error| FileError::Io {
+        path: path.to_path_buf(),
+        error,
+    };
+    let (file, meta) = open_regular(path)?;
+    let too_large = || FileError::TooLarge {
+        path: path.to_path_buf(),
+        cap,
+    };
+    if meta.len() > cap {
+        return Err(too_large());
+    }
+    // The file may grow while it is read: one byte past the cap tells.
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(cap.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    if bytes.len() as u64 > cap {
+        return Err(too_large());
+    }
+    Ok(bytes)
+}
+
+/// Opens the regular file at `path` for reading, with its metadata from
+/// the open descriptor; anything else there is an error naming its kind.
+/// Every file gevo reads from a path goes through here (`gevod`'s
+/// `access::Reader` too), so a FIFO never blocks and a device is never
+/// read.
+pub fn open_regular(path: &Path) -> Result<(File, Metadata), FileError> {
     let not_regular = |file_type| FileError::NotRegular {
         path: path.to_path_buf(),
         kind: kind_name(file_type),
@@ -97,7 +126,7 @@ pub fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, FileError> {
     let file = OpenOptions::new()
         .read(true)
         // O_NONBLOCK: a FIFO's open would wait for a writer. O_NOCTTY: a
-        // terminal must not become the client's controlling terminal.
+        // terminal must not become the controlling terminal.
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(path)
         .map_err(io)?;
@@ -105,22 +134,7 @@ pub fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, FileError> {
     if !meta.is_file() {
         return Err(not_regular(meta.file_type()));
     }
-    let too_large = || FileError::TooLarge {
-        path: path.to_path_buf(),
-        cap,
-    };
-    if meta.len() > cap {
-        return Err(too_large());
-    }
-    // The file may grow while it is read: one byte past the cap tells.
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    file.take(cap.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .map_err(io)?;
-    if bytes.len() as u64 > cap {
-        return Err(too_large());
-    }
-    Ok(bytes)
+    Ok((file, meta))
 }
 
 /// [`read_capped`] for a text file: its content must be UTF-8.

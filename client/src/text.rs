@@ -38,6 +38,15 @@ fn escape(s: &str, escaped: impl Fn(char) -> bool) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// At most `max` characters of `s`, then `...` where it was cut: a message
+/// quotes only a short prefix of what others wrote.
+pub fn shorten(s: &str, max: usize) -> Cow<'_, str> {
+    match s.char_indices().nth(max) {
+        None => Cow::Borrowed(s),
+        Some((end, _)) => Cow::Owned(format!("{}...", &s[..end])),
+    }
+}
+
 /// [`escape_controls`] over a path, lossy for bytes that are not UTF-8.
 pub fn escape_path(p: &std::path::Path) -> String {
     escape_controls(&p.to_string_lossy()).into_owned()
@@ -137,6 +146,9 @@ mod tests {
             assert_eq!(escape_controls(input), expected, "{input:?}");
         }
         assert!(matches!(escape_controls("clean"), Cow::Borrowed(_)));
+        assert_eq!(shorten("héllo", 5), "héllo");
+        assert_eq!(shorten("héllo wörld", 7), "héllo w...");
+        assert!(matches!(shorten("short", 80), Cow::Borrowed(_)));
         assert_eq!(
             escape_terminal("line 1\n\tline 2\x1b[2J\r"),
             "line 1\n\tline 2\\u{1b}[2J\\u{d}"

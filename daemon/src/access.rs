@@ -30,7 +30,7 @@
 
 use std::fs::{File, Metadata};
 use std::io::Read;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// Who a file is read for.
@@ -165,14 +165,9 @@ impl Reader {
     /// inode, size, modification time and SHA-256 of the bytes read from
     /// the same descriptor.
     pub fn identity(&self, path: &Path) -> Result<String, AccessError> {
-        use sha2::Digest;
         let file = self.open(path)?;
         let meta = file.metadata().map_err(|e| io_error(path, e))?;
-        let bytes = read_all(path, file)?;
-        let hash: String = sha2::Sha256::digest(&bytes)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let hash = gevo_client::export::sha256_hex(&read_all(path, file)?);
         Ok(format!(
             "{}:{}:{}:{}.{}:{hash}",
             meta.dev(),
@@ -185,17 +180,19 @@ impl Reader {
 
     /// Opens a regular file this reader may read.
     fn open_readable(&self, path: &Path) -> Result<File, AccessError> {
-        regular(
-            path,
-            &std::fs::metadata(path).map_err(|e| io_error(path, e))?,
-        )?;
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-            .open(path)
-            .map_err(|e| io_error(path, e))?;
-        let meta = file.metadata().map_err(|e| io_error(path, e))?;
-        regular(path, &meta)?;
+        use gevo_client::files::FileError;
+        let (file, meta) = gevo_client::files::open_regular(path).map_err(|e| match e {
+            FileError::NotRegular { kind, .. } => AccessError::NotRegular {
+                path: path.to_path_buf(),
+                what: kind,
+            },
+            FileError::Io { error, .. } => io_error(path, error),
+            // open_regular reads nothing.
+            other => AccessError::Io {
+                path: path.to_path_buf(),
+                source: std::io::Error::other(other.to_string()),
+            },
+        })?;
         if let Reader::OnBehalf { uid, root } = self {
             let allowed = meta.uid() == *uid
                 || (meta.uid() == 0 && meta.mode() & 0o004 != 0)
@@ -247,8 +244,8 @@ fn trusted(path: &Path, file: &File, uid: u32, root: &Path) -> Result<(), Access
         why,
     };
     let meta = file.metadata().map_err(|e| io_error(path, e))?;
-    if let Some(why) = unsafe_to_trust(&meta, uid, false) {
-        return Err(refuse(format!("it is {why} {}", fix(&why, path))));
+    if let Some(exposure) = Exposure::of(&meta, uid, false) {
+        return Err(refuse(format!("it is {}", exposure.with_fix(path, uid))));
     }
     let resolved = opened_path(file).unwrap_or_else(|| path.to_path_buf());
     let named = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
@@ -258,14 +255,15 @@ fn trusted(path: &Path, file: &File, uid: u32, root: &Path) -> Result<(), Access
         for dir in p.ancestors().skip(1) {
             if seen.insert(dir.to_path_buf()) {
                 // A directory that is gone or unreadable was judged by open().
-                if let Ok(m) = std::fs::metadata(dir) {
-                    if let Some(why) = unsafe_to_trust(&m, uid, true) {
-                        return Err(refuse(format!(
-                            "its directory {} is {why} {}",
-                            dir.display(),
-                            fix(&why, dir)
-                        )));
-                    }
+                let exposure = std::fs::metadata(dir)
+                    .ok()
+                    .and_then(|m| Exposure::of(&m, uid, true));
+                if let Some(exposure) = exposure {
+                    return Err(refuse(format!(
+                        "its directory {} is {}",
+                        dir.display(),
+                        exposure.with_fix(dir, uid)
+                    )));
                 }
             }
             if inside && dir == root {
@@ -276,33 +274,42 @@ fn trusted(path: &Path, file: &File, uid: u32, root: &Path) -> Result<(), Access
     Ok(())
 }
 
-/// Why someone besides `uid` and root could change a file or directory
-/// with `meta`, if they could.
-fn unsafe_to_trust(meta: &Metadata, uid: u32, directory: bool) -> Option<String> {
-    const STICKY: u32 = 0o1000;
-    if meta.uid() != uid && meta.uid() != 0 {
-        return Some(format!(
-            "owned by uid {}, not the spec's owner (uid {uid}) or root",
-            meta.uid()
-        ));
-    }
-    // In a sticky directory only a file's owner may replace it.
-    if directory && meta.mode() & STICKY != 0 {
-        return None;
-    }
-    match meta.mode() {
-        m if m & 0o002 != 0 => Some("world-writable".into()),
-        m if m & 0o020 != 0 => Some("group-writable".into()),
-        _ => None,
-    }
+/// How someone besides the spec's owner and root could change a file or
+/// directory.
+enum Exposure {
+    OwnedBy(u32),
+    WorldWritable,
+    GroupWritable,
 }
 
-/// The command that removes what `why` names, in parentheses.
-fn fix(why: &str, path: &Path) -> String {
-    match why {
-        "world-writable" => format!("(chmod o-w {})", path.display()),
-        "group-writable" => format!("(chmod g-w {})", path.display()),
-        _ => "(chown it to the spec's owner)".into(),
+impl Exposure {
+    /// The exposure of a file or directory with `meta` for owner `uid`.
+    fn of(meta: &Metadata, uid: u32, directory: bool) -> Option<Exposure> {
+        const STICKY: u32 = 0o1000;
+        if meta.uid() != uid && meta.uid() != 0 {
+            return Some(Exposure::OwnedBy(meta.uid()));
+        }
+        // In a sticky directory only a file's owner may replace it.
+        if directory && meta.mode() & STICKY != 0 {
+            return None;
+        }
+        match meta.mode() {
+            m if m & 0o002 != 0 => Some(Exposure::WorldWritable),
+            m if m & 0o020 != 0 => Some(Exposure::GroupWritable),
+            _ => None,
+        }
+    }
+
+    /// What it is and the command that removes it, for `path`.
+    fn with_fix(&self, path: &Path, uid: u32) -> String {
+        let path = path.display();
+        match self {
+            Exposure::OwnedBy(owner) => format!(
+                "owned by uid {owner}, not the spec's owner (uid {uid}) or root (chown it to the spec's owner)"
+            ),
+            Exposure::WorldWritable => format!("world-writable (chmod o-w {path})"),
+            Exposure::GroupWritable => format!("group-writable (chmod g-w {path})"),
+        }
     }
 }
 
@@ -311,16 +318,6 @@ fn fix(why: &str, path: &Path) -> String {
 fn opened_path(file: &File) -> Option<PathBuf> {
     use std::os::fd::AsRawFd;
     std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()
-}
-
-fn regular(path: &Path, meta: &Metadata) -> Result<(), AccessError> {
-    if meta.is_file() {
-        return Ok(());
-    }
-    Err(AccessError::NotRegular {
-        path: path.to_path_buf(),
-        what: gevo_client::files::kind_name(meta.file_type()),
-    })
 }
 
 fn io_error(path: &Path, source: std::io::Error) -> AccessError {

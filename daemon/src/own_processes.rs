@@ -17,38 +17,25 @@ use std::sync::Mutex;
 /// How far up a process tree the walk goes: deeper trees are not gevod's.
 const MAX_DEPTH: usize = 64;
 
-/// Where parents and process groups come from: /proc, or a script in tests.
+/// Where a process's parent and process group come from: /proc, or a
+/// script in tests. `None` for a process that is gone.
 pub trait ProcessTable {
-    fn parent(&self, pid: u32) -> Option<u32>;
-    fn group(&self, pid: u32) -> Option<u32>;
+    /// `(parent pid, process group id)`.
+    fn lineage(&self, pid: u32) -> Option<(u32, u32)>;
 }
 
 /// The running system's table, from `/proc/<pid>/stat`.
 pub struct Proc;
 
-impl Proc {
-    /// The fields after the command name (which may hold spaces and
-    /// parentheses): state, ppid, pgrp, ...
-    fn stat_fields(pid: u32) -> Option<Vec<u32>> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        let after = &stat[stat.rfind(')')? + 1..];
-        Some(
-            after
-                .split_whitespace()
-                .skip(1)
-                .take(2)
-                .filter_map(|f| f.parse().ok())
-                .collect(),
-        )
-    }
-}
-
 impl ProcessTable for Proc {
-    fn parent(&self, pid: u32) -> Option<u32> {
-        Self::stat_fields(pid)?.first().copied()
-    }
-    fn group(&self, pid: u32) -> Option<u32> {
-        Self::stat_fields(pid)?.get(1).copied()
+    fn lineage(&self, pid: u32) -> Option<(u32, u32)> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // After the command name (which may hold spaces and parentheses):
+        // state, ppid, pgrp, ...
+        let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace().skip(1);
+        let parent = fields.next()?.parse().ok()?;
+        let group = fields.next()?.parse().ok()?;
+        Some((parent, group))
     }
 }
 
@@ -98,13 +85,16 @@ impl Own {
             if p == self.daemon || self.groups.contains(&p) {
                 return true;
             }
-            if table.group(p).is_some_and(|g| self.groups.contains(&g)) {
+            let Some((parent, group)) = table.lineage(p) else {
+                return false;
+            };
+            if self.groups.contains(&group) {
                 return true;
             }
-            match table.parent(p) {
-                Some(parent) if parent > 1 && parent != p => p = parent,
-                _ => return false,
+            if parent <= 1 || parent == p {
+                return false;
             }
+            p = parent;
         }
         false
     }
@@ -134,11 +124,8 @@ mod tests {
     struct Script(BTreeMap<u32, (u32, u32)>);
 
     impl ProcessTable for Script {
-        fn parent(&self, pid: u32) -> Option<u32> {
-            self.0.get(&pid).map(|&(p, _)| p)
-        }
-        fn group(&self, pid: u32) -> Option<u32> {
-            self.0.get(&pid).map(|&(_, g)| g)
+        fn lineage(&self, pid: u32) -> Option<(u32, u32)> {
+            self.0.get(&pid).copied()
         }
     }
 

@@ -305,7 +305,7 @@ const SNIPPETS: &[(&str, &str, &[&str])] = &[
     (
         "eval.rs",
         "fn f(p: crate::ir::Patch) -> Vec<crate::spec::Spec> { crate::sim::run(); \
-         let crate::device::D { .. } = todo!(); Vec::new() }",
+         let crate::device::D { .. } = make(); Vec::new() }",
         &["device", "ir", "sim", "spec"],
     ),
     (

@@ -26,22 +26,10 @@ fn chmod(path: &Path, mode: u32) {
 /// A harness spec for the stencil kernel at `ir` whose command runs
 /// `script` (relative to the spec) with `/bin/sh`.
 fn harness_spec(project: &str, ir: &Path, script: &str) -> String {
+    let command = format!(r#"["/bin/sh", "{script}", "{{out}}"]"#);
     format!(
-        r#"version = 1
-project = "{project}"
-ir = "{}"
-kernel = "stencil5"
-[harness]
-command = ["/bin/sh", "{script}", "{{out}}"]
-max_output_bytes = 1000
-outputs = [{{ file = "r.bin", type = "u8" }}]
-[tests]
-train = [{{ seed = 1 }}]
-heldout = [{{ seed = 2 }}]
-[acceptance]
-metric = "exact"
-"#,
-        s(ir)
+        "project = \"{project}\"\n{}",
+        common::harness_spec_text(ir, &command)
     )
 }
 

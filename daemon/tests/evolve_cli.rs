@@ -27,6 +27,14 @@ fn evolve(args: &[&str]) -> Output {
     gevod().arg("evolve").args(args).output().unwrap()
 }
 
+/// `gevod evolve` on the stencil fixture with `state` and `config`, then
+/// `extra`.
+fn evolve_stencil(state: &Path, config: &Path, extra: &[&str]) -> Output {
+    let spec = common::spec_fixture("stencil");
+    let head = [s(&spec), "--state", s(state), "--config", s(config)];
+    evolve(&[&head[..], extra].concat())
+}
+
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
@@ -49,18 +57,11 @@ fn evolve_finds_and_exports_a_validated_stencil_variant() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
     let config = small_config(dir.path(), 48);
-    let out = evolve(&[
-        s(&common::spec_fixture("stencil")),
-        "--state",
-        s(&state),
-        "--config",
-        s(&config),
-        "--generations",
-        "20",
-        "--seed",
-        "2",
-        "--json",
-    ]);
+    let out = evolve_stencil(
+        &state,
+        &config,
+        &["--generations", "20", "--seed", "2", "--json"],
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["generations"], 20);
@@ -90,18 +91,11 @@ fn evolve_finds_and_exports_a_validated_stencil_variant() {
     }
 
     // The text report names the same things.
-    let again = evolve(&[
-        s(&common::spec_fixture("stencil")),
-        "--state",
-        s(&state),
-        "--config",
-        s(&config),
-        "--generations",
-        "20",
-        "--seed",
-        "2",
-        "--resume",
-    ]);
+    let again = evolve_stencil(
+        &state,
+        &config,
+        &["--generations", "20", "--seed", "2", "--resume"],
+    );
     assert!(again.status.success(), "{}", text(&again.stderr));
     let t = text(&again.stdout);
     for needle in [
@@ -281,16 +275,11 @@ fn ctrl_c_checkpoints_and_exits_130_and_resume_continues() {
     let (_, engine) = checkpoint(&state).unwrap();
     assert!(engine.generations() >= 3);
     let more = engine.generations() + 1;
-    let out = evolve(&[
-        s(&common::spec_fixture("stencil")),
-        "--state",
-        s(&state),
-        "--config",
-        s(&config),
-        "--generations",
-        &more.to_string(),
-        "--resume",
-    ]);
+    let out = evolve_stencil(
+        &state,
+        &config,
+        &["--generations", &more.to_string(), "--resume"],
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(checkpoint(&state).unwrap().1.generations(), more + 1);
 }
@@ -427,15 +416,7 @@ fn ten_thousand_generations_keep_the_store_bounded() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
     let config = small_config(dir.path(), 16);
-    let out = evolve(&[
-        s(&common::spec_fixture("stencil")),
-        "--state",
-        s(&state),
-        "--config",
-        s(&config),
-        "--generations",
-        "3",
-    ]);
+    let out = evolve_stencil(&state, &config, &["--generations", "3"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let (id, engine) = checkpoint(&state).unwrap();
     let first = engine.generations();

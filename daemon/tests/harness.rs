@@ -159,22 +159,7 @@ fn script_harness(dir: &Path, command: &str) -> HarnessEvaluator {
     let spec_path = dir.join("app.gevo.toml");
     std::fs::write(
         &spec_path,
-        format!(
-            r#"version = 1
-ir = "{}"
-kernel = "stencil5"
-[harness]
-command = {command}
-max_output_bytes = 1000
-outputs = [{{ file = "r.bin", type = "u8" }}]
-[tests]
-train = [{{ seed = 1 }}]
-heldout = [{{ seed = 2 }}]
-[acceptance]
-metric = "exact"
-"#,
-            kernel_fixture("stencil").display()
-        ),
+        common::harness_spec_text(&kernel_fixture("stencil"), command),
     )
     .unwrap();
     let spec = gevod::spec::load(&spec_path).unwrap();

@@ -54,10 +54,7 @@ pub enum RequestError {
 
 /// At most [`QUOTE_CHARS`] characters of `s`, then "..." where it was cut.
 pub fn quote(s: &str) -> Cow<'_, str> {
-    match s.char_indices().nth(QUOTE_CHARS) {
-        None => Cow::Borrowed(s),
-        Some((end, _)) => Cow::Owned(format!("{}...", &s[..end])),
-    }
+    gevo_client::text::shorten(s, QUOTE_CHARS)
 }
 
 /// [`quote`] over a path, lossy for bytes that are not UTF-8.

@@ -37,14 +37,12 @@ use live::LiveFunction;
 pub use module::LiveModule;
 use module::Part;
 use rand::Rng;
-use sha2::{Digest, Sha256};
 use std::path::Path;
 
 /// Hex SHA-256 of `bytes`: IR hashes in patches and the PTX hash the fitness
 /// cache keys on.
 pub fn content_hash(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    gevo_client::export::sha256_hex(bytes)
 }
 
 /// Module identifier used for every parse, so printed IR never depends on
@@ -495,10 +493,7 @@ fn one_line(message: &str) -> String {
         .filter(|l| !l.is_empty() && !l.chars().all(|c| c == '^' || c == ' '))
         .collect::<Vec<_>>()
         .join(" | ");
-    match joined.char_indices().nth(MAX_CHARS) {
-        Some((cut, _)) => format!("{}...", &joined[..cut]),
-        None => joined,
-    }
+    gevo_client::text::shorten(&joined, MAX_CHARS).into_owned()
 }
 
 fn demangled(symbol: &str) -> Option<String> {

@@ -33,7 +33,6 @@ pub use pipeline::{
 };
 
 use crate::access::Reader;
-use sha2::{Digest, Sha256};
 use std::path::Path;
 
 /// Reads and validates a spec file, as the user running gevod.
@@ -64,10 +63,6 @@ pub fn parse(path_for_messages: &Path, text: &str) -> Result<Spec, SpecError> {
 /// [`parse`], reading the files the spec names for `reader`.
 pub fn parse_as(path_for_messages: &Path, text: &str, reader: &Reader) -> Result<Spec, SpecError> {
     load::parse_spec(path_for_messages, text, reader)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 impl Spec {
@@ -102,7 +97,7 @@ impl Spec {
 
     /// SHA-256 (hex) of the spec file's text, as read.
     pub fn content_hash(&self) -> String {
-        hex(&Sha256::digest(self.text.as_bytes()))
+        gevo_client::export::sha256_hex(self.text.as_bytes())
     }
 
     /// SHA-256 (hex) of a canonical text of the set's test cases: the line
@@ -119,7 +114,7 @@ impl Spec {
             }
             text.push('\n');
         }
-        hex(&Sha256::digest(text.as_bytes()))
+        gevo_client::export::sha256_hex(text.as_bytes())
     }
 
     /// Indices of the arguments whose final contents are compared

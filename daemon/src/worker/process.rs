@@ -204,10 +204,7 @@ fn last_line(text: &str) -> String {
 }
 
 pub(super) fn truncate(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((i, _)) => format!("{}...", &s[..i]),
-        None => s.to_string(),
-    }
+    gevo_client::text::shorten(s, max).into_owned()
 }
 
 #[cfg(test)]

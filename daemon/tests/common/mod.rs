@@ -66,6 +66,27 @@ pub fn kernel_fixture(name: &str) -> PathBuf {
         .join(format!("{name}.ll"))
 }
 
+/// A harness spec for the stencil kernel at `ir` whose command is `command`
+/// (a TOML array), with one u8 output file `r.bin` compared exactly.
+pub fn harness_spec_text(ir: &Path, command: &str) -> String {
+    format!(
+        r#"version = 1
+ir = "{}"
+kernel = "stencil5"
+[harness]
+command = {command}
+max_output_bytes = 1000
+outputs = [{{ file = "r.bin", type = "u8" }}]
+[tests]
+train = [{{ seed = 1 }}]
+heldout = [{{ seed = 2 }}]
+[acceptance]
+metric = "exact"
+"#,
+        ir.display()
+    )
+}
+
 /// A fixture's kernel spec, `tests/fixtures/kernels/<name>.gevo.toml`.
 pub fn spec_fixture(name: &str) -> PathBuf {
     repo_root()
