@@ -8,6 +8,7 @@ pub mod busy;
 pub mod config;
 pub mod cuda;
 pub mod device;
+pub mod drive;
 pub mod eval;
 pub mod evolve;
 pub mod harness;

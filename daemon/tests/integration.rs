@@ -19,6 +19,7 @@ mod daemon_access;
 mod daemon_socket;
 mod daemon_transplant;
 mod daemon_writable;
+mod drive;
 mod edit_fixtures;
 mod evolve;
 mod evolve_cli;

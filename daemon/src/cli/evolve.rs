@@ -3,7 +3,7 @@
 //! stops it; the best validated variant exported; the report printed.
 
 use super::output::{default_workers, read_patch, write_output};
-use super::report::{Exported, Progress, Report};
+use super::report::{Progress, Report};
 use super::{resolve, BackendChoice};
 use anyhow::{bail, Context as _, Result};
 use gevod::access::Reader;
@@ -11,14 +11,15 @@ use gevod::config::{parse_duration, ranges, EvolveFile, LauncherKind};
 use gevod::cuda::driver;
 use gevod::cuda::measure::Measurement;
 use gevod::device::{DeviceInfo, DeviceSelector};
-use gevod::evolve::{BackendError, Config, Engine, EvolveError, Scope};
-use gevod::ir::{content_hash, KernelIr, Patch};
+use gevod::drive::{export_to, Driver, Ended, Identity, Limits, Publish, Start};
+use gevod::evolve::{BackendError, Engine, GenerationReport, Validated};
+use gevod::ir::{KernelIr, Patch};
 use gevod::ranges::Invalid;
-use gevod::spec::{self, Spec};
-use gevod::store::{JobRecord, Store};
+use gevod::spec;
+use gevod::store::Store;
 use gevod::worker::sanitize::SanitizeMode;
 use gevod::worker::setup::{arch_for, SetupError, WorkerSetup};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -112,24 +113,20 @@ pub struct EvolveArgs {
     gpu_steps: Option<usize>,
 }
 
-/// When the search stops. Generations and evaluations count the whole job,
-/// so a resumed run continues toward the same goal.
-#[derive(Debug, Clone, Copy)]
-enum Budget {
-    /// Generations after the initial population.
-    Generations(u64),
-    /// Evaluations (cache hits included), checked between generations.
-    Evaluations(u64),
-    /// Wall time of this process, checked between generations.
-    Time(Duration),
-}
-
 impl EvolveArgs {
-    fn budget(&self) -> Budget {
-        match (self.generations, self.evaluations, self.time) {
-            (_, Some(n), _) => Budget::Evaluations(n),
-            (_, _, Some(t)) => Budget::Time(t),
-            (n, _, _) => Budget::Generations(n.unwrap_or(10)),
+    /// When the search stops: generations and evaluations count the whole
+    /// job, so that a resumed run continues toward the same goal; time
+    /// counts this run from `started`. One of them (clap's `budget` group),
+    /// 10 generations when none is given.
+    fn limits(&self, started: Instant) -> Limits {
+        let generations = match (self.evaluations, self.time) {
+            (None, None) => Some(self.generations.unwrap_or(10)),
+            _ => None,
+        };
+        Limits {
+            generations,
+            evaluations: self.evaluations,
+            deadline: self.time.map(|t| started + t),
         }
     }
 
@@ -240,38 +237,34 @@ impl EvolveArgs {
         };
         // Harness commands run as the invoking user: it is their own spec.
         let evaluators = setup.evaluators(&spec, device.as_ref(), None)?;
-        let job = self.job_record(&spec, &ir, &evaluators.scope(), &config, &start);
+        let job = Identity {
+            spec_path: &self.spec,
+            spec: &spec,
+            ir: &ir,
+            scope: &evaluators.scope(),
+            config: &config,
+            seed: self.seed,
+            start: &start,
+        }
+        .record();
 
         let store = Store::open(&self.state)?;
-        let mut engine = match (store.job(&job.id)?, self.resume) {
-            (Some(_), true) => store.checkpoint(&job.id)?.with_context(|| {
-                format!(
-                    "{}: job {} has no checkpoint",
-                    store.path().display(),
-                    job.id
-                )
-            })?,
+        let mut driver = match (store.job(&job.id)?, self.resume) {
+            (Some(_), true) => Driver::resume(&store, &job.id, ir)?,
             (Some(_), false) => bail!(
                 "{}: job {} already has a checkpoint; pass --resume to continue it, or another --state",
                 store.path().display(),
                 job.id
             ),
             (None, _) => {
-                let mut engine = Engine::new(config, self.seed)?;
-                let seeding = match self.fresh {
-                    true => None,
-                    false => match gevod::seed::earlier_job(&store, &job)? {
-                        Some(from) => gevod::seed::from_job(&store, &from, 0, &ir)?,
-                        None => None,
-                    },
+                let start = Start {
+                    config,
+                    seed: self.seed,
+                    patches: start,
+                    fresh: self.fresh,
                 };
-                // --start-from's patches first, then those carried over.
-                let mut seeds = start;
-                if let Some(gevod::seed::Seeding {
-                    seeds: carried,
-                    origin,
-                }) = seeding
-                {
+                let (driver, origin) = Driver::create(&store, &job, ir, start)?;
+                if let Some(origin) = origin {
                     eprintln!(
                         "seeded from job {}: {} patch(es) carried over, {} edit(s) kept, {} dropped",
                         origin.info.job,
@@ -279,27 +272,23 @@ impl EvolveArgs {
                         origin.info.kept,
                         origin.info.dropped
                     );
-                    seeds.extend(carried);
-                    store.put_setting(&gevod::seed::origin_key(&job.id), &origin)?;
                 }
-                engine.seed_with(seeds);
-                store.create_job(&job, &engine)?;
-                engine
+                driver
             }
         };
         let origin: Option<gevod::store::Origin> =
             store.setting(&gevod::seed::origin_key(&job.id))?;
 
         let started = Instant::now();
-        let budget = self.budget();
+        let limits = self.limits(started);
         let stopped = || stop.load(Ordering::Relaxed);
-        let out_of_time = || matches!(budget, Budget::Time(t) if started.elapsed() >= t);
+        let out_of_time = || limits.deadline.is_some_and(|d| Instant::now() >= d);
         // The initial population is built before the workers start, asking
         // the signal flag and the time budget between individuals.
-        let built = engine
-            .build_initial(&ir, &|| stopped() || out_of_time())
+        let built = driver
+            .prepare(&|| stopped() || out_of_time())
             .with_context(|| self.spec.display().to_string())?;
-        let mut progress = Progress::new(started, engine.counters().evaluations);
+        let mut progress = Progress::new(started, driver.engine().counters().evaluations);
         let mut interrupted = !built && stopped();
         let mut backend = None;
         if built {
@@ -313,32 +302,26 @@ impl EvolveArgs {
             }
         }
         if let Some(backend) = backend.as_mut() {
-            while !budget_met(&engine, budget, started) {
-                let step_started = Instant::now();
-                match engine.step(&ir, backend.as_mut()) {
-                    Ok(report) => {
-                        let took = step_started.elapsed().as_secs_f64();
-                        store.commit_generation_took(&job.id, &engine, &report, Some(took))?;
-                        progress.generation(&engine, &report);
-                    }
-                    Err(EvolveError::Backend(BackendError::Interrupted)) => {
-                        interrupted = true;
-                        break;
-                    }
-                    Err(e) => return Err(e).with_context(|| self.spec.display().to_string()),
-                }
-            }
+            let ended = driver
+                .run(&store, backend.as_mut(), &limits, &stop, &mut progress)
+                .with_context(|| self.spec.display().to_string())?;
+            interrupted = matches!(ended, Ended::Stopped | Ended::Interrupted);
         }
         let respawns = backend.as_ref().map_or(0, |b| b.respawns());
         let gate = backend.as_ref().and_then(|b| b.safety_gate());
         drop(backend);
         progress.finish();
-        let exported = export_best(&engine, &self.state.join(&job.id))?;
+        let engine = driver.engine();
+        let job_dir = self.state.join(&job.id);
+        let exported = match engine.best_validated() {
+            Some(best) => Some(export_to(&job_dir, best)?),
+            None => None,
+        };
         let edits = match engine.best_validated() {
             Some(best) => {
                 let mut files = gevod::report::edits::files_near(&self.spec, &spec.ir);
                 Some(gevod::report::edits::text(
-                    &ir,
+                    driver.ir(),
                     &best.minimized,
                     &mut files,
                     "    ",
@@ -346,14 +329,13 @@ impl EvolveArgs {
             }
             None => None,
         };
-        let job_dir = self.state.join(&job.id);
         std::fs::create_dir_all(&job_dir).with_context(|| job_dir.display().to_string())?;
         let html_path = job_dir.join("report.html");
         let data = gevod::report::gather(&store, &job.id, gevod::access::Reader::Caller)?;
         write_output(Some(&html_path), &gevod::report::render(&data))?;
         let report = Report {
             job: &job,
-            engine: &engine,
+            engine,
             exported: exported.as_ref(),
             edits: edits.as_deref(),
             html: &html_path,
@@ -371,72 +353,13 @@ impl EvolveArgs {
         }
         Ok(if interrupted { INTERRUPTED_EXIT } else { 0 })
     }
-
-    /// The job's identity: the spec, IR, scope, seed and search settings.
-    fn job_record(
-        &self,
-        spec: &Spec,
-        ir: &KernelIr,
-        scope: &Scope,
-        config: &Config,
-        start: &[Patch],
-    ) -> JobRecord {
-        let spec_hash = spec.content_hash();
-        let mut identity = serde_json::json!({
-            "spec": spec_hash, "ir": ir.ir_hash(), "scope": scope,
-            "seed": self.seed, "config": config,
-        });
-        // Starting patches make another search (and leave other jobs' ids as they were).
-        if !start.is_empty() {
-            identity["start"] = serde_json::json!(start);
-        }
-        let stem = self
-            .spec
-            .file_name()
-            .and_then(|n| n.to_str())
-            .map(|n| n.trim_end_matches(".toml").trim_end_matches(".gevo"))
-            .unwrap_or("kernel");
-        let id = format!(
-            "{stem}-{}",
-            &content_hash(identity.to_string().as_bytes())[..12]
-        );
-        JobRecord {
-            id,
-            // Absolute: the report finds the CUDA sources near it from anywhere.
-            spec_path: std::path::absolute(&self.spec).unwrap_or_else(|_| self.spec.clone()),
-            spec_hash,
-            spec_text: spec.text().to_string(),
-            ir_hash: ir.ir_hash().to_string(),
-            ir_text: ir.text().to_string(),
-            backend: scope.backend.clone(),
-            target: scope.target.clone(),
-            seed: self.seed,
-        }
-    }
 }
 
-fn budget_met(engine: &Engine, budget: Budget, started: Instant) -> bool {
-    match budget {
-        // Generation 0 is the initial population.
-        Budget::Generations(n) => engine.generations() > n,
-        Budget::Evaluations(n) => engine.counters().evaluations >= n,
-        Budget::Time(t) => started.elapsed() >= t,
+/// The progress line per generation; the export and the report come once,
+/// at the end.
+impl Publish for Progress {
+    fn committed(&mut self, engine: &Engine, report: &GenerationReport, _done: bool) {
+        self.generation(engine, report);
     }
-}
-
-/// Writes the best validated variant's PTX and patches (atomically).
-fn export_best(engine: &Engine, dir: &Path) -> Result<Option<Exported>> {
-    let Some(best) = engine.best_validated() else {
-        return Ok(None);
-    };
-    std::fs::create_dir_all(dir).with_context(|| dir.display().to_string())?;
-    let files = Exported {
-        ptx: dir.join("best.ptx"),
-        patch: dir.join("best.patch.json"),
-        minimized: dir.join("best.min.patch.json"),
-    };
-    write_output(Some(&files.ptx), &best.ptx)?;
-    write_output(Some(&files.patch), &(best.patch.to_json() + "\n"))?;
-    write_output(Some(&files.minimized), &(best.minimized.to_json() + "\n"))?;
-    Ok(Some(files))
+    fn new_best(&mut self, _engine: &Engine, _best: &Validated) {}
 }

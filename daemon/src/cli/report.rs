@@ -2,18 +2,12 @@
 //! the final report (text or JSON) on stdout.
 
 use gevod::busy::Utilization;
+use gevod::drive::Exported;
 use gevod::evolve::{Engine, GenerationReport, Validated};
 use gevod::store::JobRecord;
 use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
-
-/// Where the best validated variant was written.
-pub struct Exported {
-    pub ptx: PathBuf,
-    pub patch: PathBuf,
-    pub minimized: PathBuf,
-}
 
 /// One line per generation on stderr; redrawn in place on a terminal.
 /// Also keeps this run's course for the final report: utilization summed

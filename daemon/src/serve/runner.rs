@@ -1,13 +1,14 @@
 //! A slot's runner thread: takes the job the scheduler picks, starts its
-//! backend (worker processes), steps its engine a generation at a time for
-//! one slice, committing each generation and exporting each new best, and
-//! gives the slot back. Consecutive slices of the same job reuse the engine
-//! and the workers.
+//! backend (worker processes), drives it (`crate::drive`: a generation at a
+//! time, each committed) for one slice, publishing each generation to the
+//! registry and exporting each new best, and gives the slot back.
+//! Consecutive slices of the same job reuse the driver and the workers.
 
 use super::scan::{best_record, unix_now};
 use super::{BackendFactory, JobFiles, Shared};
 use crate::access::Reader;
-use crate::evolve::{Backend, BackendError, Engine, EvolveError};
+use crate::drive::{Driver, Ended, Limits, Publish};
+use crate::evolve::{Backend, Engine, GenerationReport, Validated};
 use crate::ir::KernelIr;
 use gevo_client::proto::Best;
 use std::sync::atomic::Ordering;
@@ -15,9 +16,7 @@ use std::time::{Duration, Instant};
 
 /// The job a runner holds between slices.
 struct Current {
-    id: String,
-    ir: KernelIr,
-    engine: Engine,
+    driver: Driver,
     backend: Box<dyn Backend>,
 }
 
@@ -31,7 +30,7 @@ pub fn run(shared: &Shared, slot: usize, factory: &dyn BackendFactory) {
         let started = Instant::now();
         let span = tracing::info_span!("job", id = %id);
         let _enter = span.enter();
-        if current.as_ref().is_none_or(|c| c.id != id) {
+        if current.as_ref().is_none_or(|c| c.driver.id() != id) {
             current = None; // stops the previous job's workers
             match start(shared, slot, &id, factory) {
                 Ok(c) => current = Some(c),
@@ -124,16 +123,15 @@ fn start(
     // The workers read the spec text the daemon checked, never the path.
     super::scan::write_spec_snapshot(&snapshot, &record.spec_text, shared.readers)?;
     let ir = KernelIr::load_kernels(&snapshot, &spec.kernels).map_err(|e| e.to_string())?;
-    let engine = shared
-        .store
-        .checkpoint(id)
+    let mut driver = Driver::resume(&shared.store, id, ir).map_err(|e| e.to_string())?;
+    // Before the workers start: they would hold the GPU while it is built.
+    let stop = shared.slots[slot].stop.clone();
+    if !driver
+        .prepare(&|| stop.load(Ordering::Relaxed))
         .map_err(|e| e.to_string())?
-        .ok_or_else(|| {
-            format!(
-                "{}: job {id} has no checkpoint",
-                shared.store.path().display()
-            )
-        })?;
+    {
+        return Err("stopped while building the initial population".into());
+    }
     let config = shared.config();
     let launcher = crate::worker::launch::Launcher::from(&config.cluster);
     let files = JobFiles {
@@ -159,54 +157,35 @@ fn start(
         launcher: &launcher,
         more_devices: &shared.slots[slot].more_devices,
     };
-    let stop = shared.slots[slot].stop.clone();
     let backend = factory.start(&files, shared.slots[slot].device.as_ref(), stop)?;
-    tracing::info!(generation = engine.generations(), "job started");
-    Ok(Current {
-        id: id.to_string(),
-        ir,
-        engine,
-        backend,
-    })
+    tracing::info!(generation = driver.engine().generations(), "job started");
+    Ok(Current { driver, backend })
 }
 
-/// Steps the engine until the slice is used or the runner is told to stop.
-/// Returns whether the engine and workers may be kept for the next slice.
+/// Drives the job until the slice is used or the runner is told to stop.
+/// Returns whether the driver and workers may be kept for the next slice.
 fn slice(shared: &Shared, slot: usize, current: &mut Current) -> bool {
     let config = shared.config();
-    let started = Instant::now();
-    let stop = &shared.slots[slot].stop;
-    loop {
-        let step_started = Instant::now();
-        match current.engine.step(&current.ir, current.backend.as_mut()) {
-            Ok(report) => {
-                let took = Some(step_started.elapsed().as_secs_f64());
-                if let Err(e) =
-                    shared
-                        .store
-                        .commit_generation_took(&current.id, &current.engine, &report, took)
-                {
-                    fail(shared, &current.id, format!("checkpoint: {e}"));
-                    return false;
-                }
-                let finished = config.jobs.max_generations > 0
-                    && current.engine.generations() > config.jobs.max_generations;
-                after_generation(shared, current, finished);
-                tracing::debug!(generation = report.generation, best = ?report.best_cost, "generation committed");
-                if finished {
-                    return false;
-                }
-            }
-            // The generation in flight is abandoned; the engine is as of the
-            // last commit. Workers may be mid-request: start fresh next time.
-            Err(EvolveError::Backend(BackendError::Interrupted)) => return false,
-            Err(e) => {
-                fail(shared, &current.id, e.to_string());
-                return false;
-            }
-        }
-        if stop.load(Ordering::Relaxed) || started.elapsed() >= config.schedule.slice {
-            return true;
+    let limits = Limits {
+        generations: (config.jobs.max_generations > 0).then_some(config.jobs.max_generations),
+        evaluations: None,
+        deadline: Some(Instant::now() + config.schedule.slice),
+    };
+    let id = current.driver.id().to_string();
+    let mut publish = Registry { shared, id: &id };
+    let ended = current.driver.run(
+        &shared.store,
+        current.backend.as_mut(),
+        &limits,
+        &shared.slots[slot].stop,
+        &mut publish,
+    );
+    match ended {
+        Ok(Ended::TimeUp | Ended::Stopped) => true,
+        Ok(Ended::Done | Ended::Interrupted) => false,
+        Err(e) => {
+            fail(shared, &id, e.to_string());
+            false
         }
     }
 }
@@ -218,47 +197,63 @@ fn fail(shared: &Shared, id: &str, message: String) {
     }
 }
 
-/// Publishes a committed generation: counters, and a new best exported.
-fn after_generation(shared: &Shared, current: &Current, finished: bool) {
-    let mut registry = shared.registry();
-    let Some(job) = registry.jobs.get_mut(&current.id) else {
-        return;
-    };
-    job.absorb(&current.engine);
-    job.finished = finished;
-    let new_best = current.engine.best_validated().is_some_and(|v| {
-        job.best
+/// Publishes each committed generation to the job's registry entry, and
+/// each new best to the export directory with its report.
+struct Registry<'a> {
+    shared: &'a Shared,
+    id: &'a str,
+}
+
+impl Publish for Registry<'_> {
+    fn committed(&mut self, engine: &Engine, report: &GenerationReport, done: bool) {
+        if let Some(job) = self.shared.registry().jobs.get_mut(self.id) {
+            job.absorb(engine);
+            job.finished = done;
+        }
+        tracing::debug!(generation = report.generation, best = ?report.best_cost, "generation committed");
+    }
+
+    fn new_best(&mut self, engine: &Engine, best: &Validated) {
+        let shared = self.shared;
+        let mut registry = shared.registry();
+        let Some(job) = registry.jobs.get_mut(self.id) else {
+            return;
+        };
+        // The registry's best survives restarts: a driver's first best may
+        // be the one it published already.
+        if job
+            .best
             .as_ref()
-            .is_none_or(|(old, _)| old.ptx_hash != v.ptx_hash)
-    });
-    if !new_best {
-        return;
-    }
-    job.best = best_record(job, &current.engine, unix_now());
-    let (validated, record) = job.best.clone().expect("just set");
-    let (spec_path, root) = (job.record.spec_path.clone(), job.daemon.root.clone());
-    drop(registry);
-    tracing::info!(
-        speedup = validated.speedup,
-        generation = validated.generation,
-        "new best validated variant"
-    );
-    let best = Best {
-        record,
-        ptx: validated.ptx,
-    };
-    if let Err(e) = gevo_client::export::write(&shared.state_dir, &best, shared.readers) {
-        tracing::error!(error = %e, "exporting the best variant");
-    }
-    // The report beside it answers `gevo-client report` while the daemon is
-    // down; it is as of this best.
-    let report = super::handler::report_html(&shared.store, &current.id, &spec_path, &root)
-        .and_then(|html| {
-            let kernel = &best.record.kernel;
-            gevo_client::export::write_report(&shared.state_dir, kernel, &html, shared.readers)
-                .map_err(|e| e.to_string())
-        });
-    if let Err(e) = report {
-        tracing::error!(error = %e, "exporting the report");
+            .is_some_and(|(old, _)| old.ptx_hash == best.ptx_hash)
+        {
+            return;
+        }
+        job.best = best_record(job, engine, unix_now());
+        let (validated, record) = job.best.clone().expect("just set");
+        let (spec_path, root) = (job.record.spec_path.clone(), job.daemon.root.clone());
+        drop(registry);
+        tracing::info!(
+            speedup = validated.speedup,
+            generation = validated.generation,
+            "new best validated variant"
+        );
+        let best = Best {
+            record,
+            ptx: validated.ptx,
+        };
+        if let Err(e) = gevo_client::export::write(&shared.state_dir, &best, shared.readers) {
+            tracing::error!(error = %e, "exporting the best variant");
+        }
+        // The report beside it answers `gevo-client report` while the daemon is
+        // down; it is as of this best.
+        let report = super::handler::report_html(&shared.store, self.id, &spec_path, &root)
+            .and_then(|html| {
+                let kernel = &best.record.kernel;
+                gevo_client::export::write_report(&shared.state_dir, kernel, &html, shared.readers)
+                    .map_err(|e| e.to_string())
+            });
+        if let Err(e) = report {
+            tracing::error!(error = %e, "exporting the report");
+        }
     }
 }

@@ -1,0 +1,212 @@
+//! The job driver that `gevod evolve` and the daemon's slots share, through
+//! the library on the in-process simulator backend: what it commits and
+//! publishes, when it stops, and that a job resumed through the store ends
+//! as a straight one.
+
+use crate::common;
+
+use common::search::backend;
+use gevod::drive::{export_to, Driver, Ended, Limits, Publish, Start};
+use gevod::evolve::{Config, Engine, GenerationReport, Validated};
+use gevod::store::{JobRecord, Store};
+use gevod::worker::InProcess;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+fn small(population: usize) -> Config {
+    Config {
+        population,
+        ..Config::plain_gevo()
+    }
+}
+
+fn record(id: &str) -> JobRecord {
+    JobRecord {
+        id: id.into(),
+        spec_path: "k.gevo.toml".into(),
+        spec_hash: "s".into(),
+        spec_text: "spec".into(),
+        ir_hash: "i".into(),
+        ir_text: "ir".into(),
+        backend: "sim".into(),
+        target: "sm_90".into(),
+        seed: 1,
+    }
+}
+
+fn start(config: Config, seed: u64) -> Start {
+    Start {
+        config,
+        seed,
+        patches: Vec::new(),
+        fresh: true,
+    }
+}
+
+/// What the driver told its caller; stops the run at the first best when
+/// `stop_at_best` is set.
+#[derive(Default)]
+struct Seen<'a> {
+    generations: Vec<(u64, bool)>,
+    bests: Vec<String>,
+    stop_at_best: Option<&'a AtomicBool>,
+}
+
+impl Publish for Seen<'_> {
+    fn committed(&mut self, engine: &Engine, report: &GenerationReport, done: bool) {
+        assert_eq!(engine.generations(), report.generation + 1);
+        self.generations.push((report.generation, done));
+    }
+    fn new_best(&mut self, engine: &Engine, best: &Validated) {
+        assert_eq!(engine.best_validated(), Some(best));
+        self.bests.push(best.ptx_hash.clone());
+        if let Some(stop) = self.stop_at_best {
+            stop.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+#[test]
+fn each_generation_is_committed_and_each_new_best_published_and_exported() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let (ir, mut b) = backend("stencil");
+    let (mut driver, origin) =
+        Driver::create(&store, &record("stencil"), ir, start(small(48), 2)).unwrap();
+    assert_eq!(origin, None, "fresh: nothing carried over");
+    let stop = AtomicBool::new(false);
+    let mut seen = Seen {
+        stop_at_best: Some(&stop),
+        ..Seen::default()
+    };
+    let limits = Limits {
+        generations: Some(25),
+        ..Limits::default()
+    };
+    let ended = driver
+        .run(&store, &mut b, &limits, &stop, &mut seen)
+        .unwrap();
+    assert_eq!(
+        ended,
+        Ended::Stopped,
+        "stencil's redundant barrier is found within 25 generations of 48"
+    );
+    let generations = driver.engine().generations();
+    let expected: Vec<(u64, bool)> = (0..generations).map(|g| (g, false)).collect();
+    assert_eq!(seen.generations, expected);
+    let best = driver.engine().best_validated().unwrap();
+    assert_eq!(seen.bests, vec![best.ptx_hash.clone()]);
+    // The store holds what the driver holds.
+    assert_eq!(
+        store.checkpoint("stencil").unwrap().as_ref(),
+        Some(driver.engine())
+    );
+    assert_eq!(
+        store.validated("stencil").unwrap(),
+        driver.engine().validated()
+    );
+
+    let exported = export_to(&dir.path().join("stencil"), best).unwrap();
+    assert_eq!(std::fs::read_to_string(&exported.ptx).unwrap(), best.ptx);
+    let minimized = std::fs::read_to_string(&exported.minimized).unwrap();
+    assert_eq!(
+        gevod::ir::Patch::from_json(&minimized).unwrap(),
+        best.minimized
+    );
+}
+
+#[test]
+fn a_job_resumed_through_the_store_ends_as_a_straight_one() {
+    let goal = |n| Limits {
+        generations: Some(n),
+        ..Limits::default()
+    };
+    let stop = AtomicBool::new(false);
+    let straight_dir = tempfile::tempdir().unwrap();
+    let straight = Store::open(straight_dir.path()).unwrap();
+    let (ir, mut b) = backend("vecadd");
+    let (mut one, _) = Driver::create(&straight, &record("v"), ir, start(small(16), 5)).unwrap();
+    let ended = one
+        .run(&straight, &mut b, &goal(4), &stop, &mut Seen::default())
+        .unwrap();
+    assert_eq!(ended, Ended::Done);
+    assert_eq!(
+        one.engine().generations(),
+        5,
+        "the initial population and 4"
+    );
+
+    let resumed_dir = tempfile::tempdir().unwrap();
+    let resumed = Store::open(resumed_dir.path()).unwrap();
+    let (ir, mut b) = backend("vecadd");
+    let (mut two, _) = Driver::create(&resumed, &record("v"), ir, start(small(16), 5)).unwrap();
+    two.run(&resumed, &mut b, &goal(1), &stop, &mut Seen::default())
+        .unwrap();
+    drop(two);
+    // Nothing carries over but the store: a new driver, a new backend.
+    let (ir, mut b) = backend("vecadd");
+    let mut two = Driver::resume(&resumed, "v", ir).unwrap();
+    assert_eq!(two.engine().generations(), 2);
+    let mut seen = Seen::default();
+    let ended = two
+        .run(&resumed, &mut b, &goal(4), &stop, &mut seen)
+        .unwrap();
+    assert_eq!(ended, Ended::Done);
+    assert_eq!(seen.generations, vec![(2, false), (3, false), (4, true)]);
+    assert_eq!(two.engine(), one.engine());
+    assert_eq!(
+        resumed.checkpoint("v").unwrap(),
+        straight.checkpoint("v").unwrap()
+    );
+}
+
+#[test]
+fn the_goal_the_stop_and_the_deadline_are_asked_before_each_generation() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let (ir, mut b) = backend("vecadd");
+    let (mut driver, _) = Driver::create(&store, &record("v"), ir, start(small(8), 1)).unwrap();
+    let unlimited = Limits::default();
+    let run = |driver: &mut Driver, b: &mut InProcess, limits: &Limits, stop: bool| {
+        let mut seen = Seen::default();
+        let stop = AtomicBool::new(stop);
+        let ended = driver.run(&store, b, limits, &stop, &mut seen).unwrap();
+        (ended, seen.generations.len())
+    };
+    assert_eq!(
+        run(&mut driver, &mut b, &unlimited, true),
+        (Ended::Stopped, 0)
+    );
+    let past = Limits {
+        deadline: Some(Instant::now() - Duration::from_millis(1)),
+        ..Limits::default()
+    };
+    assert_eq!(run(&mut driver, &mut b, &past, false), (Ended::TimeUp, 0));
+    let evaluations = Limits {
+        evaluations: Some(1),
+        ..Limits::default()
+    };
+    assert_eq!(
+        run(&mut driver, &mut b, &evaluations, false),
+        (Ended::Done, 1),
+        "the initial population's 8 evaluations meet a goal of 1"
+    );
+    assert_eq!(
+        run(&mut driver, &mut b, &evaluations, false),
+        (Ended::Done, 0)
+    );
+    assert_eq!(store.checkpoint("v").unwrap().unwrap().generations(), 1);
+}
+
+#[test]
+fn a_resume_without_a_checkpoint_names_the_store_and_the_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let (ir, _) = backend("vecadd");
+    let err = Driver::resume(&store, "nope", ir)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("job nope has no checkpoint"), "{err}");
+    assert!(err.contains(&store.path().display().to_string()), "{err}");
+}
