@@ -16,6 +16,7 @@ mod cmake_toolkit;
 mod cuda_backend;
 mod daemon;
 mod daemon_access;
+mod daemon_cpu;
 mod daemon_socket;
 mod daemon_transplant;
 mod daemon_writable;

@@ -233,6 +233,7 @@ impl EvolveArgs {
             sanitize: self.sanitize,
             measurement: self.measurement,
             launcher: &launcher,
+            cpu: gevod::config::CpuPriority::Normal,
             more_devices: &more_devices,
         };
         // Harness commands run as the invoking user: it is their own spec.

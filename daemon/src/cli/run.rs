@@ -132,6 +132,7 @@ impl RunArgs {
             sanitize: self.sanitize,
             measurement: gevod::cuda::measure::Measurement::Fixed,
             launcher: &Launcher::Local,
+            cpu: gevod::config::CpuPriority::Normal,
             more_devices: &[],
         };
         let (results, gate) = run_on_gpu(&setup, &spec, device, variants, set)?;

@@ -142,6 +142,23 @@ pub struct WorkersSection {
     /// A compile or test run longer than this costs its variant and worker.
     #[serde(deserialize_with = "duration")]
     pub timeout: Duration,
+    /// The CPU priority of the search's compile and simulator workers
+    /// (`worker::priority`).
+    pub cpu: CpuPriority,
+}
+
+/// `[workers] cpu`: how the daemon's search shares the CPU with the
+/// machine's other work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CpuPriority {
+    /// Linux's SCHED_IDLE: runs only on CPU time nothing else wants.
+    #[default]
+    Idle,
+    /// Nice 19: a small share when others compete.
+    Low,
+    /// As any other process (`gevod evolve`, which a user runs on purpose).
+    Normal,
 }
 
 impl Default for WorkersSection {
@@ -149,6 +166,7 @@ impl Default for WorkersSection {
         WorkersSection {
             count: 0,
             timeout: Duration::from_secs(120),
+            cpu: CpuPriority::Idle,
         }
     }
 }

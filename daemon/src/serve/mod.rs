@@ -100,6 +100,8 @@ pub struct JobFiles<'a> {
     pub launcher: &'a crate::worker::launch::Launcher,
     /// The slot's further GPUs, a GPU worker each.
     pub more_devices: &'a [DeviceInfo],
+    /// The compile and simulator workers' CPU priority (`[workers] cpu`).
+    pub cpu: crate::config::CpuPriority,
 }
 
 pub trait BackendFactory: Send + Sync {

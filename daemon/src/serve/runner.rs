@@ -156,6 +156,7 @@ fn start(
         reader: &reader,
         launcher: &launcher,
         more_devices: &shared.slots[slot].more_devices,
+        cpu: config.workers.cpu,
     };
     let backend = factory.start(&files, shared.slots[slot].device.as_ref(), stop)?;
     tracing::info!(generation = driver.engine().generations(), "job started");

@@ -113,6 +113,7 @@ impl BackendFactory for WorkerFactory {
             measurement: job.measurement,
             launcher: job.launcher,
             more_devices: job.more_devices,
+            cpu: job.cpu,
         };
         setup
             .evaluators(job.spec, device, job.harness_user)

@@ -14,6 +14,7 @@ pub mod gpu;
 mod in_process;
 pub mod launch;
 pub mod pool;
+pub mod priority;
 mod process;
 mod protocol;
 pub mod sanitize;

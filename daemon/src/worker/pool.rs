@@ -10,6 +10,7 @@ use super::launch::Launcher;
 use super::process::{truncate, Event, State, Worker};
 use super::{Request, Response, PROTOCOL};
 use crate::assessment::Assessment;
+use crate::config::CpuPriority;
 use crate::evolve::{Backend, BackendError, Build, Scope};
 use crate::ir::Patch;
 use crate::spec::{Spec, TestSet};
@@ -46,6 +47,8 @@ pub struct PoolOptions {
     /// must be replaced: a GPU worker's start uploads every test and makes
     /// the references, seconds in which its GPU would measure nothing.
     pub standby: bool,
+    /// The workers' CPU priority (`[workers] cpu`).
+    pub cpu: CpuPriority,
 }
 
 impl PoolOptions {
@@ -69,6 +72,7 @@ impl PoolOptions {
             gpu: false,
             slot_args: Vec::new(),
             standby: false,
+            cpu: CpuPriority::Normal,
         }
     }
 }

@@ -95,6 +95,7 @@ impl Worker {
             // Its own process group: a Ctrl-C meant for the engine does not
             // kill the workers mid-answer; the engine stops them.
             .process_group(0);
+        super::priority::lower_in_child(&mut command, options.cpu);
         let mut child = command
             .spawn()
             .map_err(|e| BackendError::Failed(spawn_failed(&options.program, &e)))?;

@@ -9,6 +9,7 @@ use super::launch::Launcher;
 use super::pool::{PoolOptions, WorkerPool};
 use super::sanitize::{find_sanitizer, SafetyGate, SanitizeMode};
 use crate::access::Reader;
+use crate::config::CpuPriority;
 use crate::cuda::measure::{MeasureError, MeasureOptions, Measurement, Measurer};
 use crate::cuda::toolkit::Assembler;
 use crate::cuda::{driver, CudaError};
@@ -156,6 +157,8 @@ pub struct WorkerSetup<'a> {
     /// GPUs behind the job besides the one `evaluators` is given: a GPU
     /// worker each (local workers only).
     pub more_devices: &'a [DeviceInfo],
+    /// The compile and simulator workers' CPU priority.
+    pub cpu: CpuPriority,
 }
 
 impl WorkerSetup<'_> {
@@ -189,6 +192,7 @@ impl WorkerSetup<'_> {
     pub fn compile_pool(&self) -> Result<PoolOptions, SetupError> {
         Ok(PoolOptions {
             launcher: self.launcher.clone(),
+            cpu: self.cpu,
             ..PoolOptions::local(
                 std::env::current_exe().map_err(SetupError::Executable)?,
                 self.args("eval-worker"),
@@ -311,6 +315,8 @@ impl WorkerSetup<'_> {
             .map(|d| vec!["--device".into(), d.into()])
             .collect();
         gpu.gpu = true;
+        // Its timing loop must not wait for a core: it holds a GPU.
+        gpu.cpu = CpuPriority::Normal;
         // A spare GPU worker per device, ready when a variant crashes or
         // hangs the active one (local processes only: a Slurm step would
         // hold a second GPU allocation).

@@ -10,6 +10,8 @@ use std::process::{Child, Command as Process, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// Small and quick: stencil variants validate within a few generations.
+/// At normal CPU priority: the tests share two cores, where an idle-priority
+/// search would wait for every other test (`daemon_cpu` tests the default).
 pub const CONFIG: &str = r#"
 [daemon]
 settle = "300ms"
@@ -21,6 +23,7 @@ slice = "1s"
 backend = "sim"
 [workers]
 count = 1
+cpu = "normal"
 [evolve]
 population = 32
 "#;

@@ -1,0 +1,91 @@
+//! The daemon's search yields the CPU (`[workers] cpu`, default `idle`):
+//! its simulator workers run at SCHED_IDLE, the daemon's own threads (API,
+//! control, runners) do not.
+
+use crate::common;
+
+use common::daemon::{build_dir, Daemon, CONFIG};
+use common::s;
+
+/// A task's scheduling policy and nice value, and its parent, from its
+/// /proc stat line (fields 41, 19 and 4; the name may hold spaces).
+fn stat_of(path: &str) -> Option<(i64, i64, u32)> {
+    let stat = std::fs::read_to_string(path).ok()?;
+    let fields: Vec<&str> = stat[stat.rfind(')')? + 2..].split_whitespace().collect();
+    let field = |n: usize| fields[n - 3].parse::<i64>().ok();
+    Some((field(41)?, field(19)?, field(4)? as u32))
+}
+
+/// (pid, policy, nice) of each process whose parent is `parent`.
+fn children(parent: u32) -> Vec<(u32, i64, i64)> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let (policy, nice, ppid) = stat_of(&format!("/proc/{pid}/stat"))?;
+            (ppid == parent).then_some((pid, policy, nice))
+        })
+        .collect()
+}
+
+/// The policies of the daemon's threads.
+fn thread_policies(pid: u32) -> Vec<i64> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|e| {
+            let tid = e.ok()?.file_name();
+            Some(stat_of(&format!("/proc/{pid}/task/{}/stat", tid.to_str()?))?.0)
+        })
+        .collect()
+}
+
+fn workers_and_threads(config: &str, cpu: Option<&str>) -> (Vec<(u32, i64, i64)>, Vec<i64>) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = match cpu {
+        Some(cpu) => config.replace("cpu = \"normal\"", &format!("cpu = \"{cpu}\"")),
+        None => config.replace("cpu = \"normal\"\n", ""),
+    };
+    std::fs::write(dir.path().join("gevod.toml"), config).unwrap();
+    build_dir(dir.path(), "app");
+    let d = Daemon::start(dir.path(), &["--watch", s(&dir.path().join("app"))]);
+    let pid = d.child.as_ref().unwrap().id();
+    let workers = d.wait_for("the job's worker", |_| {
+        let found = children(pid);
+        (!found.is_empty()).then_some(found)
+    });
+    (workers, thread_policies(pid))
+}
+
+const SCHED_IDLE: i64 = 5;
+
+#[test]
+fn by_default_the_search_runs_on_idle_cpu_time_only() {
+    let (workers, threads) = workers_and_threads(CONFIG, None);
+    for (pid, policy, _) in &workers {
+        assert_eq!(*policy, SCHED_IDLE, "worker {pid} is not at SCHED_IDLE");
+    }
+    assert!(
+        !threads.contains(&SCHED_IDLE),
+        "the daemon's threads must not wait for idle time: {threads:?}"
+    );
+}
+
+#[test]
+fn low_is_nice_19_and_normal_changes_nothing() {
+    let (workers, _) = workers_and_threads(CONFIG, Some("low"));
+    assert!(
+        workers
+            .iter()
+            .all(|(_, p, nice)| *p != SCHED_IDLE && *nice == 19),
+        "{workers:?}"
+    );
+    let (workers, threads) = workers_and_threads(CONFIG, Some("normal"));
+    let (_, own_nice, _) = stat_of("/proc/self/stat").unwrap();
+    assert!(
+        workers
+            .iter()
+            .all(|(_, p, nice)| *p != SCHED_IDLE && *nice == own_nice),
+        "{workers:?}"
+    );
+    assert!(!threads.contains(&SCHED_IDLE), "{threads:?}");
+}
