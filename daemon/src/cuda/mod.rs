@@ -18,6 +18,7 @@
 //! pre-screen) lives beside the other worker pools, in `worker::gpu`.
 
 pub mod check;
+pub mod compare;
 pub mod driver;
 pub mod load;
 pub mod measure;
