@@ -126,6 +126,13 @@ impl Context {
     }
 }
 
+impl Context {
+    /// The device memory free now, and the device's total (bytes).
+    pub fn memory(&self) -> Result<(usize, usize), CudaError> {
+        check("cuMemGetInfo", result::mem_get_info())
+    }
+}
+
 impl Drop for Context {
     fn drop(&mut self) {
         // SAFETY: retained in `new`.

@@ -2,18 +2,22 @@
 //! run (outputs poisoned first, then compared with the original's), then on
 //! each test rounds that time the original and the variant back to back in
 //! alternating order, each run after restoring the inputs and flushing L2.
-//! The original's outputs on each test are computed once, at start.
+//! The original's outputs on each test are computed once, at start, and
+//! kept on the device beside the pristine inputs, where the comparison
+//! kernels (`compare`) judge each variant's outputs without copying them
+//! back; without those kernels the outputs are compared on the host.
 
+use super::compare::{DeviceComparison, Pair};
 use super::driver::{Context, DeviceBuffer, Event, Kernel};
 use super::load::Loader;
 use super::staged::StagedTest;
 use super::toolkit::{Assembler, Cubin};
 use super::CudaError;
-use crate::assessment::{compare_outputs, Assessment, KernelTime, TestSummary};
+use crate::assessment::{compare_outputs, Assessment, Failure, KernelTime, TestSummary};
 use crate::busy::{Spent, StartUp};
 pub use crate::config::Measurement;
 use crate::device::DeviceInfo;
-use crate::spec::{Spec, SpecError, TestSet};
+use crate::spec::{ArgValue, Spec, SpecError, TestCase, TestSet};
 use crate::stats::{self, Timing};
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
@@ -61,6 +65,15 @@ pub enum MeasureError {
     Spec(#[from] SpecError),
     #[error(transparent)]
     Cuda(#[from] CudaError),
+    #[error(
+        "the tests need {} MiB of device memory (inputs, the buffers the kernels run on and the original's outputs), and {device} has {} MiB free: use smaller [tests.gpu] sizes or fewer tests, or free the GPU",
+        need >> 20, free >> 20
+    )]
+    TooLarge {
+        need: usize,
+        free: usize,
+        device: String,
+    },
     #[error("{test}: the original kernel fails on the GPU: {source}")]
     OriginalFails {
         test: String,
@@ -133,6 +146,8 @@ pub struct Measurer {
     profile_events: Vec<Event>,
     /// What making all this took.
     start_up: StartUp,
+    /// The comparison kernels; `None`: outputs are compared on the host.
+    comparison: Option<DeviceComparison>,
     // Dropped last: everything above lives in this context.
     _context: Context,
 }
@@ -147,10 +162,44 @@ const PROFILE_RUNS: usize = 3;
 /// Per-kernel times are taken for tests of at most this many launches.
 const PROFILE_MAX_LAUNCHES: usize = 8192;
 
+/// Refuses, before anything is uploaded, tests whose buffers do not fit in
+/// the device's free memory; says how much they take.
+fn check_memory(
+    spec: &Spec,
+    cases: &[TestCase],
+    references: bool,
+    context: &Context,
+    device: &DeviceInfo,
+) -> Result<(), MeasureError> {
+    let mut need = 0;
+    for case in cases {
+        need += spec.device_bytes(case, references)?;
+    }
+    let (free, _) = context.memory()?;
+    // A margin for what the driver needs beside them: the modules the
+    // variants load, the flush buffer, the events.
+    let margin = free / 16;
+    tracing::info!(
+        test_mib = need >> 20,
+        free_mib = free >> 20,
+        outputs_on_device = references,
+        "device memory for the tests"
+    );
+    if need > free.saturating_sub(margin) {
+        return Err(MeasureError::TooLarge {
+            need,
+            free,
+            device: device.name.clone(),
+        });
+    }
+    Ok(())
+}
+
 impl Measurer {
     /// Uploads every test's inputs, and runs and times the original on each.
     /// With an `assembler`, the original and the variants load as cubins
-    /// for this device ([`Loader`]).
+    /// for this device ([`Loader`]). With `comparison_ptx`
+    /// (`compare::module_ptx`), outputs are compared on the device.
     pub fn new(
         spec: Spec,
         device: DeviceInfo,
@@ -158,6 +207,7 @@ impl Measurer {
         kernel_names: &[String],
         options: MeasureOptions,
         assembler: Option<Assembler>,
+        comparison_ptx: Option<&str>,
     ) -> Result<Self, MeasureError> {
         let mut start_up = StartUp::default();
         let mut clock = Instant::now();
@@ -186,8 +236,19 @@ impl Measurer {
                 profile_events.push(Event::new()?);
             }
         }
+        let outputs = spec.outputs();
+        let comparison = match comparison_ptx.map(|p| DeviceComparison::load(p, outputs.len())) {
+            Some(Ok(c)) => Some(c),
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, "the comparison kernels do not load; outputs are compared on the host");
+                None
+            }
+            None => None,
+        };
+        let cases: Vec<TestCase> = spec.tests(TestSet::All).into_iter().cloned().collect();
+        check_memory(&spec, &cases, comparison.is_some(), &context, &device)?;
         let mut m = Measurer {
-            outputs: spec.outputs(),
+            outputs,
             spec,
             device,
             kernel_names: kernel_names.to_vec(),
@@ -199,10 +260,10 @@ impl Measurer {
             events,
             profile_events,
             start_up: StartUp::default(),
+            comparison,
             _context: context,
         };
         start_up.context_s = lap();
-        let cases: Vec<_> = m.spec.tests(TestSet::All).into_iter().cloned().collect();
         for case in cases {
             let instance = m.spec.instantiate(&case)?;
             start_up.inputs_s += lap();
@@ -215,6 +276,9 @@ impl Measurer {
             test.reference = m
                 .checked_run(&m.original, &test, ORIGINAL_LIMIT)
                 .map_err(failed)?;
+            if m.comparison.is_some() {
+                test.keep_reference(&m.outputs)?;
+            }
             let mut times = Vec::with_capacity(START_TIMINGS);
             for _ in 0..START_TIMINGS {
                 let (start, end) = (&m.events[0], &m.events[1]);
@@ -378,23 +442,25 @@ impl Measurer {
     /// or the failure (which sets `fatal` when the context is lost).
     fn check(&self, kernel: &Kernel, test: &StagedTest, out: &mut Measured) -> TestSummary {
         let started = Instant::now();
-        let outputs = self.checked_run(kernel, test, self.limit(test));
-        let compared = outputs
-            .as_ref()
-            .ok()
-            .map(|o| compare_outputs(&self.spec, &test.instance, &test.reference, o));
+        let limit = self.limit(test);
+        let verdict = match &self.comparison {
+            Some(comparison) => self.checked_on_device(comparison, kernel, test, limit),
+            None => self
+                .checked_run(kernel, test, limit)
+                .map(|o| compare_outputs(&self.spec, &test.instance, &test.reference, &o)),
+        };
         out.spent.check_s += started.elapsed().as_secs_f64();
-        let mut summary = match (outputs, compared) {
-            (Err(e), _) => {
+        let mut summary = match verdict {
+            Err(e) => {
                 out.fatal = e.poisons_context();
                 return self.cuda_failure(test, &e);
             }
-            (Ok(_), Some((Some(f), error))) => {
+            Ok((Some(f), error)) => {
                 let mut s = TestSummary::failed(&test.name, f.kind(), f.to_string());
                 s.error = Some(error);
                 s
             }
-            (Ok(_), Some((None, error))) => TestSummary {
+            Ok((None, error)) => TestSummary {
                 test: test.name.clone(),
                 failure: None,
                 cost: None,
@@ -403,7 +469,6 @@ impl Measurer {
                 timing: None,
                 kernels: Vec::new(),
             },
-            (Ok(_), None) => unreachable!("outputs compared when there are some"),
         };
         summary.original_cost = test.original_ns as u64;
         summary
@@ -532,6 +597,53 @@ impl Measurer {
         start.record()?;
         test.launch_all(kernel)?;
         end.record()
+    }
+
+    /// One run with outputs poisoned, its outputs compared on the device
+    /// with the original's: what `compare_outputs` says of them (the worst
+    /// error, the first failing output), with 24 bytes read back per output.
+    fn checked_on_device(
+        &self,
+        comparison: &DeviceComparison,
+        kernel: &Kernel,
+        test: &StagedTest,
+        limit: Duration,
+    ) -> Result<(Option<Failure>, f64), CudaError> {
+        test.restore()?;
+        let binding = test.launch_all(kernel)?;
+        let done = &self.events[0];
+        done.record()?;
+        done.wait(limit)?;
+        let mut compared = Vec::with_capacity(self.outputs.len());
+        let mut pairs = Vec::with_capacity(self.outputs.len());
+        for &i in &self.outputs {
+            let reference = test.reference_device[i].as_ref();
+            let actual = test.work[binding[i]].as_ref();
+            if let (Some(reference), Some(actual), ArgValue::Buffer { elem, .. }) =
+                (reference, actual, &test.instance.args[i])
+            {
+                compared.push(i);
+                pairs.push(Pair {
+                    elem: *elem,
+                    reference,
+                    actual,
+                });
+            }
+        }
+        let comparisons = comparison.compare(&self.spec.acceptance, &pairs)?;
+        let mut worst = 0f64;
+        let mut failure = None;
+        for (i, c) in compared.into_iter().zip(comparisons) {
+            worst = worst.max(c.error);
+            if !c.passed && failure.is_none() {
+                failure = Some(Failure::Mismatch {
+                    arg: self.spec.args[i].name.clone(),
+                    error: c.error,
+                    first_mismatch: c.first_mismatch,
+                });
+            }
+        }
+        Ok((failure, worst))
     }
 
     /// One run with outputs poisoned; returns each output argument's final

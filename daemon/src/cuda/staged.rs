@@ -21,6 +21,9 @@ pub(super) struct StagedTest {
     pub work: Vec<Option<DeviceBuffer>>,
     /// The original's final bytes per argument (empty but for outputs).
     pub reference: Vec<Vec<u8>>,
+    /// The same on the device, where outputs are compared there (else
+    /// empty).
+    pub reference_device: Vec<Option<DeviceBuffer>>,
     /// The original's median time, for timeouts.
     pub original_ns: f64,
 }
@@ -55,8 +58,26 @@ impl StagedTest {
             pristine,
             work,
             reference: Vec::new(),
+            reference_device: Vec::new(),
             original_ns: f64::NAN,
         })
+    }
+
+    /// Keeps a device copy of each of `outputs` as the buffers hold them
+    /// now, right after the original's run.
+    pub fn keep_reference(&mut self, outputs: &[usize]) -> Result<(), CudaError> {
+        let binding = &self.instance.final_binding;
+        self.reference_device = (0..self.work.len())
+            .map(|i| match &self.work[binding[i]] {
+                Some(result) if outputs.contains(&i) => {
+                    let copy = DeviceBuffer::new(result.len)?;
+                    copy.copy_from(result)?;
+                    Ok(Some(copy))
+                }
+                _ => Ok(None),
+            })
+            .collect::<Result<_, CudaError>>()?;
+        Ok(())
     }
 
     /// Inputs back to their uploaded contents, outputs poisoned.

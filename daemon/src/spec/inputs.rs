@@ -239,6 +239,27 @@ impl Spec {
             .sum())
     }
 
+    /// Bytes a test takes on a GPU (`cuda::measure`): every buffer the
+    /// kernels run on, a pristine copy of each input, and with `references`
+    /// the original's result of each output.
+    pub fn device_bytes(&self, test: &TestCase, references: bool) -> Result<usize, SpecError> {
+        let plan = self.plan(test)?;
+        Ok(self
+            .args
+            .iter()
+            .zip(&plan.lens)
+            .map(|(arg, len)| match &arg.kind {
+                ArgKind::Buffer { elem, role, .. } => {
+                    let copies = 1
+                        + usize::from(*role != Role::Out)
+                        + usize::from(references && *role != Role::In);
+                    copies * len * elem.size()
+                }
+                ArgKind::Scalar { .. } => 0,
+            })
+            .sum())
+    }
+
     /// Threads a test's launches run, over all of them, without generating
     /// its inputs.
     pub fn thread_count(&self, test: &TestCase) -> Result<u64, SpecError> {

@@ -456,17 +456,23 @@ pub fn start_measurer(
 ) -> Result<Measurer, SetupError> {
     let device = driver::probe(device)?;
     let arch = arch_for(&spec, arch, Some(&device));
+    let codegen = CodegenOptions { arch, libdevice };
     let ir = KernelIr::load_kernels(&spec.ir, &spec.kernels).map_err(|source| SetupError::Ir {
         spec: spec_path.to_path_buf(),
         source,
     })?;
-    let original = ir
-        .compile(&ir.empty_patch(), &CodegenOptions { arch, libdevice })
-        .map_err(|source| SetupError::Original {
-            spec: spec_path.to_path_buf(),
-            source,
-        })?;
+    let original =
+        ir.compile(&ir.empty_patch(), &codegen)
+            .map_err(|source| SetupError::Original {
+                spec: spec_path.to_path_buf(),
+                source,
+            })?;
     let kernels: Vec<String> = ir.chosen_kernels().iter().map(|k| k.to_string()).collect();
+    // Outputs are compared where they are; without these kernels (they do
+    // not compile here), on the host, as before.
+    let comparison = crate::cuda::compare::module_ptx(&codegen)
+        .inspect_err(|e| tracing::warn!(error = %e, "outputs will be compared on the host"))
+        .ok();
     Measurer::new(
         spec,
         device,
@@ -474,6 +480,7 @@ pub fn start_measurer(
         &kernels,
         MeasureOptions::default(),
         Assembler::find(),
+        comparison.as_deref(),
     )
     .map_err(|source| SetupError::Measure {
         spec: spec_path.to_path_buf(),

@@ -2,97 +2,10 @@
 //! what `spec::compare` says, for every element type and metric, on buffers
 //! full of the cases its rules single out.
 
+use super::cases::{buffers, specials, tolerances};
 use super::*;
 use crate::sim::{self, GlobalMemory, LaunchDims, Limits};
-use rand::{Rng, SeedableRng};
-
-/// Elements the rules treat apart, as little-endian bytes of `elem`.
-fn specials(elem: ElemType) -> Vec<Vec<u8>> {
-    match elem {
-        ElemType::F32 => [
-            0.0f32,
-            -0.0,
-            1.0,
-            -1.0,
-            f32::NAN,
-            -f32::NAN,
-            f32::INFINITY,
-            f32::NEG_INFINITY,
-            f32::MIN_POSITIVE / 4.0, // subnormal
-            -f32::MIN_POSITIVE / 8.0,
-            f32::MAX,
-            1.0 + f32::EPSILON,
-            1e-6,
-        ]
-        .iter()
-        .map(|v| v.to_le_bytes().to_vec())
-        .collect(),
-        ElemType::F64 => [
-            0.0f64,
-            -0.0,
-            1.0,
-            -1.0,
-            f64::NAN,
-            f64::INFINITY,
-            f64::NEG_INFINITY,
-            f64::MIN_POSITIVE / 4.0,
-            -f64::MIN_POSITIVE / 8.0,
-            f64::MAX,
-            -f64::MAX,
-            1.0 + f64::EPSILON,
-            1e-6,
-        ]
-        .iter()
-        .map(|v| v.to_le_bytes().to_vec())
-        .collect(),
-        _ => {
-            let size = elem.size();
-            let ones = vec![0xffu8; size];
-            let mut top = vec![0u8; size];
-            top[size - 1] = 0x80; // i..::MIN, or u..'s upper half
-            let mut below_top = vec![0xffu8; size];
-            below_top[size - 1] = 0x7f; // i..::MAX
-            let mut one = vec![0u8; size];
-            one[0] = 1;
-            vec![vec![0u8; size], one, ones, top, below_top]
-        }
-    }
-}
-
-/// A reference buffer and an actual one: equal elements, special values
-/// against each other, random bits, and values a few units apart (near a
-/// tolerance of a few ulp or a small absolute or relative difference).
-fn buffers(elem: ElemType, rng: &mut rand_chacha::ChaCha8Rng) -> (Vec<u8>, Vec<u8>) {
-    let size = elem.size();
-    let specials = specials(elem);
-    let (mut reference, mut actual) = (Vec::new(), Vec::new());
-    for r in &specials {
-        for a in &specials {
-            reference.extend(r);
-            actual.extend(a);
-        }
-    }
-    for _ in 0..700 {
-        let mut r = vec![0u8; size];
-        rng.fill(&mut r[..]);
-        let mut a = r.clone();
-        match rng.gen_range(0..4) {
-            0 => {}
-            1 => rng.fill(&mut a[..]),
-            _ => {
-                // A few units of the last place apart.
-                let step = rng.gen_range(1u64..4);
-                let mut v = [0u8; 8];
-                v[..size].copy_from_slice(&r);
-                let bumped = u64::from_le_bytes(v).wrapping_add(step).to_le_bytes();
-                a.copy_from_slice(&bumped[..size]);
-            }
-        }
-        reference.extend(&r);
-        actual.extend(&a);
-    }
-    (reference, actual)
-}
+use rand::SeedableRng;
 
 fn programs() -> Vec<(ElemType, sim::code::Program)> {
     let names: Vec<String> = ElemType::ALL.into_iter().map(kernel_name).collect();
@@ -161,13 +74,7 @@ fn the_kernels_say_what_spec_compare_says_for_every_type_and_metric() {
         let (reference, actual) = buffers(elem, &mut rng);
         let float = matches!(elem, ElemType::F32 | ElemType::F64);
         for metric in [Metric::Exact, Metric::MaxAbs, Metric::MaxRel, Metric::Ulp] {
-            let tolerances: &[f64] = match metric {
-                Metric::Exact => &[0.0],
-                Metric::MaxAbs if float => &[0.0, 1e-6, 1.0],
-                Metric::MaxRel => &[0.0, 1e-7, 0.5],
-                _ => &[0.0, 1.0, 2.0, 3.0],
-            };
-            for &tolerance in tolerances {
+            for &tolerance in tolerances(metric, float) {
                 let acceptance = Acceptance { metric, tolerance };
                 let expected = crate::spec::compare(&acceptance, elem, &reference, &actual);
                 // One block of 64 threads, and several: the grid-stride loop
@@ -184,7 +91,10 @@ fn the_kernels_say_what_spec_compare_says_for_every_type_and_metric() {
                 // buffers too.
                 let equal = on_simulator(&program, &acceptance, elem, &reference, &reference, 3);
                 let expected = crate::spec::compare(&acceptance, elem, &reference, &reference);
-                assert!(same(&equal, &expected), "{elem:?} {metric:?}: {equal:?} {expected:?}");
+                assert!(
+                    same(&equal, &expected),
+                    "{elem:?} {metric:?}: {equal:?} {expected:?}"
+                );
             }
         }
     }
@@ -211,12 +121,8 @@ fn each_pair_of_special_values_alone_gets_spec_compares_verdict() {
     for (elem, program) in programs() {
         let specials = specials(elem);
         for metric in [Metric::Exact, Metric::MaxAbs, Metric::MaxRel, Metric::Ulp] {
-            let tolerance = match metric {
-                Metric::Exact => 0.0,
-                Metric::MaxAbs => 1e-6,
-                Metric::MaxRel => 1e-7,
-                Metric::Ulp => 1.0,
-            };
+            // The first tolerance above none (exact has only none).
+            let tolerance = tolerances(metric, true).get(1).copied().unwrap_or(0.0);
             let acceptance = Acceptance { metric, tolerance };
             for r in &specials {
                 for a in &specials {

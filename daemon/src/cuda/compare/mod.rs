@@ -49,7 +49,10 @@ pub fn module_ir() -> String {
     let mut annotations = Vec::new();
     for (i, elem) in ElemType::ALL.into_iter().enumerate() {
         ir.push_str(&kernel_ir(elem));
-        annotations.push(format!("!{i} = !{{ptr @{}, !\"kernel\", i32 1}}", kernel_name(elem)));
+        annotations.push(format!(
+            "!{i} = !{{ptr @{}, !\"kernel\", i32 1}}",
+            kernel_name(elem)
+        ));
     }
     let list: Vec<String> = (0..annotations.len()).map(|i| format!("!{i}")).collect();
     ir.push_str(&format!("!nvvm.annotations = !{{{}}}\n", list.join(", ")));
@@ -236,7 +239,11 @@ fn int_element(elem: ElemType, int: &str) -> String {
         elem,
         ElemType::I8 | ElemType::I16 | ElemType::I32 | ElemType::I64
     );
-    let (widen, ge) = if signed { ("sext", "sge") } else { ("zext", "uge") };
+    let (widen, ge) = if signed {
+        ("sext", "sge")
+    } else {
+        ("zext", "uge")
+    };
     let x = if int == "i64" {
         "  %x = add i64 %rb, 0\n  %y = add i64 %ab, 0\n".to_string()
     } else {
@@ -296,14 +303,22 @@ pub struct Pair<'a> {
     pub actual: &'a DeviceBuffer,
 }
 
+/// The comparison kernels' PTX for `codegen`'s arch (made where the
+/// variants' PTX is, with LLVM; loaded by [`DeviceComparison::load`]).
+pub fn module_ptx(codegen: &CodegenOptions) -> Result<String, IrError> {
+    let ir = KernelIr::parse_kernels("comparison kernels", module_ir().as_bytes(), &names())?;
+    Ok(ir.compile(&ir.empty_patch(), codegen)?.ptx)
+}
+
+fn names() -> Vec<String> {
+    ElemType::ALL.into_iter().map(kernel_name).collect()
+}
+
 impl DeviceComparison {
-    /// Compiles the comparison kernels for `codegen`'s arch and loads them;
-    /// `outputs`: the most buffers one call compares.
-    pub fn load(codegen: &CodegenOptions, outputs: usize) -> Result<Self, CompareSetupError> {
-        let names: Vec<String> = ElemType::ALL.into_iter().map(kernel_name).collect();
-        let ir = KernelIr::parse_kernels("comparison kernels", module_ir().as_bytes(), &names)?;
-        let ptx = ir.compile(&ir.empty_patch(), codegen)?.ptx;
-        let kernels = Kernel::load(&ptx, &names)?;
+    /// Loads the comparison kernels ([`module_ptx`]) into the current
+    /// context; `outputs`: the most buffers one call compares.
+    pub fn load(ptx: &str, outputs: usize) -> Result<Self, CudaError> {
+        let kernels = Kernel::load(ptx, &names())?;
         let capacity = outputs.max(1);
         let words = DeviceBuffer::new(capacity * WORDS * 8)?;
         Ok(DeviceComparison {
@@ -329,7 +344,10 @@ impl DeviceComparison {
             .collect();
         self.words.upload(&init)?;
         for (i, pair) in pairs.iter().enumerate() {
-            assert_eq!(pair.reference.len, pair.actual.len, "compare equal lengths only");
+            assert_eq!(
+                pair.reference.len, pair.actual.len,
+                "compare equal lengths only"
+            );
             let n = (pair.reference.len / pair.elem.size()) as u64;
             if n == 0 {
                 continue;
@@ -362,13 +380,6 @@ impl DeviceComparison {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum CompareSetupError {
-    #[error("the comparison kernels: {0}")]
-    Ir(#[from] IrError),
-    #[error("the comparison kernels: {0}")]
-    Cuda(#[from] CudaError),
-}
-
+pub mod cases;
 #[cfg(test)]
 mod tests;
