@@ -53,10 +53,16 @@ fn the_main_job_installs_what_building_needs_and_the_tests_the_rest() {
         ("test", &test, TEST_ONLY, &[][..]),
     ] {
         for w in wanted {
-            assert!(words.iter().any(|x| x == w), "{purpose} lacks {w}: {words:?}");
+            assert!(
+                words.iter().any(|x| x == w),
+                "{purpose} lacks {w}: {words:?}"
+            );
         }
         for u in unwanted {
-            assert!(!words.iter().any(|x| x == u), "{purpose} installs {u}: {words:?}");
+            assert!(
+                !words.iter().any(|x| x == u),
+                "{purpose} installs {u}: {words:?}"
+            );
         }
     }
     // No argument is the test purpose: scripts that predate the split get everything.
