@@ -9,7 +9,7 @@ use crate::common;
 
 use common::daemon::{build_dir, Daemon, CONFIG};
 use common::{s, text};
-use gevo_client::proto::{Command, Reply};
+use gevo_client::proto::{Body, Command, ErrorCode, Reply};
 use std::path::{Path, PathBuf};
 use std::process::Command as Process;
 
@@ -120,6 +120,24 @@ fn best_says_what_the_daemon_knows_of_the_builds_spec() {
         if kernel == "app/stencil" && !spec.is_empty() {
             assert!(said.contains("settle"), "{said}");
             assert!(!said.contains("gevo-client watch"), "{said}");
+        }
+    }
+    // On the wire: `pending` for the settling spec, `unknown_kernel` for
+    // the one no watched directory holds.
+    for (kernel, spec, code) in [
+        ("app/stencil", &watched_spec, ErrorCode::Pending),
+        ("other/stencil", &unwatched_spec, ErrorCode::UnknownKernel),
+    ] {
+        let response = d
+            .try_call(Command::Best {
+                kernel: kernel.into(),
+                arch: None,
+                spec: Some(spec.into()),
+            })
+            .unwrap();
+        match response.body {
+            Body::Error(e) => assert_eq!(e.code, code, "{}", e.message),
+            Body::Ok(reply) => panic!("best answered {reply:?}"),
         }
     }
 }
