@@ -250,7 +250,9 @@ endfunction()
 # SPEC does not exist: writes a skeleton there with `gevod spec init` from
 # the kernel's IR (GEVO_IR_DIR's, or clang's, compiled now into ll with the
 # target's include directories and definitions that need no generator
-# expression). Stops configuring when it cannot.
+# expression, and with line tables whatever GEVO_LINE_TABLES says: they
+# lead `spec init` to the kernel's declaration, so the skeleton has the
+# parameters' real names). Stops configuring when it cannot.
 function(_gevo_spec_skeleton target name user_spec shown source ll prebuilt clang arch cuda_flags)
   set(cannot "gevo_optimize(${target}): SPEC ${user_spec} does not exist, and gevo cannot write a skeleton of it")
   if(NOT GEVOD OR NOT EXISTS "${GEVOD}")
@@ -274,8 +276,8 @@ function(_gevo_spec_skeleton target name user_spec shown source ll prebuilt clan
       endif()
     endforeach()
     execute_process(
-      COMMAND "${clang}" -x cuda --cuda-device-only -emit-llvm -O3 -S "--cuda-gpu-arch=${arch}"
-              ${cuda_flags} ${flags} "${source}" -o "${ll}"
+      COMMAND "${clang}" -x cuda --cuda-device-only -emit-llvm -O3 -gline-tables-only -S
+              "--cuda-gpu-arch=${arch}" ${cuda_flags} ${flags} "${source}" -o "${ll}"
       RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
     if(NOT rc EQUAL 0)
       _gevo_first_error("${err}" err)

@@ -40,7 +40,7 @@
 # running clang (build machines without clang), and gevod makes the PTX.
 #
 # Cache variables: GEVO_CLANG, GEVOD, GEVO_CLIENT, GEVO_SOCKET, GEVO_STATE,
-# GEVO_USE_EVOLVED, GEVO_IR_DIR, GEVO_CUDA_PATH, GEVO_REPLACE_FLAGS,
+# GEVO_WATCH, GEVO_USE_EVOLVED, GEVO_IR_DIR, GEVO_CUDA_PATH, GEVO_REPLACE_FLAGS,
 # GEVO_PROJECT, GEVO_NVIDIA_SMI.
 # docs/cmake.md describes all of it.
 
@@ -58,6 +58,7 @@ cmake_policy(VERSION 3.20...3.31)
 # Functions keep the policies of where they are defined: after the PUSH.
 include("${CMAKE_CURRENT_LIST_DIR}/GevoReplace.cmake")
 include("${CMAKE_CURRENT_LIST_DIR}/GevoChoices.cmake")
+include("${CMAKE_CURRENT_LIST_DIR}/GevoDaemon.cmake")
 
 # Installed (scripts/install.sh: <prefix>/lib/cmake/gevo), the binaries
 # installed with this module come first.
@@ -85,10 +86,15 @@ set(GEVO_IR_DIR "" CACHE STRING
   "Directory with prebuilt device IR <KERNEL>.ll, used instead of running clang (relative: to the build directory); empty: clang emits the IR")
 
 # GEVO_SOCKET and GEVO_STATE as absolute paths (relative ones are relative
-# to the build directory), or "" for the client's defaults.
+# to the build directory), or "" for the client's defaults; without
+# GEVO_STATE, the state directory the running daemon named at configure
+# (GevoDaemon.cmake).
 function(_gevo_daemon_paths socket_out state_out)
   foreach(var SOCKET STATE)
     set(path "${GEVO_${var}}")
+    if(var STREQUAL "STATE" AND path STREQUAL "" AND DEFINED _GEVO_DAEMON_STATE)
+      set(path "${_GEVO_DAEMON_STATE}")
+    endif()
     if(NOT path STREQUAL "")
       get_filename_component(path "${path}" ABSOLUTE BASE_DIR "${CMAKE_BINARY_DIR}")
     endif()
@@ -207,33 +213,6 @@ function(_gevo_check_clang_version clang)
   endif()
 endfunction()
 
-# Registers <build>/gevo with the daemon, once per configure.
-function(_gevo_watch dir)
-  get_property(done GLOBAL PROPERTY _GEVO_WATCHED)
-  if(done)
-    return()
-  endif()
-  set_property(GLOBAL PROPERTY _GEVO_WATCHED TRUE)
-  if(NOT GEVO_CLIENT OR NOT EXISTS "${GEVO_CLIENT}")
-    message(STATUS "gevo: gevo-client not found (set GEVO_CLIENT); builds use the original kernels")
-    return()
-  endif()
-  _gevo_client(client)
-  execute_process(COMMAND ${client} watch "${dir}"
-    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
-  string(STRIP "${out}" out)
-  string(STRIP "${err}" err)
-  string(REGEX REPLACE "^gevo-client: " "" err "${err}")
-  if(err STREQUAL "")
-    set(err "gevo-client exited ${rc} without a message")
-  endif()
-  if(rc STREQUAL "0")
-    message(STATUS "gevo: gevod: ${out}")
-  else()
-    message(STATUS "gevo: could not register ${dir} with gevod (${err}); builds use the "
-      "original kernels until it is: start gevod, then re-run cmake or `gevo-client watch ${dir}`")
-  endif()
-endfunction()
 
 
 # Stops configuring: REPLACE is off (off_why says so and why), and target
@@ -267,6 +246,7 @@ function(gevo_optimize target)
   if(NOT TARGET ${target})
     message(FATAL_ERROR "gevo_optimize: no target named ${target}")
   endif()
+  _gevo_daemon_state()
   get_target_property(type ${target} TYPE)
   get_target_property(imported ${target} IMPORTED)
   get_target_property(aliased ${target} ALIASED_TARGET)

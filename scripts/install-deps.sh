@@ -1,8 +1,49 @@
 #!/usr/bin/env bash
-# Installs what gevo needs to build and test, and only what is missing, on
-# Debian 12 or Ubuntu 24.04 (Rust itself is expected to be installed with rustup).
-# Safe to run again: it does nothing when everything is present.
+# Installs what gevo needs, and only what is missing, on Debian 12 or Ubuntu
+# 24.04 (Rust itself is expected to be installed with rustup). Safe to run
+# again: it does nothing when everything is present.
+#
+#   scripts/install-deps.sh build   what building gevod and gevo-client and
+#                                   running them need (scripts/run.sh)
+#   scripts/install-deps.sh test    that, and what the checks and tests need
+#                                   besides (scripts/test.sh, CI); the default
+#   ... --list                      print what the purpose installs, install nothing
 set -euo pipefail
+
+purpose=test
+list=
+for arg in "$@"; do
+    case $arg in
+        build | test) purpose=$arg ;;
+        --list) list=1 ;;
+        -h | --help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "install-deps: unknown argument '$arg' (build, test, --list)" >&2; exit 2 ;;
+    esac
+done
+
+# Building and running: LLVM 19 for inkwell (linked statically), its link
+# libraries, and g++ for the C++ runtime and cc, rustc's linker.
+build_packages=(llvm-19-dev libpolly-19-dev libzstd-dev libffi-dev zlib1g-dev g++)
+# Testing besides: clang-19, cmake and make for the fixtures and the CMake
+# tests (daemon/tests/cmake_*.rs); slurmctld, slurmd, slurm-client and munge
+# for the single-node cluster of daemon/tests/slurm.rs (scripts/slurm-cluster.sh).
+test_packages=(clang-19 cmake make slurmctld slurmd slurm-client munge)
+# Testing also: systemd-analyze (scripts/verify-systemd.sh), the
+# distribution's CUDA toolkit, a headless chromium, rustfmt and clippy
+# (below, each only where missing).
+test_extras=(systemd-analyze nvidia-cuda-toolkit chromium rustfmt clippy)
+
+packages=("${build_packages[@]}")
+if [ "$purpose" = test ]; then
+    packages+=("${test_packages[@]}")
+fi
+if [ -n "$list" ]; then
+    echo "apt: ${packages[*]}"
+    if [ "$purpose" = test ]; then
+        echo "also, where missing: ${test_extras[*]}"
+    fi
+    exit 0
+fi
 
 # Some containers ship /dev/null as a regular file. Whatever one process writes
 # there, the next one reads back: cargo's rustc probe takes its stdin from it and
@@ -15,12 +56,6 @@ if [ ! -c /dev/null ]; then
     fi
 fi
 
-# g++ and make: the CMake example project (daemon/tests/cmake_example.rs).
-# slurmctld, slurmd, slurm-client and munge: the single-node cluster of
-# daemon/tests/slurm.rs (scripts/slurm-cluster.sh).
-packages=(llvm-19-dev clang-19 libpolly-19-dev libzstd-dev libffi-dev zlib1g-dev cmake g++ make
-    slurmctld slurmd slurm-client munge)
-
 missing=()
 for p in "${packages[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -28,7 +63,9 @@ for p in "${packages[@]}"; do
     fi
 done
 # systemd-analyze, for scripts/verify-systemd.sh.
-command -v systemd-analyze >/dev/null || missing+=(systemd)
+if [ "$purpose" = test ]; then
+    command -v systemd-analyze >/dev/null || missing+=(systemd)
+fi
 
 sudo_cmd=()
 as_root() { # command...: as root, through sudo when needed
@@ -108,7 +145,7 @@ enable_components() {
     return $changed
 }
 
-if [ -z "${GEVO_NO_CUDA_TOOLKIT:-}" ] && [ ! -x /usr/local/cuda/bin/ptxas ] && ! command -v ptxas >/dev/null &&
+if [ "$purpose" = test ] && [ -z "${GEVO_NO_CUDA_TOOLKIT:-}" ] && [ ! -x /usr/local/cuda/bin/ptxas ] && ! command -v ptxas >/dev/null &&
     ! dpkg-query -W -f='${Status}' "$cuda_package" 2>/dev/null | grep -q "install ok installed"; then
     want=$cuda_package
     case "$(. /etc/os-release && echo "${ID:-}")" in
@@ -141,7 +178,7 @@ fi
 # run in containers or CI: nothing is installed there, and the test skips
 # with its reason unless chromium or google-chrome is on the PATH or
 # GEVO_CHROMIUM names a browser. GEVO_NO_CHROMIUM=1 skips this step.
-if [ -z "${GEVO_NO_CHROMIUM:-}" ] && ! command -v chromium >/dev/null; then
+if [ "$purpose" = test ] && [ -z "${GEVO_NO_CHROMIUM:-}" ] && ! command -v chromium >/dev/null; then
     case "$(. /etc/os-release && echo "${ID:-}")" in
         debian)
             want="chromium fonts-dejavu-core"
@@ -162,7 +199,7 @@ if ! command -v cargo >/dev/null; then
     echo "install-deps: cargo not found; install Rust with rustup (https://rustup.rs) first" >&2
     exit 1
 fi
-if command -v rustup >/dev/null; then
+if [ "$purpose" = test ] && command -v rustup >/dev/null; then
     for c in rustfmt clippy; do
         rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c" >/dev/null
     done

@@ -7,8 +7,9 @@
 # the same job from its checkpoint and shows the report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# The CUDA toolkit is for the CMake tests of MODE REPLACE only.
-GEVO_NO_CUDA_TOOLKIT=1 scripts/install-deps.sh
+# Only what building and running need; the test-only packages (Slurm,
+# chromium, the CUDA toolkit, cmake, ...) are scripts/test.sh's.
+scripts/install-deps.sh build
 cargo build --release -p gevod
 gevod=target/release/gevod
 spec=tests/fixtures/kernels/stencil.gevo.toml

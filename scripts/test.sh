@@ -3,7 +3,7 @@
 # the whole test suite, fixture regeneration and the packaging invariants.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
+scripts/install-deps.sh test
 
 # CI builds once from a clean clone: incremental caches would only double the
 # gevod crate's artifacts on a disk that has run full before.

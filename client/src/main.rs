@@ -74,11 +74,31 @@ enum Cmd {
         /// Write the PTX here (only when it changed) instead of to stdout
         #[arg(short = 'o', long = "output", value_name = "FILE")]
         output: Option<PathBuf>,
+        /// The spec file the build wrote: when there is no answer, the
+        /// daemon says what it knows of it (settling, not yet scanned,
+        /// outside every watched directory, broken)
+        #[arg(long, value_name = "FILE")]
+        spec: Option<PathBuf>,
+    },
+    /// Write the validated patch of a kernel's best variant (JSON, for
+    /// `gevod run --patch`)
+    Patch {
+        kernel: String,
+        /// Write the patch here instead of to stdout
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: Option<PathBuf>,
     },
     /// The Pareto front (cost, error, edits) of a kernel's current job
     Pareto { kernel: String },
-    /// What the best variant changed: its edits and the IR diff
-    Explain { kernel: String },
+    /// What the best variant changed: its edits and the changed IR
+    /// instructions
+    Explain {
+        kernel: String,
+        /// Show the whole IR diff (renumbered values included) instead of
+        /// the changed instructions
+        #[arg(long)]
+        full_diff: bool,
+    },
     /// Write a kernel's HTML report (from the daemon, else its export)
     Report {
         kernel: String,
@@ -87,7 +107,13 @@ enum Cmd {
         output: Option<PathBuf>,
     },
     /// Have the daemon watch a build directory for kernel specs
-    Watch { dir: PathBuf },
+    Watch {
+        dir: PathBuf,
+        /// A build's registration (CMake's configure): a directory you
+        /// unwatched stays unwatched
+        #[arg(long)]
+        from_build: bool,
+    },
     /// Stop watching a directory added with `watch`
     Unwatch { dir: PathBuf },
     /// Pause a kernel's job, or every job
@@ -154,14 +180,34 @@ fn run(cli: Cli) -> Result<()> {
             kernel,
             arch,
             output,
-        } => return best(&settings, &kernel, arch.as_deref(), output.as_deref(), json),
+            spec,
+        } => {
+            let spec = spec.map(|s| std::fs::canonicalize(&s).unwrap_or(s));
+            let query = cli::fallback::Query {
+                kernel: &kernel,
+                arch: arch.as_deref(),
+                spec: spec.as_deref(),
+            };
+            return best(&settings, &query, output.as_deref(), json);
+        }
+        Cmd::Patch { kernel, output } => {
+            return cli::fallback::patch(&settings, &kernel, output.as_deref(), json)
+        }
         Cmd::Report { kernel, output } => return report(&settings, &kernel, output.as_deref()),
         Cmd::Status => Command::Status,
         Cmd::Jobs => Command::Jobs,
         Cmd::Pareto { kernel } => Command::Pareto { kernel },
-        Cmd::Explain { kernel } => Command::Explain { kernel },
-        Cmd::Watch { dir } => Command::Watch {
+        Cmd::Explain { kernel, full_diff } => {
+            let reply = ask(&settings, Command::Explain { kernel })?;
+            return print_out(&if json {
+                reply_json(&reply)
+            } else {
+                cli::render::render_with(&reply, full_diff)
+            });
+        }
+        Cmd::Watch { dir, from_build } => Command::Watch {
             dir: absolute_dir(&dir)?,
+            from_build,
         },
         Cmd::Unwatch { dir } => Command::Unwatch {
             dir: unwatched_dir(&dir)?,

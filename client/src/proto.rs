@@ -38,6 +38,11 @@ pub enum Command {
         kernel: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         arch: Option<String>,
+        /// The spec file the asking build wrote (absolute): when the daemon
+        /// has no answer, it says what it knows of that file (settling, not
+        /// yet scanned, outside every watched directory, broken).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        spec: Option<PathBuf>,
     },
     Pareto {
         kernel: String,
@@ -49,8 +54,16 @@ pub enum Command {
     Report {
         kernel: String,
     },
+    /// The minimized patch of the kernel's best validated variant.
+    Patch {
+        kernel: String,
+    },
     Watch {
         dir: PathBuf,
+        /// A build registering its directory (CMake's configure), not a
+        /// person: a directory the user unwatched stays unwatched.
+        #[serde(default, skip_serializing_if = "is_false")]
+        from_build: bool,
     },
     Unwatch {
         dir: PathBuf,
@@ -65,6 +78,10 @@ pub enum Command {
         kernel: Option<String>,
     },
     Shutdown,
+}
+
+fn is_false(b: &bool) -> bool {
+    !b
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -121,6 +138,9 @@ pub enum ErrorCode {
     AmbiguousKernel,
     /// The kernel is known but has no validated variant (for that arch).
     NoValidated,
+    /// The asking build's spec is not taken yet: its content is settling,
+    /// or no scan has seen it. Ask again shortly.
+    Pending,
     /// A watch/unwatch directory that cannot be used.
     BadDirectory,
     Internal,
@@ -135,6 +155,7 @@ pub enum Reply {
     Pareto(Pareto),
     Explain(Explanation),
     Report(ReportPage),
+    Patch(PatchFile),
     /// Watch, unwatch, pause, resume and shutdown: what was done.
     Done(String),
 }
@@ -229,6 +250,25 @@ pub struct JobOrigin {
     pub dropped: usize,
 }
 
+/// Where a speedup of a job on `backend` was measured, for headlines:
+/// ` on the simulator` (`sim`), ` on the GPU` (`cuda`), else nothing.
+pub fn measured_on(backend: &str) -> &'static str {
+    match backend {
+        "sim" => " on the simulator",
+        "cuda" => " on the GPU",
+        _ => "",
+    }
+}
+
+/// [`measured_on`], and for the simulator what its number is: a ratio of
+/// the simulator's cost model, not a time measured on a GPU.
+pub fn measured_on_long(backend: &str) -> &'static str {
+    match backend {
+        "sim" => " on the simulator (a cost-model ratio, not a GPU speedup)",
+        other => measured_on(other),
+    }
+}
+
 /// The best validated variant of a kernel for one target, as exported.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BestRecord {
@@ -280,6 +320,15 @@ pub struct Explanation {
     pub edits: Vec<String>,
     /// Unified diff of the kernel's IR, original to variant.
     pub diff: String,
+    /// The changed instructions with a few lines of context: the diff of
+    /// the IR with its value numbers set aside, so that renumbering alone
+    /// is no change (empty from a daemon that predates it).
+    #[serde(default)]
+    pub changes: String,
+    /// The job's backend: `sim` (speedups are simulator cost ratios) or
+    /// `cuda` (GPU speedups); empty from a daemon that predates it.
+    #[serde(default)]
+    pub backend: String,
     /// Each held-out test's cost ratio, variant over original.
     #[serde(default)]
     pub tests: Vec<TestRatio>,
@@ -301,6 +350,19 @@ pub struct Explanation {
     /// Whether the kernel's IR has line tables.
     #[serde(default)]
     pub line_tables: bool,
+}
+
+/// The patch of a kernel's best validated variant, in the versioned JSON
+/// form `gevod run --patch` replays (docs/patches.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PatchFile {
+    pub kernel: String,
+    pub job: String,
+    pub speedup: f64,
+    /// `sim` (a simulator cost ratio) or `cuda` (a GPU speedup).
+    pub backend: String,
+    /// The patch file's text.
+    pub patch: String,
 }
 
 /// A kernel's HTML report (one self-contained page).
@@ -330,6 +392,7 @@ mod tests {
         let r = Request::new(Command::Best {
             kernel: "app/stencil".into(),
             arch: Some("sm_90".into()),
+            spec: None,
         });
         let line = serde_json::to_string(&r).unwrap();
         assert_eq!(

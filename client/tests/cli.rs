@@ -36,13 +36,14 @@ fn best_from_the_daemon_prints_the_ptx_and_says_where_it_came_from() {
     assert_eq!(run.stdout, PTX);
     assert_eq!(
         run.stderr,
-        "gevo-client: app/stencil sm_90: validated variant, speedup 1.234x [1.20, 1.26] (from the daemon)\n"
+        "gevo-client: app/stencil sm_90: validated variant, speedup 1.234x [1.20, 1.26] on the GPU (from the daemon)\n"
     );
     assert_eq!(
         daemon.received(),
         Command::Best {
             kernel: "app/stencil".into(),
-            arch: Some("sm_90".into())
+            arch: Some("sm_90".into()),
+            spec: None,
         }
     );
 }
@@ -202,7 +203,7 @@ fn best_falls_back_on_the_export_when_the_daemon_is_unreachable() {
         assert_eq!(
             run.stderr,
             format!(
-                "gevo-client: app/stencil sm_90: validated variant, speedup 1.500x [1.47, 1.53] \
+                "gevo-client: app/stencil sm_90: validated variant, speedup 1.500x [1.47, 1.53] on the GPU \
                  (from the export in {}, daemon unreachable: {why})\n",
                 state.display()
             ),
@@ -338,6 +339,21 @@ fn commands_send_what_they_name() {
             Command::Best {
                 kernel: "k".into(),
                 arch: None,
+                spec: None,
+            },
+        ),
+        (
+            vec!["best", "k", "--spec", "/no/such/k.gevo.toml"],
+            Command::Best {
+                kernel: "k".into(),
+                arch: None,
+                spec: Some("/no/such/k.gevo.toml".into()),
+            },
+        ),
+        (
+            vec!["patch", "app/k"],
+            Command::Patch {
+                kernel: "app/k".into(),
             },
         ),
     ];
@@ -348,7 +364,7 @@ fn commands_send_what_they_name() {
         argv.extend(&args);
         let run = gevo(&dir, &argv);
         assert_eq!(daemon.received(), expect, "{args:?}");
-        if args[0] != "best" {
+        if args[0] != "best" && args[0] != "patch" {
             assert_eq!(
                 (run.code, run.stdout.as_str()),
                 (0, "done it\n"),
@@ -376,6 +392,7 @@ fn watch_sends_an_absolute_path_and_refuses_a_missing_one_itself() {
         let expect = match command {
             "watch" => Command::Watch {
                 dir: canonical.clone(),
+                from_build: false,
             },
             _ => Command::Unwatch {
                 dir: canonical.clone(),

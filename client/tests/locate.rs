@@ -232,8 +232,8 @@ fn a_user_client_tries_its_own_daemon_then_the_system_daemon_and_names_both() {
     assert_eq!(
         run.stderr,
         format!(
-            "gevo-client: app/k sm_90: validated variant, speedup 1.500x [1.40, 1.60] (from the \
-             export in {}, daemon unreachable: nothing answered at {} (your user daemon): \
+            "gevo-client: app/k sm_90: validated variant, speedup 1.500x [1.40, 1.60] on the \
+             simulator (a cost-model ratio, not a GPU speedup) (from the export in {}, daemon unreachable: nothing answered at {} (your user daemon): \
              connection refused (a stale socket?); {SYSTEM_SOCKET} (the system daemon): no socket \
              there)\n",
             state.display(),

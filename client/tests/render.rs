@@ -71,9 +71,9 @@ fn status() -> Status {
 }
 
 const JOBS_TABLE: &str = "\
-KERNEL       VERSION  STATE    GENERATIONS  EVALUATIONS  VALIDATED  BEST    BACKEND/TARGET  MESSAGE
-app/stencil  1        running  12           3400         2          1.234x  sim/sm_90
-app/broken   1        error    12           3400         0          -       sim/sm_90       spec: missing field `grid`
+KERNEL       VERSION  STATE    GENERATIONS  EVALUATIONS  VALIDATED  BEST                     BACKEND/TARGET  MESSAGE
+app/stencil  1        running  12           3400         2          1.234x on the simulator  sim/sm_90
+app/broken   1        error    12           3400         0          -                        sim/sm_90       spec: missing field `grid`
 ";
 
 #[test]
@@ -102,6 +102,9 @@ fn status_and_jobs_print_tables() {
         speedup: 1.25,
         edits: vec!["delete %12".into(), "swap %3 %4".into()],
         diff: "--- original\n+++ variant\n-  %12 = add i32 %a, 0\n".into(),
+        // From a daemon that predates the changed-instruction view.
+        changes: String::new(),
+        backend: "sim".into(),
         tests: vec![
             TestRatio {
                 test: "heldout[0]".into(),
@@ -167,9 +170,9 @@ fn status_and_jobs_print_tables() {
                 job("app/reduce", JobState::Queued, None, None),
             ]),
             "\
-KERNEL       VERSION  STATE    GENERATIONS  EVALUATIONS  VALIDATED  BEST    BACKEND/TARGET  FROM
-app/stencil  2        running  12           3400         2          1.100x  sim/sm_90       v1 (3 kept, 1 dropped)
-app/reduce   1        queued   12           3400         0          -       sim/sm_90       -
+KERNEL       VERSION  STATE    GENERATIONS  EVALUATIONS  VALIDATED  BEST                     BACKEND/TARGET  FROM
+app/stencil  2        running  12           3400         2          1.100x on the simulator  sim/sm_90       v1 (3 kept, 1 dropped)
+app/reduce   1        queued   12           3400         0          -                        sim/sm_90       -
 "
             .into(),
         ),
@@ -177,7 +180,7 @@ app/reduce   1        queued   12           3400         0          -       sim/
             "explain",
             Reply::Explain(seeded_explanation),
             "\
-app/stencil (job j1): speedup 1.250x with 2 edits
+app/stencil (job j1): speedup 1.250x on the simulator (a cost-model ratio, not a GPU speedup) with 2 edits
 seeded from version 1 (job app/stencil@v1): 2 patches carried over, 3 edits kept, 1 dropped
   1. delete %12  (from version 1)
   2. swap %3 %4
@@ -221,7 +224,7 @@ COST    ERROR     EDITS
             "explain",
             Reply::Explain(explanation),
             "\
-app/stencil (job j1): speedup 1.250x with 2 edits
+app/stencil (job j1): speedup 1.250x on the simulator (a cost-model ratio, not a GPU speedup) with 2 edits
   1. delete %12
   2. swap %3 %4
 held-out tests (cost ratio, variant over original, 95% interval):
@@ -240,7 +243,7 @@ latest rejected candidates:
             "explain",
             Reply::Explain(in_source),
             "\
-app/stencil (job j1): speedup 1.250x with 1 edit
+app/stencil (job j1): speedup 1.250x on the simulator (a cost-model ratio, not a GPU speedup) with 1 edit
   1. delete the __syncthreads() at stencil.cu:61
        stencil.cu:61 | __syncthreads();
        IR: delete i87
@@ -258,6 +261,48 @@ app/stencil (job j1): speedup 1.250x with 1 edit
         let run = gevo(&dir, &args);
         assert_eq!(run.code, 0, "{command}: {}", run.stderr);
         assert_eq!(run.stdout, expect, "{command}");
+    }
+}
+
+/// `explain` shows the changed instructions, and the whole IR diff with
+/// `--full-diff`; a GPU job's speedup says so.
+#[test]
+fn explain_shows_the_changed_instructions_unless_asked_for_the_full_diff() {
+    let dir = scratch("explain-changes");
+    let explanation = Explanation {
+        kernel: "app/stencil".into(),
+        job: "j1".into(),
+        speedup: 1.25,
+        edits: vec!["delete i7".into()],
+        diff: "--- original\n+++ variant\n-  %5 = add i32 %4, 1\n-  %6 = mul i32 %5, 2\n+  %5 = mul i32 %4, 2\n".into(),
+        changes: "@@ variant line 9 @@\n   %4 = load i32, ptr %0\n-  %5 = add i32 %4, 1\n".into(),
+        backend: "cuda".into(),
+        tests: vec![],
+        rejections: vec![],
+        origin: None,
+        transplanted: vec![],
+        source_edits: vec![],
+        line_tables: false,
+    };
+    let head = "app/stencil (job j1): speedup 1.250x on the GPU with 1 edit\n  1. delete i7\n\n";
+    let cases = [
+        (
+            vec![],
+            format!(
+                "{head}changed IR instructions (value numbers set aside; --full-diff for the whole diff):\n{}",
+                explanation.changes
+            ),
+        ),
+        (vec!["--full-diff"], format!("{head}{}", explanation.diff)),
+    ];
+    for (i, (extra, expect)) in cases.into_iter().enumerate() {
+        let socket = dir.join(format!("d{i}.sock"));
+        let _daemon = FakeDaemon::replying(&socket, vec![ok(Reply::Explain(explanation.clone()))]);
+        let mut args = vec!["--socket", s(&socket), "explain", "stencil"];
+        args.extend(extra);
+        let run = gevo(&dir, &args);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        assert_eq!(run.stdout, expect, "{args:?}");
     }
 }
 
@@ -327,6 +372,8 @@ fn control_characters_from_the_daemon_are_escaped_in_text_and_kept_in_json() {
         speedup: 1.25,
         edits: vec![evil("delete i87")],
         diff: evil("--- original\n+++ variant\n-  %12 = add i32 %a, 0 ; "),
+        changes: evil("@@ variant line 3 @@\n-  %12 = add i32 %a, 0 ; "),
+        backend: evil("sim"),
         tests: vec![TestRatio {
             test: evil("heldout[0]"),
             ratio: 0.8,

@@ -375,7 +375,7 @@ mod tests {
             (&br#"{"version":1,"command":"status"}"#[..], Ok("Status".to_string())),
             (
                 br#"{"version":1,"command":"best","kernel":"k"}"#,
-                Ok(r#"Best { kernel: "k", arch: None }"#.into()),
+                Ok(r#"Best { kernel: "k", arch: None, spec: None }"#.into()),
             ),
             (
                 br#"{"version":"1","command":"status"}"#,
@@ -405,7 +405,7 @@ mod tests {
             (b"", err(BadRequest, "not a JSON request: EOF while parsing a value at line 1 column 0")),
             (
                 unknown.as_bytes(),
-                err(BadRequest, &format!("unknown variant `{cut}`, expected one of `status`, `jobs`, `best`, `pareto`, `explain`, `report`, `watch`, `unwatch`, `pause`, `resume`, `shutdown`")),
+                err(BadRequest, &format!("unknown variant `{cut}`, expected one of `status`, `jobs`, `best`, `pareto`, `explain`, `report`, `patch`, `watch`, `unwatch`, `pause`, `resume`, `shutdown`")),
             ),
             (
                 version_string.as_bytes(),

@@ -4,7 +4,7 @@
 //! starts a job), and file events (notify) that tell the daemon when to scan
 //! again between its periodic full scans.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -91,6 +91,18 @@ impl Settler {
             }
         };
         settle.saturating_sub(now.saturating_duration_since(since))
+    }
+
+    /// The paths whose latest content has not settled at `now`, each with
+    /// how long it must still stay the same.
+    pub fn unsettled(&self, now: Instant, settle: Duration) -> BTreeMap<PathBuf, Duration> {
+        self.seen
+            .iter()
+            .filter_map(|(path, (_, since))| {
+                let wait = settle.saturating_sub(now.saturating_duration_since(*since));
+                (!wait.is_zero()).then(|| (path.clone(), wait))
+            })
+            .collect()
     }
 
     /// Forgets paths no longer present.
@@ -205,10 +217,16 @@ mod tests {
             s.observe(p, "h2", t0 + Duration::from_secs(1), settle),
             settle
         );
+        let half = Duration::from_millis(500);
+        assert_eq!(
+            s.unsettled(t0 + Duration::from_millis(2500), settle),
+            BTreeMap::from([(p.to_path_buf(), half)])
+        );
         assert_eq!(
             s.observe(p, "h2", t0 + Duration::from_secs(3), settle),
             Duration::ZERO
         );
+        assert!(s.unsettled(t0 + Duration::from_secs(3), settle).is_empty());
         s.retain(|_| false);
         assert_eq!(
             s.observe(p, "h2", t0 + Duration::from_secs(4), settle),

@@ -343,6 +343,15 @@ fn a_missing_spec_gets_a_skeleton_and_the_build_uses_the_original_until_it_is_fi
     assert!(skeleton.contains("kernel = \"stencil5\""), "{skeleton}");
     assert!(skeleton.contains("len = \"TODO"), "{skeleton}");
     assert_eq!(skeleton.matches("\n[[args]]\n").count(), 4, "{skeleton}");
+    // The parameters by their names in stencil.cu (the IR was emitted with
+    // line tables), not arg0 .. arg3.
+    for name in ["in", "out", "nx", "ny"] {
+        assert!(
+            skeleton.contains(&format!("name = \"{name}\"")),
+            "{name}: {skeleton}"
+        );
+    }
+    assert!(!skeleton.contains("arg0"), "{skeleton}");
     // It is the user's file now: the next configure keeps it and says what
     // is left.
     let log = p.configure();

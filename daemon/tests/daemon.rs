@@ -82,7 +82,7 @@ fn a_watched_kernel_is_evolved_served_and_exported() {
         "from the daemon",
     );
     let html = std::fs::read_to_string(&page).unwrap();
-    assert!(html.contains("x faster</span>"), "{html}");
+    assert!(html.contains("x faster on the simulator</span>"), "{html}");
     assert_eq!(html.matches("<svg").count(), 3);
 
     let pareto = d.client(&["--json", "pareto", "app/stencil"]);

@@ -7,6 +7,7 @@ mod common;
 
 mod architecture;
 mod cli;
+mod cmake_adoption;
 mod cmake_choices;
 mod cmake_example;
 mod cmake_install;
@@ -16,6 +17,7 @@ mod cmake_toolkit;
 mod cuda_backend;
 mod daemon;
 mod daemon_access;
+mod daemon_adoption;
 mod daemon_cpu;
 mod daemon_socket;
 mod daemon_transplant;

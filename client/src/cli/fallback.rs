@@ -34,16 +34,20 @@ fn read_export(
     Err(why.join("; "))
 }
 
-pub fn best(
-    settings: &Settings,
-    kernel: &str,
-    arch: Option<&str>,
-    output: Option<&Path>,
-    json: bool,
-) -> Result<()> {
+/// What `best` asks for.
+pub struct Query<'a> {
+    pub kernel: &'a str,
+    pub arch: Option<&'a str>,
+    /// The build's spec file, for the daemon to say what it knows of it.
+    pub spec: Option<&'a Path>,
+}
+
+pub fn best(settings: &Settings, query: &Query, output: Option<&Path>, json: bool) -> Result<()> {
+    let (kernel, arch) = (query.kernel, query.arch);
     let request = Request::new(Command::Best {
         kernel: kernel.to_string(),
         arch: arch.map(str::to_string),
+        spec: query.spec.map(Path::to_path_buf),
     });
     let (best, source) = match call(settings, &request) {
         Ok(response) => match response.body {
@@ -51,7 +55,9 @@ pub fn best(
             Body::Ok(other) => bail!("gevod answered best with {}", reply_kind(&other)),
             Body::Error(e) => {
                 let code = match e.code {
-                    ErrorCode::NoValidated | ErrorCode::UnknownKernel => EXIT_NO_VARIANT,
+                    ErrorCode::NoValidated | ErrorCode::UnknownKernel | ErrorCode::Pending => {
+                        EXIT_NO_VARIANT
+                    }
                     _ => EXIT_ERROR,
                 };
                 return Err(exit(code, e.message));
@@ -75,8 +81,11 @@ pub fn best(
         ),
     };
     let mut note = format!(
-        "{} {}: validated variant, speedup {:.3}x [{lo:.2}, {hi:.2}] ({from})",
-        r.kernel, r.target, r.speedup
+        "{} {}: validated variant, speedup {:.3}x [{lo:.2}, {hi:.2}]{} ({from})",
+        r.kernel,
+        r.target,
+        r.speedup,
+        gevo_client::proto::measured_on_long(&r.backend)
     );
     if let Some(path) = output {
         let changed = write_if_changed(path, best.ptx.as_bytes())?;
@@ -95,6 +104,44 @@ pub fn best(
         print_out(&best.ptx)?;
     }
     say(&note);
+    Ok(())
+}
+
+/// The minimized patch of the kernel's best validated variant, as the
+/// JSON file `gevod run --patch` replays; only from the daemon (the
+/// export holds PTX, not patches).
+pub fn patch(settings: &Settings, kernel: &str, output: Option<&Path>, json: bool) -> Result<()> {
+    let command = Command::Patch {
+        kernel: kernel.to_string(),
+    };
+    let file = match super::daemon::ask(settings, command)? {
+        Reply::Patch(file) => file,
+        other => bail!("gevod answered patch with {}", reply_kind(&other)),
+    };
+    let note = format!(
+        "{} (job {}): the patch of the validated variant, speedup {:.3}x{}",
+        file.kernel,
+        file.job,
+        file.speedup,
+        gevo_client::proto::measured_on_long(&file.backend)
+    );
+    match output {
+        Some(path) => {
+            refuse_special(path).context("cannot write the patch")?;
+            export::write_atomic(path, file.patch.as_bytes()).context("cannot write the patch")?;
+            say(&format!("{note}; wrote {}", path.display()));
+        }
+        None if json => print_out(&json_text(
+            &serde_json::to_value(&file).expect("a patch serializes"),
+        ))?,
+        None => {
+            print_out(&file.patch)?;
+            if !file.patch.ends_with('\n') {
+                print_out("\n")?;
+            }
+            say(&note);
+        }
+    }
     Ok(())
 }
 

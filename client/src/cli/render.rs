@@ -10,7 +10,9 @@
 //! asked for.
 
 use gevo_client::explain::{SourceEdit, SourceLine};
-use gevo_client::proto::{Explanation, JobInfo, JobState, Pareto, Reply, Status};
+use gevo_client::proto::{
+    measured_on, measured_on_long, Explanation, JobInfo, JobState, Pareto, Reply, Status,
+};
 use gevo_client::text::{escape_controls, escape_path, escape_terminal};
 
 /// Short for the one-line fields.
@@ -26,6 +28,7 @@ pub fn reply_kind(reply: &Reply) -> &'static str {
         Reply::Pareto(_) => "a Pareto front",
         Reply::Explain(_) => "an explanation",
         Reply::Report(_) => "a report",
+        Reply::Patch(_) => "a patch",
         Reply::Done(_) => "a confirmation",
     }
 }
@@ -39,6 +42,7 @@ pub fn reply_json(reply: &Reply) -> String {
         Reply::Pareto(p) => serde_json::to_value(p),
         Reply::Explain(e) => serde_json::to_value(e),
         Reply::Report(r) => serde_json::to_value(r),
+        Reply::Patch(p) => serde_json::to_value(p),
         Reply::Done(d) => serde_json::to_value(d),
     };
     json_text(&value.expect("replies serialize"))
@@ -62,13 +66,20 @@ pub fn json_text(value: &serde_json::Value) -> String {
 }
 
 pub fn render(reply: &Reply) -> String {
+    render_with(reply, false)
+}
+
+/// [`render`]; `full_diff`: an explanation shows the whole IR diff instead
+/// of the changed instructions.
+pub fn render_with(reply: &Reply, full_diff: bool) -> String {
     match reply {
         Reply::Status(s) => render_status(s),
         Reply::Jobs(jobs) => render_jobs(jobs),
         Reply::Best(b) => b.ptx.clone(),
         Reply::Pareto(p) => render_pareto(p),
-        Reply::Explain(e) => render_explain(e),
+        Reply::Explain(e) => render_explain(e, full_diff),
         Reply::Report(r) => r.html.clone(),
+        Reply::Patch(p) => p.patch.clone(),
         Reply::Done(message) => format!("{}\n", escape_terminal(message)),
     }
 }
@@ -146,8 +157,10 @@ fn render_jobs(jobs: &[JobInfo]) -> String {
                 j.generations.to_string(),
                 j.evaluations.to_string(),
                 j.validated.to_string(),
-                j.best_speedup
-                    .map_or_else(|| "-".into(), |s| format!("{s:.3}x")),
+                j.best_speedup.map_or_else(
+                    || "-".into(),
+                    |s| format!("{s:.3}x{}", measured_on(&j.backend)),
+                ),
                 // A spec that never made a job has no backend yet.
                 if j.backend.is_empty() {
                     "-".into()
@@ -212,12 +225,13 @@ fn render_pareto(p: &Pareto) -> String {
     out
 }
 
-fn render_explain(e: &Explanation) -> String {
+fn render_explain(e: &Explanation, full_diff: bool) -> String {
     let mut out = format!(
-        "{} (job {}): speedup {:.3}x with {} edit{}\n",
+        "{} (job {}): speedup {:.3}x{} with {} edit{}\n",
         esc(&e.kernel),
         esc(&e.job),
         e.speedup,
+        measured_on_long(&e.backend),
         e.edits.len(),
         if e.edits.len() == 1 { "" } else { "s" }
     );
@@ -270,10 +284,21 @@ fn render_explain(e: &Explanation) -> String {
             out += &format!("  - {}\n", esc(r));
         }
     }
-    if !e.diff.is_empty() {
+    // The changed instructions, unless asked for the whole diff or the
+    // daemon predates them.
+    let (diff, heading) = if full_diff || e.changes.is_empty() {
+        (&e.diff, "")
+    } else {
+        (
+            &e.changes,
+            "changed IR instructions (value numbers set aside; --full-diff for the whole diff):\n",
+        )
+    };
+    if !diff.is_empty() {
         out += "\n";
-        out += &escape_terminal(&e.diff);
-        if !e.diff.ends_with('\n') {
+        out += heading;
+        out += &escape_terminal(diff);
+        if !diff.ends_with('\n') {
             out += "\n";
         }
     }

@@ -147,6 +147,7 @@ pub fn gather(store: &Store, id: &str, reader: Reader) -> Result<ReportData, Rep
     Ok(ReportData {
         kernel,
         job: job.id.clone(),
+        backend: job.backend.clone(),
         environment: environment(&job, &engine, &records),
         best,
         generations,

@@ -39,7 +39,7 @@ pub fn render(data: &ReportData) -> String {
         esc(&title),
         esc(&data.job)
     );
-    best_section(&mut out, data.best.as_ref());
+    best_section(&mut out, data.best.as_ref(), &data.backend);
     progress_section(&mut out, data);
     if let Some(u) = &data.utilization {
         utilization_section(&mut out, u);
@@ -57,7 +57,9 @@ pub fn render(data: &ReportData) -> String {
     out
 }
 
-fn best_section(out: &mut String, best: Option<&BestVariant>) {
+/// The headline: the speedup, and where it was measured (a simulator cost
+/// ratio is not a GPU speedup).
+fn best_section(out: &mut String, best: Option<&BestVariant>, backend: &str) {
     *out += "<h2 id=\"best\">Best validated variant</h2>\n";
     let Some(b) = best else {
         *out += "<p class=\"none\">No validated variant yet: nothing passed the held-out tests faster with confidence.</p>\n";
@@ -65,8 +67,14 @@ fn best_section(out: &mut String, best: Option<&BestVariant>) {
     };
     let _ = writeln!(
         out,
-        "<p><span class=\"speedup\">{:.3}x faster</span> (95% interval {:.3}x to {:.3}x on the held-out tests), found in generation {}, train cost ratio {:.4}, {} edit{}.</p>",
+        "<p><span class=\"speedup\">{:.3}x faster{}</span>{} (95% interval {:.3}x to {:.3}x on the held-out tests), found in generation {}, train cost ratio {:.4}, {} edit{}.</p>",
         b.speedup,
+        gevo_client::proto::measured_on(backend),
+        if backend == "sim" {
+            ": a ratio of the simulator's cost model, not a time measured on a GPU"
+        } else {
+            ""
+        },
         b.interval.0,
         b.interval.1,
         b.generation,

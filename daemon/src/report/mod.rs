@@ -7,6 +7,7 @@
 //! (plotters' SVG backend), `html` assembles the page; `edits` tells a
 //! patch in source terms for the terminal, the API and the page alike.
 
+pub mod diff;
 pub mod edits;
 mod gather;
 mod html;
@@ -51,6 +52,9 @@ pub struct ReportData {
     /// The kernel (`<project>/<name>` for daemon jobs).
     pub kernel: String,
     pub job: String,
+    /// `sim` (speedups are the simulator's cost-model ratios) or `cuda`
+    /// (measured on a GPU).
+    pub backend: String,
     pub best: Option<BestVariant>,
     /// One point per committed generation.
     pub generations: Vec<GenerationPoint>,

@@ -74,6 +74,12 @@ impl Control {
         let config = self.shared.config();
         let now = Instant::now();
         let pending = scan::rescan(&self.shared, &mut self.settler, &config, now);
+        {
+            // What `best --spec` says of a spec that has no job yet.
+            let mut registry = self.shared.registry();
+            registry.pending = self.settler.unsettled(now, config.daemon.settle);
+            registry.scanned = Some(now);
+        }
         // Rescan when the next unsettled spec may have settled, else at
         // the periodic interval.
         self.next_scan = now

@@ -6,10 +6,10 @@ use crate::api::limits::{quote, quote_path};
 use crate::api::{Access, Handler, Peer};
 use crate::ir::KernelIr;
 use gevo_client::proto::{
-    Best, Command, ErrorCode, Explanation, Pareto, Reply, ReportPage, Request, Response, SlotInfo,
-    Status, TestRatio, WatchRoot,
+    Best, Command, ErrorCode, Explanation, Pareto, PatchFile, Reply, ReportPage, Request, Response,
+    SlotInfo, Status, TestRatio, WatchRoot,
 };
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -34,17 +34,23 @@ impl Handler for ApiHandler {
 
 type Outcome = Result<Reply, (ErrorCode, String)>;
 
+/// The store's setting of the directories a user unwatched.
+const UNWATCHED: &str = "unwatched_roots";
+
 impl ApiHandler {
     fn command(&self, command: Command) -> Outcome {
         match command {
             Command::Status => Ok(Reply::Status(self.status())),
             Command::Jobs => Ok(Reply::Jobs(self.shared.registry().infos())),
-            Command::Best { kernel, arch } => self.best(&kernel, arch.as_deref()),
+            Command::Best { kernel, arch, spec } => {
+                self.best(&kernel, arch.as_deref(), spec.as_deref())
+            }
+            Command::Patch { kernel } => self.patch(&kernel),
             Command::Pareto { kernel } => self.pareto(&kernel),
             Command::Explain { kernel } => self.explain(&kernel),
             Command::Report { kernel } => self.report(&kernel),
-            Command::Watch { dir } => self.watch(dir, true),
-            Command::Unwatch { dir } => self.watch(dir, false),
+            Command::Watch { dir, from_build } => self.watch(dir, true, from_build),
+            Command::Unwatch { dir } => self.watch(dir, false, false),
             Command::Pause { kernel } => self.pause(kernel.as_deref(), true),
             Command::Resume { kernel } => self.pause(kernel.as_deref(), false),
             Command::Shutdown => {
@@ -114,8 +120,28 @@ impl ApiHandler {
     /// evolved from other code is never the answer for this code, so a
     /// new version has none until it validates its own (its seeds carried
     /// from the previous version included) and the build uses the original.
-    fn best(&self, kernel: &str, arch: Option<&str>) -> Outcome {
-        let kernel = self.resolve(kernel)?;
+    fn best(&self, kernel: &str, arch: Option<&str>, spec: Option<&Path>) -> Outcome {
+        let kernel = match self.resolve(kernel) {
+            Ok(kernel) => kernel,
+            Err((ErrorCode::UnknownKernel, message)) => {
+                return Err(match spec.and_then(|s| self.spec_note(s)) {
+                    Some((pending, note)) => {
+                        let code = if pending {
+                            ErrorCode::Pending
+                        } else {
+                            ErrorCode::UnknownKernel
+                        };
+                        (code, format!("{message}; {note}"))
+                    }
+                    None => (ErrorCode::UnknownKernel, message),
+                })
+            }
+            Err(e) => return Err(e),
+        };
+        // A new content of the build's spec that has not made a version yet.
+        let pending = spec
+            .filter(|s| self.shared.registry().pending.contains_key(*s))
+            .and_then(|s| self.spec_note(s));
         let registry = self.shared.registry();
         let versions = registry.versions(&kernel);
         let found = versions.iter().take(1).find_map(|j| {
@@ -141,10 +167,11 @@ impl ApiHandler {
                     .to_lowercase()
                 });
                 let for_arch = arch.map_or(String::new(), |a| format!(" for {}", quote(a)));
-                Err((
-                    ErrorCode::NoValidated,
-                    format!("{kernel}: no validated variant{for_arch} yet{progress}"),
-                ))
+                let message = format!("{kernel}: no validated variant{for_arch} yet{progress}");
+                Err(match pending {
+                    Some((_, note)) => (ErrorCode::Pending, format!("{message}; {note}")),
+                    None => (ErrorCode::NoValidated, message),
+                })
             }
         }
     }
@@ -165,7 +192,7 @@ impl ApiHandler {
 
     fn explain(&self, kernel: &str) -> Outcome {
         let kernel = self.resolve(kernel)?;
-        let (id, validated, ir_text, spec_path, spec_text, root, origin) = {
+        let (id, validated, ir_text, spec_path, spec_text, root, origin, backend) = {
             let registry = self.shared.registry();
             let versions = registry.versions(&kernel);
             let Some(job) = versions.iter().find(|j| j.best.is_some()) else {
@@ -195,6 +222,7 @@ impl ApiHandler {
                 job.record.spec_text.clone(),
                 job.daemon.root.clone(),
                 job.daemon.origin.clone(),
+                job.record.backend.clone(),
             )
         };
         let internal = |e: String| (ErrorCode::Internal, format!("{id}: {e}"));
@@ -216,6 +244,7 @@ impl ApiHandler {
             .context_radius(3)
             .header("original", "variant")
             .to_string();
+        let changes = crate::report::diff::changed_instructions(&original, &variant);
         let rejections = self.rejections(&id);
         let mut files = crate::ir::SourceFiles::near(reader, &[&spec.ir, &spec_path]);
         let source_edits =
@@ -232,6 +261,8 @@ impl ApiHandler {
                 .map(|e| e.to_string())
                 .collect(),
             diff,
+            changes,
+            backend,
             tests: validated
                 .heldout
                 .iter()
@@ -287,6 +318,75 @@ impl ApiHandler {
         }))
     }
 
+    /// The minimized patch of the current version's validated variant.
+    fn patch(&self, kernel: &str) -> Outcome {
+        let kernel = self.resolve(kernel)?;
+        let registry = self.shared.registry();
+        let versions = registry.versions(&kernel);
+        let Some((job, (validated, _))) = versions
+            .first()
+            .and_then(|j| j.best.as_ref().map(|b| (j, b)))
+        else {
+            return Err((
+                ErrorCode::NoValidated,
+                format!("{kernel}: no validated variant yet, so no patch"),
+            ));
+        };
+        Ok(Reply::Patch(PatchFile {
+            kernel: kernel.clone(),
+            job: job.id.clone(),
+            speedup: validated.speedup,
+            backend: job.record.backend.clone(),
+            patch: validated.minimized.to_json(),
+        }))
+    }
+
+    /// What the daemon knows of a spec file that names no job (a build's
+    /// `best --spec`): `(true, why)` while it is pending (its content has
+    /// not settled, or no scan has seen it yet), `(false, why)` when it
+    /// will not make a job as it is. Only paths and the daemon's own
+    /// messages: never a byte of the file.
+    fn spec_note(&self, spec: &Path) -> Option<(bool, String)> {
+        let registry = self.shared.registry();
+        let settle = self.shared.config().daemon.settle;
+        let shown = quote_path(spec);
+        if let Some(wait) = registry.pending.get(spec) {
+            return Some((
+                true,
+                format!(
+                    "pending: gevod saw {shown} change and takes it once it and its IR have stayed \
+                     the same for {:.1} s (settle); {:.1} s to go at the last scan: build again then",
+                    settle.as_secs_f64(),
+                    wait.as_secs_f64()
+                ),
+            ));
+        }
+        if let Some(problem) = registry.problems.get(spec) {
+            return Some((false, format!("{shown}: {}", problem.message)));
+        }
+        let Some(root) = registry.roots.iter().find(|r| spec.starts_with(&r.path)) else {
+            let dir = spec.parent().unwrap_or(spec);
+            return Some((
+                false,
+                format!(
+                    "{shown} is in no directory gevod watches (re-run cmake, or `gevo-client watch {}`)",
+                    quote_path(dir)
+                ),
+            ));
+        };
+        if registry.jobs.values().any(|j| j.record.spec_path == spec) {
+            return None;
+        }
+        Some((
+            true,
+            format!(
+                "pending: gevod watches {} but has not scanned {shown} yet (it does once file \
+                 events go quiet): build again in a few seconds",
+                quote_path(&root.path)
+            ),
+        ))
+    }
+
     /// The reasons of a job's three latest promotion failures, newest first.
     fn rejections(&self, id: &str) -> Vec<String> {
         let failures = self.shared.store.promotion_failures(id).unwrap_or_default();
@@ -298,7 +398,11 @@ impl ApiHandler {
             .collect()
     }
 
-    fn watch(&self, dir: PathBuf, add: bool) -> Outcome {
+    /// Watch or unwatch `dir`. A directory the user unwatched is
+    /// remembered (the store's `unwatched_roots`) until a `watch` that is
+    /// not `from_build`: a build's registration (CMake's configure) leaves
+    /// it unwatched.
+    fn watch(&self, dir: PathBuf, add: bool, from_build: bool) -> Outcome {
         if !dir.is_absolute() {
             return Err((
                 ErrorCode::BadDirectory,
@@ -311,10 +415,24 @@ impl ApiHandler {
                 format!("{}: not a directory the daemon can see", quote_path(&dir)),
             ));
         }
+        let store = &self.shared.store;
+        let internal = |e: crate::store::StoreError| (ErrorCode::Internal, e.to_string());
+        let mut unwatched: Vec<PathBuf> = store
+            .setting(UNWATCHED)
+            .map_err(internal)?
+            .unwrap_or_default();
         let mut registry = self.shared.registry();
         let existing = registry.roots.iter().position(|r| r.path == dir);
         let message = match (add, existing) {
             (true, Some(_)) => format!("already watching {}", dir.display()),
+            (true, None) if from_build && unwatched.contains(&dir) => {
+                return Ok(Reply::Done(format!(
+                    "not watching {}: it was unwatched with `gevo-client unwatch`; \
+                     `gevo-client watch {}` watches it again",
+                    dir.display(),
+                    dir.display()
+                )))
+            }
             (true, None) => {
                 registry.roots.push(super::registry::Root {
                     path: dir.clone(),
@@ -352,10 +470,15 @@ impl ApiHandler {
             .map(|r| r.path.clone())
             .collect();
         drop(registry);
-        self.shared
-            .store
+        if add {
+            unwatched.retain(|d| d != &dir);
+        } else if !unwatched.contains(&dir) {
+            unwatched.push(dir.clone());
+        }
+        store
             .put_setting("watch_roots", &client_roots)
-            .map_err(|e| (ErrorCode::Internal, e.to_string()))?;
+            .map_err(internal)?;
+        store.put_setting(UNWATCHED, &unwatched).map_err(internal)?;
         self.shared.rescan.store(true, Ordering::Relaxed);
         Ok(Reply::Done(message))
     }

@@ -191,6 +191,11 @@ pub struct Registry {
     pub problems: BTreeMap<PathBuf, Problem>,
     pub roots: Vec<Root>,
     pub slots: Vec<SlotState>,
+    /// Spec files seen with content that has not settled yet, with how
+    /// long it must still stay the same, as of `scanned`.
+    pub pending: BTreeMap<PathBuf, Duration>,
+    /// When the roots were last scanned.
+    pub scanned: Option<Instant>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
