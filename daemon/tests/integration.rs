@@ -40,6 +40,7 @@ mod sim_vectors;
 mod slurm;
 mod source_lines;
 mod spec;
+mod spec_init;
 mod special_files;
 mod transplant;
 mod trust;
