@@ -14,6 +14,8 @@ use crate::spec::{self, scalar_bits, ArgValue, Spec, SpecError, TestCase, TestSe
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+mod arguments;
+
 /// A variant may run this many times the original's steps per block before
 /// it is stopped (mutations easily make loops endless).
 pub const DEFAULT_BUDGET_FACTOR: u64 = 20;
@@ -46,11 +48,6 @@ pub enum EvalError {
         test: String,
         verdict: Box<Verdict>,
     },
-    #[error("{}: {message}", spec.display())]
-    Arguments {
-        spec: std::path::PathBuf,
-        message: String,
-    },
 }
 
 /// What a test needs once per evaluator: its inputs and the original
@@ -80,7 +77,7 @@ impl Evaluator {
         };
         let ir = KernelIr::load_kernels(&spec.ir, &spec.kernels).map_err(ir_error)?;
         let original = ir.lower_all(&ir.empty_patch()).map_err(ir_error)?;
-        check_arguments(&spec, &original)?;
+        arguments::check(&spec, &original)?;
         Ok(Evaluator {
             spec,
             ir,
@@ -205,76 +202,6 @@ impl Evaluator {
         }
         Ok(results)
     }
-}
-
-/// Every launch's arguments must match its kernel's parameters in number
-/// and kind: buffers for pointers, scalars of the parameter's width otherwise.
-fn check_arguments(spec: &Spec, programs: &[Program]) -> Result<(), EvalError> {
-    let error = |message: String| EvalError::Arguments {
-        spec: spec.path.clone(),
-        message,
-    };
-    for launch in spec.launch_specs() {
-        let program = &programs[launch.kernel];
-        // The single-kernel form's messages name `args[i]` as before.
-        let (prefix, field) = if spec.is_single_launch() {
-            (String::new(), "args".to_string())
-        } else {
-            (
-                format!("{} ({}): ", launch.field, spec.kernels[launch.kernel]),
-                format!("{}.args", launch.field),
-            )
-        };
-        if launch.args.len() != program.params.len() {
-            return Err(error(format!(
-                "{prefix}the spec {} {} arguments but kernel {} takes {}",
-                if spec.is_single_launch() {
-                    "lists"
-                } else {
-                    "passes"
-                },
-                launch.args.len(),
-                program.kernel,
-                program.params.len()
-            )));
-        }
-        for (i, (arg, param)) in launch.args.iter().zip(&program.params).enumerate() {
-            let (name, kind) = match arg {
-                spec::LaunchArg::Named(j) => (
-                    spec.args[*j].name.clone(),
-                    match &spec.args[*j].kind {
-                        spec::ArgKind::Buffer { .. } => None,
-                        spec::ArgKind::Scalar { ty, .. } => Some(*ty),
-                    },
-                ),
-                spec::LaunchArg::Scalar { name, ty, .. } => {
-                    (name.clone().unwrap_or_else(|| "scalar".into()), Some(*ty))
-                }
-            };
-            match (kind, param.is_pointer) {
-                (None, true) => {}
-                (Some(ty), false) if ty.size() * 8 == param.bits as usize => {}
-                (Some(ty), false) => {
-                    return Err(error(format!(
-                        "{prefix}{field}[{i}] ({name}): {} does not match the kernel's {}-bit parameter",
-                        ty.name(),
-                        param.bits
-                    )))
-                }
-                (_, pointer) => {
-                    return Err(error(format!(
-                        "{prefix}{field}[{i}] ({name}): the kernel's parameter {i} is {}",
-                        if pointer {
-                            "a pointer: pass a buffer (kind = \"buffer\")"
-                        } else {
-                            "not a pointer: pass a scalar (kind = \"scalar\")"
-                        }
-                    )))
-                }
-            }
-        }
-    }
-    Ok(())
 }
 
 /// The verdict with the global buffer it names given as the spec's

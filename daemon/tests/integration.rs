@@ -41,6 +41,7 @@ mod slurm;
 mod source_lines;
 mod spec;
 mod spec_init;
+mod spec_kernel;
 mod special_files;
 mod transplant;
 mod trust;

@@ -151,6 +151,19 @@ fn instruction_users(inst: InstructionValue) -> Vec<(InstructionValue, u32)> {
     users(inst.get_first_use())
 }
 
+/// How messages name a kernel: its demangled signature
+/// (`heat_step(float const*, float*, int)`), or the symbol itself when it
+/// is not mangled (`extern "C"`).
+pub fn display_name(symbol: &str) -> String {
+    demangled(symbol).unwrap_or_else(|| symbol.to_string())
+}
+
+/// A kernel's parameter types in C++ (`float const*`, `int`), from its
+/// mangled name; `None` for an `extern "C"` kernel.
+pub fn source_parameter_types(symbol: &str) -> Option<Vec<String>> {
+    demangled(symbol).map(|d| parameter_list(&d))
+}
+
 /// The parameter types of a demangled signature, `k(float const*, int)`:
 /// split at the top-level commas of the outermost parentheses.
 fn parameter_list(signature: &str) -> Vec<String> {

@@ -76,6 +76,8 @@ pub struct ParamSlot {
     pub is_pointer: bool,
     /// Bit width of an integer or float parameter.
     pub bits: u32,
+    /// A `float` or `double` parameter (else an integer or a pointer).
+    pub float: bool,
 }
 
 #[derive(Debug, Clone)]
