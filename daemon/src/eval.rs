@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 mod arguments;
+mod blame;
 
 /// A variant may run this many times the original's steps per block before
 /// it is stopped (mutations easily make loops endless).
@@ -34,19 +35,24 @@ pub enum EvalError {
     },
     /// A finding about the user's kernel, not gevo's error: one block of
     /// text saying what is wrong, on which test, where, and what to do.
+    /// The spec's part comes first: `spec_causes` are lines naming the
+    /// spec line of what in the spec made the fault (a change that clears
+    /// it was tried), before the advice to fix the kernel.
     #[error(
         "{}: {test}: the original kernel fails on the simulator: {verdict}\n\
          The kernel does this before gevo changes anything. On a GPU it may run without a visible \
          error (memory next to a buffer is often mapped; some GPUs tolerate a divergent barrier), \
          but its result is then undefined, and there is no reference to judge variants against.\n\
-         Fix the kernel{}, or give tests that do not reach the fault.",
+         {}Fix the kernel{}, or give tests that do not reach the fault.",
         spec.display(),
+        spec_causes.iter().map(|c| format!("{c}\n")).collect::<String>(),
         verdict.context.source.as_deref().map_or(String::new(), |s| format!(" at {s}"))
     )]
     OriginalFails {
         spec: std::path::PathBuf,
         test: String,
         verdict: Box<Verdict>,
+        spec_causes: Vec<String>,
     },
 }
 
@@ -111,10 +117,18 @@ impl Evaluator {
         };
         let (stats, outputs) =
             simulate(&self.original, &instance, limits, self.workers).map_err(|verdict| {
+                let spec_causes = blame::spec_causes(
+                    &self.spec,
+                    &self.original,
+                    &instance,
+                    &verdict,
+                    self.workers,
+                );
                 EvalError::OriginalFails {
                     spec: self.spec.path.clone(),
                     test: test.name.clone(),
                     verdict: Box::new(self.located(verdict)),
+                    spec_causes,
                 }
             })?;
         let r = Arc::new(Reference {
