@@ -71,7 +71,7 @@ fn a_scalar_of_the_wrong_type_is_refused_naming_both_types() {
         ],
         3,
         &[
-            "args[3] (n): type = \"f32\", but the kernel's parameter 3 is `int` (a 32-bit integer)",
+            "args[3]: `n`: type = \"f32\", but the kernel's parameter 3 is `int` (a 32-bit integer)",
             "would read the value's bits as a 32-bit integer",
         ],
     );
@@ -84,7 +84,7 @@ fn a_scalar_of_the_wrong_type_is_refused_naming_both_types() {
             ("n", scalar("i64", "\"n\"")),
         ],
         3,
-        &["args[3] (n): type = \"i64\", but the kernel's parameter 3 is `int` (a 32-bit integer)"],
+        &["args[3]: `n`: type = \"i64\", but the kernel's parameter 3 is `int` (a 32-bit integer)"],
     );
     // A buffer where the kernel takes a float.
     check(
@@ -95,7 +95,7 @@ fn a_scalar_of_the_wrong_type_is_refused_naming_both_types() {
             ("n", scalar("i32", "\"n\"")),
         ],
         2,
-        &["args[2] (k): a buffer, but the kernel's parameter 2 is `float` (a 32-bit float): pass a scalar"],
+        &["args[2]: `k`: a buffer, but the kernel's parameter 2 is `float` (a 32-bit float): pass a scalar"],
     );
 }
 
@@ -112,7 +112,7 @@ fn arguments_in_another_order_are_named_in_the_kernels_order() {
         ],
         2,
         &[
-            "args[2] (n): type = \"i32\", but the kernel's parameter 2 is `float` (a 32-bit float)",
+            "args[2]: `n`: type = \"i32\", but the kernel's parameter 2 is `float` (a 32-bit float)",
             "the spec's arguments have the kernel's types in another order: the kernel takes \
              src (buffer), dst (buffer), k (f32 scalar), n (i32 scalar)",
         ],

@@ -53,7 +53,15 @@ struct Arg {
 }
 
 impl Arg {
-    fn of(spec: &Spec, launch: &LaunchSpec, arg: &LaunchArg) -> Arg {
+    /// Argument `i` of `launch`, located at `field[i]` (`args[2]`,
+    /// `launches[1].args[2]`).
+    fn of(spec: &Spec, launch: &LaunchSpec, field: &str, i: usize, arg: &LaunchArg) -> Arg {
+        let mut arg = Arg::written_at(spec, launch, arg);
+        arg.at.field = format!("{field}[{i}]");
+        arg
+    }
+
+    fn written_at(spec: &Spec, launch: &LaunchSpec, arg: &LaunchArg) -> Arg {
         match arg {
             LaunchArg::Named(j) => {
                 let a = &spec.args[*j];
@@ -96,19 +104,21 @@ pub(super) fn check(spec: &Spec, programs: &[Program]) -> Result<(), EvalError> 
     for launch in spec.launch_specs() {
         let program = &programs[launch.kernel];
         let kernel = display_name(&program.kernel);
-        // The single-kernel form's messages name `args[i]` as before.
+        // The single-kernel form's messages name `args[i]` as before; a
+        // pipeline's name the launch's (`launches[1].args[2]`) and kernel.
         let (prefix, field) = if spec.is_single_launch() {
             (String::new(), "args".to_string())
         } else {
             (
-                format!("{} ({}): ", launch.field, spec.kernels[launch.kernel]),
+                format!("kernel {}: ", spec.kernels[launch.kernel]),
                 format!("{}.args", launch.field),
             )
         };
         let args: Vec<Arg> = launch
             .args
             .iter()
-            .map(|a| Arg::of(spec, launch, a))
+            .enumerate()
+            .map(|(i, a)| Arg::of(spec, launch, &field, i, a))
             .collect();
         let error = |at: &Location, message: String| {
             EvalError::Spec(at.error(&spec.path, format!("{prefix}{message}")))
@@ -118,7 +128,10 @@ pub(super) fn check(spec: &Spec, programs: &[Program]) -> Result<(), EvalError> 
             // The first argument too many, or the last one given.
             let at = match args.get(wanted.min(given.saturating_sub(1))) {
                 Some(a) => a.at.clone(),
-                None => launch.geometry.block_at.clone(),
+                None => Location {
+                    field: field.clone(),
+                    ..launch.geometry.block_at.clone()
+                },
             };
             return Err(error(
                 &at,
@@ -161,7 +174,7 @@ pub(super) fn check(spec: &Spec, programs: &[Program]) -> Result<(), EvalError> 
                 params[i].ir_words()
             ),
         };
-        let mut message = format!("{field}[{i}] ({}): {what}", arg.name);
+        let mut message = format!("`{}`: {what}", arg.name);
         if let Some(order) = another_order(&args, &classes, &params) {
             message += &format!(
                 "; the spec's arguments have the kernel's types in another order: {order}"
