@@ -39,7 +39,11 @@ findings=("$FDIR"/*.cu)
 # [[launches]] run as a pipeline.
 PDIR=tests/fixtures/pipelines
 pipelines=("$PDIR"/*.cu)
-srcs=("$KDIR"/*.cu "${findings[@]}" "${pipelines[@]}")
+# tests/fixtures/spec_init/: kernels with awkward parameter lists (comments,
+# macros, directives) for `gevod spec init`.
+SIDIR=tests/fixtures/spec_init
+spec_init=("$SIDIR"/*.cu)
+srcs=("$KDIR"/*.cu "${findings[@]}" "${pipelines[@]}" "${spec_init[@]}")
 # An empty --cuda-path: an installed CUDA toolkit must not change the IR
 # (clang would raise the PTX version in "target-features" to its own).
 mkdir -p "$tmp/no-cuda"

@@ -14,6 +14,9 @@ use crate::spec::{self, scalar_bits, ArgValue, Spec, SpecError, TestCase, TestSe
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+mod arguments;
+mod blame;
+
 /// A variant may run this many times the original's steps per block before
 /// it is stopped (mutations easily make loops endless).
 pub const DEFAULT_BUDGET_FACTOR: u64 = 20;
@@ -32,24 +35,24 @@ pub enum EvalError {
     },
     /// A finding about the user's kernel, not gevo's error: one block of
     /// text saying what is wrong, on which test, where, and what to do.
+    /// The spec's part comes first: `spec_causes` are lines naming the
+    /// spec line of what in the spec made the fault (a change that clears
+    /// it was tried), before the advice to fix the kernel.
     #[error(
         "{}: {test}: the original kernel fails on the simulator: {verdict}\n\
          The kernel does this before gevo changes anything. On a GPU it may run without a visible \
          error (memory next to a buffer is often mapped; some GPUs tolerate a divergent barrier), \
          but its result is then undefined, and there is no reference to judge variants against.\n\
-         Fix the kernel{}, or give tests that do not reach the fault.",
+         {}Fix the kernel{}, or give tests that do not reach the fault.",
         spec.display(),
+        spec_causes.iter().map(|c| format!("{c}\n")).collect::<String>(),
         verdict.context.source.as_deref().map_or(String::new(), |s| format!(" at {s}"))
     )]
     OriginalFails {
         spec: std::path::PathBuf,
         test: String,
         verdict: Box<Verdict>,
-    },
-    #[error("{}: {message}", spec.display())]
-    Arguments {
-        spec: std::path::PathBuf,
-        message: String,
+        spec_causes: Vec<String>,
     },
 }
 
@@ -80,7 +83,7 @@ impl Evaluator {
         };
         let ir = KernelIr::load_kernels(&spec.ir, &spec.kernels).map_err(ir_error)?;
         let original = ir.lower_all(&ir.empty_patch()).map_err(ir_error)?;
-        check_arguments(&spec, &original)?;
+        arguments::check(&spec, &original)?;
         Ok(Evaluator {
             spec,
             ir,
@@ -114,10 +117,18 @@ impl Evaluator {
         };
         let (stats, outputs) =
             simulate(&self.original, &instance, limits, self.workers).map_err(|verdict| {
+                let spec_causes = blame::spec_causes(
+                    &self.spec,
+                    &self.original,
+                    &instance,
+                    &verdict,
+                    self.workers,
+                );
                 EvalError::OriginalFails {
                     spec: self.spec.path.clone(),
                     test: test.name.clone(),
                     verdict: Box::new(self.located(verdict)),
+                    spec_causes,
                 }
             })?;
         let r = Arc::new(Reference {
@@ -205,76 +216,6 @@ impl Evaluator {
         }
         Ok(results)
     }
-}
-
-/// Every launch's arguments must match its kernel's parameters in number
-/// and kind: buffers for pointers, scalars of the parameter's width otherwise.
-fn check_arguments(spec: &Spec, programs: &[Program]) -> Result<(), EvalError> {
-    let error = |message: String| EvalError::Arguments {
-        spec: spec.path.clone(),
-        message,
-    };
-    for launch in spec.launch_specs() {
-        let program = &programs[launch.kernel];
-        // The single-kernel form's messages name `args[i]` as before.
-        let (prefix, field) = if spec.is_single_launch() {
-            (String::new(), "args".to_string())
-        } else {
-            (
-                format!("{} ({}): ", launch.field, spec.kernels[launch.kernel]),
-                format!("{}.args", launch.field),
-            )
-        };
-        if launch.args.len() != program.params.len() {
-            return Err(error(format!(
-                "{prefix}the spec {} {} arguments but kernel {} takes {}",
-                if spec.is_single_launch() {
-                    "lists"
-                } else {
-                    "passes"
-                },
-                launch.args.len(),
-                program.kernel,
-                program.params.len()
-            )));
-        }
-        for (i, (arg, param)) in launch.args.iter().zip(&program.params).enumerate() {
-            let (name, kind) = match arg {
-                spec::LaunchArg::Named(j) => (
-                    spec.args[*j].name.clone(),
-                    match &spec.args[*j].kind {
-                        spec::ArgKind::Buffer { .. } => None,
-                        spec::ArgKind::Scalar { ty, .. } => Some(*ty),
-                    },
-                ),
-                spec::LaunchArg::Scalar { name, ty, .. } => {
-                    (name.clone().unwrap_or_else(|| "scalar".into()), Some(*ty))
-                }
-            };
-            match (kind, param.is_pointer) {
-                (None, true) => {}
-                (Some(ty), false) if ty.size() * 8 == param.bits as usize => {}
-                (Some(ty), false) => {
-                    return Err(error(format!(
-                        "{prefix}{field}[{i}] ({name}): {} does not match the kernel's {}-bit parameter",
-                        ty.name(),
-                        param.bits
-                    )))
-                }
-                (_, pointer) => {
-                    return Err(error(format!(
-                        "{prefix}{field}[{i}] ({name}): the kernel's parameter {i} is {}",
-                        if pointer {
-                            "a pointer: pass a buffer (kind = \"buffer\")"
-                        } else {
-                            "not a pointer: pass a scalar (kind = \"scalar\")"
-                        }
-                    )))
-                }
-            }
-        }
-    }
-    Ok(())
 }
 
 /// The verdict with the global buffer it names given as the spec's

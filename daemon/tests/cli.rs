@@ -207,7 +207,7 @@ fn bad_input_is_one_line_naming_the_file_and_writes_nothing() {
             what: "spec arguments not matching the kernel",
             files: vec![("two.gevo.toml", two_arg_spec.clone())],
             args: &["run", "{dir}/two.gevo.toml"],
-            expect: &["two.gevo.toml: the spec lists 2 arguments but kernel vecadd takes 4"],
+            expect: &["two.gevo.toml:14:", "args[1]: the spec lists 2 arguments but kernel vecadd takes 4"],
         },
         BadInput {
             what: "malformed spec",

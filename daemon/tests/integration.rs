@@ -44,6 +44,8 @@ mod sim_vectors;
 mod slurm;
 mod source_lines;
 mod spec;
+mod spec_init;
+mod spec_kernel;
 mod special_files;
 mod transplant;
 mod trust;

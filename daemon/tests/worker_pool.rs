@@ -115,3 +115,37 @@ fn workers_that_cannot_start_fail_the_pool_with_the_reason() {
         .to_string();
     assert!(err.contains("vecadd.ll"), "{err}");
 }
+
+/// A worker that never greets stops the pool with one message, said once
+/// however gevod prints it: as `gevod evolve` does (the spec, then the
+/// causes not already said) and as the daemon records a job's error.
+#[test]
+fn a_worker_that_never_greets_is_said_once() {
+    use gevod::worker::setup::SetupError;
+    let path = common::spec_fixture("vecadd");
+    let spec = spec::load(&path).unwrap();
+    let options = PoolOptions {
+        program: "/bin/sleep".into(),
+        args: vec!["30".into()],
+        start_timeout: Duration::from_millis(300),
+        ..eval_workers(&path, 1)
+    };
+    let scope = Scope {
+        backend: "sim".into(),
+        target: "sm_90".into(),
+    };
+    let err = WorkerPool::start(options, &spec, scope, Arc::new(AtomicBool::new(false)))
+        .err()
+        .expect("refused");
+    let setup = SetupError::Backend {
+        spec: path.clone(),
+        source: err,
+    };
+    // The daemon records the error's own line; the CLI adds the causes.
+    let recorded = setup.to_string();
+    let printed = gevo_client::text::error_line(anyhow::Error::from(setup).chain());
+    for text in [&recorded, &printed] {
+        assert_eq!(text.matches("did not start within").count(), 1, "{text}");
+        assert!(text.starts_with(&path.display().to_string()), "{text}");
+    }
+}

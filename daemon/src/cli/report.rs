@@ -251,14 +251,15 @@ impl Report<'_> {
         }
         out += &format!("\nHTML report: {}\n", self.html.display());
         out += "\nPareto front (train cost ratio vs error):\n  cost ratio        error  edits\n";
-        for m in e.archive() {
-            if let Some((cost, error)) = m.outcome.objectives() {
-                out += &format!(
-                    "  {cost:>10.4}  {error:>11.3e}  {:>5}\n",
-                    m.patch.edits.len()
-                );
-            }
-        }
+        let points: Vec<(f64, f64, usize)> = e
+            .archive()
+            .iter()
+            .filter_map(|m| {
+                let (cost, error) = m.outcome.objectives()?;
+                Some((cost, error, m.patch.edits.len()))
+            })
+            .collect();
+        out += &pareto_rows(&points);
         out
     }
 
@@ -342,4 +343,55 @@ pub fn utilization_text(u: &Utilization) -> String {
         u.summary(),
         phases.join(", ")
     )
+}
+
+/// The Pareto front's rows, one per distinct printed point: variants whose
+/// patches differ but whose cost, error and edit count print alike (an
+/// archive may hold several) share a row that says how many they are.
+fn pareto_rows(points: &[(f64, f64, usize)]) -> String {
+    let mut rows: Vec<(String, usize)> = Vec::new();
+    for (cost, error, edits) in points {
+        let row = format!("  {cost:>10.4}  {error:>11.3e}  {edits:>5}");
+        match rows.iter_mut().find(|(r, _)| *r == row) {
+            Some((_, count)) => *count += 1,
+            None => rows.push((row, 1)),
+        }
+    }
+    rows.into_iter()
+        .map(|(row, count)| match count {
+            1 => format!("{row}\n"),
+            n => format!("{row}  ({n} variants)\n"),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pareto_rows;
+
+    /// The report's end showed `0.8848 0.000e0 4` twice: two archive
+    /// members, one point.
+    #[test]
+    fn a_pareto_point_shared_by_variants_is_printed_once() {
+        let text = pareto_rows(&[
+            (0.88481, 0.0, 4),
+            (0.5, 1e-6, 7),
+            (0.884812, 0.0, 4),
+            (0.88481, 0.0, 5),
+        ]);
+        assert_eq!(
+            text.matches("0.8848      0.000e0      4").count(),
+            1,
+            "{text}"
+        );
+        let rows: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            rows,
+            [
+                "      0.8848      0.000e0      4  (2 variants)",
+                "      0.5000     1.000e-6      7",
+                "      0.8848      0.000e0      5",
+            ]
+        );
+    }
 }

@@ -4,7 +4,8 @@ use super::output::write_output;
 use anyhow::{bail, Result};
 use gevod::ir::{KernelIr, Param};
 use gevod::spec::skeleton::{
-    elem_from_c_type, elem_from_ir_type, guess_role, render, ParamSketch, Sketch, SketchKind,
+    elem_from_c_type, elem_from_ir_type, guess_role, render_checked, ParamSketch, Sketch,
+    SketchKind,
 };
 use std::path::{Component, Path, PathBuf};
 
@@ -56,7 +57,9 @@ impl InitArgs {
             arch: self.arch.clone(),
             params: params.iter().enumerate().map(sketch_param).collect(),
         };
-        write_output(self.output.as_deref(), &render(&sketch))?;
+        // Read back before anything is written or "wrote" is said.
+        let text = render_checked(&sketch)?;
+        write_output(self.output.as_deref(), &text)?;
         if let Some(out) = &self.output {
             eprintln!(
                 "wrote {} ({} parameters); fill in its TODO values, then `gevod run {}`",

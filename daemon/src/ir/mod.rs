@@ -26,7 +26,7 @@ pub use error::{EditError, IrError};
 pub use patch::{
     ConstKind, Edit, EditKind, InstId, Patch, PatchFormatError, Repair, ValueRef, PATCH_FORMAT,
 };
-pub use signature::Param;
+pub use signature::{display_name, source_parameter_types, Param};
 pub use source::{EditStory, Location, Named, SourceFiles};
 
 use inkwell::context::Context;

@@ -38,7 +38,14 @@ impl KernelIr {
         let function = module
             .get_function(&self.kernel)
             .expect("the kernel is in its module");
-        let declared = source_parameters(&self.text, &self.kernel);
+        // A declaration read from the source that does not list as many
+        // parameters as the IR has (a macro expanding to several, an
+        // `#if` inside the list) is not trusted at all: names shifted by
+        // one are worse than none.
+        let ir_dir = std::path::Path::new(&self.source).parent();
+        let declared = Some(source_parameters(&self.text, &self.kernel, ir_dir))
+            .filter(|d| d.len() == function.count_params() as usize)
+            .unwrap_or_default();
         let mangled = demangled(&self.kernel).map(|d| parameter_list(&d));
         let flag = |i: u32, name: &str| {
             let kind = Attribute::get_named_enum_kind_id(name);
@@ -144,6 +151,19 @@ fn instruction_users(inst: InstructionValue) -> Vec<(InstructionValue, u32)> {
     users(inst.get_first_use())
 }
 
+/// How messages name a kernel: its demangled signature
+/// (`heat_step(float const*, float*, int)`), or the symbol itself when it
+/// is not mangled (`extern "C"`).
+pub fn display_name(symbol: &str) -> String {
+    demangled(symbol).unwrap_or_else(|| symbol.to_string())
+}
+
+/// A kernel's parameter types in C++ (`float const*`, `int`), from its
+/// mangled name; `None` for an `extern "C"` kernel.
+pub fn source_parameter_types(symbol: &str) -> Option<Vec<String>> {
+    demangled(symbol).map(|d| parameter_list(&d))
+}
+
 /// The parameter types of a demangled signature, `k(float const*, int)`:
 /// split at the top-level commas of the outermost parentheses.
 fn parameter_list(signature: &str) -> Vec<String> {
@@ -174,12 +194,23 @@ fn parameter_list(signature: &str) -> Vec<String> {
 /// (`-g` or `-gline-tables-only`): the `DISubprogram` of the kernel's
 /// `define` gives the file and line; the parameter list is read from there.
 /// Each parameter comes back as (C type, name). Empty when there is no
-/// debug info or the source cannot be read.
-fn source_parameters(text: &str, kernel: &str) -> Vec<(String, String)> {
+/// debug info or the source cannot be read. A relative source path is
+/// looked up from here, then from the IR's directory (`ir_dir`: IR built
+/// with `-fdebug-compilation-dir=.` names its source relative to where it
+/// was compiled, usually next to it).
+fn source_parameters(
+    text: &str,
+    kernel: &str,
+    ir_dir: Option<&std::path::Path>,
+) -> Vec<(String, String)> {
     let Some((path, line, name)) = declaration(text, kernel) else {
         return Vec::new();
     };
-    let Ok(source) = std::fs::read_to_string(&path) else {
+    let read = std::fs::read_to_string(&path).or_else(|e| match ir_dir {
+        Some(dir) if path.is_relative() => std::fs::read_to_string(dir.join(&path)),
+        _ => Err(e),
+    });
+    let Ok(source) = read else {
         return Vec::new();
     };
     let from_line: String = source
@@ -226,9 +257,75 @@ fn field(line: &str, key: &str) -> Option<String> {
     Some(value.trim().to_string())
 }
 
+/// `source` with its comments (`//` to the end of the line, `/* ... */`)
+/// and preprocessor lines (`#if`, `#define`, continued with `\\`) blanked
+/// out; string and character literals are kept whole.
+fn without_comments(source: &str) -> String {
+    let mut out = String::with_capacity(source.len());
+    let mut chars = source.chars().peekable();
+    let mut line_start = true;
+    while let Some(c) = chars.next() {
+        match c {
+            '/' if chars.peek() == Some(&'/') => {
+                while chars.peek().is_some_and(|&n| n != '\n') {
+                    chars.next();
+                }
+                out.push(' ');
+            }
+            '/' if chars.peek() == Some(&'*') => {
+                chars.next();
+                let mut last = ' ';
+                for n in chars.by_ref() {
+                    if last == '*' && n == '/' {
+                        break;
+                    }
+                    last = n;
+                }
+                out.push(' ');
+            }
+            '#' if line_start => {
+                // A directive runs to the end of the line, or further after
+                // a backslash.
+                let mut last = '#';
+                while let Some(&n) = chars.peek() {
+                    if n == '\n' && last != '\\' {
+                        break;
+                    }
+                    last = if n.is_whitespace() && n != '\n' {
+                        last
+                    } else {
+                        n
+                    };
+                    chars.next();
+                }
+                out.push(' ');
+            }
+            '"' | '\'' => {
+                out.push(c);
+                while let Some(n) = chars.next() {
+                    out.push(n);
+                    if n == '\\' {
+                        if let Some(escaped) = chars.next() {
+                            out.push(escaped);
+                        }
+                    } else if n == c || n == '\n' {
+                        break;
+                    }
+                }
+            }
+            _ => out.push(c),
+        }
+        line_start = c == '\n' || (line_start && c.is_whitespace());
+    }
+    out
+}
+
 /// The parameters of `name(...)` in `source`: (type, name) each, defaults
-/// dropped. `None` when the list cannot be found.
+/// dropped, comments and preprocessor lines ignored, a type's spaces and
+/// line breaks collapsed to one space. `None` when the list cannot be found
+/// or a parameter does not read as `type name`.
 fn parse_declaration(source: &str, name: &str) -> Option<Vec<(String, String)>> {
+    let source = &without_comments(source);
     let start = source.find(&format!("{name}("))? + name.len() + 1;
     let mut depth = 1;
     let end = source[start..].char_indices().find_map(|(i, c)| {
@@ -246,8 +343,9 @@ fn parse_declaration(source: &str, name: &str) -> Option<Vec<(String, String)>> 
             let p = p.split('=').next().unwrap_or(p).trim();
             let split = p.rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))?;
             let (ty, name) = p.split_at(split + 1);
-            (!name.is_empty() && !ty.trim().is_empty())
-                .then(|| (ty.trim().to_string(), name.to_string()))
+            let ty = ty.split_whitespace().collect::<Vec<_>>().join(" ");
+            (!name.is_empty() && !name.starts_with(|c: char| c.is_ascii_digit()) && !ty.is_empty())
+                .then_some((ty, name.to_string()))
         })
         .collect()
 }
@@ -291,6 +389,51 @@ mod tests {
         assert_eq!(parse_declaration("void other(int a)", "k"), None);
     }
 
+    /// Parameter lists as real sources write them: the user's report had
+    /// a trailing `//` comment pasted into the next parameter's type.
+    #[test]
+    fn comments_and_directives_in_a_parameter_list_are_not_parameters() {
+        let expected = |pairs: &[(&str, &str)]| {
+            Some(
+                pairs
+                    .iter()
+                    .map(|(t, n)| (t.to_string(), n.to_string()))
+                    .collect::<Vec<_>>(),
+            )
+        };
+        for (source, want) in [
+            (
+                "__global__ void k(float* t,   // temperature, in K\n\
+                 \x20                 const float* p, // power, W/m^2 (x, y)\n\
+                 \x20                 int nx)  // columns\n{",
+                expected(&[("float*", "t"), ("const float*", "p"), ("int", "nx")]),
+            ),
+            (
+                "__global__ void k(/* in */ const float* /* (rows, cols) */ a,\n\
+                 \x20 float* b /* out, row-major */, int /* count */ n = 4) {}",
+                expected(&[("const float*", "a"), ("float*", "b"), ("int", "n")]),
+            ),
+            (
+                "__global__ void k(const REAL* RESTRICT in,\n\
+                 #if defined(WITH_OUT) // a directive \\\n  continued\n\
+                 \x20   REAL* out,\n#endif\n    int n) {}",
+                expected(&[
+                    ("const REAL* RESTRICT", "in"),
+                    ("REAL*", "out"),
+                    ("int", "n"),
+                ]),
+            ),
+            (
+                "__global__ void k(const float*\n    __restrict__ in, int n) {}",
+                expected(&[("const float* __restrict__", "in"), ("int", "n")]),
+            ),
+            // A macro taking the place of a parameter cannot be read.
+            ("__global__ void k(PARAM(float, in), int n) {}", None),
+        ] {
+            assert_eq!(parse_declaration(source, "k"), want, "{source}");
+        }
+    }
+
     #[test]
     fn the_declaration_is_found_through_the_kernels_subprogram() {
         let dir = tempfile::tempdir().unwrap();
@@ -306,12 +449,12 @@ mod tests {
             dir.path().display()
         );
         assert_eq!(
-            source_parameters(&text, "k"),
+            source_parameters(&text, "k", None),
             vec![
                 ("int*".to_string(), "a".to_string()),
                 ("unsigned".to_string(), "n".to_string())
             ]
         );
-        assert!(source_parameters("define void @k(ptr %0) {\n", "k").is_empty());
+        assert!(source_parameters("define void @k(ptr %0) {\n", "k", None).is_empty());
     }
 }

@@ -57,6 +57,9 @@ pub struct SharedVar {
     pub name: String,
     pub offset: u64,
     pub size: u64,
+    /// The array's dimensions as declared, outermost first (`tile[16][18]`
+    /// is `[16, 18]`); empty for a variable that is not an array.
+    pub dims: Vec<u64>,
 }
 
 impl Program {
@@ -76,6 +79,8 @@ pub struct ParamSlot {
     pub is_pointer: bool,
     /// Bit width of an integer or float parameter.
     pub bits: u32,
+    /// A `float` or `double` parameter (else an integer or a pointer).
+    pub float: bool,
 }
 
 #[derive(Debug, Clone)]

@@ -40,22 +40,76 @@ pub struct Sketch {
 }
 
 fn quoted(s: &str) -> String {
-    // TOML basic strings and Rust's debug format agree on the escapes used
-    // for names and paths (quotes, backslashes).
-    format!("{s:?}")
+    // The toml crate's own escaping (Rust's debug format writes `\u{1b}`,
+    // which TOML does not read).
+    toml::Value::String(s.to_string()).to_string()
 }
 
 fn todo(what: &str) -> String {
     quoted(&format!("{PLACEHOLDER}: {what}"))
 }
 
-/// The skeleton's text.
+/// A skeleton that does not read back as it was meant: a bug in gevod, not
+/// in the user's kernel (nothing is written).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the spec skeleton for {kernel} does not read back ({message}); nothing was written: this is a bug in gevod, please report it with the kernel's IR")]
+pub struct SkeletonError {
+    pub kernel: String,
+    pub message: String,
+}
+
+/// The skeleton's text, read back before it is returned: it must be valid
+/// TOML holding one `[[args]]` per parameter, with the names given, in
+/// order (source text in comments must not leak into the values).
+pub fn render_checked(sketch: &Sketch) -> Result<String, SkeletonError> {
+    let text = render(sketch);
+    let error = |message: String| SkeletonError {
+        kernel: sketch.kernel.clone(),
+        message,
+    };
+    let table: toml::Table = toml::from_str(&text).map_err(|e| {
+        error(format!(
+            "invalid TOML: {}",
+            e.message().split_whitespace().collect::<Vec<_>>().join(" ")
+        ))
+    })?;
+    let names: Vec<Option<&str>> = table
+        .get("args")
+        .and_then(toml::Value::as_array)
+        .map_or_else(Vec::new, |args| {
+            args.iter()
+                .map(|a| a.get("name").and_then(toml::Value::as_str))
+                .collect()
+        });
+    let wanted: Vec<Option<&str>> = sketch
+        .params
+        .iter()
+        .map(|p| Some(p.name.as_str()))
+        .collect();
+    if names != wanted {
+        return Err(error(format!(
+            "[[args]] names {names:?}, the kernel's parameters {wanted:?}"
+        )));
+    }
+    Ok(text)
+}
+
+/// Text for a one-line `#` comment: line breaks and other control
+/// characters (a source declaration's, say) become spaces.
+fn comment(s: &str) -> String {
+    s.split(|c: char| c.is_whitespace() || c.is_control())
+        .filter(|w| !w.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The skeleton's text ([`render_checked`] reads it back).
 pub fn render(sketch: &Sketch) -> String {
     let mut out = format!(
         "# Kernel spec for {} (written by `gevod spec init`; docs/spec.md describes every key).\n\
          # Replace each value that starts with \"{PLACEHOLDER}\": `gevod run` lists those left.\n\
          version = 1\nir = {}\nkernel = {}\n",
-        sketch.kernel,
+        comment(&sketch.kernel),
         quoted(&sketch.ir),
         quoted(&sketch.kernel)
     );
@@ -72,7 +126,7 @@ pub fn render(sketch: &Sketch) -> String {
     for (i, p) in sketch.params.iter().enumerate() {
         out += &format!(
             "\n[[args]]\n# parameter {i}: {}\nname = {}\n",
-            p.described,
+            comment(&p.described),
             quoted(&p.name)
         );
         match &p.kind {
@@ -230,6 +284,29 @@ mod tests {
                 },
             ],
         }
+    }
+
+    /// What the source says about a parameter goes into a comment on one
+    /// line, whatever it holds; the skeleton reads back with every name.
+    #[test]
+    fn source_text_stays_inside_its_comment() {
+        let mut s = sketch();
+        s.params[0].described = "float* // temperature\n  , \"K\" /* x */".into();
+        s.params[1].described = "ptr\r\n[[args]]\nname = \"x\"\u{1b}".into();
+        s.params[2].name = "n\"\\".into();
+        s.ir = "dir with \"quotes\"\u{7}/k.ll".into();
+        let text = render_checked(&s).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            text.contains("# parameter 0: float* // temperature , \"K\" /* x */\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# parameter 1: ptr [[args]] name = \"x\"\n"),
+            "{text}"
+        );
+        let table: toml::Table = toml::from_str(&text).unwrap();
+        assert_eq!(table["ir"].as_str(), Some(s.ir.as_str()));
+        assert_eq!(table["args"][2]["name"].as_str(), Some("n\"\\"));
     }
 
     /// The skeleton is valid TOML whose only unknowns are placeholders:

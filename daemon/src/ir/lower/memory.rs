@@ -42,6 +42,7 @@ impl Lowering {
                     name: source_name(&llvm::value_name(g)),
                     offset: shared,
                     size,
+                    dims: array_dims(global.value_type),
                 });
                 shared += size;
             } else {
@@ -298,6 +299,16 @@ fn source_name(mangled: &str) -> String {
         }
     }
     mangled.to_string()
+}
+
+/// An array type's dimensions, outermost first; empty for other types.
+fn array_dims(mut t: llvm::Type) -> Vec<u64> {
+    let mut dims = Vec::new();
+    while llvm::type_kind(t) == LLVMTypeKind::LLVMArrayTypeKind {
+        dims.push(llvm::array_length(t));
+        t = llvm::element_type(t);
+    }
+    dims
 }
 
 #[cfg(test)]

@@ -110,10 +110,15 @@ pub fn lower(module: llvm::Module, live: &LiveFunction) -> Result<Program, IrErr
         let ty = llvm::type_of(p);
         let is_pointer = llvm::type_kind(ty) == LLVMTypeKind::LLVMPointerTypeKind;
         let bits = if is_pointer { 64 } else { l.bits_of(ty)? };
+        let float = matches!(
+            llvm::type_kind(ty),
+            LLVMTypeKind::LLVMFloatTypeKind | LLVMTypeKind::LLVMDoubleTypeKind
+        );
         params.push(ParamSlot {
             reg,
             is_pointer,
             bits,
+            float,
         });
     }
     for &b in &blocks {
