@@ -64,6 +64,10 @@ enum Command {
     /// under compute-sanitizer)
     #[command(hide = true)]
     GpuCheck(workers::GpuCheckArgs),
+    /// Checks the device comparison kernels against the host comparison
+    /// on buffers of special values (the GPU suite runs this).
+    #[command(hide = true)]
+    GpuCompareCheck(workers::GpuCompareCheckArgs),
     /// Write a patch of K random valid edits.
     Mutate(kernel::MutateArgs),
     /// List the kernel's instructions with the ids patches use.
@@ -185,6 +189,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::SimLaunch(args) => args.run().map(|()| 0),
         Command::GpuWorker(args) => args.run().map(|()| 0),
         Command::GpuCheck(args) => args.run().map(|()| 0),
+        Command::GpuCompareCheck(args) => args.run(),
         Command::Mutate(args) => args.run().map(|()| 0),
         Command::Ids(args) => args.run().map(|()| 0),
         Command::Edits(args) => args.run().map(|()| 0),

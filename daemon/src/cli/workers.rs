@@ -224,3 +224,38 @@ impl GpuCheckArgs {
         .with_context(|| format!("{}: {}", self.gpu.spec.display(), self.test))
     }
 }
+
+#[derive(clap::Args)]
+pub struct GpuCompareCheckArgs {
+    /// GPU by ordinal or UUID (GPU-...).
+    #[arg(long, default_value = "0")]
+    device: DeviceSelector,
+    #[arg(long, env = "GEVO_LIBDEVICE")]
+    libdevice: Option<PathBuf>,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+impl GpuCompareCheckArgs {
+    /// Exit 0 when the device and the host agree on every case, 1 when not
+    /// (each disagreement on stderr).
+    pub fn run(self) -> Result<i32> {
+        let device = gevod::cuda::driver::probe(&self.device)?;
+        let codegen = CodegenOptions {
+            arch: device.arch(),
+            libdevice: self.libdevice,
+        };
+        let found = gevod::cuda::compare::cases::check_on_device(&device, &codegen, self.seed)
+            .context("comparing on the device")?;
+        for d in &found.disagreements {
+            eprintln!("gevod: {d}");
+        }
+        println!(
+            "compare-check: {} cases on {}, {} disagreement(s)",
+            found.cases,
+            device.name,
+            found.disagreements.len()
+        );
+        Ok(if found.disagreements.is_empty() { 0 } else { 1 })
+    }
+}

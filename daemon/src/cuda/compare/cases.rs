@@ -103,3 +103,77 @@ pub fn tolerances(metric: Metric, float: bool) -> &'static [f64] {
         _ => &[0.0, 1.0, 2.0, 3.0],
     }
 }
+
+/// What [`check_on_device`] found: cases compared, and each disagreement
+/// between the kernels and `spec::compare`, in words.
+#[derive(Debug, Default)]
+pub struct Agreement {
+    pub cases: usize,
+    pub disagreements: Vec<String>,
+}
+
+/// Compares [`buffers`] of every element type under every metric and
+/// [`tolerances`], and each pair of [`specials`] alone, with the comparison
+/// kernels on `device` and with `spec::compare` on the host.
+pub fn check_on_device(
+    device: &crate::device::DeviceInfo,
+    codegen: &crate::ir::CodegenOptions,
+    seed: u64,
+) -> Result<Agreement, crate::cuda::CudaError> {
+    use super::{module_ptx, DeviceComparison, Pair};
+    use crate::cuda::driver::{Context, DeviceBuffer};
+    use crate::spec::{compare, Acceptance};
+    use rand::SeedableRng;
+
+    let _context = Context::new(device.ordinal)?;
+    let ptx = module_ptx(codegen).map_err(|e| crate::cuda::CudaError::InvalidPtx {
+        log: e.to_string(),
+    })?;
+    let comparison = DeviceComparison::load(&ptx, 1)?;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut found = Agreement::default();
+    let upload = |bytes: &[u8]| -> Result<DeviceBuffer, crate::cuda::CudaError> {
+        let buffer = DeviceBuffer::new(bytes.len())?;
+        buffer.upload(bytes)?;
+        Ok(buffer)
+    };
+    for elem in ElemType::ALL {
+        let float = matches!(elem, ElemType::F32 | ElemType::F64);
+        let (reference, actual) = buffers(elem, &mut rng);
+        let mut cases = vec![(reference, actual)];
+        let specials = specials(elem);
+        for r in &specials {
+            for a in &specials {
+                cases.push((r.clone(), a.clone()));
+            }
+        }
+        for (reference, actual) in &cases {
+            let on_device = (upload(reference)?, upload(actual)?);
+            for metric in [Metric::Exact, Metric::MaxAbs, Metric::MaxRel, Metric::Ulp] {
+                for &tolerance in tolerances(metric, float) {
+                    let acceptance = Acceptance { metric, tolerance };
+                    let pair = Pair {
+                        elem,
+                        reference: &on_device.0,
+                        actual: &on_device.1,
+                    };
+                    let got = comparison.compare(&acceptance, &[pair])?[0];
+                    let expected = compare(&acceptance, elem, reference, actual);
+                    found.cases += 1;
+                    let same = got.passed == expected.passed
+                        && got.first_mismatch == expected.first_mismatch
+                        && got.error.to_bits() == expected.error.to_bits();
+                    if !same {
+                        found.disagreements.push(format!(
+                            "{} {} tolerance {tolerance} on {} bytes: device {got:?}, host {expected:?}",
+                            elem.name(),
+                            metric.name(),
+                            reference.len()
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    Ok(found)
+}
