@@ -13,6 +13,9 @@
 # Checks, each counted:
 #  - gevod carries no libLLVM; every fixture's PTX (libdevice linked from the
 #    CUDA install) and SEEDS mutated variants of it are accepted by ptxas;
+#  - the device comparison kernels say what the host comparison says on
+#    buffers of special values (NaN, infinities, signed zeros, subnormals,
+#    near-tolerance pairs), for every element type, metric and tolerance;
 #  - every fixture's original kernel gives on the GPU what the simulator
 #    gives (bit for bit for integer outputs, within the spec's tolerance
 #    for floats), and the stencil's bundled patch passes every test there;
@@ -90,6 +93,8 @@ check "no libLLVM in gevod" bash -c "! ldd '$gevod' | grep -qi libllvm"
 
 fixtures=(vecadd reduce stencil nw loops expf)
 if want kernels; then
+check "device comparison agrees with the host's on special values" "$gevod" gpu-compare-check
+sed 's/^/    /' "$work/log" | tail -3
 for f in "${fixtures[@]}"; do
     ll=$k/$f.ll
     check "$f: original PTX assembles" bash -c "'$gevod' ptx $ll -o $work/$f.ptx && ptxas -arch=sm_90 $work/$f.ptx -o $work/$f.cubin"

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Where the GPU worker compares outputs, before and after (issue "No crash
+# reaches the GPU worker", part 2): the same timed search (seed SEED,
+# default 1) on each of COMPARE_FIXTURES (default "stencil reduce", their
+# GPU-sized [tests.gpu] sets), COMPARE_TIME (default 45s) each, with a
+# BASE gevod (outputs copied back and compared on the host) and a NEW one
+# (outputs compared on the device), one after the other on this GPU. Prints
+# "ok"/"FAIL" lines for scripts/gpu-suite.sh and a Markdown table: variants
+# measured, output-check seconds in all and per measured variant, variants
+# measured per second, GPU worker starts; REPORT=FILE appends it there.
+#
+#   scripts/gpu-compare.sh BASE_GEVOD NEW_GEVOD WORKDIR
+set -uo pipefail
+cd "$(dirname "$0")/.."
+base=$1 new=$2 work=$3
+mkdir -p "$work"
+fixtures=${COMPARE_FIXTURES:-stencil reduce}
+time=${COMPARE_TIME:-45s}
+seed=${SEED:-1}
+report=${REPORT:-/dev/null}
+
+for f in $fixtures; do
+    spec=tests/fixtures/kernels/$f.gevo.toml
+    [ -f "$spec" ] || spec=tests/fixtures/pipelines/$f.gevo.toml
+    for which in base new; do
+        bin=$base; [ "$which" = new ] && bin=$new
+        if timeout -s INT "${COMPARE_LIMIT:-300}" "$bin" evolve "$spec" --backend cuda \
+            --time "$time" --seed "$seed" --state "$work/state-$f-$which" \
+            --json > "$work/$f-$which.json" 2> "$work/$f-$which.err"; then
+            echo "ok   $f: $time search ($which)"
+        else
+            echo "FAIL $f: $time search ($which)"; tail -5 "$work/$f-$which.err"
+        fi
+    done
+done
+
+python3 - "$work" "$fixtures" <<'PY' | tee -a "$report"
+import json, os, subprocess, sys
+work, fixtures = sys.argv[1], sys.argv[2].split()
+gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                     capture_output=True, text=True).stdout.strip().splitlines()
+print(f"GPU: {gpu[0] if gpu else 'unknown'}. Date: {subprocess.run(['date', '-u', '+%Y-%m-%d'], capture_output=True, text=True).stdout.strip()}.")
+print()
+print("| fixture | outputs compared | seconds | variants measured | output check | per measured variant | variants measured/s | GPU worker starts | best validated |")
+print("|---|---|---|---|---|---|---|---|---|")
+per = {}
+for f in fixtures:
+    for which, where in [("base", "on the host"), ("new", "on the device")]:
+        try:
+            r = json.load(open(os.path.join(work, f"{f}-{which}.json")))
+        except (OSError, ValueError) as e:
+            print(f"| {f} | {where} | no result: {e} |")
+            continue
+        u = r.get("utilization") or {}
+        spent = u.get("spent") or {}
+        measured = u.get("measured", 0)
+        check = spent.get("check_s", 0.0)
+        each = 1e3 * check / measured if measured else float("nan")
+        per[(f, which)] = (each, u.get("measured_per_s", 0.0))
+        timeline = r.get("timeline") or []
+        seconds = timeline[-1]["seconds"] if timeline else 0.0
+        best = r.get("best")
+        end = f'{best["speedup"]:.3f}x' if best else "none"
+        print(f"| {f} | {where} | {seconds:.0f} | {measured} | {check:.1f} s | {each:.1f} ms | "
+              f'{u.get("measured_per_s", 0):.1f} | {u.get("gpu_starts", 0)} | {end} |')
+print()
+for f in fixtures:
+    if (f, "base") in per and (f, "new") in per:
+        (b, bm), (n, nm) = per[(f, "base")], per[(f, "new")]
+        print(f"{f}: output check per measured variant {b:.1f} ms -> {n:.1f} ms ({b / n:.1f}x less); "
+              f"variants measured/s {bm:.1f} -> {nm:.1f}.")
+PY
