@@ -106,6 +106,13 @@ pub struct DaemonJob {
     /// Seeded from the previous version (`serve::seed`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<Origin>,
+    /// What another job must share to be the same search
+    /// (`serve::shared_search::key`); `None`: never shared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search_key: Option<String>,
+    /// The job whose search this one shares instead of running its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub follows: Option<String>,
 }
 
 /// What a job version took over from the one before it.

@@ -145,15 +145,12 @@ impl ApiHandler {
         let registry = self.shared.registry();
         let versions = registry.versions(&kernel);
         let found = versions.iter().take(1).find_map(|j| {
-            j.best
-                .as_ref()
+            registry
+                .best_of(j)
                 .filter(|(_, r)| arch.is_none_or(|a| r.target == a))
         });
         match found {
-            Some((v, record)) => Ok(Reply::Best(Best {
-                record: record.clone(),
-                ptx: v.ptx.clone(),
-            })),
+            Some((v, record)) => Ok(Reply::Best(Best { record, ptx: v.ptx })),
             None => {
                 let newest = versions.first();
                 let progress = newest.map_or(String::new(), |j| {
@@ -194,7 +191,12 @@ impl ApiHandler {
         let kernel = self.resolve(kernel)?;
         let (id, validated, ir_text, spec_path, spec_text, root, origin, backend) = {
             let registry = self.shared.registry();
-            let versions = registry.versions(&kernel);
+            // A version sharing another's search explains that one's.
+            let versions: Vec<_> = registry
+                .versions(&kernel)
+                .into_iter()
+                .map(|j| registry.shown(j))
+                .collect();
             let Some(job) = versions.iter().find(|j| j.best.is_some()) else {
                 // Why there is none: the job's error (a finding about the
                 // kernel, whole), else its latest rejected candidate.
@@ -294,7 +296,11 @@ impl ApiHandler {
         let kernel = self.resolve(kernel)?;
         let (id, spec_path, root) = {
             let registry = self.shared.registry();
-            let versions = registry.versions(&kernel);
+            let versions: Vec<_> = registry
+                .versions(&kernel)
+                .into_iter()
+                .map(|j| registry.shown(j))
+                .collect();
             let job = versions
                 .iter()
                 .find(|j| j.best.is_some())
@@ -325,6 +331,7 @@ impl ApiHandler {
         let versions = registry.versions(&kernel);
         let Some((job, (validated, _))) = versions
             .first()
+            .map(|j| registry.shown(j))
             .and_then(|j| j.best.as_ref().map(|b| (j, b)))
         else {
             return Err((

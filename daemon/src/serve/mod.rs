@@ -21,6 +21,7 @@ pub mod registry;
 mod runner;
 mod scan;
 pub mod seed;
+mod shared_search;
 mod slots;
 
 pub use crate::config::ServeConfig;

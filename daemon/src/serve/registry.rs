@@ -82,6 +82,11 @@ impl JobEntry {
     }
 
     /// May be scheduled (whether or not a slot is free).
+    /// Neither failed nor replaced nor gone: the job answers for its kernel.
+    pub fn live(&self) -> bool {
+        self.error.is_none() && !self.daemon.superseded && !self.removed
+    }
+
     pub fn runnable(&self) -> bool {
         self.error.is_none()
             && !self.daemon.superseded
@@ -131,6 +136,26 @@ impl JobEntry {
             validated: self.validated,
             best_speedup: self.best.as_ref().map(|(v, _)| v.speedup),
             origin: self.daemon.origin.as_ref().map(|o| o.info.clone()),
+        }
+    }
+}
+
+impl JobEntry {
+    /// This job's line where it shares `leader`'s search: the leader's
+    /// state and progress, and which kernel's search it is.
+    pub fn info_sharing(&self, leader: &JobEntry) -> JobInfo {
+        let own = self.info();
+        JobInfo {
+            kernel: own.kernel,
+            job: own.job,
+            version: own.version,
+            spec: own.spec,
+            message: Some(format!(
+                "shares the search of {} (the same code, spec and target)",
+                leader.daemon.kernel
+            )),
+            origin: None,
+            ..leader.info()
         }
     }
 }
@@ -241,7 +266,14 @@ impl Registry {
 
     /// Status lines for every job and every problem spec.
     pub fn infos(&self) -> Vec<JobInfo> {
-        let mut out: Vec<JobInfo> = self.jobs.values().map(JobEntry::info).collect();
+        let mut out: Vec<JobInfo> = self
+            .jobs
+            .values()
+            .map(|j| match self.leader_of(j) {
+                Some(leader) => j.info_sharing(leader),
+                None => j.info(),
+            })
+            .collect();
         out.extend(self.problems.iter().map(|(path, p)| JobInfo {
             kernel: p.kernel.clone(),
             job: String::new(),
@@ -269,7 +301,7 @@ impl Registry {
         let candidates: Vec<crate::sched::Candidate> = self
             .jobs
             .values()
-            .filter(|j| j.runnable() && j.running_on.is_none())
+            .filter(|j| j.runnable() && j.running_on.is_none() && self.leader_of(j).is_none())
             .map(|j| crate::sched::Candidate {
                 id: &j.id,
                 vtime: j.vtime,

@@ -238,10 +238,29 @@ impl Publish for Registry<'_> {
             generation = validated.generation,
             "new best validated variant"
         );
+        // The kernels of other build directories sharing this search serve
+        // it too, each under its own record.
+        let followers: Vec<_> = {
+            let registry = shared.registry();
+            registry
+                .followers_of(self.id)
+                .into_iter()
+                .map(|f| super::scan::record_for(f, &validated, record.validated_at))
+                .collect()
+        };
         let best = Best {
             record,
             ptx: validated.ptx,
         };
+        for record in followers {
+            let theirs = Best {
+                record,
+                ptx: best.ptx.clone(),
+            };
+            if let Err(e) = gevo_client::export::write(&shared.state_dir, &theirs, shared.readers) {
+                tracing::error!(error = %e, kernel = %theirs.record.kernel, "exporting the shared best variant");
+            }
+        }
         if let Err(e) = gevo_client::export::write(&shared.state_dir, &best, shared.readers) {
             tracing::error!(error = %e, "exporting the best variant");
         }

@@ -70,7 +70,14 @@ pub fn best_record(
     validated_at: u64,
 ) -> Option<(crate::evolve::Validated, BestRecord)> {
     let v = engine.best_validated()?.clone();
-    let record = BestRecord {
+    let record = record_for(entry, &v, validated_at);
+    Some((v, record))
+}
+
+/// What `entry`'s kernel serves of the validated variant `v` (its own
+/// search's, or the one it shares: `shared_search`).
+pub fn record_for(entry: &JobEntry, v: &crate::evolve::Validated, validated_at: u64) -> BestRecord {
+    BestRecord {
         kernel: entry.daemon.kernel.clone(),
         job: entry.id.clone(),
         version: entry.daemon.version,
@@ -89,8 +96,7 @@ pub fn best_record(
         spec_hash: entry.record.spec_hash.clone(),
         ir_hash: entry.record.ir_hash.clone(),
         validated_at,
-    };
-    Some((v, record))
+    }
 }
 
 pub fn unix_now() -> u64 {
@@ -326,6 +332,7 @@ fn register(
     };
     let identity = format!("{fingerprint}\n{backend}\n{}\n{arch}", scope.target);
     let id = format!("{kernel}@{}", &content_hash(identity.as_bytes())[..12]);
+    let search_key = super::shared_search::key(&spec, spec_text, ir.text(), &backend, &arch);
 
     // Work done before the registry is locked: carrying patches over
     // replays each on the new IR.
@@ -366,10 +373,17 @@ fn register(
     let last_version = versions.iter().map(|j| j.daemon.version).max();
     // A rebuild does not undo a client's pause of the current version.
     let paused = versions.first().is_some_and(|j| j.daemon.paused);
+    // A new job sharing another's search serves that one's variant at once.
+    let mut new_follower = false;
     if !registry.jobs.contains_key(&id) {
+        // Another build directory's job of the same code: share its search.
+        let follows = search_key
+            .as_deref()
+            .and_then(|key| registry.leader_for(key, kernel));
         let mut engine =
             Engine::new(config.evolve.clone(), config.jobs.seed).map_err(|e| e.to_string())?;
-        let origin = seeding.map(|s| {
+        new_follower = follows.is_some();
+        let origin = seeding.filter(|_| follows.is_none()).map(|s| {
             engine.seed_with(s.seeds);
             s.origin
         });
@@ -392,6 +406,8 @@ fn register(
             paused,
             superseded: false,
             origin,
+            search_key,
+            follows,
         };
         let ir_snapshot = snapshot_path(&shared.state_dir, &id);
         let text = record.ir_text.as_bytes();
@@ -400,7 +416,12 @@ fn register(
         store
             .create_daemon_job(&record, &engine, &daemon)
             .map_err(|e| e.to_string())?;
-        tracing::info!(job = %id, version = daemon.version, "new job");
+        match &daemon.follows {
+            Some(leader) => {
+                tracing::info!(job = %id, version = daemon.version, %leader, "new job, sharing the search of another build directory's job of the same code")
+            }
+            None => tracing::info!(job = %id, version = daemon.version, "new job"),
+        }
         let vtime = registry.entry_vtime();
         registry.jobs.insert(
             id.clone(),
@@ -408,7 +429,7 @@ fn register(
         );
     }
     let vtime = registry.entry_vtime();
-    let mut changed_version = false;
+    let mut changed_version = new_follower;
     for job in registry.jobs.values_mut() {
         if job.daemon.kernel != kernel || job.record.spec_path != found.spec {
             continue;
@@ -432,7 +453,7 @@ fn register(
     // current version: its own variant, or none.
     let export = changed_version.then(|| {
         let job = &registry.jobs[&id];
-        (job.best.clone(), job.record.target.clone())
+        (registry.best_of(job), job.record.target.clone())
     });
     drop(registry);
     match export {

@@ -126,9 +126,8 @@ pub fn check_on_device(
     use rand::SeedableRng;
 
     let _context = Context::new(device.ordinal)?;
-    let ptx = module_ptx(codegen).map_err(|e| crate::cuda::CudaError::InvalidPtx {
-        log: e.to_string(),
-    })?;
+    let ptx = module_ptx(codegen)
+        .map_err(|e| crate::cuda::CudaError::InvalidPtx { log: e.to_string() })?;
     let comparison = DeviceComparison::load(&ptx, 1)?;
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let mut found = Agreement::default();
