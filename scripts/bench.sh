@@ -2,7 +2,8 @@
 # Runs the benchmarks and rewrites their sections of BENCHMARKS.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
+# The benchmarks need what the tests need (cmake, Slurm, the CUDA toolkit).
+scripts/install-deps.sh test
 cargo bench -p gevod --bench ir_pipeline
 cargo bench -p gevod --bench sim_speed
 cargo bench -p gevod --bench inputs
