@@ -43,6 +43,10 @@ pub enum Command {
         /// yet scanned, outside every watched directory, broken).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         spec: Option<PathBuf>,
+        /// That file's SHA-256 as the build sees it: a content the daemon
+        /// has not taken yet is said to be pending.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        spec_hash: Option<String>,
     },
     Pareto {
         kernel: String,
@@ -393,6 +397,7 @@ mod tests {
             kernel: "app/stencil".into(),
             arch: Some("sm_90".into()),
             spec: None,
+            spec_hash: None,
         });
         let line = serde_json::to_string(&r).unwrap();
         assert_eq!(

@@ -44,8 +44,31 @@ fn best_from_the_daemon_prints_the_ptx_and_says_where_it_came_from() {
             kernel: "app/stencil".into(),
             arch: Some("sm_90".into()),
             spec: None,
+            spec_hash: None,
         }
     );
+}
+
+#[test]
+fn best_sends_the_hash_of_the_builds_spec_as_it_reads_it() {
+    let dir = scratch("best-spec-hash");
+    let socket = dir.join("d.sock");
+    let spec = dir.join("k.gevo.toml");
+    std::fs::write(&spec, "version = 1\n# this build's spec\n").unwrap();
+    let daemon = FakeDaemon::replying(
+        &socket,
+        vec![ok(Reply::Best(best("app/k", "sm_90", 1.1, PTX)))],
+    );
+    let run = gevo(
+        &dir,
+        &["--socket", s(&socket), "best", "app/k", "--spec", s(&spec)],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let Command::Best { spec_hash, .. } = daemon.received() else {
+        panic!("not a best request");
+    };
+    let expected = export::sha256_hex(&std::fs::read(&spec).unwrap());
+    assert_eq!(spec_hash, Some(expected));
 }
 
 #[test]
@@ -340,6 +363,7 @@ fn commands_send_what_they_name() {
                 kernel: "k".into(),
                 arch: None,
                 spec: None,
+                spec_hash: None,
             },
         ),
         (
@@ -348,6 +372,8 @@ fn commands_send_what_they_name() {
                 kernel: "k".into(),
                 arch: None,
                 spec: Some("/no/such/k.gevo.toml".into()),
+                // Unreadable: nothing to hash.
+                spec_hash: None,
             },
         ),
         (

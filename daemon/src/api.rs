@@ -375,7 +375,7 @@ mod tests {
             (&br#"{"version":1,"command":"status"}"#[..], Ok("Status".to_string())),
             (
                 br#"{"version":1,"command":"best","kernel":"k"}"#,
-                Ok(r#"Best { kernel: "k", arch: None, spec: None }"#.into()),
+                Ok(r#"Best { kernel: "k", arch: None, spec: None, spec_hash: None }"#.into()),
             ),
             (
                 br#"{"version":"1","command":"status"}"#,

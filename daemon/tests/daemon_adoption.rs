@@ -133,6 +133,7 @@ fn best_says_what_the_daemon_knows_of_the_builds_spec() {
                 kernel: kernel.into(),
                 arch: None,
                 spec: Some(spec.into()),
+                spec_hash: None,
             })
             .unwrap();
         match response.body {
@@ -140,6 +141,40 @@ fn best_says_what_the_daemon_knows_of_the_builds_spec() {
             Body::Ok(reply) => panic!("best answered {reply:?}"),
         }
     }
+}
+
+#[test]
+fn a_spec_changed_since_the_daemons_last_scan_is_pending_not_the_old_versions_progress() {
+    let dir = tempfile::tempdir().unwrap();
+    // No scan comes after the first ones: the edit below stays unseen.
+    std::fs::write(
+        dir.path().join("gevod.toml"),
+        CONFIG
+            .replace("scan_interval = \"1s\"", "scan_interval = \"1h\"")
+            .replace("debounce = \"200ms\"", "debounce = \"10m\""),
+    )
+    .unwrap();
+    let (d, build) = Daemon::watching_stencil(dir.path());
+    d.wait_for("version 1", |d| {
+        d.jobs().into_iter().find(|j| j.kernel == "app/stencil")
+    });
+    let spec = build.join("stencil.gevo.toml");
+    let args = ["best", "app/stencil", "--spec", s(&spec)];
+    let (code, said) = client(&d, &args);
+    assert_eq!(code, Some(3), "{said}");
+    assert!(
+        !said.contains("pending"),
+        "the unchanged spec is not pending: {said}"
+    );
+
+    let text = std::fs::read_to_string(&spec).unwrap();
+    std::fs::write(&spec, text + "\n# edited\n").unwrap();
+    let (code, said) = client(&d, &args);
+    assert_eq!(code, Some(3), "{said}");
+    assert!(
+        said.contains("changed since gevod last read it"),
+        "a change the daemon has not seen: {said}"
+    );
 }
 
 #[test]

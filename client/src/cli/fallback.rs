@@ -34,6 +34,10 @@ fn read_export(
     Err(why.join("; "))
 }
 
+/// The most of a spec file `best --spec` reads to hash it (specs are a few
+/// kilobytes).
+const SPEC_CAP: u64 = 1 << 20;
+
 /// What `best` asks for.
 pub struct Query<'a> {
     pub kernel: &'a str,
@@ -44,10 +48,16 @@ pub struct Query<'a> {
 
 pub fn best(settings: &Settings, query: &Query, output: Option<&Path>, json: bool) -> Result<()> {
     let (kernel, arch) = (query.kernel, query.arch);
+    // The spec as this build sees it; unreadable, the daemon says less.
+    let spec_hash = query
+        .spec
+        .and_then(|p| gevo_client::files::read_capped(p, SPEC_CAP).ok())
+        .map(|bytes| gevo_client::export::sha256_hex(&bytes));
     let request = Request::new(Command::Best {
         kernel: kernel.to_string(),
         arch: arch.map(str::to_string),
         spec: query.spec.map(Path::to_path_buf),
+        spec_hash,
     });
     let (best, source) = match call(settings, &request) {
         Ok(response) => match response.body {

@@ -42,8 +42,14 @@ impl ApiHandler {
         match command {
             Command::Status => Ok(Reply::Status(self.status())),
             Command::Jobs => Ok(Reply::Jobs(self.shared.registry().infos())),
-            Command::Best { kernel, arch, spec } => {
-                self.best(&kernel, arch.as_deref(), spec.as_deref())
+            Command::Best {
+                kernel,
+                arch,
+                spec,
+                spec_hash,
+            } => {
+                let spec = spec.as_deref().map(|s| (s, spec_hash.as_deref()));
+                self.best(&kernel, arch.as_deref(), spec)
             }
             Command::Patch { kernel } => self.patch(&kernel),
             Command::Pareto { kernel } => self.pareto(&kernel),
@@ -120,7 +126,16 @@ impl ApiHandler {
     /// evolved from other code is never the answer for this code, so a
     /// new version has none until it validates its own (its seeds carried
     /// from the previous version included) and the build uses the original.
-    fn best(&self, kernel: &str, arch: Option<&str>, spec: Option<&Path>) -> Outcome {
+    /// `spec`: the asking build's spec file, with its content's hash as
+    /// the build sees it.
+    fn best(
+        &self,
+        kernel: &str,
+        arch: Option<&str>,
+        spec: Option<(&Path, Option<&str>)>,
+    ) -> Outcome {
+        let spec_hash = spec.and_then(|(_, h)| h);
+        let spec = spec.map(|(s, _)| s);
         let kernel = match self.resolve(kernel) {
             Ok(kernel) => kernel,
             Err((ErrorCode::UnknownKernel, message)) => {
@@ -138,10 +153,12 @@ impl ApiHandler {
             }
             Err(e) => return Err(e),
         };
-        // A new content of the build's spec that has not made a version yet.
+        // A new content of the build's spec that has not made a version
+        // yet: settling, or changed since the daemon last looked.
         let pending = spec
             .filter(|s| self.shared.registry().pending.contains_key(*s))
-            .and_then(|s| self.spec_note(s));
+            .and_then(|s| self.spec_note(s))
+            .or_else(|| self.unseen_change(&kernel, spec?, spec_hash?));
         let registry = self.shared.registry();
         let versions = registry.versions(&kernel);
         let found = versions.iter().take(1).find_map(|j| {
@@ -390,6 +407,29 @@ impl ApiHandler {
                 "pending: gevod watches {} but has not scanned {shown} yet (it does once file \
                  events go quiet): build again in a few seconds",
                 quote_path(&root.path)
+            ),
+        ))
+    }
+
+    /// When the build's spec (`hash` as it sees it) is no content any
+    /// version of `kernel` from that file was made of: the daemon has not
+    /// looked at the file since it changed (its scan comes once file events
+    /// go quiet).
+    fn unseen_change(&self, kernel: &str, spec: &Path, hash: &str) -> Option<(bool, String)> {
+        let registry = self.shared.registry();
+        let versions = registry.versions(kernel);
+        let from_this_file: Vec<_> = versions
+            .iter()
+            .filter(|j| j.record.spec_path == spec)
+            .collect();
+        if from_this_file.is_empty() || from_this_file.iter().any(|j| j.record.spec_hash == hash) {
+            return None;
+        }
+        Some((
+            true,
+            format!(
+                "pending: {} changed since gevod last read it, and it takes the change at its                  next scan (once file events go quiet): build again in a few seconds",
+                quote_path(spec)
             ),
         ))
     }
