@@ -14,10 +14,10 @@ use gevod::ir::Patch;
 use gevod::spec::{self, TestSet};
 use gevod::worker::gpu::{CudaBackend, CudaOptions};
 use gevod::worker::pool::PoolOptions;
-use gevod::worker::sanitize::SafetyGate;
+use gevod::worker::sanitize::{GateError, SafetyGate};
 use rand::SeedableRng;
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -243,6 +243,51 @@ fn the_safety_gate_rejects_what_the_sanitizer_reports() {
         "{line}"
     );
     assert!(line.contains("memcheck, racecheck, synccheck"), "{line}");
+}
+
+/// A stop (another user's process on the GPU, a pause) kills a running
+/// check and what it started, at once, and says so: the gate does not hold
+/// the GPU until racecheck would have finished.
+#[test]
+fn a_stop_kills_a_running_safety_check_and_its_children() {
+    let dir = tempfile::tempdir().unwrap();
+    // A sanitizer that runs a long program (a child of its own) and waits.
+    let marker = "31.4159";
+    let slow = dir.path().join("slow-sanitizer.sh");
+    std::fs::write(&slow, format!("#!/bin/sh\nsleep {marker} &\nwait\n")).unwrap();
+    std::fs::set_permissions(&slow, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut gate = SafetyGate::new(
+        slow,
+        "gevod".into(),
+        vec![],
+        "heldout[0]".into(),
+        Duration::from_secs(60),
+    )
+    .stopped_by(stop.clone());
+    let stopper = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            stop.store(true, Ordering::Relaxed);
+        })
+    };
+    let started = std::time::Instant::now();
+    assert_eq!(gate.check("// ptx"), Err(GateError::Interrupted));
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    stopper.join().unwrap();
+    // Neither the sanitizer nor the program it started is left.
+    let left: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(marker))
+        .collect();
+    assert!(left.is_empty(), "still running: {left:?}");
 }
 
 /// A kernel whose original faults on the simulator: the pre-screen says it

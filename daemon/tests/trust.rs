@@ -130,7 +130,7 @@ impl Backend for Gated {
         self.inner.assess(patches, set)
     }
     fn safety_check(&mut self, build: &Build) -> Result<Option<String>, BackendError> {
-        self.gate.check(&build.ptx).map_err(BackendError::Failed)
+        self.gate.check(&build.ptx).map_err(BackendError::from)
     }
     fn safety_gate(&self) -> Option<String> {
         Some(self.gate.describe())

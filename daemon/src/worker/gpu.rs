@@ -388,7 +388,7 @@ impl Backend for CudaBackend {
     fn safety_check(&mut self, build: &Build) -> Result<Option<String>, BackendError> {
         let started = Instant::now();
         let verdict = match &mut self.gate {
-            Some(gate) => gate.check(&build.ptx).map_err(BackendError::Failed),
+            Some(gate) => gate.check(&build.ptx).map_err(BackendError::from),
             None => Ok(None),
         };
         self.utilization.spent.sanitizer_s += started.elapsed().as_secs_f64();

@@ -3,13 +3,44 @@
 //! memcheck, racecheck and synccheck (`gevod gpu-check` under the tool);
 //! any report rejects it with the tool's first message. Races and
 //! out-of-bounds accesses that change no output and do not crash are caught
-//! here, where the simulator's smaller inputs may not reach them.
+//! here, where the simulator's smaller inputs may not reach them. A check
+//! takes seconds (racecheck runs a kernel tens of times slower); when the
+//! backend is told to stop (another user's process on the GPU, a pause, a
+//! shutdown), the sanitizer and what it runs are killed at once, so that the
+//! GPU is free within a poll, not when the check would have ended.
 
 pub use crate::config::SanitizeMode;
+use crate::evolve::BackendError;
 use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// Why a check gave no verdict.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum GateError {
+    /// The stop flag was set: the check was killed.
+    #[error("interrupted")]
+    Interrupted,
+    /// The check itself could not run.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl From<GateError> for BackendError {
+    fn from(e: GateError) -> Self {
+        match e {
+            GateError::Interrupted => BackendError::Interrupted,
+            GateError::Failed(message) => BackendError::Failed(message),
+        }
+    }
+}
+
+/// How often a running check looks at the stop flag and the clock.
+const POLL: Duration = Duration::from_millis(50);
 
 /// The tools run, in order; the first report decides.
 pub const TOOLS: [&str; 3] = ["memcheck", "racecheck", "synccheck"];
@@ -37,6 +68,8 @@ pub struct SafetyGate {
     pub checked: u64,
     pub rejected: u64,
     pub seconds: f64,
+    /// Set when the backend must stop: a running check is killed.
+    stop: Option<Arc<AtomicBool>>,
 }
 
 impl SafetyGate {
@@ -56,7 +89,14 @@ impl SafetyGate {
             checked: 0,
             rejected: 0,
             seconds: 0.0,
+            stop: None,
         }
+    }
+
+    /// The same gate, killing a running check when `stop` is set.
+    pub fn stopped_by(mut self, stop: Arc<AtomicBool>) -> Self {
+        self.stop = Some(stop);
+        self
     }
 
     /// One line for the report: what runs, and what it did so far.
@@ -77,12 +117,14 @@ impl SafetyGate {
     }
 
     /// Runs `ptx` under each tool; the first tool's first report, if any.
-    /// `Err` when the check itself could not run.
-    pub fn check(&mut self, ptx: &str) -> Result<Option<String>, String> {
+    /// `Err` when the check itself could not run, or was stopped.
+    pub fn check(&mut self, ptx: &str) -> Result<Option<String>, GateError> {
         let started = Instant::now();
-        let dir = tempfile::tempdir().map_err(|e| format!("a temporary directory: {e}"))?;
+        let failed = GateError::Failed;
+        let dir = tempfile::tempdir().map_err(|e| failed(format!("a temporary directory: {e}")))?;
         let ptx_path = dir.path().join("variant.ptx");
-        std::fs::write(&ptx_path, ptx).map_err(|e| format!("{}: {e}", ptx_path.display()))?;
+        std::fs::write(&ptx_path, ptx)
+            .map_err(|e| failed(format!("{}: {e}", ptx_path.display())))?;
         let mut verdict = None;
         for tool in TOOLS {
             let log = dir.path().join(format!("{tool}.log"));
@@ -97,7 +139,8 @@ impl SafetyGate {
         Ok(verdict)
     }
 
-    fn run_tool(&self, tool: &str, ptx: &Path, log: &Path) -> Result<Option<String>, String> {
+    fn run_tool(&self, tool: &str, ptx: &Path, log: &Path) -> Result<Option<String>, GateError> {
+        let failed = GateError::Failed;
         let mut command = Command::new(&self.sanitizer);
         command
             .args(["--tool", tool, "--print-limit", "1"])
@@ -110,16 +153,22 @@ impl SafetyGate {
             .arg(ptx)
             .args(["--test", &self.test])
             .stdin(Stdio::null())
-            .stdout(Stdio::null());
+            .stdout(Stdio::null())
+            // Its own group: a stop kills the sanitizer and what it runs.
+            .process_group(0);
         // A file, not a pipe: a chatty program cannot fill it and stall.
         let stderr_path = log.with_extension("stderr");
         let stderr = std::fs::File::create(&stderr_path)
-            .map_err(|e| format!("{}: {e}", stderr_path.display()))?;
+            .map_err(|e| failed(format!("{}: {e}", stderr_path.display())))?;
         command.stderr(stderr);
         let child = command
             .spawn()
-            .map_err(|e| format!("{}: {e}", self.sanitizer.display()))?;
-        let status = wait_with_timeout(child, self.timeout).map_err(|e| format!("{tool}: {e}"))?;
+            .map_err(|e| failed(format!("{}: {e}", self.sanitizer.display())))?;
+        let _group = crate::own_processes::started_group(child.id());
+        let status = self.wait(child).map_err(|e| match e {
+            GateError::Failed(e) => failed(format!("{tool}: {e}")),
+            interrupted => interrupted,
+        })?;
         let report = std::fs::read_to_string(log).unwrap_or_default();
         match status.code() {
             Some(0) => Ok(None),
@@ -129,9 +178,9 @@ impl SafetyGate {
             _ => {
                 let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
                 let last = stderr.lines().last().unwrap_or_default().to_string();
-                Err(format!(
+                Err(failed(format!(
                     "{tool} could not run the variant ({status}): {last}"
-                ))
+                )))
             }
         }
     }
@@ -153,21 +202,36 @@ pub fn first_report(log: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-fn wait_with_timeout(
-    mut child: std::process::Child,
-    timeout: Duration,
-) -> Result<std::process::ExitStatus, String> {
-    let started = Instant::now();
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => return Ok(status),
-            Ok(None) if started.elapsed() > timeout => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!("ran past {timeout:?}"));
+impl SafetyGate {
+    /// Waits for the check, killing its process group when it runs past
+    /// the timeout or the stop flag is set.
+    fn wait(&self, mut child: std::process::Child) -> Result<std::process::ExitStatus, GateError> {
+        let started = Instant::now();
+        let kill = |child: &mut std::process::Child| {
+            // SAFETY: a plain signal to the group this check leads (its
+            // pid is the group id: `process_group(0)`), not yet reaped.
+            unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
+            let _ = child.wait();
+        };
+        loop {
+            match child.try_wait() {
+                Ok(Some(status)) => return Ok(status),
+                Ok(None)
+                    if self
+                        .stop
+                        .as_ref()
+                        .is_some_and(|s| s.load(Ordering::Relaxed)) =>
+                {
+                    kill(&mut child);
+                    return Err(GateError::Interrupted);
+                }
+                Ok(None) if started.elapsed() > self.timeout => {
+                    kill(&mut child);
+                    return Err(GateError::Failed(format!("ran past {:?}", self.timeout)));
+                }
+                Ok(None) => std::thread::sleep(POLL),
+                Err(e) => return Err(GateError::Failed(e.to_string())),
             }
-            Ok(None) => std::thread::sleep(Duration::from_millis(50)),
-            Err(e) => return Err(e.to_string()),
         }
     }
 }

@@ -321,7 +321,10 @@ impl WorkerSetup<'_> {
         // hangs the active one (local processes only: a Slurm step would
         // hold a second GPU allocation).
         gpu.standby = matches!(self.launcher, Launcher::Local);
-        let gate = self.safety_gate(spec, &device)?;
+        // A stop kills a running check: the GPU is another user's at once.
+        let gate = self
+            .safety_gate(spec, &device)?
+            .map(|g| g.stopped_by(stop.clone()));
         // Compile workers assemble where this process finds ptxas too
         // (they share its environment); the GPU worker loads the original
         // the same way or ignores the cubins (`cuda::load`).
