@@ -168,6 +168,8 @@ pub struct Contributions {
     pub variants_measured: usize,
     /// Subsets that did not replay (never run).
     pub not_replayed: usize,
+    /// Wall-clock seconds the measurements took.
+    pub seconds: f64,
 }
 
 /// Measures the subsets of `patch` on `backend` and classifies each edit.
@@ -193,7 +195,9 @@ pub fn analyze(
             }
         }
     }
+    let started = std::time::Instant::now();
     let outcomes = measure(ir, backend, patch, &wanted, options.set)?;
+    let seconds = started.elapsed().as_secs_f64();
     let full = match &outcomes[&all] {
         Outcome::Passes { cost } => *cost,
         other => return Err(ContribError::FullFails(other.phrase())),
@@ -287,6 +291,7 @@ pub fn analyze(
         pairs,
         variants_measured: outcomes.len() - not_replayed,
         not_replayed,
+        seconds,
     })
 }
 
