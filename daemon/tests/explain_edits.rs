@@ -106,7 +106,10 @@ fn a_planted_patch_is_classified_speed_enabling_neutral() {
     );
     assert!(c.full.estimate < 0.3, "{:?}", c.full);
     assert!(
-        c.edits[0].alone.phrase().contains("output y differs from the reference"),
+        c.edits[0]
+            .alone
+            .phrase()
+            .contains("output y differs from the reference"),
         "{:?}",
         c.edits[0]
     );
