@@ -396,6 +396,21 @@ mod tests {
         patch: Patch,
         rows: BTreeMap<Vec<usize>, Option<f64>>,
         runs: usize,
+        /// 0: exact costs (the simulator); else GPU-like timing rounds, each
+        /// off by up to this fraction, so each cost has a bootstrap interval.
+        noise: f64,
+    }
+
+    /// 40 paired rounds (a held-out test's) around `cost`, off by up to
+    /// `noise` each, drawn from a fixed seed.
+    fn rounds(cost: f64, noise: f64, seed: u64) -> crate::stats::Timing {
+        use rand::Rng;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let mut jitter = |base: f64| base * (1.0 + noise * rng.gen_range(-1.0..1.0));
+        crate::stats::Timing {
+            original_ns: (0..40).map(|_| jitter(1000.0)).collect(),
+            variant_ns: (0..40).map(|_| jitter(1000.0 * cost)).collect(),
+        }
     }
 
     impl Table {
@@ -434,6 +449,10 @@ mod tests {
                         .rows
                         .get(&key)
                         .unwrap_or_else(|| panic!("no row {key:?}"));
+                    let seed = key.iter().fold(1u64, |h, i| h * 31 + *i as u64);
+                    let timing = cost
+                        .filter(|_| self.noise > 0.0)
+                        .map(|c| rounds(c, self.noise, seed));
                     Assessment {
                         tests: vec![TestSummary {
                             test: "t".into(),
@@ -441,7 +460,7 @@ mod tests {
                             cost: cost.map(|c| (c * 10000.0).round() as u64),
                             original_cost: 10000,
                             error: Some(0.0),
-                            timing: None,
+                            timing,
                             kernels: Vec::new(),
                         }],
                         device: None,
@@ -535,6 +554,7 @@ mod tests {
                 patch: patch.clone(),
                 rows: rows.iter().map(|(k, c)| (k.to_vec(), *c)).collect(),
                 runs: 0,
+                noise: 0.0,
             };
             let c = analyze(&ir, &mut backend, &patch, &Options::default()).unwrap();
             let got: Vec<Class> = c.edits.iter().map(|e| e.class).collect();
@@ -546,6 +566,42 @@ mod tests {
         }
     }
 
+    /// With GPU-like timing noise the same costs are judged by their
+    /// intervals: a 3% loss within 8% noise per round is no loss with
+    /// confidence, a 40% loss is; the exact costs call both losses.
+    #[test]
+    fn on_noisy_timings_only_a_loss_beyond_the_intervals_carries_speed() {
+        use Class::*;
+        let rows: BTreeMap<Vec<usize>, Option<f64>> = [
+            (vec![0, 1, 2], Some(0.60)),
+            (vec![0], Some(1.0)),
+            (vec![1], Some(0.62)),
+            (vec![2], Some(1.0)),
+            (vec![1, 2], Some(0.62)), // without 0: 3% slower than the full patch
+            (vec![0, 2], Some(1.0)),  // without 1: all of the speed gone
+            (vec![0, 1], Some(0.60)),
+        ]
+        .into_iter()
+        .collect();
+        let (ir, patch) = three_edits();
+        for (noise, expected) in [
+            (0.0, [CarriesSpeed, CarriesSpeed, Neutral]),
+            (0.08, [Neutral, CarriesSpeed, Neutral]),
+        ] {
+            let mut backend = Table {
+                patch: patch.clone(),
+                rows: rows.clone(),
+                runs: 0,
+                noise,
+            };
+            let c = analyze(&ir, &mut backend, &patch, &Options::default()).unwrap();
+            let got: Vec<Class> = c.edits.iter().map(|e| e.class).collect();
+            assert_eq!(got, expected, "noise {noise}: {:#?}", c.edits);
+            let without_0 = c.edits[0].without.cost().unwrap();
+            assert_eq!(noise > 0.0, without_0.lo < without_0.hi, "{without_0:?}");
+        }
+    }
+
     #[test]
     fn a_failing_full_patch_or_an_empty_one_is_an_error() {
         let (ir, patch) = three_edits();
@@ -553,6 +609,7 @@ mod tests {
             patch: patch.clone(),
             rows: BTreeMap::from([(vec![0, 1, 2], None)]),
             runs: 0,
+            noise: 0.0,
         };
         // Every subset must have a row: give the others one.
         for s in [
