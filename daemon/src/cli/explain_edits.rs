@@ -76,7 +76,14 @@ impl ExplainEditsArgs {
         if self.json {
             println!("{}", serde_json::to_string_pretty(&result)?);
         } else {
-            print!("{}", text(&id, &result));
+            // The edits in CUDA source terms where the IR has line tables.
+            let ir = KernelIr::parse_for_patch(&job.id, job.ir_text.as_bytes(), &result.patch)?;
+            let summaries: Vec<String> = ir
+                .describe(&result.patch)?
+                .into_iter()
+                .map(|story| story.summary)
+                .collect();
+            print!("{}", text(&id, &result, &summaries));
         }
         Ok(())
     }
@@ -117,12 +124,12 @@ impl ExplainEditsArgs {
 }
 
 /// The result as a table, one edit a line, then the pairs.
-fn text(job: &str, c: &Contributions) -> String {
+fn text(job: &str, c: &Contributions, summaries: &[String]) -> String {
     let mut out = format!(
         "edit contributions of job {job}: {} edits, full patch cost ratio {:.4} on the {} tests ({} {}); {} variants measured in {:.1} s\n",
         c.edits.len(),
         c.full.estimate,
-        c.set,
+        if c.set == "heldout" { "held-out" } else { &c.set },
         c.scope.backend,
         c.scope.target,
         c.variants_measured,
@@ -133,7 +140,7 @@ fn text(job: &str, c: &Contributions) -> String {
             "#{} {:<13} {} [{}]\n    alone: {}\n    without it: {}\n    {}\n",
             e.index + 1,
             e.class.name(),
-            e.edit,
+            summaries.get(e.index).unwrap_or(&e.edit),
             e.kernel,
             e.alone.phrase(),
             e.without.phrase(),
