@@ -6,6 +6,7 @@ pub mod api;
 pub mod assessment;
 pub mod busy;
 pub mod config;
+pub mod contrib;
 pub mod cuda;
 pub mod device;
 pub mod drive;

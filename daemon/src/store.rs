@@ -47,6 +47,8 @@ const FAILURES: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("prom
 const DAEMON_JOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("daemon_jobs");
 /// name -> JSON value: `gevod serve`'s own settings (client watch roots)
 const SETTINGS: TableDefinition<&str, &[u8]> = TableDefinition::new("settings");
+/// `<job>/<ptx hash>` -> a validated variant's edit contributions (`contrib`).
+const CONTRIBUTIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("contributions");
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -206,6 +208,7 @@ impl Store {
             txn.open_table(DAEMON_JOBS).map_err(|e| self.err(e))?;
             txn.open_table(SETTINGS).map_err(|e| self.err(e))?;
             txn.open_table(POPULATIONS).map_err(|e| self.err(e))?;
+            txn.open_table(CONTRIBUTIONS).map_err(|e| self.err(e))?;
         }
         txn.commit().map_err(|e| self.err(e))
     }
@@ -371,6 +374,25 @@ impl Store {
 
     pub fn put_setting<T: Serialize>(&self, name: &str, value: &T) -> Result<(), StoreError> {
         self.put(SETTINGS, name, value)
+    }
+
+    /// The edit contributions stored beside a job's validated variant (by
+    /// the variant's PTX hash).
+    pub fn contributions(
+        &self,
+        job: &str,
+        ptx_hash: &str,
+    ) -> Result<Option<crate::contrib::Contributions>, StoreError> {
+        self.get(CONTRIBUTIONS, &format!("{job}/{ptx_hash}"))
+    }
+
+    pub fn put_contributions(
+        &self,
+        job: &str,
+        ptx_hash: &str,
+        value: &crate::contrib::Contributions,
+    ) -> Result<(), StoreError> {
+        self.put(CONTRIBUTIONS, &format!("{job}/{ptx_hash}"), value)
     }
 
     fn put<T: Serialize>(

@@ -30,6 +30,7 @@ mod evolve_cli;
 mod evolve_pipelines;
 mod evolve_quality;
 mod evolve_search;
+mod explain_edits;
 mod findings;
 mod harness;
 mod pipelines_ir;

@@ -1,8 +1,9 @@
 //! The HTML report of a short simulator search, as a user sees it: written
 //! by `gevod report`, then rendered by a real browser (headless chromium,
 //! which scripts/install-deps.sh installs on Debian) to text and to a PNG.
-//! The page must hold the barrier edit in CUDA source terms and the three
-//! plots, in the DOM and on the screenshot. Only the browser part skips,
+//! The page must hold the barrier edit in CUDA source terms, its edit
+//! contributions (`gevod explain-edits`) and the four plots, in the DOM and
+//! on the screenshot. Only the browser part skips,
 //! with its reason, where no chromium can start.
 //!
 //! `GEVO_REPORT_SCREENSHOT=<file.png>` keeps the screenshot (docs/report.md
@@ -60,12 +61,32 @@ fn the_terminal_and_html_reports_name_the_barrier_at_its_source_line() {
         "{terminal}"
     );
 
+    // The edit contributions, measured before the report is written.
+    let explained = gevod(&["explain-edits", s(&state)]);
+    let explained = String::from_utf8(explained.stdout).unwrap();
+    assert!(explained.contains("#1 carries speed"), "{explained}");
+
     let html_path = dir.path().join("report.html");
     gevod(&["report", s(&state), "-o", s(&html_path)]);
     let html = std::fs::read_to_string(&html_path).unwrap();
     assert!(html.contains(BARRIER_EDIT), "{html}");
+    let table = html
+        .split("<table id=\"contribution-table\">")
+        .nth(1)
+        .expect("no contribution table");
+    assert!(
+        table.contains(&format!(
+            "<td>#1 {BARRIER_EDIT}</td><td>stencil5</td><td>carries speed</td>"
+        )),
+        "{table:.600}"
+    );
     assert!(html.contains("<span class=\"hit\">   61 |     __syncthreads();"));
-    for id in ["plot-cost", "plot-pareto", "plot-rate"] {
+    for id in [
+        "plot-cost",
+        "plot-pareto",
+        "plot-rate",
+        "plot-contributions",
+    ] {
         let figure = html
             .split(&format!("<figure id=\"{id}\">"))
             .nth(1)
@@ -132,12 +153,13 @@ fn the_terminal_and_html_reports_name_the_barrier_at_its_source_line() {
     let dom = String::from_utf8(run(&["--dump-dom"]).stdout).unwrap();
     assert!(dom.contains(BARRIER_EDIT), "{dom}");
     assert!(dom.contains("stencil.cu:61"), "{dom}");
-    assert_eq!(dom.matches("<svg").count(), 3, "{dom}");
+    assert_eq!(dom.matches("<svg").count(), 4, "{dom}");
+    assert!(dom.contains("Edit contributions") && dom.contains("patch without the edit"));
 
     let png = dir.path().join("report.png");
     run(&[
         &format!("--screenshot={}", png.display()),
-        "--window-size=1000,2600",
+        "--window-size=1000,3600",
     ]);
     if let Some(keep) = std::env::var_os("GEVO_REPORT_SCREENSHOT") {
         std::fs::copy(&png, keep).unwrap();
@@ -151,6 +173,7 @@ fn the_terminal_and_html_reports_name_the_barrier_at_its_source_line() {
         ("the validated cost line", [44, 160, 44]),
         ("the Pareto front", [214, 39, 40]),
         ("the edited source line", [255, 243, 176]),
+        ("the patch without the edit", [255, 127, 14]),
     ] {
         let n = pixels.iter().filter(|p| close(**p, rgb)).count();
         assert!(n > 50, "{what}: {n} pixels of {rgb:?} on the screenshot");

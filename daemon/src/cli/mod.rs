@@ -5,6 +5,7 @@
 //! they concern and become one line on stderr.
 
 mod evolve;
+mod explain_edits;
 mod html_report;
 mod kernel;
 mod output;
@@ -76,6 +77,10 @@ enum Command {
     Edits(kernel::EditsArgs),
     /// Carry a patch to a new version of its kernel's IR.
     Transplant(transplant::TransplantArgs),
+    /// Which edits of a validated variant give its speed: each edit alone,
+    /// the patch without each, every pair (up to 6 edits), on the simulator;
+    /// stored beside the variant.
+    ExplainEdits(explain_edits::ExplainEditsArgs),
     /// Write a search's HTML report (one self-contained file) from a state directory.
     Report(html_report::ReportArgs),
     /// Kernel specs: `gevod spec init kernel.ll -o kernel.gevo.toml` writes
@@ -195,6 +200,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Edits(args) => args.run().map(|()| 0),
         Command::Transplant(args) => args.run(),
         Command::Report(args) => args.run().map(|()| 0),
+        Command::ExplainEdits(args) => args.run().map(|()| 0),
         Command::Spec { command } => command.run().map(|()| 0),
     }
 }

@@ -116,6 +116,7 @@ pub fn gather(store: &Store, id: &str, reader: Reader) -> Result<ReportData, Rep
                 edits,
                 line_tables: ir.has_line_tables(),
                 excerpts,
+                contributions: store.contributions(&job.id, &v.ptx_hash)?,
             })
         }
     };

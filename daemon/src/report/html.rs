@@ -138,6 +138,7 @@ fn best_section(out: &mut String, best: Option<&BestVariant>, backend: &str) {
         );
     }
     *out += "</ol>\n";
+    contributions_section(out, b);
     if !b.excerpts.is_empty() {
         *out += "<h3>Source context</h3>\n";
         for x in &b.excerpts {
@@ -157,6 +158,64 @@ fn best_section(out: &mut String, best: Option<&BestVariant>, backend: &str) {
             *out += "</pre>\n";
         }
     }
+}
+
+/// Which edit gives the speed (`gevod explain-edits`): a table and a plot.
+fn contributions_section(out: &mut String, b: &BestVariant) {
+    *out += "<h3 id=\"contributions\">Edit contributions</h3>\n";
+    let Some(c) = &b.contributions else {
+        *out += "<p class=\"note\">Not measured yet: <code>gevod explain-edits</code> on this state directory measures each edit alone, the patch without each edit and every pair.</p>\n";
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "<p>Each edit alone, and the patch without it, on the {} tests ({}; {} variants measured in {:.1} s). The full patch's cost ratio is {:.4}. <em>Carries speed</em>: removing it loses speed with confidence (or alone it is faster); <em>enabling</em>: no faster alone, needed by another edit; <em>neutral</em>: within {:.0}%.</p>",
+        esc(&c.set),
+        esc(&c.scope.backend),
+        c.variants_measured,
+        c.seconds,
+        c.full.estimate,
+        c.threshold * 100.0
+    );
+    *out += "<table id=\"contribution-table\">\n<tr><th>edit</th><th>kernel</th><th>class</th><th>alone</th><th>without it</th><th>why</th></tr>\n";
+    for e in &c.edits {
+        // The edit in source terms where the report has it (same patch).
+        let name = b
+            .edits
+            .get(e.index)
+            .map_or(e.edit.as_str(), |s| s.summary.as_str());
+        let _ = writeln!(
+            out,
+            "<tr><td>#{} {}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            e.index + 1,
+            esc(name),
+            esc(&e.kernel),
+            e.class.name(),
+            esc(&e.alone.phrase()),
+            esc(&e.without.phrase()),
+            esc(&e.why)
+        );
+    }
+    *out += "</table>\n";
+    if !c.pairs.is_empty() {
+        *out += "<table id=\"pair-table\">\n<tr><th>pair</th><th>result</th></tr>\n";
+        for p in &c.pairs {
+            let names: Vec<String> = p.edits.iter().map(|i| format!("#{}", i + 1)).collect();
+            let _ = writeln!(
+                out,
+                "<tr><td>{}</td><td>{}</td></tr>",
+                names.join(" + "),
+                esc(&p.outcome.phrase())
+            );
+        }
+        *out += "</table>\n";
+    }
+    figure(
+        out,
+        "plot-contributions",
+        plots::contributions(c).map(Some),
+        "Each edit's cost ratio alone (blue) and the patch's without it (orange), with 95% intervals, against the full patch (green) and the original (grey). A subset that fails a test has no point.",
+    );
 }
 
 fn progress_section(out: &mut String, data: &ReportData) {

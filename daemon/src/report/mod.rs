@@ -88,6 +88,8 @@ pub struct BestVariant {
     pub edits: Vec<SourceEdit>,
     pub line_tables: bool,
     pub excerpts: Vec<edits::Excerpt>,
+    /// Its edit contributions, when `gevod explain-edits` measured them.
+    pub contributions: Option<crate::contrib::Contributions>,
 }
 
 /// One held-out test of the best variant.

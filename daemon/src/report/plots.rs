@@ -13,6 +13,7 @@ const TRAIN: RGBColor = RGBColor(31, 119, 180);
 const VALIDATED: RGBColor = RGBColor(44, 160, 44);
 const FRONT: RGBColor = RGBColor(214, 39, 40);
 const OTHERS: RGBColor = RGBColor(170, 170, 170);
+const WITHOUT: RGBColor = RGBColor(255, 127, 14);
 
 /// Plotters' errors carry the backend's; a report says which plot failed.
 fn failed(what: &str, e: impl std::fmt::Display) -> String {
@@ -236,6 +237,96 @@ pub fn rate(points: &[GenerationPoint]) -> Result<Option<String>, String> {
     .map(Some)
 }
 
+/// Edit contributions: per edit, the cost ratio of the edit alone and of
+/// the patch without it, each with its 95% interval, against the full
+/// patch's and the original's. Subsets that fail a test have no point
+/// (the table says why).
+pub fn contributions(c: &crate::contrib::Contributions) -> Result<String, String> {
+    let what = "contributions";
+    svg(what, |root| {
+        let n = c.edits.len();
+        let points = |f: fn(&crate::contrib::EditContribution) -> &crate::contrib::Outcome| {
+            c.edits
+                .iter()
+                .filter_map(move |e| Some(((e.index + 1) as f64, f(e).cost()?)))
+                .collect::<Vec<_>>()
+        };
+        let alone = points(|e| &e.alone);
+        let without = points(|e| &e.without);
+        let values = alone
+            .iter()
+            .chain(&without)
+            .flat_map(|(_, i)| [i.lo, i.hi])
+            .chain([1.0, c.full.lo, c.full.hi]);
+        let (lo, hi) = range(values, Some(0.0));
+        let x_labels = |x: &f64| {
+            let k = x.round();
+            if (x - k).abs() < 1e-9 && k >= 1.0 {
+                format!("#{k}")
+            } else {
+                String::new()
+            }
+        };
+        let mut chart = ChartBuilder::on(root)
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0.5f64..n as f64 + 0.5, lo..hi)
+            .map_err(|e| failed(what, e))?;
+        chart
+            .configure_mesh()
+            .x_desc("edit")
+            .y_desc("cost ratio (variant / original)")
+            .x_labels(n + 1)
+            .x_label_formatter(&x_labels)
+            .light_line_style(WHITE.mix(0.0))
+            .draw()
+            .map_err(|e| failed(what, e))?;
+        let flat = |y: f64| [(0.5, y), (n as f64 + 0.5, y)];
+        chart
+            .draw_series(LineSeries::new(flat(1.0), OTHERS.stroke_width(1)))
+            .map_err(|e| failed(what, e))?
+            .label("original")
+            .legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], OTHERS));
+        chart
+            .draw_series(LineSeries::new(
+                flat(c.full.estimate),
+                VALIDATED.stroke_width(2),
+            ))
+            .map_err(|e| failed(what, e))?
+            .label("full patch")
+            .legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], VALIDATED.stroke_width(2)));
+        for (series, offset, colour, label) in [
+            (&alone, -0.12, TRAIN, "edit alone"),
+            (&without, 0.12, WITHOUT, "patch without the edit"),
+        ] {
+            chart
+                .draw_series(series.iter().flat_map(|(x, i)| {
+                    // The interval: a vertical bar with caps (a point on the
+                    // simulator, where lo = hi).
+                    let x = x + offset;
+                    let style = colour.stroke_width(2);
+                    [
+                        PathElement::new([(x, i.lo), (x, i.hi)], style),
+                        PathElement::new([(x - 0.04, i.lo), (x + 0.04, i.lo)], style),
+                        PathElement::new([(x - 0.04, i.hi), (x + 0.04, i.hi)], style),
+                    ]
+                }))
+                .map_err(|e| failed(what, e))?;
+            chart
+                .draw_series(
+                    series
+                        .iter()
+                        .map(|(x, i)| Circle::new((x + offset, i.estimate), 5, colour.filled())),
+                )
+                .map_err(|e| failed(what, e))?
+                .label(label)
+                .legend(move |(x, y)| Circle::new((x + 8, y), 5, colour.filled()));
+        }
+        legend(&mut chart, what)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -269,5 +360,54 @@ mod tests {
             ..point(0, 1.0, None)
         }];
         assert_eq!(rate(&untimed).unwrap(), None);
+    }
+
+    #[test]
+    fn the_contributions_plot_draws_passing_subsets_only() {
+        use crate::contrib::{Class, Contributions, EditContribution, Outcome};
+        use crate::stats::Interval;
+        let edit = |index, alone: Outcome, without: Outcome| EditContribution {
+            index,
+            edit: format!("delete {index}"),
+            kernel: "k".into(),
+            class: Class::Neutral,
+            why: String::new(),
+            alone,
+            without,
+            enables: Vec::new(),
+        };
+        let pass = |x, lo, hi| Outcome::Passes {
+            cost: Interval {
+                estimate: x,
+                lo,
+                hi,
+            },
+        };
+        let fails = Outcome::Fails {
+            reason: "mismatch".into(),
+        };
+        let c = Contributions {
+            scope: crate::evolve::Scope {
+                backend: "cuda".into(),
+                target: "H200".into(),
+            },
+            set: "heldout".into(),
+            threshold: 0.01,
+            patch: crate::ir::Patch::new("00", "k"),
+            full: Interval::point(0.5),
+            edits: vec![
+                edit(0, fails.clone(), pass(0.98, 0.97, 0.99)),
+                edit(1, pass(1.0, 0.99, 1.01), fails),
+            ],
+            pairs: Vec::new(),
+            variants_measured: 5,
+            not_replayed: 0,
+            seconds: 1.0,
+        };
+        let svg = contributions(&c).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("patch without the edit"));
+        // One point per passing subset (two), and the two legend markers.
+        assert_eq!(svg.matches("<circle").count(), 4, "{svg}");
+        assert!(svg.contains("#1") && svg.contains("#2"), "{svg}");
     }
 }

@@ -1,0 +1,162 @@
+//! `gevod explain-edits`: the edit contributions of a job's validated
+//! variant (`gevod::contrib`), measured on the simulator from the job's own
+//! spec and IR snapshots, stored beside the variant and printed.
+
+use anyhow::{bail, Context as _, Result};
+use gevod::access::Reader;
+use gevod::contrib::{self, Contributions, Options};
+use gevod::ir::{CodegenOptions, KernelIr};
+use gevod::spec::{self, TestTarget};
+use gevod::store::Store;
+use gevod::worker::InProcess;
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct ExplainEditsArgs {
+    /// The state directory (`gevod evolve --state`, or the daemon's).
+    state: PathBuf,
+    /// The job: its id, or a daemon kernel name (`project/name`) for its
+    /// newest version [default: the only job]
+    #[arg(long)]
+    job: Option<String>,
+    /// Which validated variant, by its number in the job's list (1 is the
+    /// first validated) [default: the best]
+    #[arg(long)]
+    variant: Option<usize>,
+    /// Measure again even when the store holds the result.
+    #[arg(long)]
+    again: bool,
+    /// libdevice to link (default: searched for).
+    #[arg(long)]
+    libdevice: Option<PathBuf>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+impl ExplainEditsArgs {
+    pub fn run(self) -> Result<()> {
+        if !self.state.join(gevod::store::FILE_NAME).is_file() {
+            bail!(
+                "{}: no {} here (is it a state directory?)",
+                self.state.display(),
+                gevod::store::FILE_NAME
+            );
+        }
+        let store = Store::open(&self.state)?;
+        let id = gevod::report::pick_job(&store, self.job.as_deref())?;
+        let job = store
+            .job(&id)?
+            .with_context(|| format!("job {id}: no record"))?;
+        let all = store.validated(&id)?;
+        let variant = match self.variant {
+            // The engine's best: the highest speedup.
+            None => all.iter().max_by(|a, b| a.speedup.total_cmp(&b.speedup)),
+            Some(n) if n == 0 || n > all.len() => {
+                bail!(
+                    "--variant {n}: job {id} has {} validated variants",
+                    all.len()
+                )
+            }
+            Some(n) => all.get(n - 1),
+        };
+        let Some(variant) = variant else {
+            bail!("job {id} has no validated variant yet");
+        };
+        let stored = store.contributions(&id, &variant.ptx_hash)?;
+        let result = match stored.filter(|_| !self.again) {
+            Some(c) => c,
+            None => {
+                tracing::info!(job = %id, edits = variant.minimized.edits.len(), "measuring edit contributions");
+                let c = self.measure(&job, &variant.minimized)?;
+                store.put_contributions(&id, &variant.ptx_hash, &c)?;
+                c
+            }
+        };
+        if self.json {
+            println!("{}", serde_json::to_string_pretty(&result)?);
+        } else {
+            // The edits in CUDA source terms where the IR has line tables.
+            let ir = KernelIr::parse_for_patch(&job.id, job.ir_text.as_bytes(), &result.patch)?;
+            let summaries: Vec<String> = ir
+                .describe(&result.patch)?
+                .into_iter()
+                .map(|story| story.summary)
+                .collect();
+            print!("{}", text(&id, &result, &summaries));
+        }
+        Ok(())
+    }
+
+    /// Runs the analysis on the simulator, in this process, on the job's
+    /// snapshots (the files may have changed since).
+    fn measure(
+        &self,
+        job: &gevod::store::JobRecord,
+        patch: &gevod::ir::Patch,
+    ) -> Result<Contributions> {
+        let dir = tempfile::tempdir().context("a temporary directory for the IR snapshot")?;
+        let ir_path = dir.path().join("kernel.ll");
+        std::fs::write(&ir_path, &job.ir_text).context("writing the IR snapshot")?;
+        let mut spec = spec::parse_as(&job.spec_path, &job.spec_text, &Reader::Caller)?
+            .for_backend(TestTarget::Sim);
+        if spec.harness.is_some() {
+            bail!(
+                "job {}: a harness spec; explain-edits runs spec launches on the simulator only",
+                job.id
+            );
+        }
+        spec.ir = ir_path;
+        let ir = KernelIr::parse_for_patch(&job.id, job.ir_text.as_bytes(), patch)?;
+        let codegen = CodegenOptions {
+            arch: gevod::worker::setup::arch_for(&spec, None, None),
+            libdevice: self.libdevice.clone(),
+        };
+        let mut backend = InProcess::new(spec, codegen)
+            .with_context(|| format!("job {}: the simulator", job.id))?;
+        Ok(contrib::analyze(
+            &ir,
+            &mut backend,
+            patch,
+            &Options::default(),
+        )?)
+    }
+}
+
+/// The result as a table, one edit a line, then the pairs.
+fn text(job: &str, c: &Contributions, summaries: &[String]) -> String {
+    let mut out = format!(
+        "edit contributions of job {job}: {} edits, full patch cost ratio {:.4} on the {} tests ({} {}); {} variants measured in {:.1} s\n",
+        c.edits.len(),
+        c.full.estimate,
+        if c.set == "heldout" { "held-out" } else { &c.set },
+        c.scope.backend,
+        c.scope.target,
+        c.variants_measured,
+        c.seconds,
+    );
+    for e in &c.edits {
+        out.push_str(&format!(
+            "#{} {:<13} {} [{}]\n    alone: {}\n    without it: {}\n    {}\n",
+            e.index + 1,
+            e.class.name(),
+            summaries.get(e.index).unwrap_or(&e.edit),
+            e.kernel,
+            e.alone.phrase(),
+            e.without.phrase(),
+            e.why,
+        ));
+    }
+    if !c.pairs.is_empty() {
+        out.push_str("pairs:\n");
+        for p in &c.pairs {
+            let names: Vec<String> = p.edits.iter().map(|i| format!("#{}", i + 1)).collect();
+            out.push_str(&format!(
+                "    {}: {}\n",
+                names.join(" + "),
+                p.outcome.phrase()
+            ));
+        }
+    }
+    gevo_client::text::escape_terminal(&out).into_owned()
+}

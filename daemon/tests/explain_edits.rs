@@ -1,0 +1,162 @@
+//! `gevod explain-edits`: the edit contributions of a validated variant,
+//! measured on the simulator and stored beside it.
+
+use crate::common;
+
+use gevod::contrib::{Class, Contributions};
+use gevod::store::Store;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn gevod(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gevod"))
+        .env_remove("GEVOD_LOG")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A real `gevod evolve` job on the contrib fixture (one generation), and
+/// the planted three-edit patch recorded as its validated variant: the
+/// minimized patch as promotion would hand it over, without minimization
+/// dropping the neutral edit. Returns the job's id.
+fn job_with_planted_variant(state: &Path, dir: &Path) -> String {
+    let config = dir.join("evolve.toml");
+    std::fs::write(&config, "[evolve]\npopulation = 8\n").unwrap();
+    let spec = common::spec_fixture("contrib");
+    let out = gevod(&[
+        "evolve",
+        s(&spec),
+        "--state",
+        s(state),
+        "--config",
+        s(&config),
+        "--generations",
+        "1",
+        "--backend",
+        "sim",
+        "--workers",
+        "1",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let planted: gevod::ir::Patch = serde_json::from_str(
+        &std::fs::read_to_string(
+            common::repo_root().join("tests/fixtures/kernels/contrib.planted.patch.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let store = Store::open(state).unwrap();
+    let id = store.jobs().unwrap().remove(0);
+    let engine = store.checkpoint(&id).unwrap().unwrap();
+    let mut report = store.generation(&id, 0).unwrap().unwrap().report;
+    report.generation = 1;
+    report.validated = vec![gevod::evolve::Validated {
+        generation: 1,
+        scope: gevod::evolve::Scope {
+            backend: "sim".into(),
+            target: "sm_90".into(),
+        },
+        patch: planted.clone(),
+        minimized: planted,
+        ptx: String::new(),
+        ptx_hash: "planted".into(),
+        train_cost: 0.22,
+        speedup: 4.9,
+        interval: (4.9, 4.9),
+        heldout: Vec::new(),
+    }];
+    store.commit_generation(&id, &engine, &report).unwrap();
+    id
+}
+
+/// The planted patch: edit 1 skips the counting loop (alone: y is 0, a
+/// mismatch), edit 2 makes y's multiply use the converted scale (alone:
+/// valid and no faster), edit 3 swaps two independent instructions.
+#[test]
+fn a_planted_patch_is_classified_speed_enabling_neutral() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let id = job_with_planted_variant(&state, dir.path());
+
+    let out = gevod(&["explain-edits", s(&state), "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let c: Contributions = serde_json::from_slice(&out.stdout).unwrap();
+    let classes: Vec<Class> = c.edits.iter().map(|e| e.class).collect();
+    assert_eq!(
+        classes,
+        [Class::CarriesSpeed, Class::Enabling, Class::Neutral],
+        "{:#?}",
+        c.edits
+    );
+    assert_eq!(c.scope.backend, "sim");
+    assert_eq!(c.set, "heldout");
+    // Full, three alone, three without one (which are the three pairs).
+    assert_eq!(
+        (c.variants_measured, c.not_replayed, c.pairs.len()),
+        (7, 0, 3)
+    );
+    assert!(c.full.estimate < 0.3, "{:?}", c.full);
+    assert!(
+        c.edits[0]
+            .alone
+            .phrase()
+            .contains("output y differs from the reference"),
+        "{:?}",
+        c.edits[0]
+    );
+    assert_eq!(c.edits[1].enables, [0]);
+    assert!(c.edits.iter().all(|e| e.kernel == "contrib"));
+
+    // Stored beside the variant; the next call answers from the store.
+    let stored = Store::open(&state)
+        .unwrap()
+        .contributions(&id, "planted")
+        .unwrap();
+    assert_eq!(stored.as_ref(), Some(&c));
+    let out = gevod(&["explain-edits", s(&state), "--job", &id]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let shown = text(&out.stdout);
+    for line in [
+        "#1 carries speed",
+        "#2 enabling",
+        "#3 neutral",
+        "edit #1 is faster only with it",
+        "#1 + #2: cost 0.",
+    ] {
+        assert!(shown.contains(line), "{line:?} not in:\n{shown}");
+    }
+}
+
+#[test]
+fn a_wrong_variant_or_job_is_a_one_line_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    job_with_planted_variant(&state, dir.path());
+    let cases: &[(&[&str], &str)] = &[
+        (&["--variant", "2"], "--variant 2: job contrib-"),
+        (&["--variant", "0"], "has 1 validated variants"),
+        (&["--job", "nope"], "nope"),
+    ];
+    for (extra, expected) in cases {
+        let out = gevod(&[&["explain-edits", s(&state)], *extra].concat());
+        let err = text(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(expected),
+            "{extra:?}: {err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let out = gevod(&["explain-edits", s(&empty)]);
+    assert!(text(&out.stderr).contains("is it a state directory?"));
+}
