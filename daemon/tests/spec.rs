@@ -590,6 +590,31 @@ fn buffer_bytes_match_the_generated_instances() {
                 "{name} {}",
                 test.name
             );
+            // On a GPU: each buffer run on, a pristine copy of each input,
+            // and (outputs compared there) the original's of each output.
+            let instance = spec.instantiate(test).unwrap();
+            let on_device = |references: bool| -> usize {
+                instance
+                    .args
+                    .iter()
+                    .map(|a| match a {
+                        ArgValue::Buffer { data, role, .. } => {
+                            let inputs = usize::from(*role != spec::Role::Out);
+                            let outputs = usize::from(references && *role != spec::Role::In);
+                            (1 + inputs + outputs) * data.len()
+                        }
+                        ArgValue::Scalar(_) => 0,
+                    })
+                    .sum()
+            };
+            for references in [false, true] {
+                assert_eq!(
+                    spec.device_bytes(test, references).unwrap(),
+                    on_device(references),
+                    "{name} {} (references on the device: {references})",
+                    test.name
+                );
+            }
         }
     }
 }

@@ -227,34 +227,31 @@ impl Spec {
 
     /// Bytes of buffer data a test's instance holds, without generating it.
     pub fn buffer_bytes(&self, test: &TestCase) -> Result<usize, SpecError> {
-        let plan = self.plan(test)?;
-        Ok(self
-            .args
-            .iter()
-            .zip(&plan.lens)
-            .map(|(arg, len)| match &arg.kind {
-                ArgKind::Buffer { elem, .. } => len * elem.size(),
-                ArgKind::Scalar { .. } => 0,
-            })
-            .sum())
+        self.sum_buffers(test, |_| 1)
     }
 
     /// Bytes a test takes on a GPU (`cuda::measure`): every buffer the
     /// kernels run on, a pristine copy of each input, and with `references`
     /// the original's result of each output.
     pub fn device_bytes(&self, test: &TestCase, references: bool) -> Result<usize, SpecError> {
+        self.sum_buffers(test, |role| {
+            1 + usize::from(role != Role::Out) + usize::from(references && role != Role::In)
+        })
+    }
+
+    /// The bytes of `test`'s buffers, each counted `copies(role)` times.
+    fn sum_buffers(
+        &self,
+        test: &TestCase,
+        copies: impl Fn(Role) -> usize,
+    ) -> Result<usize, SpecError> {
         let plan = self.plan(test)?;
         Ok(self
             .args
             .iter()
             .zip(&plan.lens)
             .map(|(arg, len)| match &arg.kind {
-                ArgKind::Buffer { elem, role, .. } => {
-                    let copies = 1
-                        + usize::from(*role != Role::Out)
-                        + usize::from(references && *role != Role::In);
-                    copies * len * elem.size()
-                }
+                ArgKind::Buffer { elem, role, .. } => copies(*role) * len * elem.size(),
                 ArgKind::Scalar { .. } => 0,
             })
             .sum())
