@@ -31,6 +31,7 @@ mod evolve_pipelines;
 mod evolve_quality;
 mod evolve_search;
 mod findings;
+mod generated;
 mod harness;
 mod pipelines_ir;
 mod random_patches;
