@@ -3,7 +3,7 @@
 //! test is the original kernel's output on the same inputs, computed once.
 
 pub use crate::assessment::{
-    compare_outputs, Assessment, Failure, KernelTime, TestResult, TestSummary,
+    compare_outputs, inputs_unchanged, Assessment, Failure, KernelTime, TestResult, TestSummary,
 };
 use crate::ir::{IrError, KernelIr, Patch};
 use crate::sim::code::Program;
@@ -212,7 +212,9 @@ impl Evaluator {
                             result.cost = Some(stats.cost);
                             let (failure, error) =
                                 compare_outputs(&self.spec, instance, &reference.outputs, &outputs);
-                            result.failure = failure;
+                            result.failure = failure.or_else(|| {
+                                inputs_unchanged(&self.spec, instance, &reference.outputs, &outputs)
+                            });
                             result.error = Some(error);
                         }
                     }

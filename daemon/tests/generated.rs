@@ -128,3 +128,96 @@ fn lints_and_bounds_per_fixture() {
         assert!(g.kept.iter().all(|k| k.cost <= g.cost_cap), "{g:?}");
     }
 }
+
+/// Inputs stay inputs: a variant whose outputs are right but which also
+/// stores into `in` (a copy of the output store, its pointer moved to the
+/// input) fails the tests where that changes `in`, naming the buffer; the
+/// original passes.
+#[test]
+fn a_variant_writing_an_input_buffer_fails_naming_it() {
+    let e = evaluator(&general("scale2.gevo.toml"));
+    let original = e.evaluate(&e.ir().empty_patch(), TestSet::All).unwrap();
+    assert!(original.iter().all(|r| r.passed()), "{original:?}");
+    let text = std::fs::read_to_string(general("scale2.writes-input.patch.json")).unwrap();
+    let results = e
+        .evaluate(&Patch::from_json(&text).unwrap(), TestSet::All)
+        .unwrap();
+    // It stores v / rx + v / ry into in[i]: on train[0] (rx = ry = 2)
+    // that is v again, bitwise, so the input is unchanged there.
+    assert!(results[0].passed(), "{:?}", results[0]);
+    for r in &results[1..] {
+        let failure = r.failure.as_ref().expect("the variant fails");
+        // Its outputs match: the failure is the input, not a mismatch.
+        assert_eq!(failure.kind(), "input_written", "{}: {failure}", r.test);
+        let text = failure.to_string();
+        assert!(
+            text.contains("writes the input buffer `in`, which the original leaves unchanged"),
+            "{text}"
+        );
+    }
+}
+
+/// `gevod run --tests generated` lists the tests kept and dropped (with
+/// why) and the lint lines, then the variant's results; a plain run says
+/// the lint lines on stderr.
+#[test]
+fn gevod_run_lists_generated_tests_and_lints() {
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gevod"))
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            common::text(&out.stdout),
+            common::text(&out.stderr),
+        )
+    };
+    let spec = general("nocheck.gevo.toml");
+    let (ok, stdout, _) = run(&[
+        "run",
+        common::s(&spec),
+        "--backend",
+        "sim",
+        "--tests",
+        "generated",
+    ]);
+    assert!(ok, "{stdout}");
+    for words in [
+        "kept     generated[",
+        "n = 64: exactly one block",
+        "dropped  generated[",
+        "n = 7: one partial block: the original fails there: out-of-bounds",
+        "lint: no test has a partial block (n below or off a multiple of the block)",
+    ] {
+        assert!(stdout.contains(words), "`{words}` not in:\n{stdout}");
+    }
+    let spec = general("tailsum.gevo.toml");
+    let patch = general("tailsum.whole-block.patch.json");
+    let (ok, stdout, _) = run(&[
+        "run",
+        common::s(&spec),
+        "--backend",
+        "sim",
+        "--tests",
+        "generated",
+        "--patch",
+        common::s(&patch),
+    ]);
+    assert!(!ok);
+    assert!(
+        stdout.contains("generated[3] (n = 65: one block + 1) uninitialized_shared"),
+        "{stdout}"
+    );
+    let (ok, _, stderr) = run(&[
+        "run",
+        common::s(&general("scale2.gevo.toml")),
+        "--backend",
+        "sim",
+    ]);
+    assert!(ok, "{stderr}");
+    assert!(
+        stderr.contains("lint: rx and ry are equal in every test"),
+        "{stderr}"
+    );
+}

@@ -184,6 +184,7 @@ pub fn candidates(spec: &Spec) -> Vec<Candidate> {
         sized(t, "exactly one block");
         sized(t + 1.0, "one block + 1");
         sized(2.0 * t - 1.0, "two blocks - 1");
+        sized(2.0 * t, "two blocks");
         sized(13.0, "a small prime");
         let largest = |s: &str| {
             spec.tests(TestSet::Train)

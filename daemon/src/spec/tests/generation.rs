@@ -33,6 +33,7 @@ fn candidates_cover_partial_blocks_unequal_scalars_and_another_seed() {
         "n = 64: exactly one block",
         "n = 65: one block + 1",
         "n = 127: two blocks - 1",
+        // "n = 128: two blocks" is train[0] itself: not repeated.
         "n = 13: a small prime",
         "n = 135: the largest train size + 7",
         "a = 1.25 (varied)",
