@@ -43,7 +43,11 @@ pipelines=("$PDIR"/*.cu)
 # macros, directives) for `gevod spec init`.
 SIDIR=tests/fixtures/spec_init
 spec_init=("$SIDIR"/*.cu)
-srcs=("$KDIR"/*.cu "${findings[@]}" "${pipelines[@]}" "${spec_init[@]}")
+# tests/fixtures/general/: kernels whose planted variants pass the user's
+# tests and fail gevo's generated held-out tests (docs/evolve.md).
+GDIR=tests/fixtures/general
+general=("$GDIR"/*.cu)
+srcs=("$KDIR"/*.cu "${findings[@]}" "${pipelines[@]}" "${spec_init[@]}" "${general[@]}")
 # An empty --cuda-path: an installed CUDA toolkit must not change the IR
 # (clang would raise the PTX version in "target-features" to its own).
 mkdir -p "$tmp/no-cuda"

@@ -17,6 +17,9 @@ pub enum Failure {
     Invalid(String),
     /// The simulator stopped it.
     Verdict(Verdict),
+    /// It changed an `in` buffer that the original leaves unchanged
+    /// (compared bitwise after the run, on the simulator).
+    InputWritten { arg: String, first_change: usize },
     /// It ran, but an output differs from the reference beyond the tolerance.
     Mismatch {
         arg: String,
@@ -29,6 +32,10 @@ impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Failure::Invalid(m) => write!(f, "invalid variant: {m}"),
+            Failure::InputWritten { arg, first_change } => write!(
+                f,
+                "writes the input buffer `{arg}`, which the original leaves unchanged (first changed byte {first_change})"
+            ),
             Failure::Verdict(v) => write!(f, "{v}"),
             Failure::Mismatch {
                 arg,
@@ -51,6 +58,7 @@ impl std::fmt::Display for Failure {
 impl Failure {
     pub fn kind(&self) -> &'static str {
         match self {
+            Failure::InputWritten { .. } => "input_written",
             Failure::Invalid(_) => "invalid",
             Failure::Verdict(v) => v.kind(),
             Failure::Mismatch { .. } => "mismatch",
@@ -230,6 +238,40 @@ impl Assessment {
 /// Compares every output argument of a run with the reference under the
 /// spec's acceptance: the first failing output (if any), and the largest
 /// error of any output.
+/// The first `in` buffer the original leaves unchanged (its final bytes
+/// are its initial ones) that the variant changed: inputs stay inputs.
+pub fn inputs_unchanged(
+    spec: &Spec,
+    instance: &spec::Instance,
+    reference: &[Vec<u8>],
+    actual: &[Vec<u8>],
+) -> Option<Failure> {
+    spec.args.iter().enumerate().find_map(|(i, a)| {
+        let spec::ArgKind::Buffer {
+            role: spec::Role::In,
+            ..
+        } = a.kind
+        else {
+            return None;
+        };
+        let ArgValue::Buffer { data, .. } = &instance.args[i] else {
+            return None;
+        };
+        if reference[i] != *data || actual[i] == *data {
+            return None;
+        }
+        let first_change = data
+            .iter()
+            .zip(&actual[i])
+            .position(|(a, b)| a != b)
+            .unwrap_or(data.len().min(actual[i].len()));
+        Some(Failure::InputWritten {
+            arg: a.name.clone(),
+            first_change,
+        })
+    })
+}
+
 pub fn compare_outputs(
     spec: &Spec,
     instance: &spec::Instance,

@@ -3,7 +3,7 @@
 //! test is the original kernel's output on the same inputs, computed once.
 
 pub use crate::assessment::{
-    compare_outputs, Assessment, Failure, KernelTime, TestResult, TestSummary,
+    compare_outputs, inputs_unchanged, Assessment, Failure, KernelTime, TestResult, TestSummary,
 };
 use crate::ir::{IrError, KernelIr, Patch};
 use crate::sim::code::Program;
@@ -16,6 +16,9 @@ use std::sync::{Arc, Mutex};
 
 mod arguments;
 mod blame;
+mod generated;
+
+pub use generated::{Dropped, GeneratedTests, Kept, COST_CAP_FACTOR};
 
 /// A variant may run this many times the original's steps per block before
 /// it is stopped (mutations easily make loops endless).
@@ -73,6 +76,8 @@ pub struct Evaluator {
     workers: usize,
     budget_factor: u64,
     references: Mutex<HashMap<String, Arc<Reference>>>,
+    /// The generated held-out tests, made on first use (`generated.rs`).
+    generated: Mutex<Option<Arc<GeneratedTests>>>,
 }
 
 impl Evaluator {
@@ -91,6 +96,7 @@ impl Evaluator {
             workers: workers.max(1),
             budget_factor: DEFAULT_BUDGET_FACTOR,
             references: Mutex::new(HashMap::new()),
+            generated: Mutex::new(None),
         })
     }
 
@@ -156,8 +162,12 @@ impl Evaluator {
         verdict
     }
 
-    /// Runs `patch` on every test of `set`.
+    /// Runs `patch` on every test of `set` (the generated tests until the
+    /// first failure).
     pub fn evaluate(&self, patch: &Patch, set: TestSet) -> Result<Vec<TestResult>, EvalError> {
+        if set == TestSet::Generated {
+            return self.evaluate_generated(patch);
+        }
         self.evaluate_until(patch, &self.spec.tests(set), |_| false)
     }
 
@@ -202,7 +212,9 @@ impl Evaluator {
                             result.cost = Some(stats.cost);
                             let (failure, error) =
                                 compare_outputs(&self.spec, instance, &reference.outputs, &outputs);
-                            result.failure = failure;
+                            result.failure = failure.or_else(|| {
+                                inputs_unchanged(&self.spec, instance, &reference.outputs, &outputs)
+                            });
                             result.error = Some(error);
                         }
                     }

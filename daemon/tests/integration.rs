@@ -32,6 +32,7 @@ mod evolve_quality;
 mod evolve_search;
 mod explain_edits;
 mod findings;
+mod generated;
 mod harness;
 mod pipelines_ir;
 mod random_patches;

@@ -242,6 +242,12 @@ impl Report<'_> {
                 "\nheld-out rejections: {} (train-best variants that failed the held-out tests)\n",
                 failures.len()
             );
+            let generated = failures.iter().filter(|f| f.kind == "generated").count();
+            if generated > 0 {
+                out += &format!(
+                    "  {generated} of them by a generated held-out test (docs/evolve.md)\n"
+                );
+            }
             for f in failures.iter().rev().take(3) {
                 out += &format!(
                     "  generation {}, train cost {:.4}: {}\n",
@@ -319,7 +325,7 @@ impl Report<'_> {
             "validated": e.validated().len(),
             "best": best,
             "promotion_failures": e.promotion_failures().iter().map(|f| serde_json::json!({
-                "generation": f.generation, "train_cost": f.train_cost, "reason": f.reason,
+                "generation": f.generation, "train_cost": f.train_cost, "reason": f.reason, "kind": f.kind,
             })).collect::<Vec<_>>(),
             "pareto": pareto,
             "report": self.html,

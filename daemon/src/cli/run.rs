@@ -8,7 +8,7 @@ use super::{resolve, BackendChoice};
 use anyhow::{bail, Result};
 use gevod::access::Reader;
 use gevod::device::{DeviceInfo, DeviceSelector};
-use gevod::eval::{Assessment, Evaluator};
+use gevod::eval::{Assessment, Evaluator, GeneratedTests, TestResult};
 use gevod::ir::{CodegenOptions, KernelIr, Patch};
 use gevod::spec::{self, Acceptance, ArgKind, Metric, Spec, TestSet, TestTarget};
 use gevod::worker::launch::Launcher;
@@ -24,6 +24,9 @@ enum Tests {
     Train,
     Heldout,
     All,
+    /// The generated held-out tests (simulator only): which are kept and
+    /// dropped and why, then the variant on the kept ones.
+    Generated,
 }
 
 #[derive(clap::Args)]
@@ -77,7 +80,11 @@ impl RunArgs {
             Tests::Train => TestSet::Train,
             Tests::Heldout => TestSet::Heldout,
             Tests::All => TestSet::All,
+            Tests::Generated => TestSet::Generated,
         };
+        if set == TestSet::Generated && (device.is_some() || spec.harness.is_some()) {
+            bail!("--tests generated: the generated tests run on the simulator, with a kernel spec (--backend sim)");
+        }
         if self.compare_sim || !self.ptx.is_empty() {
             let what = if self.compare_sim {
                 "--compare-sim"
@@ -163,12 +170,18 @@ impl RunArgs {
             None => evaluator.ir().empty_patch(),
         };
         let results = evaluator.evaluate(&patch, set)?;
-        let text = if self.json {
-            results_json(&results)
-        } else {
-            results_table(&results)
+        let text = match (set, self.json) {
+            (TestSet::Generated, json) => generated_text(&*evaluator.generated()?, &results, json),
+            (_, true) => results_json(&results),
+            (_, false) => results_table(&results),
         };
         write_output(None, &text)?;
+        if set != TestSet::Generated && !self.json {
+            // Cheap (no run): what the user's tests miss.
+            for line in gevod::spec::generate::lints(evaluator.spec()) {
+                eprintln!("lint: {}", gevo_client::text::escape_terminal(&line));
+            }
+        }
         let failed = results.iter().filter(|r| !r.passed()).count();
         if failed > 0 {
             bail!(
@@ -370,4 +383,50 @@ fn results_by_label(results: &[(String, Assessment)]) -> serde_json::Value {
             })
         })
         .collect()
+}
+
+/// `--tests generated`: the generated tests kept (with the original's cost)
+/// and dropped (with why), the lint lines, then the variant's results on
+/// the kept ones.
+fn generated_text(g: &GeneratedTests, results: &[TestResult], json: bool) -> String {
+    if json {
+        let kept: Vec<_> = g
+            .kept
+            .iter()
+            .map(|k| serde_json::json!({"test": k.test.name, "why": k.why, "seed": k.test.seed, "params": k.test.params, "original_cost": k.cost}))
+            .collect();
+        let dropped: Vec<_> = g
+            .dropped
+            .iter()
+            .map(|d| serde_json::json!({"test": d.test.name, "why": d.why, "params": d.test.params, "reason": d.reason}))
+            .collect();
+        let rows: serde_json::Value =
+            serde_json::from_str(&results_json(results)).expect("our own JSON");
+        let v = serde_json::json!({
+            "kept": kept,
+            "dropped": dropped,
+            "lints": g.lints,
+            "cost_per_validation": g.cost(),
+            "cost_cap": g.cost_cap,
+            "results": rows,
+        });
+        return serde_json::to_string_pretty(&v).expect("JSON of plain values") + "\n";
+    }
+    let mut out = format!(
+        "generated tests: {} kept, {} dropped; the original costs {} on the kept ones (cap {} each)\n",
+        g.kept.len(),
+        g.dropped.len(),
+        g.cost(),
+        g.cost_cap
+    );
+    for k in &g.kept {
+        out += &format!("kept     {:<14} {} (cost {})\n", k.test.name, k.why, k.cost);
+    }
+    for d in &g.dropped {
+        out += &format!("dropped  {:<14} {}: {}\n", d.test.name, d.why, d.reason);
+    }
+    for l in &g.lints {
+        out += &format!("lint: {l}\n");
+    }
+    out + &results_table(results)
 }

@@ -191,6 +191,13 @@ pub trait Backend {
     /// Each patch run on `set`.
     fn assess(&mut self, patches: &[Patch], set: TestSet) -> Result<Vec<Assessment>, BackendError>;
 
+    /// Whether `assess(.., TestSet::Generated)` runs generated held-out
+    /// tests (the simulator's backends); promotion asks only those. The
+    /// GPU backend does not, for now (docs/evolve.md).
+    fn runs_generated(&self) -> bool {
+        false
+    }
+
     /// Checks a variant about to be validated beyond its outputs and
     /// timings (the GPU backend's compute-sanitizer gate): why it must not
     /// be, if so. The simulator checks every run already.
@@ -361,8 +368,9 @@ pub struct PromotionFailure {
     pub train_cost: f64,
     /// Which held-out test failed, and how.
     pub reason: String,
-    /// `sanitizer` (the GPU safety gate refused it) or `heldout` (the
-    /// held-out tests did); empty in older stores.
+    /// `sanitizer` (the GPU safety gate refused it), `heldout` (the
+    /// held-out tests did) or `generated` (a generated held-out test did);
+    /// empty in older stores.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub kind: String,
 }

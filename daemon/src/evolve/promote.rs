@@ -91,7 +91,23 @@ impl Engine {
                 failures.push(failure(reason));
                 continue;
             }
+            if let Some(reason) = generated_failure(backend, &patch)? {
+                failures.push(PromotionFailure {
+                    kind: "generated".into(),
+                    ..failure(reason)
+                });
+                continue;
+            }
             let minimized = self.minimize(ir, backend, &patch)?;
+            if minimized != patch {
+                if let Some(reason) = generated_failure(backend, &minimized)? {
+                    failures.push(PromotionFailure {
+                        kind: "generated".into(),
+                        ..failure(format!("the minimized patch: {reason}"))
+                    });
+                    continue;
+                }
+            }
             let heldout = if minimized == patch {
                 heldout
             } else {
@@ -188,6 +204,20 @@ impl Engine {
     }
 }
 
+/// Why `patch` fails the generated held-out tests (`TestSet::Generated`,
+/// made from the spec's parameters where the original runs cleanly), on a
+/// backend that runs them; `None` when it passes or the backend has none.
+fn generated_failure(
+    backend: &mut dyn Backend,
+    patch: &Patch,
+) -> Result<Option<String>, EvolveError> {
+    if !backend.runs_generated() {
+        return Ok(None);
+    }
+    let a = assess_one(backend, patch, TestSet::Generated)?;
+    Ok(a.first_failure().map(|r| format!("generated test {r}")))
+}
+
 fn assess_one(
     backend: &mut dyn Backend,
     patch: &Patch,
@@ -208,7 +238,9 @@ mod tests {
     /// Answers from a table: each patch's train cost and whether it passes
     /// the held-out tests (a patch not in the table fails everything, so
     /// minimization keeps every edit).
-    struct Table(BTreeMap<String, (f64, bool)>);
+    /// The second field: patches that fail the generated tests (the
+    /// backend runs them when it is `Some`).
+    struct Table(BTreeMap<String, (f64, bool)>, Option<Vec<String>>);
 
     fn key(p: &Patch) -> String {
         serde_json::to_string(&p.edits).unwrap()
@@ -223,6 +255,9 @@ mod tests {
         }
         fn test_set_hash(&self, _: TestSet) -> String {
             "t".into()
+        }
+        fn runs_generated(&self) -> bool {
+            self.1.is_some()
         }
         fn compile(
             &mut self,
@@ -241,12 +276,15 @@ mod tests {
         fn assess(
             &mut self,
             patches: &[Patch],
-            _: TestSet,
+            set: TestSet,
         ) -> Result<Vec<Assessment>, super::super::BackendError> {
             Ok(patches
                 .iter()
                 .map(|p| {
-                    let (cost, passes) = self.0.get(&key(p)).copied().unwrap_or((1.0, false));
+                    let (cost, mut passes) = self.0.get(&key(p)).copied().unwrap_or((1.0, false));
+                    if set == TestSet::Generated {
+                        passes = !self.1.as_ref().unwrap().contains(&key(p));
+                    }
                     let test = TestSummary {
                         test: "t".into(),
                         failure: (!passes).then(|| ("mismatch".into(), "differs".into())),
@@ -335,10 +373,10 @@ mod tests {
         let best = ir.mutate(&mut rng, 1).unwrap();
         let runner_up = ir.mutate(&mut rng, 1).unwrap();
         assert_ne!(best, runner_up);
-        let mut backend = Table(BTreeMap::from([
-            (key(&best), (0.8, false)),
-            (key(&runner_up), (0.9, true)),
-        ]));
+        let mut backend = Table(
+            BTreeMap::from([(key(&best), (0.8, false)), (key(&runner_up), (0.9, true))]),
+            None,
+        );
         for (pool, validated) in [(4, true), (0, false)] {
             let config = Config {
                 population: 4,
@@ -358,6 +396,36 @@ mod tests {
             if validated {
                 assert_eq!(v[0].patch, runner_up);
                 assert!((v[0].speedup - 1.0 / 0.9).abs() < 1e-3);
+            }
+        }
+    }
+
+    /// A variant that passes the user's held-out tests and fails a
+    /// generated one is rejected with kind `generated`, and the reason
+    /// names the test; on a backend without generated tests it validates.
+    #[test]
+    fn a_generated_test_failure_rejects_a_variant_the_heldout_tests_pass() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let spec =
+            crate::spec::load(&root.join("tests/fixtures/kernels/vecadd.gevo.toml")).unwrap();
+        let ir = KernelIr::load(&spec.ir, Some(&spec.kernel)).unwrap();
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+        let variant = ir.mutate(&mut rng, 1).unwrap();
+        for (generated, validated) in [(Some(vec![key(&variant)]), false), (None, true)] {
+            let mut backend = Table(BTreeMap::from([(key(&variant), (0.8, true))]), generated);
+            let config = Config {
+                population: 4,
+                promotions_per_generation: 1,
+                ..Config::default()
+            };
+            let mut engine = Engine::new(config, 1).unwrap();
+            engine.population = vec![member(&variant, 0.8)];
+            let (v, f) = engine.promote(&ir, &mut backend, 0).unwrap();
+            assert_eq!(v.len() == 1, validated, "{v:?} {f:?}");
+            if !validated {
+                assert_eq!(f.len(), 1);
+                assert_eq!(f[0].kind, "generated");
+                assert_eq!(f[0].reason, "generated test t: differs");
             }
         }
     }

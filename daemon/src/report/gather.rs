@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 /// Rejection reasons a report always lists (kind label, the failure kinds
 /// counted under it), in order; other kinds follow under their own names.
-const REASONS: [(&str, &[&str]); 7] = [
+const REASONS: [(&str, &[&str]); 8] = [
     ("mismatch", &["mismatch"]),
     ("out of bounds", &["out_of_bounds"]),
     ("race", &["race", "global_race", "uninitialized_shared"]),
@@ -20,6 +20,7 @@ const REASONS: [(&str, &[&str]); 7] = [
     ("timeout", &["timeout", "step_budget"]),
     ("sanitizer", &["sanitizer"]),
     ("held-out", &["heldout"]),
+    ("generated tests", &["generated"]),
 ];
 
 /// The job a report is about: `wanted` (a job id, or a daemon kernel name
@@ -443,6 +444,10 @@ mod tests {
             failure("heldout", "heldout[0]: mismatch"),
             failure("", "GPU safety gate: racecheck found 2 hazards"),
             failure("", "heldout[1]: out of bounds"),
+            failure(
+                "generated",
+                "generated test generated[0] (Rx != Ry): mismatch",
+            ),
         ];
         let rows = rejections(&kinds, &failures);
         let expect: Vec<(String, u64)> = [
@@ -453,6 +458,7 @@ mod tests {
             ("timeout", 3),
             ("sanitizer", 1),
             ("held-out", 2),
+            ("generated tests", 1),
             ("does not build", 5),
             ("unsupported", 1),
         ]

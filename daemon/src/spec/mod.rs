@@ -10,6 +10,7 @@
 mod compare;
 mod error;
 pub mod expr;
+pub mod generate;
 mod inputs;
 mod load;
 mod model;
@@ -72,6 +73,8 @@ impl Spec {
             TestSet::Train => self.train.iter().collect(),
             TestSet::Heldout => self.heldout.iter().collect(),
             TestSet::All => self.train.iter().chain(&self.heldout).collect(),
+            // Made by the evaluator that runs them (`eval`), not held here.
+            TestSet::Generated => Vec::new(),
         }
     }
 

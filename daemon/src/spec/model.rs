@@ -250,6 +250,9 @@ pub enum TestSet {
     Train,
     Heldout,
     All,
+    /// The held-out tests gevo generates from the spec's parameters and
+    /// keeps where the original runs cleanly (`spec::generate`, `eval`).
+    Generated,
 }
 
 /// Where a spec's tests run: which of `[tests.sim]` and `[tests.gpu]`
@@ -285,6 +288,8 @@ pub(crate) struct WrittenTests {
     pub(crate) sim: TestOverrides,
     /// `[tests.gpu]`
     pub(crate) gpu: TestOverrides,
+    /// `fixed`, `allowed` and `generate`: what generated tests may change.
+    pub(crate) generation: super::generate::Generation,
 }
 
 /// A `[tests.sim]` or `[tests.gpu]` table: the sets it replaces.

@@ -152,9 +152,12 @@ pub fn render(sketch: &Sketch) -> String {
     out += &format!(
         "\n[tests]\n# Small train tests (run for every candidate), larger held-out ones with\n\
          # sizes the train tests do not have. Each test is {{ <parameters>, seed = <n> }}.\n\
+         # Include a partial block (a size below one block, as n = 7 with blocks of 256)\n\
+         # and scalars that differ from each other; gevo adds generated tests too\n\
+         # (fixed = [\"<parameter>\"] keeps a parameter at your values).\n\
          train = {}\nheldout = {}\n",
         todo("e.g. [{ n = 1000, seed = 1 }, { n = 4099, seed = 2 }]"),
-        todo("e.g. [{ n = 100003, seed = 101 }]"),
+        todo("e.g. [{ n = 100003, seed = 101 }, { n = 7, seed = 102 }] (n = 7: one partial block)"),
     );
     out += &format!(
         "\n[acceptance]\nmetric = {}\ntolerance = {}\n",
@@ -316,7 +319,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("k.ll"), "").unwrap();
         let path = dir.path().join("k.gevo.toml");
-        let err = crate::spec::parse(&path, &render(&sketch())).unwrap_err();
+        let skeleton = render(&sketch());
+        let err = crate::spec::parse(&path, &skeleton).unwrap_err();
         let text = err.to_string();
         for field in [
             "launch.grid[0]",
@@ -335,6 +339,11 @@ mod tests {
             assert!(text.contains(field), "{field} missing from: {text}");
         }
         assert!(text.contains("12 placeholders"), "{text}");
+        // The held-out example has a partial block.
+        assert!(
+            skeleton.contains("{ n = 7, seed = 102 }] (n = 7: one partial block)\"\n"),
+            "{skeleton}"
+        );
         assert!(!text.contains("args[0].type"), "{text}");
         assert!(!text.contains("args[1].role"), "{text}");
         assert!(!text.contains('\n'), "one line: {text}");

@@ -177,6 +177,10 @@ impl Backend for InProcess {
         self.spec().test_set_hash(set)
     }
 
+    fn runs_generated(&self) -> bool {
+        matches!(self.evaluation, Evaluation::Kernel(_))
+    }
+
     fn compile(&mut self, patches: &[Patch]) -> Result<Vec<Result<Build, String>>, BackendError> {
         Ok(patches.iter().map(|p| self.compile_one(p)).collect())
     }

@@ -113,7 +113,7 @@ impl Batch {
 pub struct WorkerPool {
     options: PoolOptions,
     scope: Scope,
-    test_set_hashes: [(TestSet, String); 3],
+    test_set_hashes: [(TestSet, String); 4],
     workers: Vec<Worker>,
     events: Receiver<Event>,
     sender: Sender<Event>,
@@ -149,8 +149,13 @@ impl WorkerPool {
         stop: Arc<AtomicBool>,
     ) -> Result<Self, BackendError> {
         let (sender, events) = mpsc::channel();
-        let test_set_hashes =
-            [TestSet::Train, TestSet::Heldout, TestSet::All].map(|s| (s, spec.test_set_hash(s)));
+        let test_set_hashes = [
+            TestSet::Train,
+            TestSet::Heldout,
+            TestSet::All,
+            TestSet::Generated,
+        ]
+        .map(|s| (s, spec.test_set_hash(s)));
         let mut pool = WorkerPool {
             options,
             scope,
@@ -612,6 +617,12 @@ impl Backend for WorkerPool {
 
     fn stopping(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
+    }
+
+    /// Simulator workers run the generated tests (harness workers answer
+    /// with none).
+    fn runs_generated(&self) -> bool {
+        self.scope.backend == "sim"
     }
 
     fn test_set_hash(&self, set: TestSet) -> String {

@@ -1,13 +1,16 @@
 //! `[tests]`: the train and heldout test cases, each a seed and parameters,
 //! and the sets `[tests.sim]` and `[tests.gpu]` give their backend instead.
 
-use super::read::{array, integer, table, Cx, Res, Tab};
+use super::read::{array, integer, number, string, table, Cx, Res, Tab};
 use crate::spec::expr::MAX_EXACT_INT;
+use crate::spec::generate::Generation;
 use crate::spec::model::{TestCase, TestOverrides, TestTarget, WrittenTests};
 use crate::spec::tree::{Node, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-const TESTS_KEYS: &[&str] = &["train", "heldout", "sim", "gpu"];
+const TESTS_KEYS: &[&str] = &[
+    "train", "heldout", "sim", "gpu", "fixed", "allowed", "generate",
+];
 const SETS: [&str; 2] = ["train", "heldout"];
 
 pub(super) fn read_tests(cx: &Cx, node: &Node) -> Res<WrittenTests> {
@@ -22,12 +25,90 @@ pub(super) fn read_tests(cx: &Cx, node: &Node) -> Res<WrittenTests> {
         }
     }
     let [sim, gpu] = overrides;
-    Ok(WrittenTests {
+    let mut written = WrittenTests {
         train,
         heldout,
         sim,
         gpu,
-    })
+        generation: Generation::default(),
+    };
+    written.generation = read_generation(cx, &t, &all_written(&written))?;
+    Ok(written)
+}
+
+/// `fixed`, `allowed` and `generate`: names must be parameters some test
+/// has; `allowed` lists numbers; `generate` is a count (0: none).
+fn read_generation(cx: &Cx, t: &Tab, tests: &[TestCase]) -> Res<Generation> {
+    let mut g = Generation::default();
+    let known: BTreeSet<&str> = tests
+        .iter()
+        .flat_map(|t| t.params.keys().map(String::as_str))
+        .collect();
+    let check_name = |span: &std::ops::Range<usize>, field: &str, name: &str| {
+        if known.contains(name) {
+            Ok(())
+        } else {
+            Err(cx.err(
+                span,
+                field,
+                format!(
+                    "unknown parameter `{name}` (parameters: {})",
+                    known.iter().copied().collect::<Vec<_>>().join(", ")
+                ),
+            ))
+        }
+    };
+    if let Some(n) = t.get("generate") {
+        let field = t.path("generate");
+        let v = integer(cx, n, &field)?;
+        g.max = usize::try_from(v)
+            .ok()
+            .filter(|v| *v <= 64)
+            .ok_or_else(|| {
+                cx.err(
+                    &n.span,
+                    &field,
+                    format!("expected 0..=64 (how many generated tests at most), found {v}"),
+                )
+            })?;
+    }
+    if let Some(n) = t.get("fixed") {
+        let field = t.path("fixed");
+        for (i, item) in array(cx, n, &field, "an array of parameter names")?
+            .iter()
+            .enumerate()
+        {
+            let f = format!("{field}[{i}]");
+            let name = string(cx, item, &f)?;
+            check_name(&item.span, &f, &name)?;
+            g.fixed.insert(name);
+        }
+    }
+    if let Some(n) = t.get("allowed") {
+        let field = t.path("allowed");
+        let Value::Table(entries) = &n.value else {
+            return Err(cx.err(&n.span, &field, "expected a table of parameter = [values]"));
+        };
+        for e in entries {
+            let f = format!("{field}.{}", e.key);
+            check_name(&e.node.span, &f, &e.key)?;
+            let items = array(cx, &e.node, &f, "a non-empty array of numbers")?;
+            if items.is_empty() {
+                return Err(cx.err(
+                    &e.node.span,
+                    &f,
+                    "empty; expected a non-empty array of numbers",
+                ));
+            }
+            let values = items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| number(cx, item, &format!("{f}[{i}]")).map(|v| v.as_f64()))
+                .collect::<Res<Vec<f64>>>()?;
+            g.allowed.insert(e.key.clone(), values);
+        }
+    }
+    Ok(g)
 }
 
 /// `[tests.sim]` or `[tests.gpu]`: `train` and/or `heldout`, each replacing

@@ -6,6 +6,7 @@ mod backends;
 mod comparison;
 mod expressions;
 mod fills;
+mod generation;
 mod loading;
 
 use super::*;
