@@ -300,6 +300,7 @@ fn set_name(set: TestSet) -> &'static str {
         TestSet::Train => "train",
         TestSet::Heldout => "heldout",
         TestSet::All => "all",
+        TestSet::Generated => "generated",
     }
 }
 
