@@ -245,6 +245,40 @@ fn the_safety_gate_rejects_what_the_sanitizer_reports() {
     assert!(line.contains("memcheck, racecheck, synccheck"), "{line}");
 }
 
+/// A GPU job's promotion runs the generated held-out tests too: on the
+/// simulator, in the compile workers (the stand-in GPU worker never sees
+/// them). The planted variant swapping two scalars equal in every user
+/// test fails there; the original passes.
+#[test]
+fn the_gpu_backend_runs_the_generated_tests_on_the_simulator() {
+    let dir = tempfile::tempdir().unwrap();
+    let counter = dir.path().join("requests");
+    let general = common::repo_root().join("tests/fixtures/general");
+    let mut backend = backend_for(&general.join("scale2.gevo.toml"), "", &counter, false);
+    assert!(backend.runs_generated());
+    let text = std::fs::read_to_string(general.join("scale2.swap-scalars.patch.json")).unwrap();
+    let swapped = Patch::from_json(&text).unwrap();
+    let original = Patch {
+        edits: Vec::new(),
+        ..swapped.clone()
+    };
+    let results = backend
+        .assess(&[original, swapped], TestSet::Generated)
+        .unwrap();
+    assert!(!results[0].tests.is_empty(), "no generated test kept");
+    assert_eq!(results[0].first_failure(), None, "{:?}", results[0]);
+    let failure = results[1]
+        .first_failure()
+        .expect("the swap fails a generated test");
+    assert!(failure.contains("rx != ry"), "{failure}");
+    assert!(
+        std::fs::read_to_string(&counter)
+            .unwrap_or_default()
+            .is_empty(),
+        "the GPU worker was asked to run generated tests"
+    );
+}
+
 /// A stop (another user's process on the GPU, a pause) kills a running
 /// check and what it started, at once, and says so: the gate does not hold
 /// the GPU until racecheck would have finished.

@@ -408,10 +408,20 @@ impl Backend for CudaBackend {
         self.compile.compile(patches)
     }
 
+    /// The generated held-out tests are correctness tests: the compile
+    /// workers run them on the simulator, as they run the pre-screen.
+    fn runs_generated(&self) -> bool {
+        true
+    }
+
     /// Every patch compiled, pre-screened and measured (no deduplication:
     /// each patch gets its own measurement), all on the first device: the
-    /// promotion's measurements, compared with each other.
+    /// promotion's measurements, compared with each other. The generated
+    /// tests run on the simulator, in the compile workers.
     fn assess(&mut self, patches: &[Patch], set: TestSet) -> Result<Vec<Assessment>, BackendError> {
+        if set == TestSet::Generated {
+            return self.compile.assess(patches, set);
+        }
         self.gpu.pin(Some(0));
         let out = self.assess_each(patches, set);
         self.gpu.pin(None);
