@@ -6,8 +6,10 @@ use gevod::eval::{Assessment, TestResult};
 /// Simulator results: a row per test with its verdict, cost, ratio to the
 /// original and error; a failing test's reason below its row.
 pub fn results_table(results: &[TestResult]) -> String {
+    // Generated tests' names say what they vary: the column fits the longest.
+    let width = results.iter().map(|r| r.test.chars().count()).fold(12, usize::max);
     let mut out = format!(
-        "{:<12} {:<22} {:>14} {:>8} {:>12}\n",
+        "{:<width$} {:<22} {:>14} {:>8} {:>12}\n",
         "test", "verdict", "cost", "ratio", "error"
     );
     for r in results {
@@ -18,7 +20,7 @@ pub fn results_table(results: &[TestResult]) -> String {
         });
         let error = r.error.map_or("-".into(), |e| format!("{e:.3e}"));
         out += &format!(
-            "{:<12} {:<22} {:>14} {:>8} {:>12}\n",
+            "{:<width$} {:<22} {:>14} {:>8} {:>12}\n",
             r.test, verdict, cost, ratio, error
         );
         if let Some(f) = &r.failure {
