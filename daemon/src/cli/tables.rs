@@ -7,7 +7,10 @@ use gevod::eval::{Assessment, TestResult};
 /// original and error; a failing test's reason below its row.
 pub fn results_table(results: &[TestResult]) -> String {
     // Generated tests' names say what they vary: the column fits the longest.
-    let width = results.iter().map(|r| r.test.chars().count()).fold(12, usize::max);
+    let width = results
+        .iter()
+        .map(|r| r.test.chars().count())
+        .fold(12, usize::max);
     let mut out = format!(
         "{:<width$} {:<22} {:>14} {:>8} {:>12}\n",
         "test", "verdict", "cost", "ratio", "error"
