@@ -278,13 +278,28 @@ pub fn compare_outputs(
     reference: &[Vec<u8>],
     actual: &[Vec<u8>],
 ) -> (Option<Failure>, f64) {
+    let compared = spec.outputs().into_iter().filter_map(|i| {
+        let ArgValue::Buffer { elem, .. } = &instance.args[i] else {
+            return None;
+        };
+        Some((
+            i,
+            spec::compare(&spec.acceptance, *elem, &reference[i], &actual[i]),
+        ))
+    });
+    outputs_verdict(spec, compared)
+}
+
+/// What the comparisons of a test's outputs (argument index, comparison,
+/// in the spec's order) say together: the first failing output, named, and
+/// the worst error over all of them; wherever they were compared.
+pub fn outputs_verdict(
+    spec: &Spec,
+    compared: impl IntoIterator<Item = (usize, spec::Comparison)>,
+) -> (Option<Failure>, f64) {
     let mut worst = 0f64;
     let mut failure = None;
-    for i in spec.outputs() {
-        let ArgValue::Buffer { elem, .. } = &instance.args[i] else {
-            continue;
-        };
-        let c = spec::compare(&spec.acceptance, *elem, &reference[i], &actual[i]);
+    for (i, c) in compared {
         worst = worst.max(c.error);
         if !c.passed && failure.is_none() {
             failure = Some(Failure::Mismatch {

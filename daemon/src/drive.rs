@@ -56,7 +56,8 @@ impl Limits {
                 .is_some_and(|n| engine.counters().evaluations >= n)
     }
 
-    fn time_up(&self) -> bool {
+    /// Whether the deadline has passed.
+    pub fn time_up(&self) -> bool {
         self.deadline.is_some_and(|d| Instant::now() >= d)
     }
 }

@@ -283,11 +283,10 @@ impl EvolveArgs {
         let started = Instant::now();
         let limits = self.limits(started);
         let stopped = || stop.load(Ordering::Relaxed);
-        let out_of_time = || limits.deadline.is_some_and(|d| Instant::now() >= d);
         // The initial population is built before the workers start, asking
         // the signal flag and the time budget between individuals.
         let built = driver
-            .prepare(&|| stopped() || out_of_time())
+            .prepare(&|| stopped() || limits.time_up())
             .with_context(|| self.spec.display().to_string())?;
         let mut progress = Progress::new(started, driver.engine().counters().evaluations);
         let mut interrupted = !built && stopped();

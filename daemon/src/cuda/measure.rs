@@ -13,7 +13,9 @@ use super::load::Loader;
 use super::staged::StagedTest;
 use super::toolkit::{Assembler, Cubin};
 use super::CudaError;
-use crate::assessment::{compare_outputs, Assessment, Failure, KernelTime, TestSummary};
+use crate::assessment::{
+    compare_outputs, outputs_verdict, Assessment, Failure, KernelTime, TestSummary,
+};
 use crate::busy::{Spent, StartUp};
 pub use crate::config::Measurement;
 use crate::device::DeviceInfo;
@@ -631,19 +633,10 @@ impl Measurer {
             }
         }
         let comparisons = comparison.compare(&self.spec.acceptance, &pairs)?;
-        let mut worst = 0f64;
-        let mut failure = None;
-        for (i, c) in compared.into_iter().zip(comparisons) {
-            worst = worst.max(c.error);
-            if !c.passed && failure.is_none() {
-                failure = Some(Failure::Mismatch {
-                    arg: self.spec.args[i].name.clone(),
-                    error: c.error,
-                    first_mismatch: c.first_mismatch,
-                });
-            }
-        }
-        Ok((failure, worst))
+        Ok(outputs_verdict(
+            &self.spec,
+            compared.into_iter().zip(comparisons),
+        ))
     }
 
     /// One run with outputs poisoned; returns each output argument's final

@@ -173,7 +173,7 @@ fn slice(shared: &Shared, slot: usize, current: &mut Current) -> bool {
         deadline: Some(Instant::now() + config.schedule.slice),
     };
     let id = current.driver.id().to_string();
-    let mut publish = Registry { shared, id: &id };
+    let mut publish = ToRegistry { shared, id: &id };
     let ended = current.driver.run(
         &shared.store,
         current.backend.as_mut(),
@@ -200,12 +200,12 @@ fn fail(shared: &Shared, id: &str, message: String) {
 
 /// Publishes each committed generation to the job's registry entry, and
 /// each new best to the export directory with its report.
-struct Registry<'a> {
+struct ToRegistry<'a> {
     shared: &'a Shared,
     id: &'a str,
 }
 
-impl Publish for Registry<'_> {
+impl Publish for ToRegistry<'_> {
     fn committed(&mut self, engine: &Engine, report: &GenerationReport, done: bool) {
         if let Some(job) = self.shared.registry().jobs.get_mut(self.id) {
             job.absorb(engine);
@@ -238,38 +238,31 @@ impl Publish for Registry<'_> {
             generation = validated.generation,
             "new best validated variant"
         );
-        // The kernels of other build directories sharing this search serve
-        // it too, each under its own record.
-        let followers: Vec<_> = {
-            let registry = shared.registry();
-            registry
+        let (kernel, at) = (record.kernel.clone(), record.validated_at);
+        // This kernel's record, then those of other build directories'
+        // kernels sharing this search, each serving it under its own.
+        let mut records = vec![record];
+        records.extend(
+            shared
+                .registry()
                 .followers_of(self.id)
                 .into_iter()
-                .map(|f| super::scan::record_for(f, &validated, record.validated_at))
-                .collect()
-        };
-        let best = Best {
-            record,
-            ptx: validated.ptx,
-        };
-        for record in followers {
-            let theirs = Best {
+                .map(|f| super::scan::record_for(f, &validated, at)),
+        );
+        for record in records {
+            let best = Best {
                 record,
-                ptx: best.ptx.clone(),
+                ptx: validated.ptx.clone(),
             };
-            if let Err(e) = gevo_client::export::write(&shared.state_dir, &theirs, shared.readers) {
-                tracing::error!(error = %e, kernel = %theirs.record.kernel, "exporting the shared best variant");
+            if let Err(e) = gevo_client::export::write(&shared.state_dir, &best, shared.readers) {
+                tracing::error!(error = %e, kernel = %best.record.kernel, "exporting the best variant");
             }
-        }
-        if let Err(e) = gevo_client::export::write(&shared.state_dir, &best, shared.readers) {
-            tracing::error!(error = %e, "exporting the best variant");
         }
         // The report beside it answers `gevo-client report` while the daemon is
         // down; it is as of this best.
         let report = super::handler::report_html(&shared.store, self.id, &spec_path, &root)
             .and_then(|html| {
-                let kernel = &best.record.kernel;
-                gevo_client::export::write_report(&shared.state_dir, kernel, &html, shared.readers)
+                gevo_client::export::write_report(&shared.state_dir, &kernel, &html, shared.readers)
                     .map_err(|e| e.to_string())
             });
         if let Err(e) = report {
