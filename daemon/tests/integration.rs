@@ -33,6 +33,7 @@ mod evolve_search;
 mod explain_edits;
 mod findings;
 mod generated;
+mod guard_builds;
 mod harness;
 mod pipelines_ir;
 mod random_patches;

@@ -190,6 +190,18 @@ fn link_libdevice<'ctx>(
         .map_err(|e| link_error(e.to_string()))
 }
 
+/// Runs the LLVM pass pipeline `passes` (new pass manager syntax) on
+/// `module`, with the target machine for `arch`.
+pub(super) fn run_passes(module: &Module<'_>, arch: &str, passes: &str) -> Result<(), IrError> {
+    with_target_machine(arch, |tm| {
+        module
+            .run_passes(passes, tm, PassBuilderOptions::create())
+            .map_err(|e| IrError::Codegen {
+                message: format!("{passes}: {e}"),
+            })
+    })
+}
+
 /// Emits PTX for a verified module. The module is consumed in spirit: linking
 /// and code generation change it, so callers print the IR first.
 pub fn emit_ptx<'ctx>(

@@ -94,6 +94,12 @@ impl<'d> LiveFunction<'d> {
         self.ids[&inst]
     }
 
+    /// The id of `inst`, when it is one of this function's numbered
+    /// instructions.
+    pub fn try_id_of(&self, inst: Value) -> Option<InstId> {
+        self.ids.get(&inst).copied()
+    }
+
     /// A position named by `id`: the instruction to insert before. Follows
     /// deletions to the position the deleted instruction had, and moves past
     /// phis, which must stay at the top of their block.

@@ -9,6 +9,7 @@ pub mod codegen;
 mod dom;
 mod edit;
 mod error;
+pub mod guard;
 mod live;
 mod llvm;
 #[forbid(unsafe_code)]
@@ -23,6 +24,7 @@ pub mod transplant;
 pub use codegen::{libdevice_candidates, CodegenOptions, DEFAULT_ARCH};
 pub use dom::DomTree;
 pub use error::{EditError, IrError};
+pub use guard::{GuardSite, Guarded};
 pub use patch::{
     ConstKind, Edit, EditKind, InstId, Patch, PatchFormatError, Repair, ValueRef, PATCH_FORMAT,
 };

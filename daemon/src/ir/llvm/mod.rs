@@ -22,10 +22,12 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod consts;
+mod guarding;
 mod inst;
 mod types;
 
 pub use consts::*;
+pub use guarding::*;
 pub use inst::*;
 pub use types::*;
 

@@ -1,0 +1,666 @@
+//! Guarded check builds: the same patched IR as a variant's ordinary build,
+//! with every global and shared memory access checked against what the test
+//! owns and every loop of the chosen kernels given a trip budget, so that a
+//! variant that would fault or run away on the GPU ends with a recorded
+//! fault instead of a lost context or a watchdog kill (docs/evolve.md,
+//! "Guarded check builds").
+//!
+//! How an access is guarded: `p' = select(check(p, bytes, align, site), p,
+//! scratch)`, the access then made through `p'`. No branch is added around
+//! an access, so a guard never changes which threads reach a barrier; the
+//! check records the first refusal of a launch in `__gevo_guard_state`
+//! (`guard_runtime.ll`). A loop header counts the thread's trips; past the
+//! budget the thread exits (an exited thread counts as arrived at later
+//! barriers). The GPU worker fills `__gevo_guard_table` (the test's buffer
+//! ranges and the budget) before each guarded run and reads the state
+//! after.
+
+use super::error::IrError;
+use super::live::LiveFunction;
+use super::llvm;
+use super::{codegen, CodegenOptions, KernelIr, Patch};
+use inkwell::builder::Builder;
+use inkwell::context::Context;
+use inkwell::memory_buffer::MemoryBuffer;
+use inkwell::module::{Linkage, Module};
+use inkwell::values::{
+    AsValueRef, BasicMetadataValueEnum, BasicValue, BasicValueEnum, FunctionValue,
+    InstructionValue, IntValue, PointerValue, ValueKind,
+};
+use inkwell::{AddressSpace, IntPredicate};
+use serde::{Deserialize, Serialize};
+
+const RUNTIME: &str = include_str!("guard_runtime.ll");
+
+/// Words of `__gevo_guard_state`, and what each holds.
+pub const STATE_WORDS: usize = 8;
+pub const STATE_KIND: usize = 0;
+pub const STATE_SITE: usize = 1;
+pub const STATE_THREAD: usize = 2;
+pub const STATE_BLOCK: usize = 3;
+pub const STATE_ADDRESS: usize = 4;
+pub const STATE_MOST_TRIPS: usize = 5;
+/// Words of `__gevo_guard_table`: the trip budget, the range count, then
+/// begin/end pairs.
+pub const TABLE_WORDS: usize = 128;
+pub const MAX_RANGES: usize = (TABLE_WORDS - 2) / 2;
+/// The globals the GPU worker reads and fills.
+pub const STATE_SYMBOL: &str = "__gevo_guard_state";
+pub const TABLE_SYMBOL: &str = "__gevo_guard_table";
+/// Accesses wider than the scratch they would be redirected to are left
+/// unguarded (no kernel of ours has one).
+const SCRATCH_BYTES: u64 = 256;
+const SHARED_SCRATCH_BYTES: u64 = 64;
+
+/// What a recorded fault was (`__gevo_guard_state[0]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultKind {
+    GlobalOutOfBounds,
+    SharedOutOfBounds,
+    Misaligned,
+    TripBudget,
+}
+
+impl FaultKind {
+    pub fn from_word(word: u64) -> Option<FaultKind> {
+        Some(match word {
+            1 => FaultKind::GlobalOutOfBounds,
+            2 => FaultKind::SharedOutOfBounds,
+            3 => FaultKind::Misaligned,
+            4 => FaultKind::TripBudget,
+            _ => return None,
+        })
+    }
+}
+
+/// What a guard site guards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SiteKind {
+    Load,
+    Store,
+    Atomic,
+    /// `llvm.memcpy`, `llvm.memmove`, `llvm.memset`: refused, they copy
+    /// nothing.
+    MemoryIntrinsic,
+    LoopHeader,
+}
+
+/// One guarded instruction, as the fault record names it by index.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GuardSite {
+    pub kind: SiteKind,
+    /// The edit engine's instruction id (none in a function that is not
+    /// one of the chosen kernels); a loop header's first instruction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instruction: Option<u32>,
+    pub function: String,
+    pub block: String,
+    /// `file:line`, when the IR has line tables.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// Bytes accessed (0 for a memory intrinsic's and a loop's).
+    pub bytes: u32,
+}
+
+/// A variant's guarded build.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Guarded {
+    pub ptx: String,
+    /// Indexed by the fault record's site.
+    pub sites: Vec<GuardSite>,
+    /// Accesses left unguarded (wider than the scratch).
+    pub unguarded: usize,
+}
+
+impl KernelIr {
+    /// Replays `patch`, verifies, guards every memory access and loop, and
+    /// emits PTX.
+    pub fn compile_guarded(
+        &self,
+        patch: &Patch,
+        options: &CodegenOptions,
+    ) -> Result<Guarded, IrError> {
+        self.with_patched(patch, |context, module, live| {
+            let (sites, unguarded) =
+                guard_module(context, module, live, &self.parts, &options.arch)?;
+            let ptx = codegen::emit_ptx(context, module, &self.kernels, options)?;
+            Ok(Guarded {
+                ptx,
+                sites,
+                unguarded,
+            })
+        })
+    }
+
+    /// The guarded build's IR (verified, before code generation) and its
+    /// sites: what `compile_guarded` compiles.
+    pub fn guarded_ir(
+        &self,
+        patch: &Patch,
+        options: &CodegenOptions,
+    ) -> Result<(String, Vec<GuardSite>), IrError> {
+        self.with_patched(patch, |context, module, live| {
+            let (sites, _) = guard_module(context, module, live, &self.parts, &options.arch)?;
+            Ok((module.print_to_string().to_string(), sites))
+        })
+    }
+}
+
+/// Guards `module` in place: plans the sites, links the runtime in, inserts
+/// the checks, inlines them, verifies. Answers the sites and how many
+/// accesses were left unguarded.
+fn guard_module<'c>(
+    context: &'c Context,
+    module: &Module<'c>,
+    live: &super::LiveModule<'_>,
+    parts: &[super::Part],
+    arch: &str,
+) -> Result<(Vec<GuardSite>, usize), IrError> {
+    let plan = plan(module, &live.parts, parts);
+    module.strip_debug_info();
+    let runtime = context
+        .create_module_from_ir(MemoryBuffer::create_from_memory_range_copy(
+            RUNTIME.as_bytes(),
+            "guard_runtime",
+        ))
+        .map_err(|e| guard_error(format!("the guard runtime: {e}")))?;
+    runtime.set_triple(&module.get_triple());
+    runtime.set_data_layout(&module.get_data_layout());
+    module
+        .link_in_module(runtime)
+        .map_err(|e| guard_error(format!("linking the guard runtime: {e}")))?;
+    insert_guards(context, module, &plan)?;
+    define_ownership(context, module)?;
+    for f in module.get_functions() {
+        if is_runtime(&f.get_name().to_string_lossy()) {
+            f.set_linkage(Linkage::Internal);
+        }
+    }
+    for g in module.get_globals() {
+        let name = g.get_name().to_string_lossy();
+        if is_runtime(&name) && name != STATE_SYMBOL && name != TABLE_SYMBOL {
+            g.set_linkage(Linkage::Internal);
+        }
+    }
+    codegen::run_passes(module, arch, "always-inline,function(mem2reg),globaldce")?;
+    module.verify().map_err(|e| IrError::Verify {
+        message: format!("the guarded build: {}", super::one_line(&e.to_string())),
+    })?;
+    Ok((plan.sites, plan.too_wide))
+}
+
+fn guard_error(message: String) -> IrError {
+    IrError::Codegen {
+        message: super::one_line(&message),
+    }
+}
+
+fn is_runtime(name: &str) -> bool {
+    name.starts_with("__gevo_")
+}
+
+/// One access to guard: the instruction, its site, which operands are
+/// pointers (with the byte count and alignment the check uses).
+struct Access {
+    inst: llvm::Value,
+    site: u32,
+    pointers: Vec<u32>,
+    bytes: u64,
+    align: u64,
+    /// For a memory intrinsic: the operand holding its length.
+    length: Option<u32>,
+}
+
+struct Loops {
+    function: llvm::Value,
+    /// (site, first non-phi instruction of the header)
+    headers: Vec<(u32, llvm::Value)>,
+}
+
+struct Plan {
+    sites: Vec<GuardSite>,
+    accesses: Vec<Access>,
+    loops: Vec<Loops>,
+    /// Accesses wider than the scratch, left unguarded.
+    too_wide: usize,
+}
+
+/// What `access_of` finds at an instruction.
+enum Found {
+    Guard(Access),
+    TooWide,
+    Nothing,
+}
+
+/// Finds what to guard, before line tables are stripped (the sites keep
+/// their source lines) and before the runtime is linked in.
+fn plan(module: &Module<'_>, parts: &[LiveFunction<'_>], loaded: &[super::Part]) -> Plan {
+    let layout = llvm::DataLayout::of(module.as_mut_ptr());
+    let mut plan = Plan {
+        sites: Vec::new(),
+        accesses: Vec::new(),
+        loops: Vec::new(),
+        too_wide: 0,
+    };
+    let site_of = |inst: llvm::Value, block: String, kind: SiteKind, bytes: u64| {
+        let function = llvm::parent(inst)
+            .map(|b| llvm::value_name(llvm::block_function(b)))
+            .unwrap_or_default();
+        let instruction = parts.iter().find_map(|p| p.try_id_of(inst)).map(|id| id.0);
+        GuardSite {
+            kind,
+            instruction,
+            function,
+            block,
+            source: llvm::source_line(inst),
+            bytes: bytes.min(u32::MAX as u64) as u32,
+        }
+    };
+    for f in module.get_functions() {
+        let name = f.get_name().to_string_lossy().into_owned();
+        if f.count_basic_blocks() == 0 || name.starts_with("llvm.") || is_runtime(&name) {
+            continue;
+        }
+        for (index, block) in llvm::blocks(f.as_value_ref()).into_iter().enumerate() {
+            let block_label = block_label(block, index);
+            for inst in llvm::instructions(block) {
+                let mut access = match access_of(inst, layout) {
+                    Found::Guard(access) => access,
+                    Found::TooWide => {
+                        plan.too_wide += 1;
+                        continue;
+                    }
+                    Found::Nothing => continue,
+                };
+                let kind = site_kind(inst);
+                access.site = plan.sites.len() as u32;
+                plan.sites
+                    .push(site_of(inst, block_label.clone(), kind, access.bytes));
+                plan.accesses.push(access);
+            }
+        }
+    }
+    for (part, live) in loaded.iter().zip(parts) {
+        let function = live.function();
+        let blocks = llvm::blocks(function);
+        let mut headers = Vec::new();
+        for (b, &block) in blocks.iter().enumerate() {
+            for succ in llvm::successors(block) {
+                let h = blocks
+                    .iter()
+                    .position(|x| *x == succ)
+                    .expect("a successor is a block of the function");
+                // A back edge: its target dominates its source.
+                if part.dom.is_reachable(b) && part.dom.dominates(h, b) && !headers.contains(&h) {
+                    headers.push(h);
+                }
+            }
+        }
+        headers.sort_unstable();
+        let mut loops = Loops {
+            function,
+            headers: Vec::new(),
+        };
+        for h in headers {
+            let first = llvm::instructions(blocks[h])
+                .into_iter()
+                .find(|&i| !llvm::is_phi(i))
+                .expect("a block ends in a terminator");
+            let site = plan.sites.len() as u32;
+            plan.sites.push(site_of(
+                first,
+                block_label(blocks[h], h),
+                SiteKind::LoopHeader,
+                0,
+            ));
+            loops.headers.push((site, first));
+        }
+        plan.loops.push(loops);
+    }
+    plan
+}
+
+/// The block's name as the simulator's verdicts give it.
+fn block_label(block: llvm::Block, index: usize) -> String {
+    let name = llvm::block_name(block);
+    if name.is_empty() {
+        format!("bb{index}")
+    } else {
+        name
+    }
+}
+
+fn site_kind(inst: llvm::Value) -> SiteKind {
+    use llvm_sys::LLVMOpcode::*;
+    match llvm::opcode(inst) {
+        LLVMLoad => SiteKind::Load,
+        LLVMStore => SiteKind::Store,
+        LLVMAtomicRMW | LLVMAtomicCmpXchg => SiteKind::Atomic,
+        _ => SiteKind::MemoryIntrinsic,
+    }
+}
+
+/// Address spaces a guard checks: generic, global, shared.
+fn guarded_space(pointer: llvm::Value) -> bool {
+    matches!(
+        llvm::pointer_address_space(llvm::type_of(pointer)),
+        0 | 1 | 3
+    )
+}
+
+/// The access `inst` makes, when it is one a guard checks.
+fn access_of(inst: llvm::Value, layout: llvm::DataLayout) -> Found {
+    use llvm_sys::LLVMOpcode::*;
+    let (pointer, value_type) = match llvm::opcode(inst) {
+        LLVMLoad => (0, llvm::type_of(inst)),
+        LLVMStore => (1, llvm::type_of(llvm::operand(inst, 0))),
+        LLVMAtomicRMW | LLVMAtomicCmpXchg => (0, llvm::type_of(llvm::operand(inst, 1))),
+        LLVMCall => return memory_intrinsic(inst).map_or(Found::Nothing, Found::Guard),
+        _ => return Found::Nothing,
+    };
+    if !guarded_space(llvm::operand(inst, pointer)) {
+        return Found::Nothing;
+    }
+    let bytes = layout.store_size(value_type);
+    let space = llvm::pointer_address_space(llvm::type_of(llvm::operand(inst, pointer)));
+    let scratch = if space == 3 {
+        SHARED_SCRATCH_BYTES
+    } else {
+        SCRATCH_BYTES
+    };
+    if bytes == 0 || bytes > scratch {
+        return Found::TooWide;
+    }
+    // What the hardware demands: the access's own size (a vector load is
+    // one wide load) but no more than the IR promises.
+    let align = (llvm::alignment(inst).max(1) as u64).min(bytes.next_power_of_two());
+    Found::Guard(Access {
+        inst,
+        site: 0,
+        pointers: vec![pointer],
+        bytes,
+        align,
+        length: None,
+    })
+}
+
+fn memory_intrinsic(call: llvm::Value) -> Option<Access> {
+    let callee = llvm::called_function(call)?;
+    let name = llvm::value_name(callee);
+    let pointers = if name.starts_with("llvm.memcpy") || name.starts_with("llvm.memmove") {
+        vec![0, 1]
+    } else if name.starts_with("llvm.memset") {
+        vec![0]
+    } else {
+        return None;
+    };
+    if !pointers
+        .iter()
+        .all(|&p| guarded_space(llvm::operand(call, p)))
+    {
+        return None;
+    }
+    Some(Access {
+        inst: call,
+        site: 0,
+        pointers,
+        bytes: 0,
+        align: 1,
+        length: Some(2),
+    })
+}
+
+/// The runtime's functions and globals, found after linking.
+struct Runtime<'c> {
+    check_global: FunctionValue<'c>,
+    check_shared: FunctionValue<'c>,
+    check_generic: FunctionValue<'c>,
+    trip: FunctionValue<'c>,
+    trips_done: FunctionValue<'c>,
+    scratch: PointerValue<'c>,
+    scratch_shared: PointerValue<'c>,
+}
+
+impl<'c> Runtime<'c> {
+    fn find(module: &Module<'c>) -> Result<Self, IrError> {
+        let function = |name: &str| {
+            module
+                .get_function(name)
+                .ok_or_else(|| guard_error(format!("the guard runtime lacks {name}")))
+        };
+        let global = |name: &str| {
+            module
+                .get_global(name)
+                .map(|g| g.as_pointer_value())
+                .ok_or_else(|| guard_error(format!("the guard runtime lacks {name}")))
+        };
+        Ok(Runtime {
+            check_global: function("__gevo_check_global")?,
+            check_shared: function("__gevo_check_shared")?,
+            check_generic: function("__gevo_check_generic")?,
+            trip: function("__gevo_trip")?,
+            trips_done: function("__gevo_trips_done")?,
+            scratch: global("__gevo_scratch")?,
+            scratch_shared: global("__gevo_scratch_shared")?,
+        })
+    }
+}
+
+fn build_error(e: inkwell::builder::BuilderError) -> IrError {
+    guard_error(format!("building a guard: {e}"))
+}
+
+/// Guards every planned access and loop.
+fn insert_guards<'c>(
+    context: &'c Context,
+    module: &Module<'c>,
+    plan: &Plan,
+) -> Result<(), IrError> {
+    let runtime = Runtime::find(module)?;
+    let builder = context.create_builder();
+    let i64_type = context.i64_type();
+    let i32_type = context.i32_type();
+    for access in &plan.accesses {
+        // Planned before linking: linking the runtime in adds but removes nothing.
+        let inst = instruction(access.inst);
+        builder.position_before(&inst);
+        let site = i32_type.const_int(access.site as u64, false);
+        let length = match access.length {
+            Some(at) => operand(inst, at).into_int_value(),
+            None => i64_type.const_int(access.bytes, false),
+        };
+        let length64 = builder
+            .build_int_z_extend_or_bit_cast(length, i64_type, "gevo.n")
+            .map_err(build_error)?;
+        let align = i64_type.const_int(access.align, false);
+        let mut all_ok: Option<IntValue<'c>> = None;
+        for &at in &access.pointers {
+            let pointer = operand(inst, at).into_pointer_value();
+            let space = llvm::pointer_address_space(llvm::type_of(pointer.as_value_ref()));
+            let ok = match space {
+                0 => call(
+                    &builder,
+                    runtime.check_generic,
+                    &[pointer.into(), length64.into(), align.into(), site.into()],
+                )?,
+                _ => {
+                    let address = builder
+                        .build_ptr_to_int(pointer, i64_type, "gevo.a")
+                        .map_err(build_error)?;
+                    let check = if space == 3 {
+                        runtime.check_shared
+                    } else {
+                        runtime.check_global
+                    };
+                    call(
+                        &builder,
+                        check,
+                        &[address.into(), length64.into(), align.into(), site.into()],
+                    )?
+                }
+            };
+            match access.length {
+                // A memory intrinsic's length becomes 0 when refused.
+                Some(_) => {
+                    all_ok = Some(match all_ok {
+                        Some(before) => builder
+                            .build_and(before, ok, "gevo.ok")
+                            .map_err(build_error)?,
+                        None => ok,
+                    })
+                }
+                None => {
+                    let scratch = match space {
+                        3 => runtime.scratch_shared,
+                        1 => runtime.scratch,
+                        _ => runtime
+                            .scratch
+                            .const_address_space_cast(context.ptr_type(AddressSpace::default())),
+                    };
+                    let guarded = builder
+                        .build_select(ok, pointer, scratch, "gevo.p")
+                        .map_err(build_error)?;
+                    inst.set_operand(at, guarded);
+                }
+            }
+        }
+        if let (Some(ok), Some(at)) = (all_ok, access.length) {
+            let zero = length.get_type().const_zero();
+            let guarded = builder
+                .build_select(ok, length, zero, "gevo.len")
+                .map_err(build_error)?;
+            inst.set_operand(at, guarded);
+        }
+    }
+    for loops in &plan.loops {
+        let entry = llvm::blocks(loops.function)[0];
+        let first = llvm::instructions(entry)[0];
+        builder.position_before(&instruction(first));
+        let counter = builder
+            .build_alloca(i64_type, "gevo.trips")
+            .map_err(build_error)?;
+        builder
+            .build_store(counter, i64_type.const_zero())
+            .map_err(build_error)?;
+        for &(site, at) in &loops.headers {
+            builder.position_before(&instruction(at));
+            let site = i32_type.const_int(site as u64, false);
+            builder
+                .build_call(runtime.trip, &[counter.into(), site.into()], "")
+                .map_err(build_error)?;
+        }
+        for block in llvm::blocks(loops.function) {
+            let last = *llvm::instructions(block)
+                .last()
+                .expect("a block ends in a terminator");
+            if llvm::opcode(last) == llvm_sys::LLVMOpcode::LLVMRet {
+                builder.position_before(&instruction(last));
+                builder
+                    .build_call(runtime.trips_done, &[counter.into()], "")
+                    .map_err(build_error)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn instruction<'c>(inst: llvm::Value) -> InstructionValue<'c> {
+    llvm::instruction_value(inst)
+}
+
+fn operand(inst: InstructionValue<'_>, at: u32) -> BasicValueEnum<'_> {
+    inst.get_operand(at)
+        .and_then(|o| o.value())
+        .expect("a planned operand is a value")
+}
+
+fn call<'c>(
+    builder: &Builder<'c>,
+    function: FunctionValue<'c>,
+    args: &[BasicMetadataValueEnum<'c>],
+) -> Result<IntValue<'c>, IrError> {
+    match builder
+        .build_call(function, args, "gevo.ok")
+        .map_err(build_error)?
+        .try_as_basic_value()
+    {
+        ValueKind::Basic(v) => Ok(v.into_int_value()),
+        ValueKind::Instruction(_) => Err(guard_error("a check answers nothing".into())),
+    }
+}
+
+/// Defines `__gevo_module_global_ok` and `__gevo_module_shared_ok`: whether
+/// `[a, a + n)` lies inside one of the module's own global (`__device__`)
+/// or shared variables; an `extern __shared__` array spans the launch's
+/// dynamic shared bytes.
+fn define_ownership<'c>(context: &'c Context, module: &Module<'c>) -> Result<(), IrError> {
+    let layout = llvm::DataLayout::of(module.as_mut_ptr());
+    let dynamic = module
+        .get_function("__gevo_dynamic_shared_bytes")
+        .ok_or_else(|| guard_error("the guard runtime lacks __gevo_dynamic_shared_bytes".into()))?;
+    let builder = context.create_builder();
+    let i64_type = context.i64_type();
+    for (name, space) in [
+        ("__gevo_module_global_ok", 1u32),
+        ("__gevo_module_shared_ok", 3),
+    ] {
+        let function = module
+            .get_function(name)
+            .ok_or_else(|| guard_error(format!("the guard runtime lacks {name}")))?;
+        let entry = context.append_basic_block(function, "entry");
+        builder.position_at_end(entry);
+        let a = function
+            .get_nth_param(0)
+            .expect("two parameters")
+            .into_int_value();
+        let n = function
+            .get_nth_param(1)
+            .expect("two parameters")
+            .into_int_value();
+        let end = builder.build_int_add(a, n, "end").map_err(build_error)?;
+        let mut any = context.bool_type().const_zero();
+        for g in llvm::globals(module.as_mut_ptr()) {
+            let gname = llvm::value_name(g.value);
+            if g.address_space != space || is_runtime(&gname) {
+                continue;
+            }
+            let global = module
+                .get_global(&gname)
+                .expect("a global of the module is found by its name");
+            let size: IntValue<'c> = match g.initializer {
+                Some(_) => i64_type.const_int(layout.alloc_size(g.value_type), false),
+                // A declaration: in shared memory, the dynamic shared array.
+                None if space == 3 => call_i64(&builder, dynamic)?,
+                None => continue,
+            };
+            let begin = builder
+                .build_ptr_to_int(global.as_pointer_value(), i64_type, "begin")
+                .map_err(build_error)?;
+            let limit = builder
+                .build_int_add(begin, size, "limit")
+                .map_err(build_error)?;
+            let after = builder
+                .build_int_compare(IntPredicate::UGE, a, begin, "after")
+                .map_err(build_error)?;
+            let before = builder
+                .build_int_compare(IntPredicate::ULE, end, limit, "before")
+                .map_err(build_error)?;
+            let inside = builder
+                .build_and(after, before, "inside")
+                .map_err(build_error)?;
+            any = builder.build_or(any, inside, "any").map_err(build_error)?;
+        }
+        builder
+            .build_return(Some(&any.as_basic_value_enum()))
+            .map_err(build_error)?;
+    }
+    Ok(())
+}
+
+fn call_i64<'c>(
+    builder: &Builder<'c>,
+    function: FunctionValue<'c>,
+) -> Result<IntValue<'c>, IrError> {
+    call(builder, function, &[])
+}

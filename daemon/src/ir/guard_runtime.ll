@@ -1,0 +1,228 @@
+; The guarded build's runtime, linked into a variant's module by ir/guard.rs
+; (docs/evolve.md, "Guarded check builds"). Every guarded access calls one of
+; the __gevo_check_* functions, which answer whether the access may go ahead;
+; a refused access is redirected to scratch memory by the caller and the
+; first refusal of the launch is recorded in @__gevo_guard_state. Loop
+; headers call @__gevo_trip, which ends a thread past the test's trip budget.
+; Everything here but the state and the table is made internal after
+; linking, and inlined.
+
+; Written by the kernel, read back by the GPU worker:
+; [0] fault kind (0 none, 1 global out of bounds, 2 shared out of bounds,
+;     3 misaligned, 4 trip budget), [1] site, [2] thread (x | y << 20 |
+;     z << 40), [3] block (x | y << 32 | z << 48), [4] address (or trips),
+; [5] the most loop trips one thread made (the calibration run's answer).
+@__gevo_guard_state = addrspace(1) externally_initialized global [8 x i64] zeroinitializer, align 8
+
+; Filled in by the GPU worker before each guarded run of a test:
+; [0] trip budget per thread (0: none), [1] range count, then begin/end
+; address pairs of every buffer the test owns (at most 63).
+@__gevo_guard_table = addrspace(4) externally_initialized global [128 x i64] zeroinitializer, align 8
+
+; Where refused accesses go instead (the caller picks the address space).
+@__gevo_scratch = addrspace(1) global [32 x i64] zeroinitializer, align 16
+@__gevo_scratch_shared = addrspace(3) global [8 x i64] undef, align 16
+
+declare i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+declare i32 @llvm.nvvm.read.ptx.sreg.tid.y()
+declare i32 @llvm.nvvm.read.ptx.sreg.tid.z()
+declare i32 @llvm.nvvm.read.ptx.sreg.ctaid.x()
+declare i32 @llvm.nvvm.read.ptx.sreg.ctaid.y()
+declare i32 @llvm.nvvm.read.ptx.sreg.ctaid.z()
+declare i1 @llvm.nvvm.isspacep.shared(ptr)
+declare i1 @llvm.nvvm.isspacep.local(ptr)
+declare i1 @llvm.nvvm.isspacep.const(ptr)
+
+; Defined by ir/guard.rs in the variant's own module: whether [a, a + n)
+; lies inside one of the module's global (__device__) or shared variables.
+declare i1 @__gevo_module_global_ok(i64, i64)
+declare i1 @__gevo_module_shared_ok(i64, i64)
+
+define i64 @__gevo_dynamic_shared_bytes() #0 {
+  %bytes = call i32 asm "mov.u32 $0, %dynamic_smem_size;", "=r"()
+  %wide = zext i32 %bytes to i64
+  ret i64 %wide
+}
+
+define void @__gevo_record(i64 %kind, i32 %site, i64 %address) #0 {
+entry:
+  %seen = load volatile i64, ptr addrspace(1) @__gevo_guard_state, align 8
+  %free = icmp eq i64 %seen, 0
+  br i1 %free, label %claim, label %done
+
+claim:
+  %pair = cmpxchg ptr addrspace(1) @__gevo_guard_state, i64 0, i64 %kind monotonic monotonic, align 8
+  %won = extractvalue { i64, i1 } %pair, 1
+  br i1 %won, label %write, label %done
+
+write:
+  %site64 = zext i32 %site to i64
+  store volatile i64 %site64, ptr addrspace(1) getelementptr inbounds ([8 x i64], ptr addrspace(1) @__gevo_guard_state, i64 0, i64 1), align 8
+  %tx = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+  %ty = call i32 @llvm.nvvm.read.ptx.sreg.tid.y()
+  %tz = call i32 @llvm.nvvm.read.ptx.sreg.tid.z()
+  %tx64 = zext i32 %tx to i64
+  %ty64 = zext i32 %ty to i64
+  %tz64 = zext i32 %tz to i64
+  %tys = shl i64 %ty64, 20
+  %tzs = shl i64 %tz64, 40
+  %txy = or i64 %tx64, %tys
+  %thread = or i64 %txy, %tzs
+  store volatile i64 %thread, ptr addrspace(1) getelementptr inbounds ([8 x i64], ptr addrspace(1) @__gevo_guard_state, i64 0, i64 2), align 8
+  %bx = call i32 @llvm.nvvm.read.ptx.sreg.ctaid.x()
+  %by = call i32 @llvm.nvvm.read.ptx.sreg.ctaid.y()
+  %bz = call i32 @llvm.nvvm.read.ptx.sreg.ctaid.z()
+  %bx64 = zext i32 %bx to i64
+  %by64 = zext i32 %by to i64
+  %bz64 = zext i32 %bz to i64
+  %bys = shl i64 %by64, 32
+  %bzs = shl i64 %bz64, 48
+  %bxy = or i64 %bx64, %bys
+  %block = or i64 %bxy, %bzs
+  store volatile i64 %block, ptr addrspace(1) getelementptr inbounds ([8 x i64], ptr addrspace(1) @__gevo_guard_state, i64 0, i64 3), align 8
+  store volatile i64 %address, ptr addrspace(1) getelementptr inbounds ([8 x i64], ptr addrspace(1) @__gevo_guard_state, i64 0, i64 4), align 8
+  br label %done
+
+done:
+  ret void
+}
+
+define i1 @__gevo_check_global(i64 %a, i64 %n, i64 %align, i32 %site) #0 {
+entry:
+  %mask = add i64 %align, -1
+  %low = and i64 %a, %mask
+  %aligned = icmp eq i64 %low, 0
+  br i1 %aligned, label %ranges, label %misaligned
+
+misaligned:
+  call void @__gevo_record(i64 3, i32 %site, i64 %a)
+  ret i1 false
+
+ranges:
+  %count = load i64, ptr addrspace(4) getelementptr inbounds ([128 x i64], ptr addrspace(4) @__gevo_guard_table, i64 0, i64 1), align 8
+  %end = add i64 %a, %n
+  br label %loop
+
+loop:
+  %i = phi i64 [ 0, %ranges ], [ %next, %body ]
+  %more = icmp ult i64 %i, %count
+  br i1 %more, label %body, label %statics
+
+body:
+  %twice = shl i64 %i, 1
+  %at = add i64 %twice, 2
+  %begin_at = getelementptr inbounds [128 x i64], ptr addrspace(4) @__gevo_guard_table, i64 0, i64 %at
+  %begin = load i64, ptr addrspace(4) %begin_at, align 8
+  %end_at = getelementptr inbounds i64, ptr addrspace(4) %begin_at, i64 1
+  %limit = load i64, ptr addrspace(4) %end_at, align 8
+  %after = icmp uge i64 %a, %begin
+  %before = icmp ule i64 %end, %limit
+  %inside = and i1 %after, %before
+  %next = add i64 %i, 1
+  br i1 %inside, label %ok, label %loop
+
+statics:
+  %own = call i1 @__gevo_module_global_ok(i64 %a, i64 %n)
+  br i1 %own, label %ok, label %refused
+
+ok:
+  ret i1 true
+
+refused:
+  call void @__gevo_record(i64 1, i32 %site, i64 %a)
+  ret i1 false
+}
+
+define i1 @__gevo_check_shared(i64 %a, i64 %n, i64 %align, i32 %site) #0 {
+entry:
+  %mask = add i64 %align, -1
+  %low = and i64 %a, %mask
+  %aligned = icmp eq i64 %low, 0
+  br i1 %aligned, label %inside, label %misaligned
+
+misaligned:
+  call void @__gevo_record(i64 3, i32 %site, i64 %a)
+  ret i1 false
+
+inside:
+  %own = call i1 @__gevo_module_shared_ok(i64 %a, i64 %n)
+  br i1 %own, label %ok, label %refused
+
+ok:
+  ret i1 true
+
+refused:
+  call void @__gevo_record(i64 2, i32 %site, i64 %a)
+  ret i1 false
+}
+
+; A generic pointer: shared memory is checked as shared, the stack and
+; constant memory are not checked (docs/evolve.md says why), anything else
+; is checked as global memory.
+define i1 @__gevo_check_generic(ptr %p, i64 %n, i64 %align, i32 %site) #0 {
+entry:
+  %is_shared = call i1 @llvm.nvvm.isspacep.shared(ptr %p)
+  br i1 %is_shared, label %shared, label %not_shared
+
+shared:
+  %s = addrspacecast ptr %p to ptr addrspace(3)
+  %sa = ptrtoint ptr addrspace(3) %s to i64
+  %shared_ok = call i1 @__gevo_check_shared(i64 %sa, i64 %n, i64 %align, i32 %site)
+  ret i1 %shared_ok
+
+not_shared:
+  %is_local = call i1 @llvm.nvvm.isspacep.local(ptr %p)
+  %is_const = call i1 @llvm.nvvm.isspacep.const(ptr %p)
+  %unchecked = or i1 %is_local, %is_const
+  br i1 %unchecked, label %ok, label %global
+
+ok:
+  ret i1 true
+
+global:
+  %ga = ptrtoint ptr %p to i64
+  %global_ok = call i1 @__gevo_check_global(i64 %ga, i64 %n, i64 %align, i32 %site)
+  ret i1 %global_ok
+}
+
+; At a loop header: one more trip for this thread; past the budget the
+; fault is recorded and the thread exits (a barrier then no longer waits
+; for it: exited threads count as arrived).
+define void @__gevo_trip(ptr %counter, i32 %site) #0 {
+entry:
+  %trips = load i64, ptr %counter, align 8
+  %now = add i64 %trips, 1
+  store i64 %now, ptr %counter, align 8
+  %budget = load i64, ptr addrspace(4) @__gevo_guard_table, align 8
+  %limited = icmp ne i64 %budget, 0
+  %over = icmp ugt i64 %now, %budget
+  %stop = and i1 %limited, %over
+  br i1 %stop, label %end, label %go
+
+end:
+  call void @__gevo_record(i64 4, i32 %site, i64 %now)
+  call void asm sideeffect "exit;", ""()
+  ret void
+
+go:
+  ret void
+}
+
+; At a kernel's return: the most trips any thread made, for calibration.
+define void @__gevo_trips_done(ptr %counter) #0 {
+entry:
+  %trips = load i64, ptr %counter, align 8
+  %most_at = getelementptr inbounds [8 x i64], ptr addrspace(1) @__gevo_guard_state, i64 0, i64 5
+  %most = load volatile i64, ptr addrspace(1) %most_at, align 8
+  %more = icmp ugt i64 %trips, %most
+  br i1 %more, label %raise, label %done
+
+raise:
+  %old = atomicrmw umax ptr addrspace(1) %most_at, i64 %trips monotonic, align 8
+  br label %done
+
+done:
+  ret void
+}
+
+attributes #0 = { alwaysinline nounwind }

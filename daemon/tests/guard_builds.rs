@@ -1,0 +1,166 @@
+//! Guarded check builds (`ir::guard`, docs/evolve.md "Guarded check
+//! builds"): in every fixture, original and mutated, every global, generic
+//! and shared memory access goes through a guard's check and every loop of
+//! the chosen kernels through a trip budget, and the guarded IR verifies and
+//! compiles. What the guards do on the GPU is the GPU suite's (`gevod
+//! gpu-guard-check`).
+
+use crate::common;
+
+use gevod::ir::guard::SiteKind;
+use gevod::ir::KernelIr;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+/// Every fixture's IR with its chosen kernels (one, or a pipeline's).
+fn fixtures() -> Vec<(String, KernelIr)> {
+    let mut specs: Vec<_> = common::KERNEL_FIXTURES
+        .iter()
+        .map(|n| (n.to_string(), common::spec_fixture(n)))
+        .collect();
+    specs.extend(
+        common::PIPELINE_FIXTURES
+            .iter()
+            .map(|n| (n.to_string(), common::pipeline_fixture(n))),
+    );
+    specs
+        .into_iter()
+        .map(|(name, path)| {
+            let spec = gevod::spec::load(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let ir = KernelIr::load_kernels(&spec.ir, &spec.kernels)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            (name, ir)
+        })
+        .collect()
+}
+
+/// The address space of the pointer a memory instruction's text accesses
+/// through, when it is a load, store or atomic.
+fn accessed_space(instruction: &str) -> Option<u32> {
+    let body = instruction
+        .split_once(" = ")
+        .map_or(instruction, |(_, rest)| rest)
+        .trim();
+    let opcode = body.split_whitespace().next()?;
+    let pointer_at = match opcode {
+        // The pointer follows the loaded type, or the stored value.
+        "load" | "store" => body.find(", ptr")? + 2,
+        "atomicrmw" | "cmpxchg" => body.find(" ptr")? + 1,
+        _ => return None,
+    };
+    let after = &body[pointer_at + "ptr".len()..];
+    Some(match after.strip_prefix(" addrspace(") {
+        Some(rest) => rest[..rest.find(')')?].parse().ok()?,
+        None => 0,
+    })
+}
+
+fn guarded_access_count(ir: &KernelIr) -> usize {
+    ir.listing()
+        .unwrap()
+        .iter()
+        .filter(|(_, text)| matches!(accessed_space(text), Some(0 | 1 | 3)))
+        .count()
+}
+
+#[test]
+fn the_access_parser_reads_pointer_operands() {
+    for (text, space) in [
+        ("%5 = load float, ptr addrspace(1) %4, align 4", Some(1)),
+        ("%p = load ptr, ptr addrspace(3) %q, align 8", Some(3)),
+        ("store ptr addrspace(1) %v, ptr %q, align 8", Some(0)),
+        ("store float %x, ptr addrspace(3) %7, align 4", Some(3)),
+        ("%o = atomicrmw add ptr addrspace(1) %c, i32 1 monotonic, align 4", Some(1)),
+        ("%r = cmpxchg ptr %c, i32 0, i32 1 monotonic monotonic, align 4", Some(0)),
+        ("%k = load i32, ptr addrspace(4) %k, align 4", Some(4)),
+        ("%a = add i32 %b, 1", None),
+    ] {
+        assert_eq!(accessed_space(text), space, "{text}");
+    }
+}
+
+#[test]
+fn every_memory_access_and_loop_of_every_fixture_is_guarded() {
+    let options = common::codegen_options();
+    for (name, ir) in fixtures() {
+        let (text, sites) = ir
+            .guarded_ir(&ir.empty_patch(), &options)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let accesses = guarded_access_count(&ir);
+        assert!(accesses > 0, "{name} has memory accesses");
+        let access_sites = sites
+            .iter()
+            .filter(|s| matches!(s.kind, SiteKind::Load | SiteKind::Store | SiteKind::Atomic))
+            .count();
+        assert_eq!(access_sites, accesses, "{name}: a site per access");
+        // Each access now goes through its guard's pointer.
+        let redirected = text
+            .lines()
+            .filter(|l| l.contains("%gevo.p") && l.contains(" = select i1 "))
+            .count();
+        assert_eq!(redirected, accesses, "{name}: a select per access");
+        let loops = sites
+            .iter()
+            .filter(|s| s.kind == SiteKind::LoopHeader)
+            .count();
+        let exits = text.matches("asm sideeffect \"exit;\"").count();
+        assert_eq!(exits, loops, "{name}: a trip budget per loop header");
+        for site in &sites {
+            assert!(
+                site.instruction.is_some(),
+                "{name}: every site is in a chosen kernel: {site:?}"
+            );
+        }
+        // The guards are inlined: nothing calls the runtime any more.
+        assert!(!text.contains("call i1 @__gevo_check"), "{name}: inlined");
+        let guarded = ir
+            .compile_guarded(&ir.empty_patch(), &options)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        for symbol in ["__gevo_guard_state", "__gevo_guard_table"] {
+            assert!(guarded.ptx.contains(symbol), "{name}: PTX declares {symbol}");
+        }
+        assert_eq!(guarded.unguarded, 0, "{name}");
+    }
+}
+
+#[test]
+fn loops_of_the_fixtures_with_loops_get_budgets_and_sites_keep_source_lines() {
+    let options = common::codegen_options();
+    for (name, ir) in fixtures() {
+        let (_, sites) = ir.guarded_ir(&ir.empty_patch(), &options).unwrap();
+        if ["reduce", "nw", "loops"].contains(&name.as_str()) {
+            assert!(
+                sites.iter().any(|s| s.kind == SiteKind::LoopHeader),
+                "{name} has a loop"
+            );
+        }
+        assert!(
+            sites.iter().any(|s| s.source.is_some()),
+            "{name}: sites carry source lines"
+        );
+    }
+}
+
+#[test]
+fn the_guarded_build_of_every_valid_variant_verifies() {
+    let options = common::codegen_options();
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    for (name, ir) in fixtures() {
+        let mut built = 0;
+        for _ in 0..12 {
+            let Ok(patch) = ir.mutate(&mut rng, 3) else {
+                continue;
+            };
+            let plain = ir.compile(&patch, &options);
+            let guarded = ir.compile_guarded(&patch, &options);
+            assert_eq!(
+                plain.is_ok(),
+                guarded.is_ok(),
+                "{name}: {patch:?}: {:?}",
+                guarded.err()
+            );
+            built += usize::from(guarded.is_ok());
+        }
+        assert!(built > 0, "{name}: some variants build");
+    }
+}
