@@ -8,7 +8,7 @@
 # The package step also writes .dist/e2e/stencil.ll, the device IR of
 # examples/stencil-app (emitted here by gevo_optimize() with clang-19), which
 # the e2e section builds with. SECTIONS picks what runs (default
-# "kernels gate evolve daemon e2e harness"; "devices" runs only when named).
+# "kernels guards gate evolve daemon e2e harness"; "devices" runs only when named).
 #
 # Checks, each counted:
 #  - gevod carries no libLLVM; every fixture's PTX (libdevice linked from the
@@ -19,6 +19,11 @@
 #  - every fixture's original kernel gives on the GPU what the simulator
 #    gives (bit for bit for integer outputs, within the spec's tolerance
 #    for floats), and the stencil's bundled patch passes every test there;
+#  - guarded check builds: each fixture original's guarded build gives what
+#    its unguarded build gives, bit for bit; planted faults (past the end,
+#    before the start, a shared overrun, a runaway loop) are flagged with the
+#    simulator's argument and side, the context surviving each, and the GPU
+#    worker rejects such a variant by its guarded run without a restart;
 #  - planted faults (an out-of-bounds write, an endless loop, invalid PTX)
 #    are each rejected with their reason, and the variant after each still
 #    evaluates; the pre-screen rejects a patch that reads out of bounds and
@@ -61,7 +66,7 @@ cd "$(dirname "$0")/.."
 
 package=${1:-.dist/gevod.gz}
 client_package=${2:-.dist/gevo-client.gz}
-sections=" ${SECTIONS:-kernels gate evolve daemon e2e harness} "
+sections=" ${SECTIONS:-kernels guards gate evolve daemon e2e harness} "
 want() { [[ $sections == *" $1 "* ]]; }
 seeds=${SEEDS:-20}
 evolve_time=${EVOLVE_TIME:-120s}
@@ -163,6 +168,43 @@ check "pre-screen: an out-of-bounds patch is rejected on the simulator" \
 check "an endless loop is rejected (the pre-screen's step budget, else a GPU timeout)" \
     grep -qE "step_budget|timeout" "$work/endless.txt"
 sed 's/^/    /' "$work/endless.txt" | head -12
+fi
+
+if want guards; then
+# Guarded check builds (docs/evolve.md): every fixture original's guarded
+# build gives bit for bit what its unguarded build gives; planted faults
+# (reads past a buffer's end and before its start, a write past the end, a
+# shared array overrun, a runaway loop) are flagged with the simulator's
+# argument and side, and the context survives each.
+for f in "${fixtures[@]}"; do
+    check "guards: $f original, guarded outputs identical" "$gevod" gpu-guard-check $k/$f.gevo.toml
+done
+for f in "${pipelines[@]}"; do
+    check "guards: $f (pipeline) original, guarded outputs identical" "$gevod" gpu-guard-check $pk/$f.gevo.toml
+done
+fd=tests/fixtures/findings
+for f in pastend rowbefore; do
+    check "guards: $f original's fault flagged as the simulator says" "$gevod" gpu-guard-check $fd/$f.gevo.toml
+    sed 's/^/    /' "$work/log" | head -2
+done
+for planted in vecadd.no-bounds-check reduce.shared-overflow loops.endless; do
+    check "guards: $planted flagged as the simulator says" "$gevod" gpu-guard-check $k/${planted%%.*}.gevo.toml --patch $k/$planted.patch.json
+    sed 's/^/    /' "$work/log" | head -2
+done
+# Through the GPU worker: the guarded verdict, and no restart.
+"$gevod" run $k/vecadd.gevo.toml --backend cuda --tests train --no-prescreen --json \
+    --patch $k/vecadd.no-bounds-check.patch.json > "$work/guarded.json" 2> "$work/guarded.err"
+check "guards: the GPU worker rejects an out-of-bounds variant by its guarded run, no restart" python3 - "$work/guarded.json" "$work/guarded.err" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))
+err = open(sys.argv[2]).read()
+failure = rows[0]["failure"]
+print(failure[:200])
+assert not rows[0]["passed"], rows
+assert "guarded run on the GPU: out-of-bounds" in failure and "past its end" in failure and "vecadd.cu:" in failure, failure
+assert "GPU worker restarts: 0" in err, err[-400:]
+PY
+sed 's/^/    /' "$work/log" | head -2
 fi
 
 if want gate; then

@@ -70,8 +70,14 @@ fn the_access_parser_reads_pointer_operands() {
         ("%p = load ptr, ptr addrspace(3) %q, align 8", Some(3)),
         ("store ptr addrspace(1) %v, ptr %q, align 8", Some(0)),
         ("store float %x, ptr addrspace(3) %7, align 4", Some(3)),
-        ("%o = atomicrmw add ptr addrspace(1) %c, i32 1 monotonic, align 4", Some(1)),
-        ("%r = cmpxchg ptr %c, i32 0, i32 1 monotonic monotonic, align 4", Some(0)),
+        (
+            "%o = atomicrmw add ptr addrspace(1) %c, i32 1 monotonic, align 4",
+            Some(1),
+        ),
+        (
+            "%r = cmpxchg ptr %c, i32 0, i32 1 monotonic monotonic, align 4",
+            Some(0),
+        ),
         ("%k = load i32, ptr addrspace(4) %k, align 4", Some(4)),
         ("%a = add i32 %b, 1", None),
     ] {
@@ -117,7 +123,10 @@ fn every_memory_access_and_loop_of_every_fixture_is_guarded() {
             .compile_guarded(&ir.empty_patch(), &options)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         for symbol in ["__gevo_guard_state", "__gevo_guard_table"] {
-            assert!(guarded.ptx.contains(symbol), "{name}: PTX declares {symbol}");
+            assert!(
+                guarded.ptx.contains(symbol),
+                "{name}: PTX declares {symbol}"
+            );
         }
         assert_eq!(guarded.unguarded, 0, "{name}");
     }

@@ -69,6 +69,10 @@ enum Command {
     /// on buffers of special values (the GPU suite runs this).
     #[command(hide = true)]
     GpuCompareCheck(workers::GpuCompareCheckArgs),
+    /// Runs a kernel's (or a variant's) guarded build on each test against
+    /// its unguarded build and the simulator (the GPU suite runs this).
+    #[command(hide = true)]
+    GpuGuardCheck(workers::GpuGuardCheckArgs),
     /// Write a patch of K random valid edits.
     Mutate(kernel::MutateArgs),
     /// List the kernel's instructions with the ids patches use.
@@ -195,6 +199,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::GpuWorker(args) => args.run().map(|()| 0),
         Command::GpuCheck(args) => args.run().map(|()| 0),
         Command::GpuCompareCheck(args) => args.run(),
+        Command::GpuGuardCheck(args) => args.run(),
         Command::Mutate(args) => args.run().map(|()| 0),
         Command::Ids(args) => args.run().map(|()| 0),
         Command::Edits(args) => args.run().map(|()| 0),

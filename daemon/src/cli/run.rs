@@ -62,6 +62,10 @@ pub struct RunArgs {
     /// the safety gate does before validating one; a report fails it.
     #[arg(long, value_enum, default_value = "off")]
     sanitize: SanitizeMode,
+    /// GPU only: no pre-screen on the simulator; every variant reaches the
+    /// GPU (checked through its guarded build).
+    #[arg(long)]
+    no_prescreen: bool,
     #[arg(long)]
     json: bool,
 }
@@ -142,7 +146,7 @@ impl RunArgs {
             cpu: gevod::config::CpuPriority::Normal,
             more_devices: &[],
         };
-        let (results, gate) = run_on_gpu(&setup, &spec, device, variants, set)?;
+        let (results, gate) = run_on_gpu(&setup, &spec, device, variants, set, !self.no_prescreen)?;
         write_assessments(&results, self.json)?;
         for (name, verdict) in &gate {
             let line = match verdict {
@@ -245,10 +249,11 @@ fn run_on_gpu(
     device: DeviceInfo,
     variants: Variants,
     set: TestSet,
+    prescreen: bool,
 ) -> Result<GpuRun> {
     use gevod::evolve::{Backend as _, Build};
     let stop = Arc::new(AtomicBool::new(false));
-    let mut backend = setup.cuda_backend(spec, device, true, stop)?;
+    let mut backend = setup.cuda_backend(spec, device, prescreen, stop)?;
     // Only the safety gate needs each variant's PTX.
     let gated = backend.safety_gate().is_some();
     let (results, builds): (Vec<_>, Vec<Option<Build>>) = match variants {
@@ -289,6 +294,8 @@ fn run_on_gpu(
             (results, builds)
         }
     };
+    // A variant's fault costs no restart where it was checked guarded.
+    eprintln!("gevod: GPU worker restarts: {}", backend.gpu_restarts());
     let mut gate = Vec::new();
     for ((name, _), build) in results.iter().zip(builds) {
         if let Some(build) = build {

@@ -259,3 +259,41 @@ impl GpuCompareCheckArgs {
         Ok(if found.disagreements.is_empty() { 0 } else { 1 })
     }
 }
+
+#[derive(clap::Args)]
+pub struct GpuGuardCheckArgs {
+    /// The kernel's spec; its simulator tests run on both sides.
+    spec: PathBuf,
+    /// A variant instead of the original.
+    #[arg(long)]
+    patch: Option<PathBuf>,
+    /// GPU by ordinal or UUID (GPU-...).
+    #[arg(long, default_value = "0")]
+    device: DeviceSelector,
+    #[arg(long, env = "GEVO_LIBDEVICE")]
+    libdevice: Option<PathBuf>,
+}
+
+impl GpuGuardCheckArgs {
+    /// Exit 0 when the guarded build agrees with the unguarded one and with
+    /// the simulator on every test, 1 when not.
+    pub fn run(self) -> Result<i32> {
+        let spec = gevod::spec::load(&self.spec)?.for_backend(TestTarget::Sim);
+        let ir = gevod::ir::KernelIr::load_kernels(&spec.ir, &spec.kernels)?;
+        let patch = match &self.patch {
+            Some(path) => super::output::read_patch(path)?,
+            None => ir.empty_patch(),
+        };
+        let device = gevod::cuda::driver::probe(&self.device)?;
+        let codegen = CodegenOptions {
+            arch: device.arch(),
+            libdevice: self.libdevice,
+        };
+        let found = gevod::cuda::guard_check::check(&spec, &ir, &patch, &codegen, device.ordinal)
+            .with_context(|| self.spec.display().to_string())?;
+        for line in &found.lines {
+            println!("{line}");
+        }
+        Ok(if found.failures == 0 { 0 } else { 1 })
+    }
+}

@@ -194,6 +194,35 @@ impl Drop for DeviceBuffer {
     }
 }
 
+/// A module's global variable on the device, alive while its [`Kernel`] is:
+/// read and written in 64-bit words.
+pub struct Symbol {
+    pub ptr: sys::CUdeviceptr,
+    pub len: usize,
+}
+
+impl Symbol {
+    /// Writes `words` at its start (synchronously: ordered before later
+    /// launches on the default stream).
+    pub fn write(&self, words: &[u64]) -> Result<(), CudaError> {
+        assert!(std::mem::size_of_val(words) <= self.len);
+        // SAFETY: the symbol holds at least as many bytes (asserted).
+        check("cuMemcpyHtoD", unsafe {
+            result::memcpy_htod_sync(self.ptr, words)
+        })
+    }
+
+    /// Reads its first `into.len()` words (after what the default stream
+    /// queued before).
+    pub fn read(&self, into: &mut [u64]) -> Result<(), CudaError> {
+        assert!(std::mem::size_of_val(into) <= self.len);
+        // SAFETY: the symbol holds at least as many bytes (asserted).
+        check("cuMemcpyDtoH", unsafe {
+            result::memcpy_dtoh_sync(into, self.ptr)
+        })
+    }
+}
+
 /// A loaded PTX module and its kernels (a pipeline's, in the spec's order).
 pub struct Kernel {
     module: sys::CUmodule,
@@ -274,6 +303,15 @@ impl Kernel {
             }
         }
         Ok(Kernel { module, functions })
+    }
+
+    /// The module's global variable `name` (none when the module has no
+    /// such symbol).
+    pub fn global(&self, name: &str) -> Option<Symbol> {
+        let cname = CString::new(name).ok()?;
+        // SAFETY: the module is loaded (until `Drop`).
+        let (ptr, len) = unsafe { result::module::get_global(self.module, cname) }.ok()?;
+        Some(Symbol { ptr, len })
     }
 
     /// Queues one launch of kernel `k` on the default stream. `args` holds

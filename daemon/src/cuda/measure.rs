@@ -7,19 +7,19 @@
 //! kernels (`compare`) judge each variant's outputs without copying them
 //! back; without those kernels the outputs are compared on the host.
 
-use super::compare::{DeviceComparison, Pair};
+use super::checked::Guarded;
+use super::compare::DeviceComparison;
 use super::driver::{Context, DeviceBuffer, Event, Kernel};
+use super::guarded::{self, GuardedBuild, GuardedKernel};
 use super::load::Loader;
 use super::staged::StagedTest;
 use super::toolkit::{Assembler, Cubin};
 use super::CudaError;
-use crate::assessment::{
-    compare_outputs, outputs_verdict, Assessment, Failure, KernelTime, TestSummary,
-};
+use crate::assessment::{Assessment, KernelTime, TestSummary};
 use crate::busy::{Spent, StartUp};
 pub use crate::config::Measurement;
 use crate::device::DeviceInfo;
-use crate::spec::{ArgValue, Spec, SpecError, TestCase, TestSet};
+use crate::spec::{Spec, SpecError, TestCase, TestSet};
 use crate::stats::{self, Timing};
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
@@ -101,7 +101,7 @@ pub struct Measured {
 impl Measured {
     /// Test `i` failed on the GPU with `e` after it had passed: the result
     /// is final.
-    fn failed_at(
+    pub(super) fn failed_at(
         mut self,
         i: usize,
         failed: TestSummary,
@@ -120,21 +120,34 @@ impl Measured {
     /// The result of a variant that lost the context. Unloading a module
     /// waits for its kernels, and one may run forever: the module is left
     /// to the process exit.
-    fn lost_context(self, kernel: Kernel) -> Measured {
+    pub(super) fn lost_context(self, kernel: Kernel) -> Measured {
         tracing::warn!("context lost; the worker exits");
         std::mem::forget(kernel);
         self
     }
 }
 
+/// The code a measurer starts with.
+pub struct Programs<'a> {
+    /// The original kernel's PTX.
+    pub original: &'a str,
+    /// The original's guarded build (`KernelIr::compile_guarded`): with it,
+    /// each test's trip budget is calibrated at start and variants that
+    /// come with a guarded build are checked through it.
+    pub guarded_original: Option<&'a str>,
+    /// The comparison kernels (`compare::module_ptx`); without them,
+    /// outputs are compared on the host.
+    pub comparison: Option<&'a str>,
+}
+
 /// Times variants of one spec's kernel on one GPU.
 pub struct Measurer {
-    spec: Spec,
+    pub(super) spec: Spec,
     device: DeviceInfo,
     kernel_names: Vec<String>,
     /// The arguments whose final bytes are compared (`Spec::outputs`).
-    outputs: Vec<usize>,
-    options: MeasureOptions,
+    pub(super) outputs: Vec<usize>,
+    pub(super) options: MeasureOptions,
     original: Kernel,
     /// How the original was loaded, and so every variant.
     loader: Loader,
@@ -142,14 +155,17 @@ pub struct Measurer {
     /// Written between timed runs to evict the previous run's data from L2.
     flush: DeviceBuffer,
     /// Four per round: original start/end, variant start/end.
-    events: Vec<Event>,
+    pub(super) events: Vec<Event>,
     /// One per launch and one more, for per-kernel times of a pipeline
     /// (empty for one kernel).
     profile_events: Vec<Event>,
     /// What making all this took.
     start_up: StartUp,
     /// The comparison kernels; `None`: outputs are compared on the host.
-    comparison: Option<DeviceComparison>,
+    pub(super) comparison: Option<DeviceComparison>,
+    /// Variants' guarded builds are used: the original's ran clean on
+    /// every test and gave its outputs (each test's budget is set).
+    guards: bool,
     // Dropped last: everything above lives in this context.
     _context: Context,
 }
@@ -205,11 +221,10 @@ impl Measurer {
     pub fn new(
         spec: Spec,
         device: DeviceInfo,
-        original_ptx: &str,
+        programs: Programs<'_>,
         kernel_names: &[String],
         options: MeasureOptions,
         assembler: Option<Assembler>,
-        comparison_ptx: Option<&str>,
     ) -> Result<Self, MeasureError> {
         let mut start_up = StartUp::default();
         let mut clock = Instant::now();
@@ -220,7 +235,7 @@ impl Measurer {
         };
         let context = Context::new(device.ordinal)?;
         let (original, loader) =
-            Loader::original(original_ptx, kernel_names, assembler, &device.arch())?;
+            Loader::original(programs.original, kernel_names, assembler, &device.arch())?;
         let events = (0..4 * options
             .rounds
             .max(options.heldout_rounds)
@@ -239,7 +254,10 @@ impl Measurer {
             }
         }
         let outputs = spec.outputs();
-        let comparison = match comparison_ptx.map(|p| DeviceComparison::load(p, outputs.len())) {
+        let comparison = match programs
+            .comparison
+            .map(|p| DeviceComparison::load(p, outputs.len()))
+        {
             Some(Ok(c)) => Some(c),
             Some(Err(e)) => {
                 tracing::warn!(error = %e, "the comparison kernels do not load; outputs are compared on the host");
@@ -263,6 +281,7 @@ impl Measurer {
             profile_events,
             start_up: StartUp::default(),
             comparison,
+            guards: false,
             _context: context,
         };
         start_up.context_s = lap();
@@ -293,8 +312,64 @@ impl Measurer {
             m.tests.push(test);
             start_up.references_s += lap();
         }
+        if let Some(ptx) = programs.guarded_original {
+            m.calibrate_guards(ptx);
+            start_up.references_s += lap();
+        }
         m.start_up = start_up;
         Ok(m)
+    }
+
+    /// Runs the original's guarded build on every test with no trip
+    /// budget: each test's budget comes from the most trips a thread made.
+    /// Guards are used only when that build loads, records no fault and
+    /// gives the original's outputs on every test (a test whose kernel
+    /// reaches memory the spec does not describe would fail here).
+    fn calibrate_guards(&mut self, ptx: &str) {
+        let result = (|| -> Result<Vec<u64>, String> {
+            let guarded = GuardedKernel::load(&self.loader, ptx, None, &self.kernel_names)
+                .map_err(|e| e.to_string())?;
+            let mut budgets = Vec::with_capacity(self.tests.len());
+            for test in &self.tests {
+                let failed = |e: CudaError| format!("{}: {e}", test.name);
+                guarded.arm(test, 0).map_err(failed)?;
+                let (failure, _) = self
+                    .check_outputs(&guarded.kernel, test, ORIGINAL_LIMIT)
+                    .map_err(failed)?;
+                let state = guarded.state().map_err(failed)?;
+                if let Some(fault) = state.fault() {
+                    return Err(format!(
+                        "{}: the original's guarded run records {fault:?}",
+                        test.name
+                    ));
+                }
+                if let Some(f) = failure {
+                    return Err(format!(
+                        "{}: the original's guarded run differs: {f}",
+                        test.name
+                    ));
+                }
+                budgets.push(guarded::budget_from(state.most_trips()));
+            }
+            Ok(budgets)
+        })();
+        match result {
+            Ok(budgets) => {
+                for (test, budget) in self.tests.iter_mut().zip(budgets) {
+                    tracing::info!(test = %test.name, trip_budget = budget, "guarded checks ready");
+                    test.trip_budget = budget;
+                }
+                self.guards = true;
+            }
+            Err(why) => tracing::warn!(
+                "variants are checked unguarded (a fault costs the worker): the original's guarded build does not serve: {why}"
+            ),
+        }
+    }
+
+    /// Whether variants' guarded builds are used.
+    pub fn guarded(&self) -> bool {
+        self.guards
     }
 
     /// What this measurer's start took (`setup_s` is the caller's).
@@ -317,7 +392,7 @@ impl Measurer {
     }
 
     /// How long one run of the variant may take on `test`.
-    fn limit(&self, test: &StagedTest) -> Duration {
+    pub(super) fn limit(&self, test: &StagedTest) -> Duration {
         Duration::from_secs_f64(
             (test.original_ns * 1e-9 * self.options.timeout_factor).max(self.options.min_timeout_s),
         )
@@ -333,6 +408,7 @@ impl Measurer {
         &self,
         ptx: &str,
         cubin: Option<&Cubin>,
+        guarded: Option<&GuardedBuild>,
         set: TestSet,
         race: Option<f64>,
     ) -> Measured {
@@ -359,6 +435,42 @@ impl Measurer {
                 return out;
             }
         };
+        let guarded = match guarded.filter(|_| self.guards) {
+            None => None,
+            Some(build) => {
+                let loading = Instant::now();
+                let loaded = GuardedKernel::load(
+                    &self.loader,
+                    &build.ptx,
+                    build.cubin.as_ref(),
+                    &self.kernel_names,
+                );
+                out.spent.jit_load_s += loading.elapsed().as_secs_f64();
+                match loaded {
+                    Ok(kernel) => Some(Guarded {
+                        kernel,
+                        sites: &build.sites,
+                    }),
+                    Err(e) if e.poisons_context() => {
+                        out.fatal = true;
+                        out.assessment.tests.push(TestSummary::failed(
+                            "load",
+                            e.kind(),
+                            e.to_string(),
+                        ));
+                        return out.lost_context(kernel);
+                    }
+                    // Its registers or shared memory past a limit, say:
+                    // checked unguarded, as before.
+                    Err(e) => {
+                        tracing::debug!(
+                            "the guarded build does not load ({e}); checking unguarded"
+                        );
+                        None
+                    }
+                }
+            }
+        };
         let full = match set {
             TestSet::Heldout => self.options.heldout_rounds,
             _ => self.options.rounds,
@@ -377,7 +489,7 @@ impl Measurer {
         // fail a check, often only on a later test (a partial last block,
         // a larger size), and then cost no timing rounds at all.
         for test in &tests {
-            let summary = self.check(&kernel, test, &mut out);
+            let summary = self.check(&kernel, guarded.as_ref(), test, &mut out);
             let failed = summary.failure.is_some();
             out.assessment.tests.push(summary);
             if out.fatal {
@@ -438,57 +550,6 @@ impl Measurer {
             }
         }
         out
-    }
-
-    /// One test's checked run: a passed summary (its error, no cost yet),
-    /// or the failure (which sets `fatal` when the context is lost).
-    fn check(&self, kernel: &Kernel, test: &StagedTest, out: &mut Measured) -> TestSummary {
-        let started = Instant::now();
-        let limit = self.limit(test);
-        let verdict = match &self.comparison {
-            Some(comparison) => self.checked_on_device(comparison, kernel, test, limit),
-            None => self
-                .checked_run(kernel, test, limit)
-                .map(|o| compare_outputs(&self.spec, &test.instance, &test.reference, &o)),
-        };
-        out.spent.check_s += started.elapsed().as_secs_f64();
-        let mut summary = match verdict {
-            Err(e) => {
-                out.fatal = e.poisons_context();
-                return self.cuda_failure(test, &e);
-            }
-            Ok((Some(f), error)) => {
-                let mut s = TestSummary::failed(&test.name, f.kind(), f.to_string());
-                s.error = Some(error);
-                s
-            }
-            Ok((None, error)) => TestSummary {
-                test: test.name.clone(),
-                failure: None,
-                cost: None,
-                original_cost: 0,
-                error: Some(error),
-                timing: None,
-                kernels: Vec::new(),
-            },
-        };
-        summary.original_cost = test.original_ns as u64;
-        summary
-    }
-
-    /// A test that failed on the GPU, with the timeout explained.
-    fn cuda_failure(&self, test: &StagedTest, e: &CudaError) -> TestSummary {
-        let mut message = e.to_string();
-        if let CudaError::Timeout { .. } = e {
-            message += &format!(
-                " ({}x the original's {:.1} us)",
-                self.options.timeout_factor,
-                test.original_ns / 1e3
-            );
-        }
-        let mut s = TestSummary::failed(&test.name, e.kind(), message);
-        s.original_cost = test.original_ns as u64;
-        s
     }
 
     /// Rounds `first..first + rounds` appended to `timing`, alternating
@@ -599,72 +660,5 @@ impl Measurer {
         start.record()?;
         test.launch_all(kernel)?;
         end.record()
-    }
-
-    /// One run with outputs poisoned, its outputs compared on the device
-    /// with the original's: what `compare_outputs` says of them (the worst
-    /// error, the first failing output), with 24 bytes read back per output.
-    fn checked_on_device(
-        &self,
-        comparison: &DeviceComparison,
-        kernel: &Kernel,
-        test: &StagedTest,
-        limit: Duration,
-    ) -> Result<(Option<Failure>, f64), CudaError> {
-        test.restore()?;
-        let binding = test.launch_all(kernel)?;
-        let done = &self.events[0];
-        done.record()?;
-        done.wait(limit)?;
-        let mut compared = Vec::with_capacity(self.outputs.len());
-        let mut pairs = Vec::with_capacity(self.outputs.len());
-        for &i in &self.outputs {
-            let reference = test.reference_device[i].as_ref();
-            let actual = test.work[binding[i]].as_ref();
-            if let (Some(reference), Some(actual), ArgValue::Buffer { elem, .. }) =
-                (reference, actual, &test.instance.args[i])
-            {
-                compared.push(i);
-                pairs.push(Pair {
-                    elem: *elem,
-                    reference,
-                    actual,
-                });
-            }
-        }
-        let comparisons = comparison.compare(&self.spec.acceptance, &pairs)?;
-        Ok(outputs_verdict(
-            &self.spec,
-            compared.into_iter().zip(comparisons),
-        ))
-    }
-
-    /// One run with outputs poisoned; returns each output argument's final
-    /// bytes (empty for the others). Only outputs are compared, and an input
-    /// can be far larger than the outputs (a reduction's): downloading it
-    /// with every check once took most of the GPU worker's time.
-    fn checked_run(
-        &self,
-        kernel: &Kernel,
-        test: &StagedTest,
-        limit: Duration,
-    ) -> Result<Vec<Vec<u8>>, CudaError> {
-        test.restore()?;
-        let binding = test.launch_all(kernel)?;
-        let done = &self.events[0];
-        done.record()?;
-        done.wait(limit)?;
-        let mut outputs = Vec::with_capacity(test.work.len());
-        for (i, _) in test.work.iter().enumerate() {
-            outputs.push(match &test.work[binding[i]] {
-                Some(buffer) if self.outputs.contains(&i) => {
-                    let mut bytes = vec![0u8; buffer.len];
-                    buffer.download(&mut bytes)?;
-                    bytes
-                }
-                _ => Vec::new(),
-            });
-        }
-        Ok(outputs)
     }
 }

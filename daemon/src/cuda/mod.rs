@@ -8,7 +8,10 @@
 //! - `staged`: one test staged on the device: its buffers, restoring its
 //!   inputs, its launches.
 //! - [`measure`]: what a worker does per variant: check outputs, then time
-//!   it alternately with the original.
+//!   it alternately with the original; `checked`: the checked runs.
+//! - [`guarded`]: guarded check runs: a variant's guarded build armed with
+//!   the test's ranges and trip budget, its fault record as a verdict.
+//!   [`guard_check`]: the GPU suite's check of them against the simulator.
 //! - [`load`]: cubins or the JIT, the same for the original and variants.
 //! - [`check`]: one run of a variant on one test, for compute-sanitizer.
 //! - [`toolkit`]: the toolkit's programs: finding them, and ptxas, which
@@ -18,8 +21,11 @@
 //! pre-screen) lives beside the other worker pools, in `worker::gpu`.
 
 pub mod check;
+mod checked;
 pub mod compare;
 pub mod driver;
+pub mod guard_check;
+pub mod guarded;
 pub mod load;
 pub mod measure;
 mod staged;

@@ -26,6 +26,9 @@ pub(super) struct StagedTest {
     pub reference_device: Vec<Option<DeviceBuffer>>,
     /// The original's median time, for timeouts.
     pub original_ns: f64,
+    /// Loop trips a thread of a variant's guarded build may make (0: no
+    /// budget; set when the guards are calibrated).
+    pub trip_budget: u64,
 }
 
 impl StagedTest {
@@ -60,6 +63,7 @@ impl StagedTest {
             reference: Vec::new(),
             reference_device: Vec::new(),
             original_ns: f64::NAN,
+            trip_budget: 0,
         })
     }
 

@@ -9,7 +9,7 @@ pub const SHARED: u8 = 2;
 pub const LOCAL: u8 = 3;
 pub const CONSTANT: u8 = 4;
 
-const OFFSET_BITS: u32 = 40;
+pub const OFFSET_BITS: u32 = 40;
 const INDEX_BITS: u32 = 16;
 
 pub fn make(space: u8, index: u64, offset: u64) -> u64 {

@@ -40,6 +40,19 @@ pub enum Fault {
     StepBudget {
         budget: u64,
     },
+    /// An access at an address its width does not allow (found by the GPU
+    /// backend's guarded builds; the simulator does not check alignment).
+    Misaligned {
+        space: &'static str,
+        buffer: usize,
+        offset: u64,
+        bytes: u32,
+    },
+    /// A thread made more loop trips than its budget (the GPU backend's
+    /// guarded builds: a multiple of the original's most).
+    TripBudget {
+        budget: u64,
+    },
     Unsupported {
         what: String,
     },
@@ -127,6 +140,8 @@ impl Verdict {
             Fault::GlobalRace { .. } => "global_race",
             Fault::DivergentBarrier { .. } => "divergent_barrier",
             Fault::StepBudget { .. } => "step_budget",
+            Fault::Misaligned { .. } => "misaligned",
+            Fault::TripBudget { .. } => "trip_budget",
             Fault::Unsupported { .. } => "unsupported",
             Fault::Unreachable => "unreachable",
         }
@@ -197,6 +212,19 @@ impl fmt::Display for Fault {
             Fault::StepBudget { budget } => {
                 write!(f, "step budget of {budget} instructions per block exceeded")
             }
+            Fault::Misaligned {
+                space,
+                offset,
+                bytes,
+                ..
+            } => write!(
+                f,
+                "misaligned {bytes}-byte {space} access at byte {}",
+                signed_offset(*offset)
+            ),
+            Fault::TripBudget { budget } => {
+                write!(f, "loop trip budget of {budget} trips per thread exceeded")
+            }
             Fault::Unsupported { what } => write!(f, "unsupported: {what}"),
             Fault::Unreachable => f.write_str("reached `unreachable`"),
         }
@@ -236,6 +264,21 @@ impl fmt::Display for Verdict {
             ) => write!(
                 f,
                 "global-memory race: {bytes}-byte write to `{}` at {}, which block {other_block:?} also wrote in this launch",
+                b.arg,
+                b.position(*offset)
+            )?,
+            (
+                Fault::Misaligned {
+                    space: "global",
+                    offset,
+                    bytes,
+                    ..
+                },
+                Some(b),
+                _,
+            ) => write!(
+                f,
+                "misaligned {bytes}-byte access to `{}` at {}",
                 b.arg,
                 b.position(*offset)
             )?,

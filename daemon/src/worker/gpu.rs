@@ -65,10 +65,13 @@ impl Handler for GpuWorker {
                 id,
                 ptx,
                 cubin,
+                guarded,
                 set,
                 race,
             } => {
-                let measured = self.measurer.measure(&ptx, cubin.as_ref(), set, race);
+                let measured =
+                    self.measurer
+                        .measure(&ptx, cubin.as_ref(), guarded.as_ref(), set, race);
                 Ok((
                     Response::Assessed {
                         id,
@@ -172,6 +175,11 @@ impl CudaBackend {
         })
     }
 
+    /// GPU workers replaced (a lost context, a crash, a hang).
+    pub fn gpu_restarts(&self) -> u64 {
+        self.gpu.respawns
+    }
+
     /// GPU worker replacements that were a spare already started.
     pub fn standby_swaps(&self) -> u64 {
         self.gpu.standby_swaps
@@ -189,6 +197,7 @@ impl CudaBackend {
                 id: self.gpu.next_id(),
                 ptx: p.clone(),
                 cubin: None,
+                guarded: None,
                 set,
                 race: None,
             })
@@ -233,6 +242,7 @@ impl CudaBackend {
                             patch: p.clone(),
                             prescreen,
                             cubin_for: cubin_for.clone(),
+                            guarded: true,
                         })
                         .collect();
                     let responses = compile.run(requests)?;
@@ -244,20 +254,24 @@ impl CudaBackend {
             });
             for responses in chunks {
                 let first = out.len();
-                // Indices into `out`, with the cubin each variant came with.
+                // Indices into `out`, with the cubin and guarded build each
+                // variant came with.
                 let mut measure = Vec::new();
                 for response in responses {
                     let mut cubin = None;
+                    let mut guarded = None;
                     let (build, screen) = match response {
                         Ok(Response::Built {
                             build,
                             cubin: assembled,
                             screened_out,
+                            guarded: guarded_build,
                             spent,
                             ..
                         }) => {
                             utilization.spent += &spent;
                             cubin = assembled;
+                            guarded = guarded_build;
                             (Ok(build), screened_out)
                         }
                         Ok(Response::CompileFailed { reason, spent, .. }) => {
@@ -277,7 +291,7 @@ impl CudaBackend {
                             Some(a)
                         }
                         (true, None) => {
-                            measure.push((out.len(), cubin));
+                            measure.push((out.len(), cubin, guarded));
                             None
                         }
                         (false, _) => None,
@@ -286,16 +300,17 @@ impl CudaBackend {
                 }
                 let requests = measure
                     .iter_mut()
-                    .map(|(i, cubin)| Request::Measure {
+                    .map(|(i, cubin, guarded)| Request::Measure {
                         id: gpu.next_id(),
                         ptx: ptx_of(&out[*i].build).to_string(),
                         cubin: cubin.take(),
+                        guarded: guarded.take(),
                         set,
                         race,
                     })
                     .collect();
                 let measured = gpu.run(requests)?;
-                for (&(i, _), r) in measure.iter().zip(measured) {
+                for (&(i, _, _), r) in measure.iter().zip(measured) {
                     account(utilization, &r, purpose);
                     out[i].assessment = Some(assessment_of(r));
                 }

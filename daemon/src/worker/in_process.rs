@@ -5,6 +5,7 @@
 use super::{Handler, Request, Response};
 use crate::assessment::{Assessment, TestResult};
 use crate::busy::Spent;
+use crate::cuda::guarded::GuardedBuild;
 use crate::cuda::toolkit::{Assembler, Cubin};
 use crate::eval::Evaluator;
 use crate::evolve::{Backend, BackendError, Build, Scope};
@@ -128,12 +129,42 @@ impl InProcess {
             .ok()
     }
 
-    pub fn compile_one(&self, patch: &Patch) -> Result<Build, String> {
-        let ir = match &self.evaluation {
+    /// The patch's guarded build, assembled for `arch` where one is named;
+    /// none (checked unguarded) when it does not build.
+    fn guarded_build(
+        &mut self,
+        patch: &Patch,
+        arch: Option<&str>,
+        spent: &mut Spent,
+    ) -> Option<GuardedBuild> {
+        let started = Instant::now();
+        let guarded = self
+            .ir()
+            .compile_guarded(patch, &self.codegen)
+            .inspect_err(|e| tracing::warn!("no guarded build: {e}"))
+            .ok();
+        spent.compile_s += started.elapsed().as_secs_f64();
+        let guarded = guarded?;
+        let started = Instant::now();
+        let cubin = arch.and_then(|arch| self.assemble(&guarded.ptx, arch));
+        spent.assemble_s += started.elapsed().as_secs_f64();
+        Some(GuardedBuild {
+            ptx: guarded.ptx,
+            cubin,
+            sites: guarded.sites,
+        })
+    }
+
+    fn ir(&self) -> &crate::ir::KernelIr {
+        match &self.evaluation {
             Evaluation::Kernel(e) => e.ir(),
             Evaluation::Harness(h) => h.ir(),
-        };
-        ir.compile(patch, &self.codegen)
+        }
+    }
+
+    pub fn compile_one(&self, patch: &Patch) -> Result<Build, String> {
+        self.ir()
+            .compile(patch, &self.codegen)
             .map(|c| Build {
                 ptx_hash: c.ptx_hash,
                 ptx: c.ptx,
@@ -202,6 +233,7 @@ impl Handler for InProcess {
                 patch,
                 prescreen,
                 cubin_for,
+                guarded,
             } => {
                 let mut spent = Spent::default();
                 let started = Instant::now();
@@ -222,11 +254,16 @@ impl Handler for InProcess {
                             _ => None,
                         };
                         spent.assemble_s = started.elapsed().as_secs_f64();
+                        let guarded = match guarded && screened_out.is_none() {
+                            true => self.guarded_build(&patch, cubin_for.as_deref(), &mut spent),
+                            false => None,
+                        };
                         Response::Built {
                             id,
                             build,
                             cubin,
                             screened_out,
+                            guarded,
                             spent,
                         }
                     }

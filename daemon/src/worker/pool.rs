@@ -640,6 +640,7 @@ impl Backend for WorkerPool {
                 patch: p.clone(),
                 prescreen: false,
                 cubin_for: None,
+                guarded: false,
             },
             patches,
         );

@@ -4,6 +4,7 @@
 
 use crate::assessment::Assessment;
 use crate::busy::{Spent, StartUp};
+use crate::cuda::guarded::GuardedBuild;
 use crate::cuda::toolkit::Cubin;
 use crate::device::DeviceInfo;
 use crate::evolve::{Build, Scope};
@@ -12,7 +13,7 @@ use crate::spec::TestSet;
 use serde::{Deserialize, Serialize};
 
 /// Wire protocol version, sent in the worker's greeting.
-pub const PROTOCOL: u32 = 3;
+pub const PROTOCOL: u32 = 4;
 
 /// A request from the engine's process.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -30,6 +31,10 @@ pub enum Request {
         prescreen: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cubin_for: Option<String>,
+        /// A variant that passes also gets its guarded build (and that
+        /// assembled too, with `cubin_for`), for the GPU worker's checks.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        guarded: bool,
     },
     /// The patch run on the simulator.
     Assess { id: u64, patch: Patch, set: TestSet },
@@ -43,6 +48,9 @@ pub enum Request {
         /// could (`Compile::cubin_for`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cubin: Option<Cubin>,
+        /// Its guarded build: the outputs are checked through it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        guarded: Option<GuardedBuild>,
         set: TestSet,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         race: Option<f64>,
@@ -87,6 +95,9 @@ pub enum Response {
         /// The pre-screen's result when it rejects the variant.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         screened_out: Option<Assessment>,
+        /// The guarded build, when `Compile::guarded` asked and it built.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        guarded: Option<GuardedBuild>,
         #[serde(default, skip_serializing_if = "Spent::is_zero")]
         spent: Spent,
     },
@@ -121,6 +132,7 @@ pub enum Response {
 mod tests {
     use super::*;
     use crate::assessment::TestSummary;
+    use crate::ir::guard::{GuardSite, SiteKind};
     use crate::stats::Timing;
 
     fn device() -> DeviceInfo {
@@ -184,6 +196,7 @@ mod tests {
                     id: 7,
                     ptx: build.ptx.clone(),
                     cubin: None,
+                    guarded: None,
                     set: TestSet::Heldout,
                     race: None,
                 },
@@ -194,10 +207,22 @@ mod tests {
                     id: 9,
                     ptx: "x".into(),
                     cubin: Some(Cubin(b"\x7fELF".to_vec())),
+                    guarded: Some(GuardedBuild {
+                        ptx: "g".into(),
+                        cubin: None,
+                        sites: vec![GuardSite {
+                            kind: SiteKind::Load,
+                            instruction: Some(12),
+                            function: "k".into(),
+                            block: "bb1".into(),
+                            source: Some("k.cu:7".into()),
+                            bytes: 4,
+                        }],
+                    }),
                     set: TestSet::Train,
                     race: Some(0.97),
                 },
-                r#"{"op":"measure","id":9,"ptx":"x","cubin":"f0VMRg==","set":"train","race":0.97}"#,
+                r#"{"op":"measure","id":9,"ptx":"x","cubin":"f0VMRg==","guarded":{"ptx":"g","sites":[{"kind":"load","instruction":12,"function":"k","block":"bb1","source":"k.cu:7","bytes":4}]},"set":"train","race":0.97}"#,
             ),
             (
                 Request::Compile {
@@ -205,8 +230,9 @@ mod tests {
                     patch: empty_patch.clone(),
                     prescreen: true,
                     cubin_for: Some("sm_90".into()),
+                    guarded: true,
                 },
-                r#"{"op":"compile","id":10,"patch":{"format":1,"ir_hash":"00","kernel":"k","edits":[]},"prescreen":true,"cubin_for":"sm_90"}"#,
+                r#"{"op":"compile","id":10,"patch":{"format":1,"ir_hash":"00","kernel":"k","edits":[]},"prescreen":true,"cubin_for":"sm_90","guarded":true}"#,
             ),
             (
                 Request::Assess {
@@ -246,6 +272,7 @@ mod tests {
                 build: build.clone(),
                 cubin: None,
                 screened_out: Some(assessment()),
+                guarded: None,
                 spent: Spent {
                     compile_s: 0.02,
                     prescreen_s: 0.5,
@@ -257,6 +284,7 @@ mod tests {
                 build,
                 cubin: Some(Cubin(vec![0x7f, b'E', b'L', b'F', 1, 2])),
                 screened_out: None,
+                guarded: None,
                 spent: Spent {
                     assemble_s: 0.03,
                     ..Spent::default()

@@ -10,7 +10,7 @@ use super::pool::{PoolOptions, WorkerPool};
 use super::sanitize::{find_sanitizer, SafetyGate, SanitizeMode};
 use crate::access::Reader;
 use crate::config::CpuPriority;
-use crate::cuda::measure::{MeasureError, MeasureOptions, Measurement, Measurer};
+use crate::cuda::measure::{MeasureError, MeasureOptions, Measurement, Measurer, Programs};
 use crate::cuda::toolkit::Assembler;
 use crate::cuda::{driver, CudaError};
 use crate::device::{DeviceInfo, DeviceSelector};
@@ -476,14 +476,25 @@ pub fn start_measurer(
     let comparison = crate::cuda::compare::module_ptx(&codegen)
         .inspect_err(|e| tracing::warn!(error = %e, "outputs will be compared on the host"))
         .ok();
+    // Variants that come with a guarded build are checked through it; the
+    // original's calibrates each test's trip budget.
+    let guarded = ir
+        .compile_guarded(&ir.empty_patch(), &codegen)
+        .inspect_err(
+            |e| tracing::warn!(error = %e, "no guarded builds: a variant's fault costs the worker"),
+        )
+        .ok();
     Measurer::new(
         spec,
         device,
-        &original.ptx,
+        Programs {
+            original: &original.ptx,
+            guarded_original: guarded.as_ref().map(|g| g.ptx.as_str()),
+            comparison: comparison.as_deref(),
+        },
         &kernels,
         MeasureOptions::default(),
         Assembler::find(),
-        comparison.as_deref(),
     )
     .map_err(|source| SetupError::Measure {
         spec: spec_path.to_path_buf(),

@@ -1,0 +1,174 @@
+//! A variant's checked runs: one run per test, outputs poisoned first, then
+//! compared with the original's (on the device where the comparison kernels
+//! are, else on the host); through the variant's guarded build where one
+//! came (`guarded`), whose recorded fault is then the verdict.
+
+use super::compare::{DeviceComparison, Pair};
+use super::driver::Kernel;
+use super::guarded::GuardedKernel;
+use super::measure::{Measured, Measurer};
+use super::staged::StagedTest;
+use super::CudaError;
+use crate::assessment::{compare_outputs, outputs_verdict, Failure, TestSummary};
+use crate::ir::GuardSite;
+use crate::spec::ArgValue;
+use std::time::{Duration, Instant};
+
+/// A variant's guarded build, loaded, and its sites.
+pub(super) struct Guarded<'a> {
+    pub kernel: GuardedKernel,
+    pub sites: &'a [GuardSite],
+}
+
+impl Measurer {
+    /// One test's checked run: a passed summary (its error, no cost yet),
+    /// or the failure (which sets `fatal` when the context is lost). With
+    /// `guarded`, the run is the variant's guarded build's, armed with the
+    /// test's ranges and trip budget: a fault it recorded is the verdict.
+    pub(super) fn check(
+        &self,
+        kernel: &Kernel,
+        guarded: Option<&Guarded>,
+        test: &StagedTest,
+        out: &mut Measured,
+    ) -> TestSummary {
+        let started = Instant::now();
+        let limit = self.limit(test);
+        let result = match guarded {
+            Some(g) => g
+                .kernel
+                .arm(test, test.trip_budget)
+                .and_then(|()| self.check_outputs(&g.kernel.kernel, test, limit))
+                .and_then(|outputs| {
+                    let state = g.kernel.state()?;
+                    Ok((state.verdict(g.sites, test, test.trip_budget), outputs))
+                }),
+            None => self.check_outputs(kernel, test, limit).map(|o| (None, o)),
+        };
+        out.spent.check_s += started.elapsed().as_secs_f64();
+        let mut summary = match result {
+            Err(e) => {
+                out.fatal = e.poisons_context();
+                return self.cuda_failure(test, &e);
+            }
+            Ok((Some(fault), _)) => {
+                let f = Failure::Verdict(fault);
+                TestSummary::failed(&test.name, f.kind(), format!("guarded run on the GPU: {f}"))
+            }
+            Ok((None, (Some(f), error))) => {
+                let mut s = TestSummary::failed(&test.name, f.kind(), f.to_string());
+                s.error = Some(error);
+                s
+            }
+            Ok((None, (None, error))) => TestSummary {
+                test: test.name.clone(),
+                failure: None,
+                cost: None,
+                original_cost: 0,
+                error: Some(error),
+                timing: None,
+                kernels: Vec::new(),
+            },
+        };
+        summary.original_cost = test.original_ns as u64;
+        summary
+    }
+
+    /// The outputs' verdict after one run of `kernel` on `test`: compared
+    /// on the device where the comparison kernels loaded, else on the host.
+    pub(super) fn check_outputs(
+        &self,
+        kernel: &Kernel,
+        test: &StagedTest,
+        limit: Duration,
+    ) -> Result<(Option<Failure>, f64), CudaError> {
+        match &self.comparison {
+            Some(comparison) => self.checked_on_device(comparison, kernel, test, limit),
+            None => self
+                .checked_run(kernel, test, limit)
+                .map(|o| compare_outputs(&self.spec, &test.instance, &test.reference, &o)),
+        }
+    }
+
+    /// A test that failed on the GPU, with the timeout explained.
+    pub(super) fn cuda_failure(&self, test: &StagedTest, e: &CudaError) -> TestSummary {
+        let mut message = e.to_string();
+        if let CudaError::Timeout { .. } = e {
+            message += &format!(
+                " ({}x the original's {:.1} us)",
+                self.options.timeout_factor,
+                test.original_ns / 1e3
+            );
+        }
+        let mut s = TestSummary::failed(&test.name, e.kind(), message);
+        s.original_cost = test.original_ns as u64;
+        s
+    }
+
+    /// One run with outputs poisoned, its outputs compared on the device
+    /// with the original's: what `compare_outputs` says of them (the worst
+    /// error, the first failing output), with 24 bytes read back per output.
+    pub(super) fn checked_on_device(
+        &self,
+        comparison: &DeviceComparison,
+        kernel: &Kernel,
+        test: &StagedTest,
+        limit: Duration,
+    ) -> Result<(Option<Failure>, f64), CudaError> {
+        test.restore()?;
+        let binding = test.launch_all(kernel)?;
+        let done = &self.events[0];
+        done.record()?;
+        done.wait(limit)?;
+        let mut compared = Vec::with_capacity(self.outputs.len());
+        let mut pairs = Vec::with_capacity(self.outputs.len());
+        for &i in &self.outputs {
+            let reference = test.reference_device[i].as_ref();
+            let actual = test.work[binding[i]].as_ref();
+            if let (Some(reference), Some(actual), ArgValue::Buffer { elem, .. }) =
+                (reference, actual, &test.instance.args[i])
+            {
+                compared.push(i);
+                pairs.push(Pair {
+                    elem: *elem,
+                    reference,
+                    actual,
+                });
+            }
+        }
+        let comparisons = comparison.compare(&self.spec.acceptance, &pairs)?;
+        Ok(outputs_verdict(
+            &self.spec,
+            compared.into_iter().zip(comparisons),
+        ))
+    }
+
+    /// One run with outputs poisoned; returns each output argument's final
+    /// bytes (empty for the others). Only outputs are compared, and an input
+    /// can be far larger than the outputs (a reduction's): downloading it
+    /// with every check once took most of the GPU worker's time.
+    pub(super) fn checked_run(
+        &self,
+        kernel: &Kernel,
+        test: &StagedTest,
+        limit: Duration,
+    ) -> Result<Vec<Vec<u8>>, CudaError> {
+        test.restore()?;
+        let binding = test.launch_all(kernel)?;
+        let done = &self.events[0];
+        done.record()?;
+        done.wait(limit)?;
+        let mut outputs = Vec::with_capacity(test.work.len());
+        for (i, _) in test.work.iter().enumerate() {
+            outputs.push(match &test.work[binding[i]] {
+                Some(buffer) if self.outputs.contains(&i) => {
+                    let mut bytes = vec![0u8; buffer.len];
+                    buffer.download(&mut bytes)?;
+                    bytes
+                }
+                _ => Vec::new(),
+            });
+        }
+        Ok(outputs)
+    }
+}

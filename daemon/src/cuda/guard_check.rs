@@ -1,0 +1,156 @@
+//! The GPU suite's check of guarded builds (`gevod gpu-guard-check`): a
+//! kernel's (or a variant's) guarded build run on each of a spec's tests,
+//! against its unguarded build where the simulator finds no fault (every
+//! buffer's bytes identical), and against the simulator's verdict where it
+//! finds one (the same fault class, argument and side of the buffer); after
+//! each fault, the original still runs in the same context.
+
+use super::driver::{Context, Event, Kernel};
+use super::guarded::GuardedKernel;
+use super::load::Loader;
+use super::staged::StagedTest;
+use super::CudaError;
+use crate::assessment::Failure;
+use crate::eval::Evaluator;
+use crate::ir::{CodegenOptions, KernelIr, Patch};
+use crate::sim::{Fault, Verdict};
+use crate::spec::{Spec, TestSet};
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum GuardCheckError {
+    #[error(transparent)]
+    Cuda(#[from] CudaError),
+    #[error(transparent)]
+    Ir(#[from] crate::ir::IrError),
+    #[error(transparent)]
+    Eval(#[from] crate::eval::EvalError),
+    #[error(transparent)]
+    Spec(#[from] crate::spec::SpecError),
+}
+
+/// What the check found: a line per test, and how many disagree.
+#[derive(Debug, Default)]
+pub struct GuardCheck {
+    pub lines: Vec<String>,
+    pub failures: usize,
+}
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// Runs `patch`'s guarded build (the original's for an empty patch) on
+/// every test of `spec` (its simulator tests: both sides run the same
+/// sizes) on device `ordinal`.
+pub fn check(
+    spec: &Spec,
+    ir: &KernelIr,
+    patch: &Patch,
+    codegen: &CodegenOptions,
+    ordinal: usize,
+) -> Result<GuardCheck, GuardCheckError> {
+    let names: Vec<String> = ir.chosen_kernels().iter().map(|k| k.to_string()).collect();
+    let _context = Context::new(ordinal)?;
+    let original = Kernel::load(&ir.compile(&ir.empty_patch(), codegen)?.ptx, &names)?;
+    let plain = Kernel::load(&ir.compile(patch, codegen)?.ptx, &names)?;
+    let build = ir.compile_guarded(patch, codegen)?;
+    let guarded = GuardedKernel::load(&Loader::Jit, &build.ptx, None, &names)?;
+    let calibration = GuardedKernel::load(
+        &Loader::Jit,
+        &ir.compile_guarded(&ir.empty_patch(), codegen)?.ptx,
+        None,
+        &names,
+    )?;
+    let simulated = Evaluator::new(spec.clone(), 2)?.evaluate(patch, TestSet::All)?;
+    let mut found = GuardCheck::default();
+    for case in spec.tests(TestSet::All) {
+        let test = StagedTest::upload(&case.name, spec.instantiate(case)?)?;
+        let sim = simulated
+            .iter()
+            .find(|r| r.test == case.name)
+            .and_then(|r| match &r.failure {
+                Some(Failure::Verdict(v)) => Some(v.clone()),
+                _ => None,
+            });
+        // The budget the worker sets: from the original's most trips (its
+        // guarded run with no budget).
+        calibration.arm(&test, 0)?;
+        run(&calibration.kernel, &test)?;
+        let most = calibration.state()?.most_trips();
+        let budget = super::guarded::budget_from(most);
+        guarded.arm(&test, budget)?;
+        let guarded_bytes = run(&guarded.kernel, &test)?;
+        let gpu = guarded.state()?.verdict(&build.sites, &test, budget);
+        let (agree, what) = match (&sim, &gpu) {
+            (None, None) => {
+                let plain_bytes = run(&plain, &test)?;
+                let same = plain_bytes == guarded_bytes;
+                let bytes: usize = plain_bytes.iter().map(Vec::len).sum();
+                (
+                    same,
+                    format!(
+                        "no fault; guarded outputs {} the unguarded build's ({bytes} bytes); trip budget {budget} (the original's most {most})",
+                        if same { "identical to" } else { "DIFFER from" },
+                    ),
+                )
+            }
+            (Some(s), Some(g)) => (same_fault(s, g), format!("GPU: {g} | simulator: {s}")),
+            (None, Some(g)) => (false, format!("GPU: {g} | simulator: no fault")),
+            (Some(s), None) => (false, format!("GPU: no fault | simulator: {s}")),
+        };
+        if gpu.is_some() {
+            // The context survives the fault: the original still runs.
+            run(&original, &test)?;
+        }
+        found.failures += usize::from(!agree);
+        found.lines.push(format!(
+            "{} {}: {what}",
+            if agree { "agree " } else { "DIFFER" },
+            case.name
+        ));
+    }
+    Ok(found)
+}
+
+/// One run with the inputs restored; every argument's final bytes.
+fn run(kernel: &Kernel, test: &StagedTest) -> Result<Vec<Vec<u8>>, CudaError> {
+    test.restore()?;
+    let binding = test.launch_all(kernel)?;
+    let done = Event::new()?;
+    done.record()?;
+    done.wait(LIMIT)?;
+    let mut out = Vec::with_capacity(binding.len());
+    for &slot in &binding {
+        out.push(match &test.work[slot] {
+            Some(buffer) => {
+                let mut bytes = vec![0u8; buffer.len];
+                buffer.download(&mut bytes)?;
+                bytes
+            }
+            None => Vec::new(),
+        });
+    }
+    Ok(out)
+}
+
+/// The same fault as far as two runs can agree: its class and space, the
+/// argument, and which side of the buffer (the first thread to fault may
+/// differ, so the element may too).
+fn same_fault(sim: &Verdict, gpu: &Verdict) -> bool {
+    let class = |v: &Verdict| match &v.fault {
+        Fault::OutOfBounds { space, .. } => format!("bounds {space}"),
+        Fault::StepBudget { .. } | Fault::TripBudget { .. } => "budget".into(),
+        other => format!("{other:?}"),
+    };
+    let side = |v: &Verdict| {
+        let text = v.to_string();
+        if text.contains("before its start") {
+            "before"
+        } else if text.contains("past its end") {
+            "past"
+        } else {
+            "inside"
+        }
+    };
+    let arg = |v: &Verdict| v.context.buffer.as_ref().map(|b| b.arg.clone());
+    class(sim) == class(gpu) && arg(sim) == arg(gpu) && side(sim) == side(gpu)
+}

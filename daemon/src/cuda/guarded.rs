@@ -1,0 +1,235 @@
+//! Guarded check runs (docs/evolve.md, "Guarded check builds"): a
+//! variant's guarded build (`ir::guard`) runs each train test once, with the
+//! test's buffer ranges and trip budget in its table; a recorded fault
+//! becomes a verdict naming the source line, argument and element as the
+//! simulator's do, and the worker keeps its context, inputs and references.
+//! Only variants whose guarded runs pass are timed, unguarded.
+//!
+//! The trip budget of a test is calibrated at start: the original's guarded
+//! build runs it with no budget and reports the most loop trips one thread
+//! made; variants get [`BUDGET_FACTOR`] times that, plus [`BUDGET_SLACK`].
+
+use super::driver::{Kernel, Symbol};
+use super::load::Loader;
+use super::staged::StagedTest;
+use super::toolkit::Cubin;
+use super::CudaError;
+use crate::ir::guard::{self, FaultKind, GuardSite};
+use crate::sim::{BufferName, Context, Fault, Verdict};
+use crate::spec::ArgValue;
+use serde::{Deserialize, Serialize};
+
+/// A variant's trip budget is this many times the original's most ...
+pub const BUDGET_FACTOR: u64 = 8;
+/// ... plus this many trips (loops whose trips depend on data).
+pub const BUDGET_SLACK: u64 = 1024;
+
+/// A guarded build as the compile workers send it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GuardedBuild {
+    pub ptx: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cubin: Option<Cubin>,
+    /// The fault record's sites.
+    pub sites: Vec<GuardSite>,
+}
+
+/// A guarded build loaded, with its state and table on the device.
+pub(super) struct GuardedKernel {
+    pub kernel: Kernel,
+    state: Symbol,
+    table: Symbol,
+}
+
+/// What a guarded run left in the state.
+pub(super) struct GuardState([u64; guard::STATE_WORDS]);
+
+impl GuardedKernel {
+    pub fn load(
+        loader: &Loader,
+        ptx: &str,
+        cubin: Option<&Cubin>,
+        names: &[String],
+    ) -> Result<GuardedKernel, CudaError> {
+        let kernel = loader.variant(ptx, cubin, names)?;
+        let symbol = |name: &str| {
+            kernel.global(name).ok_or_else(|| CudaError::InvalidPtx {
+                log: format!("the guarded build has no {name}"),
+            })
+        };
+        let state = symbol(guard::STATE_SYMBOL)?;
+        let table = symbol(guard::TABLE_SYMBOL)?;
+        Ok(GuardedKernel {
+            kernel,
+            state,
+            table,
+        })
+    }
+
+    /// Before a guarded run of `test`: its buffers' ranges and the trip
+    /// budget (0: none) in the table, the state cleared.
+    pub fn arm(&self, test: &StagedTest, budget: u64) -> Result<(), CudaError> {
+        let ranges: Vec<u64> = test
+            .work
+            .iter()
+            .flatten()
+            .flat_map(|b| [b.ptr, b.ptr + b.len as u64])
+            .collect();
+        let count = ranges.len() / 2;
+        if count > guard::MAX_RANGES {
+            return Err(CudaError::InvalidPtx {
+                log: format!(
+                    "the test has {count} buffers, more than a guarded build checks ({})",
+                    guard::MAX_RANGES
+                ),
+            });
+        }
+        let mut table = Vec::with_capacity(2 + ranges.len());
+        table.extend([budget, count as u64]);
+        table.extend(ranges);
+        self.table.write(&table)?;
+        self.state.write(&[0; guard::STATE_WORDS])
+    }
+
+    /// The state after the run (call once the run is done).
+    pub fn state(&self) -> Result<GuardState, CudaError> {
+        let mut words = [0; guard::STATE_WORDS];
+        self.state.read(&mut words)?;
+        Ok(GuardState(words))
+    }
+}
+
+impl GuardState {
+    pub fn fault(&self) -> Option<FaultKind> {
+        FaultKind::from_word(self.0[guard::STATE_KIND])
+    }
+
+    /// The most loop trips one thread made (with no budget set).
+    pub fn most_trips(&self) -> u64 {
+        self.0[guard::STATE_MOST_TRIPS]
+    }
+
+    /// The recorded fault as the simulator would say it; None without one.
+    pub fn verdict(&self, sites: &[GuardSite], test: &StagedTest, budget: u64) -> Option<Verdict> {
+        let kind = self.fault()?;
+        let words = &self.0;
+        let site = sites.get(words[guard::STATE_SITE] as usize);
+        let address = words[guard::STATE_ADDRESS];
+        let bytes = site.map_or(0, |s| s.bytes);
+        let mut context = Context {
+            source: site.and_then(|s| s.source.clone()),
+            ..Context::default()
+        };
+        // Shared-window offsets are small; global addresses are not.
+        let in_shared = kind == FaultKind::SharedOutOfBounds
+            || (kind == FaultKind::Misaligned && address < 1 << 32);
+        let fault = match kind {
+            FaultKind::TripBudget => Fault::TripBudget { budget },
+            _ if in_shared => {
+                let offset = address;
+                match kind {
+                    FaultKind::Misaligned => Fault::Misaligned {
+                        space: "shared",
+                        buffer: 0,
+                        offset,
+                        bytes,
+                    },
+                    _ => Fault::OutOfBounds {
+                        space: "shared",
+                        buffer: 0,
+                        offset,
+                        bytes,
+                    },
+                }
+            }
+            _ => match nearest_buffer(test, address) {
+                None => Fault::OutOfBounds {
+                    space: "invalid",
+                    buffer: 0,
+                    offset: address,
+                    bytes,
+                },
+                Some((slot, offset)) => {
+                    context.buffer = buffer_name(test, slot);
+                    match kind {
+                        FaultKind::Misaligned => Fault::Misaligned {
+                            space: "global",
+                            buffer: slot,
+                            offset,
+                            bytes,
+                        },
+                        _ => Fault::OutOfBounds {
+                            space: "global",
+                            buffer: slot,
+                            offset,
+                            bytes,
+                        },
+                    }
+                }
+            },
+        };
+        let thread = words[guard::STATE_THREAD];
+        let block = words[guard::STATE_BLOCK];
+        Some(Verdict {
+            fault,
+            instruction: site.and_then(|s| s.instruction).unwrap_or(0),
+            block: site.map_or_else(String::new, |s| s.block.clone()),
+            cta: [
+                (block & 0xffff_ffff) as u32,
+                ((block >> 32) & 0xffff) as u32,
+                (block >> 48) as u32,
+            ],
+            thread: [
+                (thread & 0xf_ffff) as u32,
+                ((thread >> 20) & 0xf_ffff) as u32,
+                (thread >> 40) as u32,
+            ],
+            context: Box::new(context),
+        })
+    }
+}
+
+/// The buffer (by slot) whose range `address` is in or nearest to, and
+/// the address's offset from its start, as the simulator's pointers hold it
+/// (two's complement over `OFFSET_BITS`).
+fn nearest_buffer(test: &StagedTest, address: u64) -> Option<(usize, u64)> {
+    test.work
+        .iter()
+        .enumerate()
+        .filter_map(|(slot, b)| b.as_ref().map(|b| (slot, b)))
+        .min_by_key(|(_, b)| {
+            let end = b.ptr + b.len as u64;
+            if address < b.ptr {
+                b.ptr - address
+            } else if address >= end {
+                address - end + 1
+            } else {
+                0
+            }
+        })
+        .map(|(slot, b)| {
+            let mask = (1u64 << crate::sim::pointer::OFFSET_BITS) - 1;
+            (slot, address.wrapping_sub(b.ptr) & mask)
+        })
+}
+
+/// The spec's argument a test buffer starts as (slot `i` is argument `i`'s
+/// buffer; swaps may bind it to another argument in later launches).
+fn buffer_name(test: &StagedTest, slot: usize) -> Option<BufferName> {
+    let instance = &test.instance;
+    match &instance.args[slot] {
+        ArgValue::Buffer { elem, data, .. } => Some(BufferName {
+            arg: instance.names[slot].clone(),
+            elem_bytes: elem.size() as u64,
+            len: (data.len() / elem.size().max(1)) as u64,
+        }),
+        ArgValue::Scalar(_) => None,
+    }
+}
+
+/// A test's trip budget from the most trips the original made on it.
+pub fn budget_from(most_trips: u64) -> u64 {
+    most_trips
+        .saturating_mul(BUDGET_FACTOR)
+        .saturating_add(BUDGET_SLACK)
+}
