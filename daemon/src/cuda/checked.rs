@@ -41,7 +41,10 @@ impl Measurer {
                 .and_then(|()| self.check_outputs(&g.kernel.kernel, test, limit))
                 .and_then(|outputs| {
                     let state = g.kernel.state()?;
-                    Ok((state.verdict(g.sites, test, test.trip_budget), outputs))
+                    Ok((
+                        state.verdict(g.sites, test, test.trip_budget, &self.kernel_names),
+                        outputs,
+                    ))
                 }),
             None => self.check_outputs(kernel, test, limit).map(|o| (None, o)),
         };

@@ -3,7 +3,7 @@
 //! against its unguarded build where the simulator finds no fault (every
 //! buffer's bytes identical), and against the simulator's verdict where it
 //! finds one (the same fault class, argument and side of the buffer); after
-//! each fault, the original still runs in the same context.
+//! each fault, the original's guarded build still runs in the same context.
 
 use super::driver::{Context, Event, Kernel};
 use super::guarded::GuardedKernel;
@@ -11,7 +11,7 @@ use super::load::Loader;
 use super::staged::StagedTest;
 use super::CudaError;
 use crate::assessment::Failure;
-use crate::eval::Evaluator;
+use crate::eval::{EvalError, Evaluator};
 use crate::ir::{CodegenOptions, KernelIr, Patch};
 use crate::sim::{Fault, Verdict};
 use crate::spec::{Spec, TestSet};
@@ -50,7 +50,6 @@ pub fn check(
 ) -> Result<GuardCheck, GuardCheckError> {
     let names: Vec<String> = ir.chosen_kernels().iter().map(|k| k.to_string()).collect();
     let _context = Context::new(ordinal)?;
-    let original = Kernel::load(&ir.compile(&ir.empty_patch(), codegen)?.ptx, &names)?;
     let plain = Kernel::load(&ir.compile(patch, codegen)?.ptx, &names)?;
     let build = ir.compile_guarded(patch, codegen)?;
     let guarded = GuardedKernel::load(&Loader::Jit, &build.ptx, None, &names)?;
@@ -60,17 +59,20 @@ pub fn check(
         None,
         &names,
     )?;
-    let simulated = Evaluator::new(spec.clone(), 2)?.evaluate(patch, TestSet::All)?;
+    let evaluator = Evaluator::new(spec.clone(), 2)?;
     let mut found = GuardCheck::default();
     for case in spec.tests(TestSet::All) {
         let test = StagedTest::upload(&case.name, spec.instantiate(case)?)?;
-        let sim = simulated
-            .iter()
-            .find(|r| r.test == case.name)
-            .and_then(|r| match &r.failure {
-                Some(Failure::Verdict(v)) => Some(v.clone()),
+        // An original that faults has no reference: its finding is the
+        // simulator's verdict on this test.
+        let sim = match evaluator.evaluate_until(patch, &[case], |_| false) {
+            Ok(results) => results.into_iter().next().and_then(|r| match r.failure {
+                Some(Failure::Verdict(v)) => Some(v),
                 _ => None,
-            });
+            }),
+            Err(EvalError::OriginalFails { verdict, .. }) => Some(*verdict),
+            Err(e) => return Err(e.into()),
+        };
         // The budget the worker sets: from the original's most trips (its
         // guarded run with no budget).
         calibration.arm(&test, 0)?;
@@ -79,7 +81,9 @@ pub fn check(
         let budget = super::guarded::budget_from(most);
         guarded.arm(&test, budget)?;
         let guarded_bytes = run(&guarded.kernel, &test)?;
-        let gpu = guarded.state()?.verdict(&build.sites, &test, budget);
+        let gpu = guarded
+            .state()?
+            .verdict(&build.sites, &test, budget, &names);
         let (agree, what) = match (&sim, &gpu) {
             (None, None) => {
                 let plain_bytes = run(&plain, &test)?;
@@ -98,8 +102,11 @@ pub fn check(
             (Some(s), None) => (false, format!("GPU: no fault | simulator: {s}")),
         };
         if gpu.is_some() {
-            // The context survives the fault: the original still runs.
-            run(&original, &test)?;
+            // The context survives the fault: the original's guarded build
+            // still runs (its unguarded one may fault for real, where the
+            // original itself does).
+            calibration.arm(&test, 0)?;
+            run(&calibration.kernel, &test)?;
         }
         found.failures += usize::from(!agree);
         found.lines.push(format!(

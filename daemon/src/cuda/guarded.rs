@@ -16,7 +16,7 @@ use super::toolkit::Cubin;
 use super::CudaError;
 use crate::ir::guard::{self, FaultKind, GuardSite};
 use crate::sim::{BufferName, Context, Fault, Verdict};
-use crate::spec::ArgValue;
+use crate::spec::{ArgValue, LaunchParam};
 use serde::{Deserialize, Serialize};
 
 /// A variant's trip budget is this many times the original's most ...
@@ -110,7 +110,14 @@ impl GuardState {
     }
 
     /// The recorded fault as the simulator would say it; None without one.
-    pub fn verdict(&self, sites: &[GuardSite], test: &StagedTest, budget: u64) -> Option<Verdict> {
+    /// `kernels` are the chosen kernels' symbols, in the spec's order.
+    pub fn verdict(
+        &self,
+        sites: &[GuardSite],
+        test: &StagedTest,
+        budget: u64,
+        kernels: &[String],
+    ) -> Option<Verdict> {
         let kind = self.fault()?;
         let words = &self.0;
         let site = sites.get(words[guard::STATE_SITE] as usize);
@@ -142,7 +149,10 @@ impl GuardState {
                     },
                 }
             }
-            _ => match nearest_buffer(test, address) {
+            _ => match site
+                .and_then(|s| argument_buffer(test, s, kernels, address))
+                .or_else(|| nearest_buffer(test, address))
+            {
                 None => Fault::OutOfBounds {
                     space: "invalid",
                     buffer: 0,
@@ -211,6 +221,25 @@ fn nearest_buffer(test: &StagedTest, address: u64) -> Option<(usize, u64)> {
             let mask = (1u64 << crate::sim::pointer::OFFSET_BITS) - 1;
             (slot, address.wrapping_sub(b.ptr) & mask)
         })
+}
+
+/// The buffer (by slot) the site's pointer derives from, as the first
+/// launch of its kernel binds it, and the address's offset from its start.
+fn argument_buffer(
+    test: &StagedTest,
+    site: &GuardSite,
+    kernels: &[String],
+    address: u64,
+) -> Option<(usize, u64)> {
+    let parameter = site.argument? as usize;
+    let kernel = kernels.iter().position(|k| *k == site.function)?;
+    let launch = test.instance.launches.iter().find(|l| l.kernel == kernel)?;
+    let LaunchParam::Buffer { slot, .. } = *launch.params.get(parameter)? else {
+        return None;
+    };
+    let buffer = test.work.get(slot)?.as_ref()?;
+    let mask = (1u64 << crate::sim::pointer::OFFSET_BITS) - 1;
+    Some((slot, address.wrapping_sub(buffer.ptr) & mask))
 }
 
 /// The spec's argument a test buffer starts as (slot `i` is argument `i`'s

@@ -144,7 +144,7 @@ pub struct Programs<'a> {
 pub struct Measurer {
     pub(super) spec: Spec,
     device: DeviceInfo,
-    kernel_names: Vec<String>,
+    pub(super) kernel_names: Vec<String>,
     /// The arguments whose final bytes are compared (`Spec::outputs`).
     pub(super) outputs: Vec<usize>,
     pub(super) options: MeasureOptions,

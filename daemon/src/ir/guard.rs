@@ -101,6 +101,10 @@ pub struct GuardSite {
     pub source: Option<String>,
     /// Bytes accessed (0 for a memory intrinsic's and a loop's).
     pub bytes: u32,
+    /// The function parameter the accessed pointer derives from (through
+    /// GEPs and casts), when it does: the buffer a fault names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub argument: Option<u32>,
 }
 
 /// A variant's guarded build.
@@ -148,7 +152,7 @@ impl KernelIr {
 }
 
 /// Guards `module` in place: plans the sites, links the runtime in, inserts
-/// the checks, inlines them, verifies. Answers the sites and how many
+/// the checks (calls, never inlined: see `guard_runtime.ll`), verifies. Answers the sites and how many
 /// accesses were left unguarded.
 fn guard_module<'c>(
     context: &'c Context,
@@ -183,7 +187,7 @@ fn guard_module<'c>(
             g.set_linkage(Linkage::Internal);
         }
     }
-    codegen::run_passes(module, arch, "always-inline,function(mem2reg),globaldce")?;
+    codegen::run_passes(module, arch, "globaldce")?;
     module.verify().map_err(|e| IrError::Verify {
         message: format!("the guarded build: {}", super::one_line(&e.to_string())),
     })?;
@@ -255,6 +259,7 @@ fn plan(module: &Module<'_>, parts: &[LiveFunction<'_>], loaded: &[super::Part])
             block,
             source: llvm::source_line(inst),
             bytes: bytes.min(u32::MAX as u64) as u32,
+            argument: None,
         }
     };
     for f in module.get_functions() {
@@ -275,8 +280,10 @@ fn plan(module: &Module<'_>, parts: &[LiveFunction<'_>], loaded: &[super::Part])
                 };
                 let kind = site_kind(inst);
                 access.site = plan.sites.len() as u32;
-                plan.sites
-                    .push(site_of(inst, block_label.clone(), kind, access.bytes));
+                let mut site = site_of(inst, block_label.clone(), kind, access.bytes);
+                site.argument =
+                    base_argument(llvm::operand(inst, access.pointers[0]), f.as_value_ref());
+                plan.sites.push(site);
                 plan.accesses.push(access);
             }
         }
@@ -319,6 +326,32 @@ fn plan(module: &Module<'_>, parts: &[LiveFunction<'_>], loaded: &[super::Part])
         plan.loops.push(loops);
     }
     plan
+}
+
+/// The parameter of `function` that `pointer` is computed from through
+/// GEPs and casts; none through anything else (a phi, a select, a load).
+fn base_argument(pointer: llvm::Value, function: llvm::Value) -> Option<u32> {
+    use llvm_sys::LLVMOpcode::*;
+    let mut v = pointer;
+    // Bounded: a chain of GEPs and casts is short.
+    for _ in 0..64 {
+        if llvm::is_argument(v) {
+            return llvm::params(function)
+                .iter()
+                .position(|&p| p == v)
+                .map(|i| i as u32);
+        }
+        let opcode = if llvm::is_instruction(v) {
+            Some(llvm::opcode(v))
+        } else {
+            llvm::const_expr_opcode(v)
+        };
+        match opcode {
+            Some(LLVMGetElementPtr | LLVMAddrSpaceCast | LLVMBitCast) => v = llvm::operand(v, 0),
+            _ => return None,
+        }
+    }
+    None
 }
 
 /// The block's name as the simulator's verdicts give it.

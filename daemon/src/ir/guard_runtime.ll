@@ -5,7 +5,7 @@
 ; first refusal of the launch is recorded in @__gevo_guard_state. Loop
 ; headers call @__gevo_trip, which ends a thread past the test's trip budget.
 ; Everything here but the state and the table is made internal after
-; linking, and inlined.
+; linking; the checks stay calls (see the attributes at the end).
 
 ; Written by the kernel, read back by the GPU worker:
 ; [0] fault kind (0 none, 1 global out of bounds, 2 shared out of bounds,
@@ -225,4 +225,8 @@ done:
   ret void
 }
 
-attributes #0 = { alwaysinline nounwind }
+; Not inlined: the kernel's own blocks stay as they were (a guard inlined
+; with its branches would split them, and code generation fuses a multiply
+; and an add only within one block: the guarded build's floating-point
+; results would differ from the ordinary build's).
+attributes #0 = { noinline nounwind }

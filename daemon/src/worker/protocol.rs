@@ -217,12 +217,13 @@ mod tests {
                             block: "bb1".into(),
                             source: Some("k.cu:7".into()),
                             bytes: 4,
+                            argument: Some(0),
                         }],
                     }),
                     set: TestSet::Train,
                     race: Some(0.97),
                 },
-                r#"{"op":"measure","id":9,"ptx":"x","cubin":"f0VMRg==","guarded":{"ptx":"g","sites":[{"kind":"load","instruction":12,"function":"k","block":"bb1","source":"k.cu:7","bytes":4}]},"set":"train","race":0.97}"#,
+                r#"{"op":"measure","id":9,"ptx":"x","cubin":"f0VMRg==","guarded":{"ptx":"g","sites":[{"kind":"load","instruction":12,"function":"k","block":"bb1","source":"k.cu:7","bytes":4,"argument":0}]},"set":"train","race":0.97}"#,
             ),
             (
                 Request::Compile {
