@@ -517,8 +517,8 @@ fn a_standby_gpu_worker_takes_over_after_a_crash() {
 }
 
 /// With `cubin_for`, the compile workers assemble each variant that passes
-/// the pre-screen with ptxas (a stand-in here, named by GEVO_PTXAS), and
-/// every measure request carries that cubin; where ptxas refuses, the
+/// the pre-screen with ptxas (a stand-in here, named by GEVO_PTXAS), its
+/// guarded build too, and every measure request carries that cubin; where ptxas refuses, the
 /// variant is measured from its PTX alone. ptxas's time is counted.
 #[test]
 fn compile_workers_assemble_the_measured_variants_for_the_gpu() {
@@ -565,9 +565,13 @@ fn compile_workers_assemble_the_measured_variants_for_the_gpu() {
                     .unwrap();
                 assert!(bytes.starts_with(b"\x7fELF sm_90 "), "{bytes:?}");
             }
-            // Only what the GPU measures is assembled.
+            // Only what the GPU measures is assembled: its ordinary and
+            // its guarded build.
             let calls = std::fs::read_to_string(&calls).unwrap();
-            assert_eq!(calls.lines().collect::<Vec<_>>(), vec!["sm_90"; measured]);
+            assert_eq!(
+                calls.lines().collect::<Vec<_>>(),
+                vec!["sm_90"; 2 * measured]
+            );
             assert!(u.spent.assemble_s > 0.0, "{u:?}");
         } else {
             assert!(sent.iter().all(|c| *c == "-"), "{sent:?}");

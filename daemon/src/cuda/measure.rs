@@ -106,26 +106,29 @@ impl Measured {
         i: usize,
         failed: TestSummary,
         e: &CudaError,
-        kernel: Kernel,
+        loaded: Loaded,
     ) -> Measured {
         self.assessment.tests[i] = failed;
         self.fatal = e.poisons_context();
         if self.fatal {
-            self.lost_context(kernel)
+            self.lost_context(loaded)
         } else {
             self
         }
     }
 
     /// The result of a variant that lost the context. Unloading a module
-    /// waits for its kernels, and one may run forever: the module is left
-    /// to the process exit.
-    pub(super) fn lost_context(self, kernel: Kernel) -> Measured {
+    /// waits for its kernels, and one may run forever: the variant's
+    /// modules (its guarded build's too) are left to the process exit.
+    pub(super) fn lost_context(self, loaded: Loaded) -> Measured {
         tracing::warn!("context lost; the worker exits");
-        std::mem::forget(kernel);
+        std::mem::forget(loaded);
         self
     }
 }
+
+/// A variant's modules as loaded for one measurement.
+pub(super) type Loaded<'a> = (Kernel, Option<Guarded<'a>>);
 
 /// The code a measurer starts with.
 pub struct Programs<'a> {
@@ -458,7 +461,7 @@ impl Measurer {
                             e.kind(),
                             e.to_string(),
                         ));
-                        return out.lost_context(kernel);
+                        return out.lost_context((kernel, None));
                     }
                     // Its registers or shared memory past a limit, say:
                     // checked unguarded, as before.
@@ -493,7 +496,7 @@ impl Measurer {
             let failed = summary.failure.is_some();
             out.assessment.tests.push(summary);
             if out.fatal {
-                return out.lost_context(kernel);
+                return out.lost_context((kernel, guarded));
             }
             if failed {
                 return out;
@@ -527,7 +530,7 @@ impl Measurer {
                 let result = self.time(&kernel, test, done, more, limit, timing);
                 out.spent.timing_s += started.elapsed().as_secs_f64();
                 if let Err(e) = result {
-                    return out.failed_at(i, self.cuda_failure(test, &e), &e, kernel);
+                    return out.failed_at(i, self.cuda_failure(test, &e), &e, (kernel, guarded));
                 }
             }
             done += more;
@@ -546,7 +549,9 @@ impl Measurer {
             out.spent.profile_s += started.elapsed().as_secs_f64();
             match kernels {
                 Ok(k) => out.assessment.tests[i].kernels = k,
-                Err(e) => return out.failed_at(i, self.cuda_failure(test, &e), &e, kernel),
+                Err(e) => {
+                    return out.failed_at(i, self.cuda_failure(test, &e), &e, (kernel, guarded))
+                }
             }
         }
         out
