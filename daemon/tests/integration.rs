@@ -36,6 +36,7 @@ mod generated;
 mod harness;
 mod pipelines_ir;
 mod random_patches;
+mod relies_on;
 mod report_browser;
 mod sim_fixtures;
 mod sim_intrinsics;
