@@ -88,3 +88,40 @@ fn planted_edits_say_what_they_rely_on() {
         }
     }
 }
+
+/// In a pipeline each edit is read in its own kernel: a barrier deleted in
+/// the second kernel and one in the last each say what they ordered there.
+#[test]
+fn pipeline_edits_are_read_in_their_own_kernels() {
+    let spec = gevod::spec::load(&common::pipeline_fixture("lu")).unwrap();
+    let ir = KernelIr::load_kernels(&spec.ir, &spec.kernels).unwrap();
+    let barriers: Vec<u32> = ir
+        .listing()
+        .unwrap()
+        .into_iter()
+        .filter(|(_, text)| text.contains("@llvm.nvvm.barrier0()"))
+        .map(|(id, _)| id.0)
+        .collect();
+    let kernel = |id: u32| ir.kernel_of(gevod::ir::InstId(id)).unwrap();
+    let first = *barriers.iter().find(|&&b| kernel(b) == 1).unwrap();
+    let last = *barriers.iter().rev().find(|&&b| kernel(b) == 3).unwrap();
+    let mut patch = ir.empty_patch();
+    patch.edits = serde_json::from_str(&format!(
+        r#"[{{"op":"delete","target":{first}}},{{"op":"delete","target":{last}}}]"#
+    ))
+    .unwrap();
+    let evaluator = relies::evaluator(spec, 1).unwrap();
+    let found = relies::analyze(&ir, &evaluator, &patch).unwrap();
+    for (i, id) in [first, last].into_iter().enumerate() {
+        let at = ir.source_line(id).unwrap();
+        let lines: Vec<&str> = found.edits[i].iter().map(|r| r.line.as_str()).collect();
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with(&format!("deleted the __syncthreads() at {at} ordered"))),
+            "edit #{} (kernel {}): {lines:#?}",
+            i + 1,
+            ir.kernels()[kernel(id)]
+        );
+    }
+}
