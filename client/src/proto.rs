@@ -354,6 +354,38 @@ pub struct Explanation {
     /// Whether the kernel's IR has line tables.
     #[serde(default)]
     pub line_tables: bool,
+    /// The edit contributions `gevod explain-edits` stored for this
+    /// variant, when it ran (absent from a daemon that predates them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contributions: Option<ContributionSummary>,
+}
+
+/// A validated variant's edit contributions, as `explain` shows them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContributionSummary {
+    /// Where they were measured: `sim` or `cuda`.
+    pub backend: String,
+    /// The tests: `heldout`, `train`, `all`.
+    pub set: String,
+    /// The full patch's cost ratio.
+    pub full: f64,
+    pub edits: Vec<EditContributionLine>,
+}
+
+/// One edit's contribution and what it relies on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EditContributionLine {
+    /// Its index in the patch (0-based).
+    pub index: usize,
+    /// The kernel it edits.
+    pub kernel: String,
+    /// `carries speed`, `enabling` or `neutral`.
+    pub class: String,
+    /// Why, in one line.
+    pub why: String,
+    /// What it relies on, one line each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub relies_on: Vec<String>,
 }
 
 /// The patch of a kernel's best validated variant, in the versioned JSON

@@ -6,8 +6,8 @@ mod common;
 use common::*;
 use gevo_client::explain::{SourceEdit, SourceLine};
 use gevo_client::proto::{
-    Explanation, JobInfo, JobOrigin, JobState, Pareto, ParetoPoint, Reply, SlotInfo, Status,
-    TestRatio, WatchRoot,
+    ContributionSummary, EditContributionLine, Explanation, JobInfo, JobOrigin, JobState, Pareto,
+    ParetoPoint, Reply, SlotInfo, Status, TestRatio, WatchRoot,
 };
 fn job(kernel: &str, state: JobState, speedup: Option<f64>, message: Option<&str>) -> JobInfo {
     JobInfo {
@@ -124,6 +124,7 @@ fn status_and_jobs_print_tables() {
         transplanted: Vec::new(),
         source_edits: vec![],
         line_tables: false,
+        contributions: None,
     };
     // A job seeded from its kernel's previous version.
     let origin = JobOrigin {
@@ -161,6 +162,22 @@ fn status_and_jobs_print_tables() {
         }],
         line_tables: true,
         ..explanation.clone()
+    };
+    // With the contributions `gevod explain-edits` stored.
+    let with_contributions = Explanation {
+        contributions: Some(ContributionSummary {
+            backend: "sim".into(),
+            set: "heldout".into(),
+            full: 0.81,
+            edits: vec![EditContributionLine {
+                index: 0,
+                kernel: "stencil5".into(),
+                class: "carries speed".into(),
+                why: "without it the cost ratio rises from 0.8100 to 1.0000".into(),
+                relies_on: vec!["deleted the __syncthreads() at stencil.cu:61 ordered the shared-memory store to tile at stencil.cu:50 before the shared-memory load of tile at stencil.cu:70: the __syncthreads() at stencil.cu:60 now orders them".into()],
+            }],
+        }),
+        ..in_source.clone()
     };
     let cases: Vec<(&str, Reply, String)> = vec![
         (
@@ -250,6 +267,20 @@ app/stencil (job j1): speedup 1.250x on the simulator (a cost-model ratio, not a
 "
             .into(),
         ),
+        (
+            "explain",
+            Reply::Explain(with_contributions),
+            "\
+app/stencil (job j1): speedup 1.250x on the simulator (a cost-model ratio, not a GPU speedup) with 1 edit
+  1. delete the __syncthreads() at stencil.cu:61
+       stencil.cu:61 | __syncthreads();
+       IR: delete i87
+edit contributions (sim, held-out tests; full patch cost ratio 0.8100):
+  #1 carries speed [stencil5]: without it the cost ratio rises from 0.8100 to 1.0000
+     relies on: deleted the __syncthreads() at stencil.cu:61 ordered the shared-memory store to tile at stencil.cu:50 before the shared-memory load of tile at stencil.cu:70: the __syncthreads() at stencil.cu:60 now orders them
+"
+            .into(),
+        ),
     ];
     for (i, (command, reply, expect)) in cases.into_iter().enumerate() {
         let socket = socket.with_extension(i.to_string());
@@ -283,6 +314,7 @@ fn explain_shows_the_changed_instructions_unless_asked_for_the_full_diff() {
         transplanted: vec![],
         source_edits: vec![],
         line_tables: false,
+        contributions: None,
     };
     let head = "app/stencil (job j1): speedup 1.250x on the GPU with 1 edit\n  1. delete i7\n\n";
     let cases = [
@@ -393,6 +425,18 @@ fn control_characters_from_the_daemon_are_escaped_in_text_and_kept_in_json() {
             repairs: vec![evil("%3 now %2")],
         }],
         line_tables: true,
+        contributions: Some(ContributionSummary {
+            backend: evil("sim"),
+            set: evil("heldout"),
+            full: 0.8,
+            edits: vec![EditContributionLine {
+                index: 0,
+                kernel: evil("stencil5"),
+                class: evil("neutral"),
+                why: evil("within 1%"),
+                relies_on: vec![evil("deleted the __syncthreads() at stencil.cu:61")],
+            }],
+        }),
     };
     let pareto = Pareto {
         kernel: evil("app/stencil"),

@@ -24,14 +24,31 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
+/// The contrib fixture's planted three-edit patch.
+fn contrib_planted() -> gevod::ir::Patch {
+    serde_json::from_str(
+        &std::fs::read_to_string(
+            common::repo_root().join("tests/fixtures/kernels/contrib.planted.patch.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap()
+}
+
 /// A real `gevod evolve` job on the contrib fixture (one generation), and
 /// the planted three-edit patch recorded as its validated variant: the
 /// minimized patch as promotion would hand it over, without minimization
 /// dropping the neutral edit. Returns the job's id.
 fn job_with_planted_variant(state: &Path, dir: &Path) -> String {
+    job_with_variant(state, dir, "contrib", contrib_planted())
+}
+
+/// A one-generation `gevod evolve` job on kernel fixture `fixture`, with
+/// `planted` recorded as its validated variant.
+fn job_with_variant(state: &Path, dir: &Path, fixture: &str, planted: gevod::ir::Patch) -> String {
     let config = dir.join("evolve.toml");
     std::fs::write(&config, "[evolve]\npopulation = 8\n").unwrap();
-    let spec = common::spec_fixture("contrib");
+    let spec = common::spec_fixture(fixture);
     let out = gevod(&[
         "evolve",
         s(&spec),
@@ -47,13 +64,6 @@ fn job_with_planted_variant(state: &Path, dir: &Path) -> String {
         "1",
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let planted: gevod::ir::Patch = serde_json::from_str(
-        &std::fs::read_to_string(
-            common::repo_root().join("tests/fixtures/kernels/contrib.planted.patch.json"),
-        )
-        .unwrap(),
-    )
-    .unwrap();
     let store = Store::open(state).unwrap();
     let id = store.jobs().unwrap().remove(0);
     let engine = store.checkpoint(&id).unwrap().unwrap();
@@ -115,6 +125,15 @@ fn a_planted_patch_is_classified_speed_enabling_neutral() {
     );
     assert_eq!(c.edits[1].enables, [0]);
     assert!(c.edits.iter().all(|e| e.kernel == "contrib"));
+    // The relies-on analysis ran: none of these edits touches a barrier,
+    // a store or a loop's loads, and the patch holds at every generated size.
+    let cost = c.relies_cost.expect("relies-on analysis ran");
+    assert!(cost.runs > 0, "{cost:?}");
+    assert!(
+        c.edits.iter().all(|e| e.relies_on.is_empty()),
+        "{:#?}",
+        c.edits
+    );
 
     // Stored beside the variant; the next call answers from the store.
     let stored = Store::open(&state)
@@ -131,9 +150,65 @@ fn a_planted_patch_is_classified_speed_enabling_neutral() {
         "#3 neutral",
         "edit #1 is faster only with it",
         "#1 + #2: cost 0.",
+        "relies-on lines: ",
     ] {
         assert!(shown.contains(line), "{line:?} not in:\n{shown}");
     }
+}
+
+/// A row stored before the relies-on analysis existed (no `relies_on`, no
+/// `relies_cost`) still loads, and explain-edits adds the lines to it.
+#[test]
+fn a_row_stored_before_relies_on_gets_the_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let root = common::repo_root().join("tests/fixtures/kernels");
+    let ir = gevod::ir::KernelIr::load(&root.join("relies.ll"), Some("relies")).unwrap();
+    let mut planted = ir.empty_patch();
+    // Delete the first of the doubled barriers; drop the bounds check.
+    planted.edits = serde_json::from_str(
+        r#"[{"op":"delete","target":16},{"op":"operand_replace","user":9,"operand":0,"value":{"const":"one"}}]"#,
+    )
+    .unwrap();
+    let id = job_with_variant(&state, dir.path(), "relies", planted);
+    let out = gevod(&["explain-edits", s(&state), "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let fresh: Contributions = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(fresh.edits.iter().all(|e| e.kernel == "relies"));
+    assert!(!fresh.edits[0].relies_on.is_empty(), "{:#?}", fresh.edits);
+
+    // The same row as an older gevod stored it: the JSON without the keys.
+    let mut old = serde_json::to_value(&fresh).unwrap();
+    old.as_object_mut().unwrap().remove("relies_cost");
+    for e in old["edits"].as_array_mut().unwrap() {
+        e.as_object_mut().unwrap().remove("relies_on");
+    }
+    let old: Contributions = serde_json::from_value(old).unwrap();
+    assert!(old.relies_cost.is_none() && old.edits.iter().all(|e| e.relies_on.is_empty()));
+    Store::open(&state)
+        .unwrap()
+        .put_contributions(&id, "planted", &old)
+        .unwrap();
+
+    let out = gevod(&["explain-edits", s(&state)]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let shown = text(&out.stdout);
+    for line in [
+        "#1 ",
+        "[relies]",
+        "    relies on: deleted the __syncthreads() at relies.cu:34 ordered the shared-memory store to tile at relies.cu:33 before the shared-memory load of tile at relies.cu:36: the __syncthreads() at relies.cu:35 now orders them",
+        "    relies on: holds only at the tests' sizes: the patch fails generated[0] (n = 7: one partial block)",
+        "relies-on lines: ",
+    ] {
+        assert!(shown.contains(line), "{line:?} not in:\n{shown}");
+    }
+    let stored = Store::open(&state)
+        .unwrap()
+        .contributions(&id, "planted")
+        .unwrap()
+        .unwrap();
+    assert!(stored.relies_cost.is_some());
+    assert_eq!(stored.edits[0].relies_on, fresh.edits[0].relies_on);
 }
 
 #[test]

@@ -37,6 +37,7 @@ mod guard_builds;
 mod harness;
 mod pipelines_ir;
 mod random_patches;
+mod relies_on;
 mod report_browser;
 mod sim_fixtures;
 mod sim_intrinsics;

@@ -81,6 +81,17 @@ fn the_terminal_and_html_reports_name_the_barrier_at_its_source_line() {
         "{table:.600}"
     );
     assert!(html.contains("<span class=\"hit\">   61 |     __syncthreads();"));
+    // The deleted barrier's ordered accesses, and its twin that orders them.
+    let relies = html
+        .split("<table id=\"relies-table\">")
+        .nth(1)
+        .expect("no relies-on table");
+    assert!(
+        relies.contains(
+            "deleted the __syncthreads() at stencil.cu:61 ordered the shared-memory store to tile"
+        ) && relies.contains("the __syncthreads() at stencil.cu:60 now orders them"),
+        "{relies:.1200}"
+    );
     for id in [
         "plot-cost",
         "plot-pareto",
@@ -155,6 +166,7 @@ fn the_terminal_and_html_reports_name_the_barrier_at_its_source_line() {
     assert!(dom.contains("stencil.cu:61"), "{dom}");
     assert_eq!(dom.matches("<svg").count(), 4, "{dom}");
     assert!(dom.contains("Edit contributions") && dom.contains("patch without the edit"));
+    assert!(dom.contains("What each edit relies on") && dom.contains("now orders them"));
 
     let png = dir.path().join("report.png");
     run(&[

@@ -11,7 +11,8 @@
 
 use gevo_client::explain::{SourceEdit, SourceLine};
 use gevo_client::proto::{
-    measured_on, measured_on_long, Explanation, JobInfo, JobState, Pareto, Reply, Status,
+    measured_on, measured_on_long, ContributionSummary, Explanation, JobInfo, JobState, Pareto,
+    Reply, Status,
 };
 use gevo_client::text::{escape_controls, escape_path, escape_terminal};
 
@@ -278,6 +279,9 @@ fn render_explain(e: &Explanation, full_diff: bool) -> String {
             );
         }
     }
+    if let Some(c) = &e.contributions {
+        out += &render_contributions(c);
+    }
     if !e.rejections.is_empty() {
         out += "latest rejected candidates:\n";
         for r in &e.rejections {
@@ -300,6 +304,34 @@ fn render_explain(e: &Explanation, full_diff: bool) -> String {
         out += &escape_terminal(diff);
         if !diff.ends_with('\n') {
             out += "\n";
+        }
+    }
+    out
+}
+
+/// The stored edit contributions: each edit's class, why, and what it
+/// relies on.
+fn render_contributions(c: &ContributionSummary) -> String {
+    let mut out = format!(
+        "edit contributions ({}, {} tests; full patch cost ratio {:.4}):\n",
+        esc(&c.backend),
+        if c.set == "heldout" {
+            "held-out".to_string()
+        } else {
+            esc(&c.set)
+        },
+        c.full
+    );
+    for e in &c.edits {
+        out += &format!(
+            "  #{} {} [{}]: {}\n",
+            e.index + 1,
+            esc(&e.class),
+            esc(&e.kernel),
+            esc(&e.why)
+        );
+        for r in &e.relies_on {
+            out += &format!("     relies on: {}\n", esc(r));
         }
     }
     out

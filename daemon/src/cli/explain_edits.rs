@@ -65,10 +65,19 @@ impl ExplainEditsArgs {
         };
         let stored = store.contributions(&id, &variant.ptx_hash)?;
         let result = match stored.filter(|_| !self.again) {
+            // Stored before the relies-on lines existed: add them.
+            Some(mut c) if c.relies_cost.is_none() => {
+                let sim = Simulated::new(&job, &c.patch)?;
+                c.attach_relies(sim.relies_on(&c.patch)?);
+                store.put_contributions(&id, &variant.ptx_hash, &c)?;
+                c
+            }
             Some(c) => c,
             None => {
                 tracing::info!(job = %id, edits = variant.minimized.edits.len(), "measuring edit contributions");
-                let c = self.measure(&job, &variant.minimized)?;
+                let sim = Simulated::new(&job, &variant.minimized)?;
+                let mut c = sim.contributions(&variant.minimized, self.libdevice.clone())?;
+                c.attach_relies(sim.relies_on(&c.patch)?);
                 store.put_contributions(&id, &variant.ptx_hash, &c)?;
                 c
             }
@@ -87,14 +96,20 @@ impl ExplainEditsArgs {
         }
         Ok(())
     }
+}
 
-    /// Runs the analysis on the simulator, in this process, on the job's
-    /// snapshots (the files may have changed since).
-    fn measure(
-        &self,
-        job: &gevod::store::JobRecord,
-        patch: &gevod::ir::Patch,
-    ) -> Result<Contributions> {
+/// The job's spec and IR from its snapshots (the files may have changed
+/// since), for the simulator, in this process.
+struct Simulated {
+    /// Holds the IR snapshot the spec names.
+    _dir: tempfile::TempDir,
+    job: String,
+    spec: gevod::spec::Spec,
+    ir: KernelIr,
+}
+
+impl Simulated {
+    fn new(job: &gevod::store::JobRecord, patch: &gevod::ir::Patch) -> Result<Self> {
         let dir = tempfile::tempdir().context("a temporary directory for the IR snapshot")?;
         let ir_path = dir.path().join("kernel.ll");
         std::fs::write(&ir_path, &job.ir_text).context("writing the IR snapshot")?;
@@ -108,18 +123,39 @@ impl ExplainEditsArgs {
         }
         spec.ir = ir_path;
         let ir = KernelIr::parse_for_patch(&job.id, job.ir_text.as_bytes(), patch)?;
+        Ok(Simulated {
+            _dir: dir,
+            job: job.id.clone(),
+            spec,
+            ir,
+        })
+    }
+
+    /// Each edit alone, without it, and the pairs (`contrib::analyze`).
+    fn contributions(
+        &self,
+        patch: &gevod::ir::Patch,
+        libdevice: Option<PathBuf>,
+    ) -> Result<Contributions> {
         let codegen = CodegenOptions {
-            arch: gevod::worker::setup::arch_for(&spec, None, None),
-            libdevice: self.libdevice.clone(),
+            arch: gevod::worker::setup::arch_for(&self.spec, None, None),
+            libdevice,
         };
-        let mut backend = InProcess::new(spec, codegen)
-            .with_context(|| format!("job {}: the simulator", job.id))?;
+        let mut backend = InProcess::new(self.spec.clone(), codegen)
+            .with_context(|| format!("job {}: the simulator", self.job))?;
         Ok(contrib::analyze(
-            &ir,
+            &self.ir,
             &mut backend,
             patch,
             &Options::default(),
         )?)
+    }
+
+    /// What each edit relies on (`contrib::relies`).
+    fn relies_on(&self, patch: &gevod::ir::Patch) -> Result<contrib::ReliesOn> {
+        let evaluator = contrib::relies::evaluator(self.spec.clone(), 1)
+            .with_context(|| format!("job {}: the simulator", self.job))?;
+        Ok(contrib::relies::analyze(&self.ir, &evaluator, patch)?)
     }
 }
 
@@ -145,6 +181,15 @@ fn text(job: &str, c: &Contributions, summaries: &[String]) -> String {
             e.alone.phrase(),
             e.without.phrase(),
             e.why,
+        ));
+        for r in &e.relies_on {
+            out.push_str(&format!("    relies on: {}\n", r.line));
+        }
+    }
+    if let Some(cost) = c.relies_cost {
+        out.push_str(&format!(
+            "relies-on lines: {} simulator test runs in {:.1} s\n",
+            cost.runs, cost.seconds
         ));
     }
     if !c.pairs.is_empty() {

@@ -197,6 +197,7 @@ fn contributions_section(out: &mut String, b: &BestVariant) {
         );
     }
     *out += "</table>\n";
+    relies_on_table(out, b, c);
     if !c.pairs.is_empty() {
         *out += "<table id=\"pair-table\">\n<tr><th>pair</th><th>result</th></tr>\n";
         for p in &c.pairs {
@@ -216,6 +217,43 @@ fn contributions_section(out: &mut String, b: &BestVariant) {
         plots::contributions(c).map(Some),
         "Each edit's cost ratio alone (blue) and the patch's without it (orange), with 95% intervals, against the full patch (green) and the original (grey). A subset that fails a test has no point.",
     );
+}
+
+/// What each edit relies on (`contrib::relies`), one row a line.
+fn relies_on_table(out: &mut String, b: &BestVariant, c: &crate::contrib::Contributions) {
+    *out += "<h4 id=\"relies-on\">What each edit relies on</h4>\n";
+    let Some(cost) = c.relies_cost else {
+        *out += "<p class=\"note\">Not analysed: these contributions were stored before the analysis existed; <code>gevod explain-edits</code> adds it.</p>\n";
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "<p>From the lowered IR and the simulator ({} test runs in {:.1} s): the accesses a deleted or moved barrier ordered and which barrier orders them now, whether a removed store's value is read on the tests, accesses moved across a barrier or a loop, and edits that hold only at the tests' sizes (the first generated size that fails).</p>",
+        cost.runs, cost.seconds
+    );
+    if c.edits.iter().all(|e| e.relies_on.is_empty()) {
+        *out += "<p class=\"note\">Nothing found: no edit removes or moves a barrier, removes a store, moves an access across a barrier or a loop, or fails at a size no test uses.</p>\n";
+        return;
+    }
+    *out +=
+        "<table id=\"relies-table\">\n<tr><th>edit</th><th>kernel</th><th>relies on</th></tr>\n";
+    for e in c.edits.iter().filter(|e| !e.relies_on.is_empty()) {
+        let name = b
+            .edits
+            .get(e.index)
+            .map_or(e.edit.as_str(), |s| s.summary.as_str());
+        for r in &e.relies_on {
+            let _ = writeln!(
+                out,
+                "<tr><td>#{} {}</td><td>{}</td><td>{}</td></tr>",
+                e.index + 1,
+                esc(name),
+                esc(&e.kernel),
+                esc(&r.line)
+            );
+        }
+    }
+    *out += "</table>\n";
 }
 
 fn progress_section(out: &mut String, data: &ReportData) {

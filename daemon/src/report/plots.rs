@@ -375,6 +375,7 @@ mod tests {
             alone,
             without,
             enables: Vec::new(),
+            relies_on: Vec::new(),
         };
         let pass = |x, lo, hi| Outcome::Passes {
             cost: Interval {
@@ -403,6 +404,7 @@ mod tests {
             variants_measured: 5,
             not_replayed: 0,
             seconds: 1.0,
+            relies_cost: None,
         };
         let svg = contributions(&c).unwrap();
         assert!(svg.starts_with("<svg") && svg.contains("patch without the edit"));

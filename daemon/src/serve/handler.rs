@@ -6,8 +6,8 @@ use crate::api::limits::{quote, quote_path};
 use crate::api::{Access, Handler, Peer};
 use crate::ir::KernelIr;
 use gevo_client::proto::{
-    Best, Command, ErrorCode, Explanation, Pareto, PatchFile, Reply, ReportPage, Request, Response,
-    SlotInfo, Status, TestRatio, WatchRoot,
+    Best, Command, ContributionSummary, EditContributionLine, ErrorCode, Explanation, Pareto,
+    PatchFile, Reply, ReportPage, Request, Response, SlotInfo, Status, TestRatio, WatchRoot,
 };
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -269,6 +269,7 @@ impl ApiHandler {
         let source_edits =
             crate::report::edits::source_edits(&ir, &validated.minimized, &mut files)
                 .map_err(|e| internal(e.to_string()))?;
+        let contributions = self.contributions(&id, &validated.ptx_hash);
         Ok(Reply::Explain(Explanation {
             kernel,
             job: id,
@@ -304,6 +305,7 @@ impl ApiHandler {
             origin: origin.map(|o| o.info),
             source_edits,
             line_tables: ir.has_line_tables(),
+            contributions,
         }))
     }
 
@@ -435,6 +437,28 @@ impl ApiHandler {
     }
 
     /// The reasons of a job's three latest promotion failures, newest first.
+    /// The edit contributions `gevod explain-edits` stored for a variant,
+    /// with what each edit relies on.
+    fn contributions(&self, id: &str, ptx_hash: &str) -> Option<ContributionSummary> {
+        let c = self.shared.store.contributions(id, ptx_hash).ok()??;
+        Some(ContributionSummary {
+            backend: c.scope.backend.clone(),
+            set: c.set.clone(),
+            full: c.full.estimate,
+            edits: c
+                .edits
+                .iter()
+                .map(|e| EditContributionLine {
+                    index: e.index,
+                    kernel: e.kernel.clone(),
+                    class: e.class.name().to_string(),
+                    why: e.why.clone(),
+                    relies_on: e.relies_on.iter().map(|r| r.line.clone()).collect(),
+                })
+                .collect(),
+        })
+    }
+
     fn rejections(&self, id: &str) -> Vec<String> {
         let failures = self.shared.store.promotion_failures(id).unwrap_or_default();
         failures
