@@ -8,7 +8,7 @@ variants it validated, and whether the generated tests reject its best
 (`gevod run --tests generated --patch` on its minimized patch, and why).
 Prints a Markdown section for BENCHMARKS.md.
 
-Usage: scripts/generated-bench.py [--evaluations N] [--seed S]
+Usage: scripts/generated-bench.py [--evaluations N] [--seed S] [SPEC...]
 (needs target/debug/gevod; run from the repository root)."""
 import argparse, json, os, platform, subprocess, sys, tempfile, datetime, collections
 
@@ -44,12 +44,12 @@ def formerly_validated(spec, seed, evaluations):
             out = subprocess.run([GEVOD, "run", spec, "--backend", "sim", "--tests", "generated",
                                   "--patch", best["minimized_patch"], "--json"], capture_output=True, text=True)
             results = json.loads(out.stdout)["results"]
-            failed = [r for r in results if r.get("failure")]
+            failed = [r for r in results if not r.get("passed")]
             verdict = "passes"
             if failed:
                 r = failed[0]
                 test = r["test"].split("(", 1)[1].rsplit(")", 1)[0] if "(" in r["test"] else r["test"]
-                verdict = f"rejected: {test}: {r['failure'][0]}"
+                verdict = f"rejected: {test}: {r.get('verdict')}"
             return ev.get("validated", 0), f"{best['speedup']:.4f}x", verdict
     finally:
         os.remove(copy)
@@ -67,9 +67,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--evaluations", type=int, default=3000)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("fixtures", nargs="*", help="spec files (default: every fixture)")
     a = ap.parse_args()
     rows = []
-    for spec in FIXTURES:
+    for spec in a.fixtures or FIXTURES:
         name = os.path.basename(spec).split(".")[0]
         g = run_json(["run", spec, "--backend", "sim", "--tests", "generated", "--json"])
         held = run_json(["run", spec, "--backend", "sim", "--tests", "heldout", "--json"])
@@ -91,7 +92,7 @@ def main():
         rows.append((name, len(g["kept"]), len(g["dropped"]), g["cost_per_validation"], held_cost,
                      len(rej), "; ".join(f"{n}x {t}" for t, n in why.most_common(3)) or "-",
                      f"{best.get('speedup', 0):.4f}x" if best else "none",
-                     "; ".join(sorted({d['reason'].split(':')[0] for d in g['dropped']})) or "-", before))
+                     "; ".join(sorted({d['reason'].split(':')[0].split(' (')[0] for d in g['dropped']})) or "-", before))
         print(name, rows[-1], file=sys.stderr)
     print(f"Command: `scripts/generated-bench.py --evaluations {a.evaluations} --seed {a.seed}`. "
           f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores (shared). "
