@@ -62,8 +62,13 @@ struct Cli {
 enum Cmd {
     /// The daemon: pid, uptime, paths, watch roots, GPU slots and jobs
     Status,
-    /// Every job with its progress and best speedup
-    Jobs,
+    /// Every job with its progress and best speedup; with a kernel, its
+    /// jobs in full: the generated held-out tests kept and dropped (with
+    /// why) and what your own tests miss
+    Jobs {
+        /// `<project>/<name>`, or `<name>` when only one project has it
+        kernel: Option<String>,
+    },
     /// Write the best validated PTX of a kernel (from the daemon, else its export)
     Best {
         /// `<project>/<name>`, or `<name>` when only one project has it
@@ -195,7 +200,23 @@ fn run(cli: Cli) -> Result<()> {
         }
         Cmd::Report { kernel, output } => return report(&settings, &kernel, output.as_deref()),
         Cmd::Status => Command::Status,
-        Cmd::Jobs => Command::Jobs,
+        Cmd::Jobs { kernel: None } => Command::Jobs { kernel: None },
+        Cmd::Jobs {
+            kernel: Some(kernel),
+        } => {
+            let reply = ask(
+                &settings,
+                Command::Jobs {
+                    kernel: Some(kernel.clone()),
+                },
+            )?;
+            let reply = cli::render::only_kernel(reply, &kernel);
+            return print_out(&if json {
+                reply_json(&reply)
+            } else {
+                cli::render::render_job_details(&reply)
+            });
+        }
         Cmd::Pareto { kernel } => Command::Pareto { kernel },
         Cmd::Explain { kernel, full_diff } => {
             let reply = ask(&settings, Command::Explain { kernel })?;

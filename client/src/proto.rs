@@ -33,7 +33,13 @@ impl Request {
 #[serde(tag = "command", rename_all = "snake_case")]
 pub enum Command {
     Status,
-    Jobs,
+    /// Every job, or one kernel's jobs (each version) when `kernel` is
+    /// given. A daemon that predates the filter ignores the field and
+    /// answers every job, so clients filter the answer again.
+    Jobs {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kernel: Option<String>,
+    },
     Best {
         kernel: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -238,6 +244,43 @@ pub struct JobInfo {
     /// The version this job was seeded from, when patches were carried over.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<JobOrigin>,
+    /// The generated held-out tests and what the user's tests miss, once
+    /// the job has started (none for harness specs, and from a daemon
+    /// that predates them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generated: Option<GeneratedTests>,
+}
+
+/// A job's generated held-out tests (docs/evolve.md): derived from the
+/// spec's parameters once per job, kept where the original kernel runs
+/// cleanly on the simulator.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GeneratedTests {
+    pub kept: Vec<GeneratedTest>,
+    /// Not kept, each with its reason (the original fails there, a cap).
+    pub dropped: Vec<GeneratedTest>,
+    /// What the user's own tests miss: no partial block, parameters equal
+    /// in every test.
+    #[serde(default)]
+    pub lints: Vec<String>,
+    /// The original's simulator cost summed over the kept tests: what each
+    /// validation pays for them.
+    #[serde(default)]
+    pub cost_per_validation: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GeneratedTest {
+    /// `generated[3]`.
+    pub test: String,
+    /// What it covers: `n = 7: one partial block`, `rx != ry (rx = 4, ry = 5)`.
+    pub why: String,
+    /// Kept: the original's simulator cost on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<u64>,
+    /// Dropped: why (`the original fails there: out-of-bounds ...`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// Where a job's first population came from: the previous version's
@@ -439,6 +482,63 @@ mod tests {
         assert_eq!(serde_json::from_str::<Request>(&line).unwrap(), r);
         let pause: Request = serde_json::from_str(r#"{"version":1,"command":"pause"}"#).unwrap();
         assert_eq!(pause.command, Command::Pause { kernel: None });
+        // `jobs` without a kernel reads as it always did.
+        let jobs = Request::new(Command::Jobs { kernel: None });
+        let line = serde_json::to_string(&jobs).unwrap();
+        assert_eq!(line, r#"{"version":1,"command":"jobs"}"#);
+    }
+
+    /// A daemon that predates `jobs <kernel>` (a unit `jobs` command)
+    /// still reads the request, ignoring the kernel; a client that predates
+    /// the generated tests still reads a job carrying them, and a new client
+    /// reads an old daemon's job without them.
+    #[test]
+    fn jobs_with_generated_tests_talk_to_older_peers() {
+        #[derive(Debug, Deserialize)]
+        #[serde(tag = "command", rename_all = "snake_case")]
+        enum OldCommand {
+            Status,
+            Jobs,
+        }
+        #[derive(Debug, Deserialize)]
+        struct OldRequest {
+            #[allow(dead_code)]
+            version: u32,
+            #[serde(flatten)]
+            command: OldCommand,
+        }
+        let line = serde_json::to_string(&Request::new(Command::Jobs {
+            kernel: Some("app/stencil".into()),
+        }))
+        .unwrap();
+        let old: OldRequest = serde_json::from_str(&line).unwrap();
+        assert!(matches!(old.command, OldCommand::Jobs), "{old:?}");
+        assert!(serde_json::from_str::<OldRequest>(r#"{"version":1,"command":"status"}"#).is_ok());
+
+        let old_job = r#"{"kernel":"app/k","job":"j1","version":1,"spec":"/s.gevo.toml","state":"running","backend":"sim","target":"sm_90","generations":2,"evaluations":10,"validated":0}"#;
+        let job: JobInfo = serde_json::from_str(old_job).unwrap();
+        assert_eq!(job.generated, None);
+        let mut new = job.clone();
+        new.generated = Some(GeneratedTests {
+            kept: vec![GeneratedTest {
+                test: "generated[0]".into(),
+                why: "n = 64: exactly one block".into(),
+                cost: Some(7),
+                reason: None,
+            }],
+            dropped: vec![],
+            lints: vec!["no test has a partial block".into()],
+            cost_per_validation: 7,
+        });
+        let line = serde_json::to_string(&new).unwrap();
+        #[derive(Deserialize)]
+        struct OldJobInfo {
+            kernel: String,
+            validated: usize,
+        }
+        let old: OldJobInfo = serde_json::from_str(&line).unwrap();
+        assert_eq!((old.kernel.as_str(), old.validated), ("app/k", 0));
+        assert_eq!(serde_json::from_str::<JobInfo>(&line).unwrap(), new);
     }
 
     #[test]

@@ -344,7 +344,7 @@ fn commands_send_what_they_name() {
     let k = || Some("app/k".to_string());
     let cases: Vec<(Vec<&str>, Command)> = vec![
         (vec!["status"], Command::Status),
-        (vec!["jobs"], Command::Jobs),
+        (vec!["jobs"], Command::Jobs { kernel: None }),
         (vec!["pareto", "k"], Command::Pareto { kernel: "k".into() }),
         (
             vec!["explain", "app/k"],

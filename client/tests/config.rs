@@ -39,7 +39,7 @@ fn the_config_supplies_socket_and_state_and_flags_override_it() {
         "{}",
         run.stderr
     );
-    assert_eq!(from_config.received(), Command::Jobs);
+    assert_eq!(from_config.received(), Command::Jobs { kernel: None });
 
     let run = gevo(
         &dir,
@@ -51,7 +51,7 @@ fn the_config_supplies_socket_and_state_and_flags_override_it() {
         "{}",
         run.stderr
     );
-    assert_eq!(from_flag.received(), Command::Jobs);
+    assert_eq!(from_flag.received(), Command::Jobs { kernel: None });
 
     // The config's state dir answers best once its daemon is gone.
     export::write(

@@ -117,7 +117,7 @@ fn gevo_socket_names_the_daemon_between_the_flag_and_the_config() {
         "{}",
         run.stderr
     );
-    assert_eq!(from_env.received(), Command::Jobs);
+    assert_eq!(from_env.received(), Command::Jobs { kernel: None });
 
     // ...and --socket over GEVO_SOCKET.
     let flag = dir.join("flag.sock");
@@ -201,7 +201,7 @@ fn a_user_client_tries_its_own_daemon_then_the_system_daemon_and_names_both() {
         "{}",
         run.stderr
     );
-    assert_eq!(own.received(), Command::Jobs);
+    assert_eq!(own.received(), Command::Jobs { kernel: None });
 
     // Gone (a stale socket): the system daemon is next; with none there
     // either, both places are named, and `best` reads your exports.

@@ -24,6 +24,7 @@ fn job(kernel: &str, state: JobState, speedup: Option<f64>, message: Option<&str
         validated: if speedup.is_some() { 2 } else { 0 },
         best_speedup: speedup,
         origin: None,
+        generated: None,
     }
 }
 

@@ -5,7 +5,7 @@
 pub use crate::assessment::{
     compare_outputs, inputs_unchanged, Assessment, Failure, KernelTime, TestResult, TestSummary,
 };
-use crate::ir::{IrError, KernelIr, Patch};
+use crate::ir::{EditKind, IrError, KernelIr, Patch};
 use crate::sim::code::Program;
 use crate::sim::{
     self, pointer, BufferName, Fault, GlobalMemory, LaunchDims, Limits, RunStats, Verdict,
@@ -65,7 +65,14 @@ struct Reference {
     instance: spec::Instance,
     outputs: Vec<Vec<u8>>,
     stats: RunStats,
+    /// The `in` buffers (memory slots) the original never writes on this
+    /// test: a variant's store into one is a verdict.
+    protected: Vec<usize>,
 }
+
+/// The original's run on one test: its stats, every argument's final
+/// bytes, and the `in` buffers it never writes.
+type OriginalRun = (RunStats, Vec<Vec<u8>>, Vec<usize>);
 
 /// Evaluates variants of one spec's kernel on the simulator.
 pub struct Evaluator {
@@ -121,8 +128,8 @@ impl Evaluator {
         let limits = Limits {
             block_step_budget: u64::MAX,
         };
-        let (stats, outputs) =
-            simulate(&self.original, &instance, limits, self.workers).map_err(|verdict| {
+        let (stats, outputs, protected) =
+            self.run_original(&instance, limits).map_err(|verdict| {
                 let spec_causes = blame::spec_causes(
                     &self.spec,
                     &self.original,
@@ -141,12 +148,35 @@ impl Evaluator {
             instance,
             outputs,
             stats,
+            protected,
         });
         self.references
             .lock()
             .expect("reference cache")
             .insert(test.name.clone(), r.clone());
         Ok(r)
+    }
+
+    /// Runs the original on `instance` with every unswapped `in` buffer
+    /// protected, dropping from the protection each one it writes (so a
+    /// kernel writing an input reruns once per such buffer): its stats,
+    /// outputs, and the `in` buffers it never writes.
+    fn run_original(
+        &self,
+        instance: &spec::Instance,
+        limits: Limits,
+    ) -> Result<OriginalRun, Verdict> {
+        let mut protected = input_slots(&self.spec, instance);
+        loop {
+            match simulate_guarded(&self.original, instance, &protected, limits, self.workers) {
+                Err(Verdict {
+                    fault: Fault::InputWritten { buffer, .. },
+                    ..
+                }) if protected.contains(&buffer) => protected.retain(|&b| b != buffer),
+                Err(v) => return Err(v),
+                Ok((stats, outputs)) => return Ok((stats, outputs, protected)),
+            }
+        }
     }
 
     /// The original kernel's outputs on `test` (per argument; empty for
@@ -159,6 +189,27 @@ impl Evaluator {
     /// has line tables (an instruction a patch cloned has none).
     fn located(&self, mut verdict: Verdict) -> Verdict {
         verdict.context.source = self.ir.source_line(verdict.instruction).map(str::to_string);
+        verdict
+    }
+
+    /// [`Self::located`] for a variant of `patch`: an instruction the patch
+    /// cloned (copy, replace) has its source's line, as the edit engine
+    /// keeps it, so a clone's verdict names the line it came from.
+    fn located_in(&self, mut verdict: Verdict, patch: &Patch) -> Verdict {
+        let mut id = verdict.instruction;
+        // Clones of clones: at most one step per edit.
+        for _ in 0..=patch.edits.len() {
+            let source = patch.edits.iter().find_map(|e| match e.kind {
+                EditKind::Copy { src, clone, .. } if clone.0 == id => Some(src.0),
+                EditKind::Replace { with, clone, .. } if clone.0 == id => Some(with.0),
+                _ => None,
+            });
+            match source {
+                Some(s) => id = s,
+                None => break,
+            }
+        }
+        verdict.context.source = self.ir.source_line(id).map(str::to_string);
         verdict
     }
 
@@ -199,15 +250,18 @@ impl Evaluator {
                         .max_block_steps
                         .saturating_mul(self.budget_factor))
                     .max(MIN_BLOCK_BUDGET);
-                    match simulate(
+                    match simulate_guarded(
                         program,
                         instance,
+                        &reference.protected,
                         Limits {
                             block_step_budget: budget,
                         },
                         self.workers,
                     ) {
-                        Err(v) => result.failure = Some(Failure::Verdict(self.located(v))),
+                        Err(v) => {
+                            result.failure = Some(Failure::Verdict(self.located_in(v, patch)))
+                        }
                         Ok((stats, outputs)) => {
                             result.cost = Some(stats.cost);
                             let (failure, error) =
@@ -246,7 +300,8 @@ fn name_buffer(
             buffer,
             ..
         }
-        | Fault::GlobalRace { buffer, .. } => buffer,
+        | Fault::GlobalRace { buffer, .. }
+        | Fault::InputWritten { buffer, .. } => buffer,
         _ => return verdict,
     };
     let Some(arg) = launch.params.iter().find_map(|p| match *p {
@@ -265,6 +320,33 @@ fn name_buffer(
     verdict
 }
 
+/// The memory slots of the spec's `in` buffers that stay bound to their
+/// own argument in every launch (a buffer in a swap is not protected).
+fn input_slots(spec: &Spec, instance: &spec::Instance) -> Vec<usize> {
+    let moved = |i: usize| {
+        instance.launches.iter().any(|l| {
+            l.params.iter().any(|p| {
+                matches!(*p, spec::LaunchParam::Buffer { arg, slot } if (arg == i) != (slot == i))
+            })
+        })
+    };
+    spec.args
+        .iter()
+        .enumerate()
+        .filter(|(i, a)| {
+            matches!(
+                a.kind,
+                spec::ArgKind::Buffer {
+                    role: spec::Role::In,
+                    ..
+                }
+            ) && instance.final_binding.get(*i) == Some(i)
+                && !moved(*i)
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
 /// Runs one test instance (all its launches, each with its kernel, on
 /// buffers bound as the swaps left them) and returns the summed stats and
 /// every argument's final bytes (empty for scalars). `programs` are the
@@ -272,6 +354,18 @@ fn name_buffer(
 pub fn simulate(
     programs: &[Program],
     instance: &spec::Instance,
+    limits: Limits,
+    workers: usize,
+) -> Result<(RunStats, Vec<Vec<u8>>), Verdict> {
+    simulate_guarded(programs, instance, &[], limits, workers)
+}
+
+/// [`simulate`], with a store into a `protected` memory slot a verdict
+/// (`Fault::InputWritten`).
+pub fn simulate_guarded(
+    programs: &[Program],
+    instance: &spec::Instance,
+    protected: &[usize],
     limits: Limits,
     workers: usize,
 ) -> Result<(RunStats, Vec<Vec<u8>>), Verdict> {
@@ -283,7 +377,10 @@ pub fn simulate(
             ArgValue::Scalar(_) => &[],
         })
         .collect();
-    let memory = GlobalMemory::new(&buffers);
+    let mut memory = GlobalMemory::new(&buffers);
+    for &slot in protected {
+        memory.protect(slot);
+    }
     let mut total = RunStats::default();
     for launch in &instance.launches {
         let dims = LaunchDims {

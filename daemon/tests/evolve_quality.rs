@@ -18,6 +18,9 @@ use std::process::Command;
 /// Fixture and the speedup the median seed must reach. Measured
 /// (BENCHMARKS.md, bench:search, seeds 1-3): stencil's median 1.1075 (the
 /// search without its additions: 1.088), nw's 1.2204 (without: 1.2149).
+/// Re-measured with promotion running the generated held-out tests and
+/// stores into inputs a verdict (BENCHMARKS.md, "Search quality with
+/// generated held-out tests"): the same medians, so the same bars.
 /// The third column: whether every seed must validate a variant. The
 /// fourth: evaluations per run (expf and loops validate a variant within
 /// 1,500 with every seed, which keeps the test short).

@@ -188,6 +188,71 @@ fn render_jobs(jobs: &[JobInfo]) -> String {
     table(&header, &rows)
 }
 
+/// `jobs <kernel>`'s answer, kept to that kernel's jobs: a daemon that
+/// predates the filter answers every job.
+pub fn only_kernel(reply: Reply, kernel: &str) -> Reply {
+    match reply {
+        Reply::Jobs(mut jobs) => {
+            jobs.retain(|j| {
+                j.kernel == kernel
+                    || (!kernel.contains('/') && j.kernel.rsplit('/').next() == Some(kernel))
+            });
+            Reply::Jobs(jobs)
+        }
+        other => other,
+    }
+}
+
+/// `jobs <kernel>`: the jobs' table, then per job its generated held-out
+/// tests (kept with the original's cost, dropped with why) and the lint
+/// lines.
+pub fn render_job_details(reply: &Reply) -> String {
+    let Reply::Jobs(jobs) = reply else {
+        return render(reply);
+    };
+    let mut out = render_jobs(jobs);
+    for j in jobs {
+        if j.job.is_empty() {
+            continue;
+        }
+        out += &format!("\n{} version {}: ", esc(&j.kernel), j.version);
+        let Some(g) = &j.generated else {
+            out += "generated held-out tests: not derived yet (they are when the job first runs; none for harness specs)\n";
+            continue;
+        };
+        out += &format!(
+            "generated held-out tests: {} kept, {} dropped; the original costs {} on the kept ones (per validation)\n",
+            g.kept.len(),
+            g.dropped.len(),
+            g.cost_per_validation
+        );
+        let width = g
+            .kept
+            .iter()
+            .chain(&g.dropped)
+            .map(|t| t.test.len())
+            .max()
+            .unwrap_or(0);
+        for t in &g.kept {
+            let cost = t.cost.map_or(String::new(), |c| format!(" (cost {c})"));
+            out += &format!("kept     {:<width$}  {}{cost}\n", esc(&t.test), esc(&t.why));
+        }
+        for t in &g.dropped {
+            let reason = t.reason.as_deref().unwrap_or("-");
+            out += &format!(
+                "dropped  {:<width$}  {}: {}\n",
+                esc(&t.test),
+                esc(&t.why),
+                esc(reason)
+            );
+        }
+        for l in &g.lints {
+            out += &format!("lint: {}\n", esc(l));
+        }
+    }
+    out
+}
+
 fn state_name(state: JobState) -> &'static str {
     match state {
         JobState::Running => "running",

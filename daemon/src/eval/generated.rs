@@ -3,7 +3,7 @@
 //! cleanly (no fault, race, divergent barrier or runaway loop) within the
 //! cost cap; the kept ones run on every variant about to be validated.
 
-use super::{simulate, EvalError, Evaluator, Reference, MIN_BLOCK_BUDGET};
+use super::{EvalError, Evaluator, Reference, MIN_BLOCK_BUDGET};
 use crate::assessment::TestResult;
 use crate::ir::Patch;
 use crate::sim::Limits;
@@ -128,16 +128,16 @@ impl Evaluator {
                     continue;
                 }
             };
-            match simulate(&self.original, &instance, limits, self.workers) {
+            match self.run_original(&instance, limits) {
                 Err(verdict) => out.dropped.push(drop(format!(
                     "the original fails there: {}",
                     self.located(verdict)
                 ))),
-                Ok((stats, _)) if stats.cost > cost_cap => out.dropped.push(drop(format!(
+                Ok((stats, ..)) if stats.cost > cost_cap => out.dropped.push(drop(format!(
                     "over the cost cap (the original costs {}, cap {cost_cap}: {COST_CAP_FACTOR}x the user's costliest test)",
                     stats.cost
                 ))),
-                Ok((stats, outputs)) => {
+                Ok((stats, outputs, protected)) => {
                     let cost = stats.cost;
                     self.references.lock().expect("reference cache").insert(
                         test.name.clone(),
@@ -145,6 +145,7 @@ impl Evaluator {
                             instance,
                             outputs,
                             stats,
+                            protected,
                         }),
                     );
                     out.kept.push(Kept { test, why, cost });

@@ -41,7 +41,13 @@ impl ApiHandler {
     fn command(&self, command: Command) -> Outcome {
         match command {
             Command::Status => Ok(Reply::Status(self.status())),
-            Command::Jobs => Ok(Reply::Jobs(self.shared.registry().infos())),
+            Command::Jobs { kernel: None } => Ok(Reply::Jobs(self.shared.registry().infos())),
+            Command::Jobs {
+                kernel: Some(kernel),
+            } => {
+                let kernel = self.resolve(&kernel)?;
+                Ok(Reply::Jobs(self.shared.registry().infos_of(&kernel)))
+            }
             Command::Best {
                 kernel,
                 arch,

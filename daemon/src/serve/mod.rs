@@ -16,6 +16,7 @@
 //! a job, it makes a new version.
 
 mod control;
+mod generated;
 mod handler;
 pub mod registry;
 mod runner;

@@ -5,7 +5,7 @@
 
 use crate::evolve::{Engine, Validated};
 use crate::store::{DaemonJob, JobRecord};
-use gevo_client::proto::{BestRecord, JobInfo, JobState, ParetoPoint};
+use gevo_client::proto::{BestRecord, GeneratedTests, JobInfo, JobState, ParetoPoint};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -32,6 +32,9 @@ pub struct JobEntry {
     pub last_improvement: Option<u64>,
     pub best: Option<(Validated, BestRecord)>,
     pub pareto: Vec<ParetoPoint>,
+    /// The generated held-out tests, once a runner has started the job
+    /// (`super::generated`).
+    pub generated: Option<GeneratedTests>,
 }
 
 impl JobEntry {
@@ -60,6 +63,7 @@ impl JobEntry {
             last_improvement: None,
             best: None,
             pareto: Vec::new(),
+            generated: None,
         }
     }
 
@@ -136,6 +140,7 @@ impl JobEntry {
             validated: self.validated,
             best_speedup: self.best.as_ref().map(|(v, _)| v.speedup),
             origin: self.daemon.origin.as_ref().map(|o| o.info.clone()),
+            generated: self.generated.clone(),
         }
     }
 }
@@ -264,6 +269,14 @@ impl Registry {
         v
     }
 
+    /// Status lines for one kernel's jobs (each version, and a problem
+    /// spec of that kernel).
+    pub fn infos_of(&self, kernel: &str) -> Vec<JobInfo> {
+        let mut out = self.infos();
+        out.retain(|j| j.kernel == kernel);
+        out
+    }
+
     /// Status lines for every job and every problem spec.
     pub fn infos(&self) -> Vec<JobInfo> {
         let mut out: Vec<JobInfo> = self
@@ -288,6 +301,7 @@ impl Registry {
             validated: 0,
             best_speedup: None,
             origin: None,
+            generated: None,
         }));
         out.sort_by(|a, b| a.kernel.cmp(&b.kernel).then(b.version.cmp(&a.version)));
         out

@@ -122,6 +122,24 @@ fn start(
     spec.ir = snapshot.clone();
     // The workers read the spec text the daemon checked, never the path.
     super::scan::write_spec_snapshot(&snapshot, &record.spec_text, shared.readers)?;
+    let config = shared.config();
+    let workers = if config.workers.count == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        config.workers.count
+    };
+    // Once per job, for the job view: promotion's workers derive the same.
+    let derived = shared
+        .registry()
+        .jobs
+        .get(id)
+        .is_some_and(|j| j.generated.is_some());
+    if !derived && spec.harness.is_none() {
+        let generated = super::generated::derive(&spec, workers);
+        if let Some(job) = shared.registry().jobs.get_mut(id) {
+            job.generated = generated;
+        }
+    }
     let ir = KernelIr::load_kernels(&snapshot, &spec.kernels).map_err(|e| e.to_string())?;
     let mut driver = Driver::resume(&shared.store, id, ir).map_err(|e| e.to_string())?;
     // Before the workers start: they would hold the GPU while it is built.
@@ -132,7 +150,6 @@ fn start(
     {
         return Err("stopped while building the initial population".into());
     }
-    let config = shared.config();
     let launcher = crate::worker::launch::Launcher::from(&config.cluster);
     let files = JobFiles {
         spec_path: &record.spec_path,
@@ -140,11 +157,7 @@ fn start(
         spec_text: &super::scan::spec_snapshot_path(&snapshot),
         ir: &snapshot,
         arch: &record.target,
-        workers: if config.workers.count == 0 {
-            std::thread::available_parallelism().map_or(1, |n| n.get())
-        } else {
-            config.workers.count
-        },
+        workers,
         timeout: config.workers.timeout,
         prescreen: config.gpu.prescreen,
         sanitize: config.gpu.sanitize,

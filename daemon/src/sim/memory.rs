@@ -9,6 +9,9 @@ use std::sync::OnceLock;
 
 pub struct GlobalMemory {
     buffers: Vec<Buffer>,
+    /// Buffers a store may not touch (`protect`): inputs the original
+    /// kernel never writes.
+    read_only: Vec<bool>,
 }
 
 struct Buffer {
@@ -48,7 +51,23 @@ impl GlobalMemory {
                 }
             })
             .collect();
-        GlobalMemory { buffers }
+        GlobalMemory {
+            read_only: vec![false; contents.len()],
+            buffers,
+        }
+    }
+
+    /// Makes a store into buffer `index` a verdict (`Fault::InputWritten`),
+    /// naming the storing instruction.
+    pub fn protect(&mut self, index: usize) {
+        if let Some(r) = self.read_only.get_mut(index) {
+            *r = true;
+        }
+    }
+
+    /// Whether stores into buffer `index` are a verdict.
+    pub fn read_only(&self, index: usize) -> bool {
+        self.read_only.get(index).copied().unwrap_or(false)
     }
 
     /// Every buffer's words, to restore a launch's starting state.

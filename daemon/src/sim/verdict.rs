@@ -30,6 +30,13 @@ pub enum Fault {
         bytes: u32,
         other_block: [u32; 3],
     },
+    /// A store (plain, vector or atomic) into a global buffer the caller
+    /// protected: an input the original kernel never writes.
+    InputWritten {
+        buffer: usize,
+        offset: u64,
+        bytes: u32,
+    },
     /// An aligned barrier this thread waits at while `other_thread` of the
     /// same block has exited (`other_barrier` None) or waits at another
     /// barrier instruction.
@@ -138,6 +145,7 @@ impl Verdict {
             Fault::SharedRace { .. } => "race",
             Fault::UninitializedShared { .. } => "uninitialized_shared",
             Fault::GlobalRace { .. } => "global_race",
+            Fault::InputWritten { .. } => "input_written",
             Fault::DivergentBarrier { .. } => "divergent_barrier",
             Fault::StepBudget { .. } => "step_budget",
             Fault::Misaligned { .. } => "misaligned",
@@ -195,6 +203,14 @@ impl fmt::Display for Fault {
                 f,
                 "global-memory race: {bytes}-byte write to buffer {buffer} at byte {offset}, which block {other_block:?} also wrote in this launch"
             ),
+            Fault::InputWritten {
+                buffer,
+                offset,
+                bytes,
+            } => write!(
+                f,
+                "{bytes}-byte write to input buffer {buffer} at byte {offset}, which the original never writes"
+            ),
             Fault::DivergentBarrier {
                 other_thread,
                 other_barrier: None,
@@ -235,6 +251,24 @@ impl fmt::Display for Verdict {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if let Some(launch) = &self.context.launch {
             write!(f, "in {launch}: ")?;
+        }
+        if let (Fault::InputWritten { offset, .. }, Some(b)) = (&self.fault, &self.context.buffer) {
+            // The line first: it is what the user looks up.
+            let at = self
+                .context
+                .source
+                .as_deref()
+                .map_or(String::new(), |s| format!(" at {s}"));
+            return write!(
+                f,
+                "writes input buffer `{}`{at} ({}), which the original never writes (instruction i{} in block {}, block {:?}, thread {:?})",
+                b.arg,
+                b.position(*offset),
+                self.instruction,
+                self.block,
+                self.cta,
+                self.thread
+            );
         }
         match (&self.fault, &self.context.buffer, &self.context.shared) {
             (

@@ -165,7 +165,7 @@ impl Daemon {
     }
 
     pub fn jobs(&self) -> Vec<JobInfo> {
-        match self.call(Command::Jobs) {
+        match self.call(Command::Jobs { kernel: None }) {
             Reply::Jobs(jobs) => jobs,
             other => panic!("jobs answered {other:?}"),
         }

@@ -38,10 +38,34 @@ impl BlockRun<'_> {
         bytes: u32,
     ) -> Result<(), Verdict> {
         let (_, index, offset) = pointer::split(p);
+        if self.memory.read_only(index) && self.memory.in_bounds(index, offset, bytes) {
+            return Err(self.input_written(t, inst, index, offset, bytes));
+        }
         if !self.memory.write(index, offset, bytes, v) {
             return Err(self.out_of_bounds(t, inst, p, bytes));
         }
         self.claim_global(t, inst, index, offset, bytes)
+    }
+
+    /// A store into a protected buffer (an input the original never
+    /// writes): a verdict, before the bytes change.
+    pub(super) fn input_written(
+        &self,
+        t: usize,
+        inst: &Inst,
+        index: usize,
+        offset: u64,
+        bytes: u32,
+    ) -> Verdict {
+        self.verdict(
+            t,
+            inst,
+            Fault::InputWritten {
+                buffer: index,
+                offset,
+                bytes,
+            },
+        )
     }
 
     /// Records this block as the writer of global bytes (a plain store);
@@ -206,6 +230,9 @@ impl BlockRun<'_> {
         }
         match space {
             pointer::SHARED => self.track_shared(t, inst, offset as usize, total, true)?,
+            pointer::GLOBAL if self.memory.read_only(index) => {
+                return Err(self.input_written(t, inst, index, offset, total))
+            }
             pointer::GLOBAL => self.claim_global(t, inst, index, offset, total)?,
             _ => {}
         }

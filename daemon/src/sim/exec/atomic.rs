@@ -26,6 +26,11 @@ impl BlockRun<'_> {
         self.cost += cost::memory_weight(space);
         let end = offset + u64::from(bytes);
         let old = match space {
+            pointer::GLOBAL
+                if self.memory.read_only(index) && self.memory.in_bounds(index, offset, bytes) =>
+            {
+                return Err(self.input_written(t, inst, index, offset, bytes))
+            }
             pointer::GLOBAL => self.memory.update(index, offset, bytes, &f),
             pointer::SHARED if end <= self.shared.len() as u64 => {
                 let range = offset as usize..end as usize;
