@@ -11,7 +11,7 @@ use super::staged::StagedTest;
 use super::CudaError;
 use crate::assessment::{compare_outputs, outputs_verdict, Failure, TestSummary};
 use crate::ir::GuardSite;
-use crate::spec::ArgValue;
+use crate::spec::{Acceptance, ArgKind, ArgValue, Metric, Role};
 use std::time::{Duration, Instant};
 
 /// A variant's guarded build, loaded, and its sites.
@@ -140,10 +140,11 @@ impl Measurer {
             }
         }
         let comparisons = comparison.compare(&self.spec.acceptance, &pairs)?;
-        Ok(outputs_verdict(
-            &self.spec,
-            compared.into_iter().zip(comparisons),
-        ))
+        let (failure, error) = outputs_verdict(&self.spec, compared.into_iter().zip(comparisons));
+        if failure.is_some() {
+            return Ok((failure, error));
+        }
+        Ok((self.written_input(comparison, test, &binding)?, error))
     }
 
     /// One run with outputs poisoned; returns each output argument's final
@@ -174,4 +175,72 @@ impl Measurer {
         }
         Ok(outputs)
     }
+
+    /// The first of the test's kept inputs (`StagedTest::kept_inputs`) that
+    /// the run just made changed, compared exactly on the device with its
+    /// pristine copy.
+    fn written_input(
+        &self,
+        comparison: &DeviceComparison,
+        test: &StagedTest,
+        binding: &[usize],
+    ) -> Result<Option<Failure>, CudaError> {
+        for &i in &test.kept_inputs {
+            if let Some(first_change) = changed(comparison, test, binding, i)? {
+                return Ok(Some(Failure::InputWritten {
+                    arg: test.instance.names[i].clone(),
+                    first_change,
+                }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The `in` arguments of `test` that the original's run (just made)
+    /// left as uploaded.
+    pub(super) fn inputs_left(
+        &self,
+        comparison: &DeviceComparison,
+        test: &StagedTest,
+    ) -> Result<Vec<usize>, CudaError> {
+        let mut kept = Vec::new();
+        for (i, arg) in self.spec.args.iter().enumerate() {
+            if matches!(arg.kind, ArgKind::Buffer { role: Role::In, .. })
+                && changed(comparison, test, &test.instance.final_binding, i)?.is_none()
+            {
+                kept.push(i);
+            }
+        }
+        Ok(kept)
+    }
+}
+
+/// Exact comparison, for inputs.
+const EXACT: Acceptance = Acceptance {
+    metric: Metric::Exact,
+    tolerance: 0.0,
+};
+
+/// Where argument `i`'s buffer (as `binding` leaves it) first differs from
+/// its pristine copy, in bytes; None when it does not (or has no copy).
+fn changed(
+    comparison: &DeviceComparison,
+    test: &StagedTest,
+    binding: &[usize],
+    i: usize,
+) -> Result<Option<usize>, CudaError> {
+    let (Some(pristine), Some(actual), ArgValue::Buffer { elem, .. }) = (
+        test.pristine(i),
+        test.work[binding[i]].as_ref(),
+        &test.instance.args[i],
+    ) else {
+        return Ok(None);
+    };
+    let pair = Pair {
+        elem: *elem,
+        reference: pristine,
+        actual,
+    };
+    let c = comparison.compare(&EXACT, &[pair])?.remove(0);
+    Ok((!c.passed).then(|| c.first_mismatch.unwrap_or(0) * elem.size()))
 }

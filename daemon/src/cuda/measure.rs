@@ -300,8 +300,9 @@ impl Measurer {
             test.reference = m
                 .checked_run(&m.original, &test, ORIGINAL_LIMIT)
                 .map_err(failed)?;
-            if m.comparison.is_some() {
+            if let Some(comparison) = &m.comparison {
                 test.keep_reference(&m.outputs)?;
+                test.kept_inputs = m.inputs_left(comparison, &test)?;
             }
             let mut times = Vec::with_capacity(START_TIMINGS);
             for _ in 0..START_TIMINGS {

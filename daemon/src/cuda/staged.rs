@@ -29,6 +29,9 @@ pub(super) struct StagedTest {
     /// Loop trips a thread of a variant's guarded build may make (0: no
     /// budget; set when the guards are calibrated).
     pub trip_budget: u64,
+    /// The `in` arguments the original leaves as uploaded: a variant must
+    /// too (checked on the device with the outputs).
+    pub kept_inputs: Vec<usize>,
 }
 
 impl StagedTest {
@@ -64,6 +67,7 @@ impl StagedTest {
             reference_device: Vec::new(),
             original_ns: f64::NAN,
             trip_budget: 0,
+            kept_inputs: Vec::new(),
         })
     }
 
@@ -82,6 +86,11 @@ impl StagedTest {
             })
             .collect::<Result<_, CudaError>>()?;
         Ok(())
+    }
+
+    /// Argument `i`'s input as uploaded (`in`/`inout` buffers).
+    pub fn pristine(&self, i: usize) -> Option<&DeviceBuffer> {
+        self.pristine.get(i)?.as_ref()
     }
 
     /// Inputs back to their uploaded contents, outputs poisoned.
