@@ -23,7 +23,8 @@
 #    its unguarded build gives, bit for bit; planted faults (past the end,
 #    before the start, a shared overrun, a runaway loop) are flagged with the
 #    simulator's argument and side, the context surviving each, and the GPU
-#    worker rejects such a variant by its guarded run without a restart;
+#    worker rejects such a variant by its guarded run without a restart; a
+#    variant writing an `in` buffer is rejected on the GPU (input_written);
 #  - planted faults (an out-of-bounds write, an endless loop, invalid PTX)
 #    are each rejected with their reason, and the variant after each still
 #    evaluates; the pre-screen rejects a patch that reads out of bounds and
@@ -205,6 +206,12 @@ assert "guarded run on the GPU: out-of-bounds" in failure and "past its end" in 
 assert "GPU worker restarts: 0" in err, err[-400:]
 PY
 sed 's/^/    /' "$work/log" | head -2
+# Inputs stay inputs: a variant that writes an `in` buffer the original
+# leaves alone is rejected on the GPU (compared on the device).
+"$gevod" run tests/fixtures/general/scale2.gevo.toml --backend cuda --tests train --no-prescreen \
+    --patch tests/fixtures/general/scale2.writes-input.patch.json > "$work/input.txt" 2>&1
+check "inputs: a variant writing an input buffer is rejected on the GPU" grep -q "input_written" "$work/input.txt"
+sed 's/^/    /' "$work/input.txt" | head -4
 fi
 
 if want gate; then
