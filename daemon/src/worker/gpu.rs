@@ -366,9 +366,17 @@ fn account(utilization: &mut Utilization, response: &Result<Response, String>, p
         spent,
         rounds,
         stopped_early,
+        exiting,
+        assessment,
         ..
     }) = response
     {
+        if *exiting {
+            // What guards do not catch yet (docs/evolve.md): the kinds that
+            // still cost a GPU worker start, for whoever adds the next guard.
+            let failure = assessment.first_failure();
+            tracing::info!(failure = ?failure, "a variant cost its GPU worker a restart");
+        }
         utilization.spent += spent;
         if searching && *rounds > 0 {
             utilization.timed += 1;
