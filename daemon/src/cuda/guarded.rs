@@ -127,55 +127,40 @@ impl GuardState {
             source: site.and_then(|s| s.source.clone()),
             ..Context::default()
         };
-        // Shared-window offsets are small; global addresses are not.
-        let in_shared = kind == FaultKind::SharedOutOfBounds
-            || (kind == FaultKind::Misaligned && address < 1 << 32);
-        let fault = match kind {
-            FaultKind::TripBudget => Fault::TripBudget { budget },
-            _ if in_shared => {
-                let offset = address;
-                match kind {
-                    FaultKind::Misaligned => Fault::Misaligned {
-                        space: "shared",
-                        buffer: 0,
-                        offset,
-                        bytes,
-                    },
-                    _ => Fault::OutOfBounds {
-                        space: "shared",
-                        buffer: 0,
-                        offset,
-                        bytes,
-                    },
-                }
-            }
-            _ => match site
+        let (shared, misaligned) = match kind {
+            FaultKind::TripBudget => (false, false),
+            FaultKind::GlobalOutOfBounds => (false, false),
+            FaultKind::SharedOutOfBounds => (true, false),
+            FaultKind::GlobalMisaligned => (false, true),
+            FaultKind::SharedMisaligned => (true, true),
+        };
+        let (space, buffer, offset) = if shared {
+            ("shared", 0, address)
+        } else {
+            match site
                 .and_then(|s| argument_buffer(test, s, kernels, address))
                 .or_else(|| nearest_buffer(test, address))
             {
-                None => Fault::OutOfBounds {
-                    space: "invalid",
-                    buffer: 0,
-                    offset: address,
-                    bytes,
-                },
+                None => ("invalid", 0, address),
                 Some((slot, offset)) => {
                     context.buffer = buffer_name(test, slot);
-                    match kind {
-                        FaultKind::Misaligned => Fault::Misaligned {
-                            space: "global",
-                            buffer: slot,
-                            offset,
-                            bytes,
-                        },
-                        _ => Fault::OutOfBounds {
-                            space: "global",
-                            buffer: slot,
-                            offset,
-                            bytes,
-                        },
-                    }
+                    ("global", slot, offset)
                 }
+            }
+        };
+        let fault = match kind {
+            FaultKind::TripBudget => Fault::TripBudget { budget },
+            _ if misaligned => Fault::Misaligned {
+                space,
+                buffer,
+                offset,
+                bytes,
+            },
+            _ => Fault::OutOfBounds {
+                space,
+                buffer,
+                offset,
+                bytes,
             },
         };
         let thread = words[guard::STATE_THREAD];
@@ -200,8 +185,7 @@ impl GuardState {
 }
 
 /// The buffer (by slot) whose range `address` is in or nearest to, and
-/// the address's offset from its start, as the simulator's pointers hold it
-/// (two's complement over `OFFSET_BITS`).
+/// the address's offset from its start ([`offset_from`]).
 fn nearest_buffer(test: &StagedTest, address: u64) -> Option<(usize, u64)> {
     test.work
         .iter()
@@ -217,10 +201,13 @@ fn nearest_buffer(test: &StagedTest, address: u64) -> Option<(usize, u64)> {
                 0
             }
         })
-        .map(|(slot, b)| {
-            let mask = (1u64 << crate::sim::pointer::OFFSET_BITS) - 1;
-            (slot, address.wrapping_sub(b.ptr) & mask)
-        })
+        .map(|(slot, b)| (slot, offset_from(b.ptr, address)))
+}
+
+/// `address` relative to `start`, as the simulator's pointers hold an
+/// offset (two's complement over `OFFSET_BITS`: before the start is negative).
+fn offset_from(start: u64, address: u64) -> u64 {
+    address.wrapping_sub(start) & ((1u64 << crate::sim::pointer::OFFSET_BITS) - 1)
 }
 
 /// The buffer (by slot) the site's pointer derives from, as the first
@@ -238,8 +225,7 @@ fn argument_buffer(
         return None;
     };
     let buffer = test.work.get(slot)?.as_ref()?;
-    let mask = (1u64 << crate::sim::pointer::OFFSET_BITS) - 1;
-    Some((slot, address.wrapping_sub(buffer.ptr) & mask))
+    Some((slot, offset_from(buffer.ptr, address)))
 }
 
 /// The spec's argument a test buffer starts as (slot `i` is argument `i`'s

@@ -57,8 +57,9 @@ const SHARED_SCRATCH_BYTES: u64 = 64;
 pub enum FaultKind {
     GlobalOutOfBounds,
     SharedOutOfBounds,
-    Misaligned,
+    GlobalMisaligned,
     TripBudget,
+    SharedMisaligned,
 }
 
 impl FaultKind {
@@ -66,8 +67,9 @@ impl FaultKind {
         Some(match word {
             1 => FaultKind::GlobalOutOfBounds,
             2 => FaultKind::SharedOutOfBounds,
-            3 => FaultKind::Misaligned,
+            3 => FaultKind::GlobalMisaligned,
             4 => FaultKind::TripBudget,
+            5 => FaultKind::SharedMisaligned,
             _ => return None,
         })
     }

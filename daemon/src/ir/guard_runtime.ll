@@ -9,7 +9,7 @@
 
 ; Written by the kernel, read back by the GPU worker:
 ; [0] fault kind (0 none, 1 global out of bounds, 2 shared out of bounds,
-;     3 misaligned, 4 trip budget), [1] site, [2] thread (x | y << 20 |
+;     3 misaligned global, 4 trip budget, 5 misaligned shared), [1] site, [2] thread (x | y << 20 |
 ;     z << 40), [3] block (x | y << 32 | z << 48), [4] address (or trips),
 ; [5] the most loop trips one thread made (the calibration run's answer).
 @__gevo_guard_state = addrspace(1) externally_initialized global [8 x i64] zeroinitializer, align 8
@@ -141,7 +141,7 @@ entry:
   br i1 %aligned, label %inside, label %misaligned
 
 misaligned:
-  call void @__gevo_record(i64 3, i32 %site, i64 %a)
+  call void @__gevo_record(i64 5, i32 %site, i64 %a)
   ret i1 false
 
 inside:
