@@ -16,7 +16,7 @@ GEVOD = os.environ.get("GEVOD", "target/debug/gevod")
 FIXTURES = [f"tests/fixtures/kernels/{k}.gevo.toml" for k in
             ["vecadd", "reduce", "stencil", "nw", "loops", "expf", "pairsum", "zeroskip"]]
 FIXTURES += [f"tests/fixtures/pipelines/{k}.gevo.toml" for k in ["wavefront", "lu", "pyramid"]]
-FIXTURES += [f"tests/fixtures/general/{k}.gevo.toml" for k in ["scale2", "tailsum", "nocheck"]]
+FIXTURES += [f"tests/fixtures/general/{k}.gevo.toml" for k in ["scale2", "tailsum", "nocheck", "gridonly", "inplace"]]
 
 
 def without_generation(spec):

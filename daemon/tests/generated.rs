@@ -92,6 +92,101 @@ fn a_kernel_that_needs_whole_blocks_keeps_only_whole_block_tests() {
     assert_eq!(results.len(), g.kept.len());
 }
 
+/// The original defines the domain and the domain still has room: a search
+/// on a kernel that needs whole blocks validates its real improvement (the
+/// barrier that orders nothing, deleted), promotion having run the
+/// generated tests it keeps, all on the block grid.
+#[test]
+fn a_kernel_that_needs_whole_blocks_still_validates_its_real_improvement() {
+    let gevod = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gevod"))
+            .env("GEVO_LIBDEVICE", common::libdevice_stub())
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", common::text(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let spec = general("gridonly.gevo.toml");
+    let state = tempfile::tempdir().unwrap();
+    let report = gevod(&[
+        "evolve",
+        common::s(&spec),
+        "--state",
+        common::s(state.path()),
+        "--evaluations",
+        "600",
+        "--seed",
+        "1",
+        "--json",
+    ]);
+    let best = &report["best"];
+    let speedup = best["speedup"].as_f64().unwrap_or(0.0);
+    assert!(speedup > 1.1, "no real improvement validated: {report}");
+    let minimized = best["minimized_patch"].as_str().unwrap();
+    let patch = Patch::from_json(&std::fs::read_to_string(minimized).unwrap()).unwrap();
+    let ir = gevod::ir::KernelIr::load(&spec.with_file_name("gridonly.ll"), None).unwrap();
+    let stories: Vec<String> = ir
+        .describe(&patch)
+        .unwrap()
+        .into_iter()
+        .map(|s| s.summary)
+        .collect();
+    assert!(
+        stories.iter().any(|s| s.contains("__syncthreads()")),
+        "the validated edit is not the barrier's deletion: {stories:?}"
+    );
+    // What promotion ran: kept only on the grid, and the variant passes all.
+    let run = gevod(&[
+        "run",
+        common::s(&spec),
+        "--tests",
+        "generated",
+        "--patch",
+        minimized,
+        "--json",
+    ]);
+    let kept = run["kept"].as_array().unwrap();
+    assert!(!kept.is_empty(), "{run}");
+    for k in kept {
+        let n = k["params"]["n"].as_f64().unwrap();
+        assert!(n >= 64.0 && n % 64.0 == 0.0, "kept off the grid: {k}");
+    }
+    let results = run["results"].as_array().unwrap();
+    assert_eq!(results.len(), kept.len(), "{run}");
+    assert!(
+        results
+            .iter()
+            .all(|r| r["passed"] == true && r["cost_ratio"].as_f64() < Some(1.0)),
+        "{run}"
+    );
+}
+
+/// An `in` buffer the original itself writes is the original's to change:
+/// neither the original nor a variant leaving something else there (here
+/// the value it read, undoubled) gets an `input_written` verdict, on the
+/// user's tests or the generated ones.
+#[test]
+fn an_input_the_original_writes_may_change() {
+    let e = evaluator(&general("inplace.gevo.toml"));
+    let mut patch = serde_json::to_value(e.ir().empty_patch()).unwrap();
+    // i11 `store float %14, ptr %12` stores the loaded %13 (i9) instead.
+    patch["edits"] = serde_json::json!([
+        { "op": "operand_replace", "user": 11, "operand": 0, "value": { "inst": 9 } }
+    ]);
+    let variant = Patch::from_json(&patch.to_string()).unwrap();
+    for (name, p) in [
+        ("the original", e.ir().empty_patch()),
+        ("the variant", variant),
+    ] {
+        for set in [TestSet::All, TestSet::Generated] {
+            let results = e.evaluate(&p, set).unwrap();
+            assert!(!results.is_empty(), "{name}: no {set:?} tests");
+            assert!(results.iter().all(|r| r.passed()), "{name}: {results:?}");
+        }
+    }
+}
+
 /// Per fixture: the lint lines, and bounds on what is kept (at most the
 /// spec's `generate`, each under the cost cap).
 #[test]
