@@ -3,6 +3,8 @@
 //! time, each committed) for one slice, publishing each generation to the
 //! registry and exporting each new best, and gives the slot back.
 //! Consecutive slices of the same job reuse the driver and the workers.
+//! Between slices, and while it has no job to run, it measures best
+//! variants' edit contributions (`super::explain`).
 
 use super::explain;
 use super::registry::JobEntry;
