@@ -12,6 +12,7 @@ pub mod device;
 pub mod drive;
 pub mod eval;
 pub mod evolve;
+pub mod explain_edits;
 pub mod harness;
 pub mod ir;
 pub mod own_processes;

@@ -19,6 +19,7 @@ mod daemon;
 mod daemon_access;
 mod daemon_adoption;
 mod daemon_cpu;
+mod daemon_explain;
 mod daemon_generated;
 mod daemon_shared;
 mod daemon_socket;

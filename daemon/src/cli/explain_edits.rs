@@ -1,14 +1,14 @@
 //! `gevod explain-edits`: the edit contributions of a job's validated
 //! variant (`gevod::contrib`), measured on the simulator from the job's own
-//! spec and IR snapshots, stored beside the variant and printed.
+//! spec and IR snapshots (`gevod::explain_edits`, which the daemon shares),
+//! stored beside the variant and printed.
 
 use anyhow::{bail, Context as _, Result};
 use gevod::access::Reader;
-use gevod::contrib::{self, Contributions, Options};
-use gevod::ir::{CodegenOptions, KernelIr};
-use gevod::spec::{self, TestTarget};
+use gevod::contrib::Contributions;
+use gevod::explain_edits::Simulated;
+use gevod::ir::KernelIr;
 use gevod::store::Store;
-use gevod::worker::InProcess;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -67,7 +67,7 @@ impl ExplainEditsArgs {
         let result = match stored.filter(|_| !self.again) {
             // Stored before the relies-on lines existed: add them.
             Some(mut c) if c.relies_cost.is_none() => {
-                let sim = Simulated::new(&job, &c.patch)?;
+                let sim = Simulated::new(&job, &Reader::Caller, &c.patch)?;
                 c.attach_relies(sim.relies_on(&c.patch)?);
                 store.put_contributions(&id, &variant.ptx_hash, &c)?;
                 c
@@ -75,9 +75,14 @@ impl ExplainEditsArgs {
             Some(c) => c,
             None => {
                 tracing::info!(job = %id, edits = variant.minimized.edits.len(), "measuring edit contributions");
-                let sim = Simulated::new(&job, &variant.minimized)?;
-                let mut c = sim.contributions(&variant.minimized, self.libdevice.clone())?;
-                c.attach_relies(sim.relies_on(&c.patch)?);
+                let never = || false;
+                let c = gevod::explain_edits::measure(
+                    &job,
+                    &Reader::Caller,
+                    &variant.minimized,
+                    self.libdevice.clone(),
+                    &never,
+                )?;
                 store.put_contributions(&id, &variant.ptx_hash, &c)?;
                 c
             }
@@ -95,67 +100,6 @@ impl ExplainEditsArgs {
             print!("{}", text(&id, &result, &summaries));
         }
         Ok(())
-    }
-}
-
-/// The job's spec and IR from its snapshots (the files may have changed
-/// since), for the simulator, in this process.
-struct Simulated {
-    /// Holds the IR snapshot the spec names.
-    _dir: tempfile::TempDir,
-    job: String,
-    spec: gevod::spec::Spec,
-    ir: KernelIr,
-}
-
-impl Simulated {
-    fn new(job: &gevod::store::JobRecord, patch: &gevod::ir::Patch) -> Result<Self> {
-        let dir = tempfile::tempdir().context("a temporary directory for the IR snapshot")?;
-        let ir_path = dir.path().join("kernel.ll");
-        std::fs::write(&ir_path, &job.ir_text).context("writing the IR snapshot")?;
-        let mut spec = spec::parse_as(&job.spec_path, &job.spec_text, &Reader::Caller)?
-            .for_backend(TestTarget::Sim);
-        if spec.harness.is_some() {
-            bail!(
-                "job {}: a harness spec; explain-edits runs spec launches on the simulator only",
-                job.id
-            );
-        }
-        spec.ir = ir_path;
-        let ir = KernelIr::parse_for_patch(&job.id, job.ir_text.as_bytes(), patch)?;
-        Ok(Simulated {
-            _dir: dir,
-            job: job.id.clone(),
-            spec,
-            ir,
-        })
-    }
-
-    /// Each edit alone, without it, and the pairs (`contrib::analyze`).
-    fn contributions(
-        &self,
-        patch: &gevod::ir::Patch,
-        libdevice: Option<PathBuf>,
-    ) -> Result<Contributions> {
-        let codegen = CodegenOptions {
-            arch: gevod::worker::setup::arch_for(&self.spec, None, None),
-            libdevice,
-        };
-        let mut backend = InProcess::new(self.spec.clone(), codegen)
-            .with_context(|| format!("job {}: the simulator", self.job))?;
-        Ok(contrib::analyze(
-            &self.ir,
-            &mut backend,
-            patch,
-            &Options::default(),
-        )?)
-    }
-
-    /// What each edit relies on (`contrib::relies`).
-    fn relies_on(&self, patch: &gevod::ir::Patch) -> Result<contrib::ReliesOn> {
-        let evaluator = contrib::relies::evaluator(self.spec.clone(), 1)
-            .with_context(|| format!("job {}: the simulator", self.job))?;
-        Ok(contrib::relies::analyze(&self.ir, &evaluator, patch)?)
     }
 }
 

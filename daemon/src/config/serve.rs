@@ -124,6 +124,10 @@ pub struct JobsSection {
     pub seed: u64,
     /// A job stops after this many generations; 0: never.
     pub max_generations: u64,
+    /// The daemon measures the edit contributions of each job's best
+    /// validated variant on the simulator, between slices
+    /// (`serve::explain`), as `gevod explain-edits` does.
+    pub explain_edits: bool,
 }
 
 impl Default for JobsSection {
@@ -131,6 +135,7 @@ impl Default for JobsSection {
         JobsSection {
             seed: 1,
             max_generations: 0,
+            explain_edits: true,
         }
     }
 }

@@ -16,6 +16,7 @@
 //! a job, it makes a new version.
 
 mod control;
+mod explain;
 mod generated;
 mod handler;
 pub mod registry;

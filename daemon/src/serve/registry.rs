@@ -35,6 +35,9 @@ pub struct JobEntry {
     /// The generated held-out tests, once a runner has started the job
     /// (`super::generated`).
     pub generated: Option<GeneratedTests>,
+    /// The PTX hash of the best whose edit contributions this daemon run
+    /// measured or tried (`super::explain`): never tried twice.
+    pub explained: Option<String>,
 }
 
 impl JobEntry {
@@ -64,6 +67,7 @@ impl JobEntry {
             best: None,
             pareto: Vec::new(),
             generated: None,
+            explained: None,
         }
     }
 

@@ -3,9 +3,13 @@
 //! time, each committed) for one slice, publishing each generation to the
 //! registry and exporting each new best, and gives the slot back.
 //! Consecutive slices of the same job reuse the driver and the workers.
+//! Between slices, and while it has no job to run, it measures best
+//! variants' edit contributions (`super::explain`).
 
+use super::explain;
+use super::registry::JobEntry;
 use super::scan::{best_record, unix_now};
-use super::{BackendFactory, JobFiles, Shared};
+use super::{BackendFactory, JobFiles, ServeConfig, Shared};
 use crate::access::Reader;
 use crate::drive::{Driver, Ended, Limits, Publish};
 use crate::evolve::{Backend, Engine, GenerationReport, Validated};
@@ -53,24 +57,65 @@ pub fn run(shared: &Shared, slot: usize, factory: &dyn BackendFactory) {
                 }
             }
         }
-        let keep = slice(shared, slot, current.as_mut().expect("started above"));
-        if !keep {
+        let best_before = best_hash(shared, &id);
+        let ended = slice(shared, slot, current.as_mut().expect("started above"));
+        if !matches!(ended, Some(Ended::TimeUp | Ended::Stopped)) {
             current = None;
         }
-        let config = shared.config();
-        let mut registry = shared.registry();
-        registry.slots[slot].release(Instant::now());
-        if let Some(job) = registry.jobs.get_mut(&id) {
-            job.running_on = None;
-            let weight = crate::sched::weight(
-                job.generations,
-                job.last_improvement,
-                config.schedule.recent_generations,
-                config.schedule.improved_weight,
-            );
-            job.vtime = crate::sched::charge(job.vtime, started.elapsed(), weight);
+        release(shared, slot, &id, started.elapsed());
+        // The job's low-priority work, charged to it like its slices.
+        let why = match ended {
+            Some(Ended::Done) => Some(explain::Why::Ended),
+            Some(Ended::TimeUp)
+                if best_before.is_some() && best_hash(shared, &id) == best_before =>
+            {
+                Some(explain::Why::Settled)
+            }
+            _ => None,
+        };
+        if let Some(why) = why.filter(|_| shared.config().jobs.explain_edits) {
+            if let Some(took) = explain::job(shared, slot, &id, why) {
+                charge(shared, &id, took);
+            }
         }
     }
+}
+
+/// The job's best validated variant's PTX hash, in the registry.
+fn best_hash(shared: &Shared, id: &str) -> Option<String> {
+    let registry = shared.registry();
+    let (v, _) = registry.jobs.get(id)?.best.as_ref()?;
+    Some(v.ptx_hash.clone())
+}
+
+/// The runner gives the slot and the job back, the job charged `took`.
+fn release(shared: &Shared, slot: usize, id: &str, took: Duration) {
+    let config = shared.config();
+    let mut registry = shared.registry();
+    registry.slots[slot].release(Instant::now());
+    if let Some(job) = registry.jobs.get_mut(id) {
+        job.running_on = None;
+        charge_entry(job, took, &config);
+    }
+}
+
+/// Charges `took` of the slot's time to job `id`.
+fn charge(shared: &Shared, id: &str, took: Duration) {
+    let config = shared.config();
+    if let Some(job) = shared.registry().jobs.get_mut(id) {
+        charge_entry(job, took, &config);
+    }
+}
+
+/// A job's virtual time advances by `took` over its weight.
+fn charge_entry(job: &mut JobEntry, took: Duration, config: &ServeConfig) {
+    let weight = crate::sched::weight(
+        job.generations,
+        job.last_improvement,
+        config.schedule.recent_generations,
+        config.schedule.improved_weight,
+    );
+    job.vtime = crate::sched::charge(job.vtime, took, weight);
 }
 
 /// Waits for a job to run on `slot`; `None` at shutdown. Drops the held
@@ -92,6 +137,19 @@ fn next_job(shared: &Shared, slot: usize, current: &mut Option<Current>) -> Opti
             *current = None;
             registry = shared.registry();
             continue;
+        }
+        // Nothing to run: the slot's idle time explains a best variant.
+        if registry.slots[slot].open && shared.config().jobs.explain_edits {
+            drop(registry);
+            if let Some(id) = explain::idle_candidate(shared) {
+                let span = tracing::info_span!("job", id = %id);
+                let _enter = span.enter();
+                explain::job(shared, slot, &id, explain::Why::Idle);
+            }
+            registry = shared.registry();
+            if registry.pick(slot).is_some() {
+                continue;
+            }
         }
         registry = shared
             .wake
@@ -177,8 +235,9 @@ fn start(
 }
 
 /// Drives the job until the slice is used or the runner is told to stop.
-/// Returns whether the driver and workers may be kept for the next slice.
-fn slice(shared: &Shared, slot: usize, current: &mut Current) -> bool {
+/// Returns how the driver's run ended (`None`: the job failed); the driver
+/// and workers may be kept for the next slice after `TimeUp` or `Stopped`.
+fn slice(shared: &Shared, slot: usize, current: &mut Current) -> Option<Ended> {
     let config = shared.config();
     let limits = Limits {
         generations: (config.jobs.max_generations > 0).then_some(config.jobs.max_generations),
@@ -195,11 +254,19 @@ fn slice(shared: &Shared, slot: usize, current: &mut Current) -> bool {
         &mut publish,
     );
     match ended {
-        Ok(Ended::TimeUp | Ended::Stopped) => true,
-        Ok(Ended::Done | Ended::Interrupted) => false,
+        Ok(ended) => {
+            if matches!(ended, Ended::Done) {
+                // Also where the goal was reached before this run (a
+                // restart): no generation was committed to say so.
+                if let Some(job) = shared.registry().jobs.get_mut(&id) {
+                    job.finished = true;
+                }
+            }
+            Some(ended)
+        }
         Err(e) => {
             fail(shared, &id, e.to_string());
-            false
+            None
         }
     }
 }

@@ -1,0 +1,188 @@
+//! A job's edit contributions measured on the simulator, in this process,
+//! from the job's own spec and IR snapshots (the files may have changed
+//! since): each edit alone, without it and the pairs (`contrib::analyze`),
+//! then what each edit relies on (`contrib::relies`). `gevod explain-edits`
+//! and the daemon's idle work (`serve::explain`) share it; the caller picks
+//! the variant and stores the result (`Store::put_contributions`).
+//!
+//! Only spec launches: a harness spec's variants run the user's program,
+//! which this does not (`ExplainError::Harness`). The simulator runs here,
+//! not in worker processes: it compiles nothing (no LLVM code generation),
+//! and its step budget bounds every run.
+
+use crate::access::Reader;
+use crate::assessment::Assessment;
+use crate::contrib::{self, ContribError, Contributions, Options, ReliesOn};
+use crate::evolve::{Backend, BackendError, Build, Scope};
+use crate::ir::{CodegenOptions, IrError, KernelIr, Patch};
+use crate::spec::{self, Spec, SpecError, TestSet, TestTarget};
+use crate::store::JobRecord;
+use crate::worker::InProcess;
+use std::path::PathBuf;
+
+/// Why a job's contributions could not be measured.
+#[derive(Debug, thiserror::Error)]
+pub enum ExplainError {
+    #[error("a temporary directory for the IR snapshot")]
+    TempDir(#[source] std::io::Error),
+    #[error("writing the IR snapshot")]
+    Snapshot(#[source] std::io::Error),
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    #[error("job {job}: a harness spec; explain-edits runs spec launches on the simulator only")]
+    Harness { job: String },
+    #[error(transparent)]
+    Ir(#[from] IrError),
+    /// The simulator could not be set up for the job's spec.
+    #[error("job {job}: the simulator")]
+    Simulator {
+        job: String,
+        #[source]
+        source: Box<ContribError>,
+    },
+    #[error(transparent)]
+    Contrib(Box<ContribError>),
+    /// The caller's stop was asked between two measured subsets.
+    #[error("interrupted")]
+    Interrupted,
+}
+
+impl From<ContribError> for ExplainError {
+    fn from(e: ContribError) -> Self {
+        match e {
+            ContribError::Backend(BackendError::Interrupted) => ExplainError::Interrupted,
+            e => ExplainError::Contrib(Box::new(e)),
+        }
+    }
+}
+
+/// The job's spec and IR from its snapshots, for the simulator.
+pub struct Simulated {
+    /// Holds the IR snapshot the spec names.
+    _dir: tempfile::TempDir,
+    job: String,
+    spec: Spec,
+    ir: KernelIr,
+}
+
+impl Simulated {
+    /// The job's snapshots, for `patch`'s kernels; the files the spec
+    /// names are read for `reader` (the spec's owner, in the daemon).
+    pub fn new(job: &JobRecord, reader: &Reader, patch: &Patch) -> Result<Self, ExplainError> {
+        let dir = tempfile::tempdir().map_err(ExplainError::TempDir)?;
+        let ir_path = dir.path().join("kernel.ll");
+        std::fs::write(&ir_path, &job.ir_text).map_err(ExplainError::Snapshot)?;
+        let mut spec =
+            spec::parse_as(&job.spec_path, &job.spec_text, reader)?.for_backend(TestTarget::Sim);
+        if spec.harness.is_some() {
+            return Err(ExplainError::Harness {
+                job: job.id.clone(),
+            });
+        }
+        spec.ir = ir_path;
+        let ir = KernelIr::parse_for_patch(&job.id, job.ir_text.as_bytes(), patch)?;
+        Ok(Simulated {
+            _dir: dir,
+            job: job.id.clone(),
+            spec,
+            ir,
+        })
+    }
+
+    /// Each edit alone, without it, and the pairs (`contrib::analyze`).
+    /// `stop` is asked before each subset runs: true abandons the
+    /// measurement (`ExplainError::Interrupted`).
+    pub fn contributions(
+        &self,
+        patch: &Patch,
+        libdevice: Option<PathBuf>,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<Contributions, ExplainError> {
+        let codegen = CodegenOptions {
+            arch: crate::worker::setup::arch_for(&self.spec, None, None),
+            libdevice,
+        };
+        let inner =
+            InProcess::new(self.spec.clone(), codegen).map_err(|e| ExplainError::Simulator {
+                job: self.job.clone(),
+                source: Box::new(e.into()),
+            })?;
+        let mut backend = Stoppable { inner, stop };
+        Ok(contrib::analyze(
+            &self.ir,
+            &mut backend,
+            patch,
+            &Options::default(),
+        )?)
+    }
+
+    /// What each edit relies on (`contrib::relies`).
+    pub fn relies_on(&self, patch: &Patch) -> Result<ReliesOn, ExplainError> {
+        let evaluator = contrib::relies::evaluator(self.spec.clone(), 1).map_err(|e| {
+            ExplainError::Simulator {
+                job: self.job.clone(),
+                source: Box::new(e),
+            }
+        })?;
+        Ok(contrib::relies::analyze(&self.ir, &evaluator, patch)?)
+    }
+}
+
+/// The contributions of `patch` (a validated variant's minimized patch)
+/// with the relies-on lines attached; `stop` is asked before each measured
+/// subset and before the relies-on lines (which run to their end).
+pub fn measure(
+    job: &JobRecord,
+    reader: &Reader,
+    patch: &Patch,
+    libdevice: Option<PathBuf>,
+    stop: &dyn Fn() -> bool,
+) -> Result<Contributions, ExplainError> {
+    let sim = Simulated::new(job, reader, patch)?;
+    let mut c = sim.contributions(patch, libdevice, stop)?;
+    if stop() {
+        return Err(ExplainError::Interrupted);
+    }
+    c.attach_relies(sim.relies_on(&c.patch)?);
+    Ok(c)
+}
+
+/// The in-process simulator, asking `stop` before each variant.
+struct Stoppable<'s> {
+    inner: InProcess,
+    stop: &'s dyn Fn() -> bool,
+}
+
+impl Backend for Stoppable<'_> {
+    fn scope(&self) -> Scope {
+        Backend::scope(&self.inner)
+    }
+
+    fn test_set_hash(&self, set: TestSet) -> String {
+        self.inner.test_set_hash(set)
+    }
+
+    fn compile(&mut self, patches: &[Patch]) -> Result<Vec<Result<Build, String>>, BackendError> {
+        self.inner.compile(patches)
+    }
+
+    fn stopping(&self) -> bool {
+        (self.stop)()
+    }
+
+    fn runs_generated(&self) -> bool {
+        self.inner.runs_generated()
+    }
+
+    fn assess(&mut self, patches: &[Patch], set: TestSet) -> Result<Vec<Assessment>, BackendError> {
+        patches
+            .iter()
+            .map(|p| {
+                if (self.stop)() {
+                    return Err(BackendError::Interrupted);
+                }
+                self.inner.assess_one(p, set)
+            })
+            .collect()
+    }
+}

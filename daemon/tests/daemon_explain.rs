@@ -1,0 +1,161 @@
+//! The daemon measures edit contributions itself (`[jobs] explain_edits`,
+//! on by default): a real `gevod serve` runs the stencil fixture's job
+//! until its search ends, then measures its best validated variant's edit
+//! contributions on the simulator and stores them; the real `gevo-client
+//! explain` shows them, and a restarted daemon does not measure them again.
+
+use crate::common;
+
+use common::daemon::{Daemon, CONFIG};
+use common::{s, text};
+use gevo_client::proto::JobState;
+use gevod::contrib::Class;
+use gevod::store::Store;
+
+/// The search ends after this many generations; the stencil fixture's
+/// job (seed 1) validates a variant before (in generation 2).
+const GENERATIONS: u64 = 4;
+
+/// A daemon watching the stencil fixture whose jobs end after
+/// [`GENERATIONS`], with `more` config lines in `[jobs]`; waits for the
+/// job to end and returns its validated best (`gevo-client --json best`).
+fn ended_stencil_job(dir: &std::path::Path, more: &str) -> (Daemon, serde_json::Value) {
+    std::fs::write(
+        dir.join("gevod.toml"),
+        format!("{CONFIG}[jobs]\nmax_generations = {GENERATIONS}\n{more}"),
+    )
+    .unwrap();
+    let (d, _) = Daemon::watching_stencil(dir);
+    let job = d.wait_for("the job to end", |d| {
+        d.jobs()
+            .into_iter()
+            .find(|j| j.kernel == "app/stencil" && j.state == JobState::Finished)
+    });
+    assert!(
+        job.validated > 0,
+        "ended without a validated variant: {job:?}"
+    );
+    let best = d.validated_best("stencil").expect("a validated best");
+    (d, best)
+}
+
+#[test]
+fn an_ended_job_gets_its_edit_contributions_measured_and_explain_shows_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut d, best) = ended_stencil_job(dir.path(), "");
+
+    // `gevo-client explain` shows them once the daemon has stored them.
+    let said = d.wait_for("the edit contributions in explain", |d| {
+        let run = d.client(&["explain", "stencil"]);
+        assert!(run.status.success(), "{run:?}");
+        Some(text(&run.stdout)).filter(|t| t.contains("edit contributions ("))
+    });
+    assert!(
+        said.contains("edit contributions (sim, held-out tests; full patch cost ratio 0."),
+        "{said}"
+    );
+    let json = d.client(&["--json", "explain", "stencil"]);
+    let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let edits = json["edits"].as_array().unwrap().len();
+    assert!(edits > 0, "{json}");
+    // One class line per edit of the minimized patch, in order.
+    let class_lines: Vec<&str> = said
+        .lines()
+        .filter(|l| l.starts_with("  #"))
+        .filter(|l| {
+            ["carries speed", "enabling", "neutral"]
+                .iter()
+                .any(|c| l.contains(c))
+        })
+        .collect();
+    assert_eq!(class_lines.len(), edits, "{said}");
+    for (i, line) in class_lines.iter().enumerate() {
+        assert!(line.starts_with(&format!("  #{} ", i + 1)), "{line}");
+        assert!(line.contains(" [stencil5]: "), "{line}");
+    }
+    // A validated variant is faster: some edit carries the speed.
+    assert!(
+        class_lines
+            .iter()
+            .any(|l| l.contains("#") && l.contains(" carries speed [")),
+        "{said}"
+    );
+
+    let log = d.log_text();
+    assert!(log.contains("why=Ended"), "{log}");
+    assert!(log.contains("edit contributions stored"), "{log}");
+    let (status, _) = d.signal(libc::SIGTERM);
+    assert!(status.success(), "{status}\n{}", d.log_text());
+
+    // The store holds them for the best variant, relies-on lines included,
+    // as `gevod explain-edits` would read them.
+    let ptx_hash = best["ptx_hash"].as_str().unwrap();
+    let id = best["job"].as_str().unwrap();
+    {
+        let store = Store::open(&d.state).unwrap();
+        let c = store
+            .contributions(id, ptx_hash)
+            .unwrap()
+            .expect("contributions stored for the best variant");
+        assert_eq!(c.scope.backend, "sim");
+        assert_eq!(c.set, "heldout");
+        assert_eq!(c.edits.len(), edits);
+        assert!(c.full.estimate < 1.0, "{:?}", c.full);
+        assert!(c.relies_cost.is_some(), "no relies-on lines: {c:?}");
+        assert!(
+            c.edits.iter().any(|e| e.class == Class::CarriesSpeed),
+            "{c:?}"
+        );
+        let stored: Vec<String> = c.edits.iter().map(|e| e.edit.clone()).collect();
+        assert_eq!(serde_json::json!(stored), json["edits"]);
+    }
+    // `gevod explain-edits` reads the stored result rather than measure.
+    let cli = std::process::Command::new(env!("CARGO_BIN_EXE_gevod"))
+        .env("GEVOD_LOG", "info")
+        .args(["explain-edits", s(&d.state), "--job", id])
+        .output()
+        .unwrap();
+    assert!(cli.status.success(), "{}", text(&cli.stderr));
+    assert!(
+        !text(&cli.stderr).contains("measuring edit contributions"),
+        "{}",
+        text(&cli.stderr)
+    );
+    assert!(text(&cli.stdout).contains(&format!("edit contributions of job {id}: {edits} edits")));
+
+    // Restarted, the daemon resumes the ended job and measures nothing again.
+    d.spawn(&["--watch", s(&dir.path().join("app"))]);
+    d.wait_for("the job to end again", |d| {
+        d.jobs()
+            .into_iter()
+            .find(|j| j.kernel == "app/stencil" && j.state == JobState::Finished)
+    });
+    let (status, _) = d.signal(libc::SIGTERM);
+    assert!(status.success(), "{status}\n{}", d.log_text());
+    let log = d.log_text();
+    assert_eq!(
+        log.matches("measuring edit contributions on the simulator")
+            .count(),
+        1,
+        "{log}"
+    );
+}
+
+#[test]
+fn with_explain_edits_off_the_daemon_measures_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut d, best) = ended_stencil_job(dir.path(), "explain_edits = false\n");
+    // The runner would say so before measuring, even if stopped at once.
+    let (status, _) = d.signal(libc::SIGTERM);
+    assert!(status.success(), "{status}\n{}", d.log_text());
+    let log = d.log_text();
+    assert!(!log.contains("measuring edit contributions"), "{log}");
+    let store = Store::open(&d.state).unwrap();
+    let stored = store
+        .contributions(
+            best["job"].as_str().unwrap(),
+            best["ptx_hash"].as_str().unwrap(),
+        )
+        .unwrap();
+    assert!(stored.is_none(), "{stored:?}");
+}
