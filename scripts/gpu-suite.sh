@@ -8,7 +8,7 @@
 # The package step also writes .dist/e2e/stencil.ll, the device IR of
 # examples/stencil-app (emitted here by gevo_optimize() with clang-19), which
 # the e2e section builds with. SECTIONS picks what runs (default
-# "kernels guards gate evolve daemon e2e harness"; "devices" runs only when named).
+# "kernels guards gate explain evolve daemon e2e harness"; "devices" runs only when named).
 #
 # Checks, each counted:
 #  - gevod carries no libLLVM; every fixture's PTX (libdevice linked from the
@@ -33,6 +33,9 @@
 #  - the GPU safety gate: pairsum's variant without its barrier (a race
 #    between the lanes of a warp) passes the outputs check on the GPU and
 #    compute-sanitizer's racecheck rejects it; the original has no report;
+#  - edit contributions on the GPU (section explain): stencil's validated
+#    barrier deletion, each subset timed on the held-out tests, carries
+#    speed with an interval that is not a point, and no worker restart;
 #  - the pipeline fixtures (tests/fixtures/pipelines: several kernels, a
 #    launch per loop step): the module's PTX assembles, and the original
 #    pipeline gives on the GPU what the simulator gives;
@@ -67,7 +70,7 @@ cd "$(dirname "$0")/.."
 
 package=${1:-.dist/gevod.gz}
 client_package=${2:-.dist/gevo-client.gz}
-sections=" ${SECTIONS:-kernels guards gate evolve daemon e2e harness} "
+sections=" ${SECTIONS:-kernels guards gate explain evolve daemon e2e harness} "
 want() { [[ $sections == *" $1 "* ]]; }
 seeds=${SEEDS:-20}
 evolve_time=${EVOLVE_TIME:-120s}
@@ -227,6 +230,33 @@ rows = json.load(open('$work/gate.json'))
 sys.exit(0 if rows[0]['passed'] and rows[1]['passed'] else rows[0]['failure'])"
     check "gate: racecheck rejects the racy variant" grep -q "racy.ptx: GPU safety gate rejects it: racecheck:" "$work/gate.err"
     check "gate: no report on the original" grep -q "pairsum.ptx: GPU safety gate: no report" "$work/gate.err"
+fi
+
+if want explain; then
+    # Edit contributions on the GPU (issue 31): a short simulator search
+    # from the planted barrier deletion validates it; explain-edits then
+    # times each subset on the GPU's held-out tests, with intervals.
+    printf '[evolve]\npopulation = 16\n' > "$work/explain.toml"
+    "$gevod" evolve $k/stencil.gevo.toml --backend sim --config "$work/explain.toml" --generations 2 \
+        --seed 1 --start-from $k/stencil.drop-barrier.patch.json --state "$work/explain" > /dev/null 2>&1
+    /usr/bin/time -f "%e s" "$gevod" explain-edits "$work/explain" --backend cuda --json \
+        > "$work/explain.json" 2> "$work/explain.err"
+    check "explain: stencil's edit contributions on the GPU, with intervals" python3 - "$work/explain.json" "$work/explain.err" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+err = open(sys.argv[2]).read()
+print(f'{c["scope"]["target"]}: full {c["full"]}, {c["variants_measured"]} variants in {c["seconds"]:.1f} s; {err.strip().splitlines()[-1]}')
+for e in c["edits"]:
+    print(f'  #{e["index"] + 1} {e["class"]}: alone {e["alone"]}, without {e["without"]}')
+assert c["scope"]["backend"] == "cuda", c["scope"]
+full = c["full"]
+assert full["lo"] <= full["estimate"] <= full["hi"] < 1.0, full
+assert full["lo"] < full["hi"], f"a GPU interval is not a point: {full}"
+assert c["edits"] and all(e["class"] for e in c["edits"]), c["edits"]
+assert any(e["class"] == "carries_speed" for e in c["edits"]), c["edits"]
+assert "GPU worker restarts: 0" in err, err[-400:]
+PY
+    sed 's/^/    /' "$work/log" | head -6
 fi
 
 # Timed searches. Prints each job's validated speedup with its interval.

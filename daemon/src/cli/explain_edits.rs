@@ -1,11 +1,15 @@
 //! `gevod explain-edits`: the edit contributions of a job's validated
 //! variant (`gevod::contrib`), measured on the simulator from the job's own
 //! spec and IR snapshots (`gevod::explain_edits`, which the daemon shares),
-//! stored beside the variant and printed.
+//! or on the GPU with `--backend cuda` (`super::explain_gpu`), stored
+//! beside the variant and printed.
 
+use super::output::default_workers;
+use super::{resolve, BackendChoice};
 use anyhow::{bail, Context as _, Result};
 use gevod::access::Reader;
 use gevod::contrib::Contributions;
+use gevod::device::DeviceSelector;
 use gevod::explain_edits::Simulated;
 use gevod::ir::KernelIr;
 use gevod::store::Store;
@@ -26,6 +30,17 @@ pub struct ExplainEditsArgs {
     /// Measure again even when the store holds the result.
     #[arg(long)]
     again: bool,
+    /// Where to measure: the simulator (deterministic, the daemon's), the
+    /// GPU (timed like promotion, with intervals), or auto (the GPU when one
+    /// is present). A stored result from another backend is measured again.
+    #[arg(long, value_enum, default_value = "sim")]
+    backend: BackendChoice,
+    /// GPU by ordinal or UUID (GPU-...).
+    #[arg(long, default_value = "0")]
+    device: DeviceSelector,
+    /// Compile workers on the GPU (default: all cores).
+    #[arg(long)]
+    workers: Option<usize>,
     /// libdevice to link (default: searched for).
     #[arg(long)]
     libdevice: Option<PathBuf>,
@@ -63,8 +78,10 @@ impl ExplainEditsArgs {
         let Some(variant) = variant else {
             bail!("job {id} has no validated variant yet");
         };
+        let device = resolve(self.backend, &self.device)?;
+        let wanted = if device.is_some() { "cuda" } else { "sim" };
         let stored = store.contributions(&id, &variant.ptx_hash)?;
-        let result = match stored.filter(|_| !self.again) {
+        let result = match stored.filter(|c| !self.again && c.scope.backend == wanted) {
             // Stored before the relies-on lines existed: add them.
             Some(mut c) if c.relies_cost.is_none() => {
                 let sim = Simulated::new(&job, &Reader::Caller, &c.patch)?;
@@ -74,15 +91,30 @@ impl ExplainEditsArgs {
             }
             Some(c) => c,
             None => {
-                tracing::info!(job = %id, edits = variant.minimized.edits.len(), "measuring edit contributions");
-                let never = || false;
-                let c = gevod::explain_edits::measure(
-                    &job,
-                    &Reader::Caller,
-                    &variant.minimized,
-                    self.libdevice.clone(),
-                    &never,
-                )?;
+                let edits = variant.minimized.edits.len();
+                let c = match device {
+                    Some(device) => {
+                        tracing::info!(job = %id, edits, device = %device.name, "measuring edit contributions on the GPU");
+                        super::explain_gpu::measure(
+                            &job,
+                            &variant.minimized,
+                            device,
+                            self.workers.unwrap_or_else(default_workers),
+                            self.libdevice.as_deref(),
+                        )?
+                    }
+                    None => {
+                        tracing::info!(job = %id, edits, "measuring edit contributions");
+                        let never = || false;
+                        gevod::explain_edits::measure(
+                            &job,
+                            &Reader::Caller,
+                            &variant.minimized,
+                            self.libdevice.clone(),
+                            &never,
+                        )?
+                    }
+                };
                 store.put_contributions(&id, &variant.ptx_hash, &c)?;
                 c
             }

@@ -6,6 +6,7 @@
 
 mod evolve;
 mod explain_edits;
+mod explain_gpu;
 mod html_report;
 mod kernel;
 mod output;
