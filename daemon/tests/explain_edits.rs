@@ -141,7 +141,31 @@ fn a_planted_patch_is_classified_speed_enabling_neutral() {
         .contributions(&id, "planted")
         .unwrap();
     assert_eq!(stored.as_ref(), Some(&c));
-    let out = gevod(&["explain-edits", s(&state), "--job", &id]);
+    // `--backend cuda` measures on the GPU or says why it cannot; the
+    // simulator's stored result stays either way when it cannot.
+    let out = gevod(&["explain-edits", s(&state), "--backend", "cuda", "--json"]);
+    match gevod::cuda::driver::probe(&"0".parse().unwrap()) {
+        Ok(_) => {
+            assert!(out.status.success(), "{}", text(&out.stderr));
+            let gpu: Contributions = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(gpu.scope.backend, "cuda");
+        }
+        Err(_) => {
+            println!("skipped the GPU measurement: no usable GPU");
+            assert!(!out.status.success());
+            assert!(
+                text(&out.stderr).starts_with("gevod: --backend cuda: "),
+                "{}",
+                text(&out.stderr)
+            );
+            let kept = Store::open(&state)
+                .unwrap()
+                .contributions(&id, "planted")
+                .unwrap();
+            assert_eq!(kept.as_ref(), Some(&c));
+        }
+    }
+    let out = gevod(&["explain-edits", s(&state), "--job", &id, "--backend", "sim"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let shown = text(&out.stdout);
     for line in [
