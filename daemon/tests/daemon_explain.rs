@@ -159,3 +159,33 @@ fn with_explain_edits_off_the_daemon_measures_nothing() {
         .unwrap();
     assert!(stored.is_none(), "{stored:?}");
 }
+
+/// A job that never ends (no `max_generations`): once its best lasts a
+/// whole slice, the runner measures that best's contributions between two
+/// slices, and the search goes on after.
+#[test]
+fn a_best_that_lasts_a_slice_is_explained_while_the_search_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut d, _) = Daemon::watching_stencil(dir.path());
+    let said = d.wait_for("the edit contributions in explain", |d| {
+        let run = d.client(&["explain", "stencil"]);
+        Some(text(&run.stdout)).filter(|t| t.contains("edit contributions ("))
+    });
+    assert!(said.contains(" carries speed ["), "{said}");
+    let generations = |d: &Daemon| {
+        d.jobs()
+            .into_iter()
+            .find(|j| j.kernel == "app/stencil")
+            .map(|j| (j.generations, j.state))
+    };
+    let (before, state) = generations(&d).expect("the job");
+    assert_ne!(state, JobState::Finished);
+    d.wait_for("the search to go on", |d| {
+        generations(d).filter(|(g, _)| *g > before)
+    });
+    let (status, _) = d.signal(libc::SIGTERM);
+    assert!(status.success(), "{status}\n{}", d.log_text());
+    let log = d.log_text();
+    assert!(log.contains("why=Settled"), "{log}");
+    assert!(!log.contains("why=Ended"), "{log}");
+}
