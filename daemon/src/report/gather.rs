@@ -112,6 +112,7 @@ pub fn gather(store: &Store, id: &str, reader: Reader) -> Result<ReportData, Rep
                         test: t.test.clone(),
                         verdict: t.failure.as_ref().map_or("pass".into(), |f| f.0.clone()),
                         ratio: t.cost_interval().map(|i| (i.estimate, i.lo, i.hi)),
+                        kernels: t.kernels.clone(),
                     })
                     .collect(),
                 edits,

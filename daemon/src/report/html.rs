@@ -57,6 +57,34 @@ pub fn render(data: &ReportData) -> String {
     out
 }
 
+/// A pipeline's held-out tests per kernel: which kernel got faster (the
+/// GPU times each kernel with an event after every launch; the simulator
+/// and single kernels have no such rows).
+fn kernel_times(out: &mut String, tests: &[super::TestRow]) {
+    if tests.iter().all(|t| t.kernels.is_empty()) {
+        return;
+    }
+    *out += "<table id=\"kernel-times\">\n<tr><th>test</th><th>kernel</th><th>original (us)</th><th>variant (us)</th><th>ratio</th></tr>\n";
+    for t in tests {
+        for k in &t.kernels {
+            let ratio = if k.original_ns > 0.0 {
+                format!("{:.3}", k.variant_ns / k.original_ns)
+            } else {
+                "-".into()
+            };
+            let _ = writeln!(
+                out,
+                "<tr><td>{}</td><td>{}</td><td class=\"num\">{:.1}</td><td class=\"num\">{:.1}</td><td class=\"num\">{ratio}</td></tr>",
+                esc(&t.test),
+                esc(&k.kernel),
+                k.original_ns / 1e3,
+                k.variant_ns / 1e3,
+            );
+        }
+    }
+    *out += "</table>\n<p>Each kernel's time on each held-out test: its launches summed, medians of a few runs with an event after every launch (apart from the timed rounds), original against variant.</p>\n";
+}
+
 /// The headline: the speedup, and where it was measured (a simulator cost
 /// ratio is not a GPU speedup).
 fn best_section(out: &mut String, best: Option<&BestVariant>, backend: &str) {
@@ -99,7 +127,9 @@ fn best_section(out: &mut String, best: Option<&BestVariant>, backend: &str) {
             esc(&t.verdict)
         );
     }
-    *out += "</table>\n<h3>Edits</h3>\n";
+    *out += "</table>\n";
+    kernel_times(out, &b.tests);
+    *out += "<h3>Edits</h3>\n";
     if !b.line_tables {
         *out += &format!(
             "<p class=\"note\">{}</p>\n",
@@ -348,4 +378,94 @@ fn table_section(out: &mut String, title: &str, id: &str, rows: &[(String, Strin
         let _ = writeln!(out, "<tr><th>{}</th><td>{}</td></tr>", esc(k), esc(v));
     }
     *out += "</table>\n";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{BestVariant, ReportData, TestRow};
+    use crate::assessment::KernelTime;
+
+    fn report(backend: &str, tests: Vec<TestRow>) -> ReportData {
+        ReportData {
+            kernel: "lu".into(),
+            job: "lu-1".into(),
+            backend: backend.into(),
+            best: Some(BestVariant {
+                generation: 3,
+                speedup: 1.05,
+                interval: (1.04, 1.06),
+                train_cost: 0.95,
+                tests,
+                edits: Vec::new(),
+                line_tables: true,
+                excerpts: Vec::new(),
+                contributions: None,
+            }),
+            generations: Vec::new(),
+            pareto: Vec::new(),
+            population: Vec::new(),
+            rejections: Vec::new(),
+            evaluations: 0,
+            cache_hits: 0,
+            valid: 0,
+            utilization: None,
+            environment: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    fn row(test: &str, kernels: &[(&str, f64, f64)]) -> TestRow {
+        TestRow {
+            test: test.into(),
+            verdict: "pass".into(),
+            ratio: Some((0.95, 0.94, 0.96)),
+            kernels: kernels
+                .iter()
+                .map(|&(kernel, original_ns, variant_ns)| KernelTime {
+                    kernel: kernel.into(),
+                    original_ns,
+                    variant_ns,
+                })
+                .collect(),
+        }
+    }
+
+    /// A pipeline measured on the GPU: each held-out test's kernels with
+    /// their times, original against variant; names escaped.
+    #[test]
+    fn a_pipelines_kernels_have_their_times() {
+        let data = report(
+            "cuda",
+            vec![
+                row(
+                    "heldout[0]",
+                    &[
+                        ("lu_diagonal", 2000.0, 1500.0),
+                        ("lu_<internal>", 10000.0, 10000.0),
+                    ],
+                ),
+                row("heldout[1]", &[("lu_diagonal", 0.0, 0.0)]),
+            ],
+        );
+        let html = super::render(&data);
+        for text in [
+            "<table id=\"kernel-times\">",
+            "<tr><td>heldout[0]</td><td>lu_diagonal</td><td class=\"num\">2.0</td><td class=\"num\">1.5</td><td class=\"num\">0.750</td></tr>",
+            "<tr><td>heldout[0]</td><td>lu_&lt;internal&gt;</td><td class=\"num\">10.0</td><td class=\"num\">10.0</td><td class=\"num\">1.000</td></tr>",
+            "<tr><td>heldout[1]</td><td>lu_diagonal</td><td class=\"num\">0.0</td><td class=\"num\">0.0</td><td class=\"num\">-</td></tr>",
+        ] {
+            assert!(html.contains(text), "{text} not in the report");
+        }
+        // Between the held-out table and the edits.
+        let at = |s: &str| html.find(s).unwrap();
+        assert!(at("id=\"tests\"") < at("id=\"kernel-times\""));
+        assert!(at("id=\"kernel-times\"") < at("id=\"edits\""));
+    }
+
+    /// Without per-kernel times (the simulator, one kernel) no such table.
+    #[test]
+    fn no_kernel_times_no_table() {
+        let html = super::render(&report("sim", vec![row("heldout[0]", &[])]));
+        assert!(!html.contains("kernel-times"));
+    }
 }

@@ -100,6 +100,8 @@ pub struct TestRow {
     pub verdict: String,
     /// Cost ratio (variant over original) with its 95% interval.
     pub ratio: Option<(f64, f64, f64)>,
+    /// On the GPU, for a pipeline: each kernel's time, original and variant.
+    pub kernels: Vec<crate::assessment::KernelTime>,
 }
 
 /// One committed generation.
