@@ -17,6 +17,10 @@ pub struct SourceEdit {
     /// Each operand SSA repair changed, in words.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub repairs: Vec<String>,
+    /// The kernel it edits, in a pipeline of several; absent for a single
+    /// kernel (and from older daemons).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<String>,
 }
 
 /// A source location and, when readable, its text.
@@ -41,7 +45,10 @@ pub fn render_edits(edits: &[SourceEdit], line_tables: bool, indent: &str) -> St
         out += &format!("{indent}({NO_LINE_TABLES})\n");
     }
     for (i, e) in edits.iter().enumerate() {
-        out += &format!("{indent}{}. {}\n", i + 1, e.summary);
+        match &e.kernel {
+            Some(k) => out += &format!("{indent}{}. (in {k}) {}\n", i + 1, e.summary),
+            None => out += &format!("{indent}{}. {}\n", i + 1, e.summary),
+        }
         for line in &e.lines {
             match &line.text {
                 Some(text) => out += &format!("{indent}     {} | {text}\n", line.location),
@@ -70,6 +77,7 @@ mod tests {
                 text: Some("__syncthreads();".into()),
             }],
             repairs: vec![],
+            kernel: None,
         };
         assert_eq!(
             render_edits(std::slice::from_ref(&edit), true, "  "),

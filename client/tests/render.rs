@@ -160,6 +160,7 @@ fn status_and_jobs_print_tables() {
                 text: Some("__syncthreads();".into()),
             }],
             repairs: vec![],
+            kernel: None,
         }],
         line_tables: true,
         ..explanation.clone()
@@ -424,6 +425,7 @@ fn control_characters_from_the_daemon_are_escaped_in_text_and_kept_in_json() {
                 text: Some(evil("__syncthreads(); // ")),
             }],
             repairs: vec![evil("%3 now %2")],
+            kernel: Some(evil("stencil5")),
         }],
         line_tables: true,
         contributions: Some(ContributionSummary {

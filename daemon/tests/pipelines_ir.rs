@@ -135,4 +135,38 @@ fn mutation_reaches_every_kernel_and_replay_is_exact() {
     }
     let json = gevod::ir::Patch::from_json(&patch.to_json()).unwrap();
     assert_eq!(json, patch);
+
+    // In source terms (the report, `gevo-client explain`) each edit names
+    // the kernel it edits, as the replay finds it.
+    let told = ir.describe(&patch).unwrap();
+    let replayed = ir.explain(&patch).unwrap();
+    assert_eq!(told.len(), replayed.len());
+    for (story, step) in told.iter().zip(&replayed) {
+        assert!(story.kernel.is_some(), "{story:?}");
+        assert_eq!(story.kernel, step.kernel);
+    }
+    assert_ne!(told[0].kernel, told[1].kernel);
+    let shown = gevo_client::explain::render_edits(
+        &gevod::report::edits::source_edits(
+            &ir,
+            &patch,
+            &mut gevod::ir::SourceFiles::near(gevod::access::Reader::Caller, &[]),
+        )
+        .unwrap(),
+        true,
+        "",
+    );
+    for story in &told {
+        let kernel = story.kernel.as_deref().unwrap();
+        assert!(shown.contains(&format!(". (in {kernel}) ")), "{shown}");
+    }
+    // A single kernel's edits name none.
+    let single = common::load("stencil");
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    let patch = single.mutate(&mut rng, 2).unwrap();
+    assert!(single
+        .describe(&patch)
+        .unwrap()
+        .iter()
+        .all(|s| s.kernel.is_none()));
 }

@@ -418,6 +418,7 @@ fn escape_edit(edit: &SourceEdit) -> SourceEdit {
             })
             .collect(),
         repairs: edit.repairs.iter().map(|r| esc(r)).collect(),
+        kernel: edit.kernel.as_deref().map(esc),
     }
 }
 

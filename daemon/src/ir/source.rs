@@ -78,6 +78,10 @@ pub struct EditStory {
     /// Each operand SSA repair changed, in words.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub repairs: Vec<String>,
+    /// The kernel it edits, in a module of several chosen kernels (a
+    /// pipeline); `None` for a single kernel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<String>,
     /// The instructions the edit and its repairs name, first mention first.
     pub named: Vec<Named>,
 }
@@ -113,10 +117,19 @@ impl KernelIr {
             // (clones) after it.
             let mut named: BTreeMap<InstId, Named> = BTreeMap::new();
             collect(&live, e, &mut named);
+            // Named only where the patch spans several kernels.
+            let kernel = live
+                .edit_owner(e)
+                .ok()
+                .filter(|_| self.parts.len() > 1)
+                .map(|k| self.parts[k].symbol.clone());
             live.apply_edit(e)
                 .map_err(|reason| IrError::InvalidEdit { edit: i, reason })?;
             collect(&live, e, &mut named);
-            out.push(story(e, &named));
+            out.push(EditStory {
+                kernel,
+                ..story(e, &named)
+            });
         }
         Ok(out)
     }
@@ -210,6 +223,7 @@ fn story(e: &Edit, named: &BTreeMap<InstId, Named>) -> EditStory {
         edit: e.clone(),
         summary,
         repairs,
+        kernel: None,
         named: order.into_iter().map(n).collect(),
     }
 }

@@ -31,6 +31,7 @@ pub fn source_edits(
                 ir: story.edit.to_string(),
                 lines,
                 repairs: story.repairs.clone(),
+                kernel: story.kernel.clone(),
             }
         })
         .collect())

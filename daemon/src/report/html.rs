@@ -138,7 +138,19 @@ fn best_section(out: &mut String, best: Option<&BestVariant>, backend: &str) {
     }
     *out += "<ol class=\"edits\" id=\"edits\">\n";
     for e in &b.edits {
-        let _ = writeln!(out, "<li><div class=\"summary\">{}</div>", esc(&e.summary));
+        match &e.kernel {
+            Some(k) => {
+                let _ = writeln!(
+                    out,
+                    "<li><div class=\"summary\">{} <span class=\"kernel\">(in {})</span></div>",
+                    esc(&e.summary),
+                    esc(k)
+                );
+            }
+            None => {
+                let _ = writeln!(out, "<li><div class=\"summary\">{}</div>", esc(&e.summary));
+            }
+        }
         for line in &e.lines {
             match &line.text {
                 Some(text) => {
@@ -431,7 +443,8 @@ mod tests {
     }
 
     /// A pipeline measured on the GPU: each held-out test's kernels with
-    /// their times, original against variant; names escaped.
+    /// their times, original against variant; names escaped; each edit
+    /// names its kernel.
     #[test]
     fn a_pipelines_kernels_have_their_times() {
         let data = report(
@@ -447,8 +460,17 @@ mod tests {
                 row("heldout[1]", &[("lu_diagonal", 0.0, 0.0)]),
             ],
         );
+        let mut data = data;
+        data.best.as_mut().unwrap().edits = vec![gevo_client::explain::SourceEdit {
+            summary: "delete the __syncthreads() at lu.cu:60".into(),
+            ir: "delete i87".into(),
+            lines: Vec::new(),
+            repairs: Vec::new(),
+            kernel: Some("lu_diagonal".into()),
+        }];
         let html = super::render(&data);
         for text in [
+            "<li><div class=\"summary\">delete the __syncthreads() at lu.cu:60 <span class=\"kernel\">(in lu_diagonal)</span></div>",
             "<table id=\"kernel-times\">",
             "<tr><td>heldout[0]</td><td>lu_diagonal</td><td class=\"num\">2.0</td><td class=\"num\">1.5</td><td class=\"num\">0.750</td></tr>",
             "<tr><td>heldout[0]</td><td>lu_&lt;internal&gt;</td><td class=\"num\">10.0</td><td class=\"num\">10.0</td><td class=\"num\">1.000</td></tr>",
