@@ -138,19 +138,15 @@ fn best_section(out: &mut String, best: Option<&BestVariant>, backend: &str) {
     }
     *out += "<ol class=\"edits\" id=\"edits\">\n";
     for e in &b.edits {
-        match &e.kernel {
-            Some(k) => {
-                let _ = writeln!(
-                    out,
-                    "<li><div class=\"summary\">{} <span class=\"kernel\">(in {})</span></div>",
-                    esc(&e.summary),
-                    esc(k)
-                );
-            }
-            None => {
-                let _ = writeln!(out, "<li><div class=\"summary\">{}</div>", esc(&e.summary));
-            }
-        }
+        // A pipeline's edit names its kernel.
+        let kernel = e.kernel.as_deref().map_or(String::new(), |k| {
+            format!(" <span class=\"kernel\">(in {})</span>", esc(k))
+        });
+        let _ = writeln!(
+            out,
+            "<li><div class=\"summary\">{}{kernel}</div>",
+            esc(&e.summary)
+        );
         for line in &e.lines {
             match &line.text {
                 Some(text) => {
