@@ -259,3 +259,63 @@ fn a_wrong_variant_or_job_is_a_one_line_error() {
     let out = gevod(&["explain-edits", s(&empty)]);
     assert!(text(&out.stderr).contains("is it a state directory?"));
 }
+
+/// `--pareto N`: a member of the search's Pareto front, its patch as the
+/// search found it (not minimized), stored under its own PTX hash; an
+/// out-of-range number says how many there are.
+#[test]
+fn a_pareto_member_is_explained_on_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let config = dir.path().join("evolve.toml");
+    std::fs::write(&config, "[evolve]\npopulation = 16\n").unwrap();
+    let planted = common::repo_root().join("tests/fixtures/kernels/contrib.planted.patch.json");
+    let out = gevod(&[
+        "evolve",
+        s(&common::spec_fixture("contrib")),
+        "--state",
+        s(&state),
+        "--config",
+        s(&config),
+        "--generations",
+        "2",
+        "--seed",
+        "1",
+        "--start-from",
+        s(&planted),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let store = Store::open(&state).unwrap();
+    let id = store.jobs().unwrap().remove(0);
+    let engine = store.checkpoint(&id).unwrap().unwrap();
+    let front: Vec<_> = engine
+        .archive()
+        .iter()
+        .filter(|m| m.outcome.objectives().is_some())
+        .collect();
+    assert!(!front.is_empty());
+    let member = front[0];
+    drop(store);
+
+    let out = gevod(&["explain-edits", s(&state), "--pareto", "1", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let c: Contributions = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(c.patch, member.patch);
+    assert_eq!(c.edits.len(), member.patch.edits.len());
+    let stored = Store::open(&state)
+        .unwrap()
+        .contributions(&id, member.ptx_hash.as_deref().unwrap())
+        .unwrap();
+    assert_eq!(stored.as_ref(), Some(&c));
+
+    let beyond = (front.len() + 1).to_string();
+    let out = gevod(&["explain-edits", s(&state), "--pareto", &beyond]);
+    assert!(!out.status.success());
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "gevod: --pareto {beyond}: job {id}'s Pareto front has {} members\n",
+            front.len()
+        )
+    );
+}

@@ -11,7 +11,7 @@ use gevod::access::Reader;
 use gevod::contrib::Contributions;
 use gevod::device::DeviceSelector;
 use gevod::explain_edits::Simulated;
-use gevod::ir::KernelIr;
+use gevod::ir::{KernelIr, Patch};
 use gevod::store::Store;
 use std::path::PathBuf;
 
@@ -27,6 +27,11 @@ pub struct ExplainEditsArgs {
     /// first validated) [default: the best]
     #[arg(long)]
     variant: Option<usize>,
+    /// Instead, a member of the search's Pareto front, by its number in
+    /// the front as `gevod evolve` lists it (1 is the first); its patch as
+    /// the search found it (not minimized, not validated).
+    #[arg(long, conflicts_with = "variant")]
+    pareto: Option<usize>,
     /// Measure again even when the store holds the result.
     #[arg(long)]
     again: bool,
@@ -63,41 +68,30 @@ impl ExplainEditsArgs {
         let job = store
             .job(&id)?
             .with_context(|| format!("job {id}: no record"))?;
-        let all = store.validated(&id)?;
-        let variant = match self.variant {
-            // The engine's best: the highest speedup.
-            None => all.iter().max_by(|a, b| a.speedup.total_cmp(&b.speedup)),
-            Some(n) if n == 0 || n > all.len() => {
-                bail!(
-                    "--variant {n}: job {id} has {} validated variants",
-                    all.len()
-                )
-            }
-            Some(n) => all.get(n - 1),
-        };
-        let Some(variant) = variant else {
-            bail!("job {id} has no validated variant yet");
+        let (ptx_hash, patch) = match self.pareto {
+            Some(n) => pareto_member(&store, &id, n)?,
+            None => validated_variant(&store, &id, self.variant)?,
         };
         let device = resolve(self.backend, &self.device)?;
         let wanted = if device.is_some() { "cuda" } else { "sim" };
-        let stored = store.contributions(&id, &variant.ptx_hash)?;
+        let stored = store.contributions(&id, &ptx_hash)?;
         let result = match stored.filter(|c| !self.again && c.scope.backend == wanted) {
             // Stored before the relies-on lines existed: add them.
             Some(mut c) if c.relies_cost.is_none() => {
                 let sim = Simulated::new(&job, &Reader::Caller, &c.patch)?;
                 c.attach_relies(sim.relies_on(&c.patch)?);
-                store.put_contributions(&id, &variant.ptx_hash, &c)?;
+                store.put_contributions(&id, &ptx_hash, &c)?;
                 c
             }
             Some(c) => c,
             None => {
-                let edits = variant.minimized.edits.len();
+                let edits = patch.edits.len();
                 let c = match device {
                     Some(device) => {
                         tracing::info!(job = %id, edits, device = %device.name, "measuring edit contributions on the GPU");
                         super::explain_gpu::measure(
                             &job,
-                            &variant.minimized,
+                            &patch,
                             device,
                             self.workers.unwrap_or_else(default_workers),
                             self.libdevice.as_deref(),
@@ -109,13 +103,13 @@ impl ExplainEditsArgs {
                         gevod::explain_edits::measure(
                             &job,
                             &Reader::Caller,
-                            &variant.minimized,
+                            &patch,
                             self.libdevice.clone(),
                             &never,
                         )?
                     }
                 };
-                store.put_contributions(&id, &variant.ptx_hash, &c)?;
+                store.put_contributions(&id, &ptx_hash, &c)?;
                 c
             }
         };
@@ -133,6 +127,57 @@ impl ExplainEditsArgs {
         }
         Ok(())
     }
+}
+
+/// The `n`th validated variant of job `id` (the best: the highest speedup)
+/// as its PTX hash and minimized patch.
+fn validated_variant(store: &Store, id: &str, n: Option<usize>) -> Result<(String, Patch)> {
+    let all = store.validated(id)?;
+    let variant = match n {
+        None => all.iter().max_by(|a, b| a.speedup.total_cmp(&b.speedup)),
+        Some(n) if n == 0 || n > all.len() => {
+            bail!(
+                "--variant {n}: job {id} has {} validated variants",
+                all.len()
+            )
+        }
+        Some(n) => all.get(n - 1),
+    };
+    let Some(variant) = variant else {
+        bail!("job {id} has no validated variant yet");
+    };
+    Ok((variant.ptx_hash.clone(), variant.minimized.clone()))
+}
+
+/// The `n`th member of job `id`'s Pareto front (numbered as `gevod evolve`
+/// lists the front: the archive's members with objectives) as its PTX hash
+/// and patch.
+fn pareto_member(store: &Store, id: &str, n: usize) -> Result<(String, Patch)> {
+    let engine = store
+        .checkpoint(id)?
+        .with_context(|| format!("job {id}: no checkpoint"))?;
+    let front: Vec<_> = engine
+        .archive()
+        .iter()
+        .filter(|m| m.outcome.objectives().is_some())
+        .collect();
+    let member = n
+        .checked_sub(1)
+        .and_then(|i| front.get(i))
+        .with_context(|| {
+            format!(
+                "--pareto {n}: job {id}'s Pareto front has {} members",
+                front.len()
+            )
+        })?;
+    if member.patch.edits.is_empty() {
+        bail!("--pareto {n}: that member is the original (no edits)");
+    }
+    let hash = member
+        .ptx_hash
+        .clone()
+        .with_context(|| format!("--pareto {n}: that member has no PTX hash"))?;
+    Ok((hash, member.patch.clone()))
 }
 
 /// The result as a table, one edit a line, then the pairs.
