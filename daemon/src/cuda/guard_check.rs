@@ -53,12 +53,14 @@ pub fn check(
     let plain = Kernel::load(&ir.compile(patch, codegen)?.ptx, &names)?;
     let build = ir.compile_guarded(patch, codegen)?;
     let guarded = GuardedKernel::load(&Loader::Jit, &build.ptx, None, &names)?;
-    let calibration = GuardedKernel::load(
-        &Loader::Jit,
-        &ir.compile_guarded(&ir.empty_patch(), codegen)?.ptx,
-        None,
-        &names,
-    )?;
+    // The original's guarded build calibrates the trip budget: the same
+    // build when the patch is empty.
+    let original = match patch.edits.is_empty() {
+        true => None,
+        false => Some(ir.compile_guarded(&ir.empty_patch(), codegen)?),
+    };
+    let calibration_ptx = original.as_ref().map_or(&build.ptx, |o| &o.ptx);
+    let calibration = GuardedKernel::load(&Loader::Jit, calibration_ptx, None, &names)?;
     let evaluator = Evaluator::new(spec.clone(), 2)?;
     let mut found = GuardCheck::default();
     for case in spec.tests(TestSet::All) {
