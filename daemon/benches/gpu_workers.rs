@@ -77,6 +77,10 @@ struct Run {
     gap_ms: Vec<f64>,
 }
 
+/// One worker's requests as its time log says: busy seconds, requests, and
+/// (received, answered) per request.
+type Worker = (f64, usize, Vec<(f64, f64)>);
+
 impl Run {
     fn rate(&self) -> f64 {
         self.measured as f64 / self.wall_s
@@ -122,8 +126,7 @@ fn run(spec_path: &Path, patches: &[Vec<Patch>], workers: usize, dir: &Path) -> 
         gate: None,
         measurement: Measurement::Adaptive,
     };
-    let mut backend =
-        CudaBackend::start(options, &spec, Arc::new(AtomicBool::new(false))).unwrap();
+    let mut backend = CudaBackend::start(options, &spec, Arc::new(AtomicBool::new(false))).unwrap();
     backend.race_against(Some(1.0));
     let mut known = BTreeSet::new();
     let started = Instant::now();
@@ -141,7 +144,7 @@ fn run(spec_path: &Path, patches: &[Vec<Patch>], workers: usize, dir: &Path) -> 
     drop(backend);
     let text = std::fs::read_to_string(&time_log).unwrap_or_default();
     // Per worker: busy seconds, requests, and (received, answered) pairs.
-    let mut per: BTreeMap<String, (f64, usize, Vec<(f64, f64)>)> = BTreeMap::new();
+    let mut per: BTreeMap<String, Worker> = BTreeMap::new();
     for line in text.lines() {
         let f: Vec<&str> = line.split(' ').collect();
         let (received, answered): (f64, f64) = (f[2].parse().unwrap(), f[3].parse().unwrap());
@@ -173,7 +176,11 @@ fn table(name: &str, runs: &[Run]) -> String {
         "{name}:\n\n| fake GPU workers | variants measured | seconds | variants/s | vs 1 worker | each worker busy | requests each | mean gap before a request, ms |\n|---|---|---|---|---|---|---|---|\n"
     );
     for r in runs {
-        let busy: Vec<String> = r.busy.iter().map(|b| format!("{:.0}%", b * 100.0)).collect();
+        let busy: Vec<String> = r
+            .busy
+            .iter()
+            .map(|b| format!("{:.0}%", b * 100.0))
+            .collect();
         let each: Vec<String> = r.requests.iter().map(|n| n.to_string()).collect();
         let gaps: Vec<String> = r.gap_ms.iter().map(|g| format!("{g:.0}")).collect();
         t += &format!(
@@ -195,13 +202,19 @@ fn main() {
     let root = repo_root();
     // Compile workers link the team's libdevice stand-in where a kernel
     // needs it.
-    std::env::set_var("GEVO_LIBDEVICE", root.join("tests/fixtures/libdevice-stub.ll"));
+    std::env::set_var(
+        "GEVO_LIBDEVICE",
+        root.join("tests/fixtures/libdevice-stub.ll"),
+    );
     let (count, size) = (
         setting("GEVO_BENCH_BATCHES", 3),
         setting("GEVO_BENCH_BATCH", 48),
     );
     let fixtures = [
-        ("stencil", root.join("tests/fixtures/kernels/stencil.gevo.toml")),
+        (
+            "stencil",
+            root.join("tests/fixtures/kernels/stencil.gevo.toml"),
+        ),
         (
             "wavefront (pipeline)",
             root.join("tests/fixtures/pipelines/wavefront.gevo.toml"),

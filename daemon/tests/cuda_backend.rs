@@ -401,7 +401,8 @@ fn a_gpu_worker_never_waits_for_another_while_variants_are_queued() {
     let dir = tempfile::tempdir().unwrap();
     let times = dir.path().join("times.log");
     let mut gpu = fake_gpu("", &dir.path().join("counter"));
-    gpu.env.push(("FAKE_GPU_TIME_LOG".into(), times.clone().into()));
+    gpu.env
+        .push(("FAKE_GPU_TIME_LOG".into(), times.clone().into()));
     gpu.env.push(("FAKE_GPU_SLOW".into(), "GPU-A:1:6".into()));
     gpu.timeout = Duration::from_secs(60);
     gpu.workers = 2;
@@ -432,7 +433,8 @@ fn a_gpu_worker_never_waits_for_another_while_variants_are_queued() {
     assert_eq!((on("GPU-A"), on("GPU-B")), (1, measured - 1), "{text}");
     let stuck_answered = log.iter().find(|(d, _, _)| *d == "GPU-A").unwrap().2;
     assert!(
-        log.iter().all(|(_, received, _)| *received < stuck_answered),
+        log.iter()
+            .all(|(_, received, _)| *received < stuck_answered),
         "a variant waited for the stuck one: {text}"
     );
 }

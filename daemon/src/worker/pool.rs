@@ -10,14 +10,14 @@ mod run;
 
 use super::launch::Launcher;
 use super::process::{truncate, Event, State, Worker};
-use run::Batch;
-pub use run::{Feed, Waker};
 use super::{Request, Response, PROTOCOL};
 use crate::assessment::Assessment;
 use crate::config::CpuPriority;
 use crate::evolve::{Backend, BackendError, Build, Scope};
 use crate::ir::Patch;
 use crate::spec::{Spec, TestSet};
+use run::Batch;
+pub use run::{Feed, Waker};
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -79,7 +79,6 @@ impl PoolOptions {
         }
     }
 }
-
 
 /// A pool of evaluation worker processes; a [`Backend`].
 pub struct WorkerPool {
@@ -304,7 +303,6 @@ impl WorkerPool {
         self.next_request += 1;
         self.next_request
     }
-
 
     /// A worker's line: its greeting, the answer to its oldest request, or
     /// garbage (which costs that request and the worker).
