@@ -391,6 +391,54 @@ fn batches_spread_over_devices_and_promotion_measures_on_the_first() {
     assert_eq!(devices_used(before), ["GPU-A"]);
 }
 
+/// Two GPU workers, one of them stuck on its first variant for seconds (a
+/// slow kernel): the other measures every other variant of the batch
+/// meanwhile, none waits for the stuck one, and every variant is measured
+/// once. (Before: the batch went to the GPU workers a compile chunk at a
+/// time, and the next chunk waited for the stuck variant.)
+#[test]
+fn a_gpu_worker_never_waits_for_another_while_variants_are_queued() {
+    let dir = tempfile::tempdir().unwrap();
+    let times = dir.path().join("times.log");
+    let mut gpu = fake_gpu("", &dir.path().join("counter"));
+    gpu.env
+        .push(("FAKE_GPU_TIME_LOG".into(), times.clone().into()));
+    gpu.env.push(("FAKE_GPU_SLOW".into(), "GPU-A:1:6".into()));
+    gpu.timeout = Duration::from_secs(60);
+    gpu.workers = 2;
+    gpu.slot_args = ["GPU-A", "GPU-B"]
+        .iter()
+        .map(|d| vec!["--device".into(), (*d).into()])
+        .collect();
+    let mut backend = start(&common::spec_fixture("vecadd"), gpu, false);
+    let batch = patches(11, 24);
+    let results = backend
+        .evaluate(&batch, TestSet::Train, &|_| false)
+        .unwrap();
+    let measured = measured(&results).len();
+    drop(backend);
+
+    // DEVICE ID RECEIVED ANSWERED, in the order answered.
+    let text = std::fs::read_to_string(&times).unwrap();
+    let log: Vec<(&str, f64, f64)> = text
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            (f[0], f[2].parse().unwrap(), f[3].parse().unwrap())
+        })
+        .collect();
+    assert_eq!(log.len(), measured, "{text}");
+    assert!(measured > 8, "more variants than a compile chunk: {text}");
+    let on = |d: &str| log.iter().filter(|(dev, _, _)| *dev == d).count();
+    assert_eq!((on("GPU-A"), on("GPU-B")), (1, measured - 1), "{text}");
+    let stuck_answered = log.iter().find(|(d, _, _)| *d == "GPU-A").unwrap().2;
+    assert!(
+        log.iter()
+            .all(|(_, received, _)| *received < stuck_answered),
+        "a variant waited for the stuck one: {text}"
+    );
+}
+
 /// Adaptive measurement through the engine: every train measurement of the
 /// search races against the engine's selection threshold (the original's
 /// 1.0 for the initial population), promotion's held-out ones never do,

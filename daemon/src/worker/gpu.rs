@@ -1,10 +1,12 @@
 //! The engine's side of GPU evaluation: a pool of compile workers
 //! (`gevod eval-worker`: LLVM, and the simulator pre-screen) feeding a GPU
-//! worker per device (`gevod gpu-worker`). Compilation runs a chunk ahead
-//! of the GPU, so the GPU does not wait on LLVM; a worker that crashes,
-//! hangs or loses its context costs one variant and a respawn.
+//! worker per device (`gevod gpu-worker`). Compilation runs ahead of the
+//! GPUs, and each compiled variant goes to the next idle GPU worker at
+//! once (no batch waits for its slowest variant), so a GPU does not wait on
+//! LLVM nor on another GPU; a worker that crashes, hangs or loses its
+//! context costs one variant and a respawn.
 
-use super::pool::{failed_assessment, PoolOptions, WorkerPool};
+use super::pool::{failed_assessment, Feed, PoolOptions, Waker, WorkerPool};
 use super::sanitize::SafetyGate;
 use super::{Handler, Request, Response};
 use crate::assessment::Assessment;
@@ -14,7 +16,7 @@ use crate::device::DeviceInfo;
 use crate::evolve::{Backend, BackendError, Build, Evaluated, Scope};
 use crate::ir::Patch;
 use crate::spec::{Spec, TestSet, TestTarget};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::AtomicBool;
 use std::sync::{mpsc, Arc};
 use std::time::Instant;
@@ -210,9 +212,11 @@ impl CudaBackend {
             .collect())
     }
 
-    /// Compiles (and pre-screens) chunk after chunk on the compile workers
-    /// while the GPU measures the chunk before; each distinct PTX that
-    /// `known` does not answer is measured once.
+    /// Compiles (and pre-screens) every patch on the compile workers while
+    /// the GPU workers measure: each variant goes to the next idle GPU
+    /// worker as soon as it and the variants before it are compiled
+    /// ([`Measuring`]), so no GPU worker waits for another's variant. Each
+    /// distinct PTX that `known` does not answer is measured once.
     fn pipeline(
         &mut self,
         patches: &[Patch],
@@ -220,106 +224,208 @@ impl CudaBackend {
         known: &dyn Fn(&str) -> bool,
         purpose: Purpose,
     ) -> Result<Vec<Evaluated>, BackendError> {
-        let chunk = (2 * self.compile.size()).max(8);
         let prescreen = self.prescreen;
         let cubin_for = &self.cubin_for;
         let race = match purpose {
             Purpose::Search { race } => race,
             Purpose::Promotion => None,
         };
-        let (compile, gpu, utilization) = (&mut self.compile, &mut self.gpu, &mut self.utilization);
-        let mut out: Vec<Evaluated> = Vec::with_capacity(patches.len());
-        let mut seen = BTreeSet::new();
-        let mut screened_out = 0;
+        let (compile, gpu) = (&mut self.compile, &mut self.gpu);
+        let waker = gpu.waker();
+        let mut measuring = Measuring {
+            compiled: None,
+            pending: BTreeMap::new(),
+            producer_done: false,
+            out: Vec::with_capacity(patches.len()),
+            seen: BTreeSet::new(),
+            known,
+            measured: Vec::new(),
+            utilization: &mut self.utilization,
+            screened_out: 0,
+            set,
+            race,
+            purpose,
+        };
         std::thread::scope(|s| -> Result<(), BackendError> {
-            let (sender, chunks) = mpsc::sync_channel(1);
+            let (sender, compiled) = mpsc::channel();
+            measuring.compiled = Some(compiled);
             let producer = s.spawn(move || -> Result<(), BackendError> {
-                for part in patches.chunks(chunk) {
-                    let requests = part
-                        .iter()
-                        .map(|p| Request::Compile {
-                            id: compile.next_id(),
-                            patch: p.clone(),
-                            prescreen,
-                            cubin_for: cubin_for.clone(),
-                            guarded: true,
-                        })
-                        .collect();
-                    let responses = compile.run(requests)?;
-                    if sender.send(responses).is_err() {
-                        break; // the GPU side stopped
-                    }
-                }
-                Ok(())
-            });
-            for responses in chunks {
-                let first = out.len();
-                // Indices into `out`, with the cubin and guarded build each
-                // variant came with.
-                let mut measure = Vec::new();
-                for response in responses {
-                    let mut cubin = None;
-                    let mut guarded = None;
-                    let (build, screen) = match response {
-                        Ok(Response::Built {
-                            build,
-                            cubin: assembled,
-                            screened_out,
-                            guarded: guarded_build,
-                            spent,
-                            ..
-                        }) => {
-                            utilization.spent += &spent;
-                            cubin = assembled;
-                            guarded = guarded_build;
-                            (Ok(build), screened_out)
-                        }
-                        Ok(Response::CompileFailed { reason, spent, .. }) => {
-                            utilization.spent += &spent;
-                            (Err(reason), None)
-                        }
-                        Ok(other) => (Err(format!("unexpected answer {other:?}")), None),
-                        Err(reason) => (Err(format!("code generation failed: {reason}")), None),
-                    };
-                    let fresh = match &build {
-                        Ok(b) => !known(&b.ptx_hash) && seen.insert(b.ptx_hash.clone()),
-                        Err(_) => false,
-                    };
-                    let assessment = match (fresh, screen) {
-                        (true, Some(a)) => {
-                            screened_out += 1;
-                            Some(a)
-                        }
-                        (true, None) => {
-                            measure.push((out.len(), cubin, guarded));
-                            None
-                        }
-                        (false, _) => None,
-                    };
-                    out.push(Evaluated { build, assessment });
-                }
-                let requests = measure
-                    .iter_mut()
-                    .map(|(i, cubin, guarded)| Request::Measure {
-                        id: gpu.next_id(),
-                        ptx: ptx_of(&out[*i].build).to_string(),
-                        cubin: cubin.take(),
-                        guarded: guarded.take(),
-                        set,
-                        race,
+                let requests = patches
+                    .iter()
+                    .map(|p| Request::Compile {
+                        id: compile.next_id(),
+                        patch: p.clone(),
+                        prescreen,
+                        cubin_for: cubin_for.clone(),
+                        guarded: true,
                     })
                     .collect();
-                let measured = gpu.run(requests)?;
-                for (&(i, _, _), r) in measure.iter().zip(measured) {
-                    account(utilization, &r, purpose);
-                    out[i].assessment = Some(assessment_of(r));
-                }
-                tracing::debug!(first, measured = measure.len(), "chunk measured");
-            }
-            producer.join().expect("the compile thread does not panic")
+                let mut forward = Forward {
+                    requests: Some(requests),
+                    sender,
+                    waker: waker.clone(),
+                    abandoned: false,
+                };
+                let done = compile.run_fed(&mut forward);
+                drop(forward); // the GPU side sees the end
+                waker.wake();
+                done
+            });
+            let measured = gpu.run_fed(&mut measuring);
+            // A GPU side that failed leaves the compile workers nothing to
+            // do but the variants they hold.
+            measuring.compiled = None;
+            let compiled = producer.join().expect("the compile thread does not panic");
+            measured.and(compiled)
         })?;
-        self.screened_out += screened_out;
-        Ok(out)
+        tracing::debug!(
+            variants = patches.len(),
+            measured = measuring.measured.len(),
+            "batch measured"
+        );
+        self.screened_out += measuring.screened_out;
+        Ok(measuring.out)
+    }
+}
+
+/// The compile side of [`CudaBackend::pipeline`]: every patch's request
+/// queued at once; each answer sent to the GPU side as it comes.
+struct Forward {
+    requests: Option<Vec<Request>>,
+    sender: mpsc::Sender<(usize, Result<Response, String>)>,
+    waker: Waker,
+    abandoned: bool,
+}
+
+impl Feed for Forward {
+    fn more(&mut self, _: &mut dyn FnMut() -> u64) -> Option<Vec<Request>> {
+        self.requests.take()
+    }
+
+    fn answered(&mut self, index: usize, result: Result<Response, String>) {
+        if self.sender.send((index, result)).is_err() {
+            self.abandoned = true;
+        }
+        self.waker.wake();
+    }
+
+    fn abandoned(&self) -> bool {
+        self.abandoned
+    }
+}
+
+/// The GPU side of [`CudaBackend::pipeline`]: compiled variants taken in
+/// the patches' order (so the same PTX is measured for the same patch
+/// however the compile workers finish), each fresh one handed to the GPU
+/// workers at once, each answer put in its place.
+struct Measuring<'a> {
+    compiled: Option<mpsc::Receiver<(usize, Result<Response, String>)>>,
+    /// Compiled ahead of a variant still compiling before them.
+    pending: BTreeMap<usize, Result<Response, String>>,
+    producer_done: bool,
+    out: Vec<Evaluated>,
+    seen: BTreeSet<String>,
+    known: &'a dyn Fn(&str) -> bool,
+    /// Per GPU request, its variant's index in `out`.
+    measured: Vec<usize>,
+    utilization: &'a mut Utilization,
+    screened_out: u64,
+    set: TestSet,
+    race: Option<f64>,
+    purpose: Purpose,
+}
+
+impl Measuring<'_> {
+    /// A compiled variant in its place; the measure request when it is a
+    /// fresh one that passed the pre-screen.
+    fn take(
+        &mut self,
+        response: Result<Response, String>,
+        next_id: &mut dyn FnMut() -> u64,
+    ) -> Option<Request> {
+        let mut cubin = None;
+        let mut guarded = None;
+        let (build, screen) = match response {
+            Ok(Response::Built {
+                build,
+                cubin: assembled,
+                screened_out,
+                guarded: guarded_build,
+                spent,
+                ..
+            }) => {
+                self.utilization.spent += &spent;
+                cubin = assembled;
+                guarded = guarded_build;
+                (Ok(build), screened_out)
+            }
+            Ok(Response::CompileFailed { reason, spent, .. }) => {
+                self.utilization.spent += &spent;
+                (Err(reason), None)
+            }
+            Ok(other) => (Err(format!("unexpected answer {other:?}")), None),
+            Err(reason) => (Err(format!("code generation failed: {reason}")), None),
+        };
+        let fresh = match &build {
+            Ok(b) => !(self.known)(&b.ptx_hash) && self.seen.insert(b.ptx_hash.clone()),
+            Err(_) => false,
+        };
+        let mut request = None;
+        let assessment = match (fresh, screen) {
+            (true, Some(a)) => {
+                self.screened_out += 1;
+                Some(a)
+            }
+            (true, None) => {
+                self.measured.push(self.out.len());
+                request = Some(Request::Measure {
+                    id: next_id(),
+                    ptx: ptx_of(&build).to_string(),
+                    cubin,
+                    guarded,
+                    set: self.set,
+                    race: self.race,
+                });
+                None
+            }
+            (false, _) => None,
+        };
+        self.out.push(Evaluated { build, assessment });
+        request
+    }
+}
+
+impl Feed for Measuring<'_> {
+    fn more(&mut self, next_id: &mut dyn FnMut() -> u64) -> Option<Vec<Request>> {
+        if let Some(compiled) = &self.compiled {
+            loop {
+                match compiled.try_recv() {
+                    Ok((i, response)) => {
+                        self.pending.insert(i, response);
+                    }
+                    Err(mpsc::TryRecvError::Empty) => break,
+                    Err(mpsc::TryRecvError::Disconnected) => {
+                        self.producer_done = true;
+                        break;
+                    }
+                }
+            }
+        }
+        let mut requests = Vec::new();
+        while let Some(response) = self.pending.remove(&self.out.len()) {
+            requests.extend(self.take(response, next_id));
+        }
+        // The compile side ended: all compiled, or it failed (its error is
+        // the pipeline's).
+        if requests.is_empty() && self.producer_done {
+            return None;
+        }
+        Some(requests)
+    }
+
+    fn answered(&mut self, index: usize, result: Result<Response, String>) {
+        account(self.utilization, &result, self.purpose);
+        self.out[self.measured[index]].assessment = Some(assessment_of(result));
     }
 }
 

@@ -6,6 +6,8 @@
 //! worker held is tried again on another one, and a step that cannot be
 //! replaced leaves the pool while the others go on.
 
+mod run;
+
 use super::launch::Launcher;
 use super::process::{truncate, Event, State, Worker};
 use super::{Request, Response, PROTOCOL};
@@ -14,12 +16,13 @@ use crate::config::CpuPriority;
 use crate::evolve::{Backend, BackendError, Build, Scope};
 use crate::ir::Patch;
 use crate::spec::{Spec, TestSet};
+use run::Batch;
+pub use run::{Feed, Waker};
 use std::collections::VecDeque;
 use std::ffi::OsString;
-use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -73,38 +76,6 @@ impl PoolOptions {
             slot_args: Vec::new(),
             standby: false,
             cpu: CpuPriority::Normal,
-        }
-    }
-}
-
-/// One `run`'s requests: the queue, the answers, and what is left.
-struct Batch {
-    queue: VecDeque<usize>,
-    results: Vec<Option<Result<Response, String>>>,
-    /// Per request: workers it has lost that were Slurm steps.
-    lost_steps: Vec<u32>,
-    remaining: usize,
-}
-
-impl Batch {
-    fn new(n: usize) -> Self {
-        Batch {
-            queue: (0..n).collect(),
-            results: vec![None; n],
-            lost_steps: vec![0; n],
-            remaining: n,
-        }
-    }
-
-    fn finish(&mut self, request: usize, result: Result<Response, String>) {
-        self.results[request] = Some(result);
-        self.remaining -= 1;
-    }
-
-    /// Requests that never started go first, in their order.
-    fn requeue(&mut self, requests: VecDeque<usize>) {
-        for r in requests.into_iter().rev() {
-            self.queue.push_front(r);
         }
     }
 }
@@ -222,6 +193,7 @@ impl WorkerPool {
     fn spare_event(&mut self, event: &Event) -> bool {
         let serial = match event {
             Event::Line(serial, _) | Event::Closed(serial) => *serial,
+            Event::Wake => return false,
         };
         let Some(i) = self.spares.iter().position(|s| s.serial == serial) else {
             return false;
@@ -237,7 +209,7 @@ impl WorkerPool {
                 }) if protocol == PROTOCOL && scope == self.scope => Some(start_up),
                 _ => None,
             },
-            Event::Closed(_) => None,
+            Event::Closed(_) | Event::Wake => None,
         };
         if let Some(start_up) = greeting {
             if let Some(parts) = start_up {
@@ -330,105 +302,6 @@ impl WorkerPool {
     pub fn next_id(&mut self) -> u64 {
         self.next_request += 1;
         self.next_request
-    }
-
-    /// Runs requests on the workers, each on one, and returns per request
-    /// the response or why there is none.
-    pub fn run(
-        &mut self,
-        requests: Vec<Request>,
-    ) -> Result<Vec<Result<Response, String>>, BackendError> {
-        let mut batch = Batch::new(requests.len());
-        let depth = self.options.launcher.pipeline_depth();
-        loop {
-            if self.stop.load(Ordering::Relaxed) {
-                return Err(BackendError::Interrupted);
-            }
-            self.dispatch(&requests, &mut batch, depth)?;
-            let starting = self
-                .workers
-                .iter()
-                .any(|w| matches!(w.state, State::Starting(_)));
-            if batch.remaining == 0 && !starting {
-                break;
-            }
-            match self.events.recv_timeout(Duration::from_millis(50)) {
-                Ok(ref event) if self.spare_event(event) => {}
-                Ok(Event::Line(serial, line)) => {
-                    let Some(slot) = self.workers.iter().position(|w| w.serial == serial) else {
-                        continue; // from a worker already replaced
-                    };
-                    self.answer(slot, &line, &requests, &mut batch)?;
-                }
-                Ok(Event::Closed(serial)) => {
-                    let Some(slot) = self.workers.iter().position(|w| w.serial == serial) else {
-                        continue;
-                    };
-                    self.closed(slot, &mut batch)?;
-                }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => unreachable!("the pool holds a sender"),
-            }
-            self.check_timeouts(&mut batch)?;
-        }
-        Ok(batch
-            .results
-            .into_iter()
-            .map(|r| r.expect("every request answered"))
-            .collect())
-    }
-
-    /// Hands queued requests to workers with room: up to `depth` in flight
-    /// each (more than one only for Slurm steps, whose stdio adds latency
-    /// that the next request's computation should hide).
-    fn dispatch(
-        &mut self,
-        requests: &[Request],
-        batch: &mut Batch,
-        depth: usize,
-    ) -> Result<(), BackendError> {
-        for slot in 0..self.workers.len() {
-            if self.pinned.is_some_and(|p| p != self.workers[slot].slot) {
-                continue;
-            }
-            loop {
-                let in_flight = match &self.workers[slot].state {
-                    State::Idle => 0,
-                    State::Busy { requests, .. } => requests.len(),
-                    _ => break,
-                };
-                if in_flight >= depth {
-                    break;
-                }
-                let Some(r) = batch.queue.pop_front() else {
-                    return Ok(());
-                };
-                let mut line = serde_json::to_string(&requests[r]).expect("requests serialize");
-                line.push('\n');
-                let w = &mut self.workers[slot];
-                match &mut w.state {
-                    State::Busy { requests, .. } => requests.push_back(r),
-                    _ => {
-                        w.state = State::Busy {
-                            requests: VecDeque::from([r]),
-                            since: Instant::now(),
-                        }
-                    }
-                }
-                if w.stdin
-                    .write_all(line.as_bytes())
-                    .and_then(|_| w.stdin.flush())
-                    .is_err()
-                {
-                    // It died before reading: its requests go to others.
-                    let lost = self.take_in_flight(slot);
-                    batch.requeue(lost);
-                    self.replace(slot)?;
-                    break;
-                }
-            }
-        }
-        Ok(())
     }
 
     /// A worker's line: its greeting, the answer to its oldest request, or

@@ -44,6 +44,8 @@ pub(super) struct Worker {
 pub(super) enum Event {
     Line(u64, String),
     Closed(u64),
+    /// A pool's feed has more requests ([`super::pool::Waker`]).
+    Wake,
 }
 
 /// Keeps the last few KiB a worker wrote to stderr, for crash reports.
