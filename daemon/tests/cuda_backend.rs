@@ -46,6 +46,17 @@ fn fake_gpu(plan: &str, counter: &Path) -> PoolOptions {
     }
 }
 
+/// Two stand-in GPU workers, on devices GPU-A and GPU-B (`--devices A,B`).
+fn two_fake_gpus(dir: &Path) -> PoolOptions {
+    let mut gpu = fake_gpu("", &dir.join("counter"));
+    gpu.workers = 2;
+    gpu.slot_args = ["GPU-A", "GPU-B"]
+        .iter()
+        .map(|d| vec!["--device".into(), (*d).into()])
+        .collect();
+    gpu
+}
+
 fn start(spec_path: &Path, gpu: PoolOptions, prescreen: bool) -> CudaBackend {
     start_measuring(spec_path, gpu, prescreen, Measurement::Adaptive)
 }
@@ -358,13 +369,8 @@ fn the_prescreen_says_when_it_refuses_the_original() {
 fn batches_spread_over_devices_and_promotion_measures_on_the_first() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("requests.log");
-    let mut gpu = fake_gpu("", &dir.path().join("counter"));
+    let mut gpu = two_fake_gpus(dir.path());
     gpu.env.push(("FAKE_GPU_LOG".into(), log.clone().into()));
-    gpu.workers = 2;
-    gpu.slot_args = ["GPU-A", "GPU-B"]
-        .iter()
-        .map(|d| vec!["--device".into(), (*d).into()])
-        .collect();
     let mut backend = start(&common::spec_fixture("vecadd"), gpu, false);
     let devices_used = |from: usize| -> Vec<String> {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
@@ -400,16 +406,11 @@ fn batches_spread_over_devices_and_promotion_measures_on_the_first() {
 fn a_gpu_worker_never_waits_for_another_while_variants_are_queued() {
     let dir = tempfile::tempdir().unwrap();
     let times = dir.path().join("times.log");
-    let mut gpu = fake_gpu("", &dir.path().join("counter"));
+    let mut gpu = two_fake_gpus(dir.path());
     gpu.env
         .push(("FAKE_GPU_TIME_LOG".into(), times.clone().into()));
     gpu.env.push(("FAKE_GPU_SLOW".into(), "GPU-A:1:6".into()));
     gpu.timeout = Duration::from_secs(60);
-    gpu.workers = 2;
-    gpu.slot_args = ["GPU-A", "GPU-B"]
-        .iter()
-        .map(|d| vec!["--device".into(), (*d).into()])
-        .collect();
     let mut backend = start(&common::spec_fixture("vecadd"), gpu, false);
     let batch = patches(11, 24);
     let results = backend
