@@ -336,26 +336,47 @@ rows+=("$(summary vecadd)")
 } | tee "$report"
 fi
 
-# One search on several GPU workers (docs/cluster.md): one GPU, two workers
-# on GPU 0, and every GPU of the machine (the same as "one" on a one-GPU
-# machine). Not in the default sections: SECTIONS=devices.
+# One search on several GPUs (docs/cluster.md): on GPU 0 alone and on
+# every GPU of the machine (the same on a one-GPU machine), for issue 38's
+# scaling table. Not in the default sections: SECTIONS=devices (on the
+# nvidia-h100-x2/x4 kinds; DEVICE_FIXTURES, DEVICE_TIME).
 if want devices; then
-rows=()
-evolve_on() { # name, device flags...: vecadd's timed search on those GPU workers
-    local name=$1; shift
-    timeout -s INT "${EVOLVE_LIMIT:-400}" "$gevod" evolve $k/vecadd.gevo.toml --backend cuda "$@" \
-        --time "$throughput_time" --seed 1 --state "$work/state-$name" --json > "$work/$name.json" 2> "$work/$name.err"
+# Issue 38's table: the same seeded search on one GPU and on every GPU of
+# the host (DEVICE_FIXTURES, DEVICE_TIME each), variants measured per second
+# and the ratio to one GPU, the GPU workers' and compile workers' busy shares.
+device_time=${DEVICE_TIME:-60s}
+evolve_on() { # name, spec, device flags...
+    local name=$1 spec=$2; shift 2
+    timeout -s INT "${EVOLVE_LIMIT:-400}" "$gevod" evolve "$spec" --backend cuda "$@" \
+        --time "$device_time" --seed 1 --state "$work/state-$name" --json > "$work/$name.json" 2> "$work/$name.err"
 }
-for mode in "one:--device 0" "two-on-gpu0:--devices 0,0" "all-gpus:--devices all"; do
-    name=dev-${mode%%:*}
-    # shellcheck disable=SC2086 # the mode's flags are words
-    check "vecadd: timed evolve, ${mode#*:} ($throughput_time)" evolve_on "$name" ${mode#*:}
-    rows+=("$(summary $name)")
+rows=()
+for f in ${DEVICE_FIXTURES:-stencil wavefront}; do
+    spec=$k/$f.gevo.toml
+    [ -f "$spec" ] || spec=$pk/$f.gevo.toml
+    for mode in "one:--device 0" "all:--devices all"; do
+        name=dev-$f-${mode%%:*}
+        # shellcheck disable=SC2086 # the mode's flags are words
+        check "$f: timed evolve, ${mode#*:} ($device_time)" evolve_on "$name" "$spec" ${mode#*:}
+    done
+    rows+=("$(python3 - "$f" "$work/dev-$f-one.json" "$work/dev-$f-all.json" <<'PY'
+import json, sys
+f, one, every = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
+def cells(r):
+    u = r.get("utilization") or {}
+    return (u.get("gpu_workers", 0), u.get("measured_per_s", 0.0),
+            f'{100 * u.get("gpu_busy_share", 0):.0f}%', f'{100 * u.get("compile_busy_share", 0):.0f}%',
+            r["worker_respawns"])
+a, b = cells(one), cells(every)
+ratio = b[1] / a[1] if a[1] else float("nan")
+print(f"| {f} | {a[1]:.1f} | {b[0]} | {b[1]:.1f} | {ratio:.2f}x | {a[2]} | {b[2]} | {a[3]} | {b[3]} | {a[4]}, {b[4]} |")
+PY
+)")
 done
 {
-    echo "GPUs: $(nvidia-smi -L 2>/dev/null | wc -l) x $gpu. gevod $("$gevod" --version | cut -d' ' -f2), $(date -u +%Y-%m-%d)."
+    echo "GPUs: $(nvidia-smi -L 2>/dev/null | wc -l) x $gpu. gevod $("$gevod" --version | cut -d' ' -f2), $(date -u +%Y-%m-%d), $device_time each, seed 1."
     echo
-    echo "| GPU workers | seconds | generations | evaluations | evaluations/s | new variants/s | worker respawns | validated | best validated speedup [95% interval] | safety gate (compute-sanitizer) |"
+    echo "| fixture | variants measured/s, 1 GPU | GPUs | variants measured/s, all | ratio | GPU busy, 1 | GPU busy, all | compile workers busy, 1 | all | worker respawns (1, all) |"
     echo "|---|---|---|---|---|---|---|---|---|---|"
     printf '%s\n' "${rows[@]}"
 } | tee "$work/devices.md"
