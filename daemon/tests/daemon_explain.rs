@@ -189,3 +189,35 @@ fn a_best_that_lasts_a_slice_is_explained_while_the_search_goes_on() {
     assert!(log.contains("why=Settled"), "{log}");
     assert!(!log.contains("why=Ended"), "{log}");
 }
+
+/// A slot with nothing to run explains a best nobody explained: here a job
+/// that ended while the option was off, once a reload turns it on.
+#[test]
+fn an_idle_slot_explains_a_best_left_unexplained() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut d, best) = ended_stencil_job(dir.path(), "explain_edits = false\n");
+    std::fs::write(
+        &d.config,
+        format!("{CONFIG}[jobs]\nmax_generations = {GENERATIONS}\n"),
+    )
+    .unwrap();
+    // SAFETY: signals the daemon this test started.
+    unsafe { libc::kill(d.child.as_ref().unwrap().id() as i32, libc::SIGHUP) };
+    let said = d.wait_for("the edit contributions in explain", |d| {
+        let run = d.client(&["explain", "stencil"]);
+        Some(text(&run.stdout)).filter(|t| t.contains("edit contributions ("))
+    });
+    assert!(said.contains(" carries speed ["), "{said}");
+    let (status, _) = d.signal(libc::SIGTERM);
+    assert!(status.success(), "{status}\n{}", d.log_text());
+    let log = d.log_text();
+    assert!(log.contains("why=Idle"), "{log}");
+    let store = Store::open(&d.state).unwrap();
+    let stored = store
+        .contributions(
+            best["job"].as_str().unwrap(),
+            best["ptx_hash"].as_str().unwrap(),
+        )
+        .unwrap();
+    assert!(stored.is_some());
+}
