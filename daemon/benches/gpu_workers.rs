@@ -14,9 +14,11 @@
 //! batches; `GEVO_BENCH_COMPILE` (default 2) the compile workers.
 
 mod report;
+// The tests' stand-ins: eval-worker pools and the GPU the fake worker claims to be.
+#[path = "../tests/common/workers.rs"]
+mod workers;
 
 use gevod::cuda::measure::Measurement;
-use gevod::device::DeviceInfo;
 use gevod::evolve::Backend;
 use gevod::ir::{KernelIr, Patch};
 use gevod::spec::{self, TestSet};
@@ -40,17 +42,6 @@ fn setting(name: &str, default: usize) -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-fn fake_device() -> DeviceInfo {
-    DeviceInfo {
-        ordinal: 0,
-        uuid: "GPU-00000000-0000-0000-0000-000000000000".into(),
-        name: "Fake GPU".into(),
-        compute_capability: (9, 0),
-        driver_version: "13.0".into(),
-        l2_bytes: 1 << 20,
-    }
 }
 
 /// `batches` batches of `size` random valid patches (1 to 3 edits each).
@@ -109,17 +100,11 @@ fn run(spec_path: &Path, patches: &[Vec<Patch>], workers: usize, dir: &Path) -> 
             Duration::from_secs(60),
         )
     };
-    let compile = PoolOptions::local(
-        env!("CARGO_BIN_EXE_gevod").into(),
-        vec!["eval-worker".into(), spec_path.into()],
-        setting("GEVO_BENCH_COMPILE", 2),
-        Duration::from_secs(60),
-        Duration::from_secs(60),
-    );
+    let compile = workers::eval_workers(spec_path, setting("GEVO_BENCH_COMPILE", 2));
     let options = CudaOptions {
         compile,
         gpu,
-        device: fake_device(),
+        device: workers::fake_device(),
         arch: "sm_90".into(),
         cubin_for: None,
         prescreen: true,
