@@ -125,7 +125,7 @@ pub struct JobsSection {
     /// A job stops after this many generations; 0: never.
     pub max_generations: u64,
     /// The daemon measures the edit contributions of each job's best
-    /// validated variant on the simulator, between slices
+    /// validated variant on the simulator, in its explainer thread
     /// (`serve::explain`), as `gevod explain-edits` does.
     pub explain_edits: bool,
 }

@@ -1,24 +1,23 @@
 //! The daemon's own `explain-edits` (`[jobs] explain_edits`): the edit
 //! contributions and relies-on lines of a job's best validated variant,
-//! measured on the simulator in the runner's thread
-//! (`crate::explain_edits`) and stored as `gevod explain-edits` stores
+//! measured on the simulator (`crate::explain_edits`) by one explainer
+//! thread beside the runners, and stored as `gevod explain-edits` stores
 //! them, so `gevo-client explain` shows them without anyone running the
-//! command.
+//! command. It uses one CPU core and no GPU: the job's search goes on
+//! meanwhile, and no slot waits for it.
 //!
-//! When (the runner asks, between slices; docs/daemon.md, "Edit
-//! contributions"):
+//! When (the runners queue the job; docs/daemon.md, "Edit contributions"):
 //! - [`Why::Ended`]: the job's search has just ended (`Ended::Done`);
 //! - [`Why::Settled`]: a slice ended with the same best it started with
 //!   (a best that lasted a whole slice; a search still finding new bests
-//!   every slice is not held up explaining each);
-//! - [`Why::Idle`]: the slot has no job to run: any live job's best.
+//!   every slice is not explained at each);
+//! - [`Why::Idle`]: a slot has no job to run: any live job's best.
 //!
 //! Each (job, PTX hash) is tried at most once per daemon run (the entry's
 //! `explained`, set before measuring) and never once the store holds it. A
-//! measurement stops between two subsets when the daemon shuts down, the
-//! slot's GPU becomes busy, the job is paused or replaced, or (idle work
-//! only) a job becomes runnable on the slot; it is then tried again later.
-//! A failure is logged and records nothing; it never touches the job.
+//! measurement stops between two subsets when the daemon shuts down or the
+//! job is paused or replaced; it is then tried again later. A failure is
+//! logged and records nothing; it never touches the job.
 
 use super::Shared;
 use crate::access::Reader;
@@ -26,7 +25,7 @@ use crate::explain_edits::ExplainError;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-/// Why the runner explains a job now.
+/// Why a runner queued a job for the explainer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Why {
     Ended,
@@ -53,17 +52,60 @@ pub fn idle_candidate(shared: &Shared) -> Option<String> {
         .map(|j| j.id.clone())
 }
 
+/// Queues job `id` for the explainer (once: a job queued already keeps its
+/// place and first reason).
+pub fn enqueue(shared: &Shared, id: &str, why: Why) {
+    let mut registry = shared.registry();
+    if registry
+        .explain_queue
+        .iter()
+        .all(|(queued, _)| queued != id)
+    {
+        registry.explain_queue.push_back((id.to_string(), why));
+        drop(registry);
+        shared.wake.notify_all();
+    }
+}
+
+/// The explainer thread: measures the queued jobs' bests, one at a time,
+/// until the daemon shuts down.
+pub fn run(shared: &Shared) {
+    loop {
+        if shared.shutdown.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut registry = shared.registry();
+        let Some((id, why)) = registry.explain_queue.pop_front() else {
+            let _ = shared
+                .wake
+                .wait_timeout(registry, std::time::Duration::from_millis(500));
+            continue;
+        };
+        drop(registry);
+        if !shared.config().jobs.explain_edits {
+            continue;
+        }
+        let span = tracing::info_span!("job", id = %id);
+        let _enter = span.enter();
+        job(shared, &id, why);
+    }
+}
+
 /// Measures and stores the contributions of job `id`'s best validated
 /// variant, unless it has none, it was tried already, or the store holds
-/// them. Returns how long it measured (nothing: `None`).
-pub fn job(shared: &Shared, slot: usize, id: &str, why: Why) -> Option<std::time::Duration> {
+/// them.
+fn job(shared: &Shared, id: &str, why: Why) {
     // Claimed under the lock: no other slot takes the same variant.
     let (record, root, hash, patch) = {
         let mut registry = shared.registry();
-        let job = registry.jobs.get_mut(id)?;
-        let (best, _) = job.best.as_ref()?;
+        let Some(job) = registry.jobs.get_mut(id) else {
+            return;
+        };
+        let Some((best, _)) = job.best.as_ref() else {
+            return;
+        };
         if !job.live() || job.daemon.paused || job.explained.as_ref() == Some(&best.ptx_hash) {
-            return None;
+            return;
         }
         let (hash, patch) = (best.ptx_hash.clone(), best.minimized.clone());
         job.explained = Some(hash.clone());
@@ -73,31 +115,27 @@ pub fn job(shared: &Shared, slot: usize, id: &str, why: Why) -> Option<std::time
         Ok(None) => {}
         Ok(Some(_)) => {
             tracing::debug!(ptx = %hash, "edit contributions already stored");
-            return None;
+            return;
         }
         Err(e) => {
             tracing::warn!(error = %e, "edit contributions: reading the store");
-            return None;
+            return;
         }
     }
     let reader = match Reader::for_spec(&record.spec_path, &root) {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(error = %e, "edit contributions not measured");
-            return None;
+            return;
         }
     };
     let stop = || {
-        if shared.shutdown.load(Ordering::Relaxed) {
-            return true;
-        }
-        let registry = shared.registry();
-        !registry.slots[slot].open
-            || registry
+        shared.shutdown.load(Ordering::Relaxed)
+            || shared
+                .registry()
                 .jobs
                 .get(id)
                 .is_none_or(|j| !j.live() || j.daemon.paused)
-            || (why == Why::Idle && registry.pick(slot).is_some())
     };
     tracing::info!(?why, edits = patch.edits.len(), ptx = %hash, "measuring edit contributions on the simulator");
     let started = Instant::now();
@@ -136,5 +174,4 @@ pub fn job(shared: &Shared, slot: usize, id: &str, why: Why) -> Option<std::time
             tracing::warn!(%error, "edit contributions not measured");
         }
     }
-    Some(started.elapsed())
 }

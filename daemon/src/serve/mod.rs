@@ -362,6 +362,13 @@ pub fn serve(
                 .expect("spawning a runner thread")
         })
         .collect();
+    let explainer = {
+        let shared = shared.clone();
+        std::thread::Builder::new()
+            .name("explainer".into())
+            .spawn(move || explain::run(&shared))
+            .expect("spawning the explainer thread")
+    };
     // Ready: the store is open and the socket listens.
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
     let watchdog = sd_notify::watchdog_enabled().map(|d| d / 2);
@@ -427,6 +434,7 @@ pub fn serve(
     for r in runners {
         let _ = r.join();
     }
+    let _ = explainer.join();
     let _ = std::fs::remove_file(&socket);
     tracing::info!("stopped; every job is checkpointed at its last generation");
     Ok(())

@@ -230,6 +230,9 @@ pub struct Registry {
     pub pending: BTreeMap<PathBuf, Duration>,
     /// When the roots were last scanned.
     pub scanned: Option<Instant>,
+    /// Jobs whose best the explainer is to measure, in order, with why
+    /// (`super::explain`).
+    pub explain_queue: std::collections::VecDeque<(String, super::explain::Why)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -3,8 +3,8 @@
 //! time, each committed) for one slice, publishing each generation to the
 //! registry and exporting each new best, and gives the slot back.
 //! Consecutive slices of the same job reuse the driver and the workers.
-//! Between slices, and while it has no job to run, it measures best
-//! variants' edit contributions (`super::explain`).
+//! Between slices, and while it has no job to run, it queues best
+//! variants for the explainer thread (`super::explain`).
 
 use super::explain;
 use super::registry::JobEntry;
@@ -63,7 +63,7 @@ pub fn run(shared: &Shared, slot: usize, factory: &dyn BackendFactory) {
             current = None;
         }
         release(shared, slot, &id, started.elapsed());
-        // The job's low-priority work, charged to it like its slices.
+        // The job's low-priority work, for the explainer thread.
         let why = match ended {
             Some(Ended::Done) => Some(explain::Why::Ended),
             Some(Ended::TimeUp)
@@ -74,9 +74,7 @@ pub fn run(shared: &Shared, slot: usize, factory: &dyn BackendFactory) {
             _ => None,
         };
         if let Some(why) = why.filter(|_| shared.config().jobs.explain_edits) {
-            if let Some(took) = explain::job(shared, slot, &id, why) {
-                charge(shared, &id, took);
-            }
+            explain::enqueue(shared, &id, why);
         }
     }
 }
@@ -95,14 +93,6 @@ fn release(shared: &Shared, slot: usize, id: &str, took: Duration) {
     registry.slots[slot].release(Instant::now());
     if let Some(job) = registry.jobs.get_mut(id) {
         job.running_on = None;
-        charge_entry(job, took, &config);
-    }
-}
-
-/// Charges `took` of the slot's time to job `id`.
-fn charge(shared: &Shared, id: &str, took: Duration) {
-    let config = shared.config();
-    if let Some(job) = shared.registry().jobs.get_mut(id) {
         charge_entry(job, took, &config);
     }
 }
@@ -138,18 +128,13 @@ fn next_job(shared: &Shared, slot: usize, current: &mut Option<Current>) -> Opti
             registry = shared.registry();
             continue;
         }
-        // Nothing to run: the slot's idle time explains a best variant.
+        // Nothing to run: a best not explained yet goes to the explainer.
         if registry.slots[slot].open && shared.config().jobs.explain_edits {
             drop(registry);
             if let Some(id) = explain::idle_candidate(shared) {
-                let span = tracing::info_span!("job", id = %id);
-                let _enter = span.enter();
-                explain::job(shared, slot, &id, explain::Why::Idle);
+                explain::enqueue(shared, &id, explain::Why::Idle);
             }
             registry = shared.registry();
-            if registry.pick(slot).is_some() {
-                continue;
-            }
         }
         registry = shared
             .wake
