@@ -3,8 +3,9 @@
 //! measured on the simulator (`crate::explain_edits`) by one explainer
 //! thread beside the runners, and stored as `gevod explain-edits` stores
 //! them, so `gevo-client explain` shows them without anyone running the
-//! command. It uses one CPU core and no GPU: the job's search goes on
-//! meanwhile, and no slot waits for it.
+//! command. It uses one CPU core at the workers' priority (`[workers]
+//! cpu`) and no GPU: the job's search goes on meanwhile, and no slot waits
+//! for it.
 //!
 //! When (the runners queue the job; docs/daemon.md, "Edit contributions"):
 //! - [`Why::Ended`]: the job's search has just ended (`Ended::Done`);
@@ -70,6 +71,11 @@ pub fn enqueue(shared: &Shared, id: &str, why: Why) {
 /// The explainer thread: measures the queued jobs' bests, one at a time,
 /// until the daemon shuts down.
 pub fn run(shared: &Shared) {
+    // Beside the searches at their CPU priority (`[workers] cpu`).
+    let priority = shared.config().workers.cpu;
+    if let Err(e) = crate::worker::priority::lower_this_thread(priority) {
+        tracing::warn!(error = %e, ?priority, "the explainer thread keeps its CPU priority");
+    }
     loop {
         if shared.shutdown.load(Ordering::Relaxed) {
             return;

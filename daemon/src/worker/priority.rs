@@ -5,6 +5,8 @@
 //! children it starts (a harness program) inherit it. The daemon's own
 //! threads are left alone: a thread at SCHED_IDLE could not give its
 //! children (GPU workers) the ordinary priority back without privilege.
+//! The one exception starts no child: the explainer thread, which runs the
+//! simulator in the daemon's process (`lower_this_thread`).
 
 use crate::config::CpuPriority;
 use std::os::unix::process::CommandExt;
@@ -25,6 +27,13 @@ pub fn lower_in_child(command: &mut Command, priority: CpuPriority) {
     unsafe {
         command.pre_exec(move || set(0, priority));
     }
+}
+
+/// Puts the calling thread (only it, and threads it starts later) at
+/// `priority`, for good: a thread that starts no child process.
+pub fn lower_this_thread(priority: CpuPriority) -> std::io::Result<()> {
+    // On Linux both calls take 0 as the calling thread, not the process.
+    set(0, priority)
 }
 
 /// `who`: a process id, or 0 for the caller.
@@ -75,6 +84,27 @@ mod tests {
         child.kill().unwrap();
         child.wait().unwrap();
         policy_and_nice(&stat)
+    }
+
+    /// A thread lowered on its own: it runs at the priority asked for, the
+    /// thread that started it does not.
+    #[test]
+    fn a_thread_lowers_itself_alone() {
+        let this = || std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+        let before = policy_and_nice(&this());
+        for (priority, expected) in [
+            (CpuPriority::Low, (before.0, LOWEST_NICE as i64)),
+            (CpuPriority::Idle, (libc::SCHED_IDLE as i64, before.1)),
+        ] {
+            let lowered = std::thread::spawn(move || {
+                lower_this_thread(priority).unwrap();
+                policy_and_nice(&this())
+            })
+            .join()
+            .unwrap();
+            assert_eq!(lowered, expected, "{priority:?}");
+        }
+        assert_eq!(policy_and_nice(&this()), before);
     }
 
     #[test]
