@@ -1,5 +1,6 @@
 //! The daemon's search yields the CPU (`[workers] cpu`, default `idle`):
-//! its simulator workers run at SCHED_IDLE, the daemon's own threads (API,
+//! its simulator workers run at SCHED_IDLE, and so does its explainer
+//! thread (which starts no process); the daemon's other threads (API,
 //! control, runners) do not.
 
 use crate::common;
@@ -28,18 +29,33 @@ fn children(parent: u32) -> Vec<(u32, i64, i64)> {
         .collect()
 }
 
-/// The policies of the daemon's threads.
-fn thread_policies(pid: u32) -> Vec<i64> {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
-        .unwrap()
-        .filter_map(|e| {
-            let tid = e.ok()?.file_name();
-            Some(stat_of(&format!("/proc/{pid}/task/{}/stat", tid.to_str()?))?.0)
-        })
-        .collect()
+/// The daemon's threads: the explainer's (policy, nice), and the other
+/// threads' policies.
+fn thread_policies(pid: u32) -> (Option<(i64, i64)>, Vec<i64>) {
+    let mut explainer = None;
+    let mut others = Vec::new();
+    for e in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let path = format!(
+            "/proc/{pid}/task/{}/stat",
+            e.unwrap().file_name().to_str().unwrap()
+        );
+        let Some((policy, nice, _)) = stat_of(&path) else {
+            continue; // the thread ended
+        };
+        match std::fs::read_to_string(&path)
+            .unwrap_or_default()
+            .contains("(explainer)")
+        {
+            true => explainer = Some((policy, nice)),
+            false => others.push(policy),
+        }
+    }
+    (explainer, others)
 }
 
-fn workers_and_threads(config: &str, cpu: Option<&str>) -> (Vec<(u32, i64, i64)>, Vec<i64>) {
+type Threads = (Option<(i64, i64)>, Vec<i64>);
+
+fn workers_and_threads(config: &str, cpu: Option<&str>) -> (Vec<(u32, i64, i64)>, Threads) {
     let dir = tempfile::tempdir().unwrap();
     let config = match cpu {
         Some(cpu) => config.replace("cpu = \"normal\"", &format!("cpu = \"{cpu}\"")),
@@ -60,7 +76,7 @@ const SCHED_IDLE: i64 = 5;
 
 #[test]
 fn by_default_the_search_runs_on_idle_cpu_time_only() {
-    let (workers, threads) = workers_and_threads(CONFIG, None);
+    let (workers, (explainer, threads)) = workers_and_threads(CONFIG, None);
     for (pid, policy, _) in &workers {
         assert_eq!(*policy, SCHED_IDLE, "worker {pid} is not at SCHED_IDLE");
     }
@@ -68,18 +84,22 @@ fn by_default_the_search_runs_on_idle_cpu_time_only() {
         !threads.contains(&SCHED_IDLE),
         "the daemon's threads must not wait for idle time: {threads:?}"
     );
+    let (policy, _) = explainer.expect("an explainer thread");
+    assert_eq!(policy, SCHED_IDLE, "the explainer is not at SCHED_IDLE");
 }
 
 #[test]
 fn low_is_nice_19_and_normal_changes_nothing() {
-    let (workers, _) = workers_and_threads(CONFIG, Some("low"));
+    let (workers, (explainer, _)) = workers_and_threads(CONFIG, Some("low"));
     assert!(
         workers
             .iter()
             .all(|(_, p, nice)| *p != SCHED_IDLE && *nice == 19),
         "{workers:?}"
     );
-    let (workers, threads) = workers_and_threads(CONFIG, Some("normal"));
+    let (policy, nice) = explainer.expect("an explainer thread");
+    assert!(policy != SCHED_IDLE && nice == 19, "{explainer:?}");
+    let (workers, (explainer, threads)) = workers_and_threads(CONFIG, Some("normal"));
     let (_, own_nice, _) = stat_of("/proc/self/stat").unwrap();
     assert!(
         workers
@@ -88,4 +108,6 @@ fn low_is_nice_19_and_normal_changes_nothing() {
         "{workers:?}"
     );
     assert!(!threads.contains(&SCHED_IDLE), "{threads:?}");
+    let (policy, nice) = explainer.expect("an explainer thread");
+    assert!(policy != SCHED_IDLE && nice == own_nice, "{explainer:?}");
 }
