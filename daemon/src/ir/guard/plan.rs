@@ -1,0 +1,254 @@
+//! What a guarded build guards: every global, generic and shared access
+//! of the chosen kernels (with its site: instruction, block, source line,
+//! the parameter its pointer derives from) and every loop header, found
+//! before line tables are stripped and before the runtime is linked in.
+
+use super::super::live::LiveFunction;
+use super::super::llvm;
+use super::{is_runtime, GuardSite, SiteKind, SCRATCH_BYTES, SHARED_SCRATCH_BYTES};
+use inkwell::module::Module;
+use inkwell::values::AsValueRef;
+
+/// One access to guard: the instruction, its site, which operands are
+/// pointers (with the byte count and alignment the check uses).
+pub(super) struct Access {
+    pub(super) inst: llvm::Value,
+    pub(super) site: u32,
+    pub(super) pointers: Vec<u32>,
+    pub(super) bytes: u64,
+    pub(super) align: u64,
+    /// For a memory intrinsic: the operand holding its length.
+    pub(super) length: Option<u32>,
+}
+
+pub(super) struct Loops {
+    pub(super) function: llvm::Value,
+    /// (site, first non-phi instruction of the header)
+    pub(super) headers: Vec<(u32, llvm::Value)>,
+}
+
+pub(super) struct Plan {
+    pub(super) sites: Vec<GuardSite>,
+    pub(super) accesses: Vec<Access>,
+    pub(super) loops: Vec<Loops>,
+    /// Accesses wider than the scratch, left unguarded.
+    pub(super) too_wide: usize,
+}
+
+/// What `access_of` finds at an instruction.
+enum Found {
+    Guard(Access),
+    TooWide,
+    Nothing,
+}
+
+/// Finds what to guard, before line tables are stripped (the sites keep
+/// their source lines) and before the runtime is linked in.
+pub(super) fn plan(
+    module: &Module<'_>,
+    parts: &[LiveFunction<'_>],
+    loaded: &[super::super::Part],
+) -> Plan {
+    let layout = llvm::DataLayout::of(module.as_mut_ptr());
+    let mut plan = Plan {
+        sites: Vec::new(),
+        accesses: Vec::new(),
+        loops: Vec::new(),
+        too_wide: 0,
+    };
+    let site_of = |inst: llvm::Value, block: String, kind: SiteKind, bytes: u64| {
+        let function = llvm::parent(inst)
+            .map(|b| llvm::value_name(llvm::block_function(b)))
+            .unwrap_or_default();
+        let instruction = parts.iter().find_map(|p| p.try_id_of(inst)).map(|id| id.0);
+        GuardSite {
+            kind,
+            instruction,
+            function,
+            block,
+            source: llvm::source_line(inst),
+            bytes: bytes.min(u32::MAX as u64) as u32,
+            argument: None,
+        }
+    };
+    for f in module.get_functions() {
+        let name = f.get_name().to_string_lossy().into_owned();
+        if f.count_basic_blocks() == 0 || name.starts_with("llvm.") || is_runtime(&name) {
+            continue;
+        }
+        for (index, block) in llvm::blocks(f.as_value_ref()).into_iter().enumerate() {
+            let block_label = block_label(block, index);
+            for inst in llvm::instructions(block) {
+                let mut access = match access_of(inst, layout) {
+                    Found::Guard(access) => access,
+                    Found::TooWide => {
+                        plan.too_wide += 1;
+                        continue;
+                    }
+                    Found::Nothing => continue,
+                };
+                let kind = site_kind(inst);
+                access.site = plan.sites.len() as u32;
+                let mut site = site_of(inst, block_label.clone(), kind, access.bytes);
+                site.argument =
+                    base_argument(llvm::operand(inst, access.pointers[0]), f.as_value_ref());
+                plan.sites.push(site);
+                plan.accesses.push(access);
+            }
+        }
+    }
+    for (part, live) in loaded.iter().zip(parts) {
+        let function = live.function();
+        let blocks = llvm::blocks(function);
+        let mut headers = Vec::new();
+        for (b, &block) in blocks.iter().enumerate() {
+            for succ in llvm::successors(block) {
+                let h = blocks
+                    .iter()
+                    .position(|x| *x == succ)
+                    .expect("a successor is a block of the function");
+                // A back edge: its target dominates its source.
+                if part.dom.is_reachable(b) && part.dom.dominates(h, b) && !headers.contains(&h) {
+                    headers.push(h);
+                }
+            }
+        }
+        headers.sort_unstable();
+        let mut loops = Loops {
+            function,
+            headers: Vec::new(),
+        };
+        for h in headers {
+            let first = llvm::instructions(blocks[h])
+                .into_iter()
+                .find(|&i| !llvm::is_phi(i))
+                .expect("a block ends in a terminator");
+            let site = plan.sites.len() as u32;
+            plan.sites.push(site_of(
+                first,
+                block_label(blocks[h], h),
+                SiteKind::LoopHeader,
+                0,
+            ));
+            loops.headers.push((site, first));
+        }
+        plan.loops.push(loops);
+    }
+    plan
+}
+
+/// The parameter of `function` that `pointer` is computed from through
+/// GEPs and casts; none through anything else (a phi, a select, a load).
+fn base_argument(pointer: llvm::Value, function: llvm::Value) -> Option<u32> {
+    use llvm_sys::LLVMOpcode::*;
+    let mut v = pointer;
+    // Bounded: a chain of GEPs and casts is short.
+    for _ in 0..64 {
+        if llvm::is_argument(v) {
+            return llvm::params(function)
+                .iter()
+                .position(|&p| p == v)
+                .map(|i| i as u32);
+        }
+        let opcode = if llvm::is_instruction(v) {
+            Some(llvm::opcode(v))
+        } else {
+            llvm::const_expr_opcode(v)
+        };
+        match opcode {
+            Some(LLVMGetElementPtr | LLVMAddrSpaceCast | LLVMBitCast) => v = llvm::operand(v, 0),
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// The block's name as the simulator's verdicts give it.
+fn block_label(block: llvm::Block, index: usize) -> String {
+    let name = llvm::block_name(block);
+    if name.is_empty() {
+        format!("bb{index}")
+    } else {
+        name
+    }
+}
+
+fn site_kind(inst: llvm::Value) -> SiteKind {
+    use llvm_sys::LLVMOpcode::*;
+    match llvm::opcode(inst) {
+        LLVMLoad => SiteKind::Load,
+        LLVMStore => SiteKind::Store,
+        LLVMAtomicRMW | LLVMAtomicCmpXchg => SiteKind::Atomic,
+        _ => SiteKind::MemoryIntrinsic,
+    }
+}
+
+/// Address spaces a guard checks: generic, global, shared.
+fn guarded_space(pointer: llvm::Value) -> bool {
+    matches!(
+        llvm::pointer_address_space(llvm::type_of(pointer)),
+        0 | 1 | 3
+    )
+}
+
+/// The access `inst` makes, when it is one a guard checks.
+fn access_of(inst: llvm::Value, layout: llvm::DataLayout) -> Found {
+    use llvm_sys::LLVMOpcode::*;
+    let (pointer, value_type) = match llvm::opcode(inst) {
+        LLVMLoad => (0, llvm::type_of(inst)),
+        LLVMStore => (1, llvm::type_of(llvm::operand(inst, 0))),
+        LLVMAtomicRMW | LLVMAtomicCmpXchg => (0, llvm::type_of(llvm::operand(inst, 1))),
+        LLVMCall => return memory_intrinsic(inst).map_or(Found::Nothing, Found::Guard),
+        _ => return Found::Nothing,
+    };
+    if !guarded_space(llvm::operand(inst, pointer)) {
+        return Found::Nothing;
+    }
+    let bytes = layout.store_size(value_type);
+    let space = llvm::pointer_address_space(llvm::type_of(llvm::operand(inst, pointer)));
+    let scratch = if space == 3 {
+        SHARED_SCRATCH_BYTES
+    } else {
+        SCRATCH_BYTES
+    };
+    if bytes == 0 || bytes > scratch {
+        return Found::TooWide;
+    }
+    // What the hardware demands: the access's own size (a vector load is
+    // one wide load) but no more than the IR promises.
+    let align = (llvm::alignment(inst).max(1) as u64).min(bytes.next_power_of_two());
+    Found::Guard(Access {
+        inst,
+        site: 0,
+        pointers: vec![pointer],
+        bytes,
+        align,
+        length: None,
+    })
+}
+
+fn memory_intrinsic(call: llvm::Value) -> Option<Access> {
+    let callee = llvm::called_function(call)?;
+    let name = llvm::value_name(callee);
+    let pointers = if name.starts_with("llvm.memcpy") || name.starts_with("llvm.memmove") {
+        vec![0, 1]
+    } else if name.starts_with("llvm.memset") {
+        vec![0]
+    } else {
+        return None;
+    };
+    if !pointers
+        .iter()
+        .all(|&p| guarded_space(llvm::operand(call, p)))
+    {
+        return None;
+    }
+    Some(Access {
+        inst: call,
+        site: 0,
+        pointers,
+        bytes: 0,
+        align: 1,
+        length: Some(2),
+    })
+}
