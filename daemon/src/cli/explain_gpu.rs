@@ -13,13 +13,10 @@ use gevod::explain_edits::Simulated;
 use gevod::ir::{KernelIr, Patch};
 use gevod::spec::{self, TestTarget};
 use gevod::store::JobRecord;
-use gevod::worker::launch::Launcher;
-use gevod::worker::sanitize::SanitizeMode;
 use gevod::worker::setup::{arch_for, WorkerSetup};
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// `patch`'s contributions on `device`, with the relies-on lines attached.
 pub fn measure(
@@ -46,21 +43,12 @@ pub fn measure(
     }
     spec.ir = ir_path.clone();
     let arch = arch_for(&spec, None, Some(&device));
+    // Every subset the same rounds, as `gevod run` measures; the workers
+    // read the job's snapshots.
     let setup = WorkerSetup {
-        spec_path: &job.spec_path,
         spec_text: Some(&spec_path),
         ir: Some(&ir_path),
-        arch: &arch,
-        libdevice,
-        workers,
-        reader: &Reader::Caller,
-        timeout: Duration::from_secs(120),
-        sanitize: SanitizeMode::Off,
-        // Every subset the same rounds, as `gevod run` measures.
-        measurement: gevod::cuda::measure::Measurement::Fixed,
-        launcher: &Launcher::Local,
-        cpu: gevod::config::CpuPriority::Normal,
-        more_devices: &[],
+        ..super::run::measuring_setup(&job.spec_path, &arch, libdevice, workers)
     };
     let mut backend = setup.cuda_backend(&spec, device, true, Arc::new(AtomicBool::new(false)))?;
     let ir = KernelIr::parse_for_patch(&job.id, job.ir_text.as_bytes(), patch)?;

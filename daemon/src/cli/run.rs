@@ -132,19 +132,13 @@ impl RunArgs {
             Variants::Ptx(self.ptx.clone())
         };
         let setup = WorkerSetup {
-            ir: None,
-            spec_path: &self.spec,
-            spec_text: None,
-            arch: &arch,
-            libdevice: self.libdevice.as_deref(),
-            workers: self.workers.unwrap_or_else(default_workers),
-            reader: &Reader::Caller,
-            timeout: Duration::from_secs(120),
             sanitize: self.sanitize,
-            measurement: gevod::cuda::measure::Measurement::Fixed,
-            launcher: &Launcher::Local,
-            cpu: gevod::config::CpuPriority::Normal,
-            more_devices: &[],
+            ..measuring_setup(
+                &self.spec,
+                &arch,
+                self.libdevice.as_deref(),
+                self.workers.unwrap_or_else(default_workers),
+            )
         };
         let (results, gate) = run_on_gpu(&setup, &spec, device, variants, set, !self.no_prescreen)?;
         write_assessments(&results, self.json)?;
@@ -222,6 +216,32 @@ impl RunArgs {
             bail!("{}: {failure}", self.spec.display());
         }
         Ok(())
+    }
+}
+
+/// The workers of a command that measures a few variants on this machine
+/// for its user (`gevod run`, `gevod explain-edits --backend cuda`): fixed
+/// rounds, no safety gate, at the user's CPU priority.
+pub(super) fn measuring_setup<'a>(
+    spec_path: &'a Path,
+    arch: &'a str,
+    libdevice: Option<&'a Path>,
+    workers: usize,
+) -> WorkerSetup<'a> {
+    WorkerSetup {
+        ir: None,
+        spec_path,
+        spec_text: None,
+        arch,
+        libdevice,
+        workers,
+        reader: &Reader::Caller,
+        timeout: Duration::from_secs(120),
+        sanitize: SanitizeMode::Off,
+        measurement: gevod::cuda::measure::Measurement::Fixed,
+        launcher: &Launcher::Local,
+        cpu: gevod::config::CpuPriority::Normal,
+        more_devices: &[],
     }
 }
 
