@@ -217,11 +217,7 @@ fn contributions_section(out: &mut String, b: &BestVariant) {
     );
     *out += "<table id=\"contribution-table\">\n<tr><th>edit</th><th>kernel</th><th>class</th><th>alone</th><th>without it</th><th>why</th></tr>\n";
     for e in &c.edits {
-        // The edit in source terms where the report has it (same patch).
-        let name = b
-            .edits
-            .get(e.index)
-            .map_or(e.edit.as_str(), |s| s.summary.as_str());
+        let name = edit_name(b, e);
         let _ = writeln!(
             out,
             "<tr><td>#{} {}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
@@ -257,6 +253,14 @@ fn contributions_section(out: &mut String, b: &BestVariant) {
     );
 }
 
+/// A contribution's edit in source terms where the report has it (the
+/// same patch), else as IR ids.
+fn edit_name<'a>(b: &'a BestVariant, e: &'a crate::contrib::EditContribution) -> &'a str {
+    b.edits
+        .get(e.index)
+        .map_or(e.edit.as_str(), |s| s.summary.as_str())
+}
+
 /// What each edit relies on (`contrib::relies`), one row a line.
 fn relies_on_table(out: &mut String, b: &BestVariant, c: &crate::contrib::Contributions) {
     *out += "<h4 id=\"relies-on\">What each edit relies on</h4>\n";
@@ -276,10 +280,7 @@ fn relies_on_table(out: &mut String, b: &BestVariant, c: &crate::contrib::Contri
     *out +=
         "<table id=\"relies-table\">\n<tr><th>edit</th><th>kernel</th><th>relies on</th></tr>\n";
     for e in c.edits.iter().filter(|e| !e.relies_on.is_empty()) {
-        let name = b
-            .edits
-            .get(e.index)
-            .map_or(e.edit.as_str(), |s| s.summary.as_str());
+        let name = edit_name(b, e);
         for r in &e.relies_on {
             let _ = writeln!(
                 out,
