@@ -39,6 +39,15 @@ fn ended_stencil_job(dir: &std::path::Path, more: &str) -> (Daemon, serde_json::
     (d, best)
 }
 
+/// `gevo-client explain stencil` once it shows edit contributions (the
+/// job may not be known yet when this starts asking).
+fn explained_stencil(d: &Daemon) -> String {
+    d.wait_for("the edit contributions in explain", |d| {
+        let run = d.client(&["explain", "stencil"]);
+        Some(text(&run.stdout)).filter(|t| t.contains("edit contributions ("))
+    })
+}
+
 #[test]
 fn an_ended_job_gets_its_edit_contributions_measured_and_explain_shows_them() {
     let dir = tempfile::tempdir().unwrap();
@@ -167,10 +176,7 @@ fn with_explain_edits_off_the_daemon_measures_nothing() {
 fn a_best_that_lasts_a_slice_is_explained_while_the_search_goes_on() {
     let dir = tempfile::tempdir().unwrap();
     let (mut d, _) = Daemon::watching_stencil(dir.path());
-    let said = d.wait_for("the edit contributions in explain", |d| {
-        let run = d.client(&["explain", "stencil"]);
-        Some(text(&run.stdout)).filter(|t| t.contains("edit contributions ("))
-    });
+    let said = explained_stencil(&d);
     assert!(said.contains(" carries speed ["), "{said}");
     let generations = |d: &Daemon| {
         d.jobs()
@@ -203,10 +209,7 @@ fn an_idle_slot_explains_a_best_left_unexplained() {
     .unwrap();
     // SAFETY: signals the daemon this test started.
     unsafe { libc::kill(d.child.as_ref().unwrap().id() as i32, libc::SIGHUP) };
-    let said = d.wait_for("the edit contributions in explain", |d| {
-        let run = d.client(&["explain", "stencil"]);
-        Some(text(&run.stdout)).filter(|t| t.contains("edit contributions ("))
-    });
+    let said = explained_stencil(&d);
     assert!(said.contains(" carries speed ["), "{said}");
     let (status, _) = d.signal(libc::SIGTERM);
     assert!(status.success(), "{status}\n{}", d.log_text());
