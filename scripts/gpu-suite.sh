@@ -21,7 +21,8 @@
 #    for floats), and the stencil's bundled patch passes every test there;
 #  - guarded check builds: each fixture original's guarded build gives what
 #    its unguarded build gives, bit for bit; planted faults (past the end,
-#    before the start, a shared overrun, a runaway loop) are flagged with the
+#    before the start, a shared overrun, a runaway loop, by its trip budget
+#    and by its time budget alone) are flagged with the
 #    simulator's argument and side, the context surviving each, and the GPU
 #    worker rejects such a variant by its guarded run without a restart; a
 #    variant writing an `in` buffer is rejected on the GPU (input_written);
@@ -34,8 +35,10 @@
 #    between the lanes of a warp) passes the outputs check on the GPU and
 #    compute-sanitizer's racecheck rejects it; the original has no report;
 #  - edit contributions on the GPU (section explain): stencil's validated
-#    barrier deletion, each subset timed on the held-out tests, carries
-#    speed with an interval that is not a point, and no worker restart;
+#    barrier deletion, each subset timed on the held-out tests with an
+#    interval that is not a point, classed by the threshold (carries speed
+#    where the patch is faster by more than it, else neutral), and no
+#    worker restart;
 #  - the pipeline fixtures (tests/fixtures/pipelines: several kernels, a
 #    launch per loop step): the module's PTX assembles, and the original
 #    pipeline gives on the GPU what the simulator gives;
@@ -195,6 +198,12 @@ for planted in vecadd.no-bounds-check reduce.shared-overflow loops.endless; do
     check "guards: $planted flagged as the simulator says" "$gevod" gpu-guard-check $k/${planted%%.*}.gevo.toml --patch $k/$planted.patch.json
     sed 's/^/    /' "$work/log" | head -2
 done
+# With no trip budget, the time budget alone ends the runaway loop.
+check "guards: loops.endless ended by the time budget alone" "$gevod" gpu-guard-check $k/loops.gevo.toml \
+    --patch $k/loops.endless.patch.json --time-budget-only
+sed 's/^/    /' "$work/log" | head -2
+cp "$work/log" "$work/time-budget.txt"
+check "guards: ... and the verdict is the time budget's" grep -q "time budget of" "$work/time-budget.txt"
 # Through the GPU worker: the guarded verdict, and no restart.
 "$gevod" run $k/vecadd.gevo.toml --backend cuda --tests train --no-prescreen --json \
     --patch $k/vecadd.no-bounds-check.patch.json > "$work/guarded.json" 2> "$work/guarded.err"
@@ -253,7 +262,14 @@ full = c["full"]
 assert full["lo"] <= full["estimate"] <= full["hi"] < 1.0, full
 assert full["lo"] < full["hi"], f"a GPU interval is not a point: {full}"
 assert c["edits"] and all(e["class"] for e in c["edits"]), c["edits"]
-assert any(e["class"] == "carries_speed" for e in c["edits"]), c["edits"]
+# An edit carries speed only where the patch has some past the threshold
+# (minimization's 1%): at GPU sizes the stencil's gain may be below it.
+t = c["threshold"]
+if full["hi"] < 1.0 - t:
+    assert any(e["class"] == "carries_speed" for e in c["edits"]), c["edits"]
+else:
+    assert all(e["class"] == "neutral" for e in c["edits"]), c["edits"]
+print(f'  full patch {"past" if full["hi"] < 1.0 - t else "within"} the {t:.0%} threshold')
 assert "GPU worker restarts: 0" in err, err[-400:]
 PY
     sed 's/^/    /' "$work/log" | head -6
@@ -341,10 +357,12 @@ fi
 # scaling table. Not in the default sections: SECTIONS=devices (on the
 # nvidia-h100-x2/x4 kinds; DEVICE_FIXTURES, DEVICE_TIME).
 if want devices; then
-# Issue 38's table: the same seeded search on one GPU and on every GPU of
-# the host (DEVICE_FIXTURES, DEVICE_TIME each), variants measured per second
-# and the ratio to one GPU, the GPU workers' and compile workers' busy shares.
+# Issue 38's table: the same seeded search on one GPU and on more GPUs of
+# the host (DEVICE_FIXTURES, DEVICE_TIME each; DEVICE_MODES, "label:flags"
+# words, the first one the baseline): variants measured per second and the
+# ratio to the first mode, the GPU workers' and compile workers' busy shares.
 device_time=${DEVICE_TIME:-60s}
+device_modes=${DEVICE_MODES:-one:--device=0 all:--devices=all}
 evolve_on() { # name, spec, device flags...
     local name=$1 spec=$2; shift 2
     timeout -s INT "${EVOLVE_LIMIT:-400}" "$gevod" evolve "$spec" --backend cuda "$@" \
@@ -354,30 +372,32 @@ rows=()
 for f in ${DEVICE_FIXTURES:-stencil wavefront}; do
     spec=$k/$f.gevo.toml
     [ -f "$spec" ] || spec=$pk/$f.gevo.toml
-    for mode in "one:--device 0" "all:--devices all"; do
+    runs=()
+    for mode in $device_modes; do
         name=dev-$f-${mode%%:*}
-        # shellcheck disable=SC2086 # the mode's flags are words
-        check "$f: timed evolve, ${mode#*:} ($device_time)" evolve_on "$name" "$spec" ${mode#*:}
+        check "$f: timed evolve, ${mode#*:} ($device_time)" evolve_on "$name" "$spec" "${mode#*:}"
+        runs+=("$work/$name.json")
     done
-    rows+=("$(python3 - "$f" "$work/dev-$f-one.json" "$work/dev-$f-all.json" <<'PY'
+    rows+=("$(python3 - "$f" "${runs[@]}" <<'PY'
 import json, sys
-f, one, every = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
-def cells(r):
+f, runs = sys.argv[1], [json.load(open(p)) for p in sys.argv[2:]]
+base = None
+for r in runs:
     u = r.get("utilization") or {}
-    return (u.get("gpu_workers", 0), u.get("measured_per_s", 0.0),
-            f'{100 * u.get("gpu_busy_share", 0):.0f}%', f'{100 * u.get("compile_busy_share", 0):.0f}%',
-            r["worker_respawns"])
-a, b = cells(one), cells(every)
-ratio = b[1] / a[1] if a[1] else float("nan")
-print(f"| {f} | {a[1]:.1f} | {b[0]} | {b[1]:.1f} | {ratio:.2f}x | {a[2]} | {b[2]} | {a[3]} | {b[3]} | {a[4]}, {b[4]} |")
+    rate = u.get("measured_per_s", 0.0)
+    base = rate if base is None else base
+    ratio = f"{rate / base:.2f}x" if base else "n/a"
+    print(f'| {f} | {u.get("gpu_workers", 0)} | {rate:.1f} | {ratio} | '
+          f'{100 * u.get("gpu_busy_share", 0):.0f}% | {100 * u.get("compile_busy_share", 0):.0f}% | '
+          f'{r["worker_respawns"]} |')
 PY
 )")
 done
 {
-    echo "GPUs: $(nvidia-smi -L 2>/dev/null | wc -l) x $gpu. gevod $("$gevod" --version | cut -d' ' -f2), $(date -u +%Y-%m-%d), $device_time each, seed 1."
+    echo "GPUs: $(nvidia-smi -L 2>/dev/null | wc -l) x $gpu. gevod $("$gevod" --version | cut -d' ' -f2), $(date -u +%Y-%m-%d), $device_time each, seed 1, modes: $device_modes."
     echo
-    echo "| fixture | variants measured/s, 1 GPU | GPUs | variants measured/s, all | ratio | GPU busy, 1 | GPU busy, all | compile workers busy, 1 | all | worker respawns (1, all) |"
-    echo "|---|---|---|---|---|---|---|---|---|---|"
+    echo "| fixture | GPU workers | variants measured/s | ratio to the first | GPU busy | compile workers busy | worker respawns |"
+    echo "|---|---|---|---|---|---|---|"
     printf '%s\n' "${rows[@]}"
 } | tee "$work/devices.md"
 fi

@@ -150,6 +150,9 @@ fn loops_get_budgets_and_sites_keep_source_lines_and_parameters() {
                 sites.iter().any(|s| s.kind == SiteKind::LoopHeader),
                 "{name} has a loop"
             );
+            // Loop headers also ask the clock for the run's time budget.
+            let ptx = ir.compile_guarded(&ir.empty_patch(), &options).unwrap().ptx;
+            assert!(ptx.contains("%globaltimer"), "{name}: no clock read");
         }
         assert!(
             sites.iter().any(|s| s.source.is_some()),

@@ -270,6 +270,10 @@ pub struct GpuGuardCheckArgs {
     /// GPU by ordinal or UUID (GPU-...).
     #[arg(long, default_value = "0")]
     device: DeviceSelector,
+    /// No trip budget: only the time budget ends a runaway loop (the GPU
+    /// suite's check of the time budget).
+    #[arg(long)]
+    time_budget_only: bool,
     #[arg(long, env = "GEVO_LIBDEVICE")]
     libdevice: Option<PathBuf>,
 }
@@ -289,8 +293,15 @@ impl GpuGuardCheckArgs {
             arch: device.arch(),
             libdevice: self.libdevice,
         };
-        let found = gevod::cuda::guard_check::check(&spec, &ir, &patch, &codegen, device.ordinal)
-            .with_context(|| self.spec.display().to_string())?;
+        let found = gevod::cuda::guard_check::check(
+            &spec,
+            &ir,
+            &patch,
+            &codegen,
+            device.ordinal,
+            self.time_budget_only,
+        )
+        .with_context(|| self.spec.display().to_string())?;
         for line in &found.lines {
             println!("{line}");
         }

@@ -5,6 +5,7 @@
 //! sanitizer's report is the verdict.
 
 use super::driver::{Context, Event, Kernel};
+use super::pace::Pacer;
 use super::staged::StagedTest;
 use super::CudaError;
 use crate::spec::{Spec, SpecError};
@@ -38,9 +39,11 @@ pub fn run_once(
     let _context = Context::new(ordinal)?;
     let kernel = Kernel::load(ptx, kernel_names)?;
     let test = StagedTest::upload(&case.name, spec.instantiate(case)?)?;
-    test.launch_all(&kernel)?;
+    let pacer = Pacer::new()?;
+    pacer.begin(limit);
+    test.launch_all(&kernel, &pacer)?;
     let done = Event::new()?;
     done.record()?;
-    done.wait(limit)?;
+    pacer.wait(&done)?;
     Ok(())
 }

@@ -33,26 +33,35 @@ impl Measurer {
         out: &mut Measured,
     ) -> TestSummary {
         let started = Instant::now();
-        let limit = self.limit(test);
         let result = match guarded {
             Some(g) => g
                 .kernel
-                .arm(test, test.trip_budget)
-                .and_then(|()| self.check_outputs(&g.kernel.kernel, test, limit))
+                .arm(test, test.budget)
+                .and_then(|()| self.check_outputs(&g.kernel.kernel, test, self.guarded_limit(test)))
                 .and_then(|outputs| {
                     let state = g.kernel.state()?;
                     Ok((
-                        state.verdict(g.sites, test, test.trip_budget, &self.kernel_names),
+                        state.verdict(g.sites, test, test.budget, &self.kernel_names),
                         outputs,
                     ))
                 }),
-            None => self.check_outputs(kernel, test, limit).map(|o| (None, o)),
+            None => self
+                .check_outputs(kernel, test, self.limit(test))
+                .map(|o| (None, o)),
         };
         out.spent.check_s += started.elapsed().as_secs_f64();
         let mut summary = match result {
             Err(e) => {
                 out.fatal = e.poisons_context();
-                return self.cuda_failure(test, &e);
+                let mut failed = self.cuda_failure(test, &e);
+                if guarded.is_some() {
+                    // Which build hung or faulted: guards were meant to
+                    // catch what restarts the worker.
+                    if let Some((_, message)) = &mut failed.failure {
+                        message.insert_str(0, "guarded run: ");
+                    }
+                }
+                return failed;
             }
             Ok((Some(fault), _)) => {
                 let f = Failure::Verdict(fault);
@@ -118,11 +127,12 @@ impl Measurer {
         test: &StagedTest,
         limit: Duration,
     ) -> Result<(Option<Failure>, f64), CudaError> {
+        self.pacer.begin(limit);
         test.restore()?;
-        let binding = test.launch_all(kernel)?;
+        let binding = test.launch_all(kernel, &self.pacer)?;
         let done = &self.events[0];
         done.record()?;
-        done.wait(limit)?;
+        self.pacer.wait(done)?;
         let mut compared = Vec::with_capacity(self.outputs.len());
         let mut pairs = Vec::with_capacity(self.outputs.len());
         for &i in &self.outputs {
@@ -157,11 +167,12 @@ impl Measurer {
         test: &StagedTest,
         limit: Duration,
     ) -> Result<Vec<Vec<u8>>, CudaError> {
+        self.pacer.begin(limit);
         test.restore()?;
-        let binding = test.launch_all(kernel)?;
+        let binding = test.launch_all(kernel, &self.pacer)?;
         let done = &self.events[0];
         done.record()?;
-        done.wait(limit)?;
+        self.pacer.wait(done)?;
         let mut outputs = Vec::with_capacity(test.work.len());
         for (i, _) in test.work.iter().enumerate() {
             outputs.push(match &test.work[binding[i]] {

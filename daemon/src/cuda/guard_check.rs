@@ -6,8 +6,9 @@
 //! each fault, the original's guarded build still runs in the same context.
 
 use super::driver::{Context, Event, Kernel};
-use super::guarded::GuardedKernel;
+use super::guarded::{Budget, GuardedKernel};
 use super::load::Loader;
+use super::pace::Pacer;
 use super::staged::StagedTest;
 use super::CudaError;
 use crate::assessment::Failure;
@@ -15,7 +16,7 @@ use crate::eval::{EvalError, Evaluator};
 use crate::ir::{CodegenOptions, KernelIr, Patch};
 use crate::sim::{Fault, Verdict};
 use crate::spec::{Spec, TestSet};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 #[derive(Debug, thiserror::Error)]
 pub enum GuardCheckError {
@@ -40,13 +41,15 @@ const LIMIT: Duration = Duration::from_secs(60);
 
 /// Runs `patch`'s guarded build (the original's for an empty patch) on
 /// every test of `spec` (its simulator tests: both sides run the same
-/// sizes) on device `ordinal`.
+/// sizes) on device `ordinal`. With `time_budget_only`, the runs have no
+/// trip budget: only the time budget ends a runaway loop.
 pub fn check(
     spec: &Spec,
     ir: &KernelIr,
     patch: &Patch,
     codegen: &CodegenOptions,
     ordinal: usize,
+    time_budget_only: bool,
 ) -> Result<GuardCheck, GuardCheckError> {
     let names: Vec<String> = ir.chosen_kernels().iter().map(|k| k.to_string()).collect();
     let _context = Context::new(ordinal)?;
@@ -75,12 +78,19 @@ pub fn check(
             Err(EvalError::OriginalFails { verdict, .. }) => Some(*verdict),
             Err(e) => return Err(e.into()),
         };
-        // The budget the worker sets: from the original's most trips (its
-        // guarded run with no budget).
-        calibration.arm(&test, 0)?;
+        // The budget the worker sets: from the original's most trips and
+        // time (its guarded run with no budget).
+        calibration.arm(&test, Budget::NONE)?;
+        let started = Instant::now();
         run(&calibration.kernel, &test)?;
         let most = calibration.state()?.most_trips();
-        let budget = super::guarded::budget_from(most);
+        let budget = match time_budget_only {
+            false => Budget::from_original(most, started.elapsed()),
+            true => Budget {
+                trips: 0,
+                ..Budget::from_original(most, started.elapsed())
+            },
+        };
         guarded.arm(&test, budget)?;
         let guarded_bytes = run(&guarded.kernel, &test)?;
         let gpu = guarded
@@ -94,8 +104,10 @@ pub fn check(
                 (
                     same,
                     format!(
-                        "no fault; guarded outputs {} the unguarded build's ({bytes} bytes); trip budget {budget} (the original's most {most})",
+                        "no fault; guarded outputs {} the unguarded build's ({bytes} bytes); trip budget {} (the original's most {most}), time budget {:?}",
                         if same { "identical to" } else { "DIFFER from" },
+                        budget.trips,
+                        budget.time,
                     ),
                 )
             }
@@ -107,7 +119,7 @@ pub fn check(
             // The context survives the fault: the original's guarded build
             // still runs (its unguarded one may fault for real, where the
             // original itself does).
-            calibration.arm(&test, 0)?;
+            calibration.arm(&test, Budget::NONE)?;
             run(&calibration.kernel, &test)?;
         }
         found.failures += usize::from(!agree);
@@ -122,11 +134,13 @@ pub fn check(
 
 /// One run with the inputs restored; every argument's final bytes.
 fn run(kernel: &Kernel, test: &StagedTest) -> Result<Vec<Vec<u8>>, CudaError> {
+    let pacer = Pacer::new()?;
+    pacer.begin(LIMIT);
     test.restore()?;
-    let binding = test.launch_all(kernel)?;
+    let binding = test.launch_all(kernel, &pacer)?;
     let done = Event::new()?;
     done.record()?;
-    done.wait(LIMIT)?;
+    pacer.wait(&done)?;
     let mut out = Vec::with_capacity(binding.len());
     for &slot in &binding {
         out.push(match &test.work[slot] {
@@ -147,7 +161,9 @@ fn run(kernel: &Kernel, test: &StagedTest) -> Result<Vec<Vec<u8>>, CudaError> {
 fn same_fault(sim: &Verdict, gpu: &Verdict) -> bool {
     let class = |v: &Verdict| match &v.fault {
         Fault::OutOfBounds { space, .. } => format!("bounds {space}"),
-        Fault::StepBudget { .. } | Fault::TripBudget { .. } => "budget".into(),
+        Fault::StepBudget { .. } | Fault::TripBudget { .. } | Fault::TimeBudget { .. } => {
+            "budget".into()
+        }
         other => format!("{other:?}"),
     };
     let side = |v: &Verdict| {

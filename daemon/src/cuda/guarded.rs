@@ -5,9 +5,11 @@
 //! simulator's do, and the worker keeps its context, inputs and references.
 //! Only variants whose guarded runs pass are timed, unguarded.
 //!
-//! The trip budget of a test is calibrated at start: the original's guarded
+//! The budget of a test is calibrated at start: the original's guarded
 //! build runs it with no budget and reports the most loop trips one thread
-//! made; variants get [`BUDGET_FACTOR`] times that, plus [`BUDGET_SLACK`].
+//! made; variants get [`BUDGET_FACTOR`] times that, plus [`BUDGET_SLACK`],
+//! and [`TIME_BUDGET_FACTOR`] times that run's time, so that a loop whose
+//! trips are slow ends before the worker's watchdog does.
 
 use super::driver::{Kernel, Symbol};
 use super::load::Loader;
@@ -18,11 +20,44 @@ use crate::ir::guard::{self, FaultKind, GuardSite};
 use crate::sim::{BufferName, Context, Fault, Verdict};
 use crate::spec::{ArgValue, LaunchParam};
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
 /// A variant's trip budget is this many times the original's most ...
 pub const BUDGET_FACTOR: u64 = 8;
 /// ... plus this many trips (loops whose trips depend on data).
 pub const BUDGET_SLACK: u64 = 1024;
+/// A variant's time budget is this many times the original's guarded run
+/// of the test ...
+pub const TIME_BUDGET_FACTOR: u32 = 10;
+/// ... and at least this long (the clock's grain, launch jitter).
+pub const MIN_TIME_BUDGET: Duration = Duration::from_millis(2);
+
+/// What a guarded run of a test may spend before its looping threads end:
+/// trips per thread, and time for the whole run (`Budget::NONE`: no limit,
+/// for the calibration run).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    pub trips: u64,
+    pub time: Duration,
+}
+
+impl Budget {
+    pub const NONE: Budget = Budget {
+        trips: 0,
+        time: Duration::ZERO,
+    };
+
+    /// A test's budget from the original's guarded run of it (with no
+    /// budget): the most trips one thread made, and how long the run took.
+    pub fn from_original(most_trips: u64, took: Duration) -> Budget {
+        Budget {
+            trips: most_trips
+                .saturating_mul(BUDGET_FACTOR)
+                .saturating_add(BUDGET_SLACK),
+            time: (took * TIME_BUDGET_FACTOR).max(MIN_TIME_BUDGET),
+        }
+    }
+}
 
 /// A guarded build as the compile workers send it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,9 +101,9 @@ impl GuardedKernel {
         })
     }
 
-    /// Before a guarded run of `test`: its buffers' ranges and the trip
-    /// budget (0: none) in the table, the state cleared.
-    pub fn arm(&self, test: &StagedTest, budget: u64) -> Result<(), CudaError> {
+    /// Before a guarded run of `test`: its buffers' ranges and the budget
+    /// in the table, the state cleared.
+    pub fn arm(&self, test: &StagedTest, budget: Budget) -> Result<(), CudaError> {
         let ranges: Vec<u64> = test
             .work
             .iter()
@@ -84,9 +119,11 @@ impl GuardedKernel {
                 ),
             });
         }
-        let mut table = Vec::with_capacity(2 + ranges.len());
-        table.extend([budget, count as u64]);
-        table.extend(ranges);
+        let mut table = vec![0; guard::TABLE_WORDS];
+        table[0] = budget.trips;
+        table[1] = count as u64;
+        table[2..2 + ranges.len()].copy_from_slice(&ranges);
+        table[guard::TABLE_TIME_BUDGET] = budget.time.as_nanos().min(u64::MAX as u128) as u64;
         self.table.write(&table)?;
         self.state.write(&[0; guard::STATE_WORDS])
     }
@@ -115,7 +152,7 @@ impl GuardState {
         &self,
         sites: &[GuardSite],
         test: &StagedTest,
-        budget: u64,
+        budget: Budget,
         kernels: &[String],
     ) -> Option<Verdict> {
         let kind = self.fault()?;
@@ -128,7 +165,7 @@ impl GuardState {
             ..Context::default()
         };
         let (shared, misaligned) = match kind {
-            FaultKind::TripBudget => (false, false),
+            FaultKind::TripBudget | FaultKind::TimeBudget => (false, false),
             FaultKind::GlobalOutOfBounds => (false, false),
             FaultKind::SharedOutOfBounds => (true, false),
             FaultKind::GlobalMisaligned => (false, true),
@@ -149,7 +186,12 @@ impl GuardState {
             }
         };
         let fault = match kind {
-            FaultKind::TripBudget => Fault::TripBudget { budget },
+            FaultKind::TripBudget => Fault::TripBudget {
+                budget: budget.trips,
+            },
+            FaultKind::TimeBudget => Fault::TimeBudget {
+                budget_us: budget.time.as_micros() as u64,
+            },
             _ if misaligned => Fault::Misaligned {
                 space,
                 buffer,
@@ -240,11 +282,4 @@ fn buffer_name(test: &StagedTest, slot: usize) -> Option<BufferName> {
         }),
         ArgValue::Scalar(_) => None,
     }
-}
-
-/// A test's trip budget from the most trips the original made on it.
-pub fn budget_from(most_trips: u64) -> u64 {
-    most_trips
-        .saturating_mul(BUDGET_FACTOR)
-        .saturating_add(BUDGET_SLACK)
 }

@@ -10,8 +10,9 @@
 use super::checked::Guarded;
 use super::compare::DeviceComparison;
 use super::driver::{Context, DeviceBuffer, Event, Kernel};
-use super::guarded::{self, GuardedBuild, GuardedKernel};
+use super::guarded::{Budget, GuardedBuild, GuardedKernel};
 use super::load::Loader;
+use super::pace::Pacer;
 use super::staged::StagedTest;
 use super::toolkit::{Assembler, Cubin};
 use super::CudaError;
@@ -159,6 +160,8 @@ pub struct Measurer {
     flush: DeviceBuffer,
     /// Four per round: original start/end, variant start/end.
     pub(super) events: Vec<Event>,
+    /// Bounds the launches queued in every run (`pace`).
+    pub(super) pacer: Pacer,
     /// One per launch and one more, for per-kernel times of a pipeline
     /// (empty for one kernel).
     profile_events: Vec<Event>,
@@ -281,6 +284,7 @@ impl Measurer {
             tests: Vec::new(),
             flush,
             events,
+            pacer: Pacer::new()?,
             profile_events,
             start_up: StartUp::default(),
             comparison,
@@ -307,8 +311,9 @@ impl Measurer {
             let mut times = Vec::with_capacity(START_TIMINGS);
             for _ in 0..START_TIMINGS {
                 let (start, end) = (&m.events[0], &m.events[1]);
+                m.pacer.begin(ORIGINAL_LIMIT);
                 m.timed_run(&m.original, &test, start, end)?;
-                end.wait(ORIGINAL_LIMIT).map_err(failed)?;
+                m.pacer.wait(end).map_err(failed)?;
                 times.push(start.nanos_until(end)?);
             }
             test.original_ns = stats::median(&times);
@@ -330,16 +335,18 @@ impl Measurer {
     /// gives the original's outputs on every test (a test whose kernel
     /// reaches memory the spec does not describe would fail here).
     fn calibrate_guards(&mut self, ptx: &str) {
-        let result = (|| -> Result<Vec<u64>, String> {
+        let result = (|| -> Result<Vec<Budget>, String> {
             let guarded = GuardedKernel::load(&self.loader, ptx, None, &self.kernel_names)
                 .map_err(|e| e.to_string())?;
             let mut budgets = Vec::with_capacity(self.tests.len());
             for test in &self.tests {
                 let failed = |e: CudaError| format!("{}: {e}", test.name);
-                guarded.arm(test, 0).map_err(failed)?;
+                guarded.arm(test, Budget::NONE).map_err(failed)?;
+                let started = Instant::now();
                 let (failure, _) = self
                     .check_outputs(&guarded.kernel, test, ORIGINAL_LIMIT)
                     .map_err(failed)?;
+                let took = started.elapsed();
                 let state = guarded.state().map_err(failed)?;
                 if let Some(fault) = state.fault() {
                     return Err(format!(
@@ -353,15 +360,20 @@ impl Measurer {
                         test.name
                     ));
                 }
-                budgets.push(guarded::budget_from(state.most_trips()));
+                budgets.push(Budget::from_original(state.most_trips(), took));
             }
             Ok(budgets)
         })();
         match result {
             Ok(budgets) => {
                 for (test, budget) in self.tests.iter_mut().zip(budgets) {
-                    tracing::info!(test = %test.name, trip_budget = budget, "guarded checks ready");
-                    test.trip_budget = budget;
+                    tracing::info!(
+                        test = %test.name,
+                        trip_budget = budget.trips,
+                        time_budget_ms = budget.time.as_secs_f64() * 1e3,
+                        "guarded checks ready"
+                    );
+                    test.budget = budget;
                 }
                 self.guards = true;
             }
@@ -400,6 +412,12 @@ impl Measurer {
         Duration::from_secs_f64(
             (test.original_ns * 1e-9 * self.options.timeout_factor).max(self.options.min_timeout_s),
         )
+    }
+
+    /// How long one guarded run may take on `test`: past the time budget,
+    /// with room for the looping threads to reach their next clock check.
+    pub(super) fn guarded_limit(&self, test: &StagedTest) -> Duration {
+        self.limit(test).max(test.budget.time * 4)
     }
 
     /// Checks and times `ptx` (loaded from `cubin` where that serves:
@@ -571,10 +589,11 @@ impl Measurer {
         timing: &mut Timing,
     ) -> Result<(), CudaError> {
         let warmups = if first == 0 { self.options.warmups } else { 0 };
+        self.pacer.begin(limit * (2 * rounds + 2 * warmups));
         for _ in 0..warmups {
             for k in [&self.original, kernel] {
                 test.restore()?;
-                test.launch_all(k)?;
+                test.launch_all(k, &self.pacer)?;
             }
         }
         let rounds = rounds as usize;
@@ -594,8 +613,7 @@ impl Measurer {
         } else {
             1
         };
-        let batch_limit = limit * (2 * rounds as u32 + 2 * warmups);
-        self.events[4 * (rounds - 1) + last].wait(batch_limit)?;
+        self.pacer.wait(&self.events[4 * (rounds - 1) + last])?;
         for r in 0..rounds {
             let e = &self.events[4 * r..4 * r + 4];
             timing.original_ns.push(e[0].nanos_until(&e[1])?);
@@ -626,14 +644,16 @@ impl Measurer {
         let mut sums = vec![vec![Vec::with_capacity(PROFILE_RUNS); kernels]; 2];
         for _ in 0..PROFILE_RUNS {
             for (which, k) in [&self.original, kernel].into_iter().enumerate() {
+                self.pacer.begin(limit);
                 test.restore()?;
                 self.flush.fill(0)?;
                 events[0].record()?;
                 for (j, launch) in launches.iter().enumerate() {
                     test.launch_one(k, launch)?;
                     events[j + 1].record()?;
+                    self.pacer.launched()?;
                 }
-                events[n].wait(limit)?;
+                self.pacer.wait(&events[n])?;
                 let mut per = vec![0.0; kernels];
                 for (j, launch) in launches.iter().enumerate() {
                     per[launch.kernel] += events[j].nanos_until(&events[j + 1])?;
@@ -664,7 +684,7 @@ impl Measurer {
         test.restore()?;
         self.flush.fill(0)?;
         start.record()?;
-        test.launch_all(kernel)?;
+        test.launch_all(kernel, &self.pacer)?;
         end.record()
     }
 }

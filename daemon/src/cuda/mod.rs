@@ -6,7 +6,8 @@
 //!
 //! - [`driver`]: the checked driver calls (the only `unsafe` code).
 //! - `staged`: one test staged on the device: its buffers, restoring its
-//!   inputs, its launches.
+//!   inputs, its launches; `pace`: at most a few hundred launches queued,
+//!   so that a hung run times out at its limit.
 //! - [`measure`]: what a worker does per variant: check outputs, then time
 //!   it alternately with the original; `checked`: the checked runs.
 //! - [`guarded`]: guarded check runs: a variant's guarded build armed with
@@ -28,6 +29,7 @@ pub mod guard_check;
 pub mod guarded;
 pub mod load;
 pub mod measure;
+mod pace;
 mod staged;
 pub mod toolkit;
 

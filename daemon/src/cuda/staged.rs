@@ -3,6 +3,8 @@
 //! test's kernels with its arguments, and restoring its inputs between runs.
 
 use super::driver::{DeviceBuffer, Kernel};
+use super::guarded::Budget;
+use super::pace::Pacer;
 use super::CudaError;
 use crate::spec::scalar_bits;
 use crate::spec::{ArgValue, Instance, LaunchInstance, LaunchParam, Role};
@@ -26,9 +28,9 @@ pub(super) struct StagedTest {
     pub reference_device: Vec<Option<DeviceBuffer>>,
     /// The original's median time, for timeouts.
     pub original_ns: f64,
-    /// Loop trips a thread of a variant's guarded build may make (0: no
-    /// budget; set when the guards are calibrated).
-    pub trip_budget: u64,
+    /// What a variant's guarded run may spend in loops (none until the
+    /// guards are calibrated).
+    pub budget: Budget,
     /// The `in` arguments the original leaves as uploaded: a variant must
     /// too (checked on the device with the outputs).
     pub kept_inputs: Vec<usize>,
@@ -66,7 +68,7 @@ impl StagedTest {
             reference: Vec::new(),
             reference_device: Vec::new(),
             original_ns: f64::NAN,
-            trip_budget: 0,
+            budget: Budget::NONE,
             kept_inputs: Vec::new(),
         })
     }
@@ -106,10 +108,12 @@ impl StagedTest {
     }
 
     /// Queues the test's launches, each with its kernel and the buffers the
-    /// spec's swaps bind; returns which buffer each argument ends on.
-    pub fn launch_all(&self, kernel: &Kernel) -> Result<Vec<usize>, CudaError> {
+    /// spec's swaps bind, paced (`pace`: a hung run times out at its limit);
+    /// returns which buffer each argument ends on.
+    pub fn launch_all(&self, kernel: &Kernel, pacer: &Pacer) -> Result<Vec<usize>, CudaError> {
         for launch in &self.instance.launches {
             self.launch_one(kernel, launch)?;
+            pacer.launched()?;
         }
         Ok(self.instance.final_binding.clone())
     }

@@ -10,9 +10,10 @@
 //! an access, so a guard never changes which threads reach a barrier; the
 //! check records the first refusal of a launch in `__gevo_guard_state`
 //! (`guard_runtime.ll`). A loop header counts the thread's trips; past the
-//! budget the thread exits (an exited thread counts as arrived at later
-//! barriers). The GPU worker fills `__gevo_guard_table` (the test's buffer
-//! ranges and the budget) before each guarded run and reads the state
+//! trip budget, or (asked every 64 trips) the run's time budget, the thread
+//! exits (an exited thread counts as arrived at later barriers). The GPU
+//! worker fills `__gevo_guard_table` (the test's buffer ranges and the
+//! budgets) before each guarded run and reads the state
 //! after.
 
 use super::error::IrError;
@@ -44,9 +45,10 @@ pub const STATE_BLOCK: usize = 3;
 pub const STATE_ADDRESS: usize = 4;
 pub const STATE_MOST_TRIPS: usize = 5;
 /// Words of `__gevo_guard_table`: the trip budget, the range count, then
-/// begin/end pairs.
+/// begin/end pairs; the last word, the time budget in nanoseconds.
 pub const TABLE_WORDS: usize = 128;
-pub const MAX_RANGES: usize = (TABLE_WORDS - 2) / 2;
+pub const MAX_RANGES: usize = (TABLE_WORDS - 3) / 2;
+pub const TABLE_TIME_BUDGET: usize = TABLE_WORDS - 1;
 /// The globals the GPU worker reads and fills.
 pub const STATE_SYMBOL: &str = "__gevo_guard_state";
 pub const TABLE_SYMBOL: &str = "__gevo_guard_table";
@@ -63,6 +65,7 @@ pub enum FaultKind {
     GlobalMisaligned,
     TripBudget,
     SharedMisaligned,
+    TimeBudget,
 }
 
 impl FaultKind {
@@ -73,6 +76,7 @@ impl FaultKind {
             3 => FaultKind::GlobalMisaligned,
             4 => FaultKind::TripBudget,
             5 => FaultKind::SharedMisaligned,
+            6 => FaultKind::TimeBudget,
             _ => return None,
         })
     }

@@ -3,20 +3,24 @@
 ; the __gevo_check_* functions, which answer whether the access may go ahead;
 ; a refused access is redirected to scratch memory by the caller and the
 ; first refusal of the launch is recorded in @__gevo_guard_state. Loop
-; headers call @__gevo_trip, which ends a thread past the test's trip budget.
+; headers call @__gevo_trip, which ends a thread past the test's trip or
+; time budget.
 ; Everything here but the state and the table is made internal after
 ; linking; the checks stay calls (see the attributes at the end).
 
 ; Written by the kernel, read back by the GPU worker:
 ; [0] fault kind (0 none, 1 global out of bounds, 2 shared out of bounds,
-;     3 misaligned global, 4 trip budget, 5 misaligned shared), [1] site, [2] thread (x | y << 20 |
+;     3 misaligned global, 4 trip budget, 5 misaligned shared, 6 time
+;     budget), [1] site, [2] thread (x | y << 20 |
 ;     z << 40), [3] block (x | y << 32 | z << 48), [4] address (or trips),
-; [5] the most loop trips one thread made (the calibration run's answer).
+; [5] the most loop trips one thread made (the calibration run's answer),
+; [6] the run's first clock reading at a loop header (for the time budget).
 @__gevo_guard_state = addrspace(1) externally_initialized global [8 x i64] zeroinitializer, align 8
 
 ; Filled in by the GPU worker before each guarded run of a test:
 ; [0] trip budget per thread (0: none), [1] range count, then begin/end
-; address pairs of every buffer the test owns (at most 63).
+; address pairs of every buffer the test owns (at most 62), and last,
+; [127], the run's time budget in nanoseconds (0: none).
 @__gevo_guard_table = addrspace(4) externally_initialized global [128 x i64] zeroinitializer, align 8
 
 ; Where refused accesses go instead (the caller picks the address space).
@@ -187,7 +191,10 @@ global:
 
 ; At a loop header: one more trip for this thread; past the budget the
 ; fault is recorded and the thread exits (a barrier then no longer waits
-; for it: exited threads count as arrived).
+; for it: exited threads count as arrived). Every 64th trip also asks the
+; clock: past the run's time budget (table[127], nanoseconds from the first
+; such check of the run, stamped in state[6]) the thread ends the same way,
+; so a loop whose trips are slow ends before the worker's watchdog.
 define void @__gevo_trip(ptr %counter, i32 %site) #0 {
 entry:
   %trips = load i64, ptr %counter, align 8
@@ -197,7 +204,42 @@ entry:
   %limited = icmp ne i64 %budget, 0
   %over = icmp ugt i64 %now, %budget
   %stop = and i1 %limited, %over
-  br i1 %stop, label %end, label %go
+  br i1 %stop, label %end, label %clock
+
+clock:
+  %low = and i64 %now, 63
+  %tick = icmp eq i64 %low, 0
+  br i1 %tick, label %timed, label %go
+
+timed:
+  %time_budget = load i64, ptr addrspace(4) getelementptr inbounds ([128 x i64], ptr addrspace(4) @__gevo_guard_table, i64 0, i64 127), align 8
+  %has_time = icmp ne i64 %time_budget, 0
+  br i1 %has_time, label %stamp, label %go
+
+stamp:
+  %t = call i64 asm sideeffect "mov.u64 $0, %globaltimer;", "=l"()
+  %first = load volatile i64, ptr addrspace(1) getelementptr inbounds ([8 x i64], ptr addrspace(1) @__gevo_guard_state, i64 0, i64 6), align 8
+  %unset = icmp eq i64 %first, 0
+  br i1 %unset, label %claim, label %compare
+
+claim:
+  %pair = cmpxchg ptr addrspace(1) getelementptr inbounds ([8 x i64], ptr addrspace(1) @__gevo_guard_state, i64 0, i64 6), i64 0, i64 %t monotonic monotonic, align 8
+  %old = extractvalue { i64, i1 } %pair, 0
+  %won = extractvalue { i64, i1 } %pair, 1
+  %claimed = select i1 %won, i64 %t, i64 %old
+  br label %compare
+
+compare:
+  %start = phi i64 [ %first, %stamp ], [ %claimed, %claim ]
+  %elapsed = sub i64 %t, %start
+  ; signed: another SM's stamp may be a little ahead of this one's clock
+  %late = icmp sgt i64 %elapsed, %time_budget
+  br i1 %late, label %out_of_time, label %go
+
+out_of_time:
+  call void @__gevo_record(i64 6, i32 %site, i64 %now)
+  call void asm sideeffect "exit;", ""()
+  ret void
 
 end:
   call void @__gevo_record(i64 4, i32 %site, i64 %now)

@@ -60,6 +60,11 @@ pub enum Fault {
     TripBudget {
         budget: u64,
     },
+    /// A thread looped past its run's time budget (the GPU backend's
+    /// guarded builds: a multiple of the original's guarded run).
+    TimeBudget {
+        budget_us: u64,
+    },
     Unsupported {
         what: String,
     },
@@ -150,6 +155,7 @@ impl Verdict {
             Fault::StepBudget { .. } => "step_budget",
             Fault::Misaligned { .. } => "misaligned",
             Fault::TripBudget { .. } => "trip_budget",
+            Fault::TimeBudget { .. } => "time_budget",
             Fault::Unsupported { .. } => "unsupported",
             Fault::Unreachable => "unreachable",
         }
@@ -241,6 +247,11 @@ impl fmt::Display for Fault {
             Fault::TripBudget { budget } => {
                 write!(f, "loop trip budget of {budget} trips per thread exceeded")
             }
+            Fault::TimeBudget { budget_us } => write!(
+                f,
+                "still looping past the run's time budget of {:.1} ms",
+                *budget_us as f64 / 1e3
+            ),
             Fault::Unsupported { what } => write!(f, "unsupported: {what}"),
             Fault::Unreachable => f.write_str("reached `unreachable`"),
         }
