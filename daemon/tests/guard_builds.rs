@@ -154,6 +154,24 @@ fn loops_get_budgets_and_sites_keep_source_lines_and_parameters() {
             let ptx = ir.compile_guarded(&ir.empty_patch(), &options).unwrap().ptx;
             assert!(ptx.contains("%globaltimer"), "{name}: no clock read");
         }
+        if name == "reduce" {
+            // Its __syncthreads() become barriers lanes may reach apart.
+            let plain = ir.compile(&ir.empty_patch(), &options).unwrap().ptx;
+            let guarded = ir.compile_guarded(&ir.empty_patch(), &options).unwrap().ptx;
+            let aligned = |ptx: &str| {
+                ptx.lines()
+                    .filter(|l| l.trim().starts_with("bar.sync"))
+                    .count()
+            };
+            let unaligned = |ptx: &str| {
+                ptx.lines()
+                    .filter(|l| l.trim().starts_with("barrier.sync"))
+                    .count()
+            };
+            assert!(aligned(&plain) > 0, "{name}: {plain}");
+            assert_eq!(aligned(&guarded), 0, "{name}: {guarded}");
+            assert_eq!(unaligned(&guarded), aligned(&plain), "{name}");
+        }
         assert!(
             sites.iter().any(|s| s.source.is_some()),
             "{name}: sites carry source lines"

@@ -164,46 +164,53 @@ impl GuardState {
             source: site.and_then(|s| s.source.clone()),
             ..Context::default()
         };
-        let (shared, misaligned) = match kind {
-            FaultKind::TripBudget | FaultKind::TimeBudget => (false, false),
-            FaultKind::GlobalOutOfBounds => (false, false),
-            FaultKind::SharedOutOfBounds => (true, false),
-            FaultKind::GlobalMisaligned => (false, true),
-            FaultKind::SharedMisaligned => (true, true),
-        };
-        let (space, buffer, offset) = if shared {
-            ("shared", 0, address)
-        } else {
-            match site
-                .and_then(|s| argument_buffer(test, s, kernels, address))
-                .or_else(|| nearest_buffer(test, address))
-            {
-                None => ("invalid", 0, address),
-                Some((slot, offset)) => {
-                    context.buffer = buffer_name(test, slot);
-                    ("global", slot, offset)
-                }
-            }
-        };
         let fault = match kind {
+            // A budget names a loop, not a buffer (`address` holds trips).
             FaultKind::TripBudget => Fault::TripBudget {
                 budget: budget.trips,
             },
             FaultKind::TimeBudget => Fault::TimeBudget {
                 budget_us: budget.time.as_micros() as u64,
             },
-            _ if misaligned => Fault::Misaligned {
-                space,
-                buffer,
-                offset,
-                bytes,
-            },
-            _ => Fault::OutOfBounds {
-                space,
-                buffer,
-                offset,
-                bytes,
-            },
+            FaultKind::GlobalOutOfBounds
+            | FaultKind::SharedOutOfBounds
+            | FaultKind::GlobalMisaligned
+            | FaultKind::SharedMisaligned => {
+                let shared = matches!(
+                    kind,
+                    FaultKind::SharedOutOfBounds | FaultKind::SharedMisaligned
+                );
+                let (space, buffer, offset) = if shared {
+                    ("shared", 0, address)
+                } else {
+                    match site
+                        .and_then(|s| argument_buffer(test, s, kernels, address))
+                        .or_else(|| nearest_buffer(test, address))
+                    {
+                        None => ("invalid", 0, address),
+                        Some((slot, offset)) => {
+                            context.buffer = buffer_name(test, slot);
+                            ("global", slot, offset)
+                        }
+                    }
+                };
+                match kind {
+                    FaultKind::GlobalMisaligned | FaultKind::SharedMisaligned => {
+                        Fault::Misaligned {
+                            space,
+                            buffer,
+                            offset,
+                            bytes,
+                        }
+                    }
+                    _ => Fault::OutOfBounds {
+                        space,
+                        buffer,
+                        offset,
+                        bytes,
+                    },
+                }
+            }
         };
         let thread = words[guard::STATE_THREAD];
         let block = words[guard::STATE_BLOCK];

@@ -21,10 +21,11 @@ use super::llvm;
 use super::{codegen, CodegenOptions, KernelIr, Patch};
 use inkwell::builder::Builder;
 use inkwell::context::Context;
+use inkwell::intrinsics::Intrinsic;
 use inkwell::memory_buffer::MemoryBuffer;
 use inkwell::module::{Linkage, Module};
 use inkwell::values::{
-    AsValueRef, BasicMetadataValueEnum, BasicValue, BasicValueEnum, FunctionValue,
+    AnyValueEnum, AsValueRef, BasicMetadataValueEnum, BasicValue, BasicValueEnum, FunctionValue,
     InstructionValue, IntValue, PointerValue, ValueKind,
 };
 use inkwell::{AddressSpace, IntPredicate};
@@ -184,6 +185,7 @@ fn guard_module<'c>(
         .link_in_module(runtime)
         .map_err(|e| guard_error(format!("linking the guard runtime: {e}")))?;
     insert_guards(context, module, &plan)?;
+    unalign_barriers(context, module)?;
     define_ownership(context, module)?;
     for f in module.get_functions() {
         if is_runtime(&f.get_name().to_string_lossy()) {
@@ -363,6 +365,40 @@ fn insert_guards<'c>(
                     .map_err(build_error)?;
             }
         }
+    }
+    Ok(())
+}
+
+/// Every `__syncthreads()` (`bar.sync 0`, which the lanes of a warp must
+/// reach together) becomes the barrier that lanes may reach apart
+/// (`barrier.sync 0`). A variant that makes a barrier divergent within a
+/// warp hangs at the aligned one, and a hang costs the GPU worker; at the
+/// unaligned one the lanes arrive one by one and the run ends, its outputs
+/// then judged as any variant's. For a variant whose lanes stay together
+/// the two are the same barrier.
+fn unalign_barriers<'c>(context: &'c Context, module: &Module<'c>) -> Result<(), IrError> {
+    let Some(aligned) = module.get_function("llvm.nvvm.barrier0") else {
+        return Ok(());
+    };
+    let unaligned = Intrinsic::find("llvm.nvvm.barrier.sync")
+        .and_then(|i| i.get_declaration(module, &[]))
+        .ok_or_else(|| guard_error("no llvm.nvvm.barrier.sync intrinsic".into()))?;
+    let mut calls = Vec::new();
+    let mut next = aligned.as_global_value().as_pointer_value().get_first_use();
+    while let Some(u) = next {
+        if let AnyValueEnum::InstructionValue(inst) = u.get_user() {
+            calls.push(inst);
+        }
+        next = u.get_next_use();
+    }
+    let builder = context.create_builder();
+    let id = context.i32_type().const_zero();
+    for call in calls {
+        builder.position_before(&call);
+        builder
+            .build_call(unaligned, &[id.into()], "")
+            .map_err(build_error)?;
+        call.erase_from_basic_block();
     }
     Ok(())
 }
