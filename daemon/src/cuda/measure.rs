@@ -607,13 +607,24 @@ impl Measurer {
                 self.timed_run(&self.original, test, &e[0], &e[1])?;
             }
         }
-        // Every run queued; the last event recorded ends the batch.
+        // Every run queued. A variant that hangs does so in its first run:
+        // given up on by then (the runs before it have their limits too),
+        // not after the whole batch's; then the last event ends the batch.
         let last = if (first as usize + rounds) % 2 == 1 {
             3
         } else {
             1
         };
-        self.pacer.wait(&self.events[4 * (rounds - 1) + last])?;
+        let per_run = |e: CudaError| match e {
+            CudaError::Timeout { .. } => CudaError::Timeout { limit },
+            other => other,
+        };
+        self.pacer
+            .wait_by(&self.events[3], limit * (2 * warmups + 2))
+            .map_err(per_run)?;
+        self.pacer
+            .wait(&self.events[4 * (rounds - 1) + last])
+            .map_err(per_run)?;
         for r in 0..rounds {
             let e = &self.events[4 * r..4 * r + 4];
             timing.original_ns.push(e[0].nanos_until(&e[1])?);

@@ -23,7 +23,7 @@ pub(super) struct Pacer {
     /// Launches queued since `begin`.
     queued: Cell<usize>,
     limit: Cell<Duration>,
-    deadline: Cell<Instant>,
+    began: Cell<Instant>,
 }
 
 impl Pacer {
@@ -32,7 +32,7 @@ impl Pacer {
             marks: [Event::new()?, Event::new()?],
             queued: Cell::new(0),
             limit: Cell::new(Duration::ZERO),
-            deadline: Cell::new(Instant::now()),
+            began: Cell::new(Instant::now()),
         })
     }
 
@@ -41,7 +41,7 @@ impl Pacer {
     pub fn begin(&self, limit: Duration) {
         self.queued.set(0);
         self.limit.set(limit);
-        self.deadline.set(Instant::now() + limit);
+        self.began.set(Instant::now());
     }
 
     /// One more launch was queued.
@@ -59,17 +59,19 @@ impl Pacer {
         self.marks[mark % 2].record()
     }
 
-    /// Waits for `event` until the run's deadline; a timeout names the
-    /// run's whole limit.
+    /// Waits for `event` until the run's limit has passed since `begin`; a
+    /// timeout names that limit.
     pub fn wait(&self, event: &Event) -> Result<(), CudaError> {
-        let left = self
-            .deadline
-            .get()
-            .saturating_duration_since(Instant::now());
+        self.wait_by(event, self.limit.get())
+    }
+
+    /// Waits for `event` until `by` has passed since `begin` (an event
+    /// early in the run, due sooner than the whole run's limit).
+    pub fn wait_by(&self, event: &Event, by: Duration) -> Result<(), CudaError> {
+        let deadline = self.began.get() + by.min(self.limit.get());
+        let left = deadline.saturating_duration_since(Instant::now());
         event.wait(left).map_err(|e| match e {
-            CudaError::Timeout { .. } => CudaError::Timeout {
-                limit: self.limit.get(),
-            },
+            CudaError::Timeout { .. } => CudaError::Timeout { limit: by },
             other => other,
         })
     }
