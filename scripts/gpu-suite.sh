@@ -355,7 +355,7 @@ fi
 # One search on several GPUs (docs/cluster.md): on GPU 0 alone and on
 # every GPU of the machine (the same on a one-GPU machine), for issue 38's
 # scaling table. Not in the default sections: SECTIONS=devices (on the
-# nvidia-h100-x2/x4 kinds; DEVICE_FIXTURES, DEVICE_TIME).
+# nvidia-h100-x2/x4 kinds; DEVICE_FIXTURES, DEVICE_TIME, DEVICE_MODES).
 if want devices; then
 # Issue 38's table: the same seeded search on one GPU and on more GPUs of
 # the host (DEVICE_FIXTURES, DEVICE_TIME each; DEVICE_MODES, "label:flags"
