@@ -9,7 +9,8 @@
 //!   inputs, its launches; `pace`: at most a few hundred launches queued,
 //!   so that a hung run times out at its limit.
 //! - [`measure`]: what a worker does per variant: check outputs, then time
-//!   it alternately with the original; `checked`: the checked runs.
+//!   it alternately with the original; `checked`: the checked runs;
+//!   `timing`: the timed rounds and a pipeline's per-kernel times.
 //! - [`guarded`]: guarded check runs: a variant's guarded build armed with
 //!   the test's ranges and trip budget, its fault record as a verdict.
 //!   [`guard_check`]: the GPU suite's check of them against the simulator.
@@ -31,6 +32,7 @@ pub mod load;
 pub mod measure;
 mod pace;
 mod staged;
+mod timing;
 pub mod toolkit;
 
 use std::time::Duration;
