@@ -14,10 +14,9 @@ use gevod::ir::Patch;
 use gevod::spec::{self, TestSet};
 use gevod::worker::gpu::{CudaBackend, CudaOptions};
 use gevod::worker::pool::PoolOptions;
-use gevod::worker::sanitize::{GateError, SafetyGate};
 use rand::SeedableRng;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -222,40 +221,6 @@ fn the_prescreen_finds_a_runaway_loop_beyond_the_smallest_test() {
     assert!(!counter.exists(), "the GPU worker saw a request");
 }
 
-/// The safety gate runs each tool in turn with the variant's PTX and the
-/// chosen test, and the first report rejects the variant with the tool's
-/// first message (a stand-in sanitizer, tests/fixtures/fake/, reports a race
-/// in PTX without a barrier).
-#[test]
-fn the_safety_gate_rejects_what_the_sanitizer_reports() {
-    let fake = common::repo_root().join("tests/fixtures/fake/compute-sanitizer.sh");
-    let mut gate = SafetyGate::new(
-        fake,
-        "gevod".into(),
-        vec!["gpu-check".into()],
-        "heldout[1]".into(),
-        Duration::from_secs(30),
-    );
-    let ir = common::load("pairsum");
-    let options = common::codegen_options();
-    let original = ir.compile(&ir.empty_patch(), &options).unwrap().ptx;
-    let mut racy = ir.empty_patch();
-    racy.edits = serde_json::from_str(r#"[{"op":"delete","target":15}]"#).unwrap();
-    let racy = ir.compile(&racy, &options).unwrap().ptx;
-    assert_eq!(gate.check(&original), Ok(None));
-    let reason = gate.check(&racy).unwrap().expect("rejected");
-    assert_eq!(
-        reason,
-        "racecheck: Error: Race reported between Write access at pair_sum+0x90 in heldout[1]"
-    );
-    let line = gate.describe();
-    assert!(
-        line.contains("on heldout[1]: 2 checked, 1 rejected"),
-        "{line}"
-    );
-    assert!(line.contains("memcheck, racecheck, synccheck"), "{line}");
-}
-
 /// A GPU job's promotion runs the generated held-out tests too: on the
 /// simulator, in the compile workers (the stand-in GPU worker never sees
 /// them). The planted variant swapping two scalars equal in every user
@@ -288,61 +253,6 @@ fn the_gpu_backend_runs_the_generated_tests_on_the_simulator() {
             .is_empty(),
         "the GPU worker was asked to run generated tests"
     );
-}
-
-/// A stop (another user's process on the GPU, a pause) kills a running
-/// check and what it started, at once, and says so: the gate does not hold
-/// the GPU until racecheck would have finished.
-#[test]
-fn a_stop_kills_a_running_safety_check_and_its_children() {
-    let dir = tempfile::tempdir().unwrap();
-    // A sanitizer that runs a long program (a child of its own) and waits.
-    let marker = "31.4159";
-    let slow = dir.path().join("slow-sanitizer.sh");
-    std::fs::write(&slow, format!("#!/bin/sh\nsleep {marker} &\nwait\n")).unwrap();
-    std::fs::set_permissions(&slow, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut gate = SafetyGate::new(
-        slow,
-        "gevod".into(),
-        vec![],
-        "heldout[0]".into(),
-        Duration::from_secs(60),
-    )
-    .stopped_by(stop.clone());
-    let stopper = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(300));
-            stop.store(true, Ordering::Relaxed);
-        })
-    };
-    let started = std::time::Instant::now();
-    assert_eq!(gate.check("// ptx"), Err(GateError::Interrupted));
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "{:?}",
-        started.elapsed()
-    );
-    stopper.join().unwrap();
-    // Neither the sanitizer nor the program it started is left. SIGKILL is
-    // delivered asynchronously: the grandchild may still be exiting for a
-    // moment on a loaded machine, so it gets a few seconds to be gone.
-    let running = || -> Vec<String> {
-        std::fs::read_dir("/proc")
-            .unwrap()
-            .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
-            .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
-            .filter(|c| c.contains(marker))
-            .collect()
-    };
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    let mut left = running();
-    while !left.is_empty() && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-        left = running();
-    }
-    assert!(left.is_empty(), "still running: {left:?}");
 }
 
 /// A kernel whose original faults on the simulator: the pre-screen says it

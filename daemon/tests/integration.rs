@@ -41,6 +41,7 @@ mod pipelines_ir;
 mod random_patches;
 mod relies_on;
 mod report_browser;
+mod safety_gate;
 mod sim_fixtures;
 mod sim_intrinsics;
 mod sim_mutants;

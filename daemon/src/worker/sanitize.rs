@@ -1,7 +1,8 @@
 //! The GPU safety gate: before a variant is validated on the GPU, its PTX
 //! runs once on the smallest held-out test under compute-sanitizer's
-//! memcheck, racecheck and synccheck (`gevod gpu-check` under the tool);
-//! any report rejects it with the tool's first message. Races and
+//! memcheck, racecheck and synccheck (`gevod gpu-check` under each tool,
+//! the three side by side); any report rejects it with the first tool's
+//! first message. Races and
 //! out-of-bounds accesses that change no output and do not crash are caught
 //! here, where the simulator's smaller inputs may not reach them. A check
 //! takes seconds (racecheck runs a kernel tens of times slower); when the
@@ -25,6 +26,9 @@ pub enum GateError {
     /// The stop flag was set: the check was killed.
     #[error("interrupted")]
     Interrupted,
+    /// The check ran past its timeout: killed.
+    #[error("ran past {0:?}")]
+    TimedOut(Duration),
     /// The check itself could not run.
     #[error("{0}")]
     Failed(String),
@@ -34,6 +38,7 @@ impl From<GateError> for BackendError {
     fn from(e: GateError) -> Self {
         match e {
             GateError::Interrupted => BackendError::Interrupted,
+            e @ GateError::TimedOut(_) => BackendError::Failed(e.to_string()),
             GateError::Failed(message) => BackendError::Failed(message),
         }
     }
@@ -117,7 +122,10 @@ impl SafetyGate {
     }
 
     /// Runs `ptx` under each tool; the first tool's first report, if any.
-    /// `Err` when the check itself could not run, or was stopped.
+    /// `Err` when the check itself could not run, or was stopped. The tools
+    /// run side by side (the check takes about its slowest tool's time, not
+    /// the sum, and the search waits for it); where they cannot run
+    /// together, one after another.
     pub fn check(&mut self, ptx: &str) -> Result<Option<String>, GateError> {
         let started = Instant::now();
         let failed = GateError::Failed;
@@ -125,28 +133,90 @@ impl SafetyGate {
         let ptx_path = dir.path().join("variant.ptx");
         std::fs::write(&ptx_path, ptx)
             .map_err(|e| failed(format!("{}: {e}", ptx_path.display())))?;
-        let mut verdict = None;
-        for tool in TOOLS {
-            let log = dir.path().join(format!("{tool}.log"));
-            if let Some(report) = self.run_tool(tool, &ptx_path, &log)? {
-                verdict = Some(format!("{tool}: {report}"));
-                break;
+        let verdict = match self.run(&TOOLS, &ptx_path, dir.path()) {
+            Err(GateError::Failed(why)) => {
+                tracing::warn!(
+                    "the safety gate's tools did not run side by side ({why}); running them one after another"
+                );
+                let mut verdict = None;
+                for tool in TOOLS {
+                    verdict = self.run(&[tool], &ptx_path, dir.path())?;
+                    if verdict.is_some() {
+                        break;
+                    }
+                }
+                verdict
             }
-        }
+            other => other?,
+        };
         self.checked += 1;
         self.rejected += u64::from(verdict.is_some());
         self.seconds += started.elapsed().as_secs_f64();
         Ok(verdict)
     }
 
-    fn run_tool(&self, tool: &str, ptx: &Path, log: &Path) -> Result<Option<String>, GateError> {
+    /// Runs `tools` at once on `ptx`; the first report in their order
+    /// (`tool: message`), decided as soon as every tool before it has
+    /// finished clean; the others are then killed.
+    fn run(&self, tools: &[&str], ptx: &Path, dir: &Path) -> Result<Option<String>, GateError> {
+        let mut running = Vec::with_capacity(tools.len());
+        for tool in tools {
+            running.push(self.spawn(tool, ptx, dir)?);
+        }
+        let started = Instant::now();
+        loop {
+            for run in &mut running {
+                if run.status.is_none() {
+                    run.status = run
+                        .child
+                        .try_wait()
+                        .map_err(|e| GateError::Failed(format!("{}: {e}", run.tool)))?;
+                }
+            }
+            // In order: a finished tool's report decides once all before it
+            // finished clean.
+            let mut all_clean = true;
+            for run in &running {
+                match run.status {
+                    None => {
+                        all_clean = false;
+                        break;
+                    }
+                    Some(status) => {
+                        if let Some(report) = run.verdict(status)? {
+                            return Ok(Some(format!("{}: {report}", run.tool)));
+                        }
+                    }
+                }
+            }
+            if all_clean {
+                return Ok(None);
+            }
+            if self
+                .stop
+                .as_ref()
+                .is_some_and(|s| s.load(Ordering::Relaxed))
+            {
+                return Err(GateError::Interrupted);
+            }
+            if started.elapsed() > self.timeout {
+                return Err(GateError::TimedOut(self.timeout));
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// Starts `tool` on `ptx` in a process group of its own (a stop kills
+    /// the sanitizer and what it runs), its log and stderr in `dir`.
+    fn spawn(&self, tool: &str, ptx: &Path, dir: &Path) -> Result<ToolRun, GateError> {
         let failed = GateError::Failed;
+        let log = dir.join(format!("{tool}.log"));
         let mut command = Command::new(&self.sanitizer);
         command
             .args(["--tool", tool, "--print-limit", "1"])
             .arg(format!("--error-exitcode={FOUND}"))
             .arg("--log-file")
-            .arg(log)
+            .arg(&log)
             .arg(&self.program)
             .args(&self.args)
             .arg("--ptx")
@@ -154,34 +224,70 @@ impl SafetyGate {
             .args(["--test", &self.test])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            // Its own group: a stop kills the sanitizer and what it runs.
             .process_group(0);
         // A file, not a pipe: a chatty program cannot fill it and stall.
-        let stderr_path = log.with_extension("stderr");
-        let stderr = std::fs::File::create(&stderr_path)
-            .map_err(|e| failed(format!("{}: {e}", stderr_path.display())))?;
-        command.stderr(stderr);
+        let stderr = log.with_extension("stderr");
+        let file = std::fs::File::create(&stderr)
+            .map_err(|e| failed(format!("{}: {e}", stderr.display())))?;
+        command.stderr(file);
         let child = command
             .spawn()
             .map_err(|e| failed(format!("{}: {e}", self.sanitizer.display())))?;
-        let _group = crate::own_processes::started_group(child.id());
-        let status = self.wait(child).map_err(|e| match e {
-            GateError::Failed(e) => failed(format!("{tool}: {e}")),
-            interrupted => interrupted,
-        })?;
-        let report = std::fs::read_to_string(log).unwrap_or_default();
+        let group = crate::own_processes::started_group(child.id());
+        Ok(ToolRun {
+            tool: tool.to_string(),
+            child,
+            _group: group,
+            status: None,
+            log,
+            stderr,
+        })
+    }
+}
+
+/// One tool's run of the variant.
+struct ToolRun {
+    tool: String,
+    child: std::process::Child,
+    _group: crate::own_processes::GroupGuard,
+    status: Option<std::process::ExitStatus>,
+    log: PathBuf,
+    stderr: PathBuf,
+}
+
+impl ToolRun {
+    /// What the finished run says: clean, a report, or that it could not
+    /// run the variant.
+    fn verdict(&self, status: std::process::ExitStatus) -> Result<Option<String>, GateError> {
         match status.code() {
             Some(0) => Ok(None),
-            Some(FOUND) => Ok(Some(first_report(&report).unwrap_or_else(|| {
-                "a report without a message (see the sanitizer's log)".into()
-            }))),
+            Some(FOUND) => {
+                let report = std::fs::read_to_string(&self.log).unwrap_or_default();
+                Ok(Some(first_report(&report).unwrap_or_else(|| {
+                    "a report without a message (see the sanitizer's log)".into()
+                })))
+            }
             _ => {
-                let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-                let last = stderr.lines().last().unwrap_or_default().to_string();
-                Err(failed(format!(
-                    "{tool} could not run the variant ({status}): {last}"
+                let stderr = std::fs::read_to_string(&self.stderr).unwrap_or_default();
+                let last = stderr.lines().last().unwrap_or_default();
+                Err(GateError::Failed(format!(
+                    "{} could not run the variant ({status}): {last}",
+                    self.tool
                 )))
             }
+        }
+    }
+}
+
+impl Drop for ToolRun {
+    /// A run not finished when its check was decided, stopped or timed out
+    /// is killed with what it started.
+    fn drop(&mut self) {
+        if self.status.is_none() {
+            // SAFETY: a plain signal to the group this run leads (its pid
+            // is the group id: `process_group(0)`), not yet reaped.
+            unsafe { libc::kill(-(self.child.id() as libc::pid_t), libc::SIGKILL) };
+            let _ = self.child.wait();
         }
     }
 }
@@ -200,40 +306,6 @@ pub fn first_report(log: &str) -> Option<String> {
                 && !l.starts_with("Target application returned")
         })
         .map(str::to_string)
-}
-
-impl SafetyGate {
-    /// Waits for the check, killing its process group when it runs past
-    /// the timeout or the stop flag is set.
-    fn wait(&self, mut child: std::process::Child) -> Result<std::process::ExitStatus, GateError> {
-        let started = Instant::now();
-        let kill = |child: &mut std::process::Child| {
-            // SAFETY: a plain signal to the group this check leads (its
-            // pid is the group id: `process_group(0)`), not yet reaped.
-            unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
-            let _ = child.wait();
-        };
-        loop {
-            match child.try_wait() {
-                Ok(Some(status)) => return Ok(status),
-                Ok(None)
-                    if self
-                        .stop
-                        .as_ref()
-                        .is_some_and(|s| s.load(Ordering::Relaxed)) =>
-                {
-                    kill(&mut child);
-                    return Err(GateError::Interrupted);
-                }
-                Ok(None) if started.elapsed() > self.timeout => {
-                    kill(&mut child);
-                    return Err(GateError::Failed(format!("ran past {:?}", self.timeout)));
-                }
-                Ok(None) => std::thread::sleep(POLL),
-                Err(e) => return Err(GateError::Failed(e.to_string())),
-            }
-        }
-    }
 }
 
 #[cfg(test)]
