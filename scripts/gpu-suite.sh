@@ -28,7 +28,8 @@
 #    variant writing an `in` buffer is rejected on the GPU (input_written);
 #  - planted faults (an out-of-bounds write, an endless loop, invalid PTX)
 #    are each rejected with their reason, and the variant after each still
-#    evaluates; the pre-screen rejects a patch that reads out of bounds and
+#    evaluates; a hang in the wavefront pipeline's first launch (thousands
+#    queued behind it) times out at the run's limit, not the worker's; the pre-screen rejects a patch that reads out of bounds and
 #    one that loops forever (its step budget; a loop it misses times out on
 #    the GPU);
 #  - the GPU safety gate: pairsum's variant without its barrier (a race
@@ -161,6 +162,26 @@ for row, e in zip(rows, expect):
         assert row["passed"], row["failure"]
     else:
         assert not row["passed"] and kinds[0] == e[1] and e[0] in row["failure"], row["failure"]
+PY
+sed 's/^/    /' "$work/log"
+
+# A hang in a pipeline of thousands of launches (wf_border, the wavefront's
+# first launch, never returns): with the launch queue paced, the run times
+# out at its limit instead of blocking in cuLaunchKernel until the worker
+# is killed (--worker-timeout, 120 s); the variant after it still passes.
+wkargs="--kernel wf_border --kernel wf_upper --kernel wf_lower"
+"$gevod" ptx $pk/wavefront.ll $wkargs -o "$work/wf.ptx"
+sed '0,/^\tret;/s//$L__hang:\n\tbra.uni $L__hang;\n\tret;/' "$work/wf.ptx" > "$work/wf-hang.ptx"
+check "planted fault: wf-hang.ptx differs from the original" bash -c "! cmp -s $work/wf.ptx $work/wf-hang.ptx"
+timeout 90 "$gevod" run $pk/wavefront.gevo.toml --backend cuda --tests train --json \
+    --ptx "$work/wf-hang.ptx" --ptx "$work/wf.ptx" > "$work/wf-hang.json" 2> "$work/wf-hang.err"
+check "pipeline hang: a timeout at the run's limit, not a blocked worker; the next variant passes" python3 - "$work/wf-hang.json" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))
+print([r["failure"][:120] if r["failure"] else "pass" for r in rows])
+assert len(rows) == 2, rows
+assert not rows[0]["passed"] and "ran past" in rows[0]["failure"] and "timed out after" not in rows[0]["failure"], rows[0]["failure"]
+assert rows[1]["passed"], rows[1]["failure"]
 PY
 sed 's/^/    /' "$work/log"
 
