@@ -95,6 +95,7 @@ impl Simulated {
     pub fn contributions(
         &self,
         patch: &Patch,
+        options: &Options,
         libdevice: Option<PathBuf>,
         stop: &dyn Fn() -> bool,
     ) -> Result<Contributions, ExplainError> {
@@ -108,12 +109,7 @@ impl Simulated {
                 source: Box::new(e.into()),
             })?;
         let mut backend = Stoppable { inner, stop };
-        Ok(contrib::analyze(
-            &self.ir,
-            &mut backend,
-            patch,
-            &Options::default(),
-        )?)
+        Ok(contrib::analyze(&self.ir, &mut backend, patch, options)?)
     }
 
     /// What each edit relies on (`contrib::relies`).
@@ -135,11 +131,12 @@ pub fn measure(
     job: &JobRecord,
     reader: &Reader,
     patch: &Patch,
+    options: &Options,
     libdevice: Option<PathBuf>,
     stop: &dyn Fn() -> bool,
 ) -> Result<Contributions, ExplainError> {
     let sim = Simulated::new(job, reader, patch)?;
-    let mut c = sim.contributions(patch, libdevice, stop)?;
+    let mut c = sim.contributions(patch, options, libdevice, stop)?;
     if stop() {
         return Err(ExplainError::Interrupted);
     }

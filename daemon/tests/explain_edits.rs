@@ -319,3 +319,42 @@ fn a_pareto_member_is_explained_on_request() {
         )
     );
 }
+
+/// `--threshold` judges with the given fraction, and a result stored at
+/// another threshold is measured again (then answered from the store); a
+/// threshold outside (0, 1) is refused in one line.
+#[test]
+fn the_threshold_is_the_users_and_is_stored_with_the_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let id = job_with_planted_variant(&state, dir.path());
+    let out = gevod(&["explain-edits", s(&state), "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let default: Contributions = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(default.threshold, 0.01);
+
+    let out = gevod(&["explain-edits", s(&state), "--threshold", "0.5", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let half: Contributions = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(half.threshold, 0.5);
+    let neutral = half
+        .edits
+        .iter()
+        .find(|e| e.class == Class::Neutral)
+        .expect("the swap stays neutral");
+    assert!(neutral.why.contains("within 50%"), "{}", neutral.why);
+    let stored = Store::open(&state)
+        .unwrap()
+        .contributions(&id, "planted")
+        .unwrap();
+    assert_eq!(stored.as_ref(), Some(&half));
+    let again = gevod(&["explain-edits", s(&state), "--threshold", "0.5", "--json"]);
+    assert_eq!(again.stdout, out.stdout, "answered from the store");
+
+    for bad in ["0", "1.5", "x"] {
+        let out = gevod(&["explain-edits", s(&state), "--threshold", bad]);
+        assert!(!out.status.success());
+        let err = text(&out.stderr);
+        assert!(err.contains("a fraction between 0 and 1"), "{err}");
+    }
+}

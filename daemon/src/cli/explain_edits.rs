@@ -8,7 +8,7 @@ use super::output::default_workers;
 use super::{resolve, BackendChoice};
 use anyhow::{bail, Context as _, Result};
 use gevod::access::Reader;
-use gevod::contrib::Contributions;
+use gevod::contrib::{Contributions, Options};
 use gevod::device::DeviceSelector;
 use gevod::explain_edits::Simulated;
 use gevod::ir::{KernelIr, Patch};
@@ -49,9 +49,22 @@ pub struct ExplainEditsArgs {
     /// libdevice to link (default: searched for).
     #[arg(long)]
     libdevice: Option<PathBuf>,
+    /// The relative cost difference under which two subsets count as
+    /// equally fast, and an edit as neutral [default: minimization's, 0.01].
+    /// A variant whose whole speedup is under it has only neutral edits:
+    /// lower it to see which edits carry a small GPU gain.
+    #[arg(long, value_parser = parse_threshold)]
+    threshold: Option<f64>,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
+}
+
+fn parse_threshold(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(t) if t > 0.0 && t < 1.0 => Ok(t),
+        _ => Err(format!("{text:?}: a fraction between 0 and 1 (0.01 is 1%)")),
+    }
 }
 
 impl ExplainEditsArgs {
@@ -74,8 +87,15 @@ impl ExplainEditsArgs {
         };
         let device = resolve(self.backend, &self.device)?;
         let wanted = if device.is_some() { "cuda" } else { "sim" };
+        let options = Options {
+            threshold: self.threshold.unwrap_or(Options::default().threshold),
+            ..Options::default()
+        };
         let stored = store.contributions(&id, &ptx_hash)?;
-        let result = match stored.filter(|c| !self.again && c.scope.backend == wanted) {
+        // A stored result from another backend or threshold is measured again.
+        let result = match stored.filter(|c| {
+            !self.again && c.scope.backend == wanted && c.threshold == options.threshold
+        }) {
             // Stored before the relies-on lines existed: add them.
             Some(mut c) if c.relies_cost.is_none() => {
                 let sim = Simulated::new(&job, &Reader::Caller, &c.patch)?;
@@ -95,6 +115,7 @@ impl ExplainEditsArgs {
                             device,
                             self.workers.unwrap_or_else(default_workers),
                             self.libdevice.as_deref(),
+                            &options,
                         )?
                     }
                     None => {
@@ -104,6 +125,7 @@ impl ExplainEditsArgs {
                             &job,
                             &Reader::Caller,
                             &patch,
+                            &options,
                             self.libdevice.clone(),
                             &never,
                         )?

@@ -25,6 +25,7 @@ pub fn measure(
     device: DeviceInfo,
     workers: usize,
     libdevice: Option<&Path>,
+    options: &Options,
 ) -> Result<Contributions> {
     let dir = tempfile::tempdir().context("a temporary directory for the job's snapshots")?;
     let (ir_path, spec_path) = (
@@ -52,7 +53,7 @@ pub fn measure(
     };
     let mut backend = setup.cuda_backend(&spec, device, true, Arc::new(AtomicBool::new(false)))?;
     let ir = KernelIr::parse_for_patch(&job.id, job.ir_text.as_bytes(), patch)?;
-    let mut c = contrib::analyze(&ir, &mut backend, patch, &Options::default())
+    let mut c = contrib::analyze(&ir, &mut backend, patch, options)
         .with_context(|| format!("job {}: edit contributions on the GPU", job.id))?;
     eprintln!("gevod: GPU worker restarts: {}", backend.gpu_restarts());
     let sim = Simulated::new(job, &Reader::Caller, &c.patch)?;

@@ -145,7 +145,14 @@ fn job(shared: &Shared, id: &str, why: Why) {
     };
     tracing::info!(?why, edits = patch.edits.len(), ptx = %hash, "measuring edit contributions on the simulator");
     let started = Instant::now();
-    match crate::explain_edits::measure(&record, &reader, &patch, None, &stop) {
+    match crate::explain_edits::measure(
+        &record,
+        &reader,
+        &patch,
+        &crate::contrib::Options::default(),
+        None,
+        &stop,
+    ) {
         Ok(c) => match shared.store.put_contributions(id, &hash, &c) {
             Ok(()) => {
                 let classes: Vec<&str> = c.edits.iter().map(|e| e.class.name()).collect();
