@@ -6,8 +6,10 @@
 # BASE gevod (outputs copied back and compared on the host) and a NEW one
 # (outputs compared on the device), one after the other on this GPU. Prints
 # "ok"/"FAIL" lines for scripts/gpu-suite.sh and a Markdown table: variants
-# measured, output-check seconds in all and per measured variant, variants
-# measured per second, GPU worker starts; REPORT=FILE appends it there.
+# measured, output-check seconds in all and per measured variant, the
+# timing and safety-gate seconds, variants measured per second, GPU worker
+# starts; REPORT=FILE appends it there. Then, with
+# GEVOD_LOG=gevod::worker::gpu=info set, what cost the new build's restarts.
 #
 #   scripts/gpu-compare.sh BASE_GEVOD NEW_GEVOD WORKDIR
 set -uo pipefail
@@ -41,11 +43,12 @@ gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format
                      capture_output=True, text=True).stdout.strip().splitlines()
 print(f"GPU: {gpu[0] if gpu else 'unknown'}. Date: {subprocess.run(['date', '-u', '+%Y-%m-%d'], capture_output=True, text=True).stdout.strip()}.")
 print()
-print("| fixture | outputs compared | seconds | variants measured | output check | per measured variant | variants measured/s | GPU worker starts | best validated |")
-print("|---|---|---|---|---|---|---|---|---|")
+print("| fixture | build | seconds | variants measured | output check | per measured variant | timing | safety gate | variants measured/s | GPU worker starts | best validated |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 per = {}
 for f in fixtures:
-    for which, where in [("base", "on the host"), ("new", "on the device")]:
+    for which in ["base", "new"]:
+        where = which
         try:
             r = json.load(open(os.path.join(work, f"{f}-{which}.json")))
         except (OSError, ValueError) as e:
@@ -62,6 +65,7 @@ for f in fixtures:
         best = r.get("best")
         end = f'{best["speedup"]:.3f}x' if best else "none"
         print(f"| {f} | {where} | {seconds:.0f} | {measured} | {check:.1f} s | {each:.1f} ms | "
+              f'{spent.get("timing_s", 0.0):.1f} s | {spent.get("sanitizer_s", 0.0):.1f} s | '
               f'{u.get("measured_per_s", 0):.1f} | {u.get("gpu_starts", 0)} | {end} |')
 print()
 for f in fixtures:
@@ -70,3 +74,11 @@ for f in fixtures:
         print(f"{f}: output check per measured variant {b:.1f} ms -> {n:.1f} ms ({b / n:.1f}x less); "
               f"variants measured/s {bm:.1f} -> {nm:.1f}.")
 PY
+
+# What cost each new-build search a GPU worker restart (with
+# GEVOD_LOG=gevod::worker::gpu=info in the environment), counted.
+for f in $fixtures; do
+    causes=$(grep -h "cost its GPU worker a restart" "$work/$f-new.err" 2>/dev/null |
+        sed 's/.*failure=//; s/[0-9.]* *us)/N us)/; s/past [0-9.]*m*s/past T/' | sort | uniq -c | sort -rn)
+    if [ -n "$causes" ]; then printf '%s restarts (new):\n%s\n' "$f" "$causes"; fi
+done
