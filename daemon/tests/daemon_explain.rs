@@ -9,7 +9,7 @@ use crate::common;
 use common::daemon::{Daemon, CONFIG};
 use common::{s, text};
 use gevo_client::proto::JobState;
-use gevod::contrib::Class;
+use gevod::contrib::{Class, Contributions};
 use gevod::store::Store;
 
 /// The search ends after this many generations; the stencil fixture's
@@ -48,12 +48,25 @@ fn explained_stencil(d: &Daemon) -> String {
     })
 }
 
+/// The contributions the store holds for `best` (`gevo-client --json
+/// best`), read once the daemon has stopped.
+fn stored_for(d: &Daemon, best: &serde_json::Value) -> Option<Contributions> {
+    Store::open(&d.state)
+        .unwrap()
+        .contributions(
+            best["job"].as_str().unwrap(),
+            best["ptx_hash"].as_str().unwrap(),
+        )
+        .unwrap()
+}
+
 #[test]
 fn an_ended_job_gets_its_edit_contributions_measured_and_explain_shows_them() {
     let dir = tempfile::tempdir().unwrap();
     let (mut d, best) = ended_stencil_job(dir.path(), "");
 
-    // `gevo-client explain` shows them once the daemon has stored them.
+    // `gevo-client explain` shows them once the daemon has stored them
+    // (the job has ended: every ask succeeds).
     let said = d.wait_for("the edit contributions in explain", |d| {
         let run = d.client(&["explain", "stencil"]);
         assert!(run.status.success(), "{run:?}");
@@ -159,13 +172,7 @@ fn with_explain_edits_off_the_daemon_measures_nothing() {
     assert!(status.success(), "{status}\n{}", d.log_text());
     let log = d.log_text();
     assert!(!log.contains("measuring edit contributions"), "{log}");
-    let store = Store::open(&d.state).unwrap();
-    let stored = store
-        .contributions(
-            best["job"].as_str().unwrap(),
-            best["ptx_hash"].as_str().unwrap(),
-        )
-        .unwrap();
+    let stored = stored_for(&d, &best);
     assert!(stored.is_none(), "{stored:?}");
 }
 
@@ -215,12 +222,5 @@ fn an_idle_slot_explains_a_best_left_unexplained() {
     assert!(status.success(), "{status}\n{}", d.log_text());
     let log = d.log_text();
     assert!(log.contains("why=Idle"), "{log}");
-    let store = Store::open(&d.state).unwrap();
-    let stored = store
-        .contributions(
-            best["job"].as_str().unwrap(),
-            best["ptx_hash"].as_str().unwrap(),
-        )
-        .unwrap();
-    assert!(stored.is_some());
+    assert!(stored_for(&d, &best).is_some());
 }

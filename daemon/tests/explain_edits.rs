@@ -24,6 +24,21 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
+/// `gevod explain-edits STATE ARGS --json`, which must succeed: its result.
+fn explained(state: &Path, args: &[&str]) -> Contributions {
+    let out = gevod(&[&["explain-edits", s(state)], args, &["--json"]].concat());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The contributions the store holds for job `id`'s variant `ptx_hash`.
+fn stored(state: &Path, id: &str, ptx_hash: &str) -> Option<Contributions> {
+    Store::open(state)
+        .unwrap()
+        .contributions(id, ptx_hash)
+        .unwrap()
+}
+
 /// The contrib fixture's planted three-edit patch.
 fn contrib_planted() -> gevod::ir::Patch {
     serde_json::from_str(
@@ -97,9 +112,7 @@ fn a_planted_patch_is_classified_speed_enabling_neutral() {
     let state = dir.path().join("state");
     let id = job_with_planted_variant(&state, dir.path());
 
-    let out = gevod(&["explain-edits", s(&state), "--json"]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let c: Contributions = serde_json::from_slice(&out.stdout).unwrap();
+    let c = explained(&state, &[]);
     let classes: Vec<Class> = c.edits.iter().map(|e| e.class).collect();
     assert_eq!(
         classes,
@@ -136,11 +149,7 @@ fn a_planted_patch_is_classified_speed_enabling_neutral() {
     );
 
     // Stored beside the variant; the next call answers from the store.
-    let stored = Store::open(&state)
-        .unwrap()
-        .contributions(&id, "planted")
-        .unwrap();
-    assert_eq!(stored.as_ref(), Some(&c));
+    assert_eq!(stored(&state, &id, "planted").as_ref(), Some(&c));
     // `--backend cuda` measures on the GPU or says why it cannot; the
     // simulator's stored result stays either way when it cannot.
     let out = gevod(&["explain-edits", s(&state), "--backend", "cuda", "--json"]);
@@ -158,11 +167,7 @@ fn a_planted_patch_is_classified_speed_enabling_neutral() {
                 "{}",
                 text(&out.stderr)
             );
-            let kept = Store::open(&state)
-                .unwrap()
-                .contributions(&id, "planted")
-                .unwrap();
-            assert_eq!(kept.as_ref(), Some(&c));
+            assert_eq!(stored(&state, &id, "planted").as_ref(), Some(&c));
         }
     }
     let out = gevod(&["explain-edits", s(&state), "--job", &id, "--backend", "sim"]);
@@ -195,9 +200,7 @@ fn a_row_stored_before_relies_on_gets_the_lines() {
     )
     .unwrap();
     let id = job_with_variant(&state, dir.path(), "relies", planted);
-    let out = gevod(&["explain-edits", s(&state), "--json"]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let fresh: Contributions = serde_json::from_slice(&out.stdout).unwrap();
+    let fresh = explained(&state, &[]);
     assert!(fresh.edits.iter().all(|e| e.kernel == "relies"));
     assert!(!fresh.edits[0].relies_on.is_empty(), "{:#?}", fresh.edits);
 
@@ -226,11 +229,7 @@ fn a_row_stored_before_relies_on_gets_the_lines() {
     ] {
         assert!(shown.contains(line), "{line:?} not in:\n{shown}");
     }
-    let stored = Store::open(&state)
-        .unwrap()
-        .contributions(&id, "planted")
-        .unwrap()
-        .unwrap();
+    let stored = stored(&state, &id, "planted").unwrap();
     assert!(stored.relies_cost.is_some());
     assert_eq!(stored.edits[0].relies_on, fresh.edits[0].relies_on);
 }
@@ -297,16 +296,11 @@ fn a_pareto_member_is_explained_on_request() {
     let member = front[0];
     drop(store);
 
-    let out = gevod(&["explain-edits", s(&state), "--pareto", "1", "--json"]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let c: Contributions = serde_json::from_slice(&out.stdout).unwrap();
+    let c = explained(&state, &["--pareto", "1"]);
     assert_eq!(c.patch, member.patch);
     assert_eq!(c.edits.len(), member.patch.edits.len());
-    let stored = Store::open(&state)
-        .unwrap()
-        .contributions(&id, member.ptx_hash.as_deref().unwrap())
-        .unwrap();
-    assert_eq!(stored.as_ref(), Some(&c));
+    let kept = stored(&state, &id, member.ptx_hash.as_deref().unwrap());
+    assert_eq!(kept.as_ref(), Some(&c));
 
     let beyond = (front.len() + 1).to_string();
     let out = gevod(&["explain-edits", s(&state), "--pareto", &beyond]);
@@ -328,10 +322,7 @@ fn the_threshold_is_the_users_and_is_stored_with_the_result() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
     let id = job_with_planted_variant(&state, dir.path());
-    let out = gevod(&["explain-edits", s(&state), "--json"]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let default: Contributions = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(default.threshold, 0.01);
+    assert_eq!(explained(&state, &[]).threshold, 0.01);
 
     let out = gevod(&["explain-edits", s(&state), "--threshold", "0.5", "--json"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -343,11 +334,7 @@ fn the_threshold_is_the_users_and_is_stored_with_the_result() {
         .find(|e| e.class == Class::Neutral)
         .expect("the swap stays neutral");
     assert!(neutral.why.contains("within 50%"), "{}", neutral.why);
-    let stored = Store::open(&state)
-        .unwrap()
-        .contributions(&id, "planted")
-        .unwrap();
-    assert_eq!(stored.as_ref(), Some(&half));
+    assert_eq!(stored(&state, &id, "planted").as_ref(), Some(&half));
     let again = gevod(&["explain-edits", s(&state), "--threshold", "0.5", "--json"]);
     assert_eq!(again.stdout, out.stdout, "answered from the store");
 

@@ -84,13 +84,10 @@ pub fn check(
         let started = Instant::now();
         run(&calibration.kernel, &test)?;
         let most = calibration.state()?.most_trips();
-        let budget = match time_budget_only {
-            false => Budget::from_original(most, started.elapsed()),
-            true => Budget {
-                trips: 0,
-                ..Budget::from_original(most, started.elapsed())
-            },
-        };
+        let mut budget = Budget::from_original(most, started.elapsed());
+        if time_budget_only {
+            budget.trips = 0;
+        }
         guarded.arm(&test, budget)?;
         let guarded_bytes = run(&guarded.kernel, &test)?;
         let gpu = guarded
