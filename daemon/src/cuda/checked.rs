@@ -127,12 +127,7 @@ impl Measurer {
         test: &StagedTest,
         limit: Duration,
     ) -> Result<(Option<Failure>, f64), CudaError> {
-        self.pacer.begin(limit);
-        test.restore()?;
-        let binding = test.launch_all(kernel, &self.pacer)?;
-        let done = &self.events[0];
-        done.record()?;
-        self.pacer.wait(done)?;
+        let binding = test.run_once(kernel, &self.pacer, &self.events[0], limit)?;
         let mut compared = Vec::with_capacity(self.outputs.len());
         let mut pairs = Vec::with_capacity(self.outputs.len());
         for &i in &self.outputs {
@@ -167,12 +162,7 @@ impl Measurer {
         test: &StagedTest,
         limit: Duration,
     ) -> Result<Vec<Vec<u8>>, CudaError> {
-        self.pacer.begin(limit);
-        test.restore()?;
-        let binding = test.launch_all(kernel, &self.pacer)?;
-        let done = &self.events[0];
-        done.record()?;
-        self.pacer.wait(done)?;
+        let binding = test.run_once(kernel, &self.pacer, &self.events[0], limit)?;
         let mut outputs = Vec::with_capacity(test.work.len());
         for (i, _) in test.work.iter().enumerate() {
             outputs.push(match &test.work[binding[i]] {

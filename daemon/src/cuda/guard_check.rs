@@ -131,13 +131,7 @@ pub fn check(
 
 /// One run with the inputs restored; every argument's final bytes.
 fn run(kernel: &Kernel, test: &StagedTest) -> Result<Vec<Vec<u8>>, CudaError> {
-    let pacer = Pacer::new()?;
-    pacer.begin(LIMIT);
-    test.restore()?;
-    let binding = test.launch_all(kernel, &pacer)?;
-    let done = Event::new()?;
-    done.record()?;
-    pacer.wait(&done)?;
+    let binding = test.run_once(kernel, &Pacer::new()?, &Event::new()?, LIMIT)?;
     let mut out = Vec::with_capacity(binding.len());
     for &slot in &binding {
         out.push(match &test.work[slot] {

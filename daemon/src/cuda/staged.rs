@@ -2,12 +2,13 @@
 //! buffers the kernels run on, and the original's results; launching a
 //! test's kernels with its arguments, and restoring its inputs between runs.
 
-use super::driver::{DeviceBuffer, Kernel};
+use super::driver::{DeviceBuffer, Event, Kernel};
 use super::guarded::Budget;
 use super::pace::Pacer;
 use super::CudaError;
 use crate::spec::scalar_bits;
 use crate::spec::{ArgValue, Instance, LaunchInstance, LaunchParam, Role};
+use std::time::Duration;
 
 /// Poison for output buffers before each run: NaN for floats, -1 for
 /// integers, so an element a variant forgets to write cannot pass.
@@ -105,6 +106,24 @@ impl StagedTest {
             }
         }
         Ok(())
+    }
+
+    /// One run within `limit`: inputs restored and outputs poisoned, the
+    /// launches queued (paced), `done` recorded after them and waited for;
+    /// returns which buffer each argument ends on.
+    pub fn run_once(
+        &self,
+        kernel: &Kernel,
+        pacer: &Pacer,
+        done: &Event,
+        limit: Duration,
+    ) -> Result<Vec<usize>, CudaError> {
+        pacer.begin(limit);
+        self.restore()?;
+        let binding = self.launch_all(kernel, pacer)?;
+        done.record()?;
+        pacer.wait(done)?;
+        Ok(binding)
     }
 
     /// Queues the test's launches, each with its kernel and the buffers the
