@@ -191,14 +191,17 @@ impl Driver {
         publish: &mut dyn Publish,
     ) -> Result<Ended, DriveError> {
         loop {
-            if limits.goal_met(&self.engine) {
-                return Ok(Ended::Done);
-            }
-            if stop.load(Ordering::Relaxed) {
-                return Ok(Ended::Stopped);
-            }
-            if limits.time_up() {
-                return Ok(Ended::TimeUp);
+            let ended = if limits.goal_met(&self.engine) {
+                Some(Ended::Done)
+            } else if stop.load(Ordering::Relaxed) {
+                Some(Ended::Stopped)
+            } else if limits.time_up() {
+                Some(Ended::TimeUp)
+            } else {
+                None
+            };
+            if let Some(ended) = ended {
+                return self.settle(store, backend, publish, ended);
             }
             let started = Instant::now();
             let report = match self.engine.step(&self.ir, backend) {
@@ -211,11 +214,39 @@ impl Driver {
             let took = started.elapsed().as_secs_f64();
             store.commit_generation_took(&self.id, &self.engine, &report, Some(took))?;
             publish.committed(&self.engine, &report, limits.goal_met(&self.engine));
-            if let Some(best) = self.engine.best_validated() {
-                if self.published.as_ref() != Some(&best.ptx_hash) {
-                    self.published = Some(best.ptx_hash.clone());
-                    publish.new_best(&self.engine, best);
-                }
+            self.publish_best(publish);
+        }
+    }
+
+    /// The end of a run: waits for the safety gate's verdicts on the
+    /// variants it is still checking (a validated variant found in the last
+    /// generations is not left for a resume to check again) and commits
+    /// them. A stop that reached the backend kills the checks: they stay in
+    /// the checkpoint, checked again on resume.
+    fn settle(
+        &mut self,
+        store: &Store,
+        backend: &mut dyn Backend,
+        publish: &mut dyn Publish,
+        ended: Ended,
+    ) -> Result<Ended, DriveError> {
+        let (validated, failures) = match self.engine.settle(backend) {
+            Ok(settled) => settled,
+            Err(EvolveError::Backend(BackendError::Interrupted)) => return Ok(Ended::Interrupted),
+            Err(e) => return Err(DriveError::Evolve(e)),
+        };
+        if !validated.is_empty() || !failures.is_empty() {
+            store.commit_promotions(&self.id, &self.engine, &validated, &failures)?;
+            self.publish_best(publish);
+        }
+        Ok(ended)
+    }
+
+    fn publish_best(&mut self, publish: &mut dyn Publish) {
+        if let Some(best) = self.engine.best_validated() {
+            if self.published.as_ref() != Some(&best.ptx_hash) {
+                self.published = Some(best.ptx_hash.clone());
+                publish.new_best(&self.engine, best);
             }
         }
     }

@@ -295,15 +295,29 @@ impl Store {
             if let Some(old) = report.generation.checked_sub(FULL_GENERATIONS) {
                 populations.remove((job, old)).map_err(|e| self.err(e))?;
             }
-            append(&txn, VALIDATED, job, &report.validated, None).map_err(|e| self.err(e))?;
-            append(
-                &txn,
-                FAILURES,
-                job,
-                &report.promotion_failures,
-                Some(KEPT_FAILURES),
-            )
-            .map_err(|e| self.err(e))?;
+            append_promotions(&txn, job, &report.validated, &report.promotion_failures)
+                .map_err(|e| self.err(e))?;
+        }
+        txn.commit().map_err(|e| self.err(e))
+    }
+
+    /// Commits promotions decided outside a generation (the safety gate's
+    /// last verdicts at the end of a search): the engine after them, and
+    /// the variants validated or rejected. All or nothing.
+    pub fn commit_promotions(
+        &self,
+        job: &str,
+        engine: &Engine,
+        validated: &[Validated],
+        failures: &[PromotionFailure],
+    ) -> Result<(), StoreError> {
+        let txn = self.db.begin_write().map_err(|e| self.err(e))?;
+        {
+            let mut engines = txn.open_table(ENGINES).map_err(|e| self.err(e))?;
+            engines
+                .insert(job, to_json(engine).as_slice())
+                .map_err(|e| self.err(e))?;
+            append_promotions(&txn, job, validated, failures).map_err(|e| self.err(e))?;
         }
         txn.commit().map_err(|e| self.err(e))
     }
@@ -511,6 +525,18 @@ impl Store {
 
 /// Appends `items` after the job's last sequence number in `table`,
 /// keeping only the newest `keep` when given.
+/// Validated variants and promotion failures, each after the job's last
+/// (the failures capped at `KEPT_FAILURES`).
+fn append_promotions(
+    txn: &redb::WriteTransaction,
+    job: &str,
+    validated: &[Validated],
+    failures: &[PromotionFailure],
+) -> Result<(), redb::Error> {
+    append(txn, VALIDATED, job, validated, None)?;
+    append(txn, FAILURES, job, failures, Some(KEPT_FAILURES))
+}
+
 fn append<T: Serialize>(
     txn: &redb::WriteTransaction,
     table: TableDefinition<(&str, u64), &[u8]>,

@@ -6,8 +6,13 @@
 use crate::common;
 
 use common::search::backend;
+use gevod::assessment::Assessment;
 use gevod::drive::{export_to, Driver, Ended, Limits, Publish, Start};
-use gevod::evolve::{Config, Engine, GenerationReport, Validated};
+use gevod::evolve::{
+    Backend, BackendError, Build, Config, Engine, GateStart, GenerationReport, Scope, Validated,
+};
+use gevod::ir::Patch;
+use gevod::spec::TestSet;
 use gevod::store::{JobRecord, Store};
 use gevod::worker::InProcess;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -209,4 +214,82 @@ fn a_resume_without_a_checkpoint_names_the_store_and_the_job() {
         .to_string();
     assert!(err.contains("job nope has no checkpoint"), "{err}");
     assert!(err.contains(&store.path().display().to_string()), "{err}");
+}
+
+/// The simulator with a safety gate that answers only when waited for, as
+/// the GPU's answers after the search moved on.
+struct GateAtTheEnd {
+    inner: InProcess,
+    running: Vec<String>,
+    waited: u32,
+}
+
+impl Backend for GateAtTheEnd {
+    fn scope(&self) -> Scope {
+        self.inner.scope()
+    }
+    fn test_set_hash(&self, set: TestSet) -> String {
+        self.inner.test_set_hash(set)
+    }
+    fn runs_generated(&self) -> bool {
+        self.inner.runs_generated()
+    }
+    fn compile(&mut self, patches: &[Patch]) -> Result<Vec<Result<Build, String>>, BackendError> {
+        self.inner.compile(patches)
+    }
+    fn assess(&mut self, patches: &[Patch], set: TestSet) -> Result<Vec<Assessment>, BackendError> {
+        self.inner.assess(patches, set)
+    }
+    fn start_safety_check(&mut self, build: &Build) -> Result<GateStart, BackendError> {
+        if !self.running.contains(&build.ptx_hash) {
+            self.running.push(build.ptx_hash.clone());
+        }
+        Ok(GateStart::Started)
+    }
+    fn safety_verdicts(
+        &mut self,
+        wait: bool,
+    ) -> Result<Vec<(String, Option<String>)>, BackendError> {
+        if !wait {
+            return Ok(Vec::new());
+        }
+        self.waited += 1;
+        Ok(self.running.drain(..).map(|h| (h, None)).collect())
+    }
+}
+
+/// A variant still at the gate when the run ends is waited for, committed
+/// to the store (validated row and checkpoint) and published, instead of
+/// being left for a resume to check again.
+#[test]
+fn the_end_of_a_run_waits_for_the_gate_and_commits_its_verdicts() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let (ir, inner) = backend("stencil");
+    let mut b = GateAtTheEnd {
+        inner,
+        running: Vec::new(),
+        waited: 0,
+    };
+    let (mut driver, _) =
+        Driver::create(&store, &record("stencil"), ir, start(small(48), 2)).unwrap();
+    let mut seen = Seen::default();
+    let limits = Limits {
+        generations: Some(25),
+        ..Limits::default()
+    };
+    let stop = AtomicBool::new(false);
+    let ended = driver
+        .run(&store, &mut b, &limits, &stop, &mut seen)
+        .unwrap();
+    assert_eq!(ended, Ended::Done);
+    assert_eq!(b.waited, 1, "one wait, at the end");
+    let engine = driver.engine();
+    assert!(engine.gating().is_empty());
+    let best = engine
+        .best_validated()
+        .expect("stencil's redundant barrier passes the gate at the end");
+    assert_eq!(seen.bests, vec![best.ptx_hash.clone()]);
+    assert_eq!(store.validated("stencil").unwrap(), engine.validated());
+    assert_eq!(store.checkpoint("stencil").unwrap().as_ref(), Some(engine));
 }

@@ -58,6 +58,12 @@ pub struct Engine {
     /// Generations that restarted part of the population after stagnation.
     #[serde(default)]
     pub(super) restarts: Vec<u64>,
+    /// Variants that passed everything but the safety gate, which checks
+    /// them beside the search (`Backend::start_safety_check`); validated
+    /// when it passes them. A checkpoint keeps them, and a resumed search
+    /// (or a new backend) checks them again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) gating: Vec<Validated>,
 }
 
 /// What one generation did.
@@ -126,6 +132,7 @@ impl Engine {
             stagnant: 0,
             pool: Vec::new(),
             restarts: Vec::new(),
+            gating: Vec::new(),
         })
     }
 
@@ -247,7 +254,10 @@ impl Engine {
         self.update_archive();
         self.update_pool();
         self.note_progress();
-        let (validated, promotion_failures) = self.promote(ir, backend, generation)?;
+        let (mut validated, mut promotion_failures) = self.collect_gates(backend, false)?;
+        let (promoted, failed) = self.promote(ir, backend, generation)?;
+        validated.extend(promoted);
+        promotion_failures.extend(failed);
         self.bound_state();
         self.generations += 1;
         Ok(GenerationReport {

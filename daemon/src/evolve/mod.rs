@@ -7,6 +7,7 @@
 pub mod bounds;
 mod diversity;
 mod engine;
+mod gating;
 mod islands;
 pub mod nsga;
 mod promote;
@@ -158,6 +159,15 @@ pub struct Build {
     pub ptx: String,
 }
 
+/// What [`Backend::start_safety_check`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GateStart {
+    /// Decided at once: why the variant must not be validated, if so.
+    Verdict(Option<String>),
+    /// Running beside the search: see [`Backend::safety_verdicts`].
+    Started,
+}
+
 /// Why a backend could not go on with a batch.
 #[derive(Debug, thiserror::Error)]
 pub enum BackendError {
@@ -203,6 +213,24 @@ pub trait Backend {
     /// be, if so. The simulator checks every run already.
     fn safety_check(&mut self, _build: &Build) -> Result<Option<String>, BackendError> {
         Ok(None)
+    }
+
+    /// Starts `safety_check` on `build`: where the backend runs its gate
+    /// beside the search (the GPU's compute-sanitizer, in a thread of its
+    /// own), [`GateStart::Started`], and the verdict comes later from
+    /// [`safety_verdicts`](Self::safety_verdicts); elsewhere the verdict now.
+    fn start_safety_check(&mut self, build: &Build) -> Result<GateStart, BackendError> {
+        self.safety_check(build).map(GateStart::Verdict)
+    }
+
+    /// The verdicts of checks started earlier, by PTX hash (`Some`: why the
+    /// variant must not be validated); with `wait`, of every check started,
+    /// waiting for those still running.
+    fn safety_verdicts(
+        &mut self,
+        _wait: bool,
+    ) -> Result<Vec<(String, Option<String>)>, BackendError> {
+        Ok(Vec::new())
     }
 
     /// What `safety_check` does here, and has done, in one line.

@@ -3,7 +3,8 @@
 //! is slower with confidence on none of them, is it minimized and kept as
 //! validated.
 
-use super::{Backend, Engine, EvolveError, Member, PromotionFailure, Validated};
+use super::gating::gate_failure;
+use super::{Backend, Engine, EvolveError, GateStart, Member, PromotionFailure, Validated};
 use crate::assessment::Assessment;
 use crate::ir::{KernelIr, Patch};
 use crate::spec::TestSet;
@@ -15,9 +16,12 @@ impl Engine {
     /// 1.0 at first), cheapest first, each PTX at most once per search.
     /// The train cost a candidate must beat to be promoted: the best
     /// validated variant's, the original's 1.0 at first.
+    /// Variants the safety gate is still checking count: the bar drops
+    /// back if the gate rejects them.
     pub(super) fn promotion_bar(&self) -> f64 {
         self.validated
             .iter()
+            .chain(&self.gating)
             .map(|v| v.train_cost)
             .fold(1.0, f64::min)
     }
@@ -142,11 +146,9 @@ impl Engine {
                     continue;
                 }
             };
-            if let Some(reason) = backend.safety_check(&build)? {
-                failures.push(PromotionFailure {
-                    kind: "sanitizer".into(),
-                    ..failure(format!("GPU safety gate: {reason}"))
-                });
+            let gate = backend.start_safety_check(&build)?;
+            if let GateStart::Verdict(Some(reason)) = gate {
+                failures.push(gate_failure(failure(reason)));
                 continue;
             }
             let speedup = interval.reciprocal();
@@ -163,6 +165,10 @@ impl Engine {
                 interval: (speedup.lo, speedup.hi),
                 heldout: heldout.tests,
             };
+            if gate == GateStart::Started {
+                self.gating.push(v);
+                continue;
+            }
             self.validated.push(v.clone());
             validated.push(v);
         }
@@ -228,7 +234,7 @@ fn assess_one(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::assessment::TestSummary;
     use crate::evolve::{Build, Config, Outcome, Scope};
@@ -240,9 +246,9 @@ mod tests {
     /// minimization keeps every edit).
     /// The second field: patches that fail the generated tests (the
     /// backend runs them when it is `Some`).
-    struct Table(BTreeMap<String, (f64, bool)>, Option<Vec<String>>);
+    pub(crate) struct Table(pub BTreeMap<String, (f64, bool)>, pub Option<Vec<String>>);
 
-    fn key(p: &Patch) -> String {
+    pub(crate) fn key(p: &Patch) -> String {
         serde_json::to_string(&p.edits).unwrap()
     }
 
@@ -303,7 +309,7 @@ mod tests {
         }
     }
 
-    fn member(patch: &Patch, cost: f64) -> Member {
+    pub(crate) fn member(patch: &Patch, cost: f64) -> Member {
         Member {
             patch: patch.clone(),
             ptx_hash: Some(key(patch)),

@@ -6,6 +6,7 @@
 //! LLVM nor on another GPU; a worker that crashes, hangs or loses its
 //! context costs one variant and a respawn.
 
+use super::background_gate::BackgroundGate;
 use super::pool::{failed_assessment, Feed, PoolOptions, Waker, WorkerPool};
 use super::sanitize::SafetyGate;
 use super::{Handler, Request, Response};
@@ -13,7 +14,7 @@ use crate::assessment::Assessment;
 use crate::busy::{StartUp, Utilization};
 use crate::cuda::measure::{Measurement, Measurer};
 use crate::device::DeviceInfo;
-use crate::evolve::{Backend, BackendError, Build, Evaluated, Scope};
+use crate::evolve::{Backend, BackendError, Build, Evaluated, GateStart, Scope};
 use crate::ir::Patch;
 use crate::spec::{Spec, TestSet, TestTarget};
 use std::collections::{BTreeMap, BTreeSet};
@@ -132,7 +133,7 @@ pub struct CudaBackend {
     cubin_for: Option<String>,
     /// Variants rejected by the pre-screen (since start).
     pub screened_out: u64,
-    gate: Option<SafetyGate>,
+    gate: Option<BackgroundGate>,
     measurement: Measurement,
     /// The train cost new variants race against (adaptive measurement).
     race: Option<f64>,
@@ -168,7 +169,12 @@ impl CudaBackend {
             prescreen: options.prescreen,
             cubin_for: options.cubin_for,
             screened_out: 0,
-            gate: options.gate,
+            gate: match options.gate {
+                Some(gate) => Some(BackgroundGate::start(gate).map_err(|e| {
+                    BackendError::Failed(format!("starting the safety gate's thread: {e}"))
+                })?),
+                None => None,
+            },
             measurement: options.measurement,
             race: None,
             utilization: Utilization::default(),
@@ -515,17 +521,42 @@ impl Backend for CudaBackend {
     }
 
     fn safety_check(&mut self, build: &Build) -> Result<Option<String>, BackendError> {
-        let started = Instant::now();
-        let verdict = match &mut self.gate {
-            Some(gate) => gate.check(&build.ptx).map_err(BackendError::from),
-            None => Ok(None),
+        let Some(gate) = &mut self.gate else {
+            return Ok(None);
         };
-        self.utilization.spent.sanitizer_s += started.elapsed().as_secs_f64();
-        verdict
+        let verdict = gate.check_now(build)?;
+        self.utilization.spent.sanitizer_s += verdict.seconds;
+        Ok(verdict.outcome?)
+    }
+
+    /// The gate runs in a thread of its own, beside the GPU worker.
+    fn start_safety_check(&mut self, build: &Build) -> Result<GateStart, BackendError> {
+        match &mut self.gate {
+            Some(gate) => {
+                gate.submit(build)?;
+                Ok(GateStart::Started)
+            }
+            None => Ok(GateStart::Verdict(None)),
+        }
+    }
+
+    fn safety_verdicts(
+        &mut self,
+        wait: bool,
+    ) -> Result<Vec<(String, Option<String>)>, BackendError> {
+        let Some(gate) = &mut self.gate else {
+            return Ok(Vec::new());
+        };
+        let mut verdicts = Vec::new();
+        for verdict in gate.verdicts(wait)? {
+            self.utilization.spent.sanitizer_s += verdict.seconds;
+            verdicts.push((verdict.ptx_hash, verdict.outcome?));
+        }
+        Ok(verdicts)
     }
 
     fn safety_gate(&self) -> Option<String> {
-        self.gate.as_ref().map(SafetyGate::describe)
+        self.gate.as_ref().map(|g| g.describe().to_string())
     }
 
     /// The GPU's tests: they are what the results measure.

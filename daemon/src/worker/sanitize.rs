@@ -73,8 +73,9 @@ pub struct SafetyGate {
     pub checked: u64,
     pub rejected: u64,
     pub seconds: f64,
-    /// Set when the backend must stop: a running check is killed.
-    stop: Option<Arc<AtomicBool>>,
+    /// Any of them set (the backend must stop, the gate is closing): a
+    /// running check is killed.
+    stops: Vec<Arc<AtomicBool>>,
 }
 
 impl SafetyGate {
@@ -94,13 +95,14 @@ impl SafetyGate {
             checked: 0,
             rejected: 0,
             seconds: 0.0,
-            stop: None,
+            stops: Vec::new(),
         }
     }
 
-    /// The same gate, killing a running check when `stop` is set.
+    /// The same gate, killing a running check when `stop` is set (as well
+    /// as when any flag given before is).
     pub fn stopped_by(mut self, stop: Arc<AtomicBool>) -> Self {
-        self.stop = Some(stop);
+        self.stops.push(stop);
         self
     }
 
@@ -124,7 +126,7 @@ impl SafetyGate {
     /// Runs `ptx` under each tool; the first tool's first report, if any.
     /// `Err` when the check itself could not run, or was stopped. The tools
     /// run side by side (the check takes about its slowest tool's time, not
-    /// the sum, and the search waits for it); where they cannot run
+    /// the sum); where they cannot run
     /// together, one after another.
     pub fn check(&mut self, ptx: &str) -> Result<Option<String>, GateError> {
         let started = Instant::now();
@@ -192,11 +194,7 @@ impl SafetyGate {
             if all_clean {
                 return Ok(None);
             }
-            if self
-                .stop
-                .as_ref()
-                .is_some_and(|s| s.load(Ordering::Relaxed))
-            {
+            if self.stops.iter().any(|s| s.load(Ordering::Relaxed)) {
                 return Err(GateError::Interrupted);
             }
             if started.elapsed() > self.timeout {
