@@ -50,7 +50,8 @@ summed_struct! {
         /// A pipeline's per-kernel times (runs with an event after each launch).
         pub profile_s: f64,
         /// compute-sanitizer's runs of variants about to be validated (the
-        /// GPU safety gate, in its own process on the GPU).
+        /// GPU safety gate, in its own processes on the GPU, beside the GPU
+        /// workers: not part of their busy share).
         pub sanitizer_s: f64,
     }
 }
@@ -60,9 +61,9 @@ impl Spent {
         *self == Spent::default()
     }
 
-    /// Seconds of a GPU worker's.
+    /// Seconds of the GPU workers' own (the safety gate runs beside them).
     pub fn gpu_s(&self) -> f64 {
-        self.jit_load_s + self.check_s + self.timing_s + self.profile_s + self.sanitizer_s
+        self.jit_load_s + self.check_s + self.timing_s + self.profile_s
     }
 
     /// Seconds of a compile worker's.
@@ -261,6 +262,11 @@ mod tests {
         let json = u.to_json();
         assert_eq!(json["rounds"], 80);
         assert!((json["gpu_busy_share"].as_f64().unwrap() - 0.9).abs() < 1e-12);
+        u.spent.sanitizer_s = 5.0;
+        assert!(
+            (u.gpu_busy_share() - 0.9).abs() < 1e-12,
+            "the safety gate runs beside the GPU workers"
+        );
     }
 
     /// `+=` adds every field; spans keep the larger worker counts.

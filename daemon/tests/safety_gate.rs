@@ -4,6 +4,8 @@
 //! where they cannot run together, and a stop killing what runs.
 
 use crate::common;
+use gevod::evolve::Build;
+use gevod::worker::background_gate::BackgroundGate;
 use gevod::worker::sanitize::{GateError, SafetyGate};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -101,9 +103,14 @@ fn a_stop_kills_a_running_safety_check_and_its_children() {
         started.elapsed()
     );
     stopper.join().unwrap();
-    // Neither the sanitizer nor the program it started is left. SIGKILL is
-    // delivered asynchronously: the grandchild may still be exiting for a
-    // moment on a loaded machine, so it gets a few seconds to be gone.
+    assert_none_left(marker);
+}
+
+/// Neither a sanitizer nor the program it started (a command line with
+/// `marker`) is left. SIGKILL is delivered asynchronously: the grandchild
+/// may still be exiting for a moment on a loaded machine, so it gets a few
+/// seconds to be gone.
+fn assert_none_left(marker: &str) {
     let running = || -> Vec<String> {
         std::fs::read_dir("/proc")
             .unwrap()
@@ -119,6 +126,73 @@ fn a_stop_kills_a_running_safety_check_and_its_children() {
         left = running();
     }
     assert!(left.is_empty(), "still running: {left:?}");
+}
+
+/// The gate beside the search: checks queued in its thread answer by PTX
+/// hash, a variant queued twice is checked once, `check_now` waits for its
+/// own verdict and leaves the others for `verdicts`.
+#[test]
+fn the_background_gate_answers_by_ptx_hash() {
+    let fake = common::repo_root().join("tests/fixtures/fake/compute-sanitizer.sh");
+    let mut gate = BackgroundGate::start(gate(fake)).unwrap();
+    let ir = common::load("pairsum");
+    let options = common::codegen_options();
+    let build = |edits: &str| {
+        let mut patch = ir.empty_patch();
+        patch.edits = serde_json::from_str(edits).unwrap();
+        let ptx = ir.compile(&patch, &options).unwrap().ptx;
+        Build {
+            ptx_hash: gevod::ir::content_hash(ptx.as_bytes()),
+            ptx,
+        }
+    };
+    let original = build("[]");
+    let racy = build(r#"[{"op":"delete","target":15}]"#);
+    gate.submit(&racy).unwrap();
+    gate.submit(&racy).unwrap();
+    let verdict = gate.check_now(&original).unwrap();
+    assert_eq!(
+        (verdict.ptx_hash, verdict.outcome),
+        (original.ptx_hash, Ok(None))
+    );
+    let verdicts = gate.verdicts(true).unwrap();
+    assert_eq!(verdicts.len(), 1, "{verdicts:?}");
+    assert_eq!(verdicts[0].ptx_hash, racy.ptx_hash);
+    let reason = verdicts[0].outcome.clone().unwrap().expect("rejected");
+    assert!(
+        reason.starts_with("racecheck: Error: Race reported"),
+        "{reason}"
+    );
+    assert!(gate.verdicts(true).unwrap().is_empty(), "nothing left");
+    let line = gate.describe();
+    assert!(line.contains("2 checked, 1 rejected"), "{line}");
+}
+
+/// Dropping the gate (the search ended, or was interrupted) kills the
+/// check it runs at once and drops those queued.
+#[test]
+fn a_dropped_background_gate_kills_its_running_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = "27.1828";
+    let slow = script(dir.path(), "slow.sh", &format!("sleep {marker} &\nwait"));
+    let mut gate = BackgroundGate::start(gate(slow)).unwrap();
+    for i in 0..3 {
+        let build = Build {
+            ptx_hash: format!("h{i}"),
+            ptx: "// ptx".into(),
+        };
+        gate.submit(&build).unwrap();
+    }
+    assert!(gate.verdicts(false).unwrap().is_empty());
+    std::thread::sleep(Duration::from_millis(300));
+    let started = std::time::Instant::now();
+    drop(gate);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_none_left(marker);
 }
 
 /// The three tools run side by side: each stand-in notes its start, then

@@ -9,7 +9,7 @@
 //! side of them. [`setup`] chooses, for `gevod evolve` and the daemon alike,
 //! which of these evaluates a job.
 
-mod background_gate;
+pub mod background_gate;
 mod fault;
 pub mod gpu;
 mod in_process;
