@@ -322,8 +322,14 @@ impl WorkerSetup<'_> {
         // hold a second GPU allocation).
         gpu.standby = matches!(self.launcher, Launcher::Local);
         // A stop kills a running check: the GPU is another user's at once.
+        // With several local GPUs the gate, which runs beside the search,
+        // takes the last one: promotion times held-out tests on the first.
+        let gate_device = match self.launcher {
+            Launcher::Local => self.more_devices.last().unwrap_or(&device),
+            _ => &device,
+        };
         let gate = self
-            .safety_gate(spec, &device)?
+            .safety_gate(spec, gate_device)?
             .map(|g| g.stopped_by(stop.clone()));
         // Compile workers assemble where this process finds ptxas too
         // (they share its environment); the GPU worker loads the original
