@@ -225,6 +225,14 @@ check "guards: loops.endless ended by the time budget alone" "$gevod" gpu-guard-
 sed 's/^/    /' "$work/log" | head -2
 cp "$work/log" "$work/time-budget.txt"
 check "guards: ... and the verdict is the time budget's" grep -q "time budget of" "$work/time-budget.txt"
+# What a guarded run costs against an ordinary one at GPU sizes, and what
+# restoring the inputs costs: the parts of an output check the GPU sets
+# (BENCHMARKS.md, "What an output check costs").
+for spec in $k/reduce.gevo.toml $k/stencil.gevo.toml $pk/wavefront.gevo.toml $pk/pyramid.gevo.toml $pk/lu.gevo.toml; do
+    check "guards: $(basename "$spec" .gevo.toml): a guarded run's cost at GPU sizes" \
+        "$gevod" gpu-guard-check "$spec" --cost "${COST_RUNS:-7}"
+    grep "^cost" "$work/log" | sed 's/^/    /'
+done
 # Through the GPU worker: the guarded verdict, and no restart.
 "$gevod" run $k/vecadd.gevo.toml --backend cuda --tests train --no-prescreen --json \
     --patch $k/vecadd.no-bounds-check.patch.json > "$work/guarded.json" 2> "$work/guarded.err"

@@ -274,6 +274,11 @@ pub struct GpuGuardCheckArgs {
     /// suite's check of the time budget).
     #[arg(long)]
     time_budget_only: bool,
+    /// Instead of checking: what the original's guarded build costs against
+    /// its ordinary build on the spec's GPU train tests (median of RUNS
+    /// runs each), and what restoring the inputs costs.
+    #[arg(long, value_name = "RUNS")]
+    cost: Option<usize>,
     #[arg(long, env = "GEVO_LIBDEVICE")]
     libdevice: Option<PathBuf>,
 }
@@ -282,7 +287,11 @@ impl GpuGuardCheckArgs {
     /// Exit 0 when the guarded build agrees with the unguarded one and with
     /// the simulator on every test, 1 when not.
     pub fn run(self) -> Result<i32> {
-        let spec = gevod::spec::load(&self.spec)?.for_backend(TestTarget::Sim);
+        let tests = match self.cost {
+            Some(_) => TestTarget::Gpu,
+            None => TestTarget::Sim,
+        };
+        let spec = gevod::spec::load(&self.spec)?.for_backend(tests);
         let ir = gevod::ir::KernelIr::load_kernels(&spec.ir, &spec.kernels)?;
         let patch = match &self.patch {
             Some(path) => super::output::read_patch(path)?,
@@ -293,6 +302,14 @@ impl GpuGuardCheckArgs {
             arch: device.arch(),
             libdevice: self.libdevice,
         };
+        if let Some(runs) = self.cost {
+            let costs = gevod::cuda::guard_cost::cost(&spec, &ir, &codegen, device.ordinal, runs)
+                .with_context(|| self.spec.display().to_string())?;
+            for cost in &costs {
+                println!("{cost}");
+            }
+            return Ok(0);
+        }
         let found = gevod::cuda::guard_check::check(
             &spec,
             &ir,

@@ -27,6 +27,7 @@ mod checked;
 pub mod compare;
 pub mod driver;
 pub mod guard_check;
+pub mod guard_cost;
 pub mod guarded;
 pub mod load;
 pub mod measure;
