@@ -246,6 +246,7 @@ impl CudaBackend {
             seen: BTreeSet::new(),
             known,
             measured: Vec::new(),
+            patches,
             utilization: &mut self.utilization,
             screened_out: 0,
             set,
@@ -332,8 +333,9 @@ struct Measuring<'a> {
     out: Vec<Evaluated>,
     seen: BTreeSet<String>,
     known: &'a dyn Fn(&str) -> bool,
-    /// Per GPU request, its variant's index in `out`.
+    /// Per GPU request, its variant's index in `out` (and `patches`).
     measured: Vec<usize>,
+    patches: &'a [Patch],
     utilization: &'a mut Utilization,
     screened_out: u64,
     set: TestSet,
@@ -430,8 +432,14 @@ impl Feed for Measuring<'_> {
     }
 
     fn answered(&mut self, index: usize, result: Result<Response, String>) {
-        account(self.utilization, &result, self.purpose);
-        self.out[self.measured[index]].assessment = Some(assessment_of(result));
+        let variant = self.measured[index];
+        account(
+            self.utilization,
+            &result,
+            self.purpose,
+            &self.patches[variant],
+        );
+        self.out[variant].assessment = Some(assessment_of(result));
     }
 }
 
@@ -469,7 +477,12 @@ fn ptx_of(build: &Result<Build, String>) -> &str {
 
 /// Adds a GPU worker's answer to the utilization: its time always, its
 /// rounds for the search's measurements.
-fn account(utilization: &mut Utilization, response: &Result<Response, String>, purpose: Purpose) {
+fn account(
+    utilization: &mut Utilization,
+    response: &Result<Response, String>,
+    purpose: Purpose,
+    patch: &Patch,
+) {
     let searching = matches!(purpose, Purpose::Search { .. });
     if searching {
         utilization.measured += 1;
@@ -485,9 +498,10 @@ fn account(utilization: &mut Utilization, response: &Result<Response, String>, p
     {
         if *exiting {
             // What guards do not catch yet (docs/evolve.md): the kinds that
-            // still cost a GPU worker start, for whoever adds the next guard.
+            // still cost a GPU worker start, for whoever adds the next guard
+            // (the patch reproduces it: `gevod run --patch`).
             let failure = assessment.first_failure();
-            tracing::info!(failure = ?failure, "a variant cost its GPU worker a restart");
+            tracing::info!(failure = ?failure, patch = %patch.to_json(), "a variant cost its GPU worker a restart");
         }
         utilization.spent += spent;
         if searching && *rounds > 0 {
