@@ -125,54 +125,6 @@ fn movable(f: &LiveFunction, id: InstId) -> Result<Value, EditError> {
     Ok(inst)
 }
 
-/// Calls that every thread of a block (a barrier) or of a warp (warp-wide
-/// shuffles, votes, matches, reductions) must reach together.
-const CONVERGENT_CALLEES: [&str; 6] = [
-    "llvm.nvvm.barrier",
-    "llvm.nvvm.bar.",
-    "llvm.nvvm.shfl.sync",
-    "llvm.nvvm.vote.",
-    "llvm.nvvm.match.",
-    "llvm.nvvm.redux.sync",
-];
-
-fn convergent_callee(inst: Value) -> Option<String> {
-    if !llvm::is_call(inst) {
-        return None;
-    }
-    let name = llvm::value_name(llvm::called_function(inst)?);
-    CONVERGENT_CALLEES
-        .iter()
-        .any(|prefix| name.starts_with(prefix))
-        .then_some(name)
-}
-
-/// Whether `inst` (instruction `id`) may go where `position` is: anything
-/// may, but a call that threads must reach together only stays in its own
-/// block or goes to a block that already makes the same call. There the
-/// threads that arrive are the ones that arrived in the original, so the
-/// edit cannot make the call divergent. (A barrier moved into a branch
-/// taken by part of a block passed its guarded run, whose barriers are
-/// unaligned, and then hung the ordinary build: a GPU worker restart.)
-fn converges_at(id: InstId, inst: Value, position: Value) -> Result<(), EditError> {
-    let Some(callee) = convergent_callee(inst) else {
-        return Ok(());
-    };
-    let (from, to) = (llvm::parent(inst), llvm::parent(position));
-    if from == to {
-        return Ok(());
-    }
-    let same_call_there = to.is_some_and(|block| {
-        llvm::instructions(block)
-            .into_iter()
-            .any(|other| other != inst && convergent_callee(other).as_deref() == Some(&callee))
-    });
-    match same_call_there {
-        true => Ok(()),
-        false => Err(EditError::Divergent(id)),
-    }
-}
-
 fn erase_with_anchor(f: &mut LiveFunction, id: InstId, inst: Value) -> Result<(), EditError> {
     let next = llvm::next_instruction(inst).expect("non-terminators have a successor");
     let anchor = f.id_of(next);
@@ -186,7 +138,6 @@ fn structural(f: &mut LiveFunction, kind: &EditKind) -> Result<Vec<Value>, EditE
         EditKind::Copy { src, before, clone } => {
             let src_inst = movable(f, src)?;
             let position = f.position(before)?;
-            converges_at(src, src_inst, position)?;
             let copy = llvm::clone_instruction(src_inst);
             f.insert_before(copy, position);
             f.register(clone, copy)?;
@@ -195,7 +146,6 @@ fn structural(f: &mut LiveFunction, kind: &EditKind) -> Result<Vec<Value>, EditE
         EditKind::Move { src, before } => {
             let src_inst = movable(f, src)?;
             let position = f.position(before)?;
-            converges_at(src, src_inst, position)?;
             if position != src_inst {
                 f.detach(src_inst);
                 f.insert_before(src_inst, position);
@@ -212,7 +162,6 @@ fn structural(f: &mut LiveFunction, kind: &EditKind) -> Result<Vec<Value>, EditE
             if llvm::type_of(target_inst) != llvm::type_of(with_inst) {
                 return Err(EditError::TypeMismatch(target, with));
             }
-            converges_at(with, with_inst, target_inst)?;
             let copy = llvm::clone_instruction(with_inst);
             f.insert_before(copy, target_inst);
             f.register(clone, copy)?;
@@ -225,8 +174,6 @@ fn structural(f: &mut LiveFunction, kind: &EditKind) -> Result<Vec<Value>, EditE
         EditKind::Swap { a, b } => {
             let a_inst = movable(f, a)?;
             let b_inst = movable(f, b)?;
-            converges_at(a, a_inst, b_inst)?;
-            converges_at(b, b_inst, a_inst)?;
             if a_inst != b_inst {
                 let after_a = llvm::next_instruction(a_inst).expect("non-terminator");
                 let after_b = llvm::next_instruction(b_inst).expect("non-terminator");

@@ -94,8 +94,4 @@ pub enum EditError {
     NoConstant(String),
     #[error("{0} is still used after the repairs of its deletion")]
     StillUsed(InstId),
-    #[error(
-        "{0} synchronizes threads: it stays in its block or goes to one that makes the same call"
-    )]
-    Divergent(InstId),
 }
