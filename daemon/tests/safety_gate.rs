@@ -168,6 +168,56 @@ fn the_background_gate_answers_by_ptx_hash() {
     assert!(line.contains("2 checked, 1 rejected"), "{line}");
 }
 
+/// At the end of a search the gate is focused on the best variant: the
+/// check running for another is killed and answers nothing, those queued
+/// are dropped, and the best one's verdict comes without waiting for them.
+#[test]
+fn a_focused_background_gate_answers_for_one_variant_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = "16.1803";
+    // Slow for PTX that says so, quick for the rest.
+    let sanitizer = dir.path().join("by-ptx.sh");
+    std::fs::write(
+        &sanitizer,
+        format!(
+            "#!/bin/sh\nwhile [ $# -gt 0 ]; do\n  [ \"$1\" = --ptx ] && ptx=$2\n  shift\ndone\ngrep -q slow \"$ptx\" && {{ sleep {marker} & wait; }}\nexit 0\n"
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &sanitizer,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let mut gate = BackgroundGate::start(gate(sanitizer)).unwrap();
+    let build = |hash: &str, ptx: &str| Build {
+        ptx_hash: hash.into(),
+        ptx: ptx.into(),
+    };
+    gate.submit(&build("worse", "// slow")).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    gate.submit(&build("queued", "// slow")).unwrap();
+    gate.submit(&build("best", "// quick")).unwrap();
+    gate.focus("best");
+    let started = std::time::Instant::now();
+    let verdicts = gate.verdicts(true).unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    let answered: Vec<_> = verdicts
+        .iter()
+        .map(|v| (v.ptx_hash.as_str(), &v.outcome))
+        .collect();
+    assert_eq!(answered, vec![("best", &Ok(None))]);
+    assert!(
+        gate.verdicts(true).unwrap().is_empty(),
+        "nothing else pending"
+    );
+    assert_none_left(marker);
+}
+
 /// Dropping the gate (the search ended, or was interrupted) kills the
 /// check it runs at once and drops those queued.
 #[test]

@@ -254,7 +254,7 @@ impl Engine {
         self.update_archive();
         self.update_pool();
         self.note_progress();
-        let (mut validated, mut promotion_failures) = self.collect_gates(backend, false)?;
+        let (mut validated, mut promotion_failures) = self.collect_gates(backend, None)?;
         let (promoted, failed) = self.promote(ir, backend, generation)?;
         validated.extend(promoted);
         promotion_failures.extend(failed);

@@ -9,16 +9,36 @@
 use super::{Backend, Build, Engine, EvolveError, GateStart, PromotionFailure, Validated};
 
 impl Engine {
-    /// Waits for the safety gate's verdicts on every variant it is still
-    /// checking, at the end of a search: those it validated and rejected.
+    /// The end of a search: waits for the safety gate's verdict on the best
+    /// variant it is checking (the lowest train cost), then on the next best
+    /// if that one is rejected, and so on. Once one passes, the others are
+    /// worse and left unchecked (dropped from `gating`, neither validated nor
+    /// failed), so a search ends at most about one check after its time.
+    /// Returns those validated and rejected.
     pub fn settle(
         &mut self,
         backend: &mut dyn Backend,
     ) -> Result<(Vec<Validated>, Vec<PromotionFailure>), EvolveError> {
-        if self.gating.is_empty() {
-            return Ok((Vec::new(), Vec::new()));
+        let (mut validated, mut failures) = (Vec::new(), Vec::new());
+        while let Some(best) = self
+            .gating
+            .iter()
+            .min_by(|a, b| a.train_cost.total_cmp(&b.train_cost))
+            .map(|v| v.ptx_hash.clone())
+        {
+            backend.focus_safety_check(&best);
+            let (passed, rejected) = self.collect_gates(backend, Some(&best))?;
+            if passed.is_empty() && rejected.is_empty() {
+                break; // no verdict to wait for: the checkpoint keeps them
+            }
+            let done = passed.iter().any(|v| v.ptx_hash == best);
+            validated.extend(passed);
+            failures.extend(rejected);
+            if done {
+                self.gating.clear();
+            }
         }
-        self.collect_gates(backend, true)
+        Ok((validated, failures))
     }
 
     /// Variants that passed everything but the safety gate, still checked.
@@ -30,16 +50,18 @@ impl Engine {
     /// passed are validated, those it rejected are promotion failures. Each
     /// is (re)started first: a backend ignores a check it is running, and a
     /// new backend (a resumed search, replaced workers) starts it again.
-    /// With `wait`, waits for every check (the end of a search).
+    /// With `waiting_for`, only that variant is (re)started, and the call
+    /// waits for at least one verdict.
     pub(super) fn collect_gates(
         &mut self,
         backend: &mut dyn Backend,
-        wait: bool,
+        waiting_for: Option<&str>,
     ) -> Result<(Vec<Validated>, Vec<PromotionFailure>), EvolveError> {
         let (mut validated, mut failures) = (Vec::new(), Vec::new());
         let mut verdicts = Vec::new();
         let mut started = false;
-        for v in &self.gating {
+        let wanted = |v: &&Validated| waiting_for.is_none_or(|h| h == v.ptx_hash);
+        for v in self.gating.iter().filter(wanted) {
             let build = Build {
                 ptx_hash: v.ptx_hash.clone(),
                 ptx: v.ptx.clone(),
@@ -50,7 +72,7 @@ impl Engine {
             }
         }
         if started {
-            verdicts.extend(backend.safety_verdicts(wait)?);
+            verdicts.extend(backend.safety_verdicts(waiting_for.is_some())?);
         }
         for (ptx_hash, reason) in verdicts {
             let Some(i) = self.gating.iter().position(|v| v.ptx_hash == ptx_hash) else {
@@ -133,6 +155,9 @@ mod tests {
             self.running.insert(build.ptx_hash.clone());
             Ok(GateStart::Started)
         }
+        fn focus_safety_check(&mut self, ptx_hash: &str) {
+            self.running.retain(|h| h == ptx_hash);
+        }
         fn safety_verdicts(
             &mut self,
             wait: bool,
@@ -201,17 +226,14 @@ mod tests {
         assert!(v.is_empty() && f.is_empty(), "{v:?} {f:?}");
         assert_eq!(engine.gating().len(), 1);
         assert_eq!(engine.promotion_bar(), 0.8);
-        assert_eq!(
-            engine.collect_gates(&mut backend, false).unwrap().0.len(),
-            0
-        );
+        assert_eq!(engine.collect_gates(&mut backend, None).unwrap().0.len(), 0);
         let (v, f) = engine.promote(&ir, &mut backend, 1).unwrap();
         assert!(
             v.is_empty() && f.is_empty(),
             "the runner-up is above the bar"
         );
         backend.released = true;
-        let (v, f) = engine.collect_gates(&mut backend, false).unwrap();
+        let (v, f) = engine.collect_gates(&mut backend, None).unwrap();
         assert!(f.is_empty());
         assert_eq!(v.len(), 1);
         assert_eq!(v[0].patch, best);
@@ -229,7 +251,7 @@ mod tests {
         backend.released = true;
         let mut engine = engine(vec![member(&best, 0.8), member(&runner_up, 0.9)]);
         engine.promote(&ir, &mut backend, 0).unwrap();
-        let (v, f) = engine.collect_gates(&mut backend, false).unwrap();
+        let (v, f) = engine.collect_gates(&mut backend, None).unwrap();
         assert!(v.is_empty());
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].kind, "sanitizer");
@@ -241,6 +263,39 @@ mod tests {
         assert_eq!(v.len(), 1);
         assert_eq!(v[0].patch, runner_up);
         assert_eq!(engine.promotion_failures().len(), 1);
+    }
+
+    /// Two variants at the gate when the search ends (the runner-up promoted
+    /// first, then the best): only the best is waited for, and the
+    /// runner-up is dropped unchecked; when the best is rejected, the
+    /// runner-up is checked again and validated.
+    #[test]
+    fn the_end_of_a_search_waits_for_the_best_variant_only() {
+        let (ir, best, runner_up) = fixture();
+        for (reject, expected) in [(vec![], &best), (vec![&best], &runner_up)] {
+            let mut backend = deferred(&best, &runner_up, &reject);
+            let mut engine = engine(vec![member(&runner_up, 0.9)]);
+            engine.promote(&ir, &mut backend, 0).unwrap();
+            engine.population = vec![member(&best, 0.8)];
+            engine.promote(&ir, &mut backend, 1).unwrap();
+            assert_eq!(engine.gating().len(), 2);
+            let (v, f) = engine.settle(&mut backend).unwrap();
+            assert_eq!(v.len(), 1, "{v:?}");
+            assert_eq!(&v[0].patch, expected);
+            assert_eq!(f.len(), reject.len());
+            assert!(engine.gating().is_empty());
+            assert_eq!(engine.validated().len(), 1);
+            let runner_up_checks = backend
+                .starts
+                .iter()
+                .filter(|h| **h == key(&runner_up))
+                .count();
+            assert_eq!(
+                runner_up_checks,
+                1 + reject.len(),
+                "checked again only after the rejection"
+            );
+        }
     }
 
     /// A checkpoint keeps the variants being checked; a resumed search's

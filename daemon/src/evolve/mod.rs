@@ -224,14 +224,18 @@ pub trait Backend {
     }
 
     /// The verdicts of checks started earlier, by PTX hash (`Some`: why the
-    /// variant must not be validated); with `wait`, of every check started,
-    /// waiting for those still running.
+    /// variant must not be validated); with `wait`, at least one when any
+    /// check is running, waiting for it.
     fn safety_verdicts(
         &mut self,
         _wait: bool,
     ) -> Result<Vec<(String, Option<String>)>, BackendError> {
         Ok(Vec::new())
     }
+
+    /// Drops every started check but `ptx_hash`'s (the end of a search
+    /// waits for the best variant's verdict only).
+    fn focus_safety_check(&mut self, _ptx_hash: &str) {}
 
     /// What `safety_check` does here, and has done, in one line.
     fn safety_gate(&self) -> Option<String> {

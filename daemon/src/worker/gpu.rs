@@ -569,6 +569,12 @@ impl Backend for CudaBackend {
         Ok(verdicts)
     }
 
+    fn focus_safety_check(&mut self, ptx_hash: &str) {
+        if let Some(gate) = &mut self.gate {
+            gate.focus(ptx_hash);
+        }
+    }
+
     fn safety_gate(&self) -> Option<String> {
         self.gate.as_ref().map(|g| g.describe().to_string())
     }
