@@ -98,6 +98,38 @@ summed_struct! {
     }
 }
 
+summed_struct! {
+    /// Where the engine's own thread spent its generations, in seconds:
+    /// what a GPU waits for between batches (the generation barrier) is
+    /// everything here but `evaluate_s`.
+    #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+    #[serde(default)]
+    pub struct EngineSpent {
+        /// Breeding the batch: mutation, crossover, each child's replay.
+        pub breed_s: f64,
+        /// Waiting for the batch's evaluation (compiled and measured).
+        pub evaluate_s: f64,
+        /// Survivors, migration, the archive and the promotion pool.
+        pub select_s: f64,
+        /// Promotion: held-out measurements, minimization, the safety
+        /// gate's verdicts.
+        pub promote_s: f64,
+    }
+}
+
+impl AddAssign<&EngineSpent> for EngineSpent {
+    fn add_assign(&mut self, other: &EngineSpent) {
+        self.add_fields(other);
+    }
+}
+
+impl EngineSpent {
+    /// The engine's time outside evaluation, between batches.
+    pub fn between_batches_s(&self) -> f64 {
+        self.breed_s + self.select_s + self.promote_s
+    }
+}
+
 impl AddAssign<&StartUp> for StartUp {
     fn add_assign(&mut self, other: &StartUp) {
         self.add_fields(other);
@@ -132,6 +164,8 @@ summed_struct! {
         /// What the GPU workers that greeted in this span spent starting
         /// (spares included, whose start overlaps the measurements), by part.
         pub gpu_start_parts: StartUp,
+        /// The engine thread's time in this span, by part.
+        pub engine: EngineSpent,
     }
 }
 
@@ -186,6 +220,17 @@ impl Utilization {
         self.add_fields(other);
         self.gpu_workers = gpu_workers;
         self.compile_workers = compile_workers;
+    }
+
+    /// The engine's parts in the order of a generation, for tables.
+    pub fn engine_parts(&self) -> [(&'static str, f64); 4] {
+        let e = &self.engine;
+        [
+            ("breeding", e.breed_s),
+            ("waiting for evaluation", e.evaluate_s),
+            ("selection", e.select_s),
+            ("promotion", e.promote_s),
+        ]
     }
 
     /// Who was busy, and what the GPU measured, in one sentence.
@@ -245,6 +290,7 @@ mod tests {
             gpu_starts: 0,
             gpu_start_s: 0.0,
             gpu_start_parts: StartUp::default(),
+            engine: EngineSpent::default(),
         }
     }
 

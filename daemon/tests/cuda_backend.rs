@@ -547,3 +547,29 @@ fn compile_workers_assemble_the_measured_variants_for_the_gpu() {
         }
     }
 }
+
+/// Each generation on the GPU backend says where the engine's own thread
+/// spent it (breeding, waiting for evaluation, selection, promotion): every
+/// part is measured, and the parts add up to no more than the generation's
+/// wall time.
+#[test]
+fn each_generation_says_where_the_engine_spent_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut backend = backend("", &dir.path().join("counter"), false);
+    let config = Config {
+        population: 16,
+        islands: 1,
+        ..Config::default()
+    };
+    let mut engine = Engine::new(config, 3).unwrap();
+    let ir = common::load("vecadd");
+    for _ in 0..3 {
+        let started = std::time::Instant::now();
+        let report = engine.step(&ir, &mut backend).unwrap();
+        let took = started.elapsed().as_secs_f64();
+        let e = report.utilization.expect("the GPU backend measures").engine;
+        let parts = [e.breed_s, e.evaluate_s, e.select_s, e.promote_s];
+        assert!(parts.iter().all(|s| *s > 0.0), "{e:?}");
+        assert!(parts.iter().sum::<f64>() <= took, "{e:?} in {took} s");
+    }
+}

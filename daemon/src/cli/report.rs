@@ -344,10 +344,17 @@ pub fn utilization_text(u: &Utilization) -> String {
         .filter(|(_, s)| *s > 0.0)
         .map(|(name, s)| format!("{name} {s:.1} s"))
         .collect();
+    let engine: Vec<String> = u
+        .engine_parts()
+        .iter()
+        .map(|(name, s)| format!("{name} {s:.1} s"))
+        .collect();
     format!(
-        "{}\nworker time by phase: {}",
+        "{}\nworker time by phase: {}\nthe engine's time: {} ({:.1} s between batches)",
         u.summary(),
-        phases.join(", ")
+        phases.join(", "),
+        engine.join(", "),
+        u.engine.between_batches_s()
     )
 }
 

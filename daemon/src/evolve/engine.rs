@@ -6,7 +6,7 @@ use super::{
     nsga, Backend, BackendError, Config, Counters, EvolveError, Member, Outcome, PromotionFailure,
     Scope, Selection, Validated,
 };
-use crate::busy::Utilization;
+use crate::busy::{EngineSpent, Utilization};
 use crate::ir::{KernelIr, Patch};
 use crate::spec::TestSet;
 use rand::seq::SliceRandom;
@@ -14,6 +14,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
 
 /// What a cached fitness is valid for.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -212,10 +213,18 @@ impl Engine {
         let before = self.counters.clone();
         let generation = self.generations;
         let (mut restarted, mut migrated) = (0, 0);
+        let mut spent = EngineSpent::default();
+        let mut clock = Instant::now();
+        let mut lap = |part: &mut f64| {
+            *part += clock.elapsed().as_secs_f64();
+            clock = Instant::now();
+        };
         backend.race_against(Some(self.race_threshold()));
         if self.population.is_empty() {
             let initial = self.initial(ir, backend)?;
+            lap(&mut spent.breed_s);
             self.population = self.evaluate(initial, backend)?;
+            lap(&mut spent.evaluate_s);
         } else {
             let restart = self.restart_due();
             let ranges = self.island_ranges();
@@ -235,7 +244,9 @@ impl Engine {
                 batch.extend(children);
                 batch.extend(fresh);
             }
+            lap(&mut spent.breed_s);
             let mut evaluated = self.evaluate(batch, backend)?.into_iter();
+            lap(&mut spent.evaluate_s);
             let mut next = Vec::with_capacity(self.config.population);
             for (range, (children, fresh)) in ranges.into_iter().zip(plan) {
                 let current = self.population[range.clone()].to_vec();
@@ -254,10 +265,12 @@ impl Engine {
         self.update_archive();
         self.update_pool();
         self.note_progress();
+        lap(&mut spent.select_s);
         let (mut validated, mut promotion_failures) = self.collect_gates(backend, None)?;
         let (promoted, failed) = self.promote(ir, backend, generation)?;
         validated.extend(promoted);
         promotion_failures.extend(failed);
+        lap(&mut spent.promote_s);
         self.bound_state();
         self.generations += 1;
         Ok(GenerationReport {
@@ -289,7 +302,11 @@ impl Engine {
             stagnant: self.stagnant,
             migrated,
             islands: self.island_reports(),
-            utilization: backend.take_utilization(),
+            // Measured backends only: the simulator's reports stay free of
+            // wall times, so equal searches give equal reports.
+            utilization: backend
+                .take_utilization()
+                .map(|u| Utilization { engine: spent, ..u }),
         })
     }
 

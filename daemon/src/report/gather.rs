@@ -395,6 +395,7 @@ mod tests {
                     inputs_s: 2.0,
                     ..Default::default()
                 },
+                engine: Default::default(),
             };
             let report = GenerationReport {
                 generation: generation as u64,
