@@ -222,7 +222,9 @@ impl Driver {
     /// variants it is still checking (a validated variant found in the last
     /// generations is not left for a resume to check again) and commits
     /// them. A stop that reached the backend kills the checks: they stay in
-    /// the checkpoint, checked again on resume.
+    /// the checkpoint, checked again on resume, and the run ends
+    /// [`Ended::Stopped`] (the gate is apart from the workers, which are
+    /// not mid-request, so a daemon may keep them).
     fn settle(
         &mut self,
         store: &Store,
@@ -232,7 +234,7 @@ impl Driver {
     ) -> Result<Ended, DriveError> {
         let (validated, failures) = match self.engine.settle(backend) {
             Ok(settled) => settled,
-            Err(EvolveError::Backend(BackendError::Interrupted)) => return Ok(Ended::Interrupted),
+            Err(EvolveError::Backend(BackendError::Interrupted)) => return Ok(Ended::Stopped),
             Err(e) => return Err(DriveError::Evolve(e)),
         };
         if !validated.is_empty() || !failures.is_empty() {

@@ -222,6 +222,8 @@ struct GateAtTheEnd {
     inner: InProcess,
     running: Vec<String>,
     waited: u32,
+    /// The wait is interrupted (a stop reached the backend's gate).
+    interrupt: bool,
 }
 
 impl Backend for GateAtTheEnd {
@@ -254,6 +256,9 @@ impl Backend for GateAtTheEnd {
             return Ok(Vec::new());
         }
         self.waited += 1;
+        if self.interrupt {
+            return Err(BackendError::Interrupted);
+        }
         Ok(self.running.drain(..).map(|h| (h, None)).collect())
     }
 }
@@ -270,6 +275,7 @@ fn the_end_of_a_run_waits_for_the_gate_and_commits_its_verdicts() {
         inner,
         running: Vec::new(),
         waited: 0,
+        interrupt: false,
     };
     let (mut driver, _) =
         Driver::create(&store, &record("stencil"), ir, start(small(48), 2)).unwrap();
@@ -291,5 +297,39 @@ fn the_end_of_a_run_waits_for_the_gate_and_commits_its_verdicts() {
         .expect("stencil's redundant barrier passes the gate at the end");
     assert_eq!(seen.bests, vec![best.ptx_hash.clone()]);
     assert_eq!(store.validated("stencil").unwrap(), engine.validated());
+    assert_eq!(store.checkpoint("stencil").unwrap().as_ref(), Some(engine));
+}
+
+/// A stop that reaches the gate while the run waits for it ends the run as
+/// stopped: the variants at the gate stay in the engine and its
+/// checkpoint, to be checked when the job resumes.
+#[test]
+fn a_stop_at_the_gate_keeps_its_variants_for_the_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let (ir, inner) = backend("stencil");
+    let mut b = GateAtTheEnd {
+        inner,
+        running: Vec::new(),
+        waited: 0,
+        interrupt: true,
+    };
+    let (mut driver, _) =
+        Driver::create(&store, &record("stencil"), ir, start(small(48), 2)).unwrap();
+    let limits = Limits {
+        generations: Some(25),
+        ..Limits::default()
+    };
+    let stop = AtomicBool::new(false);
+    let ended = driver
+        .run(&store, &mut b, &limits, &stop, &mut Seen::default())
+        .unwrap();
+    assert_eq!(ended, Ended::Stopped);
+    let engine = driver.engine();
+    assert!(
+        !engine.gating().is_empty(),
+        "the variants at the gate are kept"
+    );
+    assert!(engine.validated().is_empty());
     assert_eq!(store.checkpoint("stencil").unwrap().as_ref(), Some(engine));
 }
