@@ -218,10 +218,10 @@ impl Driver {
         }
     }
 
-    /// The end of a run: waits for the safety gate's verdicts on the
-    /// variants it is still checking (a validated variant found in the last
-    /// generations is not left for a resume to check again) and commits
-    /// them. A stop that reached the backend kills the checks: they stay in
+    /// The end of a run: waits for the safety gate's verdict on the best
+    /// variant it is still checking (`Engine::settle`: a validated variant
+    /// found in the last generations is not left for a resume to check
+    /// again) and commits what it decided. A stop that reached the backend kills the checks: they stay in
     /// the checkpoint, checked again on resume, and the run ends
     /// [`Ended::Stopped`] (the gate is apart from the workers, which are
     /// not mid-request, so a daemon may keep them).

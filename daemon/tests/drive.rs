@@ -263,11 +263,20 @@ impl Backend for GateAtTheEnd {
     }
 }
 
-/// A variant still at the gate when the run ends is waited for, committed
-/// to the store (validated row and checkpoint) and published, instead of
-/// being left for a resume to check again.
-#[test]
-fn the_end_of_a_run_waits_for_the_gate_and_commits_its_verdicts() {
+/// A stencil job created in a new store and run for 25 generations behind
+/// [`GateAtTheEnd`] (its wait interrupted or not): the store (and its
+/// directory), the driver, the backend, how the run ended, and the PTX
+/// hashes published as new bests.
+fn run_to_the_gate(
+    interrupt: bool,
+) -> (
+    tempfile::TempDir,
+    Store,
+    Driver,
+    GateAtTheEnd,
+    Ended,
+    Vec<String>,
+) {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
     let (ir, inner) = backend("stencil");
@@ -275,7 +284,7 @@ fn the_end_of_a_run_waits_for_the_gate_and_commits_its_verdicts() {
         inner,
         running: Vec::new(),
         waited: 0,
-        interrupt: false,
+        interrupt,
     };
     let (mut driver, _) =
         Driver::create(&store, &record("stencil"), ir, start(small(48), 2)).unwrap();
@@ -288,6 +297,15 @@ fn the_end_of_a_run_waits_for_the_gate_and_commits_its_verdicts() {
     let ended = driver
         .run(&store, &mut b, &limits, &stop, &mut seen)
         .unwrap();
+    (dir, store, driver, b, ended, seen.bests)
+}
+
+/// A variant still at the gate when the run ends is waited for, committed
+/// to the store (validated row and checkpoint) and published, instead of
+/// being left for a resume to check again.
+#[test]
+fn the_end_of_a_run_waits_for_the_gate_and_commits_its_verdicts() {
+    let (_dir, store, driver, b, ended, bests) = run_to_the_gate(false);
     assert_eq!(ended, Ended::Done);
     assert_eq!(b.waited, 1, "one wait, at the end");
     let engine = driver.engine();
@@ -295,7 +313,7 @@ fn the_end_of_a_run_waits_for_the_gate_and_commits_its_verdicts() {
     let best = engine
         .best_validated()
         .expect("stencil's redundant barrier passes the gate at the end");
-    assert_eq!(seen.bests, vec![best.ptx_hash.clone()]);
+    assert_eq!(bests, vec![best.ptx_hash.clone()]);
     assert_eq!(store.validated("stencil").unwrap(), engine.validated());
     assert_eq!(store.checkpoint("stencil").unwrap().as_ref(), Some(engine));
 }
@@ -305,25 +323,7 @@ fn the_end_of_a_run_waits_for_the_gate_and_commits_its_verdicts() {
 /// checkpoint, to be checked when the job resumes.
 #[test]
 fn a_stop_at_the_gate_keeps_its_variants_for_the_resume() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).unwrap();
-    let (ir, inner) = backend("stencil");
-    let mut b = GateAtTheEnd {
-        inner,
-        running: Vec::new(),
-        waited: 0,
-        interrupt: true,
-    };
-    let (mut driver, _) =
-        Driver::create(&store, &record("stencil"), ir, start(small(48), 2)).unwrap();
-    let limits = Limits {
-        generations: Some(25),
-        ..Limits::default()
-    };
-    let stop = AtomicBool::new(false);
-    let ended = driver
-        .run(&store, &mut b, &limits, &stop, &mut Seen::default())
-        .unwrap();
+    let (_dir, store, driver, _, ended, _) = run_to_the_gate(true);
     assert_eq!(ended, Ended::Stopped);
     let engine = driver.engine();
     assert!(

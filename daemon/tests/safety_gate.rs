@@ -12,12 +12,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A stand-in sanitizer: `body` (sh) runs with `$tool` and `$log` set from
-/// the gate's arguments.
+/// A stand-in sanitizer: `body` (sh) runs with `$tool`, `$log` and `$ptx`
+/// set from the gate's arguments.
 fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
     let path = dir.join(name);
     let text = format!(
-        "#!/bin/sh\nwhile [ $# -gt 0 ]; do\n  case $1 in\n    --tool) tool=$2; shift ;;\n    --log-file) log=$2; shift ;;\n  esac\n  shift\ndone\n{body}\n"
+        "#!/bin/sh\nwhile [ $# -gt 0 ]; do\n  case $1 in\n    --tool) tool=$2; shift ;;\n    --log-file) log=$2; shift ;;\n    --ptx) ptx=$2; shift ;;\n  esac\n  shift\ndone\n{body}\n"
     );
     std::fs::write(&path, text).unwrap();
     std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
@@ -176,19 +176,11 @@ fn a_focused_background_gate_answers_for_one_variant_only() {
     let dir = tempfile::tempdir().unwrap();
     let marker = "16.1803";
     // Slow for PTX that says so, quick for the rest.
-    let sanitizer = dir.path().join("by-ptx.sh");
-    std::fs::write(
-        &sanitizer,
-        format!(
-            "#!/bin/sh\nwhile [ $# -gt 0 ]; do\n  [ \"$1\" = --ptx ] && ptx=$2\n  shift\ndone\ngrep -q slow \"$ptx\" && {{ sleep {marker} & wait; }}\nexit 0\n"
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(
-        &sanitizer,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    let sanitizer = script(
+        dir.path(),
+        "by-ptx.sh",
+        &format!("grep -q slow \"$ptx\" && {{ sleep {marker} & wait; }}\nexit 0"),
+    );
     let mut gate = BackgroundGate::start(gate(sanitizer)).unwrap();
     let build = |hash: &str, ptx: &str| Build {
         ptx_hash: hash.into(),

@@ -110,13 +110,12 @@ pub(super) fn gate_failure(failure: PromotionFailure) -> PromotionFailure {
 
 #[cfg(test)]
 mod tests {
-    use super::super::promote::tests::{key, member, Table};
+    use super::super::promote::tests::{key, member, two_variants, Table};
     use super::*;
     use crate::assessment::Assessment;
     use crate::evolve::{BackendError, Config, Scope};
-    use crate::ir::{KernelIr, Patch};
+    use crate::ir::Patch;
     use crate::spec::TestSet;
-    use rand::SeedableRng;
     use std::collections::{BTreeMap, BTreeSet};
 
     /// [`Table`] with a gate that answers only when released (or waited
@@ -178,18 +177,6 @@ mod tests {
         }
     }
 
-    fn fixture() -> (KernelIr, Patch, Patch) {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        let spec =
-            crate::spec::load(&root.join("tests/fixtures/kernels/vecadd.gevo.toml")).unwrap();
-        let ir = KernelIr::load(&spec.ir, Some(&spec.kernel)).unwrap();
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
-        let best = ir.mutate(&mut rng, 1).unwrap();
-        let runner_up = ir.mutate(&mut rng, 1).unwrap();
-        assert_ne!(best, runner_up);
-        (ir, best, runner_up)
-    }
-
     fn deferred(best: &Patch, runner_up: &Patch, reject: &[&Patch]) -> Deferred {
         Deferred {
             table: Table(
@@ -219,7 +206,7 @@ mod tests {
     /// later, validates it.
     #[test]
     fn a_variant_is_validated_when_the_gate_passes_it_not_before() {
-        let (ir, best, runner_up) = fixture();
+        let (ir, best, runner_up) = two_variants();
         let mut backend = deferred(&best, &runner_up, &[]);
         let mut engine = engine(vec![member(&best, 0.8), member(&runner_up, 0.9)]);
         let (v, f) = engine.promote(&ir, &mut backend, 0).unwrap();
@@ -246,7 +233,7 @@ mod tests {
     /// gate's reason, the bar drops back, and the runner-up is promoted.
     #[test]
     fn a_gate_rejection_drops_the_bar_back_for_the_next_candidate() {
-        let (ir, best, runner_up) = fixture();
+        let (ir, best, runner_up) = two_variants();
         let mut backend = deferred(&best, &runner_up, &[&best]);
         backend.released = true;
         let mut engine = engine(vec![member(&best, 0.8), member(&runner_up, 0.9)]);
@@ -271,7 +258,7 @@ mod tests {
     /// runner-up is checked again and validated.
     #[test]
     fn the_end_of_a_search_waits_for_the_best_variant_only() {
-        let (ir, best, runner_up) = fixture();
+        let (ir, best, runner_up) = two_variants();
         for (reject, expected) in [(vec![], &best), (vec![&best], &runner_up)] {
             let mut backend = deferred(&best, &runner_up, &reject);
             let mut engine = engine(vec![member(&runner_up, 0.9)]);
@@ -302,7 +289,7 @@ mod tests {
     /// new backend checks them again, and `settle` waits for the verdict.
     #[test]
     fn a_resumed_search_checks_its_gating_variants_again() {
-        let (ir, best, runner_up) = fixture();
+        let (ir, best, runner_up) = two_variants();
         let mut backend = deferred(&best, &runner_up, &[]);
         let mut engine = engine(vec![member(&best, 0.8)]);
         engine.promote(&ir, &mut backend, 0).unwrap();

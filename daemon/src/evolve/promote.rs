@@ -309,6 +309,19 @@ pub(super) mod tests {
         }
     }
 
+    /// vecadd's IR and its first two random one-edit variants (seed 1).
+    pub(crate) fn two_variants() -> (KernelIr, Patch, Patch) {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let spec =
+            crate::spec::load(&root.join("tests/fixtures/kernels/vecadd.gevo.toml")).unwrap();
+        let ir = KernelIr::load(&spec.ir, Some(&spec.kernel)).unwrap();
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+        let first = ir.mutate(&mut rng, 1).unwrap();
+        let second = ir.mutate(&mut rng, 1).unwrap();
+        assert_ne!(first, second);
+        (ir, first, second)
+    }
+
     pub(crate) fn member(patch: &Patch, cost: f64) -> Member {
         Member {
             patch: patch.clone(),
@@ -371,14 +384,7 @@ pub(super) mod tests {
     /// With a promotion pool it is still validated; without one it is lost.
     #[test]
     fn the_runner_up_is_validated_after_the_train_best_fails() {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        let spec =
-            crate::spec::load(&root.join("tests/fixtures/kernels/vecadd.gevo.toml")).unwrap();
-        let ir = KernelIr::load(&spec.ir, Some(&spec.kernel)).unwrap();
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
-        let best = ir.mutate(&mut rng, 1).unwrap();
-        let runner_up = ir.mutate(&mut rng, 1).unwrap();
-        assert_ne!(best, runner_up);
+        let (ir, best, runner_up) = two_variants();
         let mut backend = Table(
             BTreeMap::from([(key(&best), (0.8, false)), (key(&runner_up), (0.9, true))]),
             None,
@@ -411,12 +417,7 @@ pub(super) mod tests {
     /// names the test; on a backend without generated tests it validates.
     #[test]
     fn a_generated_test_failure_rejects_a_variant_the_heldout_tests_pass() {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        let spec =
-            crate::spec::load(&root.join("tests/fixtures/kernels/vecadd.gevo.toml")).unwrap();
-        let ir = KernelIr::load(&spec.ir, Some(&spec.kernel)).unwrap();
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
-        let variant = ir.mutate(&mut rng, 1).unwrap();
+        let (ir, variant, _) = two_variants();
         for (generated, validated) in [(Some(vec![key(&variant)]), false), (None, true)] {
             let mut backend = Table(BTreeMap::from([(key(&variant), (0.8, true))]), generated);
             let config = Config {
