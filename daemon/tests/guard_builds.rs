@@ -99,19 +99,30 @@ fn every_memory_access_and_loop_of_every_fixture_is_guarded() {
             .filter(|s| matches!(s.kind, SiteKind::Load | SiteKind::Store | SiteKind::Atomic))
             .count();
         assert_eq!(access_sites, accesses, "{name}: a site per access");
-        // Each access now goes through its guard's pointer, checked by a
-        // call (never inlined: the kernel's blocks stay whole).
+        // Each access now goes through its guard's pointer, checked inline
+        // (with a predicated record, no branch: the kernel's blocks stay
+        // whole) or by a call (never inlined, for the same reason).
         let redirected = text
             .lines()
             .filter(|l| l.contains("%gevo.p") && l.contains(" = select i1 "))
             .count();
         assert_eq!(redirected, accesses, "{name}: a select per access");
-        let checks = text.matches("call i1 @__gevo_check_").count()
+        let called = text.matches("call i1 @__gevo_check_").count()
             - text
                 .matches("define internal i1 @__gevo_check_generic")
                 .count()
                 * 2;
-        assert_eq!(checks, accesses, "{name}: a check per access");
+        let inline = text.lines().filter(|l| l.contains("%gevo_f")).count();
+        assert_eq!(called + inline, accesses, "{name}: a check per access");
+        if name == "vecadd" {
+            // a[i], b[i], c[i]: through kernel parameters, all inline, each
+            // parameter's range found once at the entry.
+            assert_eq!(inline, accesses, "{name}");
+            assert_eq!(
+                text.matches("call { i64, i64 } @__gevo_range_of(").count(),
+                3
+            );
+        }
         let loops = sites
             .iter()
             .filter(|s| s.kind == SiteKind::LoopHeader)
@@ -120,6 +131,13 @@ fn every_memory_access_and_loop_of_every_fixture_is_guarded() {
             text.matches("call void @__gevo_trip(").count(),
             loops,
             "{name}: a trip count per loop header"
+        );
+        assert_eq!(
+            text.lines()
+                .filter(|l| l.trim().starts_with("%gevo.trips") && l.contains(" = phi i64 "))
+                .count(),
+            loops,
+            "{name}: each header counts in a register"
         );
         for site in &sites {
             assert!(
@@ -171,6 +189,16 @@ fn loops_get_budgets_and_sites_keep_source_lines_and_parameters() {
             assert!(aligned(&plain) > 0, "{name}: {plain}");
             assert_eq!(aligned(&guarded), 0, "{name}: {guarded}");
             assert_eq!(unaligned(&guarded), aligned(&plain), "{name}");
+            // Each is checked for lanes that reach it apart.
+            let barriers = sites.iter().filter(|s| s.kind == SiteKind::Barrier).count();
+            assert!(barriers > 0, "{name}");
+            let (text, _) = ir.guarded_ir(&ir.empty_patch(), &options).unwrap();
+            assert_eq!(
+                text.matches("call void @__gevo_barrier_check(").count(),
+                barriers,
+                "{name}"
+            );
+            assert_eq!(text.matches("call void @__gevo_live_init()").count(), 1);
         }
         assert!(
             sites.iter().any(|s| s.source.is_some()),
@@ -206,5 +234,41 @@ fn the_guarded_build_of_every_valid_variant_verifies() {
             built += usize::from(guarded.is_ok());
         }
         assert!(built > 0, "{name}: some variants build");
+    }
+}
+
+/// The toolkit's ptxas, when this machine has one.
+fn ptxas() -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join("ptxas"))
+        .find(|p| p.is_file())
+}
+
+#[test]
+fn the_guarded_build_of_every_fixture_assembles() {
+    let Some(ptxas) = ptxas() else {
+        println!("skipped: no ptxas on PATH (the GPU suite assembles every guarded build)");
+        return;
+    };
+    let options = common::codegen_options();
+    let dir = tempfile::tempdir().unwrap();
+    for (name, ir) in fixtures() {
+        let ptx = ir.compile_guarded(&ir.empty_patch(), &options).unwrap().ptx;
+        let file = dir.path().join(format!("{name}.ptx"));
+        std::fs::write(&file, &ptx).unwrap();
+        let out = std::process::Command::new(&ptxas)
+            .arg(format!("-arch={}", options.arch))
+            .arg(&file)
+            .arg("-o")
+            .arg(dir.path().join(format!("{name}.cubin")))
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        if said.contains("Unsupported .version") || said.contains("Unknown option") {
+            println!("skipped {name}: this ptxas is older than the PTX ({said})");
+            continue;
+        }
+        assert!(out.status.success(), "{name}: {said}\n{ptx}");
     }
 }

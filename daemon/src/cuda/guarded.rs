@@ -6,8 +6,8 @@
 //! Only variants whose guarded runs pass are timed, unguarded.
 //!
 //! The budget of a test is calibrated at start: the original's guarded
-//! build runs it with no budget and reports the most loop trips one thread
-//! made; variants get [`BUDGET_FACTOR`] times that, plus [`BUDGET_SLACK`],
+//! build runs it with no budget and reports the most trips one entry into a
+//! loop made (in steps of 64); variants get [`BUDGET_FACTOR`] times that, plus [`BUDGET_SLACK`],
 //! and [`TIME_BUDGET_FACTOR`] times that run's time, so that a loop whose
 //! trips are slow ends before the worker's watchdog does.
 
@@ -33,7 +33,7 @@ pub const TIME_BUDGET_FACTOR: u32 = 10;
 pub const MIN_TIME_BUDGET: Duration = Duration::from_millis(2);
 
 /// What a guarded run of a test may spend before its looping threads end:
-/// trips per thread, and time for the whole run (`Budget::NONE`: no limit,
+/// trips per loop entry, and time for the whole run (`Budget::NONE`: no limit,
 /// for the calibration run).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Budget {
@@ -48,7 +48,8 @@ impl Budget {
     };
 
     /// A test's budget from the original's guarded run of it (with no
-    /// budget): the most trips one thread made, and how long the run took.
+    /// budget): the most trips one loop entry made, and how long the run
+    /// took.
     pub fn from_original(most_trips: u64, took: Duration) -> Budget {
         Budget {
             trips: most_trips
@@ -141,7 +142,7 @@ impl GuardState {
         FaultKind::from_word(self.0[guard::STATE_KIND])
     }
 
-    /// The most loop trips one thread made (with no budget set).
+    /// The most trips one loop entry made, in steps of 64 (with no budget set).
     pub fn most_trips(&self) -> u64 {
         self.0[guard::STATE_MOST_TRIPS]
     }
@@ -171,6 +172,9 @@ impl GuardState {
             },
             FaultKind::TimeBudget => Fault::TimeBudget {
                 budget_us: budget.time.as_micros() as u64,
+            },
+            FaultKind::DivergentBarrier => Fault::WarpDivergentBarrier {
+                other_thread: unpack_thread(address),
             },
             FaultKind::GlobalOutOfBounds
             | FaultKind::SharedOutOfBounds
@@ -223,14 +227,20 @@ impl GuardState {
                 ((block >> 32) & 0xffff) as u32,
                 (block >> 48) as u32,
             ],
-            thread: [
-                (thread & 0xf_ffff) as u32,
-                ((thread >> 20) & 0xf_ffff) as u32,
-                (thread >> 40) as u32,
-            ],
+            thread: unpack_thread(thread),
             context: Box::new(context),
         })
     }
+}
+
+/// A thread's coordinates as the guard runtime packs them
+/// (`x | y << 20 | z << 40`).
+fn unpack_thread(word: u64) -> [u32; 3] {
+    [
+        (word & 0xf_ffff) as u32,
+        ((word >> 20) & 0xf_ffff) as u32,
+        (word >> 40) as u32,
+    ]
 }
 
 /// The buffer (by slot) whose range `address` is in or nearest to, and

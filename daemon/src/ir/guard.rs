@@ -5,34 +5,38 @@
 //! fault instead of a lost context or a watchdog kill (docs/evolve.md,
 //! "Guarded check builds").
 //!
-//! How an access is guarded: `p' = select(check(p, bytes, align, site), p,
-//! scratch)`, the access then made through `p'`. No branch is added around
-//! an access, so a guard never changes which threads reach a barrier; the
-//! check records the first refusal of a launch in `__gevo_guard_state`
-//! (`guard_runtime.ll`). A loop header counts the thread's trips; past the
-//! trip budget, or (asked every 64 trips) the run's time budget, the thread
-//! exits (an exited thread counts as arrived at later barriers). The GPU
-//! worker fills `__gevo_guard_table` (the test's buffer ranges and the
-//! budgets) before each guarded run and reads the state
-//! after.
+//! How an access is guarded: `p' = select(ok, p, scratch)`, the access then
+//! made through `p'`, where `ok` is an inline check against the one range
+//! the pointer's root owns (`inline_check`) or a call that walks all the
+//! test owns (`guard_runtime.ll`). No branch is added around an access, so
+//! a guard never changes which threads reach a barrier; the first refusal
+//! of a launch is recorded in `__gevo_guard_state`. A loop header counts
+//! its trips (`loops`); past the trip budget, or (asked every 64 trips) the
+//! run's time budget, the thread exits (an exited thread counts as arrived
+//! at later barriers). The GPU worker fills `__gevo_guard_table` (the
+//! test's buffer ranges and the budgets) before each guarded run and reads
+//! the state after.
 
 use super::error::IrError;
 use super::llvm;
 use super::{codegen, CodegenOptions, KernelIr, Patch};
 use inkwell::builder::Builder;
 use inkwell::context::Context;
-use inkwell::intrinsics::Intrinsic;
 use inkwell::memory_buffer::MemoryBuffer;
 use inkwell::module::{Linkage, Module};
 use inkwell::values::{
-    AnyValueEnum, AsValueRef, BasicMetadataValueEnum, BasicValue, BasicValueEnum, FunctionValue,
+    AsValueRef, BasicMetadataValueEnum, BasicValue, BasicValueEnum, FunctionValue,
     InstructionValue, IntValue, PointerValue, ValueKind,
 };
 use inkwell::{AddressSpace, IntPredicate};
 use serde::{Deserialize, Serialize};
 
+mod barriers;
+mod inline_check;
+mod loops;
 mod plan;
 
+use inline_check::InlineChecks;
 use plan::{plan, Plan};
 
 const RUNTIME: &str = include_str!("guard_runtime.ll");
@@ -53,6 +57,8 @@ pub const TABLE_TIME_BUDGET: usize = TABLE_WORDS - 1;
 /// The globals the GPU worker reads and fills.
 pub const STATE_SYMBOL: &str = "__gevo_guard_state";
 pub const TABLE_SYMBOL: &str = "__gevo_guard_table";
+/// The intrinsic `__syncthreads()` compiles to.
+const ALIGNED_BARRIER: &str = "llvm.nvvm.barrier0";
 /// Accesses wider than the scratch they would be redirected to are left
 /// unguarded (no kernel of ours has one).
 const SCRATCH_BYTES: u64 = 256;
@@ -67,6 +73,10 @@ pub enum FaultKind {
     TripBudget,
     SharedMisaligned,
     TimeBudget,
+    /// Lanes of a warp reached a `__syncthreads()` apart (the ordinary
+    /// build's aligned barrier would hang); `address` holds another
+    /// thread of the warp, packed as `thread` is.
+    DivergentBarrier,
 }
 
 impl FaultKind {
@@ -78,6 +88,7 @@ impl FaultKind {
             4 => FaultKind::TripBudget,
             5 => FaultKind::SharedMisaligned,
             6 => FaultKind::TimeBudget,
+            7 => FaultKind::DivergentBarrier,
             _ => return None,
         })
     }
@@ -94,6 +105,8 @@ pub enum SiteKind {
     /// nothing.
     MemoryIntrinsic,
     LoopHeader,
+    /// A `__syncthreads()`, checked for lanes that reach it apart.
+    Barrier,
 }
 
 /// One guarded instruction, as the fault record names it by index.
@@ -185,7 +198,7 @@ fn guard_module<'c>(
         .link_in_module(runtime)
         .map_err(|e| guard_error(format!("linking the guard runtime: {e}")))?;
     insert_guards(context, module, &plan)?;
-    unalign_barriers(context, module)?;
+    barriers::unalign_and_check(context, module, &plan)?;
     define_ownership(context, module)?;
     for f in module.get_functions() {
         if is_runtime(&f.get_name().to_string_lossy()) {
@@ -220,8 +233,6 @@ struct Runtime<'c> {
     check_global: FunctionValue<'c>,
     check_shared: FunctionValue<'c>,
     check_generic: FunctionValue<'c>,
-    trip: FunctionValue<'c>,
-    trips_done: FunctionValue<'c>,
     scratch: PointerValue<'c>,
     scratch_shared: PointerValue<'c>,
 }
@@ -243,11 +254,23 @@ impl<'c> Runtime<'c> {
             check_global: function("__gevo_check_global")?,
             check_shared: function("__gevo_check_shared")?,
             check_generic: function("__gevo_check_generic")?,
-            trip: function("__gevo_trip")?,
-            trips_done: function("__gevo_trips_done")?,
             scratch: global("__gevo_scratch")?,
             scratch_shared: global("__gevo_scratch_shared")?,
         })
+    }
+}
+
+impl<'c> Runtime<'c> {
+    /// Where a refused access through `pointer` goes: scratch memory in
+    /// the pointer's own address space.
+    fn scratch_for(&self, context: &'c Context, pointer: PointerValue<'c>) -> PointerValue<'c> {
+        match llvm::pointer_address_space(llvm::type_of(pointer.as_value_ref())) {
+            3 => self.scratch_shared,
+            1 => self.scratch,
+            _ => self
+                .scratch
+                .const_address_space_cast(context.ptr_type(AddressSpace::default())),
+        }
     }
 }
 
@@ -263,12 +286,21 @@ fn insert_guards<'c>(
 ) -> Result<(), IrError> {
     let runtime = Runtime::find(module)?;
     let builder = context.create_builder();
+    let inline = InlineChecks::new(context, module, &builder, plan)?;
     let i64_type = context.i64_type();
     let i32_type = context.i32_type();
     for access in &plan.accesses {
         // Planned before linking: linking the runtime in adds but removes nothing.
         let inst = instruction(access.inst);
         builder.position_before(&inst);
+        if access.base.is_some() {
+            let at = access.pointers[0];
+            let pointer = operand(inst, at).into_pointer_value();
+            let scratch = runtime.scratch_for(context, pointer);
+            if inline.guard(context, module, &builder, access, inst, at, scratch)? {
+                continue;
+            }
+        }
         let site = i32_type.const_int(access.site as u64, false);
         let length = match access.length {
             Some(at) => operand(inst, at).into_int_value(),
@@ -315,13 +347,7 @@ fn insert_guards<'c>(
                     })
                 }
                 None => {
-                    let scratch = match space {
-                        3 => runtime.scratch_shared,
-                        1 => runtime.scratch,
-                        _ => runtime
-                            .scratch
-                            .const_address_space_cast(context.ptr_type(AddressSpace::default())),
-                    };
+                    let scratch = runtime.scratch_for(context, pointer);
                     let guarded = builder
                         .build_select(ok, pointer, scratch, "gevo.p")
                         .map_err(build_error)?;
@@ -337,70 +363,7 @@ fn insert_guards<'c>(
             inst.set_operand(at, guarded);
         }
     }
-    for loops in &plan.loops {
-        let entry = llvm::blocks(loops.function)[0];
-        let first = llvm::instructions(entry)[0];
-        builder.position_before(&instruction(first));
-        let counter = builder
-            .build_alloca(i64_type, "gevo.trips")
-            .map_err(build_error)?;
-        builder
-            .build_store(counter, i64_type.const_zero())
-            .map_err(build_error)?;
-        for &(site, at) in &loops.headers {
-            builder.position_before(&instruction(at));
-            let site = i32_type.const_int(site as u64, false);
-            builder
-                .build_call(runtime.trip, &[counter.into(), site.into()], "")
-                .map_err(build_error)?;
-        }
-        for block in llvm::blocks(loops.function) {
-            let last = *llvm::instructions(block)
-                .last()
-                .expect("a block ends in a terminator");
-            if llvm::opcode(last) == llvm_sys::LLVMOpcode::LLVMRet {
-                builder.position_before(&instruction(last));
-                builder
-                    .build_call(runtime.trips_done, &[counter.into()], "")
-                    .map_err(build_error)?;
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Every `__syncthreads()` (`bar.sync 0`, which the lanes of a warp must
-/// reach together) becomes the barrier that lanes may reach apart
-/// (`barrier.sync 0`). A variant that makes a barrier divergent within a
-/// warp hangs at the aligned one, and a hang costs the GPU worker; at the
-/// unaligned one the lanes arrive one by one and the run ends, its outputs
-/// then judged as any variant's. For a variant whose lanes stay together
-/// the two are the same barrier.
-fn unalign_barriers<'c>(context: &'c Context, module: &Module<'c>) -> Result<(), IrError> {
-    let Some(aligned) = module.get_function("llvm.nvvm.barrier0") else {
-        return Ok(());
-    };
-    let unaligned = Intrinsic::find("llvm.nvvm.barrier.sync")
-        .and_then(|i| i.get_declaration(module, &[]))
-        .ok_or_else(|| guard_error("no llvm.nvvm.barrier.sync intrinsic".into()))?;
-    let mut calls = Vec::new();
-    let mut next = aligned.as_global_value().as_pointer_value().get_first_use();
-    while let Some(u) = next {
-        if let AnyValueEnum::InstructionValue(inst) = u.get_user() {
-            calls.push(inst);
-        }
-        next = u.get_next_use();
-    }
-    let builder = context.create_builder();
-    let id = context.i32_type().const_zero();
-    for call in calls {
-        builder.position_before(&call);
-        builder
-            .build_call(unaligned, &[id.into()], "")
-            .map_err(build_error)?;
-        call.erase_from_basic_block();
-    }
-    Ok(())
+    loops::count_trips(context, module, &builder, &plan.loops)
 }
 
 fn instruction<'c>(inst: llvm::Value) -> InstructionValue<'c> {

@@ -2,18 +2,22 @@
 ; (docs/evolve.md, "Guarded check builds"). Every guarded access calls one of
 ; the __gevo_check_* functions, which answer whether the access may go ahead;
 ; a refused access is redirected to scratch memory by the caller and the
-; first refusal of the launch is recorded in @__gevo_guard_state. Loop
-; headers call @__gevo_trip, which ends a thread past the test's trip or
-; time budget.
+; first refusal of the launch is recorded in @__gevo_guard_state. An access
+; through a kernel parameter is checked inline instead, against the range
+; @__gevo_range_of found at the kernel's entry. Loop headers count their
+; trips inline and call @__gevo_trip past the trip budget and every 64th
+; trip, which ends a thread past the test's trip or time budget.
 ; Everything here but the state and the table is made internal after
 ; linking; the checks stay calls (see the attributes at the end).
 
 ; Written by the kernel, read back by the GPU worker:
 ; [0] fault kind (0 none, 1 global out of bounds, 2 shared out of bounds,
 ;     3 misaligned global, 4 trip budget, 5 misaligned shared, 6 time
-;     budget), [1] site, [2] thread (x | y << 20 |
-;     z << 40), [3] block (x | y << 32 | z << 48), [4] address (or trips),
-; [5] the most loop trips one thread made (the calibration run's answer),
+;     budget, 7 divergent barrier), [1] site, [2] thread (x | y << 20 |
+;     z << 40), [3] block (x | y << 32 | z << 48), [4] address (or trips, or
+;     the other thread of a divergent barrier),
+; [5] the most trips one entry into a loop made, in steps of 64 (the
+;     calibration run's answer),
 ; [6] the run's first clock reading at a loop header (for the time budget).
 @__gevo_guard_state = addrspace(1) externally_initialized global [8 x i64] zeroinitializer, align 8
 
@@ -27,12 +31,21 @@
 @__gevo_scratch = addrspace(1) global [32 x i64] zeroinitializer, align 16
 @__gevo_scratch_shared = addrspace(3) global [8 x i64] undef, align 16
 
+; Per warp of the block: the lanes that have not returned (ir/guard/
+; barriers.rs), for the divergent-barrier check.
+@__gevo_live = addrspace(3) global [32 x i32] undef, align 4
+
 declare i32 @llvm.nvvm.read.ptx.sreg.tid.x()
 declare i32 @llvm.nvvm.read.ptx.sreg.tid.y()
 declare i32 @llvm.nvvm.read.ptx.sreg.tid.z()
 declare i32 @llvm.nvvm.read.ptx.sreg.ctaid.x()
 declare i32 @llvm.nvvm.read.ptx.sreg.ctaid.y()
 declare i32 @llvm.nvvm.read.ptx.sreg.ctaid.z()
+declare i32 @llvm.nvvm.read.ptx.sreg.ntid.x()
+declare i32 @llvm.nvvm.read.ptx.sreg.ntid.y()
+declare i32 @llvm.nvvm.read.ptx.sreg.laneid()
+declare i32 @llvm.nvvm.activemask()
+declare i32 @llvm.cttz.i32(i32, i1)
 declare i1 @llvm.nvvm.isspacep.shared(ptr)
 declare i1 @llvm.nvvm.isspacep.local(ptr)
 declare i1 @llvm.nvvm.isspacep.const(ptr)
@@ -189,22 +202,69 @@ global:
   ret i1 %global_ok
 }
 
-; At a loop header: one more trip for this thread; past the budget the
-; fault is recorded and the thread exits (a barrier then no longer waits
-; for it: exited threads count as arrived). Every 64th trip also asks the
-; clock: past the run's time budget (table[127], nanoseconds from the first
-; such check of the run, stamped in state[6]) the thread ends the same way,
-; so a loop whose trips are slow ends before the worker's watchdog.
-define void @__gevo_trip(ptr %counter, i32 %site) #0 {
+; The range of the test's buffer that holds %a, for a kernel parameter's
+; pointer: found once per thread at the kernel's entry, so that an access
+; through that parameter is checked inline against this one range
+; (ir/guard/inline_check.rs). No buffer holds %a: the empty range {1, 0},
+; which no access fits.
+define { i64, i64 } @__gevo_range_of(i64 %a) #0 {
 entry:
-  %trips = load i64, ptr %counter, align 8
-  %now = add i64 %trips, 1
-  store i64 %now, ptr %counter, align 8
+  %count = load i64, ptr addrspace(4) getelementptr inbounds ([128 x i64], ptr addrspace(4) @__gevo_guard_table, i64 0, i64 1), align 8
+  br label %loop
+
+loop:
+  %i = phi i64 [ 0, %entry ], [ %next, %body ]
+  %more = icmp ult i64 %i, %count
+  br i1 %more, label %body, label %none
+
+body:
+  %twice = shl i64 %i, 1
+  %at = add i64 %twice, 2
+  %begin_at = getelementptr inbounds [128 x i64], ptr addrspace(4) @__gevo_guard_table, i64 0, i64 %at
+  %begin = load i64, ptr addrspace(4) %begin_at, align 8
+  %end_at = getelementptr inbounds i64, ptr addrspace(4) %begin_at, i64 1
+  %limit = load i64, ptr addrspace(4) %end_at, align 8
+  %after = icmp uge i64 %a, %begin
+  %before = icmp ult i64 %a, %limit
+  %inside = and i1 %after, %before
+  %next = add i64 %i, 1
+  br i1 %inside, label %found, label %loop
+
+found:
+  %r0 = insertvalue { i64, i64 } undef, i64 %begin, 0
+  %r1 = insertvalue { i64, i64 } %r0, i64 %limit, 1
+  ret { i64, i64 } %r1
+
+none:
+  ret { i64, i64 } { i64 1, i64 0 }
+}
+
+; A loop header's slow path (ir/guard/loops.rs): the header counts its
+; trips inline and calls this only past the trip budget or on every 64th
+; trip. Past the budget the fault is recorded and the thread exits (a
+; barrier then no longer waits for it: exited threads count as arrived).
+; Every 64th trip raises the most trips seen (state[5], the calibration
+; run's answer) and asks the clock: past the run's time budget
+; (table[127], nanoseconds from the first such check of the run, stamped in
+; state[6]) the thread ends the same way, so a loop whose trips are slow
+; ends before the worker's watchdog.
+define void @__gevo_trip(i64 %now, i32 %site) #0 {
+entry:
   %budget = load i64, ptr addrspace(4) @__gevo_guard_table, align 8
   %limited = icmp ne i64 %budget, 0
   %over = icmp ugt i64 %now, %budget
   %stop = and i1 %limited, %over
-  br i1 %stop, label %end, label %clock
+  br i1 %stop, label %end, label %most
+
+most:
+  %most_at = getelementptr inbounds [8 x i64], ptr addrspace(1) @__gevo_guard_state, i64 0, i64 5
+  %most_seen = load volatile i64, ptr addrspace(1) %most_at, align 8
+  %more = icmp ugt i64 %now, %most_seen
+  br i1 %more, label %raise, label %clock
+
+raise:
+  %raised = atomicrmw umax ptr addrspace(1) %most_at, i64 %now monotonic, align 8
+  br label %clock
 
 clock:
   %low = and i64 %now, 63
@@ -250,25 +310,101 @@ go:
   ret void
 }
 
-; At a kernel's return: the most trips any thread made, for calibration.
-define void @__gevo_trips_done(ptr %counter) #0 {
-entry:
-  %trips = load i64, ptr %counter, align 8
-  %most_at = getelementptr inbounds [8 x i64], ptr addrspace(1) @__gevo_guard_state, i64 0, i64 5
-  %most = load volatile i64, ptr addrspace(1) %most_at, align 8
-  %more = icmp ugt i64 %trips, %most
-  br i1 %more, label %raise, label %done
+;; Divergent barriers (ir/guard/barriers.rs). A __syncthreads() is an
+;; aligned barrier: the lanes of a warp that have not returned must reach it
+;; together, or it hangs. The guarded build's barrier is the unaligned one,
+;; which lanes may reach apart; each barrier site reads the lanes that reach
+;; it together (activemask) before it, and after it compares them with the
+;; warp's lanes that have not returned: every lane heading for a return has
+;; made it by then, since the barrier waits for it.
 
-raise:
-  %old = atomicrmw umax ptr addrspace(1) %most_at, i64 %trips monotonic, align 8
+; The thread's index in its block, counted as warps are.
+define i32 @__gevo_linear_thread() #0 {
+  %x = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()
+  %y = call i32 @llvm.nvvm.read.ptx.sreg.tid.y()
+  %z = call i32 @llvm.nvvm.read.ptx.sreg.tid.z()
+  %nx = call i32 @llvm.nvvm.read.ptx.sreg.ntid.x()
+  %ny = call i32 @llvm.nvvm.read.ptx.sreg.ntid.y()
+  %zy = mul i32 %z, %ny
+  %row = add i32 %zy, %y
+  %rows = mul i32 %row, %nx
+  %linear = add i32 %rows, %x
+  ret i32 %linear
+}
+
+define ptr addrspace(3) @__gevo_live_word() #0 {
+  %linear = call i32 @__gevo_linear_thread()
+  %warp = lshr i32 %linear, 5
+  %at = getelementptr inbounds [32 x i32], ptr addrspace(3) @__gevo_live, i32 0, i32 %warp
+  ret ptr addrspace(3) %at
+}
+
+; At a kernel's entry, where a warp's lanes are together: lane 0 writes
+; them as the warp's live lanes (a predicated store: no lane leaves early).
+define void @__gevo_live_init() #0 {
+  %mask = call i32 @llvm.nvvm.activemask()
+  %lane = call i32 @llvm.nvvm.read.ptx.sreg.laneid()
+  %at = call ptr addrspace(3) @__gevo_live_word()
+  %address = ptrtoint ptr addrspace(3) %at to i64
+  call void asm sideeffect "{\0A.reg .pred %gevo_l;\0Asetp.eq.u32 %gevo_l, $0, 0;\0A@%gevo_l st.volatile.shared.u32 [$1], $2;\0A}", "r,l,r"(i32 %lane, i64 %address, i32 %mask)
+  ret void
+}
+
+; At a kernel's return: the lane is no longer live. The fence orders the
+; clear before the thread's exit, which a waiting barrier counts.
+define void @__gevo_live_exit() #0 {
+  %lane = call i32 @llvm.nvvm.read.ptx.sreg.laneid()
+  %bit = shl i32 1, %lane
+  %others = xor i32 %bit, -1
+  %at = call ptr addrspace(3) @__gevo_live_word()
+  %old = atomicrmw and ptr addrspace(3) %at, i32 %others monotonic, align 4
+  call void asm sideeffect "membar.cta;", "~{memory}"()
+  ret void
+}
+
+; After a barrier reached by the lanes %arrived: a live lane of the warp
+; that was not among them reached it apart (or another barrier). Recorded
+; with that lane's thread (x | y << 20 | z << 40) as the address.
+define void @__gevo_barrier_check(i32 %arrived, i32 %site) #0 {
+entry:
+  %at = call ptr addrspace(3) @__gevo_live_word()
+  %live = load volatile i32, ptr addrspace(3) %at, align 4
+  %together = icmp eq i32 %live, %arrived
+  br i1 %together, label %done, label %apart
+
+apart:
+  %missing = xor i32 %arrived, -1
+  %away = and i32 %live, %missing
+  %differ = xor i32 %live, %arrived
+  %none_away = icmp eq i32 %away, 0
+  %pick = select i1 %none_away, i32 %differ, i32 %away
+  %other_lane = call i32 @llvm.cttz.i32(i32 %pick, i1 true)
+  %linear = call i32 @__gevo_linear_thread()
+  %base = and i32 %linear, -32
+  %other = add i32 %base, %other_lane
+  %nx = call i32 @llvm.nvvm.read.ptx.sreg.ntid.x()
+  %ny = call i32 @llvm.nvvm.read.ptx.sreg.ntid.y()
+  %ox = urem i32 %other, %nx
+  %rows = udiv i32 %other, %nx
+  %oy = urem i32 %rows, %ny
+  %oz = udiv i32 %rows, %ny
+  %ox64 = zext i32 %ox to i64
+  %oy64 = zext i32 %oy to i64
+  %oz64 = zext i32 %oz to i64
+  %oys = shl i64 %oy64, 20
+  %ozs = shl i64 %oz64, 40
+  %oxy = or i64 %ox64, %oys
+  %packed = or i64 %oxy, %ozs
+  call void @__gevo_record(i64 7, i32 %site, i64 %packed)
   br label %done
 
 done:
   ret void
 }
 
-; Not inlined: the kernel's own blocks stay as they were (a guard inlined
+; Not inlined: the kernel's own blocks stay as they were (a check inlined
 ; with its branches would split them, and code generation fuses a multiply
 ; and an add only within one block: the guarded build's floating-point
-; results would differ from the ordinary build's).
+; results would differ from the ordinary build's). The checks that are
+; inlined (ir/guard/inline_check.rs) have no branches.
 attributes #0 = { noinline nounwind }

@@ -44,6 +44,13 @@ pub enum Fault {
         other_thread: [u32; 3],
         other_barrier: Option<u32>,
     },
+    /// Lanes of one warp reached an aligned barrier apart, `other_thread`
+    /// of the warp not among them (found by the GPU backend's guarded
+    /// builds, whose barriers let lanes arrive apart; the ordinary build
+    /// hangs there).
+    WarpDivergentBarrier {
+        other_thread: [u32; 3],
+    },
     StepBudget {
         budget: u64,
     },
@@ -151,7 +158,9 @@ impl Verdict {
             Fault::UninitializedShared { .. } => "uninitialized_shared",
             Fault::GlobalRace { .. } => "global_race",
             Fault::InputWritten { .. } => "input_written",
-            Fault::DivergentBarrier { .. } => "divergent_barrier",
+            Fault::DivergentBarrier { .. } | Fault::WarpDivergentBarrier { .. } => {
+                "divergent_barrier"
+            }
             Fault::StepBudget { .. } => "step_budget",
             Fault::Misaligned { .. } => "misaligned",
             Fault::TripBudget { .. } => "trip_budget",
@@ -230,6 +239,10 @@ impl fmt::Display for Fault {
             } => write!(
                 f,
                 "divergent barrier: reached while thread {other_thread:?} of the same block waits at another barrier, instruction i{i}"
+            ),
+            Fault::WarpDivergentBarrier { other_thread } => write!(
+                f,
+                "divergent barrier: reached apart from thread {other_thread:?} of the same warp (an aligned barrier hangs there)"
             ),
             Fault::StepBudget { budget } => {
                 write!(f, "step budget of {budget} instructions per block exceeded")

@@ -19,18 +19,49 @@ pub(super) struct Access {
     pub(super) align: u64,
     /// For a memory intrinsic: the operand holding its length.
     pub(super) length: Option<u32>,
+    /// What every pointer this access may use is computed from, when the
+    /// inline check can use its range (`inline_check.rs`).
+    pub(super) base: Option<Base>,
+}
+
+/// The one root an access's pointer is computed from (through GEPs, casts,
+/// phis and selects) whose range a guard can know without walking the
+/// test's table at the access.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Base {
+    /// A pointer parameter of a kernel (an entry point): it holds a test
+    /// buffer's address, whose range is found once at the kernel's entry.
+    KernelParameter { function: llvm::Value, index: u32 },
+    /// One of the module's own defined global or shared variables: its
+    /// range is a constant.
+    Variable { global: llvm::Value, bytes: u64 },
+}
+
+pub(super) struct Loop {
+    pub(super) site: u32,
+    pub(super) header: llvm::Block,
+    /// The blocks whose back edges reach the header.
+    pub(super) latches: Vec<llvm::Block>,
 }
 
 pub(super) struct Loops {
     pub(super) function: llvm::Value,
-    /// (site, first non-phi instruction of the header)
-    pub(super) headers: Vec<(u32, llvm::Value)>,
+    pub(super) loops: Vec<Loop>,
+}
+
+/// A `__syncthreads()` of a chosen kernel, checked for lanes that reach it
+/// apart (`barriers.rs`).
+pub(super) struct Barrier {
+    pub(super) site: u32,
+    pub(super) call: llvm::Value,
+    pub(super) function: llvm::Value,
 }
 
 pub(super) struct Plan {
     pub(super) sites: Vec<GuardSite>,
     pub(super) accesses: Vec<Access>,
     pub(super) loops: Vec<Loops>,
+    pub(super) barriers: Vec<Barrier>,
     /// Accesses wider than the scratch, left unguarded.
     pub(super) too_wide: usize,
 }
@@ -50,10 +81,21 @@ pub(super) fn plan(
     loaded: &[super::super::Part],
 ) -> Plan {
     let layout = llvm::DataLayout::of(module.as_mut_ptr());
+    let kernels = llvm::kernel_functions(module.as_mut_ptr());
+    let variables: Vec<(llvm::Value, u64)> = llvm::globals(module.as_mut_ptr())
+        .into_iter()
+        .filter(|g| {
+            g.initializer.is_some()
+                && matches!(g.address_space, 1 | 3)
+                && !is_runtime(&llvm::value_name(g.value))
+        })
+        .map(|g| (g.value, layout.alloc_size(g.value_type)))
+        .collect();
     let mut plan = Plan {
         sites: Vec::new(),
         accesses: Vec::new(),
         loops: Vec::new(),
+        barriers: Vec::new(),
         too_wide: 0,
     };
     let site_of = |inst: llvm::Value, block: String, kind: SiteKind, bytes: u64| {
@@ -76,6 +118,7 @@ pub(super) fn plan(
         if f.count_basic_blocks() == 0 || name.starts_with("llvm.") || is_runtime(&name) {
             continue;
         }
+        let is_kernel = kernels.contains(&name);
         for (index, block) in llvm::blocks(f.as_value_ref()).into_iter().enumerate() {
             let block_label = block_label(block, index);
             for inst in llvm::instructions(block) {
@@ -90,8 +133,21 @@ pub(super) fn plan(
                 let kind = site_kind(inst);
                 access.site = plan.sites.len() as u32;
                 let mut site = site_of(inst, block_label.clone(), kind, access.bytes);
-                site.argument =
-                    base_argument(llvm::operand(inst, access.pointers[0]), f.as_value_ref());
+                let root = root_of(llvm::operand(inst, access.pointers[0]));
+                site.argument = root.and_then(|r| parameter_index(r, f.as_value_ref()));
+                access.base = root.and_then(|r| match parameter_index(r, f.as_value_ref()) {
+                    Some(index) if is_kernel && access.length.is_none() => {
+                        Some(Base::KernelParameter {
+                            function: f.as_value_ref(),
+                            index,
+                        })
+                    }
+                    None if access.length.is_none() => variables
+                        .iter()
+                        .find(|(g, _)| *g == r)
+                        .map(|&(global, bytes)| Base::Variable { global, bytes }),
+                    _ => None,
+                });
                 plan.sites.push(site);
                 plan.accesses.push(access);
             }
@@ -100,7 +156,8 @@ pub(super) fn plan(
     for (part, live) in loaded.iter().zip(parts) {
         let function = live.function();
         let blocks = llvm::blocks(function);
-        let mut headers = Vec::new();
+        // (header, latches) by the header's index.
+        let mut headers: Vec<(usize, Vec<llvm::Block>)> = Vec::new();
         for (b, &block) in blocks.iter().enumerate() {
             for succ in llvm::successors(block) {
                 let h = blocks
@@ -108,17 +165,41 @@ pub(super) fn plan(
                     .position(|x| *x == succ)
                     .expect("a successor is a block of the function");
                 // A back edge: its target dominates its source.
-                if part.dom.is_reachable(b) && part.dom.dominates(h, b) && !headers.contains(&h) {
-                    headers.push(h);
+                if part.dom.is_reachable(b) && part.dom.dominates(h, b) {
+                    match headers.iter_mut().find(|(x, _)| *x == h) {
+                        Some((_, latches)) if !latches.contains(&block) => latches.push(block),
+                        Some(_) => {}
+                        None => headers.push((h, vec![block])),
+                    }
                 }
             }
         }
-        headers.sort_unstable();
+        headers.sort_unstable_by_key(|(h, _)| *h);
+        for (index, &block) in blocks.iter().enumerate() {
+            for inst in llvm::instructions(block) {
+                if llvm::is_call(inst)
+                    && llvm::called_function(inst)
+                        .is_some_and(|f| llvm::value_name(f) == super::ALIGNED_BARRIER)
+                {
+                    plan.barriers.push(Barrier {
+                        site: plan.sites.len() as u32,
+                        call: inst,
+                        function,
+                    });
+                    plan.sites.push(site_of(
+                        inst,
+                        block_label(block, index),
+                        SiteKind::Barrier,
+                        0,
+                    ));
+                }
+            }
+        }
         let mut loops = Loops {
             function,
-            headers: Vec::new(),
+            loops: Vec::new(),
         };
-        for h in headers {
+        for (h, latches) in headers {
             let first = llvm::instructions(blocks[h])
                 .into_iter()
                 .find(|&i| !llvm::is_phi(i))
@@ -130,37 +211,62 @@ pub(super) fn plan(
                 SiteKind::LoopHeader,
                 0,
             ));
-            loops.headers.push((site, first));
+            loops.loops.push(Loop {
+                site,
+                header: blocks[h],
+                latches,
+            });
         }
         plan.loops.push(loops);
     }
     plan
 }
 
-/// The parameter of `function` that `pointer` is computed from through
-/// GEPs and casts; none through anything else (a phi, a select, a load).
-fn base_argument(pointer: llvm::Value, function: llvm::Value) -> Option<u32> {
+/// The one value `pointer` is computed from through GEPs, casts, phis and
+/// selects, when every path leads to the same one; none when some path
+/// goes through anything else (a load, an integer cast) or two roots meet.
+fn root_of(pointer: llvm::Value) -> Option<llvm::Value> {
     use llvm_sys::LLVMOpcode::*;
-    let mut v = pointer;
-    // Bounded: a chain of GEPs and casts is short.
-    for _ in 0..64 {
-        if llvm::is_argument(v) {
-            return llvm::params(function)
-                .iter()
-                .position(|&p| p == v)
-                .map(|i| i as u32);
+    let mut root = None;
+    let mut seen = Vec::new();
+    let mut work = vec![pointer];
+    while let Some(v) = work.pop() {
+        if seen.contains(&v) {
+            continue;
         }
+        // Bounded: pointer arithmetic is a short web; past this, no root.
+        if seen.len() == 256 {
+            return None;
+        }
+        seen.push(v);
         let opcode = if llvm::is_instruction(v) {
             Some(llvm::opcode(v))
         } else {
             llvm::const_expr_opcode(v)
         };
         match opcode {
-            Some(LLVMGetElementPtr | LLVMAddrSpaceCast | LLVMBitCast) => v = llvm::operand(v, 0),
+            Some(LLVMGetElementPtr | LLVMAddrSpaceCast | LLVMBitCast) => {
+                work.push(llvm::operand(v, 0))
+            }
+            Some(LLVMPHI) => work.extend((0..llvm::incoming_count(v)).map(|i| llvm::operand(v, i))),
+            Some(LLVMSelect) => work.extend([llvm::operand(v, 1), llvm::operand(v, 2)]),
+            _ if llvm::is_argument(v) || llvm::is_global_value(v) => match root {
+                None => root = Some(v),
+                Some(r) if r == v => {}
+                Some(_) => return None,
+            },
             _ => return None,
         }
     }
-    None
+    root
+}
+
+/// Which parameter of `function` `value` is.
+fn parameter_index(value: llvm::Value, function: llvm::Value) -> Option<u32> {
+    llvm::params(function)
+        .iter()
+        .position(|&p| p == value)
+        .map(|i| i as u32)
 }
 
 /// The block's name as the simulator's verdicts give it.
@@ -224,6 +330,7 @@ fn access_of(inst: llvm::Value, layout: llvm::DataLayout) -> Found {
         bytes,
         align,
         length: None,
+        base: None,
     })
 }
 
@@ -250,5 +357,6 @@ fn memory_intrinsic(call: llvm::Value) -> Option<Access> {
         bytes: 0,
         align: 1,
         length: Some(2),
+        base: None,
     })
 }

@@ -1,0 +1,295 @@
+//! Inline checks: an access whose pointer is computed from one known root
+//! (a kernel's pointer parameter, or one of the module's own variables) is
+//! checked in the kernel's own code against that root's range, with no
+//! call and no branch; the others call the runtime's checks, which walk
+//! the test's whole table (`guard_runtime.ll`).
+//!
+//! A kernel parameter's range is the test buffer that holds the
+//! parameter's address, found once per thread at the kernel's entry
+//! (`__gevo_range_of`); a variable's range is a constant. So an access
+//! through parameter `a` that lands in another buffer is refused, as the
+//! simulator refuses it. A refusal is recorded by predicated PTX (inline
+//! assembly, so that no branch splits the block: see the runtime's note on
+//! fused multiply-adds), which only a refused access executes.
+
+use super::super::error::IrError;
+use super::super::llvm;
+use super::plan::{Access, Base, Plan};
+use super::{build_error, guard_error};
+use inkwell::builder::Builder;
+use inkwell::context::Context;
+use inkwell::module::Module;
+use inkwell::types::FunctionType;
+use inkwell::values::{AsValueRef, FunctionValue, InstructionValue, IntValue, PointerValue};
+use inkwell::{AddressSpace, IntPredicate};
+
+/// Fault kinds as `__gevo_guard_state[0]` holds them (`FaultKind`).
+const GLOBAL_OUT_OF_BOUNDS: u64 = 1;
+const SHARED_OUT_OF_BOUNDS: u64 = 2;
+const GLOBAL_MISALIGNED: u64 = 3;
+const SHARED_MISALIGNED: u64 = 5;
+
+/// Records a refusal, as `__gevo_record` does, when `$0` is 0: claims
+/// state[0] for kind `$2` if no fault was recorded yet, then writes the
+/// site `$3`, the thread, the block and the address `$4` (state at `$1`).
+const RECORD_ASM: &str = "{
+.reg .pred %gevo_f;
+.reg .b64 %gevo_w;
+.reg .b64 %gevo_t;
+.reg .b32 %gevo_r;
+setp.eq.u32 %gevo_f, $0, 0;
+mov.u64 %gevo_w, 1;
+@%gevo_f ld.volatile.global.u64 %gevo_w, [$1];
+setp.eq.and.u64 %gevo_f, %gevo_w, 0, %gevo_f;
+@%gevo_f atom.global.cas.b64 %gevo_w, [$1], 0, $2;
+setp.eq.and.u64 %gevo_f, %gevo_w, 0, %gevo_f;
+@%gevo_f st.volatile.global.u64 [$1+8], $3;
+@%gevo_f st.volatile.global.u64 [$1+32], $4;
+@%gevo_f mov.u32 %gevo_r, %tid.z;
+@%gevo_f cvt.u64.u32 %gevo_t, %gevo_r;
+@%gevo_f shl.b64 %gevo_t, %gevo_t, 20;
+@%gevo_f mov.u32 %gevo_r, %tid.y;
+@%gevo_f cvt.u64.u32 %gevo_w, %gevo_r;
+@%gevo_f or.b64 %gevo_t, %gevo_t, %gevo_w;
+@%gevo_f shl.b64 %gevo_t, %gevo_t, 20;
+@%gevo_f mov.u32 %gevo_r, %tid.x;
+@%gevo_f cvt.u64.u32 %gevo_w, %gevo_r;
+@%gevo_f or.b64 %gevo_t, %gevo_t, %gevo_w;
+@%gevo_f st.volatile.global.u64 [$1+16], %gevo_t;
+@%gevo_f mov.u32 %gevo_r, %ctaid.z;
+@%gevo_f cvt.u64.u32 %gevo_t, %gevo_r;
+@%gevo_f shl.b64 %gevo_t, %gevo_t, 16;
+@%gevo_f mov.u32 %gevo_r, %ctaid.y;
+@%gevo_f cvt.u64.u32 %gevo_w, %gevo_r;
+@%gevo_f or.b64 %gevo_t, %gevo_t, %gevo_w;
+@%gevo_f shl.b64 %gevo_t, %gevo_t, 32;
+@%gevo_f mov.u32 %gevo_r, %ctaid.x;
+@%gevo_f cvt.u64.u32 %gevo_w, %gevo_r;
+@%gevo_f or.b64 %gevo_t, %gevo_t, %gevo_w;
+@%gevo_f st.volatile.global.u64 [$1+24], %gevo_t;
+}";
+
+/// The ranges found at kernel entries and the recording assembly.
+pub(super) struct InlineChecks<'c> {
+    /// (kernel, parameter index) -> (begin, end) of its buffer.
+    parameters: Vec<((llvm::Value, u32), (IntValue<'c>, IntValue<'c>))>,
+    record: PointerValue<'c>,
+    record_type: FunctionType<'c>,
+    state: IntValue<'c>,
+}
+
+impl<'c> InlineChecks<'c> {
+    /// Finds, at the entry of every kernel with an inline-checked access,
+    /// the range of each parameter such an access uses.
+    pub(super) fn new(
+        context: &'c Context,
+        module: &Module<'c>,
+        builder: &Builder<'c>,
+        plan: &Plan,
+    ) -> Result<Self, IrError> {
+        let i64_type = context.i64_type();
+        let range_of = runtime_function(module, "__gevo_range_of")?;
+        let state = module
+            .get_global(super::STATE_SYMBOL)
+            .ok_or_else(|| guard_error(format!("the guard runtime lacks {}", super::STATE_SYMBOL)))?
+            .as_pointer_value()
+            .const_to_int(i64_type);
+        let mut parameters = Vec::new();
+        for access in &plan.accesses {
+            let Some(Base::KernelParameter { function, index }) = access.base else {
+                continue;
+            };
+            if parameters.iter().any(|(key, _)| *key == (function, index)) {
+                continue;
+            }
+            let entry = llvm::blocks(function)[0];
+            let first = llvm::instructions(entry)
+                .into_iter()
+                .find(|&i| llvm::opcode(i) != llvm_sys::LLVMOpcode::LLVMAlloca)
+                .expect("a block ends in a terminator");
+            builder.position_before(&llvm::instruction_value(first));
+            let pointer = runtime_function(module, &llvm::value_name(function))?
+                .get_nth_param(index)
+                .expect("a planned parameter exists")
+                .into_pointer_value();
+            let address = builder
+                .build_ptr_to_int(pointer, i64_type, "gevo.param")
+                .map_err(build_error)?;
+            let range = builder
+                .build_call(range_of, &[address.into()], "gevo.range")
+                .map_err(build_error)?
+                .try_as_basic_value()
+                .basic()
+                .ok_or_else(|| guard_error("__gevo_range_of answers nothing".into()))?
+                .into_struct_value();
+            let begin = builder
+                .build_extract_value(range, 0, "gevo.begin")
+                .map_err(build_error)?
+                .into_int_value();
+            let end = builder
+                .build_extract_value(range, 1, "gevo.end")
+                .map_err(build_error)?
+                .into_int_value();
+            parameters.push(((function, index), (begin, end)));
+        }
+        let record_type = context.void_type().fn_type(
+            &[
+                context.i32_type().into(),
+                i64_type.into(),
+                i64_type.into(),
+                i64_type.into(),
+                i64_type.into(),
+            ],
+            false,
+        );
+        let record = context.create_inline_asm(
+            record_type,
+            RECORD_ASM.to_string(),
+            "r,l,l,l,l".to_string(),
+            true,
+            false,
+            None,
+            false,
+        );
+        Ok(InlineChecks {
+            parameters,
+            record,
+            record_type,
+            state,
+        })
+    }
+
+    /// Checks `access`'s one pointer (operand `at` of `inst`) inline and
+    /// redirects it to `scratch` when refused. Answers false, having added
+    /// nothing, where the pointer's address space does not allow it (the
+    /// caller then calls the runtime's check).
+    pub(super) fn guard(
+        &self,
+        context: &'c Context,
+        module: &Module<'c>,
+        builder: &Builder<'c>,
+        access: &Access,
+        inst: InstructionValue<'c>,
+        at: u32,
+        scratch: PointerValue<'c>,
+    ) -> Result<bool, IrError> {
+        let i64_type = context.i64_type();
+        let pointer = inst
+            .get_operand(at)
+            .and_then(|o| o.value())
+            .expect("a planned operand is a value")
+            .into_pointer_value();
+        let space = llvm::pointer_address_space(llvm::type_of(pointer.as_value_ref()));
+        let (compared, begin, end) = match access.base {
+            Some(Base::KernelParameter { function, index }) if matches!(space, 0 | 1) => {
+                let (_, (begin, end)) = self
+                    .parameters
+                    .iter()
+                    .find(|(key, _)| *key == (function, index))
+                    .expect("every parameter's range is found at entry");
+                (pointer, *begin, *end)
+            }
+            Some(Base::Variable { global, bytes }) => {
+                let own = llvm::pointer_address_space(llvm::type_of(global));
+                let compared = if space == own {
+                    pointer
+                } else if space == 0 {
+                    builder
+                        .build_address_space_cast(
+                            pointer,
+                            context.ptr_type(AddressSpace::from(own as u16)),
+                            "gevo.in",
+                        )
+                        .map_err(build_error)?
+                } else {
+                    return Ok(false);
+                };
+                let Some(variable) = module.get_global(&llvm::value_name(global)) else {
+                    return Ok(false);
+                };
+                let begin = variable.as_pointer_value().const_to_int(i64_type);
+                let end = begin.const_add(i64_type.const_int(bytes, false));
+                (compared, begin, end)
+            }
+            _ => return Ok(false),
+        };
+        let shared = llvm::pointer_address_space(llvm::type_of(compared.as_value_ref())) == 3;
+        let address = builder
+            .build_ptr_to_int(compared, i64_type, "gevo.a")
+            .map_err(build_error)?;
+        let after = builder
+            .build_int_add(
+                address,
+                i64_type.const_int(access.bytes, false),
+                "gevo.after",
+            )
+            .map_err(build_error)?;
+        let compare = |predicate, l: IntValue<'c>, r: IntValue<'c>| {
+            builder
+                .build_int_compare(predicate, l, r, "gevo.cmp")
+                .map_err(build_error)
+        };
+        let from = compare(IntPredicate::UGE, address, begin)?;
+        let to = compare(IntPredicate::ULE, after, end)?;
+        // Not past the top of the address space.
+        let no_wrap = compare(IntPredicate::UGT, after, address)?;
+        let inside = builder
+            .build_and(from, to, "gevo.in")
+            .map_err(build_error)?;
+        let inside = builder
+            .build_and(inside, no_wrap, "gevo.in")
+            .map_err(build_error)?;
+        let low = builder
+            .build_and(
+                address,
+                i64_type.const_int(access.align - 1, false),
+                "gevo.low",
+            )
+            .map_err(build_error)?;
+        let aligned = compare(IntPredicate::EQ, low, i64_type.const_zero())?;
+        let ok = builder
+            .build_and(inside, aligned, "gevo.ok")
+            .map_err(build_error)?;
+        let (out_of_bounds, misaligned) = if shared {
+            (SHARED_OUT_OF_BOUNDS, SHARED_MISALIGNED)
+        } else {
+            (GLOBAL_OUT_OF_BOUNDS, GLOBAL_MISALIGNED)
+        };
+        let kind = builder
+            .build_select(
+                aligned,
+                i64_type.const_int(out_of_bounds, false),
+                i64_type.const_int(misaligned, false),
+                "gevo.kind",
+            )
+            .map_err(build_error)?;
+        let guarded = builder
+            .build_select(ok, pointer, scratch, "gevo.p")
+            .map_err(build_error)?;
+        inst.set_operand(at, guarded);
+        let ok32 = builder
+            .build_int_z_extend(ok, context.i32_type(), "gevo.ok32")
+            .map_err(build_error)?;
+        builder
+            .build_indirect_call(
+                self.record_type,
+                self.record,
+                &[
+                    ok32.into(),
+                    self.state.into(),
+                    kind.into(),
+                    i64_type.const_int(access.site as u64, false).into(),
+                    address.into(),
+                ],
+                "",
+            )
+            .map_err(build_error)?;
+        Ok(true)
+    }
+}
+
+fn runtime_function<'c>(module: &Module<'c>, name: &str) -> Result<FunctionValue<'c>, IrError> {
+    module
+        .get_function(name)
+        .ok_or_else(|| guard_error(format!("the module lacks {name}")))
+}

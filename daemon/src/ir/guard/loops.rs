@@ -1,0 +1,133 @@
+//! Trip budgets: every loop header of the chosen kernels counts its trips
+//! in a register and calls the runtime's `__gevo_trip` only past the test's
+//! trip budget or on every 64th trip (`guard_runtime.ll` says what it does
+//! then).
+//!
+//! The count lives in a new block placed before the header: the header's
+//! phis move into it, every edge into the header goes to it instead, and it
+//! branches on to the header (through the slow path's call when due). The
+//! header's own instructions stay one block, so code generation treats them
+//! as in the ordinary build (it fuses multiplies and adds only within a
+//! block). The count starts at 0 on every entry into the loop: a budget
+//! bounds each loop entry's trips.
+
+use super::super::error::IrError;
+use super::super::llvm;
+use super::plan::Loops;
+use super::{build_error, guard_error};
+use inkwell::builder::Builder;
+use inkwell::context::Context;
+use inkwell::module::Module;
+use inkwell::IntPredicate;
+
+/// Trips between the slow path's visits (its clock reads and the most
+/// trips it records): a power of two, as the runtime's `and 63` assumes.
+const TICK: u64 = 64;
+
+pub(super) fn count_trips<'c>(
+    context: &'c Context,
+    module: &Module<'c>,
+    builder: &Builder<'c>,
+    all: &[Loops],
+) -> Result<(), IrError> {
+    let trip = module
+        .get_function("__gevo_trip")
+        .ok_or_else(|| guard_error("the guard runtime lacks __gevo_trip".into()))?;
+    let table = module
+        .get_global(super::TABLE_SYMBOL)
+        .ok_or_else(|| guard_error(format!("the guard runtime lacks {}", super::TABLE_SYMBOL)))?
+        .as_pointer_value();
+    let i64_type = context.i64_type();
+    for loops in all {
+        for one in &loops.loops {
+            let header = llvm::block_value(one.header);
+            let counting = context.prepend_basic_block(header, "gevo.trips");
+            let slow = context.insert_basic_block_after(counting, "gevo.trip");
+            // The header's phis move into the counting block, in order.
+            for phi in llvm::instructions(one.header)
+                .into_iter()
+                .take_while(|&i| llvm::is_phi(i))
+            {
+                let name = llvm::value_name(phi);
+                let phi = llvm::instruction_value(phi);
+                phi.remove_from_basic_block();
+                builder.position_at_end(counting);
+                builder.insert_instruction(&phi, Some(&name));
+            }
+            // Every edge into the header now enters the counting block.
+            let mut edges = Vec::new();
+            for block in llvm::blocks(loops.function) {
+                if block == counting.as_mut_ptr() || block == slow.as_mut_ptr() {
+                    continue;
+                }
+                let Some(&term) = llvm::instructions(block).last() else {
+                    continue;
+                };
+                for (index, successor) in llvm::terminator_successors(term).into_iter().enumerate()
+                {
+                    if successor == one.header {
+                        llvm::set_successor(term, index as u32, counting.as_mut_ptr());
+                        edges.push(block);
+                    }
+                }
+            }
+            builder.position_at_end(counting);
+            let trips = builder
+                .build_phi(i64_type, "gevo.trips")
+                .map_err(build_error)?;
+            let now = builder
+                .build_int_add(
+                    trips.as_basic_value().into_int_value(),
+                    i64_type.const_int(1, false),
+                    "gevo.now",
+                )
+                .map_err(build_error)?;
+            for &block in &edges {
+                let from = llvm::block_value(block);
+                if one.latches.contains(&block) {
+                    trips.add_incoming(&[(&now, from)]);
+                } else {
+                    trips.add_incoming(&[(&i64_type.const_zero(), from)]);
+                }
+            }
+            let budget = builder
+                .build_load(i64_type, table, "gevo.budget")
+                .map_err(build_error)?
+                .into_int_value();
+            // budget - 1 < trips, unsigned: past a budget, and never for
+            // budget 0 (none), whose minus one is the largest count.
+            let last = builder
+                .build_int_sub(budget, i64_type.const_int(1, false), "gevo.last")
+                .map_err(build_error)?;
+            let over = builder
+                .build_int_compare(
+                    IntPredicate::ULT,
+                    last,
+                    trips.as_basic_value().into_int_value(),
+                    "gevo.over",
+                )
+                .map_err(build_error)?;
+            let low = builder
+                .build_and(now, i64_type.const_int(TICK - 1, false), "gevo.low")
+                .map_err(build_error)?;
+            let tick = builder
+                .build_int_compare(IntPredicate::EQ, low, i64_type.const_zero(), "gevo.tick")
+                .map_err(build_error)?;
+            let due = builder
+                .build_or(over, tick, "gevo.due")
+                .map_err(build_error)?;
+            builder
+                .build_conditional_branch(due, slow, header)
+                .map_err(build_error)?;
+            builder.position_at_end(slow);
+            let site = context.i32_type().const_int(one.site as u64, false);
+            builder
+                .build_call(trip, &[now.into(), site.into()], "")
+                .map_err(build_error)?;
+            builder
+                .build_unconditional_branch(header)
+                .map_err(build_error)?;
+        }
+    }
+    Ok(())
+}
