@@ -22,7 +22,8 @@
 #  - guarded check builds: each fixture original's guarded build gives what
 #    its unguarded build gives, bit for bit; planted faults (past the end,
 #    before the start, a shared overrun, a runaway loop, by its trip budget
-#    and by its time budget alone) are flagged with the
+#    and by its time budget alone, a barrier the lanes of a warp reach
+#    apart) are flagged with the
 #    simulator's argument and side, the context surviving each, and the GPU
 #    worker rejects such a variant by its guarded run without a restart; a
 #    variant writing an `in` buffer is rejected on the GPU (input_written);
@@ -215,7 +216,7 @@ for f in pastend rowbefore; do
     check "guards: $f original's fault flagged as the simulator says" "$gevod" gpu-guard-check $fd/$f.gevo.toml
     sed 's/^/    /' "$work/log" | head -2
 done
-for planted in vecadd.no-bounds-check reduce.shared-overflow loops.endless; do
+for planted in vecadd.no-bounds-check reduce.shared-overflow loops.endless stencil.barrier-moved; do
     check "guards: $planted flagged as the simulator says" "$gevod" gpu-guard-check $k/${planted%%.*}.gevo.toml --patch $k/$planted.patch.json
     sed 's/^/    /' "$work/log" | head -2
 done
@@ -244,6 +245,21 @@ failure = rows[0]["failure"]
 print(failure[:200])
 assert not rows[0]["passed"], rows
 assert "guarded run on the GPU: out-of-bounds" in failure and "past its end" in failure and "vecadd.cu:" in failure, failure
+assert "GPU worker restarts: 0" in err, err[-400:]
+PY
+sed 's/^/    /' "$work/log" | head -2
+# A barrier the lanes of a warp reach apart: the guarded run flags it, so
+# the ordinary build (which would hang there) is never timed.
+"$gevod" run $k/stencil.gevo.toml --backend cuda --tests train --no-prescreen --json \
+    --patch $k/stencil.barrier-moved.patch.json > "$work/barrier.json" 2> "$work/barrier.err"
+check "guards: the GPU worker rejects a divergent barrier by its guarded run, no restart" python3 - "$work/barrier.json" "$work/barrier.err" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))
+err = open(sys.argv[2]).read()
+failure = rows[0]["failure"]
+print(failure[:200])
+assert not rows[0]["passed"], rows
+assert "guarded run on the GPU: divergent barrier" in failure, failure
 assert "GPU worker restarts: 0" in err, err[-400:]
 PY
 sed 's/^/    /' "$work/log" | head -2

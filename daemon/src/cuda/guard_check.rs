@@ -155,6 +155,9 @@ fn same_fault(sim: &Verdict, gpu: &Verdict) -> bool {
         Fault::StepBudget { .. } | Fault::TripBudget { .. } | Fault::TimeBudget { .. } => {
             "budget".into()
         }
+        Fault::DivergentBarrier { .. } | Fault::WarpDivergentBarrier { .. } => {
+            "divergent barrier".into()
+        }
         other => format!("{other:?}"),
     };
     let side = |v: &Verdict| {
