@@ -198,7 +198,11 @@ fn loops_get_budgets_and_sites_keep_source_lines_and_parameters() {
                 barriers,
                 "{name}"
             );
-            assert_eq!(text.matches("call void @__gevo_live_init()").count(), 1);
+            assert_eq!(
+                text.matches("call ptr addrspace(3) @__gevo_live_init()")
+                    .count(),
+                1
+            );
         }
         assert!(
             sites.iter().any(|s| s.source.is_some()),
@@ -253,8 +257,13 @@ fn the_guarded_build_of_every_fixture_assembles() {
     };
     let options = common::codegen_options();
     let dir = tempfile::tempdir().unwrap();
+    // GEVO_KEEP_GUARDED_PTX=DIR keeps the PTX there, to read.
+    let keep = std::env::var_os("GEVO_KEEP_GUARDED_PTX").map(std::path::PathBuf::from);
     for (name, ir) in fixtures() {
         let ptx = ir.compile_guarded(&ir.empty_patch(), &options).unwrap().ptx;
+        if let Some(keep) = &keep {
+            std::fs::write(keep.join(format!("{name}.ptx")), &ptx).unwrap();
+        }
         let file = dir.path().join(format!("{name}.ptx"));
         std::fs::write(&file, &ptx).unwrap();
         let out = std::process::Command::new(&ptxas)

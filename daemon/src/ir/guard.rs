@@ -229,7 +229,7 @@ fn is_runtime(name: &str) -> bool {
 }
 
 /// The runtime's functions and globals, found after linking.
-struct Runtime<'c> {
+pub(super) struct Runtime<'c> {
     check_global: FunctionValue<'c>,
     check_shared: FunctionValue<'c>,
     check_generic: FunctionValue<'c>,
@@ -261,10 +261,10 @@ impl<'c> Runtime<'c> {
 }
 
 impl<'c> Runtime<'c> {
-    /// Where a refused access through `pointer` goes: scratch memory in
-    /// the pointer's own address space.
-    fn scratch_for(&self, context: &'c Context, pointer: PointerValue<'c>) -> PointerValue<'c> {
-        match llvm::pointer_address_space(llvm::type_of(pointer.as_value_ref())) {
+    /// Where a refused access in address space `space` goes: scratch
+    /// memory in that space.
+    fn scratch_in(&self, context: &'c Context, space: u32) -> PointerValue<'c> {
+        match space {
             3 => self.scratch_shared,
             1 => self.scratch,
             _ => self
@@ -293,13 +293,8 @@ fn insert_guards<'c>(
         // Planned before linking: linking the runtime in adds but removes nothing.
         let inst = instruction(access.inst);
         builder.position_before(&inst);
-        if access.base.is_some() {
-            let at = access.pointers[0];
-            let pointer = operand(inst, at).into_pointer_value();
-            let scratch = runtime.scratch_for(context, pointer);
-            if inline.guard(context, module, &builder, access, inst, at, scratch)? {
-                continue;
-            }
+        if inline.guard(context, module, &builder, access, inst, &runtime)? {
+            continue;
         }
         let site = i32_type.const_int(access.site as u64, false);
         let length = match access.length {
@@ -347,7 +342,7 @@ fn insert_guards<'c>(
                     })
                 }
                 None => {
-                    let scratch = runtime.scratch_for(context, pointer);
+                    let scratch = runtime.scratch_in(context, space);
                     let guarded = builder
                         .build_select(ok, pointer, scratch, "gevo.p")
                         .map_err(build_error)?;

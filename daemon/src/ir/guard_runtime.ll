@@ -313,10 +313,12 @@ go:
 ;; Divergent barriers (ir/guard/barriers.rs). A __syncthreads() is an
 ;; aligned barrier: the lanes of a warp that have not returned must reach it
 ;; together, or it hangs. The guarded build's barrier is the unaligned one,
-;; which lanes may reach apart; each barrier site reads the lanes that reach
-;; it together (activemask) before it, and after it compares them with the
-;; warp's lanes that have not returned: every lane heading for a return has
-;; made it by then, since the barrier waits for it.
+;; which lanes may reach apart. Before it, each barrier site waits for the
+;; warp's live lanes at any barrier site (bar.warp.sync: the lanes at the
+;; same site then go on together) and reads the lanes with it (activemask);
+;; after it, it compares them with the warp's lanes that have not returned:
+;; every lane heading for a return has made it by then, since the barrier
+;; waits for it.
 
 ; The thread's index in its block, counted as warps are.
 define i32 @__gevo_linear_thread() #0 {
@@ -341,22 +343,22 @@ define ptr addrspace(3) @__gevo_live_word() #0 {
 
 ; At a kernel's entry, where a warp's lanes are together: lane 0 writes
 ; them as the warp's live lanes (a predicated store: no lane leaves early).
-define void @__gevo_live_init() #0 {
+; Answers the warp's word, which the kernel keeps for its barriers.
+define ptr addrspace(3) @__gevo_live_init() #0 {
   %mask = call i32 @llvm.nvvm.activemask()
   %lane = call i32 @llvm.nvvm.read.ptx.sreg.laneid()
   %at = call ptr addrspace(3) @__gevo_live_word()
   %address = ptrtoint ptr addrspace(3) %at to i64
   call void asm sideeffect "{\0A.reg .pred %gevo_l;\0Asetp.eq.u32 %gevo_l, $0, 0;\0A@%gevo_l st.volatile.shared.u32 [$1], $2;\0A}", "r,l,r"(i32 %lane, i64 %address, i32 %mask)
-  ret void
+  ret ptr addrspace(3) %at
 }
 
 ; At a kernel's return: the lane is no longer live. The fence orders the
 ; clear before the thread's exit, which a waiting barrier counts.
-define void @__gevo_live_exit() #0 {
+define void @__gevo_live_exit(ptr addrspace(3) %at) #0 {
   %lane = call i32 @llvm.nvvm.read.ptx.sreg.laneid()
   %bit = shl i32 1, %lane
   %others = xor i32 %bit, -1
-  %at = call ptr addrspace(3) @__gevo_live_word()
   %old = atomicrmw and ptr addrspace(3) %at, i32 %others monotonic, align 4
   call void asm sideeffect "membar.cta;", "~{memory}"()
   ret void
@@ -365,9 +367,8 @@ define void @__gevo_live_exit() #0 {
 ; After a barrier reached by the lanes %arrived: a live lane of the warp
 ; that was not among them reached it apart (or another barrier). Recorded
 ; with that lane's thread (x | y << 20 | z << 40) as the address.
-define void @__gevo_barrier_check(i32 %arrived, i32 %site) #0 {
+define void @__gevo_barrier_check(ptr addrspace(3) %at, i32 %arrived, i32 %site) #0 {
 entry:
-  %at = call ptr addrspace(3) @__gevo_live_word()
   %live = load volatile i32, ptr addrspace(3) %at, align 4
   %together = icmp eq i32 %live, %arrived
   br i1 %together, label %done, label %apart

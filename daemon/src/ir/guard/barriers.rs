@@ -7,21 +7,44 @@
 //! barrier.
 //!
 //! So that such a variant is also rejected (its ordinary build, which is
-//! timed, would hang), each barrier of the chosen kernels reads the lanes
-//! that reach it together (`activemask`) and, after it, compares them with
-//! the warp's lanes that have not returned (`__gevo_live`, set at the
-//! kernel's entry and cleared at each return): a live lane that was not
-//! among them reached it apart. After the barrier, because the barrier
-//! waits for every lane that is still heading for a return.
+//! timed, would hang), each barrier of the chosen kernels is checked:
+//! - at the kernel's entry each warp writes its lanes as live
+//!   (`__gevo_live_init`), and each return clears the returning lane;
+//! - before the barrier, the lanes wait for the warp's live lanes at any
+//!   barrier site (`bar.warp.sync`, after which the lanes at the same site
+//!   go on together: without it, lanes that took different paths to one
+//!   barrier may reach it apart though the code is sound) and read which
+//!   lanes are with them (`activemask`);
+//! - after the barrier, a live lane that was not with them reached it apart
+//!   (`__gevo_barrier_check`). After, because the barrier waits for every
+//!   lane still heading for a return.
+//!
+//! Checks are added only where every `__syncthreads()` of the module is in
+//! a chosen kernel: a lane waiting at an unchecked one would never join the
+//! warp sync of a checked one.
 
 use super::super::error::IrError;
 use super::super::llvm;
 use super::plan::Plan;
 use super::{build_error, guard_error, ALIGNED_BARRIER};
+use inkwell::attributes::AttributeLoc;
+use inkwell::builder::Builder;
 use inkwell::context::Context;
 use inkwell::intrinsics::Intrinsic;
 use inkwell::module::Module;
-use inkwell::values::{AnyValueEnum, AsValueRef, BasicValue, FunctionValue};
+use inkwell::values::{
+    AnyValueEnum, AsValueRef, BasicMetadataValueEnum, BasicValue, FunctionValue, InstructionValue,
+    PointerValue,
+};
+
+/// Waits for the warp's live lanes (their word at `$1`), then answers the
+/// lanes that go on together (`$0`).
+const CONVERGE_ASM: &str = "{
+.reg .b32 %gevo_m;
+ld.volatile.shared.u32 %gevo_m, [$1];
+bar.warp.sync %gevo_m;
+activemask.b32 $0;
+}";
 
 pub(super) fn unalign_and_check<'c>(
     context: &'c Context,
@@ -31,52 +54,88 @@ pub(super) fn unalign_and_check<'c>(
     let Some(aligned) = module.get_function(ALIGNED_BARRIER) else {
         return Ok(());
     };
-    let intrinsic = |name: &str| {
-        Intrinsic::find(name)
-            .and_then(|i| i.get_declaration(module, &[]))
-            .ok_or_else(|| guard_error(format!("no {name} intrinsic")))
-    };
-    let unaligned = intrinsic("llvm.nvvm.barrier.sync")?;
-    let activemask = intrinsic("llvm.nvvm.activemask")?;
-    let runtime = |name: &str| {
-        module
-            .get_function(name)
-            .ok_or_else(|| guard_error(format!("the guard runtime lacks {name}")))
-    };
-    let check = runtime("__gevo_barrier_check")?;
-    let mut calls = Vec::new();
-    let mut next = aligned.as_global_value().as_pointer_value().get_first_use();
-    while let Some(u) = next {
-        if let AnyValueEnum::InstructionValue(inst) = u.get_user() {
-            calls.push(inst);
-        }
-        next = u.get_next_use();
-    }
+    let unaligned = Intrinsic::find("llvm.nvvm.barrier.sync")
+        .and_then(|i| i.get_declaration(module, &[]))
+        .ok_or_else(|| guard_error("no llvm.nvvm.barrier.sync intrinsic".into()))?;
+    let calls = users(aligned);
+    let checked = calls.len() == plan.barriers.len();
     let builder = context.create_builder();
+    let lives = if checked {
+        live_lanes(module, &builder, plan)?
+    } else {
+        Vec::new()
+    };
+    let check = runtime(module, "__gevo_barrier_check")?;
+    let converge_type = context
+        .i32_type()
+        .fn_type(&[context.i64_type().into()], false);
+    let converge = context.create_inline_asm(
+        converge_type,
+        CONVERGE_ASM.to_string(),
+        "=r,l,~{memory}".to_string(),
+        true,
+        false,
+        None,
+        false,
+    );
+    let convergent = context.create_enum_attribute(
+        inkwell::attributes::Attribute::get_named_enum_kind_id("convergent"),
+        0,
+    );
     let id = context.i32_type().const_zero();
     for call in calls {
         builder.position_before(&call);
-        let checked = plan.barriers.iter().find(|b| b.call == call.as_value_ref());
-        let arrived = match checked {
-            Some(_) => Some(call_i32(&builder, activemask)?),
+        let barrier = plan
+            .barriers
+            .iter()
+            .find(|b| b.call == call.as_value_ref())
+            .filter(|_| checked);
+        let arrived = match barrier {
+            Some(b) => {
+                let live = live_of(&lives, b.function);
+                let word = builder
+                    .build_ptr_to_int(live, context.i64_type(), "gevo.live")
+                    .map_err(build_error)?;
+                let together = builder
+                    .build_indirect_call(converge_type, converge, &[word.into()], "gevo.arrived")
+                    .map_err(build_error)?;
+                together.add_attribute(AttributeLoc::Function, convergent);
+                Some(
+                    together
+                        .try_as_basic_value()
+                        .basic()
+                        .ok_or_else(|| guard_error("the warp sync answers nothing".into()))?
+                        .into_int_value(),
+                )
+            }
             None => None,
         };
         builder
             .build_call(unaligned, &[id.into()], "")
             .map_err(build_error)?;
-        if let (Some(barrier), Some(arrived)) = (checked, arrived) {
-            let site = context.i32_type().const_int(barrier.site as u64, false);
-            builder
-                .build_call(check, &[arrived.into(), site.into()], "")
-                .map_err(build_error)?;
+        if let (Some(b), Some(arrived)) = (barrier, arrived) {
+            let site = context.i32_type().const_int(b.site as u64, false);
+            let live = live_of(&lives, b.function);
+            let args: [BasicMetadataValueEnum; 3] = [live.into(), arrived.into(), site.into()];
+            builder.build_call(check, &args, "").map_err(build_error)?;
         }
         call.erase_from_basic_block();
     }
-    // The live lanes, in every kernel with a checked barrier.
-    let init = runtime("__gevo_live_init")?;
-    let exit = runtime("__gevo_live_exit")?;
+    Ok(())
+}
+
+/// Every kernel with a checked barrier writes its warp's live lanes at the
+/// entry and clears each lane at a return. Answers each kernel's word.
+fn live_lanes<'c>(
+    module: &Module<'c>,
+    builder: &Builder<'c>,
+    plan: &Plan,
+) -> Result<Vec<(llvm::Value, PointerValue<'c>)>, IrError> {
+    let init = runtime(module, "__gevo_live_init")?;
+    let exit = runtime(module, "__gevo_live_exit")?;
     let mut kernels: Vec<llvm::Value> = plan.barriers.iter().map(|b| b.function).collect();
     kernels.dedup();
+    let mut lives = Vec::new();
     for kernel in kernels {
         let blocks = llvm::blocks(kernel);
         let first = llvm::instructions(blocks[0])
@@ -84,29 +143,55 @@ pub(super) fn unalign_and_check<'c>(
             .find(|&i| llvm::opcode(i) != llvm_sys::LLVMOpcode::LLVMAlloca)
             .expect("a block ends in a terminator");
         builder.position_before(&llvm::instruction_value(first));
-        builder.build_call(init, &[], "").map_err(build_error)?;
+        let live = builder
+            .build_call(init, &[], "gevo.live")
+            .map_err(build_error)?
+            .try_as_basic_value()
+            .basic()
+            .ok_or_else(|| guard_error("__gevo_live_init answers nothing".into()))?
+            .into_pointer_value();
         for block in blocks {
             let last = *llvm::instructions(block)
                 .last()
                 .expect("a block ends in a terminator");
             if llvm::opcode(last) == llvm_sys::LLVMOpcode::LLVMRet {
                 builder.position_before(&llvm::instruction_value(last));
-                builder.build_call(exit, &[], "").map_err(build_error)?;
+                builder
+                    .build_call(exit, &[live.into()], "")
+                    .map_err(build_error)?;
             }
         }
+        lives.push((kernel, live));
     }
-    Ok(())
+    Ok(lives)
 }
 
-fn call_i32<'c>(
-    builder: &inkwell::builder::Builder<'c>,
-    function: FunctionValue<'c>,
-) -> Result<inkwell::values::IntValue<'c>, IrError> {
-    builder
-        .build_call(function, &[], "gevo.arrived")
-        .map_err(build_error)?
-        .try_as_basic_value()
-        .basic()
-        .map(|v| v.into_int_value())
-        .ok_or_else(|| guard_error("activemask answers nothing".into()))
+fn live_of<'c>(lives: &[(llvm::Value, PointerValue<'c>)], kernel: llvm::Value) -> PointerValue<'c> {
+    lives
+        .iter()
+        .find(|(k, _)| *k == kernel)
+        .map(|(_, live)| *live)
+        .expect("every kernel with a checked barrier has its live word")
+}
+
+fn runtime<'c>(module: &Module<'c>, name: &str) -> Result<FunctionValue<'c>, IrError> {
+    module
+        .get_function(name)
+        .ok_or_else(|| guard_error(format!("the guard runtime lacks {name}")))
+}
+
+/// The instructions that call `function`.
+fn users<'c>(function: FunctionValue<'c>) -> Vec<InstructionValue<'c>> {
+    let mut calls = Vec::new();
+    let mut next = function
+        .as_global_value()
+        .as_pointer_value()
+        .get_first_use();
+    while let Some(u) = next {
+        if let AnyValueEnum::InstructionValue(inst) = u.get_user() {
+            calls.push(inst);
+        }
+        next = u.get_next_use();
+    }
+    calls
 }

@@ -15,7 +15,7 @@
 use super::super::error::IrError;
 use super::super::llvm;
 use super::plan::{Access, Base, Plan};
-use super::{build_error, guard_error};
+use super::{build_error, guard_error, Runtime};
 use inkwell::builder::Builder;
 use inkwell::context::Context;
 use inkwell::module::Module;
@@ -160,7 +160,8 @@ impl<'c> InlineChecks<'c> {
     }
 
     /// Checks `access`'s one pointer (operand `at` of `inst`) inline and
-    /// redirects it to `scratch` when refused. Answers false, having added
+    /// redirects it to `scratch` (in the root's address space, as the
+    /// access then is) when refused. Answers false, having added
     /// nothing, where the pointer's address space does not allow it (the
     /// caller then calls the runtime's check).
     pub(super) fn guard(
@@ -170,9 +171,12 @@ impl<'c> InlineChecks<'c> {
         builder: &Builder<'c>,
         access: &Access,
         inst: InstructionValue<'c>,
-        at: u32,
-        scratch: PointerValue<'c>,
+        runtime: &Runtime<'c>,
     ) -> Result<bool, IrError> {
+        if access.base.is_none() {
+            return Ok(false);
+        }
+        let at = access.pointers[0];
         let i64_type = context.i64_type();
         let pointer = inst
             .get_operand(at)
@@ -180,39 +184,43 @@ impl<'c> InlineChecks<'c> {
             .expect("a planned operand is a value")
             .into_pointer_value();
         let space = llvm::pointer_address_space(llvm::type_of(pointer.as_value_ref()));
-        let (compared, begin, end) = match access.base {
+        // The access is made in its root's own address space (a generic
+        // pointer cast to it, as code generation would infer it had the
+        // guard not selected between two generic pointers).
+        let (own, begin, end) = match access.base {
             Some(Base::KernelParameter { function, index }) if matches!(space, 0 | 1) => {
                 let (_, (begin, end)) = self
                     .parameters
                     .iter()
                     .find(|(key, _)| *key == (function, index))
                     .expect("every parameter's range is found at entry");
-                (pointer, *begin, *end)
+                (1, *begin, *end)
             }
             Some(Base::Variable { global, bytes }) => {
                 let own = llvm::pointer_address_space(llvm::type_of(global));
-                let compared = if space == own {
-                    pointer
-                } else if space == 0 {
-                    builder
-                        .build_address_space_cast(
-                            pointer,
-                            context.ptr_type(AddressSpace::from(own as u16)),
-                            "gevo.in",
-                        )
-                        .map_err(build_error)?
-                } else {
-                    return Ok(false);
-                };
                 let Some(variable) = module.get_global(&llvm::value_name(global)) else {
                     return Ok(false);
                 };
                 let begin = variable.as_pointer_value().const_to_int(i64_type);
                 let end = begin.const_add(i64_type.const_int(bytes, false));
-                (compared, begin, end)
+                (own, begin, end)
             }
             _ => return Ok(false),
         };
+        let compared = if space == own {
+            pointer
+        } else if space == 0 {
+            builder
+                .build_address_space_cast(
+                    pointer,
+                    context.ptr_type(AddressSpace::from(own as u16)),
+                    "gevo.in",
+                )
+                .map_err(build_error)?
+        } else {
+            return Ok(false);
+        };
+        let scratch = runtime.scratch_in(context, own);
         let shared = llvm::pointer_address_space(llvm::type_of(compared.as_value_ref())) == 3;
         let address = builder
             .build_ptr_to_int(compared, i64_type, "gevo.a")
@@ -264,7 +272,7 @@ impl<'c> InlineChecks<'c> {
             )
             .map_err(build_error)?;
         let guarded = builder
-            .build_select(ok, pointer, scratch, "gevo.p")
+            .build_select(ok, compared, scratch, "gevo.p")
             .map_err(build_error)?;
         inst.set_operand(at, guarded);
         let ok32 = builder
