@@ -353,14 +353,13 @@ define ptr addrspace(3) @__gevo_live_init() #0 {
   ret ptr addrspace(3) %at
 }
 
-; At a kernel's return: the lane is no longer live. The fence orders the
-; clear before the thread's exit, which a waiting barrier counts.
+; At a kernel's return: the lanes returning together are no longer live,
+; cleared by one of them (one shared atomic a warp, not one a lane). The
+; fence orders the clear before the threads' exit, which a waiting
+; barrier counts.
 define void @__gevo_live_exit(ptr addrspace(3) %at) #0 {
-  %lane = call i32 @llvm.nvvm.read.ptx.sreg.laneid()
-  %bit = shl i32 1, %lane
-  %others = xor i32 %bit, -1
-  %old = atomicrmw and ptr addrspace(3) %at, i32 %others monotonic, align 4
-  call void asm sideeffect "membar.cta;", "~{memory}"()
+  %address = ptrtoint ptr addrspace(3) %at to i64
+  call void asm sideeffect "{\0A.reg .b32 %gevo_m, %gevo_n, %gevo_b, %gevo_l;\0A.reg .pred %gevo_p;\0Aactivemask.b32 %gevo_m;\0Aneg.s32 %gevo_n, %gevo_m;\0Aand.b32 %gevo_n, %gevo_n, %gevo_m;\0Amov.u32 %gevo_l, %laneid;\0Amov.u32 %gevo_b, 1;\0Ashl.b32 %gevo_b, %gevo_b, %gevo_l;\0Asetp.eq.u32 %gevo_p, %gevo_n, %gevo_b;\0Anot.b32 %gevo_m, %gevo_m;\0A@%gevo_p red.shared.and.b32 [$0], %gevo_m;\0Amembar.cta;\0A}", "l,~{memory}"(i64 %address)
   ret void
 }
 

@@ -8,9 +8,9 @@
 //! parameter's address, found once per thread at the kernel's entry
 //! (`__gevo_range_of`); a variable's range is a constant. So an access
 //! through parameter `a` that lands in another buffer is refused, as the
-//! simulator refuses it. A refusal is recorded by predicated PTX (inline
-//! assembly, so that no branch splits the block: see the runtime's note on
-//! fused multiply-adds), which only a refused access executes.
+//! simulator refuses it. A refusal is recorded by PTX that only a refused
+//! access runs (inline assembly with its own branch, so that no branch
+//! splits the LLVM block: see the runtime's note on fused multiply-adds).
 
 use super::super::error::IrError;
 use super::super::llvm;
@@ -32,41 +32,48 @@ const SHARED_MISALIGNED: u64 = 5;
 /// Records a refusal, as `__gevo_record` does, when `$0` is 0: claims
 /// state[0] for kind `$2` if no fault was recorded yet, then writes the
 /// site `$3`, the thread, the block and the address `$4` (state at `$1`).
+/// An access that passes costs the first compare and branch only. The
+/// branch is inside the assembly, so the kernel's blocks stay whole; its
+/// label is local to the braces (PTX scopes labels by block), so copies of
+/// this code do not clash.
 const RECORD_ASM: &str = "{
 .reg .pred %gevo_f;
 .reg .b64 %gevo_w;
 .reg .b64 %gevo_t;
 .reg .b32 %gevo_r;
-setp.eq.u32 %gevo_f, $0, 0;
-mov.u64 %gevo_w, 1;
-@%gevo_f ld.volatile.global.u64 %gevo_w, [$1];
-setp.eq.and.u64 %gevo_f, %gevo_w, 0, %gevo_f;
-@%gevo_f atom.global.cas.b64 %gevo_w, [$1], 0, $2;
-setp.eq.and.u64 %gevo_f, %gevo_w, 0, %gevo_f;
-@%gevo_f st.volatile.global.u64 [$1+8], $3;
-@%gevo_f st.volatile.global.u64 [$1+32], $4;
-@%gevo_f mov.u32 %gevo_r, %tid.z;
-@%gevo_f cvt.u64.u32 %gevo_t, %gevo_r;
-@%gevo_f shl.b64 %gevo_t, %gevo_t, 20;
-@%gevo_f mov.u32 %gevo_r, %tid.y;
-@%gevo_f cvt.u64.u32 %gevo_w, %gevo_r;
-@%gevo_f or.b64 %gevo_t, %gevo_t, %gevo_w;
-@%gevo_f shl.b64 %gevo_t, %gevo_t, 20;
-@%gevo_f mov.u32 %gevo_r, %tid.x;
-@%gevo_f cvt.u64.u32 %gevo_w, %gevo_r;
-@%gevo_f or.b64 %gevo_t, %gevo_t, %gevo_w;
-@%gevo_f st.volatile.global.u64 [$1+16], %gevo_t;
-@%gevo_f mov.u32 %gevo_r, %ctaid.z;
-@%gevo_f cvt.u64.u32 %gevo_t, %gevo_r;
-@%gevo_f shl.b64 %gevo_t, %gevo_t, 16;
-@%gevo_f mov.u32 %gevo_r, %ctaid.y;
-@%gevo_f cvt.u64.u32 %gevo_w, %gevo_r;
-@%gevo_f or.b64 %gevo_t, %gevo_t, %gevo_w;
-@%gevo_f shl.b64 %gevo_t, %gevo_t, 32;
-@%gevo_f mov.u32 %gevo_r, %ctaid.x;
-@%gevo_f cvt.u64.u32 %gevo_w, %gevo_r;
-@%gevo_f or.b64 %gevo_t, %gevo_t, %gevo_w;
-@%gevo_f st.volatile.global.u64 [$1+24], %gevo_t;
+setp.ne.u32 %gevo_f, $0, 0;
+@%gevo_f bra GEVO_PASSED;
+ld.volatile.global.u64 %gevo_w, [$1];
+setp.ne.u64 %gevo_f, %gevo_w, 0;
+@%gevo_f bra GEVO_PASSED;
+atom.global.cas.b64 %gevo_w, [$1], 0, $2;
+setp.ne.u64 %gevo_f, %gevo_w, 0;
+@%gevo_f bra GEVO_PASSED;
+st.volatile.global.u64 [$1+8], $3;
+st.volatile.global.u64 [$1+32], $4;
+mov.u32 %gevo_r, %tid.z;
+cvt.u64.u32 %gevo_t, %gevo_r;
+shl.b64 %gevo_t, %gevo_t, 20;
+mov.u32 %gevo_r, %tid.y;
+cvt.u64.u32 %gevo_w, %gevo_r;
+or.b64 %gevo_t, %gevo_t, %gevo_w;
+shl.b64 %gevo_t, %gevo_t, 20;
+mov.u32 %gevo_r, %tid.x;
+cvt.u64.u32 %gevo_w, %gevo_r;
+or.b64 %gevo_t, %gevo_t, %gevo_w;
+st.volatile.global.u64 [$1+16], %gevo_t;
+mov.u32 %gevo_r, %ctaid.z;
+cvt.u64.u32 %gevo_t, %gevo_r;
+shl.b64 %gevo_t, %gevo_t, 16;
+mov.u32 %gevo_r, %ctaid.y;
+cvt.u64.u32 %gevo_w, %gevo_r;
+or.b64 %gevo_t, %gevo_t, %gevo_w;
+shl.b64 %gevo_t, %gevo_t, 32;
+mov.u32 %gevo_r, %ctaid.x;
+cvt.u64.u32 %gevo_w, %gevo_r;
+or.b64 %gevo_t, %gevo_t, %gevo_w;
+st.volatile.global.u64 [$1+24], %gevo_t;
+GEVO_PASSED:
 }";
 
 /// The ranges found at kernel entries and the recording assembly.
