@@ -365,7 +365,8 @@ define void @__gevo_live_exit(ptr addrspace(3) %at) #0 {
 
 ; After a barrier reached by the lanes %arrived: a live lane of the warp
 ; that was not among them reached it apart (or another barrier). Recorded
-; with that lane's thread (x | y << 20 | z << 40) as the address.
+; with that lane's thread (x | y << 20 | z << 40) as the address, and the
+; lane exits (it stays live: its warp's other lanes see the same and exit).
 define void @__gevo_barrier_check(ptr addrspace(3) %at, i32 %arrived, i32 %site) #0 {
 entry:
   %live = load volatile i32, ptr addrspace(3) %at, align 4
@@ -396,6 +397,9 @@ apart:
   %oxy = or i64 %ox64, %oys
   %packed = or i64 %oxy, %ozs
   call void @__gevo_record(i64 7, i32 %site, i64 %packed)
+  ; The lane ends here: lanes that go on apart would pair their warp syncs
+  ; with different barriers and could wait for each other for ever.
+  call void asm sideeffect "exit;", ""()
   br label %done
 
 done:

@@ -17,7 +17,9 @@
 //!   lanes are with them (`activemask`);
 //! - after the barrier, a live lane that was not with them reached it apart
 //!   (`__gevo_barrier_check`). After, because the barrier waits for every
-//!   lane still heading for a return.
+//!   lane still heading for a return. A lane that finds this records it and
+//!   exits: lanes that went on apart would pair their next warp syncs with
+//!   different barriers and could wait for each other for ever.
 //!
 //! Checks are added only where every `__syncthreads()` of the module is in
 //! a chosen kernel: a lane waiting at an unchecked one would never join the
