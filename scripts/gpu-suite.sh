@@ -216,7 +216,7 @@ for f in pastend rowbefore; do
     check "guards: $f original's fault flagged as the simulator says" "$gevod" gpu-guard-check $fd/$f.gevo.toml
     sed 's/^/    /' "$work/log" | head -2
 done
-for planted in vecadd.no-bounds-check reduce.shared-overflow loops.endless stencil.barrier-moved; do
+for planted in vecadd.no-bounds-check reduce.shared-overflow loops.endless stencil.barrier-moved reduce.barrier-copied; do
     check "guards: $planted flagged as the simulator says" "$gevod" gpu-guard-check $k/${planted%%.*}.gevo.toml --patch $k/$planted.patch.json
     sed 's/^/    /' "$work/log" | head -2
 done
