@@ -114,6 +114,9 @@ fn every_memory_access_and_loop_of_every_fixture_is_guarded() {
                 * 2;
         let inline = text.lines().filter(|l| l.contains("%gevo_f")).count();
         assert_eq!(called + inline, accesses, "{name}: a check per access");
+        // Every fixture reads or writes through its kernels' parameters.
+        assert!(inline > 0, "{name}: no inline check");
+        println!("{name}: {inline} of {accesses} accesses checked inline");
         if name == "vecadd" {
             // a[i], b[i], c[i]: through kernel parameters, all inline, each
             // parameter's range found once at the entry.
@@ -280,4 +283,39 @@ fn the_guarded_build_of_every_fixture_assembles() {
         }
         assert!(out.status.success(), "{name}: {said}\n{ptx}");
     }
+}
+
+/// A kernel that reads through a pointer it loads from a buffer: that
+/// access has no root a guard knows, so the runtime's check walks the
+/// test's table; the accesses through the parameters are checked inline.
+const LOADED_POINTER_IR: &str = r#"
+target datalayout = "e-i64:64-i128:128-v16:16-v32:32-n16:32:64"
+target triple = "nvptx64-nvidia-cuda"
+
+define void @k(ptr %pp, ptr %out) {
+entry:
+  %p = load ptr, ptr %pp, align 8
+  %v = load float, ptr %p, align 4
+  store float %v, ptr %out, align 4
+  ret void
+}
+
+!nvvm.annotations = !{!0}
+!0 = !{ptr @k, !"kernel", i32 1}
+"#;
+
+#[test]
+fn an_access_without_a_known_root_calls_the_runtime_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("loaded.ll");
+    std::fs::write(&path, LOADED_POINTER_IR).unwrap();
+    let ir = KernelIr::load_kernels(&path, &["k".to_string()]).unwrap();
+    let (text, sites) = ir
+        .guarded_ir(&ir.empty_patch(), &common::codegen_options())
+        .unwrap();
+    assert_eq!(sites.len(), 3, "{sites:?}");
+    assert_eq!(text.lines().filter(|l| l.contains("%gevo_f")).count(), 2);
+    assert_eq!(text.matches("call i1 @__gevo_check_generic(").count(), 1);
+    let arguments: Vec<Option<u32>> = sites.iter().map(|s| s.argument).collect();
+    assert_eq!(arguments, [Some(0), None, Some(1)]);
 }
