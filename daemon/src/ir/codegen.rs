@@ -64,10 +64,18 @@ fn target() -> Result<Target, IrError> {
     })
 }
 
-/// One target machine per thread and arch: creating one costs more than
-/// emitting a small kernel.
+/// One target machine per thread, arch and feature string: creating one
+/// costs more than emitting a small kernel.
 fn with_target_machine<T>(
     arch: &str,
+    f: impl FnOnce(&TargetMachine) -> Result<T, IrError>,
+) -> Result<T, IrError> {
+    with_target_machine_features(arch, "", f)
+}
+
+fn with_target_machine_features<T>(
+    arch: &str,
+    features: &str,
     f: impl FnOnce(&TargetMachine) -> Result<T, IrError>,
 ) -> Result<T, IrError> {
     thread_local! {
@@ -81,14 +89,15 @@ fn with_target_machine<T>(
             message: format!("{arch:?} is not an sm_XX architecture"),
         });
     }
+    let key = format!("{arch}{features}");
     MACHINES.with(|cell| {
         let mut machines = cell.borrow_mut();
-        if !machines.contains_key(arch) {
+        if !machines.contains_key(&key) {
             let tm = target()?
                 .create_target_machine(
                     &TargetTriple::create(NVPTX_TRIPLE),
                     arch,
-                    "",
+                    features,
                     OptimizationLevel::Default,
                     RelocMode::Default,
                     CodeModel::Default,
@@ -96,9 +105,9 @@ fn with_target_machine<T>(
                 .ok_or_else(|| IrError::Codegen {
                     message: format!("LLVM has no NVPTX target machine for {arch}"),
                 })?;
-            machines.insert(arch.to_string(), tm);
+            machines.insert(key.clone(), tm);
         }
-        f(&machines[arch])
+        f(&machines[&key])
     })
 }
 
@@ -210,7 +219,19 @@ pub fn emit_ptx<'ctx>(
     kernels: &[String],
     options: &CodegenOptions,
 ) -> Result<String, IrError> {
-    with_target_machine(&options.arch, |tm| {
+    emit_ptx_with_features(context, module, kernels, options, "")
+}
+
+/// `emit_ptx` with LLVM target `features` (`+ptx63`, say) beyond the
+/// arch's own.
+pub(super) fn emit_ptx_with_features<'ctx>(
+    context: &'ctx Context,
+    module: &Module<'ctx>,
+    kernels: &[String],
+    options: &CodegenOptions,
+    features: &str,
+) -> Result<String, IrError> {
+    with_target_machine_features(&options.arch, features, |tm| {
         // Line tables serve explanations, not the GPU: stripped, the PTX
         // (and its hash, the fitness cache's key) is the same as for IR
         // compiled without them, and no `.loc` makes two variants differ.

@@ -57,6 +57,10 @@ pub const TABLE_TIME_BUDGET: usize = TABLE_WORDS - 1;
 /// The globals the GPU worker reads and fills.
 pub const STATE_SYMBOL: &str = "__gevo_guard_state";
 pub const TABLE_SYMBOL: &str = "__gevo_guard_table";
+/// The guarded build uses `barrier.sync` (PTX ISA 6.0), `bar.warp.sync`
+/// (6.0) and `activemask` (6.2): its PTX is at least version 6.3 whatever
+/// the arch's own minimum (sm_60's is 5.0, where LLVM cannot select them).
+const GUARDED_PTX_FEATURES: &str = "+ptx63";
 /// The intrinsic `__syncthreads()` compiles to.
 const ALIGNED_BARRIER: &str = "llvm.nvvm.barrier0";
 /// Accesses wider than the scratch they would be redirected to are left
@@ -151,7 +155,13 @@ impl KernelIr {
         self.with_patched(patch, |context, module, live| {
             let (sites, unguarded) =
                 guard_module(context, module, live, &self.parts, &options.arch)?;
-            let ptx = codegen::emit_ptx(context, module, &self.kernels, options)?;
+            let ptx = codegen::emit_ptx_with_features(
+                context,
+                module,
+                &self.kernels,
+                options,
+                GUARDED_PTX_FEATURES,
+            )?;
             Ok(Guarded {
                 ptx,
                 sites,
