@@ -395,7 +395,12 @@ mod tests {
                     inputs_s: 2.0,
                     ..Default::default()
                 },
-                engine: Default::default(),
+                engine: crate::busy::EngineSpent {
+                    breed_s: 0.5,
+                    evaluate_s: 6.0,
+                    select_s: 0.5,
+                    promote_s: 3.0,
+                },
             };
             let report = GenerationReport {
                 generation: generation as u64,
@@ -416,6 +421,11 @@ mod tests {
             "<tr><td>timing</td><td class=\"num\">15.0</td><td class=\"num\">17.9%</td></tr>",
             "<tr><td>GPU worker start-up</td><td class=\"num\">6.0</td>",
             "generating inputs 4.0 s, uploading 0.0 s",
+            // The engine's time, summed: breeding 1 s, evaluation 12 s,
+            // selection 1 s, promotion 6 s of 20 s.
+            "<tr><td>waiting for evaluation</td><td class=\"num\">12.0</td><td class=\"num\">60.0%</td></tr>",
+            "<tr><td>promotion</td><td class=\"num\">6.0</td><td class=\"num\">30.0%</td></tr>",
+            "8.0 s between batches",
         ] {
             assert!(html.contains(text), "{text} not in the report");
         }

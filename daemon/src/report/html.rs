@@ -343,6 +343,7 @@ fn utilization_section(out: &mut String, u: &Utilization) {
         );
     }
     *out += "</table>\n<p>Compile and pre-screen run on the compile workers, the rest on the GPU: a GPU worker's start-up (uploading the tests, making the references) measures nothing; compute-sanitizer checks variants about to be validated. Held-out measurements for promotion are included.</p>\n";
+    engine_table(out, u);
     let p = &u.gpu_start_parts;
     if *p != crate::busy::StartUp::default() {
         let _ = writeln!(
@@ -351,6 +352,29 @@ fn utilization_section(out: &mut String, u: &Utilization) {
             p.setup_s, p.context_s, p.inputs_s, p.upload_s, p.references_s
         );
     }
+}
+
+/// Where the engine's own thread spent the search: while it breeds,
+/// selects or promotes, no new variant reaches the workers.
+fn engine_table(out: &mut String, u: &Utilization) {
+    let parts = u.engine_parts();
+    let total: f64 = parts.iter().map(|(_, s)| s).sum();
+    if total <= 0.0 {
+        return;
+    }
+    *out += "<table id=\"engine-table\">\n<tr><th>the engine's time</th><th>seconds</th><th>share</th></tr>\n";
+    for (part, seconds) in parts {
+        let _ = writeln!(
+            out,
+            "<tr><td>{part}</td><td class=\"num\">{seconds:.1}</td><td class=\"num\">{:.1}%</td></tr>",
+            100.0 * seconds / total
+        );
+    }
+    let _ = writeln!(
+        out,
+        "</table>\n<p>The engine's thread breeds a generation, waits for the workers to evaluate it, selects, then promotes (held-out tests, minimizing, on the same GPU workers): {:.1} s between batches, when no new variant reaches the workers.</p>",
+        u.engine.between_batches_s()
+    );
 }
 
 fn figure(out: &mut String, id: &str, svg: Result<Option<String>, String>, caption: &str) {
