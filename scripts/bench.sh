@@ -5,6 +5,7 @@ cd "$(dirname "$0")/.."
 # The benchmarks need what the tests need (cmake, Slurm, the CUDA toolkit).
 scripts/install-deps.sh test
 cargo bench -p gevod --bench ir_pipeline
+cargo bench -p gevod --bench guard_builds
 cargo bench -p gevod --bench sim_speed
 cargo bench -p gevod --bench inputs
 cargo bench -p gevod --bench evolve
