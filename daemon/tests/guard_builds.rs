@@ -333,3 +333,75 @@ fn an_access_without_a_known_root_calls_the_runtime_check() {
     let arguments: Vec<Option<u32>> = sites.iter().map(|s| s.argument).collect();
     assert_eq!(arguments, [Some(0), None, Some(1)]);
 }
+
+/// A loop whose header is its own latch, and one with two latches (a
+/// `continue` from either arm): each header's trip count starts at 0 from
+/// outside the loop and goes on from every latch.
+const LOOPS_IR: &str = r#"
+target datalayout = "e-i64:64-i128:128-v16:16-v32:32-n16:32:64"
+target triple = "nvptx64-nvidia-cuda"
+
+define void @k(ptr %out, i32 %n) {
+entry:
+  br label %spin
+
+spin:
+  %i = phi i32 [ 0, %entry ], [ %next, %spin ]
+  %next = add i32 %i, 1
+  %done = icmp sge i32 %next, %n
+  br i1 %done, label %walk, label %spin
+
+walk:
+  %j = phi i32 [ 0, %spin ], [ %j1, %odd ], [ %j2, %even ]
+  %more = icmp slt i32 %j, 10
+  br i1 %more, label %odd, label %exit
+
+odd:
+  %j1 = add i32 %j, 1
+  %bit = and i32 %j, 1
+  %is_even = icmp eq i32 %bit, 0
+  br i1 %is_even, label %walk, label %even
+
+even:
+  %j2 = add i32 %j, 2
+  br label %walk
+
+exit:
+  store i32 %j, ptr %out, align 4
+  ret void
+}
+
+!nvvm.annotations = !{!0}
+!0 = !{ptr @k, !"kernel", i32 1}
+"#;
+
+#[test]
+fn each_loop_header_counts_from_zero_on_entry_and_on_from_every_latch() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("loops.ll");
+    std::fs::write(&path, LOOPS_IR).unwrap();
+    let ir = KernelIr::load_kernels(&path, &["k".to_string()]).unwrap();
+    let options = common::codegen_options();
+    let (text, sites) = ir.guarded_ir(&ir.empty_patch(), &options).unwrap();
+    let headers: Vec<&str> = sites
+        .iter()
+        .filter(|s| s.kind == SiteKind::LoopHeader)
+        .map(|s| s.block.as_str())
+        .collect();
+    assert_eq!(headers, ["spin", "walk"]);
+    let counts: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("%gevo.trips") && l.contains(" = phi i64 "))
+        .collect();
+    assert_eq!(counts.len(), 2, "{text}");
+    // spin: from entry and from itself; walk: from spin, odd and even.
+    let from_outside = |line: &str| line.matches("[ 0, %").count();
+    let from_latches = |line: &str| line.matches("[ %gevo.now").count();
+    assert_eq!(from_outside(counts[0]), 1, "{}", counts[0]);
+    assert_eq!(from_latches(counts[0]), 1, "{}", counts[0]);
+    assert_eq!(from_outside(counts[1]), 1, "{}", counts[1]);
+    assert_eq!(from_latches(counts[1]), 2, "{}", counts[1]);
+    // The headers' own phis moved with the counts and still verify.
+    assert!(ir.compile_guarded(&ir.empty_patch(), &options).is_ok());
+}
