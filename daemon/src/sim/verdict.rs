@@ -258,7 +258,7 @@ impl fmt::Display for Fault {
                 signed_offset(*offset)
             ),
             Fault::TripBudget { budget } => {
-                write!(f, "loop trip budget of {budget} trips per thread exceeded")
+                write!(f, "loop trip budget of {budget} trips per loop entry exceeded")
             }
             Fault::TimeBudget { budget_us } => write!(
                 f,
