@@ -117,6 +117,14 @@ fn every_memory_access_and_loop_of_every_fixture_is_guarded() {
         // Every fixture reads or writes through its kernels' parameters.
         assert!(inline > 0, "{name}: no inline check");
         println!("{name}: {inline} of {accesses} accesses checked inline");
+        if name == "reduce" {
+            // Its shared array, reached through generic pointers, is
+            // accessed as shared memory.
+            assert!(
+                text.contains("ptr addrspace(3) %gevo.p"),
+                "{name}: shared accesses stay shared"
+            );
+        }
         if name == "vecadd" {
             // a[i], b[i], c[i]: through kernel parameters, all inline, each
             // parameter's range found once at the entry.
@@ -299,18 +307,21 @@ fn the_guarded_build_of_every_fixture_compiles_and_assembles_for_old_and_new_gpu
     }
 }
 
-/// A kernel that reads through a pointer it loads from a buffer: that
-/// access has no root a guard knows, so the runtime's check walks the
-/// test's table; the accesses through the parameters are checked inline.
+/// A kernel that reads through a pointer it loads from a buffer and writes
+/// through one of two parameters: those accesses have no one root a guard
+/// knows, so the runtime's check walks the test's table; the accesses
+/// through one parameter are checked inline.
 const LOADED_POINTER_IR: &str = r#"
 target datalayout = "e-i64:64-i128:128-v16:16-v32:32-n16:32:64"
 target triple = "nvptx64-nvidia-cuda"
 
-define void @k(ptr %pp, ptr %out) {
+define void @k(ptr %pp, ptr %out, ptr %other, i1 %which) {
 entry:
   %p = load ptr, ptr %pp, align 8
   %v = load float, ptr %p, align 4
   store float %v, ptr %out, align 4
+  %either = select i1 %which, ptr %out, ptr %other
+  store float %v, ptr %either, align 4
   ret void
 }
 
@@ -327,11 +338,19 @@ fn an_access_without_a_known_root_calls_the_runtime_check() {
     let (text, sites) = ir
         .guarded_ir(&ir.empty_patch(), &common::codegen_options())
         .unwrap();
-    assert_eq!(sites.len(), 3, "{sites:?}");
+    assert_eq!(sites.len(), 4, "{sites:?}");
     assert_eq!(text.lines().filter(|l| l.contains("%gevo_f")).count(), 2);
-    assert_eq!(text.matches("call i1 @__gevo_check_generic(").count(), 1);
+    assert_eq!(text.matches("call i1 @__gevo_check_generic(").count(), 2);
     let arguments: Vec<Option<u32>> = sites.iter().map(|s| s.argument).collect();
-    assert_eq!(arguments, [Some(0), None, Some(1)]);
+    assert_eq!(arguments, [Some(0), None, Some(1), None]);
+    // The inline-checked accesses are made as global accesses.
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.contains(" = select i1 ") && l.contains("ptr addrspace(1) %gevo.in"))
+            .count(),
+        2,
+        "{text}"
+    );
 }
 
 /// A loop whose header is its own latch, and one with two latches (a
