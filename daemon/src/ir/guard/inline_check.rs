@@ -95,7 +95,7 @@ impl<'c> InlineChecks<'c> {
         plan: &Plan,
     ) -> Result<Self, IrError> {
         let i64_type = context.i64_type();
-        let range_of = runtime_function(module, "__gevo_range_of")?;
+        let range_of = function_named(module, "__gevo_range_of")?;
         let state = module
             .get_global(super::STATE_SYMBOL)
             .ok_or_else(|| guard_error(format!("the guard runtime lacks {}", super::STATE_SYMBOL)))?
@@ -115,7 +115,7 @@ impl<'c> InlineChecks<'c> {
                 .find(|&i| llvm::opcode(i) != llvm_sys::LLVMOpcode::LLVMAlloca)
                 .expect("a block ends in a terminator");
             builder.position_before(&llvm::instruction_value(first));
-            let pointer = runtime_function(module, &llvm::value_name(function))?
+            let pointer = function_named(module, &llvm::value_name(function))?
                 .get_nth_param(index)
                 .expect("a planned parameter exists")
                 .into_pointer_value();
@@ -166,11 +166,12 @@ impl<'c> InlineChecks<'c> {
         })
     }
 
-    /// Checks `access`'s one pointer (operand `at` of `inst`) inline and
-    /// redirects it to `scratch` (in the root's address space, as the
-    /// access then is) when refused. Answers false, having added
-    /// nothing, where the pointer's address space does not allow it (the
-    /// caller then calls the runtime's check).
+    /// Checks `access`'s one pointer (its operand of `inst`) inline and
+    /// redirects it to the runtime's scratch memory (in the root's address
+    /// space, as the access then is) when refused. Answers false, having
+    /// added nothing, for an access without a known root or whose pointer's
+    /// address space does not allow it (the caller then calls the
+    /// runtime's check).
     pub(super) fn guard(
         &self,
         context: &'c Context,
@@ -303,7 +304,7 @@ impl<'c> InlineChecks<'c> {
     }
 }
 
-fn runtime_function<'c>(module: &Module<'c>, name: &str) -> Result<FunctionValue<'c>, IrError> {
+fn function_named<'c>(module: &Module<'c>, name: &str) -> Result<FunctionValue<'c>, IrError> {
     module
         .get_function(name)
         .ok_or_else(|| guard_error(format!("the module lacks {name}")))
