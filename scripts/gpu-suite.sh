@@ -235,34 +235,31 @@ for spec in $k/reduce.gevo.toml $k/stencil.gevo.toml $pk/wavefront.gevo.toml $pk
     grep "^cost" "$work/log" | sed 's/^/    /'
 done
 # Through the GPU worker: the guarded verdict, and no restart.
-"$gevod" run $k/vecadd.gevo.toml --backend cuda --tests train --no-prescreen --json \
-    --patch $k/vecadd.no-bounds-check.patch.json > "$work/guarded.json" 2> "$work/guarded.err"
-check "guards: the GPU worker rejects an out-of-bounds variant by its guarded run, no restart" python3 - "$work/guarded.json" "$work/guarded.err" <<'PY'
+rejected_when_guarded() { # check name, spec, patch, texts the failure must hold...
+    local name=$1 spec=$2 patch=$3; shift 3
+    "$gevod" run "$spec" --backend cuda --tests train --no-prescreen --json \
+        --patch "$patch" > "$work/guarded.json" 2> "$work/guarded.err"
+    check "$name" python3 - "$work/guarded.json" "$work/guarded.err" "$@" <<'PY'
 import json, sys
 rows = json.load(open(sys.argv[1]))
 err = open(sys.argv[2]).read()
 failure = rows[0]["failure"]
 print(failure[:200])
 assert not rows[0]["passed"], rows
-assert "guarded run on the GPU: out-of-bounds" in failure and "past its end" in failure and "vecadd.cu:" in failure, failure
+for text in sys.argv[3:]:
+    assert text in failure, (text, failure)
 assert "GPU worker restarts: 0" in err, err[-400:]
 PY
-sed 's/^/    /' "$work/log" | head -2
+    sed 's/^/    /' "$work/log" | head -2
+}
+rejected_when_guarded "guards: the GPU worker rejects an out-of-bounds variant by its guarded run, no restart" \
+    $k/vecadd.gevo.toml $k/vecadd.no-bounds-check.patch.json \
+    "guarded run on the GPU: out-of-bounds" "past its end" "vecadd.cu:"
 # A barrier the lanes of a warp reach apart: the guarded run flags it, so
 # the ordinary build (which would hang there) is never timed.
-"$gevod" run $k/stencil.gevo.toml --backend cuda --tests train --no-prescreen --json \
-    --patch $k/stencil.barrier-moved.patch.json > "$work/barrier.json" 2> "$work/barrier.err"
-check "guards: the GPU worker rejects a divergent barrier by its guarded run, no restart" python3 - "$work/barrier.json" "$work/barrier.err" <<'PY'
-import json, sys
-rows = json.load(open(sys.argv[1]))
-err = open(sys.argv[2]).read()
-failure = rows[0]["failure"]
-print(failure[:200])
-assert not rows[0]["passed"], rows
-assert "guarded run on the GPU: divergent barrier" in failure, failure
-assert "GPU worker restarts: 0" in err, err[-400:]
-PY
-sed 's/^/    /' "$work/log" | head -2
+rejected_when_guarded "guards: the GPU worker rejects a divergent barrier by its guarded run, no restart" \
+    $k/stencil.gevo.toml $k/stencil.barrier-moved.patch.json \
+    "guarded run on the GPU: divergent barrier"
 # Inputs stay inputs: a variant that writes an `in` buffer the original
 # leaves alone is rejected on the GPU (compared on the device).
 "$gevod" run tests/fixtures/general/scale2.gevo.toml --backend cuda --tests train --no-prescreen \

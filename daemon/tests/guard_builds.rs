@@ -307,6 +307,14 @@ fn the_guarded_build_of_every_fixture_compiles_and_assembles_for_old_and_new_gpu
     }
 }
 
+/// The kernel `k` of a module written out here.
+fn kernel_k(module: &str) -> KernelIr {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("k.ll");
+    std::fs::write(&path, module).unwrap();
+    KernelIr::load_kernels(&path, &["k".to_string()]).unwrap()
+}
+
 /// A kernel that reads through a pointer it loads from a buffer and writes
 /// through one of two parameters: those accesses have no one root a guard
 /// knows, so the runtime's check walks the test's table; the accesses
@@ -331,10 +339,7 @@ entry:
 
 #[test]
 fn an_access_without_a_known_root_calls_the_runtime_check() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("loaded.ll");
-    std::fs::write(&path, LOADED_POINTER_IR).unwrap();
-    let ir = KernelIr::load_kernels(&path, &["k".to_string()]).unwrap();
+    let ir = kernel_k(LOADED_POINTER_IR);
     let (text, sites) = ir
         .guarded_ir(&ir.empty_patch(), &common::codegen_options())
         .unwrap();
@@ -396,10 +401,7 @@ exit:
 
 #[test]
 fn each_loop_header_counts_from_zero_on_entry_and_on_from_every_latch() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("loops.ll");
-    std::fs::write(&path, LOOPS_IR).unwrap();
-    let ir = KernelIr::load_kernels(&path, &["k".to_string()]).unwrap();
+    let ir = kernel_k(LOOPS_IR);
     let options = common::codegen_options();
     let (text, sites) = ir.guarded_ir(&ir.empty_patch(), &options).unwrap();
     let headers: Vec<&str> = sites

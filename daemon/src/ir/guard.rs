@@ -249,25 +249,40 @@ pub(super) struct Runtime<'c> {
 
 impl<'c> Runtime<'c> {
     fn find(module: &Module<'c>) -> Result<Self, IrError> {
-        let function = |name: &str| {
-            module
-                .get_function(name)
-                .ok_or_else(|| guard_error(format!("the guard runtime lacks {name}")))
-        };
-        let global = |name: &str| {
-            module
-                .get_global(name)
-                .map(|g| g.as_pointer_value())
-                .ok_or_else(|| guard_error(format!("the guard runtime lacks {name}")))
-        };
         Ok(Runtime {
-            check_global: function("__gevo_check_global")?,
-            check_shared: function("__gevo_check_shared")?,
-            check_generic: function("__gevo_check_generic")?,
-            scratch: global("__gevo_scratch")?,
-            scratch_shared: global("__gevo_scratch_shared")?,
+            check_global: runtime_function(module, "__gevo_check_global")?,
+            check_shared: runtime_function(module, "__gevo_check_shared")?,
+            check_generic: runtime_function(module, "__gevo_check_generic")?,
+            scratch: runtime_global(module, "__gevo_scratch")?,
+            scratch_shared: runtime_global(module, "__gevo_scratch_shared")?,
         })
     }
+}
+
+/// A function of the guard runtime, linked into `module`.
+fn runtime_function<'c>(module: &Module<'c>, name: &str) -> Result<FunctionValue<'c>, IrError> {
+    module
+        .get_function(name)
+        .ok_or_else(|| guard_error(format!("the guard runtime lacks {name}")))
+}
+
+/// A global of the guard runtime, linked into `module`.
+fn runtime_global<'c>(module: &Module<'c>, name: &str) -> Result<PointerValue<'c>, IrError> {
+    module
+        .get_global(name)
+        .map(|g| g.as_pointer_value())
+        .ok_or_else(|| guard_error(format!("the guard runtime lacks {name}")))
+}
+
+/// Where code that every later instruction of `function` may use goes:
+/// before the entry block's first instruction that is not an `alloca`.
+fn entry_position<'c>(function: llvm::Value) -> InstructionValue<'c> {
+    let entry = llvm::blocks(function)[0];
+    let first = llvm::instructions(entry)
+        .into_iter()
+        .find(|&i| llvm::opcode(i) != llvm_sys::LLVMOpcode::LLVMAlloca)
+        .expect("a block ends in a terminator");
+    llvm::instruction_value(first)
 }
 
 impl<'c> Runtime<'c> {
@@ -402,18 +417,14 @@ fn call<'c>(
 /// dynamic shared bytes.
 fn define_ownership<'c>(context: &'c Context, module: &Module<'c>) -> Result<(), IrError> {
     let layout = llvm::DataLayout::of(module.as_mut_ptr());
-    let dynamic = module
-        .get_function("__gevo_dynamic_shared_bytes")
-        .ok_or_else(|| guard_error("the guard runtime lacks __gevo_dynamic_shared_bytes".into()))?;
+    let dynamic = runtime_function(module, "__gevo_dynamic_shared_bytes")?;
     let builder = context.create_builder();
     let i64_type = context.i64_type();
     for (name, space) in [
         ("__gevo_module_global_ok", 1u32),
         ("__gevo_module_shared_ok", 3),
     ] {
-        let function = module
-            .get_function(name)
-            .ok_or_else(|| guard_error(format!("the guard runtime lacks {name}")))?;
+        let function = runtime_function(module, name)?;
         let entry = context.append_basic_block(function, "entry");
         builder.position_at_end(entry);
         let a = function

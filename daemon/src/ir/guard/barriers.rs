@@ -28,16 +28,13 @@
 use super::super::error::IrError;
 use super::super::llvm;
 use super::plan::Plan;
-use super::{build_error, guard_error, ALIGNED_BARRIER};
+use super::{build_error, entry_position, guard_error, runtime_function, ALIGNED_BARRIER};
 use inkwell::attributes::AttributeLoc;
 use inkwell::builder::Builder;
 use inkwell::context::Context;
 use inkwell::intrinsics::Intrinsic;
 use inkwell::module::Module;
-use inkwell::values::{
-    AnyValueEnum, AsValueRef, BasicMetadataValueEnum, BasicValue, FunctionValue, InstructionValue,
-    PointerValue,
-};
+use inkwell::values::{AsValueRef, BasicMetadataValueEnum, InstructionValue, PointerValue};
 
 /// Waits for the warp's live lanes (their word at `$1`), then answers the
 /// lanes that go on together (`$0`).
@@ -59,7 +56,11 @@ pub(super) fn unalign_and_check<'c>(
     let unaligned = Intrinsic::find("llvm.nvvm.barrier.sync")
         .and_then(|i| i.get_declaration(module, &[]))
         .ok_or_else(|| guard_error("no llvm.nvvm.barrier.sync intrinsic".into()))?;
-    let calls = users(aligned);
+    // Every use of the intrinsic is a call of it.
+    let calls: Vec<InstructionValue<'c>> = llvm::users(aligned.as_value_ref())
+        .into_iter()
+        .map(llvm::instruction_value)
+        .collect();
     let checked = calls.len() == plan.barriers.len();
     let builder = context.create_builder();
     let lives = if checked {
@@ -67,7 +68,7 @@ pub(super) fn unalign_and_check<'c>(
     } else {
         Vec::new()
     };
-    let check = runtime(module, "__gevo_barrier_check")?;
+    let check = runtime_function(module, "__gevo_barrier_check")?;
     let converge_type = context
         .i32_type()
         .fn_type(&[context.i64_type().into()], false);
@@ -133,18 +134,13 @@ fn live_lanes<'c>(
     builder: &Builder<'c>,
     plan: &Plan,
 ) -> Result<Vec<(llvm::Value, PointerValue<'c>)>, IrError> {
-    let init = runtime(module, "__gevo_live_init")?;
-    let exit = runtime(module, "__gevo_live_exit")?;
+    let init = runtime_function(module, "__gevo_live_init")?;
+    let exit = runtime_function(module, "__gevo_live_exit")?;
     let mut kernels: Vec<llvm::Value> = plan.barriers.iter().map(|b| b.function).collect();
     kernels.dedup();
     let mut lives = Vec::new();
     for kernel in kernels {
-        let blocks = llvm::blocks(kernel);
-        let first = llvm::instructions(blocks[0])
-            .into_iter()
-            .find(|&i| llvm::opcode(i) != llvm_sys::LLVMOpcode::LLVMAlloca)
-            .expect("a block ends in a terminator");
-        builder.position_before(&llvm::instruction_value(first));
+        builder.position_before(&entry_position(kernel));
         let live = builder
             .build_call(init, &[], "gevo.live")
             .map_err(build_error)?
@@ -152,7 +148,7 @@ fn live_lanes<'c>(
             .basic()
             .ok_or_else(|| guard_error("__gevo_live_init answers nothing".into()))?
             .into_pointer_value();
-        for block in blocks {
+        for block in llvm::blocks(kernel) {
             let last = *llvm::instructions(block)
                 .last()
                 .expect("a block ends in a terminator");
@@ -174,26 +170,4 @@ fn live_of<'c>(lives: &[(llvm::Value, PointerValue<'c>)], kernel: llvm::Value) -
         .find(|(k, _)| *k == kernel)
         .map(|(_, live)| *live)
         .expect("every kernel with a checked barrier has its live word")
-}
-
-fn runtime<'c>(module: &Module<'c>, name: &str) -> Result<FunctionValue<'c>, IrError> {
-    module
-        .get_function(name)
-        .ok_or_else(|| guard_error(format!("the guard runtime lacks {name}")))
-}
-
-/// The instructions that call `function`.
-fn users<'c>(function: FunctionValue<'c>) -> Vec<InstructionValue<'c>> {
-    let mut calls = Vec::new();
-    let mut next = function
-        .as_global_value()
-        .as_pointer_value()
-        .get_first_use();
-    while let Some(u) = next {
-        if let AnyValueEnum::InstructionValue(inst) = u.get_user() {
-            calls.push(inst);
-        }
-        next = u.get_next_use();
-    }
-    calls
 }

@@ -15,12 +15,12 @@
 use super::super::error::IrError;
 use super::super::llvm;
 use super::plan::{Access, Base, Plan};
-use super::{build_error, guard_error, Runtime};
+use super::{build_error, entry_position, guard_error, runtime_function, runtime_global, Runtime};
 use inkwell::builder::Builder;
 use inkwell::context::Context;
 use inkwell::module::Module;
 use inkwell::types::FunctionType;
-use inkwell::values::{AsValueRef, FunctionValue, InstructionValue, IntValue, PointerValue};
+use inkwell::values::{AsValueRef, InstructionValue, IntValue, PointerValue};
 use inkwell::{AddressSpace, IntPredicate};
 
 /// Fault kinds as `__gevo_guard_state[0]` holds them (`FaultKind`).
@@ -95,12 +95,8 @@ impl<'c> InlineChecks<'c> {
         plan: &Plan,
     ) -> Result<Self, IrError> {
         let i64_type = context.i64_type();
-        let range_of = function_named(module, "__gevo_range_of")?;
-        let state = module
-            .get_global(super::STATE_SYMBOL)
-            .ok_or_else(|| guard_error(format!("the guard runtime lacks {}", super::STATE_SYMBOL)))?
-            .as_pointer_value()
-            .const_to_int(i64_type);
+        let range_of = runtime_function(module, "__gevo_range_of")?;
+        let state = runtime_global(module, super::STATE_SYMBOL)?.const_to_int(i64_type);
         let mut parameters = Vec::new();
         for access in &plan.accesses {
             let Some(Base::KernelParameter { function, index }) = access.base else {
@@ -109,13 +105,10 @@ impl<'c> InlineChecks<'c> {
             if parameters.iter().any(|(key, _)| *key == (function, index)) {
                 continue;
             }
-            let entry = llvm::blocks(function)[0];
-            let first = llvm::instructions(entry)
-                .into_iter()
-                .find(|&i| llvm::opcode(i) != llvm_sys::LLVMOpcode::LLVMAlloca)
-                .expect("a block ends in a terminator");
-            builder.position_before(&llvm::instruction_value(first));
-            let pointer = function_named(module, &llvm::value_name(function))?
+            builder.position_before(&entry_position(function));
+            let pointer = module
+                .get_function(&llvm::value_name(function))
+                .expect("a planned kernel is in its module")
                 .get_nth_param(index)
                 .expect("a planned parameter exists")
                 .into_pointer_value();
@@ -302,10 +295,4 @@ impl<'c> InlineChecks<'c> {
             .map_err(build_error)?;
         Ok(true)
     }
-}
-
-fn function_named<'c>(module: &Module<'c>, name: &str) -> Result<FunctionValue<'c>, IrError> {
-    module
-        .get_function(name)
-        .ok_or_else(|| guard_error(format!("the module lacks {name}")))
 }

@@ -14,7 +14,7 @@
 use super::super::error::IrError;
 use super::super::llvm;
 use super::plan::Loops;
-use super::{build_error, guard_error};
+use super::{build_error, runtime_function, runtime_global};
 use inkwell::builder::Builder;
 use inkwell::context::Context;
 use inkwell::module::Module;
@@ -30,13 +30,8 @@ pub(super) fn count_trips<'c>(
     builder: &Builder<'c>,
     all: &[Loops],
 ) -> Result<(), IrError> {
-    let trip = module
-        .get_function("__gevo_trip")
-        .ok_or_else(|| guard_error("the guard runtime lacks __gevo_trip".into()))?;
-    let table = module
-        .get_global(super::TABLE_SYMBOL)
-        .ok_or_else(|| guard_error(format!("the guard runtime lacks {}", super::TABLE_SYMBOL)))?
-        .as_pointer_value();
+    let trip = runtime_function(module, "__gevo_trip")?;
+    let table = runtime_global(module, super::TABLE_SYMBOL)?;
     let i64_type = context.i64_type();
     for loops in all {
         for one in &loops.loops {
