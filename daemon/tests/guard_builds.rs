@@ -100,8 +100,8 @@ fn every_memory_access_and_loop_of_every_fixture_is_guarded() {
             .count();
         assert_eq!(access_sites, accesses, "{name}: a site per access");
         // Each access now goes through its guard's pointer, checked inline
-        // (with a predicated record, no branch: the kernel's blocks stay
-        // whole) or by a call (never inlined, for the same reason).
+        // (its record behind a branch inside assembly: the kernel's blocks
+        // stay whole) or by a call (never inlined, for the same reason).
         let redirected = text
             .lines()
             .filter(|l| l.contains("%gevo.p") && l.contains(" = select i1 "))
@@ -112,11 +112,16 @@ fn every_memory_access_and_loop_of_every_fixture_is_guarded() {
                 .matches("define internal i1 @__gevo_check_generic")
                 .count()
                 * 2;
-        let inline = text.lines().filter(|l| l.contains("%gevo_f")).count();
+        let inline = inline_checks(&text);
         assert_eq!(called + inline, accesses, "{name}: a check per access");
         // Every fixture reads or writes through its kernels' parameters.
         assert!(inline > 0, "{name}: no inline check");
-        println!("{name}: {inline} of {accesses} accesses checked inline");
+        let records = record_calls(&text);
+        assert!(
+            (1..=inline).contains(&records),
+            "{name}: {records} records for {inline} inline checks"
+        );
+        println!("{name}: {inline} of {accesses} accesses checked inline, {records} record calls");
         if name == "reduce" {
             // Its shared array, reached through generic pointers, is
             // accessed as shared memory.
@@ -308,6 +313,21 @@ fn the_guarded_build_of_every_fixture_compiles_and_assembles_for_old_and_new_gpu
 }
 
 /// The kernel `k` of a module written out here.
+/// Accesses checked inline: each one's refusal is a negated check.
+fn inline_checks(guarded_ir: &str) -> usize {
+    guarded_ir
+        .lines()
+        .map(str::trim_start)
+        .filter(|l| l.starts_with("%gevo.refused") && l.contains(" = xor i1 "))
+        .count()
+}
+
+/// Calls of the assembly that records refusals (its text names its
+/// predicate once).
+fn record_calls(guarded_ir: &str) -> usize {
+    guarded_ir.lines().filter(|l| l.contains("%gevo_f")).count()
+}
+
 fn kernel_k(module: &str) -> KernelIr {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("k.ll");
@@ -344,7 +364,9 @@ fn an_access_without_a_known_root_calls_the_runtime_check() {
         .guarded_ir(&ir.empty_patch(), &common::codegen_options())
         .unwrap();
     assert_eq!(sites.len(), 4, "{sites:?}");
-    assert_eq!(text.lines().filter(|l| l.contains("%gevo_f")).count(), 2);
+    assert_eq!(inline_checks(&text), 2);
+    // The runtime check between them is a call: each has its own record.
+    assert_eq!(record_calls(&text), 2);
     assert_eq!(text.matches("call i1 @__gevo_check_generic(").count(), 2);
     let arguments: Vec<Option<u32>> = sites.iter().map(|s| s.argument).collect();
     assert_eq!(arguments, [Some(0), None, Some(1), None]);
@@ -425,4 +447,49 @@ fn each_loop_header_counts_from_zero_on_entry_and_on_from_every_latch() {
     assert_eq!(from_latches(counts[1]), 2, "{}", counts[1]);
     // The headers' own phis moved with the counts and still verify.
     assert!(ir.compile_guarded(&ir.empty_patch(), &options).is_ok());
+}
+
+/// Three accesses, a barrier, and one more, in one block; the barrier's
+/// intrinsic is a call that waits for other threads.
+const RUNS_IR: &str = r#"
+target datalayout = "e-i64:64-i128:128-v16:16-v32:32-n16:32:64"
+target triple = "nvptx64-nvidia-cuda"
+
+declare void @llvm.nvvm.barrier0()
+declare float @llvm.fmuladd.f32(float, float, float)
+
+define void @k(ptr %a, ptr %b, ptr %out) {
+entry:
+  %x = load float, ptr %a, align 4
+  %y = load float, ptr %b, align 4
+  %z = call float @llvm.fmuladd.f32(float %x, float %y, float 1.0)
+  store float %z, ptr %out, align 4
+  call void @llvm.nvvm.barrier0()
+  store float %x, ptr %b, align 4
+  ret void
+}
+
+!nvvm.annotations = !{!0}
+!0 = !{ptr @k, !"kernel", i32 1}
+"#;
+
+#[test]
+fn accesses_with_no_holding_call_between_share_one_record() {
+    let ir = kernel_k(RUNS_IR);
+    let (text, sites) = ir
+        .guarded_ir(&ir.empty_patch(), &common::codegen_options())
+        .unwrap();
+    assert_eq!(sites.len(), 5, "four accesses and the barrier: {sites:?}");
+    assert_eq!(inline_checks(&text), 4, "{text}");
+    // The fused multiply-add's call returns at once; the barrier may hold.
+    assert_eq!(record_calls(&text), 2, "{text}");
+    // The first run reports its first refusal: a choice of site per
+    // access after the first, whether any was refused so far.
+    let first_sites = text
+        .lines()
+        .filter(|l| {
+            l.contains("%gevo.first") && l.contains(" = select i1 %gevo.") && l.contains("i32 ")
+        })
+        .count();
+    assert_eq!(first_sites, 2, "{text}");
 }

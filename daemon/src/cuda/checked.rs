@@ -14,6 +14,15 @@ use crate::ir::GuardSite;
 use crate::spec::{Acceptance, ArgKind, ArgValue, Metric, Role};
 use std::time::{Duration, Instant};
 
+/// What a variant's outputs are checked through.
+#[derive(Clone, Copy)]
+pub(super) enum CheckedBuild<'k, 'a> {
+    /// Its guarded build.
+    Guarded(&'k Guarded<'a>),
+    /// The variant itself, where its guarded build does not serve.
+    Ordinary(&'k Kernel),
+}
+
 /// A variant's guarded build, loaded, and its sites.
 pub(super) struct Guarded<'a> {
     pub kernel: GuardedKernel,
@@ -22,19 +31,19 @@ pub(super) struct Guarded<'a> {
 
 impl Measurer {
     /// One test's checked run: a passed summary (its error, no cost yet),
-    /// or the failure (which sets `fatal` when the context is lost). With
-    /// `guarded`, the run is the variant's guarded build's, armed with the
-    /// test's ranges and trip budget: a fault it recorded is the verdict.
+    /// or the failure (which sets `fatal` when the context is lost). A run
+    /// of the variant's guarded build is armed with the test's ranges and
+    /// trip budget: a fault it recorded is the verdict.
     pub(super) fn check(
         &self,
-        kernel: &Kernel,
-        guarded: Option<&Guarded>,
+        build: CheckedBuild,
         test: &StagedTest,
         out: &mut Measured,
     ) -> TestSummary {
         let started = Instant::now();
-        let result = match guarded {
-            Some(g) => g
+        let guarded = matches!(build, CheckedBuild::Guarded(_));
+        let result = match build {
+            CheckedBuild::Guarded(g) => g
                 .kernel
                 .arm(test, test.budget)
                 .and_then(|()| self.check_outputs(&g.kernel.kernel, test, self.guarded_limit(test)))
@@ -45,7 +54,7 @@ impl Measurer {
                         outputs,
                     ))
                 }),
-            None => self
+            CheckedBuild::Ordinary(kernel) => self
                 .check_outputs(kernel, test, self.limit(test))
                 .map(|o| (None, o)),
         };
@@ -54,7 +63,7 @@ impl Measurer {
             Err(e) => {
                 out.fatal = e.poisons_context();
                 let mut failed = self.cuda_failure(test, &e);
-                if guarded.is_some() {
+                if guarded {
                     // Which build hung or faulted: guards were meant to
                     // catch what restarts the worker.
                     if let Some((_, message)) = &mut failed.failure {

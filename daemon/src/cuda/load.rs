@@ -1,11 +1,12 @@
 //! How a GPU worker turns code into a loaded kernel: machine code that
-//! ptxas made (in a compile worker, or here when none came), or the
+//! ptxas made (in a compile worker, or here when none came, in the
+//! background while the variant's guarded build is checked), or the
 //! driver's JIT. The original and every variant go the same way, chosen
 //! once when the original is loaded, so a measured speedup never comes from
 //! the difference between two compilers.
 
 use super::driver::Kernel;
-use super::toolkit::{Assembler, Cubin};
+use super::toolkit::{Assembler, Assembling, Cubin};
 use super::CudaError;
 
 /// The way this worker loads code.
@@ -54,22 +55,58 @@ impl Loader {
         cubin: Option<&Cubin>,
         names: &[String],
     ) -> Result<Kernel, CudaError> {
+        self.load(self.prepare(ptx, cubin), ptx, names)
+    }
+
+    /// Starts what loading a variant needs that can go on beside other
+    /// work: ptxas, when this worker loads cubins and none came.
+    pub fn prepare<'a>(&self, ptx: &str, cubin: Option<&'a Cubin>) -> Prepared<'a> {
+        match (self, cubin) {
+            (Loader::Jit, _) => Prepared::Ptx,
+            (Loader::Assembled { .. }, Some(cubin)) => Prepared::Cubin(cubin),
+            (Loader::Assembled { assembler, arch }, None) => {
+                Prepared::Assembling(assembler.start(ptx, arch).map_err(|e| e.to_string()))
+            }
+        }
+    }
+
+    /// Loads the variant `prepare` started on (`ptx` is the same).
+    pub fn load(
+        &self,
+        prepared: Prepared<'_>,
+        ptx: &str,
+        names: &[String],
+    ) -> Result<Kernel, CudaError> {
         let Loader::Assembled { assembler, arch } = self else {
             return Kernel::load(ptx, names);
         };
-        if let Some(cubin) = cubin {
-            match Kernel::load_cubin(cubin, names) {
+        let assembled = match prepared {
+            Prepared::Ptx => return Kernel::load(ptx, names),
+            Prepared::Cubin(cubin) => match Kernel::load_cubin(cubin, names) {
                 Ok(kernel) => return Ok(kernel),
                 Err(e) if e.poisons_context() => return Err(e),
                 // Made for another GPU, say: assemble it here instead.
                 Err(e) => {
-                    tracing::debug!("the variant's cubin does not load ({e}); assembling it here")
+                    tracing::debug!("the variant's cubin does not load ({e}); assembling it here");
+                    assembler.assemble(ptx, arch).map_err(|e| e.to_string())
                 }
+            },
+            Prepared::Assembling(started) => {
+                started.and_then(|a| a.finish().map_err(|e| e.to_string()))
             }
-        }
-        let cubin = assembler
-            .assemble(ptx, arch)
-            .map_err(|e| CudaError::InvalidPtx { log: e.to_string() })?;
+        };
+        let cubin = assembled.map_err(|log| CudaError::InvalidPtx { log })?;
         Kernel::load_cubin(&cubin, names)
     }
+}
+
+/// A variant's code on its way to being loaded (`Loader::prepare`).
+#[derive(Debug)]
+pub enum Prepared<'a> {
+    /// The JIT loads the PTX.
+    Ptx,
+    /// The cubin a compile worker made.
+    Cubin(&'a Cubin),
+    /// ptxas running here, or why it could not start.
+    Assembling(Result<Assembling, String>),
 }

@@ -7,11 +7,11 @@
 //! kernels (`compare`) judge each variant's outputs without copying them
 //! back; without those kernels the outputs are compared on the host.
 
-use super::checked::Guarded;
+use super::checked::{CheckedBuild, Guarded};
 use super::compare::DeviceComparison;
 use super::driver::{Context, DeviceBuffer, Event, Kernel};
 use super::guarded::{Budget, GuardedBuild, GuardedKernel};
-use super::load::Loader;
+use super::load::{Loader, Prepared};
 use super::pace::Pacer;
 use super::staged::StagedTest;
 use super::timing::PROFILE_MAX_LAUNCHES;
@@ -130,7 +130,7 @@ impl Measured {
 }
 
 /// A variant's modules as loaded for one measurement.
-pub(super) type Loaded<'a> = (Kernel, Option<Guarded<'a>>);
+pub(super) type Loaded<'a> = (Option<Kernel>, Option<Guarded<'a>>);
 
 /// The code a measurer starts with.
 pub struct Programs<'a> {
@@ -416,6 +416,29 @@ impl Measurer {
         self.limit(test).max(test.budget.time * 4)
     }
 
+    /// The variant `prepared` started on, loaded; none, with the failure in
+    /// `out` (fatal where it cost the context), when it does not load.
+    fn load_variant(
+        &self,
+        prepared: Prepared<'_>,
+        ptx: &str,
+        out: &mut Measured,
+    ) -> Option<Kernel> {
+        let loading = Instant::now();
+        let kernel = self.loader.load(prepared, ptx, &self.kernel_names);
+        out.spent.jit_load_s += loading.elapsed().as_secs_f64();
+        match kernel {
+            Ok(k) => Some(k),
+            Err(e) => {
+                out.fatal = e.poisons_context();
+                out.assessment
+                    .tests
+                    .push(TestSummary::failed("load", e.kind(), e.to_string()));
+                None
+            }
+        }
+    }
+
     /// Checks and times `ptx` (loaded from `cubin` where that serves:
     /// [`Loader::variant`]) on every test of `set`; stops at the first
     /// test that fails. With `race` (a train cost the variant must beat to
@@ -440,19 +463,9 @@ impl Measurer {
             rounds: 0,
             stopped_early: false,
         };
-        let loading = Instant::now();
-        let kernel = self.loader.variant(ptx, cubin, &self.kernel_names);
-        out.spent.jit_load_s = loading.elapsed().as_secs_f64();
-        let kernel = match kernel {
-            Ok(k) => k,
-            Err(e) => {
-                out.fatal = e.poisons_context();
-                out.assessment
-                    .tests
-                    .push(TestSummary::failed("load", e.kind(), e.to_string()));
-                return out;
-            }
-        };
+        // ptxas (where no cubin came) runs beside the guarded build's
+        // checks, and is stopped if they fail, as most variants do.
+        let prepared = self.loader.prepare(ptx, cubin);
         let guarded = match guarded.filter(|_| self.guards) {
             None => None,
             Some(build) => {
@@ -476,7 +489,7 @@ impl Measurer {
                             e.kind(),
                             e.to_string(),
                         ));
-                        return out.lost_context((kernel, None));
+                        return out.lost_context((None, None));
                     }
                     // Its registers or shared memory past a limit, say:
                     // checked unguarded, as before.
@@ -489,6 +502,15 @@ impl Measurer {
                 }
             }
         };
+        let mut prepared = Some(prepared);
+        let mut kernel = None;
+        if guarded.is_none() {
+            let prepared = prepared.take().expect("loaded once");
+            match self.load_variant(prepared, ptx, &mut out) {
+                Some(k) => kernel = Some(k),
+                None => return out,
+            }
+        }
         let full = match set {
             TestSet::Heldout => self.options.heldout_rounds,
             _ => self.options.rounds,
@@ -507,7 +529,12 @@ impl Measurer {
         // fail a check, often only on a later test (a partial last block,
         // a larger size), and then cost no timing rounds at all.
         for test in &tests {
-            let summary = self.check(&kernel, guarded.as_ref(), test, &mut out);
+            let build = match (&guarded, &kernel) {
+                (Some(g), _) => CheckedBuild::Guarded(g),
+                (None, Some(k)) => CheckedBuild::Ordinary(k),
+                (None, None) => unreachable!("loaded above when unguarded"),
+            };
+            let summary = self.check(build, test, &mut out);
             let failed = summary.failure.is_some();
             out.assessment.tests.push(summary);
             if out.fatal {
@@ -517,6 +544,18 @@ impl Measurer {
                 return out;
             }
         }
+        // Passed: the variant itself is loaded, to be timed.
+        let kernel = match (kernel, prepared) {
+            (Some(k), _) => k,
+            (None, prepared) => {
+                let prepared = prepared.expect("not loaded yet");
+                match self.load_variant(prepared, ptx, &mut out) {
+                    Some(k) => k,
+                    None if out.fatal => return out.lost_context((None, guarded)),
+                    None => return out,
+                }
+            }
+        };
         let mut done = 0;
         while done < full {
             // After each batch: race the rounds so far against the threshold.
@@ -545,7 +584,12 @@ impl Measurer {
                 let result = self.time(&kernel, test, done, more, limit, timing);
                 out.spent.timing_s += started.elapsed().as_secs_f64();
                 if let Err(e) = result {
-                    return out.failed_at(i, self.cuda_failure(test, &e), &e, (kernel, guarded));
+                    return out.failed_at(
+                        i,
+                        self.cuda_failure(test, &e),
+                        &e,
+                        (Some(kernel), guarded),
+                    );
                 }
             }
             done += more;
@@ -565,7 +609,12 @@ impl Measurer {
             match kernels {
                 Ok(k) => out.assessment.tests[i].kernels = k,
                 Err(e) => {
-                    return out.failed_at(i, self.cuda_failure(test, &e), &e, (kernel, guarded))
+                    return out.failed_at(
+                        i,
+                        self.cuda_failure(test, &e),
+                        &e,
+                        (Some(kernel), guarded),
+                    )
                 }
             }
         }

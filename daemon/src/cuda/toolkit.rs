@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 
 /// Names a ptxas to use instead of the one found, or `off` for none.
 pub const PTXAS_VARIABLE: &str = "GEVO_PTXAS";
@@ -101,25 +101,65 @@ impl Assembler {
     /// `ptx` assembled for `arch` (`sm_90`), at ptxas's default
     /// optimization level, the same the driver's JIT uses.
     pub fn assemble(&self, ptx: &str, arch: &str) -> Result<Cubin, AssembleError> {
+        self.start(ptx, arch)?.finish()
+    }
+
+    /// Starts assembling `ptx` for `arch` in the background; `finish`
+    /// waits for the cubin, and dropping the answer stops ptxas.
+    pub fn start(&self, ptx: &str, arch: &str) -> Result<Assembling, AssembleError> {
         let dir = tempfile::tempdir().map_err(|source| AssembleError::Io {
             dir: std::env::temp_dir(),
             source,
         })?;
-        let io = |source| AssembleError::Io {
-            dir: dir.path().to_path_buf(),
-            source,
-        };
         let (input, output) = (
             dir.path().join("variant.ptx"),
             dir.path().join("variant.cubin"),
         );
-        std::fs::write(&input, ptx).map_err(io)?;
-        let ran = Command::new(&self.ptxas)
+        std::fs::write(&input, ptx).map_err(|source| AssembleError::Io {
+            dir: dir.path().to_path_buf(),
+            source,
+        })?;
+        let child = Command::new(&self.ptxas)
             .arg(format!("-arch={arch}"))
             .arg("-o")
             .arg(&output)
             .arg(&input)
-            .output()
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|source| AssembleError::Run {
+                ptxas: self.ptxas.clone(),
+                source,
+            })?;
+        Ok(Assembling {
+            child: Some(child),
+            ptxas: self.ptxas.clone(),
+            arch: arch.to_string(),
+            output,
+            dir,
+        })
+    }
+}
+
+/// A ptxas run under way (`Assembler::start`).
+#[derive(Debug)]
+pub struct Assembling {
+    /// None once waited for.
+    child: Option<Child>,
+    ptxas: PathBuf,
+    arch: String,
+    output: PathBuf,
+    /// Holds the PTX and the cubin; removed when this is dropped.
+    dir: tempfile::TempDir,
+}
+
+impl Assembling {
+    /// Waits for ptxas: the cubin, or its refusal with its message.
+    pub fn finish(mut self) -> Result<Cubin, AssembleError> {
+        let child = self.child.take().expect("waited for once");
+        let ran = child
+            .wait_with_output()
             .map_err(|source| AssembleError::Run {
                 ptxas: self.ptxas.clone(),
                 source,
@@ -129,7 +169,7 @@ impl Assembler {
             let log = log.trim();
             return Err(AssembleError::Rejected {
                 ptxas: self.ptxas.clone(),
-                arch: arch.to_string(),
+                arch: self.arch.clone(),
                 log: if log.is_empty() {
                     ran.status.to_string()
                 } else {
@@ -137,7 +177,22 @@ impl Assembler {
                 },
             });
         }
-        std::fs::read(&output).map(Cubin).map_err(io)
+        std::fs::read(&self.output)
+            .map(Cubin)
+            .map_err(|source| AssembleError::Io {
+                dir: self.dir.path().to_path_buf(),
+                source,
+            })
+    }
+}
+
+impl Drop for Assembling {
+    /// A cubin no longer wanted: ptxas is stopped, not left to finish.
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 
@@ -178,6 +233,30 @@ mod tests {
             log.contains("no_such_op") || log.contains("line 7"),
             "{log}"
         );
+    }
+
+    /// An assembly no longer wanted stops ptxas and leaves no files.
+    #[test]
+    fn a_dropped_assembly_stops_ptxas_and_removes_its_files() {
+        // A stand-in for ptxas that takes its time.
+        let dir = tempfile::tempdir().unwrap();
+        let slow = dir.path().join("ptxas");
+        std::fs::write(&slow, "#!/bin/sh\nsleep 30\n").unwrap();
+        let mut permissions = std::fs::metadata(&slow).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+        std::fs::set_permissions(&slow, permissions).unwrap();
+        let started = std::time::Instant::now();
+        let assembling = Assembler::new(slow).start("// nothing", "sm_90").unwrap();
+        let pid = assembling.child.as_ref().unwrap().id();
+        let files = assembling.dir.path().to_path_buf();
+        assert!(Path::new(&format!("/proc/{pid}")).exists());
+        drop(assembling);
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists(),
+            "ptxas still runs"
+        );
+        assert!(!files.exists(), "{} left behind", files.display());
+        assert!(started.elapsed() < std::time::Duration::from_secs(20));
     }
 
     #[test]

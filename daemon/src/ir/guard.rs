@@ -311,7 +311,7 @@ fn insert_guards<'c>(
 ) -> Result<(), IrError> {
     let runtime = Runtime::find(module)?;
     let builder = context.create_builder();
-    let inline = InlineChecks::new(context, module, &builder, plan)?;
+    let mut inline = InlineChecks::new(context, module, &builder, plan)?;
     let i64_type = context.i64_type();
     let i32_type = context.i32_type();
     for access in &plan.accesses {

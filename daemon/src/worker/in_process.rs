@@ -248,16 +248,23 @@ impl Handler for InProcess {
                             None
                         };
                         spent.prescreen_s = started.elapsed().as_secs_f64();
-                        let started = Instant::now();
-                        let cubin = match (&cubin_for, &screened_out) {
-                            (Some(arch), None) => self.assemble(&build.ptx, arch),
-                            _ => None,
-                        };
-                        spent.assemble_s = started.elapsed().as_secs_f64();
                         let guarded = match guarded && screened_out.is_none() {
                             true => self.guarded_build(&patch, cubin_for.as_deref(), &mut spent),
                             false => None,
                         };
+                        // A variant checked through its assembled guarded
+                        // build is timed only if that passes, which few do:
+                        // the GPU worker assembles it meanwhile, and stops
+                        // when the check fails (`Loader::prepare`).
+                        let checked_guarded = guarded.as_ref().is_some_and(|g| g.cubin.is_some());
+                        let started = Instant::now();
+                        let cubin = match (&cubin_for, &screened_out) {
+                            (Some(arch), None) if !checked_guarded => {
+                                self.assemble(&build.ptx, arch)
+                            }
+                            _ => None,
+                        };
+                        spent.assemble_s += started.elapsed().as_secs_f64();
                         Response::Built {
                             id,
                             build,

@@ -23,7 +23,9 @@ pub enum Request {
     /// on the simulator, whose memory and loop faults reject the variant
     /// before it costs GPU time; with `cubin_for` (a GPU architecture,
     /// `sm_90`), a variant that passes is also assembled by ptxas, when
-    /// the worker finds one, so the GPU worker loads no PTX.
+    /// the worker finds one, so the GPU worker loads no PTX (with
+    /// `guarded`, only its guarded build: the GPU worker assembles the
+    /// variant itself while the check runs, for the few that pass).
     Compile {
         id: u64,
         patch: Patch,
@@ -89,7 +91,8 @@ pub enum Response {
     Built {
         id: u64,
         build: Build,
-        /// The PTX assembled, when `cubin_for` asked and ptxas took it.
+        /// The PTX assembled, when `cubin_for` asked and ptxas took it,
+        /// and no assembled guarded build came.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cubin: Option<Cubin>,
         /// The pre-screen's result when it rejects the variant.

@@ -1,21 +1,22 @@
 //! Inline checks: an access whose pointer is computed from one known root
 //! (a kernel's pointer parameter, or one of the module's own variables) is
 //! checked in the kernel's own code against that root's range, with no
-//! call and no branch; the others call the runtime's checks, which walk
-//! the test's whole table (`guard_runtime.ll`).
+//! branch in the kernel's blocks; the others call the runtime's checks,
+//! which walk the test's whole table (`guard_runtime.ll`).
 //!
 //! A kernel parameter's range is the test buffer that holds the
 //! parameter's address, found once per thread at the kernel's entry
 //! (`__gevo_range_of`); a variable's range is a constant. So an access
 //! through parameter `a` that lands in another buffer is refused, as the
-//! simulator refuses it. A refusal is recorded by PTX that only a refused
-//! access runs (inline assembly with its own branch, so that no branch
-//! splits the LLVM block: see the runtime's note on fused multiply-adds).
+//! simulator refuses it. A refusal is recorded by the runtime's
+//! `__gevo_record`, called only by a refused access from inline assembly
+//! with its own branch, so that no branch splits the LLVM block: see the
+//! runtime's note on fused multiply-adds.
 
 use super::super::error::IrError;
 use super::super::llvm;
 use super::plan::{Access, Base, Plan};
-use super::{build_error, entry_position, guard_error, runtime_function, runtime_global, Runtime};
+use super::{build_error, entry_position, guard_error, runtime_function, Runtime};
 use inkwell::builder::Builder;
 use inkwell::context::Context;
 use inkwell::module::Module;
@@ -29,50 +30,27 @@ const SHARED_OUT_OF_BOUNDS: u64 = 2;
 const GLOBAL_MISALIGNED: u64 = 3;
 const SHARED_MISALIGNED: u64 = 5;
 
-/// Records a refusal, as `__gevo_record` does, when `$0` is 0: claims
-/// state[0] for kind `$2` if no fault was recorded yet, then writes the
-/// site `$3`, the thread, the block and the address `$4` (state at `$1`).
-/// An access that passes costs the first compare and branch only. The
-/// branch is inside the assembly, so the kernel's blocks stay whole; its
-/// label is local to the braces (PTX scopes labels by block), so copies of
-/// this code do not clash.
+/// Calls the runtime's `__gevo_record` (kind `$1`, site `$2`, address `$3`)
+/// when `$0` is 0. An access that passes costs one compare and branch; the
+/// record's code is in the module once, not at every access (inlined at
+/// each, it made ptxas several times slower on large kernels). The branch
+/// and the call are inside the assembly, so the kernel's blocks stay whole;
+/// the label and the call's parameters are local to the braces (PTX scopes
+/// them by block), so copies of this code do not clash. `$4` is the
+/// function's address, unused by the text: the reference keeps the
+/// function in the module, and its signature as written, and makes code
+/// generation declare it before the kernels that call it.
 const RECORD_ASM: &str = "{
 .reg .pred %gevo_f;
-.reg .b64 %gevo_w;
-.reg .b64 %gevo_t;
-.reg .b32 %gevo_r;
+.param .b64 gevo_kind;
+.param .b32 gevo_site;
+.param .b64 gevo_address;
 setp.ne.u32 %gevo_f, $0, 0;
 @%gevo_f bra GEVO_PASSED;
-ld.volatile.global.u64 %gevo_w, [$1];
-setp.ne.u64 %gevo_f, %gevo_w, 0;
-@%gevo_f bra GEVO_PASSED;
-atom.global.cas.b64 %gevo_w, [$1], 0, $2;
-setp.ne.u64 %gevo_f, %gevo_w, 0;
-@%gevo_f bra GEVO_PASSED;
-st.volatile.global.u64 [$1+8], $3;
-st.volatile.global.u64 [$1+32], $4;
-mov.u32 %gevo_r, %tid.z;
-cvt.u64.u32 %gevo_t, %gevo_r;
-shl.b64 %gevo_t, %gevo_t, 20;
-mov.u32 %gevo_r, %tid.y;
-cvt.u64.u32 %gevo_w, %gevo_r;
-or.b64 %gevo_t, %gevo_t, %gevo_w;
-shl.b64 %gevo_t, %gevo_t, 20;
-mov.u32 %gevo_r, %tid.x;
-cvt.u64.u32 %gevo_w, %gevo_r;
-or.b64 %gevo_t, %gevo_t, %gevo_w;
-st.volatile.global.u64 [$1+16], %gevo_t;
-mov.u32 %gevo_r, %ctaid.z;
-cvt.u64.u32 %gevo_t, %gevo_r;
-shl.b64 %gevo_t, %gevo_t, 16;
-mov.u32 %gevo_r, %ctaid.y;
-cvt.u64.u32 %gevo_w, %gevo_r;
-or.b64 %gevo_t, %gevo_t, %gevo_w;
-shl.b64 %gevo_t, %gevo_t, 32;
-mov.u32 %gevo_r, %ctaid.x;
-cvt.u64.u32 %gevo_w, %gevo_r;
-or.b64 %gevo_t, %gevo_t, %gevo_w;
-st.volatile.global.u64 [$1+24], %gevo_t;
+st.param.b64 [gevo_kind], $1;
+st.param.b32 [gevo_site], $2;
+st.param.b64 [gevo_address], $3;
+call __gevo_record, (gevo_kind, gevo_site, gevo_address);
 GEVO_PASSED:
 }";
 
@@ -82,7 +60,22 @@ pub(super) struct InlineChecks<'c> {
     parameters: Vec<((llvm::Value, u32), (IntValue<'c>, IntValue<'c>))>,
     record: PointerValue<'c>,
     record_type: FunctionType<'c>,
-    state: IntValue<'c>,
+    /// `__gevo_record`, which the assembly calls.
+    recorder: PointerValue<'c>,
+    /// The last record made, which the next access in its run joins.
+    open: Option<Record<'c>>,
+}
+
+/// What one record call reports: whether an access of its run was refused,
+/// and the first refused access's kind, site and address.
+#[derive(Clone, Copy)]
+struct Record<'c> {
+    refused: IntValue<'c>,
+    kind: IntValue<'c>,
+    site: IntValue<'c>,
+    address: IntValue<'c>,
+    /// The record's call, once made.
+    call: Option<InstructionValue<'c>>,
 }
 
 impl<'c> InlineChecks<'c> {
@@ -96,7 +89,9 @@ impl<'c> InlineChecks<'c> {
     ) -> Result<Self, IrError> {
         let i64_type = context.i64_type();
         let range_of = runtime_function(module, "__gevo_range_of")?;
-        let state = runtime_global(module, super::STATE_SYMBOL)?.const_to_int(i64_type);
+        let recorder = runtime_function(module, "__gevo_record")?
+            .as_global_value()
+            .as_pointer_value();
         let mut parameters = Vec::new();
         for access in &plan.accesses {
             let Some(Base::KernelParameter { function, index }) = access.base else {
@@ -136,16 +131,16 @@ impl<'c> InlineChecks<'c> {
             &[
                 context.i32_type().into(),
                 i64_type.into(),
+                context.i32_type().into(),
                 i64_type.into(),
-                i64_type.into(),
-                i64_type.into(),
+                context.ptr_type(AddressSpace::default()).into(),
             ],
             false,
         );
         let record = context.create_inline_asm(
             record_type,
             RECORD_ASM.to_string(),
-            "r,l,l,l,l".to_string(),
+            "r,l,r,l,l".to_string(),
             true,
             false,
             None,
@@ -155,7 +150,8 @@ impl<'c> InlineChecks<'c> {
             parameters,
             record,
             record_type,
-            state,
+            recorder,
+            open: None,
         })
     }
 
@@ -166,7 +162,7 @@ impl<'c> InlineChecks<'c> {
     /// address space does not allow it (the caller then calls the
     /// runtime's check).
     pub(super) fn guard(
-        &self,
+        &mut self,
         context: &'c Context,
         module: &Module<'c>,
         builder: &Builder<'c>,
@@ -276,23 +272,118 @@ impl<'c> InlineChecks<'c> {
             .build_select(ok, compared, scratch, "gevo.p")
             .map_err(build_error)?;
         inst.set_operand(at, guarded);
-        let ok32 = builder
-            .build_int_z_extend(ok, context.i32_type(), "gevo.ok32")
+        let refused = builder.build_not(ok, "gevo.refused").map_err(build_error)?;
+        let this = Record {
+            refused,
+            kind: kind.into_int_value(),
+            site: context.i32_type().const_int(access.site as u64, false),
+            address,
+            call: None,
+        };
+        self.record(context, builder, this, inst)?;
+        Ok(true)
+    }
+
+    /// Records `this` access's refusal before `inst`, in one call with the
+    /// accesses before it in its run (the last record call of the block,
+    /// with no call between that could end or stop the thread): a refused
+    /// access goes on to scratch memory, so reporting it a few
+    /// instructions later changes nothing, and one call per run instead of
+    /// one per access spares ptxas most of its time on unrolled kernels.
+    fn record(
+        &mut self,
+        context: &'c Context,
+        builder: &Builder<'c>,
+        this: Record<'c>,
+        inst: InstructionValue<'c>,
+    ) -> Result<(), IrError> {
+        let joined = match self.open.take() {
+            Some(
+                open @ Record {
+                    call: Some(call), ..
+                },
+            ) if in_one_run(call.as_value_ref(), inst.as_value_ref()) => {
+                llvm::erase(call.as_value_ref());
+                // The run's first refusal is the one reported.
+                let first = |before: IntValue<'c>, now: IntValue<'c>| {
+                    builder
+                        .build_select(open.refused, before, now, "gevo.first")
+                        .map(|v| v.into_int_value())
+                        .map_err(build_error)
+                };
+                Record {
+                    refused: builder
+                        .build_or(open.refused, this.refused, "gevo.any_refused")
+                        .map_err(build_error)?,
+                    kind: first(open.kind, this.kind)?,
+                    site: first(open.site, this.site)?,
+                    address: first(open.address, this.address)?,
+                    call: None,
+                }
+            }
+            _ => this,
+        };
+        let passed = builder
+            .build_not(joined.refused, "gevo.passed")
             .map_err(build_error)?;
-        builder
+        let passed = builder
+            .build_int_z_extend(passed, context.i32_type(), "gevo.passed32")
+            .map_err(build_error)?;
+        let call = builder
             .build_indirect_call(
                 self.record_type,
                 self.record,
                 &[
-                    ok32.into(),
-                    self.state.into(),
-                    kind.into(),
-                    i64_type.const_int(access.site as u64, false).into(),
-                    address.into(),
+                    passed.into(),
+                    joined.kind.into(),
+                    joined.site.into(),
+                    joined.address.into(),
+                    self.recorder.into(),
                 ],
                 "",
             )
             .map_err(build_error)?;
-        Ok(true)
+        self.open = Some(Record {
+            call: Some(llvm::instruction_value(call.as_value_ref())),
+            ..joined
+        });
+        Ok(())
     }
+}
+
+/// Whether `to` follows `from` in its block with no call between that may
+/// end the thread or hold it (a barrier, a trap, a function of the module
+/// or inline assembly); intrinsics such as fused multiply-adds do neither.
+fn in_one_run(from: llvm::Value, to: llvm::Value) -> bool {
+    if llvm::parent(from) != llvm::parent(to) {
+        return false;
+    }
+    let mut at = llvm::next_instruction(from);
+    while let Some(inst) = at {
+        if inst == to {
+            return true;
+        }
+        if llvm::is_call(inst) && !returns_at_once(inst) {
+            return false;
+        }
+        at = llvm::next_instruction(inst);
+    }
+    false
+}
+
+/// Intrinsics that wait for other threads or end this one.
+const HOLDING_INTRINSICS: [&str; 5] = [
+    "llvm.nvvm.barrier",
+    "llvm.nvvm.bar.",
+    "llvm.nvvm.exit",
+    "llvm.trap",
+    "llvm.debugtrap",
+];
+
+fn returns_at_once(call: llvm::Value) -> bool {
+    llvm::calls_intrinsic(call)
+        && llvm::called_function(call).is_some_and(|callee| {
+            let name = llvm::value_name(callee);
+            !HOLDING_INTRINSICS.iter().any(|p| name.starts_with(p))
+        })
 }
