@@ -210,9 +210,11 @@ fn write_report(path: &Path, rows: &[Row], assembled: bool) {
             ratio(o.codegen_ms, g.codegen_ms),
         );
     }
-    section += "\nEvery guarded access carries its own record of a refusal (a short \
-                path of PTX that only a refused access runs, kept inside the access's \
-                block), so ptxas's time grows with the number of guarded accesses: lu's \
-                four kernels, unrolled by the compiler, have 303.\n";
+    section += "\nA refusal is recorded by one call of the runtime per run of accesses \
+                (the accesses of a block with no call between that could end or hold \
+                the thread), not per access: lu's four kernels, unrolled by the \
+                compiler, have 303 guarded accesses in 23 runs. With a record inlined \
+                at every access (before 7dcb21d), lu's guarded build took ptxas \
+                1211.7 ms against 99.3 ms for the ordinary build (12.2x).\n";
     report::write_section(path, "guard-builds", &section);
 }

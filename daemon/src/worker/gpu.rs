@@ -265,6 +265,8 @@ impl CudaBackend {
                         prescreen,
                         cubin_for: cubin_for.clone(),
                         guarded: true,
+                        // Few of a search's variants pass their check.
+                        defer_assembly: matches!(purpose, Purpose::Search { .. }),
                     })
                     .collect();
                 let mut forward = Forward {
@@ -374,9 +376,14 @@ impl Measuring<'_> {
             Ok(other) => (Err(format!("unexpected answer {other:?}")), None),
             Err(reason) => (Err(format!("code generation failed: {reason}")), None),
         };
-        let fresh = match &build {
-            Ok(b) => !(self.known)(&b.ptx_hash) && self.seen.insert(b.ptx_hash.clone()),
-            Err(_) => false,
+        let fresh = match (&build, self.purpose) {
+            // Promotion measures every patch it is given (equal PTX too:
+            // its measurements are compared with each other).
+            (Ok(_), Purpose::Promotion) => true,
+            (Ok(b), Purpose::Search { .. }) => {
+                !(self.known)(&b.ptx_hash) && self.seen.insert(b.ptx_hash.clone())
+            }
+            (Err(_), _) => false,
         };
         let mut request = None;
         let assessment = match (fresh, screen) {
@@ -444,27 +451,21 @@ impl Feed for Measuring<'_> {
 }
 
 impl CudaBackend {
+    /// Every patch compiled at once and measured in turn.
     fn assess_each(
         &mut self,
         patches: &[Patch],
         set: TestSet,
     ) -> Result<Vec<Assessment>, BackendError> {
-        let mut out = Vec::with_capacity(patches.len());
-        for patch in patches {
-            let e = self.pipeline(
-                std::slice::from_ref(patch),
-                set,
-                &|_| false,
-                Purpose::Promotion,
-            )?;
-            let e = e.into_iter().next().expect("one patch in, one out");
-            out.push(match (e.build, e.assessment) {
+        let evaluated = self.pipeline(patches, set, &|_| false, Purpose::Promotion)?;
+        Ok(evaluated
+            .into_iter()
+            .map(|e| match (e.build, e.assessment) {
                 (_, Some(a)) => a,
                 (Err(reason), None) => Assessment::failed("compile", "invalid", reason),
-                (Ok(_), None) => unreachable!("a fresh build is measured or screened out"),
-            });
-        }
-        Ok(out)
+                (Ok(_), None) => unreachable!("promotion measures or screens out every build"),
+            })
+            .collect())
     }
 }
 

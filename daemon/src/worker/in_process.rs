@@ -234,6 +234,7 @@ impl Handler for InProcess {
                 prescreen,
                 cubin_for,
                 guarded,
+                defer_assembly,
             } => {
                 let mut spent = Spent::default();
                 let started = Instant::now();
@@ -252,16 +253,14 @@ impl Handler for InProcess {
                             true => self.guarded_build(&patch, cubin_for.as_deref(), &mut spent),
                             false => None,
                         };
-                        // A variant checked through its assembled guarded
-                        // build is timed only if that passes, which few do:
-                        // the GPU worker assembles it meanwhile, and stops
-                        // when the check fails (`Loader::prepare`).
-                        let checked_guarded = guarded.as_ref().is_some_and(|g| g.cubin.is_some());
+                        // Where the guarded build is assembled, the GPU
+                        // worker may assemble the variant while that is
+                        // checked (`Loader::prepare`).
+                        let deferred =
+                            defer_assembly && guarded.as_ref().is_some_and(|g| g.cubin.is_some());
                         let started = Instant::now();
                         let cubin = match (&cubin_for, &screened_out) {
-                            (Some(arch), None) if !checked_guarded => {
-                                self.assemble(&build.ptx, arch)
-                            }
+                            (Some(arch), None) if !deferred => self.assemble(&build.ptx, arch),
                             _ => None,
                         };
                         spent.assemble_s += started.elapsed().as_secs_f64();

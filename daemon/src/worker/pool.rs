@@ -514,6 +514,7 @@ impl Backend for WorkerPool {
                 prescreen: false,
                 cubin_for: None,
                 guarded: false,
+                defer_assembly: false,
             },
             patches,
         );

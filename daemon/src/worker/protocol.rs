@@ -23,9 +23,7 @@ pub enum Request {
     /// on the simulator, whose memory and loop faults reject the variant
     /// before it costs GPU time; with `cubin_for` (a GPU architecture,
     /// `sm_90`), a variant that passes is also assembled by ptxas, when
-    /// the worker finds one, so the GPU worker loads no PTX (with
-    /// `guarded`, only its guarded build: the GPU worker assembles the
-    /// variant itself while the check runs, for the few that pass).
+    /// the worker finds one, so the GPU worker loads no PTX.
     Compile {
         id: u64,
         patch: Patch,
@@ -37,6 +35,12 @@ pub enum Request {
         /// assembled too, with `cubin_for`), for the GPU worker's checks.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         guarded: bool,
+        /// With `guarded` and `cubin_for`: only the guarded build is
+        /// assembled; the GPU worker assembles the variant itself while
+        /// the guarded build is checked, and stops when the check fails
+        /// (a search's variants, few of which pass; promotion's all do).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        defer_assembly: bool,
     },
     /// The patch run on the simulator.
     Assess { id: u64, patch: Patch, set: TestSet },
@@ -91,8 +95,8 @@ pub enum Response {
     Built {
         id: u64,
         build: Build,
-        /// The PTX assembled, when `cubin_for` asked and ptxas took it,
-        /// and no assembled guarded build came.
+        /// The PTX assembled, when `cubin_for` asked, ptxas took it and
+        /// `defer_assembly` did not leave it to the GPU worker.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cubin: Option<Cubin>,
         /// The pre-screen's result when it rejects the variant.
@@ -235,8 +239,9 @@ mod tests {
                     prescreen: true,
                     cubin_for: Some("sm_90".into()),
                     guarded: true,
+                    defer_assembly: true,
                 },
-                r#"{"op":"compile","id":10,"patch":{"format":1,"ir_hash":"00","kernel":"k","edits":[]},"prescreen":true,"cubin_for":"sm_90","guarded":true}"#,
+                r#"{"op":"compile","id":10,"patch":{"format":1,"ir_hash":"00","kernel":"k","edits":[]},"prescreen":true,"cubin_for":"sm_90","guarded":true,"defer_assembly":true}"#,
             ),
             (
                 Request::Assess {
