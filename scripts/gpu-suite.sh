@@ -260,6 +260,11 @@ rejected_when_guarded "guards: the GPU worker rejects an out-of-bounds variant b
 rejected_when_guarded "guards: the GPU worker rejects a divergent barrier by its guarded run, no restart" \
     $k/stencil.gevo.toml $k/stencil.barrier-moved.patch.json \
     "guarded run on the GPU: divergent barrier"
+# Lanes that return while the others of their warp go on syncing in a loop:
+# the guarded build's barrier check sees them leave, where its warp sync
+# waited for them for ever (any verdict serves; a hang costs a restart).
+rejected_when_guarded "guards: lanes returning from a barrier loop apart cost no restart" \
+    $k/reduce.gevo.toml $k/reduce.lanes-leave-loop.patch.json
 # Inputs stay inputs: a variant that writes an `in` buffer the original
 # leaves alone is rejected on the GPU (compared on the device).
 "$gevod" run tests/fixtures/general/scale2.gevo.toml --backend cuda --tests train --no-prescreen \

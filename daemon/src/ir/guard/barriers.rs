@@ -11,10 +11,12 @@
 //! - at the kernel's entry each warp writes its lanes as live
 //!   (`__gevo_live_init`), and each return clears the returning lane;
 //! - before the barrier, the lanes wait for the warp's live lanes at any
-//!   barrier site (`bar.warp.sync`, after which the lanes at the same site
-//!   go on together: without it, lanes that took different paths to one
-//!   barrier may reach it apart though the code is sound) and read which
-//!   lanes are with them (`activemask`);
+//!   barrier site and read which lanes are with them (`activemask`): they
+//!   poll until the lanes with them are the live ones (a lane returning
+//!   meanwhile stops being live), then, if still apart, wait in
+//!   `bar.warp.sync`, after which the lanes at the same site go on
+//!   together (without it, lanes that took different paths to one barrier
+//!   may reach it apart though the code is sound);
 //! - after the barrier, a live lane that was not with them reached it apart
 //!   (`__gevo_barrier_check`). After, because the barrier waits for every
 //!   lane still heading for a return. A lane that finds this records it and
@@ -37,12 +39,30 @@ use inkwell::module::Module;
 use inkwell::values::{AsValueRef, BasicMetadataValueEnum, InstructionValue, PointerValue};
 
 /// Waits for the warp's live lanes (their word at `$1`), then answers the
-/// lanes that go on together (`$0`).
+/// lanes that go on together (`$0`). First it polls, up to 1,024 times,
+/// until the lanes here are the live ones: a lane on its way to a return
+/// clears its bit meanwhile, where a warp sync naming it would wait for it
+/// for ever (a warp sync with an exited lane in its mask is undefined, and
+/// hung on the GPU). Lanes still apart after that are brought together by
+/// the warp sync, as lanes that took different paths to one barrier need.
 const CONVERGE_ASM: &str = "{
 .reg .b32 %gevo_m;
+.reg .b32 %gevo_a;
+.reg .b32 %gevo_n;
+.reg .pred %gevo_p;
+mov.u32 %gevo_n, 1024;
+GEVO_POLL:
 ld.volatile.shared.u32 %gevo_m, [$1];
+activemask.b32 %gevo_a;
+setp.eq.u32 %gevo_p, %gevo_a, %gevo_m;
+@%gevo_p bra GEVO_TOGETHER;
+sub.u32 %gevo_n, %gevo_n, 1;
+setp.ne.u32 %gevo_p, %gevo_n, 0;
+@%gevo_p bra GEVO_POLL;
 bar.warp.sync %gevo_m;
-activemask.b32 $0;
+activemask.b32 %gevo_a;
+GEVO_TOGETHER:
+mov.b32 $0, %gevo_a;
 }";
 
 pub(super) fn unalign_and_check<'c>(
