@@ -313,12 +313,11 @@ go:
 ;; Divergent barriers (ir/guard/barriers.rs). A __syncthreads() is an
 ;; aligned barrier: the lanes of a warp that have not returned must reach it
 ;; together, or it hangs. The guarded build's barrier is the unaligned one,
-;; which lanes may reach apart. Before it, each barrier site waits for the
-;; warp's live lanes at any barrier site (bar.warp.sync: the lanes at the
-;; same site then go on together) and reads the lanes with it (activemask);
-;; after it, it compares them with the warp's lanes that have not returned:
-;; every lane heading for a return has made it by then, since the barrier
-;; waits for it.
+;; which lanes may reach apart. Before it, each barrier site polls until the
+;; lanes with it (activemask) are the warp's live lanes, and compares them
+;; (lanes still apart end there); after it, it compares them again: every
+;; lane heading for a return has made it by then, since the barrier waits
+;; for it.
 
 ; The thread's index in its block, counted as warps are.
 define i32 @__gevo_linear_thread() #0 {

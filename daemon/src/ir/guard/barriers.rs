@@ -13,10 +13,14 @@
 //! - before the barrier, the lanes wait for the warp's live lanes at any
 //!   barrier site and read which lanes are with them (`activemask`): they
 //!   poll until the lanes with them are the live ones (a lane returning
-//!   meanwhile stops being live), then, if still apart, wait in
-//!   `bar.warp.sync`, after which the lanes at the same site go on
-//!   together (without it, lanes that took different paths to one barrier
-//!   may reach it apart though the code is sound);
+//!   meanwhile stops being live). Lanes still apart then are checked at
+//!   once, before the barrier (lanes of the warp held elsewhere, where a
+//!   loop the others go on in ends, say, would keep the barrier waiting
+//!   for ever), except in the original's calibration run, which has no
+//!   time budget: there they wait in `bar.warp.sync`, after which the lanes
+//!   at the same site go on together (without it, lanes that took
+//!   different paths to one barrier may reach it apart though the code is
+//!   sound);
 //! - after the barrier, a live lane that was not with them reached it apart
 //!   (`__gevo_barrier_check`). After, because the barrier waits for every
 //!   lane still heading for a return. A lane that finds this records it and
@@ -30,7 +34,10 @@
 use super::super::error::IrError;
 use super::super::llvm;
 use super::plan::Plan;
-use super::{build_error, entry_position, guard_error, runtime_function, ALIGNED_BARRIER};
+use super::{
+    build_error, entry_position, guard_error, runtime_function, runtime_global, ALIGNED_BARRIER,
+    TABLE_SYMBOL,
+};
 use inkwell::attributes::AttributeLoc;
 use inkwell::builder::Builder;
 use inkwell::context::Context;
@@ -43,12 +50,17 @@ use inkwell::values::{AsValueRef, BasicMetadataValueEnum, InstructionValue, Poin
 /// until the lanes here are the live ones: a lane on its way to a return
 /// clears its bit meanwhile, where a warp sync naming it would wait for it
 /// for ever (a warp sync with an exited lane in its mask is undefined, and
-/// hung on the GPU). Lanes still apart after that are brought together by
-/// the warp sync, as lanes that took different paths to one barrier need.
+/// hung on the GPU). Lanes still apart after that: in a run with a time
+/// budget (the table's last word, `$2` the table), they go on apart, to be
+/// flagged before the barrier (lanes held elsewhere, say where the others'
+/// loop ends, would keep the barrier waiting); in the calibration run of
+/// the original (no budget), the warp sync brings them together, as lanes
+/// that took different paths to one barrier need.
 const CONVERGE_ASM: &str = "{
 .reg .b32 %gevo_m;
 .reg .b32 %gevo_a;
 .reg .b32 %gevo_n;
+.reg .b64 %gevo_b;
 .reg .pred %gevo_p;
 mov.u32 %gevo_n, 1024;
 GEVO_POLL:
@@ -59,6 +71,9 @@ setp.eq.u32 %gevo_p, %gevo_a, %gevo_m;
 sub.u32 %gevo_n, %gevo_n, 1;
 setp.ne.u32 %gevo_p, %gevo_n, 0;
 @%gevo_p bra GEVO_POLL;
+ld.const.u64 %gevo_b, [$2+1016];
+setp.ne.u64 %gevo_p, %gevo_b, 0;
+@%gevo_p bra GEVO_TOGETHER;
 bar.warp.sync %gevo_m;
 activemask.b32 %gevo_a;
 GEVO_TOGETHER:
@@ -89,13 +104,15 @@ pub(super) fn unalign_and_check<'c>(
         Vec::new()
     };
     let check = runtime_function(module, "__gevo_barrier_check")?;
-    let converge_type = context
-        .i32_type()
-        .fn_type(&[context.i64_type().into()], false);
+    let converge_type = context.i32_type().fn_type(
+        &[context.i64_type().into(), context.i64_type().into()],
+        false,
+    );
+    let table = runtime_global(module, TABLE_SYMBOL)?.const_to_int(context.i64_type());
     let converge = context.create_inline_asm(
         converge_type,
         CONVERGE_ASM.to_string(),
-        "=r,l,~{memory}".to_string(),
+        "=r,l,l,~{memory}".to_string(),
         true,
         false,
         None,
@@ -120,7 +137,12 @@ pub(super) fn unalign_and_check<'c>(
                     .build_ptr_to_int(live, context.i64_type(), "gevo.live")
                     .map_err(build_error)?;
                 let together = builder
-                    .build_indirect_call(converge_type, converge, &[word.into()], "gevo.arrived")
+                    .build_indirect_call(
+                        converge_type,
+                        converge,
+                        &[word.into(), table.into()],
+                        "gevo.arrived",
+                    )
                     .map_err(build_error)?;
                 together.add_attribute(AttributeLoc::Function, convergent);
                 Some(
@@ -133,13 +155,21 @@ pub(super) fn unalign_and_check<'c>(
             }
             None => None,
         };
+        let args = match (barrier, arrived) {
+            (Some(b), Some(arrived)) => {
+                let site = context.i32_type().const_int(b.site as u64, false);
+                let live = live_of(&lives, b.function);
+                let args: [BasicMetadataValueEnum; 3] = [live.into(), arrived.into(), site.into()];
+                // Before the barrier: lanes that went on apart end here.
+                builder.build_call(check, &args, "").map_err(build_error)?;
+                Some(args)
+            }
+            _ => None,
+        };
         builder
             .build_call(unaligned, &[id.into()], "")
             .map_err(build_error)?;
-        if let (Some(b), Some(arrived)) = (barrier, arrived) {
-            let site = context.i32_type().const_int(b.site as u64, false);
-            let live = live_of(&lives, b.function);
-            let args: [BasicMetadataValueEnum; 3] = [live.into(), arrived.into(), site.into()];
+        if let Some(args) = args {
             builder.build_call(check, &args, "").map_err(build_error)?;
         }
         call.erase_from_basic_block();
