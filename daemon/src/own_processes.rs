@@ -58,6 +58,26 @@ impl Drop for GroupGuard {
     }
 }
 
+/// Waits, up to `limit`, until no process of the group `group` is left:
+/// a killed program tears down its GPU context before it is gone, and
+/// until then the group must still count as gevod's (a killed safety
+/// gate's worker, orphaned, stopped the daemon's own job for 30 s).
+/// Answers whether the group is gone.
+pub fn await_group_gone(group: u32, limit: std::time::Duration) -> bool {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        // SAFETY: signal 0 sends nothing; it asks whether the group has a
+        // process left.
+        if unsafe { libc::kill(-(group as libc::pid_t), 0) } != 0 {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 fn lock() -> std::sync::MutexGuard<'static, BTreeSet<u32>> {
     STARTED_GROUPS.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -214,5 +234,23 @@ mod tests {
         let me = std::process::id();
         assert!(describe(me).starts_with(&format!("pid {me} ")));
         assert_eq!(describe(u32::MAX), format!("pid {}", u32::MAX));
+    }
+
+    /// A group with a process left is not gone; once its leader is killed
+    /// and reaped, it is.
+    #[test]
+    fn a_killed_group_is_awaited_until_gone() {
+        let mut child = Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let group = child.id();
+        let short = std::time::Duration::from_millis(50);
+        assert!(!await_group_gone(group, short), "the sleep still runs");
+        // SAFETY: SIGKILL to the group this test just started.
+        unsafe { libc::kill(-(group as libc::pid_t), libc::SIGKILL) };
+        child.wait().unwrap();
+        assert!(await_group_gone(group, std::time::Duration::from_secs(5)));
     }
 }

@@ -243,6 +243,9 @@ impl SafetyGate {
     }
 }
 
+/// How long a killed run's group is awaited before its guard goes.
+const GROUP_GONE_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// One tool's run of the variant.
 struct ToolRun {
     tool: String,
@@ -286,6 +289,9 @@ impl Drop for ToolRun {
             // is the group id: `process_group(0)`), not yet reaped.
             unsafe { libc::kill(-(self.child.id() as libc::pid_t), libc::SIGKILL) };
             let _ = self.child.wait();
+            // The worker it ran (a grandchild) may still be tearing down
+            // its GPU context: the group stays the daemon's until it is gone.
+            crate::own_processes::await_group_gone(self.child.id(), GROUP_GONE_LIMIT);
         }
     }
 }
