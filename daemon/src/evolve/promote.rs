@@ -189,73 +189,33 @@ impl Engine {
         Ok((validated, failures))
     }
 
-    /// Drops each edit whose removal keeps the variant valid on every test
-    /// and moves its cost by less than the threshold (relative to the patch
-    /// as found, so small changes cannot add up). The patch and each
-    /// leave-one-out candidate are assessed in one batch (compiled at once,
-    /// measured in turn); the edits whose removal alone kept the cost are
-    /// then dropped together, and where that combination fails, one at a
-    /// time, last first, as before. An edit whose removal alone fails is
-    /// kept even where it would be dropped after others.
+    /// Drops, last edit first, each edit whose removal keeps the variant
+    /// valid on every test and moves its cost by less than the threshold
+    /// (relative to the patch as found, so small changes cannot add up).
     fn minimize(
         &mut self,
         ir: &KernelIr,
         backend: &mut dyn Backend,
         patch: &Patch,
     ) -> Result<Patch, EvolveError> {
-        let without = |from: &Patch, drop: &[usize]| {
-            let mut candidate = from.clone();
-            for &i in drop.iter().rev() {
-                candidate.edits.remove(i);
-            }
-            candidate
-        };
-        // Last edit first; a candidate that does not apply is skipped (a
-        // later edit needs that one).
-        let tried: Vec<(usize, Patch)> = (0..patch.edits.len())
-            .rev()
-            .map(|i| (i, without(patch, &[i])))
-            .filter(|(_, c)| ir.check(c).is_ok())
-            .collect();
-        let mut batch = vec![patch.clone()];
-        batch.extend(tried.iter().map(|(_, c)| c.clone()));
-        let mut assessed = backend.assess(&batch, TestSet::All)?.into_iter();
-        let full = assessed.next().expect("the patch is assessed");
+        let full = assess_one(backend, patch, TestSet::All)?;
         let Some(full_cost) = full.cost_ratio() else {
             return Ok(patch.clone());
         };
-        let threshold = self.config.minimize_threshold;
-        // Still faster than the original, and within the threshold: an
-        // improvement smaller than the threshold is never minimized away.
-        let keeps_cost = |a: &Assessment| {
-            a.passed()
-                && a.cost_ratio()
-                    .is_some_and(|c| c < 1.0 && (c - full_cost).abs() < threshold * full_cost)
-        };
-        let mut removable: Vec<usize> = tried
-            .iter()
-            .zip(assessed)
-            .filter(|(_, a)| keeps_cost(a))
-            .map(|((i, _), _)| *i)
-            .collect();
-        removable.sort_unstable();
-        match removable.len() {
-            0 => return Ok(patch.clone()),
-            1 => return Ok(without(patch, &removable)),
-            _ => {}
-        }
-        let together = without(patch, &removable);
-        if ir.check(&together).is_ok() && keeps_cost(&assess_one(backend, &together, TestSet::All)?)
-        {
-            return Ok(together);
-        }
         let mut current = patch.clone();
-        for &i in removable.iter().rev() {
-            let candidate = without(&current, &[i]);
+        for i in (0..current.edits.len()).rev() {
+            let mut candidate = current.clone();
+            candidate.edits.remove(i);
             if ir.check(&candidate).is_err() {
-                continue;
+                continue; // a later edit needs this one
             }
-            if keeps_cost(&assess_one(backend, &candidate, TestSet::All)?) {
+            let a = assess_one(backend, &candidate, TestSet::All)?;
+            // Still faster than the original, and within the threshold: an
+            // improvement smaller than the threshold is never minimized away.
+            let keeps_cost = a.cost_ratio().is_some_and(|c| {
+                c < 1.0 && (c - full_cost).abs() < self.config.minimize_threshold * full_cost
+            });
+            if a.passed() && keeps_cost {
                 current = candidate;
             }
         }
@@ -487,75 +447,6 @@ pub(super) mod tests {
                 assert_eq!(f[0].kind, "generated");
                 assert_eq!(f[0].reason, "generated test t: differs");
             }
-        }
-    }
-
-    /// Records the size of each batch it is asked to assess.
-    struct Batches<'a>(&'a mut Table, Vec<usize>);
-
-    impl Backend for Batches<'_> {
-        fn scope(&self) -> Scope {
-            self.0.scope()
-        }
-        fn test_set_hash(&self, set: TestSet) -> String {
-            self.0.test_set_hash(set)
-        }
-        fn compile(
-            &mut self,
-            patches: &[Patch],
-        ) -> Result<Vec<Result<Build, String>>, super::super::BackendError> {
-            self.0.compile(patches)
-        }
-        fn assess(
-            &mut self,
-            patches: &[Patch],
-            set: TestSet,
-        ) -> Result<Vec<Assessment>, super::super::BackendError> {
-            self.1.push(patches.len());
-            self.0.assess(patches, set)
-        }
-    }
-
-    /// Three edits, of which the first and last change the cost by less
-    /// than the threshold when dropped alone: both go, in one batch and one
-    /// check of the pair; where the pair fails, one at a time, last first.
-    #[test]
-    fn minimization_drops_in_one_batch_the_edits_that_do_not_matter() {
-        let (ir, _, _) = two_variants();
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
-        let patch = std::iter::repeat_with(|| ir.mutate(&mut rng, 3).unwrap())
-            .find(|p| {
-                p.edits.len() == 3
-                    && (0..3).all(|i| {
-                        let mut c = p.clone();
-                        c.edits.remove(i);
-                        ir.check(&c).is_ok()
-                    })
-            })
-            .unwrap();
-        let keep = |indices: &[usize]| Patch {
-            edits: indices.iter().map(|&i| patch.edits[i].clone()).collect(),
-            ..patch.clone()
-        };
-        for (pair_passes, minimized, batches) in [
-            (true, keep(&[1]), vec![4, 1]),
-            (false, keep(&[0, 1]), vec![4, 1, 1, 1]),
-        ] {
-            let mut table = Table(
-                BTreeMap::from([
-                    (key(&patch), (0.8, true)),
-                    (key(&keep(&[1, 2])), (0.801, true)),
-                    (key(&keep(&[0, 2])), (0.95, true)),
-                    (key(&keep(&[0, 1])), (0.799, true)),
-                    (key(&keep(&[1])), (0.8, pair_passes)),
-                ]),
-                None,
-            );
-            let mut backend = Batches(&mut table, Vec::new());
-            let mut engine = Engine::new(Config::default(), 1).unwrap();
-            let got = engine.minimize(&ir, &mut backend, &patch).unwrap();
-            assert_eq!(got, minimized, "pair passes: {pair_passes}");
-            assert_eq!(backend.1, batches, "pair passes: {pair_passes}");
         }
     }
 }
