@@ -58,17 +58,17 @@ impl Drop for GroupGuard {
     }
 }
 
-/// Waits, up to `limit`, until no process of the group `group` is left:
-/// a killed program tears down its GPU context before it is gone, and
-/// until then the group must still count as gevod's (a killed safety
-/// gate's worker, orphaned, stopped the daemon's own job for 30 s).
-/// Answers whether the group is gone.
+/// Waits, up to `limit`, until no process of the group `group` is left
+/// running: a killed program tears down its GPU context before it exits,
+/// and until then the group must still count as gevod's (a killed safety
+/// gate's worker, orphaned, stopped the daemon's own job for 30 s). A
+/// zombie has exited (its context is gone) and counts as gone: where no
+/// init reaps orphans, one may never leave. Answers whether the group is
+/// gone.
 pub fn await_group_gone(group: u32, limit: std::time::Duration) -> bool {
     let deadline = std::time::Instant::now() + limit;
     loop {
-        // SAFETY: signal 0 sends nothing; it asks whether the group has a
-        // process left.
-        if unsafe { libc::kill(-(group as libc::pid_t), 0) } != 0 {
+        if !group_runs(group) {
             return true;
         }
         if std::time::Instant::now() >= deadline {
@@ -76,6 +76,33 @@ pub fn await_group_gone(group: u32, limit: std::time::Duration) -> bool {
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
+}
+
+/// Whether a process of `group` runs (one that has not exited: not a
+/// zombie), from `/proc/<pid>/stat`.
+fn group_runs(group: u32) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        })
+        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+        .any(|stat| {
+            // After the command name: state, ppid, pgrp, ...
+            let Some(close) = stat.rfind(')') else {
+                return false;
+            };
+            let mut fields = stat[close + 1..].split_whitespace();
+            let state = fields.next();
+            let pgrp = fields.nth(1).and_then(|g| g.parse::<u32>().ok());
+            pgrp == Some(group) && !matches!(state, Some("Z" | "X"))
+        })
 }
 
 fn lock() -> std::sync::MutexGuard<'static, BTreeSet<u32>> {
@@ -236,21 +263,23 @@ mod tests {
         assert_eq!(describe(u32::MAX), format!("pid {}", u32::MAX));
     }
 
-    /// A group with a process left is not gone; once its leader is killed
-    /// and reaped, it is.
+    /// A group with a process running is not gone; once killed, it is, even
+    /// where its orphaned child stays a zombie (no init here reaps it).
     #[test]
     fn a_killed_group_is_awaited_until_gone() {
-        let mut child = Command::new("sleep")
-            .arg("30")
+        let mut child = Command::new("sh")
+            .args(["-c", "sleep 30 & sleep 30"])
             .process_group(0)
             .spawn()
             .unwrap();
         let group = child.id();
         let short = std::time::Duration::from_millis(50);
-        assert!(!await_group_gone(group, short), "the sleep still runs");
+        assert!(!await_group_gone(group, short), "the sleeps still run");
+        let started = std::time::Instant::now();
         // SAFETY: SIGKILL to the group this test just started.
         unsafe { libc::kill(-(group as libc::pid_t), libc::SIGKILL) };
         child.wait().unwrap();
         assert!(await_group_gone(group, std::time::Duration::from_secs(5)));
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
     }
 }
