@@ -30,13 +30,19 @@ pub struct Proc;
 impl ProcessTable for Proc {
     fn lineage(&self, pid: u32) -> Option<(u32, u32)> {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        // After the command name (which may hold spaces and parentheses):
-        // state, ppid, pgrp, ...
-        let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace().skip(1);
-        let parent = fields.next()?.parse().ok()?;
-        let group = fields.next()?.parse().ok()?;
+        let (_, parent, group) = stat_fields(&stat)?;
         Some((parent, group))
     }
+}
+
+/// A `/proc/<pid>/stat` line's state, parent and process group: the fields
+/// after the command name (which may hold spaces and parentheses).
+fn stat_fields(stat: &str) -> Option<(&str, u32, u32)> {
+    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
+    let state = fields.next()?;
+    let parent = fields.next()?.parse().ok()?;
+    let group = fields.next()?.parse().ok()?;
+    Some((state, parent, group))
 }
 
 /// The process groups this process started and that still run.
@@ -94,14 +100,8 @@ fn group_runs(group: u32) -> bool {
         })
         .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
         .any(|stat| {
-            // After the command name: state, ppid, pgrp, ...
-            let Some(close) = stat.rfind(')') else {
-                return false;
-            };
-            let mut fields = stat[close + 1..].split_whitespace();
-            let state = fields.next();
-            let pgrp = fields.nth(1).and_then(|g| g.parse::<u32>().ok());
-            pgrp == Some(group) && !matches!(state, Some("Z" | "X"))
+            stat_fields(&stat)
+                .is_some_and(|(state, _, pgrp)| pgrp == group && !matches!(state, "Z" | "X"))
         })
 }
 

@@ -8,7 +8,7 @@
 use crate::common;
 
 use gevod::ir::guard::SiteKind;
-use gevod::ir::KernelIr;
+use gevod::ir::{GuardSite, KernelIr};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
@@ -329,11 +329,16 @@ fn record_calls(guarded_ir: &str) -> usize {
     guarded_ir.lines().filter(|l| l.contains("%gevo_f")).count()
 }
 
-fn kernel_k(module: &str) -> KernelIr {
+/// `module`'s kernel `k`, and its unpatched guarded IR and sites.
+fn guarded_k(module: &str) -> (KernelIr, String, Vec<GuardSite>) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("k.ll");
     std::fs::write(&path, module).unwrap();
-    KernelIr::load_kernels(&path, &["k".to_string()]).unwrap()
+    let ir = KernelIr::load_kernels(&path, &["k".to_string()]).unwrap();
+    let (text, sites) = ir
+        .guarded_ir(&ir.empty_patch(), &common::codegen_options())
+        .unwrap();
+    (ir, text, sites)
 }
 
 /// A kernel that reads through a pointer it loads from a buffer and writes
@@ -360,10 +365,7 @@ entry:
 
 #[test]
 fn an_access_without_a_known_root_calls_the_runtime_check() {
-    let ir = kernel_k(LOADED_POINTER_IR);
-    let (text, sites) = ir
-        .guarded_ir(&ir.empty_patch(), &common::codegen_options())
-        .unwrap();
+    let (_, text, sites) = guarded_k(LOADED_POINTER_IR);
     assert_eq!(sites.len(), 4, "{sites:?}");
     assert_eq!(inline_checks(&text), 2);
     // The runtime check between them is a call: each has its own record.
@@ -424,9 +426,7 @@ exit:
 
 #[test]
 fn each_loop_header_counts_from_zero_on_entry_and_on_from_every_latch() {
-    let ir = kernel_k(LOOPS_IR);
-    let options = common::codegen_options();
-    let (text, sites) = ir.guarded_ir(&ir.empty_patch(), &options).unwrap();
+    let (ir, text, sites) = guarded_k(LOOPS_IR);
     let headers: Vec<&str> = sites
         .iter()
         .filter(|s| s.kind == SiteKind::LoopHeader)
@@ -447,7 +447,9 @@ fn each_loop_header_counts_from_zero_on_entry_and_on_from_every_latch() {
     assert_eq!(from_outside(counts[1]), 1, "{}", counts[1]);
     assert_eq!(from_latches(counts[1]), 2, "{}", counts[1]);
     // The headers' own phis moved with the counts and still verify.
-    assert!(ir.compile_guarded(&ir.empty_patch(), &options).is_ok());
+    assert!(ir
+        .compile_guarded(&ir.empty_patch(), &common::codegen_options())
+        .is_ok());
 }
 
 /// Three accesses, a barrier, and one more, in one block; the barrier's
@@ -476,10 +478,7 @@ entry:
 
 #[test]
 fn accesses_with_no_holding_call_between_share_one_record() {
-    let ir = kernel_k(RUNS_IR);
-    let (text, sites) = ir
-        .guarded_ir(&ir.empty_patch(), &common::codegen_options())
-        .unwrap();
+    let (_, text, sites) = guarded_k(RUNS_IR);
     assert_eq!(sites.len(), 5, "four accesses and the barrier: {sites:?}");
     assert_eq!(inline_checks(&text), 4, "{text}");
     // The fused multiply-add's call returns at once; the barrier may hold.

@@ -31,7 +31,7 @@ const GLOBAL_MISALIGNED: u64 = 3;
 const SHARED_MISALIGNED: u64 = 5;
 
 /// Calls the runtime's `__gevo_record` (kind `$1`, site `$2`, address `$3`)
-/// when `$0` is 0. An access that passes costs one compare and branch; the
+/// when `$0` (refused) is not 0. An access that passes costs one compare and branch; the
 /// record's code is in the module once, not at every access (inlined at
 /// each, it made ptxas several times slower on large kernels). The branch
 /// and the call are inside the assembly, so the kernel's blocks stay whole;
@@ -45,7 +45,7 @@ const RECORD_ASM: &str = "{
 .param .b64 gevo_kind;
 .param .b32 gevo_site;
 .param .b64 gevo_address;
-setp.ne.u32 %gevo_f, $0, 0;
+setp.eq.u32 %gevo_f, $0, 0;
 @%gevo_f bra GEVO_PASSED;
 st.param.b64 [gevo_kind], $1;
 st.param.b32 [gevo_site], $2;
@@ -62,8 +62,9 @@ pub(super) struct InlineChecks<'c> {
     record_type: FunctionType<'c>,
     /// `__gevo_record`, which the assembly calls.
     recorder: PointerValue<'c>,
-    /// The last record made, which the next access in its run joins.
-    open: Option<Record<'c>>,
+    /// The last record made and its call, which the next access in its
+    /// run joins.
+    open: Option<(Record<'c>, InstructionValue<'c>)>,
 }
 
 /// What one record call reports: whether an access of its run was refused,
@@ -74,8 +75,6 @@ struct Record<'c> {
     kind: IntValue<'c>,
     site: IntValue<'c>,
     address: IntValue<'c>,
-    /// The record's call, once made.
-    call: Option<InstructionValue<'c>>,
 }
 
 impl<'c> InlineChecks<'c> {
@@ -278,7 +277,6 @@ impl<'c> InlineChecks<'c> {
             kind: kind.into_int_value(),
             site: context.i32_type().const_int(access.site as u64, false),
             address,
-            call: None,
         };
         self.record(context, builder, this, inst)?;
         Ok(true)
@@ -298,11 +296,7 @@ impl<'c> InlineChecks<'c> {
         inst: InstructionValue<'c>,
     ) -> Result<(), IrError> {
         let joined = match self.open.take() {
-            Some(
-                open @ Record {
-                    call: Some(call), ..
-                },
-            ) if in_one_run(call.as_value_ref(), inst.as_value_ref()) => {
+            Some((open, call)) if in_one_run(call.as_value_ref(), inst.as_value_ref()) => {
                 llvm::erase(call.as_value_ref());
                 // The run's first refusal is the one reported.
                 let first = |before: IntValue<'c>, now: IntValue<'c>| {
@@ -318,23 +312,19 @@ impl<'c> InlineChecks<'c> {
                     kind: first(open.kind, this.kind)?,
                     site: first(open.site, this.site)?,
                     address: first(open.address, this.address)?,
-                    call: None,
                 }
             }
             _ => this,
         };
-        let passed = builder
-            .build_not(joined.refused, "gevo.passed")
-            .map_err(build_error)?;
-        let passed = builder
-            .build_int_z_extend(passed, context.i32_type(), "gevo.passed32")
+        let refused = builder
+            .build_int_z_extend(joined.refused, context.i32_type(), "gevo.refused32")
             .map_err(build_error)?;
         let call = builder
             .build_indirect_call(
                 self.record_type,
                 self.record,
                 &[
-                    passed.into(),
+                    refused.into(),
                     joined.kind.into(),
                     joined.site.into(),
                     joined.address.into(),
@@ -343,10 +333,7 @@ impl<'c> InlineChecks<'c> {
                 "",
             )
             .map_err(build_error)?;
-        self.open = Some(Record {
-            call: Some(llvm::instruction_value(call.as_value_ref())),
-            ..joined
-        });
+        self.open = Some((joined, llvm::instruction_value(call.as_value_ref())));
         Ok(())
     }
 }
