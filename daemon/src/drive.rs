@@ -9,7 +9,8 @@
 //! are shown (`Publish`).
 
 use crate::evolve::{
-    Backend, BackendError, Config, Engine, EvolveError, GenerationReport, Scope, Validated,
+    Backend, BackendError, Config, Engine, EvolveError, GenerationReport, PromotionFailure, Scope,
+    Validated,
 };
 use crate::ir::{content_hash, KernelIr, Patch};
 use crate::seed::{self, SeedError, Seeding};
@@ -218,7 +219,9 @@ impl Driver {
         }
     }
 
-    /// The end of a run: waits for the safety gate's verdict on the best
+    /// The end of a run: on its goal or deadline, promotes the last
+    /// generation's candidates where they wait for the next step
+    /// (`Engine::promote_last`); then waits for the safety gate's verdict on the best
     /// variant it is still checking (`Engine::settle`: a validated variant
     /// found in the last generations is not left for a resume to check
     /// again) and commits what it decided. A stop that reached the backend kills the checks: they stay in
@@ -232,7 +235,12 @@ impl Driver {
         publish: &mut dyn Publish,
         ended: Ended,
     ) -> Result<Ended, DriveError> {
-        let (validated, failures) = match self.engine.settle(backend) {
+        let settled = if matches!(ended, Ended::Stopped) {
+            self.engine.settle(backend)
+        } else {
+            self.settle_last(backend)
+        };
+        let (validated, failures) = match settled {
             Ok(settled) => settled,
             Err(EvolveError::Backend(BackendError::Interrupted)) => return Ok(Ended::Stopped),
             Err(e) => return Err(DriveError::Evolve(e)),
@@ -242,6 +250,20 @@ impl Driver {
             self.publish_best(publish);
         }
         Ok(ended)
+    }
+
+    /// A search that ended on its goal or deadline: the last generation's
+    /// promotion where it would have run beside the next one
+    /// (`Engine::promote_last`), then the gate's verdicts.
+    fn settle_last(
+        &mut self,
+        backend: &mut dyn Backend,
+    ) -> Result<(Vec<Validated>, Vec<PromotionFailure>), EvolveError> {
+        let (mut validated, mut failures) = self.engine.promote_last(&self.ir, backend)?;
+        let (passed, rejected) = self.engine.settle(backend)?;
+        validated.extend(passed);
+        failures.extend(rejected);
+        Ok((validated, failures))
     }
 
     fn publish_best(&mut self, publish: &mut dyn Publish) {

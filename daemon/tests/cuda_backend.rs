@@ -573,3 +573,74 @@ fn each_generation_says_where_the_engine_spent_it() {
         assert!(parts.iter().sum::<f64>() <= took, "{e:?} in {took} s");
     }
 }
+
+/// A generation's promotion runs beside the next generation's batch: its
+/// held-out and minimization measurements reach the GPU worker among that
+/// batch's train measurements (ahead of those still queued), never after
+/// the batch as a step of their own. What the last generation found is
+/// promoted by `promote_last` at the end; the validated variants name the
+/// generation that found them, one before the step that validated them.
+#[test]
+fn a_generation_is_promoted_beside_the_next_ones_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let races = dir.path().join("races.log");
+    let mut gpu = fake_gpu("", &dir.path().join("counter"));
+    gpu.env.extend([
+        ("FAKE_GPU_RACE_LOG".into(), races.clone().into()),
+        // 15 ms a variant: the batch lasts while promotion's requests come.
+        ("FAKE_GPU_ROUND_MS".into(), "1".into()),
+    ]);
+    let spec = common::spec_fixture("vecadd");
+    let mut backend = start(&spec, gpu, false);
+    assert!(backend.promotes_beside());
+    let config = Config {
+        population: 24,
+        islands: 1,
+        ..Config::default()
+    };
+    let mut engine = Engine::new(config, 5).unwrap();
+    let ir = common::load("vecadd");
+    let (mut seen, mut interleaved, mut promoted) = (0, 0, 0);
+    for _ in 0..4 {
+        let report = engine.step(&ir, &mut backend).unwrap();
+        let text = std::fs::read_to_string(&races).unwrap_or_default();
+        let sets: Vec<&str> = text
+            .lines()
+            .skip(seen)
+            .map(|l| l.split(' ').next().unwrap())
+            .collect();
+        seen += sets.len();
+        let last_train = sets.iter().rposition(|s| *s == "train");
+        let first_promotion = sets.iter().position(|s| *s != "train");
+        if report.generation == 0 {
+            assert_eq!(
+                first_promotion, None,
+                "generation 0 promotes nothing: {sets:?}"
+            );
+        }
+        if let (Some(p), Some(t)) = (first_promotion, last_train) {
+            promoted += 1;
+            interleaved += usize::from(p < t);
+        }
+        for v in &report.validated {
+            assert_eq!(v.generation + 1, report.generation, "{v:?}");
+        }
+    }
+    assert!(promoted > 0, "no generation promoted anything");
+    assert!(
+        interleaved > 0,
+        "promotion waited for every batch: {}",
+        std::fs::read_to_string(&races).unwrap()
+    );
+    let before = std::fs::read_to_string(&races).unwrap().lines().count();
+    let (validated, failures) = engine.promote_last(&ir, &mut backend).unwrap();
+    let after = std::fs::read_to_string(&races).unwrap().lines().count();
+    assert_eq!(
+        after > before,
+        !(validated.is_empty() && failures.is_empty()),
+        "promote_last measures what it promotes"
+    );
+    for v in &validated {
+        assert_eq!(v.generation, 3);
+    }
+}

@@ -1,6 +1,7 @@
 //! The engine: one generation per `step`, all state in one serializable value.
 
 use super::diversity::{distinct_count, duplicate_count};
+use super::promote::Promotion;
 use super::variation::{crossover, mutate};
 use super::{
     nsga, Backend, BackendError, Config, Counters, EvolveError, Member, Outcome, PromotionFailure,
@@ -220,10 +221,21 @@ impl Engine {
             clock = Instant::now();
         };
         backend.race_against(Some(self.race_threshold()));
+        let (mut validated, mut promotion_failures) = (Vec::new(), Vec::new());
+        // Where the backend promotes beside its evaluations, the previous
+        // generation's candidates are promoted while this one is measured
+        // (docs/evolve.md, "Promotion beside the search").
+        let mut promotion = None;
+        if backend.promotes_beside() && !self.population.is_empty() {
+            let (passed, rejected) = self.collect_gates(backend, None)?;
+            validated.extend(passed);
+            promotion_failures.extend(rejected);
+            promotion = Some(self.promotion(generation.saturating_sub(1)));
+        }
         if self.population.is_empty() {
             let initial = self.initial(ir, backend)?;
             lap(&mut spent.breed_s);
-            self.population = self.evaluate(initial, backend)?;
+            self.population = self.evaluate(initial, backend, None)?;
             lap(&mut spent.evaluate_s);
         } else {
             let restart = self.restart_due();
@@ -245,7 +257,11 @@ impl Engine {
                 batch.extend(fresh);
             }
             lap(&mut spent.breed_s);
-            let mut evaluated = self.evaluate(batch, backend)?.into_iter();
+            let beside = promotion
+                .as_mut()
+                .filter(|p| !p.is_empty())
+                .map(|p| (p, ir));
+            let mut evaluated = self.evaluate(batch, backend, beside)?.into_iter();
             lap(&mut spent.evaluate_s);
             let mut next = Vec::with_capacity(self.config.population);
             for (range, (children, fresh)) in ranges.into_iter().zip(plan) {
@@ -266,8 +282,16 @@ impl Engine {
         self.update_pool();
         self.note_progress();
         lap(&mut spent.select_s);
-        let (mut validated, mut promotion_failures) = self.collect_gates(backend, None)?;
-        let (promoted, failed) = self.promote(ir, backend, generation)?;
+        let (promoted, failed) = match promotion {
+            Some(promotion) => self.finish_promotion(promotion),
+            None if backend.promotes_beside() => (Vec::new(), Vec::new()),
+            None => {
+                let (passed, rejected) = self.collect_gates(backend, None)?;
+                validated.extend(passed);
+                promotion_failures.extend(rejected);
+                self.promote(ir, backend, generation)?
+            }
+        };
         validated.extend(promoted);
         promotion_failures.extend(failed);
         lap(&mut spent.promote_s);
@@ -496,11 +520,14 @@ impl Engine {
     }
 
     /// Compiles every patch, answers what the cache knows, assesses the rest
-    /// on the train tests (each distinct PTX once), and fills the cache.
+    /// on the train tests (each distinct PTX once), and fills the cache;
+    /// with `beside`, runs that promotion meanwhile on the backend's
+    /// workers.
     fn evaluate(
         &mut self,
         patches: Vec<Patch>,
         backend: &mut dyn Backend,
+        beside: Option<(&mut Promotion, &KernelIr)>,
     ) -> Result<Vec<Member>, EvolveError> {
         let scope = backend.scope();
         let test_set_hash = backend.test_set_hash(TestSet::Train);
@@ -510,9 +537,18 @@ impl Engine {
             test_set_hash: test_set_hash.clone(),
         };
         let cache = &self.cache;
-        let evaluated = backend.evaluate(&patches, TestSet::Train, &|hash: &str| {
-            cache.contains_key(&key(hash))
-        })?;
+        let known = |hash: &str| cache.contains_key(&key(hash));
+        let evaluated = match beside {
+            None => backend.evaluate(&patches, TestSet::Train, &known)?,
+            Some((promotion, ir)) => {
+                let mut promoted = Ok(());
+                let mut promote = |lane: &mut dyn Backend| promoted = promotion.run(ir, lane);
+                let evaluated =
+                    backend.evaluate_beside(&patches, TestSet::Train, &known, &mut promote)?;
+                promoted?;
+                evaluated
+            }
+        };
         let mut builds = Vec::with_capacity(evaluated.len());
         let mut assessed = BTreeSet::new();
         for (i, e) in evaluated.into_iter().enumerate() {

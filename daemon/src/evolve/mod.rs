@@ -168,6 +168,10 @@ pub enum GateStart {
     Started,
 }
 
+/// What runs beside a batch on a backend sharing its workers
+/// ([`Backend::evaluate_beside`]): a generation's promotion.
+pub type Beside<'a> = dyn FnMut(&mut dyn Backend) + 'a;
+
 /// Why a backend could not go on with a batch.
 #[derive(Debug, thiserror::Error)]
 pub enum BackendError {
@@ -254,6 +258,31 @@ pub trait Backend {
         None
     }
 
+    /// Whether [`evaluate_beside`](Self::evaluate_beside) runs its `beside`
+    /// while the evaluation goes on (the GPU backend: a generation's
+    /// promotion shares the workers with the next generation's
+    /// evaluation). Elsewhere the engine promotes after each generation's
+    /// selection, as GEVO does, and a search stays deterministic.
+    fn promotes_beside(&self) -> bool {
+        false
+    }
+
+    /// [`evaluate`](Self::evaluate), and meanwhile `beside` run on a
+    /// backend that shares this one's workers (its requests go ahead of the
+    /// evaluation's). Called only where
+    /// [`promotes_beside`](Self::promotes_beside) says so.
+    fn evaluate_beside(
+        &mut self,
+        _patches: &[Patch],
+        _set: TestSet,
+        _known: &(dyn Fn(&str) -> bool + Sync),
+        _beside: &mut Beside,
+    ) -> Result<Vec<Evaluated>, BackendError> {
+        Err(BackendError::Failed(
+            "this backend does not promote beside its evaluations".into(),
+        ))
+    }
+
     /// Compiles every patch and runs on `set` the first patch of each PTX
     /// that `known` (the fitness cache) does not answer. A backend may
     /// overlap the two (the GPU backend does); this one compiles all first.
@@ -261,7 +290,7 @@ pub trait Backend {
         &mut self,
         patches: &[Patch],
         set: TestSet,
-        known: &dyn Fn(&str) -> bool,
+        known: &(dyn Fn(&str) -> bool + Sync),
     ) -> Result<Vec<Evaluated>, BackendError> {
         let builds = self.compile(patches)?;
         let mut seen = std::collections::BTreeSet::new();

@@ -10,10 +10,33 @@ use crate::ir::{KernelIr, Patch};
 use crate::spec::TestSet;
 use std::collections::BTreeSet;
 
+/// A valid variant below the promotion bar, never promoted before.
+struct Candidate {
+    patch: Patch,
+    ptx_hash: String,
+    train_cost: f64,
+}
+
+/// One generation's promotions, apart from the engine: its candidates and
+/// bar are taken when it is made ([`Engine::promotion`]), and its results
+/// go back in [`Engine::finish_promotion`]. In between it needs only a
+/// backend, so it can run beside the next generation's evaluation
+/// ([`Backend::evaluate_beside`]).
+pub(super) struct Promotion {
+    generation: u64,
+    candidates: Vec<Candidate>,
+    bar: f64,
+    minimize_threshold: f64,
+    max_test_regression: f64,
+    /// PTX hashes tried on the held-out tests.
+    tried: Vec<String>,
+    validated: Vec<Validated>,
+    /// Passed all but the safety gate, which checks them beside the search.
+    gating: Vec<Validated>,
+    failures: Vec<PromotionFailure>,
+}
+
 impl Engine {
-    /// Tries up to `promotions_per_generation` valid members of the
-    /// population, the promotion pool or the Pareto archive that beat the best validated train cost (the original's
-    /// 1.0 at first), cheapest first, each PTX at most once per search.
     /// The train cost a candidate must beat to be promoted: the best
     /// validated variant's, the original's 1.0 at first.
     /// Variants the safety gate is still checking count: the bar drops
@@ -26,13 +49,25 @@ impl Engine {
             .fold(1.0, f64::min)
     }
 
+    /// Promotes the candidates of `generation`, the population's now, and
+    /// takes the results in.
     pub(super) fn promote(
         &mut self,
         ir: &KernelIr,
         backend: &mut dyn Backend,
         generation: u64,
     ) -> Result<(Vec<Validated>, Vec<PromotionFailure>), EvolveError> {
-        let mut bar = self.promotion_bar();
+        let mut promotion = self.promotion(generation);
+        promotion.run(ir, backend)?;
+        Ok(self.finish_promotion(promotion))
+    }
+
+    /// The promotion of the population as it is now (found in
+    /// `generation`): up to `promotions_per_generation` valid members of
+    /// the population, the promotion pool or the Pareto archive that beat
+    /// the promotion bar, cheapest first, each PTX at most once per search.
+    pub(super) fn promotion(&self, generation: u64) -> Promotion {
+        let bar = self.promotion_bar();
         // The population, then the promotion pool and the Pareto archive:
         // when the train-best fails, the next distinct candidates are
         // there even after they left the population.
@@ -63,7 +98,7 @@ impl Engine {
                 .then(a.3.cmp(&b.3))
         });
         let mut this_generation = BTreeSet::new();
-        let candidates: Vec<(Patch, String, f64)> = ranked
+        let candidates = ranked
             .into_iter()
             .filter_map(|(cost, _, _, i)| {
                 let m = members[i];
@@ -71,17 +106,84 @@ impl Engine {
                 (cost < bar
                     && !self.promoted.contains(&hash)
                     && this_generation.insert(hash.clone()))
-                .then(|| (m.patch.clone(), hash, cost))
+                .then(|| Candidate {
+                    patch: m.patch.clone(),
+                    ptx_hash: hash,
+                    train_cost: cost,
+                })
             })
             .take(self.config.promotions_per_generation)
             .collect();
+        Promotion {
+            generation,
+            candidates,
+            bar,
+            minimize_threshold: self.config.minimize_threshold,
+            max_test_regression: self.config.max_test_regression,
+            tried: Vec::new(),
+            validated: Vec::new(),
+            gating: Vec::new(),
+            failures: Vec::new(),
+        }
+    }
 
-        let (mut validated, mut failures) = (Vec::new(), Vec::new());
-        for (patch, ptx_hash, train_cost) in candidates {
-            if train_cost >= bar {
+    /// The end of a search on a backend that promotes beside its
+    /// evaluations: the last generation's candidates, which the next
+    /// generation would have promoted, promoted now. Nothing to do
+    /// elsewhere (each generation promoted its own).
+    pub fn promote_last(
+        &mut self,
+        ir: &KernelIr,
+        backend: &mut dyn Backend,
+    ) -> Result<(Vec<Validated>, Vec<PromotionFailure>), EvolveError> {
+        if !backend.promotes_beside() || self.population.is_empty() {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        self.promote(ir, backend, self.generations.saturating_sub(1))
+    }
+
+    /// Takes a promotion's results in; returns those validated at once and
+    /// those that failed.
+    pub(super) fn finish_promotion(
+        &mut self,
+        promotion: Promotion,
+    ) -> (Vec<Validated>, Vec<PromotionFailure>) {
+        self.promoted.extend(promotion.tried);
+        self.gating.extend(promotion.gating);
+        self.validated.extend(promotion.validated.iter().cloned());
+        self.promotion_failures
+            .extend(promotion.failures.iter().cloned());
+        (promotion.validated, promotion.failures)
+    }
+}
+
+impl Promotion {
+    /// Whether there is anything to promote.
+    pub(super) fn is_empty(&self) -> bool {
+        self.candidates.is_empty()
+    }
+
+    /// Re-runs each candidate on the held-out tests (and the generated
+    /// ones, where the backend has them); one that passes, is faster with
+    /// confidence and regresses on no test is minimized and goes to the
+    /// safety gate. A candidate no cheaper than one validated before it
+    /// here is skipped.
+    pub(super) fn run(
+        &mut self,
+        ir: &KernelIr,
+        backend: &mut dyn Backend,
+    ) -> Result<(), EvolveError> {
+        let generation = self.generation;
+        for Candidate {
+            patch,
+            ptx_hash,
+            train_cost,
+        } in std::mem::take(&mut self.candidates)
+        {
+            if train_cost >= self.bar {
                 continue; // an earlier candidate of this generation set a better bar
             }
-            self.promoted.insert(ptx_hash.clone());
+            self.tried.push(ptx_hash.clone());
             let started = std::time::Instant::now();
             let heldout = assess_one(backend, &patch, TestSet::Heldout)?;
             tracing::debug!(
@@ -98,11 +200,11 @@ impl Engine {
                 kind: "heldout".into(),
             };
             if let Some(reason) = heldout.first_failure() {
-                failures.push(failure(reason));
+                self.failures.push(failure(reason));
                 continue;
             }
             if let Some(reason) = generated_failure(backend, &patch)? {
-                failures.push(PromotionFailure {
+                self.failures.push(PromotionFailure {
                     kind: "generated".into(),
                     ..failure(reason)
                 });
@@ -118,7 +220,7 @@ impl Engine {
             );
             if minimized != patch {
                 if let Some(reason) = generated_failure(backend, &minimized)? {
-                    failures.push(PromotionFailure {
+                    self.failures.push(PromotionFailure {
                         kind: "generated".into(),
                         ..failure(format!("the minimized patch: {reason}"))
                     });
@@ -135,7 +237,7 @@ impl Engine {
             // costs are exact, the interval is the point).
             let interval = heldout.cost_interval();
             let Some(interval) = interval.filter(|i| i.below(1.0)) else {
-                failures.push(failure(match interval {
+                self.failures.push(failure(match interval {
                     Some(i) => format!(
                         "not faster with confidence on the held-out tests (cost ratio {:.4}, 95% interval {:.4}..{:.4})",
                         i.estimate, i.lo, i.hi
@@ -146,14 +248,14 @@ impl Engine {
             };
             // Faster on the whole is not enough: a user whose input looks
             // like one held-out test must not get a slower program.
-            if let Some(reason) = heldout.first_regression(self.config.max_test_regression) {
-                failures.push(failure(reason));
+            if let Some(reason) = heldout.first_regression(self.max_test_regression) {
+                self.failures.push(failure(reason));
                 continue;
             }
             let build = match backend.compile(std::slice::from_ref(&minimized))?.remove(0) {
                 Ok(b) => b,
                 Err(reason) => {
-                    failures.push(failure(format!(
+                    self.failures.push(failure(format!(
                         "the minimized patch does not compile: {reason}"
                     )));
                     continue;
@@ -161,11 +263,11 @@ impl Engine {
             };
             let gate = backend.start_safety_check(&build)?;
             if let GateStart::Verdict(Some(reason)) = gate {
-                failures.push(gate_failure(failure(reason)));
+                self.failures.push(gate_failure(failure(reason)));
                 continue;
             }
             let speedup = interval.reciprocal();
-            bar = train_cost;
+            self.bar = train_cost;
             let v = Validated {
                 generation,
                 scope: backend.scope(),
@@ -180,20 +282,18 @@ impl Engine {
             };
             if gate == GateStart::Started {
                 self.gating.push(v);
-                continue;
+            } else {
+                self.validated.push(v);
             }
-            self.validated.push(v.clone());
-            validated.push(v);
         }
-        self.promotion_failures.extend(failures.iter().cloned());
-        Ok((validated, failures))
+        Ok(())
     }
 
     /// Drops, last edit first, each edit whose removal keeps the variant
     /// valid on every test and moves its cost by less than the threshold
     /// (relative to the patch as found, so small changes cannot add up).
     fn minimize(
-        &mut self,
+        &self,
         ir: &KernelIr,
         backend: &mut dyn Backend,
         patch: &Patch,
@@ -213,7 +313,7 @@ impl Engine {
             // Still faster than the original, and within the threshold: an
             // improvement smaller than the threshold is never minimized away.
             let keeps_cost = a.cost_ratio().is_some_and(|c| {
-                c < 1.0 && (c - full_cost).abs() < self.config.minimize_threshold * full_cost
+                c < 1.0 && (c - full_cost).abs() < self.minimize_threshold * full_cost
             });
             if a.passed() && keeps_cost {
                 current = candidate;
@@ -320,6 +420,92 @@ pub(super) mod tests {
                 })
                 .collect())
         }
+    }
+
+    /// `Table`, promoting beside its evaluations: `beside` runs after each
+    /// batch (the order is the engine's business, not this backend's).
+    /// Logs each assessment's test set.
+    struct Beside(Table, Vec<TestSet>);
+
+    impl Backend for Beside {
+        fn scope(&self) -> Scope {
+            self.0.scope()
+        }
+        fn test_set_hash(&self, set: TestSet) -> String {
+            self.0.test_set_hash(set)
+        }
+        fn compile(
+            &mut self,
+            patches: &[Patch],
+        ) -> Result<Vec<Result<Build, String>>, super::super::BackendError> {
+            self.0.compile(patches)
+        }
+        fn assess(
+            &mut self,
+            patches: &[Patch],
+            set: TestSet,
+        ) -> Result<Vec<Assessment>, super::super::BackendError> {
+            self.1.extend(patches.iter().map(|_| set));
+            self.0.assess(patches, set)
+        }
+        fn promotes_beside(&self) -> bool {
+            true
+        }
+        fn evaluate_beside(
+            &mut self,
+            patches: &[Patch],
+            set: TestSet,
+            known: &(dyn Fn(&str) -> bool + Sync),
+            beside: &mut crate::evolve::Beside,
+        ) -> Result<Vec<crate::evolve::Evaluated>, super::super::BackendError> {
+            let evaluated = self.evaluate(patches, set, known)?;
+            beside(self);
+            Ok(evaluated)
+        }
+    }
+
+    /// Where the backend promotes beside its evaluations, a generation's
+    /// candidate is promoted during the next generation's step (and named
+    /// as found in the one before); at the end of a search
+    /// `promote_last` promotes the last generation's, once. Elsewhere
+    /// `promote_last` has nothing to do: each step promoted its own.
+    #[test]
+    fn beside_the_search_the_next_step_promotes_what_a_generation_found() {
+        let (ir, variant, _) = two_variants();
+        let table = || Table(BTreeMap::from([(key(&variant), (0.8, true))]), None);
+        let config = Config {
+            population: 4,
+            islands: 1,
+            promotions_per_generation: 1,
+            ..Config::default()
+        };
+        let found_in_generation_2 = || {
+            let mut engine = Engine::new(config.clone(), 1).unwrap();
+            engine.population = vec![member(&variant, 0.8); 4];
+            engine.generations = 3;
+            engine
+        };
+
+        let mut engine = found_in_generation_2();
+        let mut backend = Beside(table(), Vec::new());
+        let report = engine.step(&ir, &mut backend).unwrap();
+        assert_eq!(report.generation, 3);
+        let found: Vec<u64> = report.validated.iter().map(|v| v.generation).collect();
+        assert_eq!(found, vec![2], "{report:?}");
+        let train = backend.1.iter().position(|s| *s == TestSet::Train);
+        let heldout = backend.1.iter().position(|s| *s == TestSet::Heldout);
+        assert!(train.is_some() && heldout.is_some(), "{:?}", backend.1);
+        let (v, f) = engine.promote_last(&ir, &mut backend).unwrap();
+        assert!(v.is_empty() && f.is_empty(), "promoted twice: {v:?} {f:?}");
+
+        let mut engine = found_in_generation_2();
+        let (v, _) = engine.promote_last(&ir, &mut backend).unwrap();
+        assert_eq!(v.iter().map(|v| v.generation).collect::<Vec<_>>(), vec![2]);
+        assert_eq!(engine.validated().len(), 1);
+
+        let mut engine = found_in_generation_2();
+        let (v, f) = engine.promote_last(&ir, &mut table()).unwrap();
+        assert!(v.is_empty() && f.is_empty() && engine.validated().is_empty());
     }
 
     /// vecadd's IR and its first two random one-edit variants (seed 1).

@@ -7,16 +7,21 @@
 //! context costs one variant and a respawn.
 
 use super::background_gate::BackgroundGate;
-use super::pool::{failed_assessment, Feed, PoolOptions, Waker, WorkerPool};
+use super::pool::{assessment_of, PoolOptions, WorkerPool};
 use super::sanitize::SafetyGate;
 use super::{Handler, Request, Response};
 use crate::assessment::Assessment;
 use crate::busy::{StartUp, Utilization};
 use crate::cuda::measure::{Measurement, Measurer};
 use crate::device::DeviceInfo;
-use crate::evolve::{Backend, BackendError, Build, Evaluated, GateStart, Scope};
+use crate::evolve::{Backend, BackendError, Beside, Build, Evaluated, GateStart, Scope};
 use crate::ir::Patch;
 use crate::spec::{Spec, TestSet, TestTarget};
+
+mod feeds;
+mod lane;
+use feeds::{Forward, LaneInbox, Measuring, Purpose};
+use lane::{Lane, LaneSetup, PoolLine};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::AtomicBool;
 use std::sync::{mpsc, Arc};
@@ -113,15 +118,6 @@ pub struct CudaOptions {
     pub gate: Option<SafetyGate>,
     /// How the search's variants are timed.
     pub measurement: Measurement,
-}
-
-/// Why variants are being measured: the search's (which may race them
-/// against the selection threshold, and whose counts the report shows), or
-/// promotion's (always the full rounds).
-#[derive(Debug, Clone, Copy)]
-enum Purpose {
-    Search { race: Option<f64> },
-    Promotion,
 }
 
 /// Compile workers and GPU workers as one [`Backend`].
@@ -222,20 +218,51 @@ impl CudaBackend {
     /// the GPU workers measure: each variant goes to the next idle GPU
     /// worker as soon as it and the variants before it are compiled
     /// ([`Measuring`]), so no GPU worker waits for another's variant. Each
-    /// distinct PTX that `known` does not answer is measured once.
+    /// distinct PTX that `known` does not answer is measured once. With
+    /// `beside`, that runs meanwhile on a [`Lane`] into both pools, and the
+    /// batch ends when both are done.
     fn pipeline(
         &mut self,
         patches: &[Patch],
         set: TestSet,
-        known: &dyn Fn(&str) -> bool,
+        known: &(dyn Fn(&str) -> bool + Sync),
         purpose: Purpose,
+        beside: Option<&mut Beside>,
     ) -> Result<Vec<Evaluated>, BackendError> {
         let prescreen = self.prescreen;
-        let cubin_for = &self.cubin_for;
         let race = match purpose {
             Purpose::Search { race } => race,
             Purpose::Promotion => None,
         };
+        let mut lane = None;
+        let (mut compile_inbox, mut gpu_inbox) = (LaneInbox::default(), LaneInbox::default());
+        if beside.is_some() {
+            let (compile_jobs, compile_inbound) = mpsc::channel();
+            let (gpu_jobs, gpu_inbound) = mpsc::channel();
+            compile_inbox = LaneInbox::new(compile_inbound);
+            gpu_inbox = LaneInbox::new(gpu_inbound);
+            lane = Some(Lane {
+                compile: PoolLine {
+                    jobs: compile_jobs,
+                    waker: self.compile.waker(),
+                },
+                gpu: PoolLine {
+                    jobs: gpu_jobs,
+                    waker: self.gpu.waker(),
+                },
+                setup: LaneSetup {
+                    scope: self.scope.clone(),
+                    test_set_hashes: self.gpu.test_set_hashes(),
+                    prescreen,
+                    cubin_for: self.cubin_for.clone(),
+                    gated: self.gate.is_some(),
+                    stop: self.compile.stop_flag(),
+                },
+                gate_queue: Vec::new(),
+                utilization: Utilization::default(),
+            });
+        }
+        let cubin_for = &self.cubin_for;
         let (compile, gpu) = (&mut self.compile, &mut self.gpu);
         let waker = gpu.waker();
         let mut measuring = Measuring {
@@ -252,8 +279,9 @@ impl CudaBackend {
             set,
             race,
             purpose,
+            lane: gpu_inbox,
         };
-        std::thread::scope(|s| -> Result<(), BackendError> {
+        let outcome = std::thread::scope(|s| {
             let (sender, compiled) = mpsc::channel();
             measuring.compiled = Some(compiled);
             let producer = s.spawn(move || -> Result<(), BackendError> {
@@ -274,190 +302,57 @@ impl CudaBackend {
                     sender,
                     waker: waker.clone(),
                     abandoned: false,
+                    lane: compile_inbox,
+                    fed: 0,
                 };
                 let done = compile.run_fed(&mut forward);
                 drop(forward); // the GPU side sees the end
                 waker.wake();
                 done
             });
-            let measured = gpu.run_fed(&mut measuring);
-            // A GPU side that failed leaves the compile workers nothing to
-            // do but the variants they hold.
-            measuring.compiled = None;
+            let measurer = s.spawn(|| -> Result<(), BackendError> {
+                let measured = gpu.run_fed(&mut measuring);
+                // A GPU side that failed leaves the compile workers nothing
+                // to do but the variants they hold, and the lane no answer.
+                measuring.compiled = None;
+                measuring.lane.close();
+                measured
+            });
+            if let (Some(beside), Some(lane)) = (beside, lane.as_mut()) {
+                beside(lane);
+            }
+            // The lane's end (its senders dropped) ends the pools' runs.
+            let lane = lane.take().map(|l| (l.gate_queue, l.utilization));
+            let measured = measurer.join().expect("the GPU thread does not panic");
             let compiled = producer.join().expect("the compile thread does not panic");
-            measured.and(compiled)
-        })?;
+            measured.and(compiled).map(|()| lane)
+        });
         tracing::debug!(
             variants = patches.len(),
-            measured = measuring.measured.len(),
+            measured = measuring.measured.iter().flatten().count(),
             "batch measured"
         );
-        self.screened_out += measuring.screened_out;
-        Ok(measuring.out)
-    }
-}
-
-/// The compile side of [`CudaBackend::pipeline`]: every patch's request
-/// queued at once; each answer sent to the GPU side as it comes.
-struct Forward {
-    requests: Option<Vec<Request>>,
-    sender: mpsc::Sender<(usize, Result<Response, String>)>,
-    waker: Waker,
-    abandoned: bool,
-}
-
-impl Feed for Forward {
-    fn more(&mut self, _: &mut dyn FnMut() -> u64) -> Option<Vec<Request>> {
-        self.requests.take()
-    }
-
-    fn answered(&mut self, index: usize, result: Result<Response, String>) {
-        if self.sender.send((index, result)).is_err() {
-            self.abandoned = true;
-        }
-        self.waker.wake();
-    }
-
-    fn abandoned(&self) -> bool {
-        self.abandoned
-    }
-}
-
-/// The GPU side of [`CudaBackend::pipeline`]: compiled variants taken in
-/// the patches' order (so the same PTX is measured for the same patch
-/// however the compile workers finish), each fresh one handed to the GPU
-/// workers at once, each answer put in its place.
-struct Measuring<'a> {
-    compiled: Option<mpsc::Receiver<(usize, Result<Response, String>)>>,
-    /// Compiled ahead of a variant still compiling before them.
-    pending: BTreeMap<usize, Result<Response, String>>,
-    producer_done: bool,
-    out: Vec<Evaluated>,
-    seen: BTreeSet<String>,
-    known: &'a dyn Fn(&str) -> bool,
-    /// Per GPU request, its variant's index in `out` (and `patches`).
-    measured: Vec<usize>,
-    patches: &'a [Patch],
-    utilization: &'a mut Utilization,
-    screened_out: u64,
-    set: TestSet,
-    race: Option<f64>,
-    purpose: Purpose,
-}
-
-impl Measuring<'_> {
-    /// A compiled variant in its place; the measure request when it is a
-    /// fresh one that passed the pre-screen.
-    fn take(
-        &mut self,
-        response: Result<Response, String>,
-        next_id: &mut dyn FnMut() -> u64,
-    ) -> Option<Request> {
-        let mut cubin = None;
-        let mut guarded = None;
-        let (build, screen) = match response {
-            Ok(Response::Built {
-                build,
-                cubin: assembled,
-                screened_out,
-                guarded: guarded_build,
-                spent,
-                ..
-            }) => {
-                self.utilization.spent += &spent;
-                cubin = assembled;
-                guarded = guarded_build;
-                (Ok(build), screened_out)
-            }
-            Ok(Response::CompileFailed { reason, spent, .. }) => {
-                self.utilization.spent += &spent;
-                (Err(reason), None)
-            }
-            Ok(other) => (Err(format!("unexpected answer {other:?}")), None),
-            Err(reason) => (Err(format!("code generation failed: {reason}")), None),
-        };
-        let fresh = match (&build, self.purpose) {
-            // Promotion measures every patch it is given (equal PTX too:
-            // its measurements are compared with each other).
-            (Ok(_), Purpose::Promotion) => true,
-            (Ok(b), Purpose::Search { .. }) => {
-                !(self.known)(&b.ptx_hash) && self.seen.insert(b.ptx_hash.clone())
-            }
-            (Err(_), _) => false,
-        };
-        let mut request = None;
-        let assessment = match (fresh, screen) {
-            (true, Some(a)) => {
-                self.screened_out += 1;
-                Some(a)
-            }
-            (true, None) => {
-                self.measured.push(self.out.len());
-                request = Some(Request::Measure {
-                    id: next_id(),
-                    ptx: ptx_of(&build).to_string(),
-                    cubin,
-                    guarded,
-                    set: self.set,
-                    race: self.race,
-                });
-                None
-            }
-            (false, _) => None,
-        };
-        self.out.push(Evaluated { build, assessment });
-        request
-    }
-}
-
-impl Feed for Measuring<'_> {
-    fn more(&mut self, next_id: &mut dyn FnMut() -> u64) -> Option<Vec<Request>> {
-        if let Some(compiled) = &self.compiled {
-            loop {
-                match compiled.try_recv() {
-                    Ok((i, response)) => {
-                        self.pending.insert(i, response);
-                    }
-                    Err(mpsc::TryRecvError::Empty) => break,
-                    Err(mpsc::TryRecvError::Disconnected) => {
-                        self.producer_done = true;
-                        break;
-                    }
+        let (out, screened_out) = (measuring.out, measuring.screened_out);
+        self.screened_out += screened_out;
+        if let Ok(Some((gate_queue, utilization))) = &outcome {
+            self.utilization.spent += &utilization.spent;
+            if let Some(gate) = &mut self.gate {
+                for build in gate_queue {
+                    gate.submit(build)?;
                 }
             }
         }
-        let mut requests = Vec::new();
-        while let Some(response) = self.pending.remove(&self.out.len()) {
-            requests.extend(self.take(response, next_id));
-        }
-        // The compile side ended: all compiled, or it failed (its error is
-        // the pipeline's).
-        if requests.is_empty() && self.producer_done {
-            return None;
-        }
-        Some(requests)
+        outcome?;
+        Ok(out)
     }
 
-    fn answered(&mut self, index: usize, result: Result<Response, String>) {
-        let variant = self.measured[index];
-        account(
-            self.utilization,
-            &result,
-            self.purpose,
-            &self.patches[variant],
-        );
-        self.out[variant].assessment = Some(assessment_of(result));
-    }
-}
-
-impl CudaBackend {
     /// Every patch compiled at once and measured in turn.
     fn assess_each(
         &mut self,
         patches: &[Patch],
         set: TestSet,
     ) -> Result<Vec<Assessment>, BackendError> {
-        let evaluated = self.pipeline(patches, set, &|_| false, Purpose::Promotion)?;
+        let evaluated = self.pipeline(patches, set, &|_| false, Purpose::Promotion, None)?;
         Ok(evaluated
             .into_iter()
             .map(|e| match (e.build, e.assessment) {
@@ -467,57 +362,13 @@ impl CudaBackend {
             })
             .collect())
     }
-}
 
-fn ptx_of(build: &Result<Build, String>) -> &str {
-    &build
-        .as_ref()
-        .expect("only built variants are measured")
-        .ptx
-}
-
-/// Adds a GPU worker's answer to the utilization: its time always, its
-/// rounds for the search's measurements.
-fn account(
-    utilization: &mut Utilization,
-    response: &Result<Response, String>,
-    purpose: Purpose,
-    patch: &Patch,
-) {
-    let searching = matches!(purpose, Purpose::Search { .. });
-    if searching {
-        utilization.measured += 1;
-    }
-    if let Ok(Response::Assessed {
-        spent,
-        rounds,
-        stopped_early,
-        exiting,
-        assessment,
-        ..
-    }) = response
-    {
-        if *exiting {
-            // What guards do not catch yet (docs/evolve.md): the kinds that
-            // still cost a GPU worker start, for whoever adds the next guard
-            // (the patch reproduces it: `gevod run --patch`).
-            let failure = assessment.first_failure();
-            tracing::info!(failure = ?failure, patch = %patch.to_json(), "a variant cost its GPU worker a restart");
+    /// The search's race threshold where it measures adaptively.
+    fn race_for(&self, set: TestSet) -> Option<f64> {
+        match (self.measurement, set) {
+            (Measurement::Adaptive, TestSet::Train) => self.race,
+            _ => None,
         }
-        utilization.spent += spent;
-        if searching && *rounds > 0 {
-            utilization.timed += 1;
-            utilization.rounds += u64::from(*rounds);
-            utilization.stopped_early += u64::from(*stopped_early);
-        }
-    }
-}
-
-fn assessment_of(response: Result<Response, String>) -> Assessment {
-    match response {
-        Ok(Response::Assessed { assessment, .. }) => assessment,
-        Ok(other) => failed_assessment(format!("unexpected answer {other:?}")),
-        Err(reason) => failed_assessment(reason),
     }
 }
 
@@ -613,13 +464,26 @@ impl Backend for CudaBackend {
         &mut self,
         patches: &[Patch],
         set: TestSet,
-        known: &dyn Fn(&str) -> bool,
+        known: &(dyn Fn(&str) -> bool + Sync),
     ) -> Result<Vec<Evaluated>, BackendError> {
-        let race = match (self.measurement, set) {
-            (Measurement::Adaptive, TestSet::Train) => self.race,
-            _ => None,
-        };
-        self.pipeline(patches, set, known, Purpose::Search { race })
+        let race = self.race_for(set);
+        self.pipeline(patches, set, known, Purpose::Search { race }, None)
+    }
+
+    /// Promotion shares the workers with the next generation's batch.
+    fn promotes_beside(&self) -> bool {
+        true
+    }
+
+    fn evaluate_beside(
+        &mut self,
+        patches: &[Patch],
+        set: TestSet,
+        known: &(dyn Fn(&str) -> bool + Sync),
+        beside: &mut Beside,
+    ) -> Result<Vec<Evaluated>, BackendError> {
+        let race = self.race_for(set);
+        self.pipeline(patches, set, known, Purpose::Search { race }, Some(beside))
     }
 
     fn race_against(&mut self, threshold: Option<f64>) {

@@ -17,7 +17,7 @@ use crate::evolve::{Backend, BackendError, Build, Scope};
 use crate::ir::Patch;
 use crate::spec::{Spec, TestSet};
 use run::Batch;
-pub use run::{Feed, Waker};
+pub use run::{Feed, Placement, Waker};
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -290,6 +290,16 @@ impl WorkerPool {
         self.pinned = slot;
     }
 
+    /// Each test set's hash (for cache keys).
+    pub fn test_set_hashes(&self) -> Vec<(TestSet, String)> {
+        self.test_set_hashes.to_vec()
+    }
+
+    /// The stop flag this pool's runs end on.
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        self.stop.clone()
+    }
+
     /// Worker processes in the pool (not counting lost ones).
     pub fn size(&self) -> usize {
         self.workers
@@ -518,16 +528,7 @@ impl Backend for WorkerPool {
             },
             patches,
         );
-        Ok(self
-            .run(requests)?
-            .into_iter()
-            .map(|r| match r {
-                Ok(Response::Built { build, .. }) => Ok(build),
-                Ok(Response::CompileFailed { reason, .. }) => Err(reason),
-                Ok(other) => Err(format!("unexpected answer {other:?}")),
-                Err(reason) => Err(format!("code generation failed: {reason}")),
-            })
-            .collect())
+        Ok(self.run(requests)?.into_iter().map(build_of).collect())
     }
 
     fn assess(&mut self, patches: &[Patch], set: TestSet) -> Result<Vec<Assessment>, BackendError> {
@@ -539,21 +540,33 @@ impl Backend for WorkerPool {
             },
             patches,
         );
-        Ok(self
-            .run(requests)?
-            .into_iter()
-            .map(|r| match r {
-                Ok(Response::Assessed { assessment, .. }) => assessment,
-                Ok(other) => failed_assessment(format!("unexpected answer {other:?}")),
-                Err(reason) => failed_assessment(reason),
-            })
-            .collect())
+        Ok(self.run(requests)?.into_iter().map(assessment_of).collect())
     }
 }
 
 /// A variant whose run ended its worker: one failing pseudo-test saying why.
 pub fn failed_assessment(reason: String) -> Assessment {
     Assessment::failed("worker", "worker", reason)
+}
+
+/// The build a compile request answered, or why there is none.
+pub fn build_of(response: Result<Response, String>) -> Result<Build, String> {
+    match response {
+        Ok(Response::Built { build, .. }) => Ok(build),
+        Ok(Response::CompileFailed { reason, .. }) => Err(reason),
+        Ok(other) => Err(format!("unexpected answer {other:?}")),
+        Err(reason) => Err(format!("code generation failed: {reason}")),
+    }
+}
+
+/// The assessment an assess or measure request answered (a failing one
+/// saying why, when there is none).
+pub fn assessment_of(response: Result<Response, String>) -> Assessment {
+    match response {
+        Ok(Response::Assessed { assessment, .. }) => assessment,
+        Ok(other) => failed_assessment(format!("unexpected answer {other:?}")),
+        Err(reason) => failed_assessment(reason),
+    }
 }
 
 fn response_id(r: &Response) -> Option<u64> {

@@ -75,6 +75,17 @@ impl Request {
             | Request::Measure { id, .. } => *id,
         }
     }
+
+    /// The same request numbered `id` (a request made away from its pool
+    /// is numbered when the pool takes it).
+    pub fn with_id(mut self, new: u64) -> Self {
+        match &mut self {
+            Request::Compile { id, .. }
+            | Request::Assess { id, .. }
+            | Request::Measure { id, .. } => *id = new,
+        }
+        self
+    }
 }
 
 /// A worker's line: its greeting, or the answer to one request.

@@ -30,6 +30,21 @@ pub trait Feed {
     fn abandoned(&self) -> bool {
         false
     }
+    /// Where the `index`th request fed waits (asked once, when it is fed).
+    fn placement(&self, _index: usize) -> Placement {
+        Placement::default()
+    }
+}
+
+/// Where a request waits in its run's queue.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Placement {
+    /// Ahead of the requests already queued (promotion's, which the search
+    /// waits for, go before the search's own).
+    pub ahead: bool,
+    /// Only this worker slot takes it (measurements compared with each
+    /// other run on one device).
+    pub slot: Option<usize>,
 }
 
 /// Wakes a pool waiting in [`WorkerPool::run_fed`] for its feed, from
@@ -51,16 +66,39 @@ pub(super) struct Batch {
     done: Vec<(usize, Result<Response, String>)>,
     /// Per request: workers it has lost that were Slurm steps.
     pub(super) lost_steps: Vec<u32>,
+    /// Per request: the only worker slot that may take it.
+    slots: Vec<Option<usize>>,
     remaining: usize,
 }
 
 impl Batch {
-    /// `n` more requests, queued after the others.
-    fn push(&mut self, n: usize) {
+    /// `n` more requests, each queued where the feed places it.
+    fn push(&mut self, n: usize, feed: &dyn Feed) {
         let first = self.lost_steps.len();
-        self.queue.extend(first..first + n);
+        let mut ahead = Vec::new();
+        for r in first..first + n {
+            let placement = feed.placement(r);
+            self.slots.push(placement.slot);
+            if placement.ahead {
+                ahead.push(r);
+            } else {
+                self.queue.push_back(r);
+            }
+        }
+        self.requeue(ahead.into());
         self.lost_steps.resize(first + n, 0);
         self.remaining += n;
+    }
+
+    /// The first queued request that worker slot `slot` may take: one
+    /// placed on no slot, on this one, or on a slot no live worker has (a
+    /// lost device's requests go to the others).
+    fn next_for(&mut self, slot: usize, live: &[usize]) -> Option<usize> {
+        let at = self
+            .queue
+            .iter()
+            .position(|&r| self.slots[r].is_none_or(|s| s == slot || !live.contains(&s)))?;
+        self.queue.remove(at)
     }
 
     pub(super) fn finish(&mut self, request: usize, result: Result<Response, String>) {
@@ -147,7 +185,7 @@ impl WorkerPool {
                 };
                 match feed.more(&mut next_id) {
                     Some(more) => {
-                        batch.push(more.len());
+                        batch.push(more.len(), feed);
                         requests.extend(more);
                     }
                     None => open = false,
@@ -198,6 +236,12 @@ impl WorkerPool {
         batch: &mut Batch,
         depth: usize,
     ) -> Result<(), BackendError> {
+        let live: Vec<usize> = self
+            .workers
+            .iter()
+            .filter(|w| !matches!(w.state, State::Lost))
+            .map(|w| w.slot)
+            .collect();
         for slot in 0..self.workers.len() {
             if self.pinned.is_some_and(|p| p != self.workers[slot].slot) {
                 continue;
@@ -211,8 +255,8 @@ impl WorkerPool {
                 if in_flight >= depth {
                     break;
                 }
-                let Some(r) = batch.queue.pop_front() else {
-                    return Ok(());
+                let Some(r) = batch.next_for(self.workers[slot].slot, &live) else {
+                    break;
                 };
                 let mut line = serde_json::to_string(&requests[r]).expect("requests serialize");
                 line.push('\n');

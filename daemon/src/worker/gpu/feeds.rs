@@ -1,0 +1,360 @@
+//! The two sides of a batch in [`CudaBackend::pipeline`](super::CudaBackend):
+//! the compile workers' feed ([`Forward`]) and the GPU workers'
+//! ([`Measuring`]). Each also takes promotion's requests from a
+//! [`Lane`](super::lane::Lane) while the batch runs ([`LaneInbox`]), queued
+//! ahead of the batch's own, and sends their answers back.
+
+use super::super::pool::{assessment_of, Feed, Placement, Waker};
+use super::super::{Request, Response};
+use super::lane::LaneJob;
+use crate::assessment::Assessment;
+use crate::busy::Utilization;
+use crate::cuda::guarded::GuardedBuild;
+use crate::cuda::toolkit::Cubin;
+use crate::evolve::{Build, Evaluated};
+use crate::ir::Patch;
+use crate::spec::TestSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::mpsc;
+
+/// Why variants are being measured: the search's (which may race them
+/// against the selection threshold, and whose counts the report shows), or
+/// promotion's (always the full rounds).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Purpose {
+    Search { race: Option<f64> },
+    Promotion,
+}
+
+/// An answer on its way: the request's result.
+pub(super) type Answer = Result<Response, String>;
+
+/// Promotion's requests to one pool during a batch: taken as they come,
+/// each answer sent back to the lane that asked.
+#[derive(Default)]
+pub(super) struct LaneInbox {
+    jobs: Option<mpsc::Receiver<LaneJob>>,
+    /// By the index the request was fed at: where its answer goes, and the
+    /// patch it measures (for the GPU's accounting).
+    replies: BTreeMap<usize, (mpsc::Sender<Answer>, Option<Patch>)>,
+}
+
+impl LaneInbox {
+    pub(super) fn new(jobs: mpsc::Receiver<LaneJob>) -> Self {
+        LaneInbox {
+            jobs: Some(jobs),
+            replies: BTreeMap::new(),
+        }
+    }
+
+    /// The lane's requests that arrived, numbered, fed from index `fed`
+    /// on.
+    fn take(&mut self, fed: usize, next_id: &mut dyn FnMut() -> u64) -> Vec<Request> {
+        let mut requests = Vec::new();
+        while let Some(jobs) = &self.jobs {
+            match jobs.try_recv() {
+                Ok(job) => {
+                    self.replies
+                        .insert(fed + requests.len(), (job.reply, job.patch));
+                    requests.push(job.request.with_id(next_id()));
+                }
+                Err(mpsc::TryRecvError::Empty) => break,
+                Err(mpsc::TryRecvError::Disconnected) => self.jobs = None,
+            }
+        }
+        requests
+    }
+
+    /// Whether the lane may still send requests.
+    fn open(&self) -> bool {
+        self.jobs.is_some()
+    }
+
+    fn placement(&self, index: usize, slot: Option<usize>) -> Placement {
+        match self.replies.contains_key(&index) {
+            true => Placement { ahead: true, slot },
+            false => Placement::default(),
+        }
+    }
+
+    /// Where the `index`th request's answer goes, when the lane asked it.
+    fn reply_to(&mut self, index: usize) -> Option<(mpsc::Sender<Answer>, Option<Patch>)> {
+        self.replies.remove(&index)
+    }
+
+    /// No more requests, and no answers: a lane waiting for one learns
+    /// that its batch ended.
+    pub(super) fn close(&mut self) {
+        self.jobs = None;
+        self.replies.clear();
+    }
+}
+
+/// The compile side of a batch: every patch's request queued at once; each
+/// answer sent to the GPU side as it comes.
+pub(super) struct Forward {
+    pub(super) requests: Option<Vec<Request>>,
+    pub(super) sender: mpsc::Sender<(usize, Answer)>,
+    pub(super) waker: Waker,
+    pub(super) abandoned: bool,
+    pub(super) lane: LaneInbox,
+    pub(super) fed: usize,
+}
+
+impl Feed for Forward {
+    fn more(&mut self, next_id: &mut dyn FnMut() -> u64) -> Option<Vec<Request>> {
+        let first = self.requests.is_some();
+        let mut requests = self.requests.take().unwrap_or_default();
+        requests.extend(self.lane.take(self.fed + requests.len(), next_id));
+        self.fed += requests.len();
+        if !first && requests.is_empty() && !self.lane.open() {
+            return None;
+        }
+        Some(requests)
+    }
+
+    fn answered(&mut self, index: usize, result: Answer) {
+        if let Some((reply, _)) = self.lane.reply_to(index) {
+            let _ = reply.send(result);
+            return;
+        }
+        if self.sender.send((index, result)).is_err() {
+            self.abandoned = true;
+        }
+        self.waker.wake();
+    }
+
+    fn abandoned(&self) -> bool {
+        self.abandoned
+    }
+
+    fn placement(&self, index: usize) -> Placement {
+        self.lane.placement(index, None)
+    }
+}
+
+/// The GPU side of a batch: compiled variants taken in the patches' order
+/// (so the same PTX is measured for the same patch however the compile
+/// workers finish), each fresh one handed to the GPU workers at once, each
+/// answer put in its place.
+pub(super) struct Measuring<'a> {
+    pub(super) compiled: Option<mpsc::Receiver<(usize, Answer)>>,
+    /// Compiled ahead of a variant still compiling before them.
+    pub(super) pending: BTreeMap<usize, Answer>,
+    pub(super) producer_done: bool,
+    pub(super) out: Vec<Evaluated>,
+    pub(super) seen: BTreeSet<String>,
+    pub(super) known: &'a (dyn Fn(&str) -> bool + Sync),
+    /// Per GPU request fed, its variant's index in `out` (and `patches`);
+    /// `None` for the lane's.
+    pub(super) measured: Vec<Option<usize>>,
+    pub(super) patches: &'a [Patch],
+    pub(super) utilization: &'a mut Utilization,
+    pub(super) screened_out: u64,
+    pub(super) set: TestSet,
+    pub(super) race: Option<f64>,
+    pub(super) purpose: Purpose,
+    pub(super) lane: LaneInbox,
+}
+
+impl Measuring<'_> {
+    /// A compiled variant in its place; the measure request when it is a
+    /// fresh one that passed the pre-screen.
+    fn take(&mut self, response: Answer, next_id: &mut dyn FnMut() -> u64) -> Option<Request> {
+        let Compiled {
+            build,
+            screened_out,
+            cubin,
+            guarded,
+        } = Compiled::of(response, self.utilization);
+        let fresh = match (&build, self.purpose) {
+            // Promotion measures every patch it is given (equal PTX too:
+            // its measurements are compared with each other).
+            (Ok(_), Purpose::Promotion) => true,
+            (Ok(b), Purpose::Search { .. }) => {
+                !(self.known)(&b.ptx_hash) && self.seen.insert(b.ptx_hash.clone())
+            }
+            (Err(_), _) => false,
+        };
+        let mut request = None;
+        let assessment = match (fresh, screened_out, &build) {
+            (true, Some(a), _) => {
+                self.screened_out += 1;
+                Some(a)
+            }
+            (true, None, Ok(b)) => {
+                self.measured.push(Some(self.out.len()));
+                request = Some(Request::Measure {
+                    id: next_id(),
+                    ptx: b.ptx.clone(),
+                    cubin,
+                    guarded,
+                    set: self.set,
+                    race: self.race,
+                });
+                None
+            }
+            _ => None,
+        };
+        self.out.push(Evaluated { build, assessment });
+        request
+    }
+}
+
+impl Feed for Measuring<'_> {
+    fn more(&mut self, next_id: &mut dyn FnMut() -> u64) -> Option<Vec<Request>> {
+        if let Some(compiled) = &self.compiled {
+            loop {
+                match compiled.try_recv() {
+                    Ok((i, response)) => {
+                        self.pending.insert(i, response);
+                    }
+                    Err(mpsc::TryRecvError::Empty) => break,
+                    Err(mpsc::TryRecvError::Disconnected) => {
+                        self.producer_done = true;
+                        break;
+                    }
+                }
+            }
+        }
+        let mut requests = Vec::new();
+        while let Some(response) = self.pending.remove(&self.out.len()) {
+            requests.extend(self.take(response, next_id));
+        }
+        let fed = self.measured.len();
+        let lane = self.lane.take(fed, next_id);
+        self.measured.extend(lane.iter().map(|_| None));
+        requests.extend(lane);
+        // The compile side ended (all compiled, or it failed: its error is
+        // the batch's), and so did the lane, which the compile side waits
+        // for.
+        if requests.is_empty() && self.producer_done && !self.lane.open() {
+            return None;
+        }
+        Some(requests)
+    }
+
+    fn answered(&mut self, index: usize, result: Answer) {
+        match self.measured[index] {
+            Some(variant) => {
+                account(
+                    self.utilization,
+                    &result,
+                    self.purpose,
+                    &self.patches[variant],
+                );
+                self.out[variant].assessment = Some(assessment_of(result));
+            }
+            None => {
+                let Some((reply, patch)) = self.lane.reply_to(index) else {
+                    return;
+                };
+                if let Some(patch) = &patch {
+                    account(self.utilization, &result, Purpose::Promotion, patch);
+                }
+                let _ = reply.send(result);
+            }
+        }
+    }
+
+    /// Promotion's measurements are compared with each other: one device.
+    fn placement(&self, index: usize) -> Placement {
+        self.lane.placement(index, Some(0))
+    }
+}
+
+/// A compile worker's answer, taken apart.
+pub(super) struct Compiled {
+    pub(super) build: Result<Build, String>,
+    /// The pre-screen's rejection.
+    pub(super) screened_out: Option<Assessment>,
+    cubin: Option<Cubin>,
+    guarded: Option<GuardedBuild>,
+}
+
+impl Compiled {
+    /// The answer, its worker's time added to `utilization`.
+    pub(super) fn of(response: Answer, utilization: &mut Utilization) -> Self {
+        let failed = |reason| Compiled {
+            build: Err(reason),
+            screened_out: None,
+            cubin: None,
+            guarded: None,
+        };
+        match response {
+            Ok(Response::Built {
+                build,
+                cubin,
+                screened_out,
+                guarded,
+                spent,
+                ..
+            }) => {
+                utilization.spent += &spent;
+                Compiled {
+                    build: Ok(build),
+                    screened_out,
+                    cubin,
+                    guarded,
+                }
+            }
+            Ok(Response::CompileFailed { reason, spent, .. }) => {
+                utilization.spent += &spent;
+                failed(reason)
+            }
+            Ok(other) => failed(format!("unexpected answer {other:?}")),
+            Err(reason) => failed(format!("code generation failed: {reason}")),
+        }
+    }
+
+    /// The request that measures this build on `set` (numbered 0: the pool
+    /// numbers it); none when it did not build.
+    pub(super) fn measure(self, set: TestSet, race: Option<f64>) -> Option<Request> {
+        let build = self.build.ok()?;
+        Some(Request::Measure {
+            id: 0,
+            ptx: build.ptx,
+            cubin: self.cubin,
+            guarded: self.guarded,
+            set,
+            race,
+        })
+    }
+}
+
+/// Adds a GPU worker's answer to the utilization: its time always, its
+/// rounds for the search's measurements.
+pub(super) fn account(
+    utilization: &mut Utilization,
+    response: &Answer,
+    purpose: Purpose,
+    patch: &Patch,
+) {
+    let searching = matches!(purpose, Purpose::Search { .. });
+    if searching {
+        utilization.measured += 1;
+    }
+    if let Ok(Response::Assessed {
+        spent,
+        rounds,
+        stopped_early,
+        exiting,
+        assessment,
+        ..
+    }) = response
+    {
+        if *exiting {
+            // What guards do not catch yet (docs/evolve.md): the kinds that
+            // still cost a GPU worker start, for whoever adds the next guard
+            // (the patch reproduces it: `gevod run --patch`).
+            let failure = assessment.first_failure();
+            tracing::info!(failure = ?failure, patch = %patch.to_json(), "a variant cost its GPU worker a restart");
+        }
+        utilization.spent += spent;
+        if searching && *rounds > 0 {
+            utilization.timed += 1;
+            utilization.rounds += u64::from(*rounds);
+            utilization.stopped_early += u64::from(*stopped_early);
+        }
+    }
+}
