@@ -64,17 +64,28 @@ impl Drop for GroupGuard {
     }
 }
 
-/// Waits, up to `limit`, until no process of the group `group` is left
-/// running: a killed program tears down its GPU context before it exits,
-/// and until then the group must still count as gevod's (a killed safety
-/// gate's worker, orphaned, stopped the daemon's own job for 30 s). A
-/// zombie has exited (its context is gone) and counts as gone: where no
-/// init reaps orphans, one may never leave. Answers whether the group is
-/// gone.
-pub fn await_group_gone(group: u32, limit: std::time::Duration) -> bool {
+/// Counts the process `pid` as gevod's while the guard lives, whatever
+/// group it is in: a process about to be killed that has left the tree and
+/// the groups the daemon started (the worker a killed safety gate ran may
+/// lead a group of its own) until it is gone.
+pub fn hold(pid: u32) -> GroupGuard {
+    started_group(pid)
+}
+
+/// Waits, up to `limit`, until no process of the group `group`, nor any
+/// of `pids`, is left running: a killed program tears down its GPU context
+/// before it exits, and until then it must still count as gevod's (a
+/// killed safety gate's worker, orphaned, stopped the daemon's own job for
+/// 30 s). A zombie has exited (its context is gone) and counts as gone:
+/// where no init reaps orphans, one may never leave. Answers whether all
+/// are gone.
+pub fn await_gone(group: u32, pids: &[u32], limit: std::time::Duration) -> bool {
     let deadline = std::time::Instant::now() + limit;
     loop {
-        if !group_runs(group) {
+        let runs = running()
+            .iter()
+            .any(|p| p.group == group || pids.contains(&p.pid));
+        if !runs {
             return true;
         }
         if std::time::Instant::now() >= deadline {
@@ -84,25 +95,47 @@ pub fn await_group_gone(group: u32, limit: std::time::Duration) -> bool {
     }
 }
 
-/// Whether a process of `group` runs (one that has not exited: not a
-/// zombie), from `/proc/<pid>/stat`.
-fn group_runs(group: u32) -> bool {
+/// Every process below `pid` now (its children, theirs, and so on), from
+/// `/proc`.
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let table = running();
+    let mut found = vec![pid];
+    let mut next = 0;
+    while next < found.len() {
+        let parent = found[next];
+        next += 1;
+        found.extend(
+            table
+                .iter()
+                .filter(|p| p.parent == parent && !found.contains(&p.pid))
+                .map(|p| p.pid)
+                .collect::<Vec<_>>(),
+        );
+    }
+    found.split_off(1)
+}
+
+/// A process that has not exited (not a zombie), as `/proc` shows it.
+struct Running {
+    pid: u32,
+    parent: u32,
+    group: u32,
+}
+
+/// Every running process, from `/proc/<pid>/stat`.
+fn running() -> Vec<Running> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
-        return false;
+        return Vec::new();
     };
     entries
         .flatten()
-        .filter(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .bytes()
-                .all(|b| b.is_ascii_digit())
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let (state, parent, group) = stat_fields(&stat)?;
+            (!matches!(state, "Z" | "X")).then_some(Running { pid, parent, group })
         })
-        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
-        .any(|stat| {
-            stat_fields(&stat)
-                .is_some_and(|(state, _, pgrp)| pgrp == group && !matches!(state, "Z" | "X"))
-        })
+        .collect()
 }
 
 fn lock() -> std::sync::MutexGuard<'static, BTreeSet<u32>> {
@@ -274,12 +307,68 @@ mod tests {
             .unwrap();
         let group = child.id();
         let short = std::time::Duration::from_millis(50);
-        assert!(!await_group_gone(group, short), "the sleeps still run");
+        assert!(!await_gone(group, &[], short), "the sleeps still run");
         let started = std::time::Instant::now();
         // SAFETY: SIGKILL to the group this test just started.
         unsafe { libc::kill(-(group as libc::pid_t), libc::SIGKILL) };
         child.wait().unwrap();
-        assert!(await_group_gone(group, std::time::Duration::from_secs(5)));
+        assert!(await_gone(group, &[], std::time::Duration::from_secs(5)));
         assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    }
+
+    /// A group whose leader exited is not gone while a member it left
+    /// behind runs (a sanitizer that exits before the worker it ran).
+    #[test]
+    fn a_group_outlives_its_leader_while_a_member_runs() {
+        let mut leader = Command::new("sh")
+            .args(["-c", "sleep 30 & exit 0"])
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let group = leader.id();
+        leader.wait().unwrap();
+        let short = std::time::Duration::from_millis(50);
+        assert!(!await_gone(group, &[], short), "the sleep still runs");
+        // SAFETY: SIGKILL to the group this test started.
+        unsafe { libc::kill(-(group as libc::pid_t), libc::SIGKILL) };
+        assert!(await_gone(group, &[], std::time::Duration::from_secs(5)));
+    }
+
+    /// A child that left its parent's group (a session of its own) is found
+    /// below the parent, held as the daemon's while it runs, and awaited
+    /// by pid: killing the group alone leaves it running.
+    #[test]
+    fn a_descendant_in_a_group_of_its_own_is_found_held_and_awaited() {
+        let mut child = Command::new("sh")
+            .args(["-c", "setsid sleep 30 & wait"])
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let group = child.id();
+        let below = (0..200)
+            .map(|_| {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                descendants(group)
+            })
+            .find(|d| !d.is_empty())
+            .expect("the sleep starts");
+        assert_eq!(below.len(), 1, "{below:?}");
+        let sleep = below[0];
+        let (_, sleep_group) = Proc.lineage(sleep).unwrap();
+        assert_ne!(sleep_group, group, "setsid left the group");
+        let held = hold(sleep);
+        let own = Own::now();
+        assert!(own.owns(sleep, &Proc));
+        // SAFETY: SIGKILL to the group this test started.
+        unsafe { libc::kill(-(group as libc::pid_t), libc::SIGKILL) };
+        child.wait().unwrap();
+        let short = std::time::Duration::from_millis(50);
+        assert!(await_gone(group, &[], short), "the group itself is gone");
+        assert!(!await_gone(group, &below, short), "the sleep still runs");
+        // SAFETY: SIGKILL to the sleep this test started.
+        unsafe { libc::kill(sleep as libc::pid_t, libc::SIGKILL) };
+        assert!(await_gone(group, &below, std::time::Duration::from_secs(5)));
+        drop(held);
+        assert!(!Own::now().groups.contains(&sleep));
     }
 }

@@ -282,17 +282,34 @@ impl ToolRun {
 
 impl Drop for ToolRun {
     /// A run not finished when its check was decided, stopped or timed out
-    /// is killed with what it started.
+    /// is killed with what it started. Either way its group stays the
+    /// daemon's until nothing of it runs: the worker the sanitizer ran (a
+    /// grandchild, orphaned once the sanitizer exits) tears down its GPU
+    /// context before it exits, and meanwhile it must not look like another
+    /// user's process (one stopped the daemon's own job for 30 s).
     fn drop(&mut self) {
+        let group = self.child.id();
+        let mut below = Vec::new();
+        let mut _held = Vec::new();
         if self.status.is_none() {
-            // SAFETY: a plain signal to the group this run leads (its pid
-            // is the group id: `process_group(0)`), not yet reaped.
-            unsafe { libc::kill(-(self.child.id() as libc::pid_t), libc::SIGKILL) };
+            // Anything below that left the group is killed by pid as well.
+            below = crate::own_processes::descendants(group);
+            _held = below
+                .iter()
+                .map(|&p| crate::own_processes::hold(p))
+                .collect();
+            // SAFETY: plain signals to the group this run leads (its pid is
+            // the group id: `process_group(0)`, not yet reaped) and to the
+            // processes found below it a moment ago.
+            unsafe {
+                libc::kill(-(group as libc::pid_t), libc::SIGKILL);
+                for &p in &below {
+                    libc::kill(p as libc::pid_t, libc::SIGKILL);
+                }
+            }
             let _ = self.child.wait();
-            // The worker it ran (a grandchild) may still be tearing down
-            // its GPU context: the group stays the daemon's until it is gone.
-            crate::own_processes::await_group_gone(self.child.id(), GROUP_GONE_LIMIT);
         }
+        crate::own_processes::await_gone(group, &below, GROUP_GONE_LIMIT);
     }
 }
 
