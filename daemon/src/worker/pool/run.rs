@@ -286,3 +286,56 @@ impl WorkerPool {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Places request `i` as `placements[i]` says.
+    struct Placed(Vec<Placement>);
+
+    impl Feed for Placed {
+        fn more(&mut self, _: &mut dyn FnMut() -> u64) -> Option<Vec<Request>> {
+            None
+        }
+        fn answered(&mut self, _: usize, _: Result<Response, String>) {}
+        fn placement(&self, index: usize) -> Placement {
+            self.0[index]
+        }
+    }
+
+    /// Requests placed ahead go before those queued, in their own order; a
+    /// request placed on a slot goes only to that slot's worker, unless no
+    /// live worker has that slot.
+    #[test]
+    fn requests_wait_where_their_feed_places_them() {
+        let ahead_on_0 = Placement {
+            ahead: true,
+            slot: Some(0),
+        };
+        let feed = Placed(vec![
+            Placement::default(),
+            Placement::default(),
+            ahead_on_0,
+            Placement {
+                ahead: true,
+                slot: None,
+            },
+        ]);
+        let mut batch = Batch::default();
+        batch.push(2, &feed);
+        batch.push(2, &feed);
+        assert_eq!(Vec::from(batch.queue.clone()), vec![2, 3, 0, 1]);
+        assert_eq!(batch.next_for(1, &[0, 1]), Some(3), "2 waits for slot 0");
+        assert_eq!(batch.next_for(1, &[0, 1]), Some(0));
+        assert_eq!(batch.next_for(0, &[0, 1]), Some(2));
+        assert_eq!(batch.next_for(0, &[0, 1]), Some(1));
+        assert_eq!(batch.next_for(0, &[0, 1]), None);
+
+        let mut batch = Batch::default();
+        batch.push(3, &Placed(vec![ahead_on_0; 3]));
+        assert_eq!(batch.next_for(1, &[0, 1]), None, "slot 0 is live");
+        assert_eq!(batch.next_for(1, &[1]), Some(0), "slot 0 was lost");
+        assert_eq!(batch.remaining, 3);
+    }
+}
