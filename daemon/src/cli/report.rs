@@ -349,8 +349,12 @@ pub fn utilization_text(u: &Utilization) -> String {
         .iter()
         .map(|(name, s)| format!("{name} {s:.1} s"))
         .collect();
+    let beside = match u.engine.promote_beside_s {
+        s if s > 0.0 => format!("; promotion beside the batches {s:.1} s"),
+        _ => String::new(),
+    };
     format!(
-        "{}\nworker time by phase: {}\nthe engine's time: {} ({:.1} s between batches)",
+        "{}\nworker time by phase: {}\nthe engine's time: {} ({:.1} s between batches{beside})",
         u.summary(),
         phases.join(", "),
         engine.join(", "),

@@ -283,7 +283,10 @@ impl Engine {
         self.note_progress();
         lap(&mut spent.select_s);
         let (promoted, failed) = match promotion {
-            Some(promotion) => self.finish_promotion(promotion),
+            Some(promotion) => {
+                spent.promote_beside_s = promotion.seconds;
+                self.finish_promotion(promotion)
+            }
             None if backend.promotes_beside() => (Vec::new(), Vec::new()),
             None => {
                 let (passed, rejected) = self.collect_gates(backend, None)?;

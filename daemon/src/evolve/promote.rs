@@ -30,6 +30,8 @@ pub(super) struct Promotion {
     max_test_regression: f64,
     /// PTX hashes tried on the held-out tests.
     tried: Vec<String>,
+    /// Wall seconds `run` took.
+    pub(super) seconds: f64,
     validated: Vec<Validated>,
     /// Passed all but the safety gate, which checks them beside the search.
     gating: Vec<Validated>,
@@ -121,6 +123,7 @@ impl Engine {
             minimize_threshold: self.config.minimize_threshold,
             max_test_regression: self.config.max_test_regression,
             tried: Vec::new(),
+            seconds: 0.0,
             validated: Vec::new(),
             gating: Vec::new(),
             failures: Vec::new(),
@@ -169,6 +172,17 @@ impl Promotion {
     /// safety gate. A candidate no cheaper than one validated before it
     /// here is skipped.
     pub(super) fn run(
+        &mut self,
+        ir: &KernelIr,
+        backend: &mut dyn Backend,
+    ) -> Result<(), EvolveError> {
+        let started = std::time::Instant::now();
+        let promoted = self.promote_each(ir, backend);
+        self.seconds = started.elapsed().as_secs_f64();
+        promoted
+    }
+
+    fn promote_each(
         &mut self,
         ir: &KernelIr,
         backend: &mut dyn Backend,

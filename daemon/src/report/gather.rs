@@ -400,6 +400,7 @@ mod tests {
                     evaluate_s: 6.0,
                     select_s: 0.5,
                     promote_s: 3.0,
+                    promote_beside_s: 2.5,
                 },
             };
             let report = GenerationReport {
@@ -426,6 +427,7 @@ mod tests {
             "<tr><td>waiting for evaluation</td><td class=\"num\">12.0</td><td class=\"num\">60.0%</td></tr>",
             "<tr><td>promotion</td><td class=\"num\">6.0</td><td class=\"num\">30.0%</td></tr>",
             "8.0 s between batches",
+            "beside the next one's batch instead (5.0 s, part of the waiting)",
         ] {
             assert!(html.contains(text), "{text} not in the report");
         }
