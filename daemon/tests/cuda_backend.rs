@@ -644,3 +644,78 @@ fn a_generation_is_promoted_beside_the_next_ones_batch() {
         assert_eq!(v.generation, 3);
     }
 }
+
+/// A stop while a generation's promotion runs beside the next batch ends
+/// the step at once, the promotion with it: no request waits for an answer
+/// that will not come, and the engine is as it was.
+#[test]
+fn a_stop_ends_a_step_whose_promotion_runs_beside_its_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let races = dir.path().join("races.log");
+    let mut gpu = fake_gpu("", &dir.path().join("counter"));
+    gpu.env.extend([
+        ("FAKE_GPU_RACE_LOG".into(), races.clone().into()),
+        // 300 ms a variant: the step lasts long after the stop.
+        ("FAKE_GPU_ROUND_MS".into(), "20".into()),
+    ]);
+    let spec_path = common::spec_fixture("vecadd");
+    let spec = spec::load(&spec_path).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let options = CudaOptions {
+        compile: eval_workers(&spec_path, 2),
+        gpu,
+        device: fake_device(),
+        arch: "sm_90".into(),
+        cubin_for: None,
+        prescreen: false,
+        gate: None,
+        measurement: Measurement::Fixed,
+    };
+    let mut backend = CudaBackend::start(options, &spec, stop.clone()).unwrap();
+    let config = Config {
+        population: 8,
+        islands: 1,
+        ..Config::default()
+    };
+    let mut engine = Engine::new(config, 5).unwrap();
+    let ir = common::load("vecadd");
+    engine.step(&ir, &mut backend).unwrap();
+    let before = engine.clone();
+    let flag = stop.clone();
+    let log = races.clone();
+    let stopper = std::thread::spawn(move || {
+        // Stop once promotion's first measurement reached the GPU.
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while std::time::Instant::now() < deadline {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            if text.lines().any(|l| !l.starts_with("train ")) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        flag.store(true, std::sync::atomic::Ordering::Relaxed);
+        std::time::Instant::now()
+    });
+    let result = engine.step(&ir, &mut backend);
+    let stopped_at = stopper.join().unwrap();
+    let text = std::fs::read_to_string(&races).unwrap();
+    assert!(
+        text.lines().any(|l| !l.starts_with("train ")),
+        "generation 0 had something to promote: {text}"
+    );
+    assert!(
+        matches!(
+            result,
+            Err(gevod::evolve::EvolveError::Backend(
+                gevod::evolve::BackendError::Interrupted
+            ))
+        ),
+        "{result:?}"
+    );
+    assert!(
+        stopped_at.elapsed() < Duration::from_secs(5),
+        "the step took {:?} after the stop",
+        stopped_at.elapsed()
+    );
+    assert_eq!(engine, before, "a stopped step changes nothing");
+}
