@@ -155,7 +155,85 @@ fn main() {
         );
         rows.push(row);
     }
-    write_report(&root.join("BENCHMARKS.md"), &rows, ptxas.is_some());
+    let parts = parts_rows(&root, &options);
+    write_report(&root.join("BENCHMARKS.md"), &rows, &parts, ptxas.is_some());
+}
+
+/// One pipeline's one-edit variants, assembled whole and a kernel at a
+/// time (the original's parts assembled before, as a compile worker holds
+/// them after its first variant).
+struct PartsRow {
+    name: String,
+    variants: usize,
+    whole_ms: f64,
+    parts_ms: f64,
+    /// Parts assembled per variant, of `parts`.
+    assembled: f64,
+    parts: usize,
+}
+
+const PART_VARIANTS: usize = 9;
+
+fn parts_rows(root: &Path, options: &CodegenOptions) -> Vec<PartsRow> {
+    use gevod::cuda::parts::{split, PartAssembler};
+    use rand::SeedableRng;
+    let Some(assembler) = gevod::cuda::toolkit::Assembler::find() else {
+        return Vec::new();
+    };
+    if assembler.linker().is_none() {
+        return Vec::new();
+    }
+    let mut rows = Vec::new();
+    for name in PIPELINES {
+        let spec = root.join(format!("tests/fixtures/pipelines/{name}.gevo.toml"));
+        let spec = gevod::spec::load(&spec).expect("fixture spec loads");
+        let ir = KernelIr::load_kernels(&spec.ir, &spec.kernels).expect("fixture loads");
+        let original = ir
+            .compile_guarded(&ir.empty_patch(), options)
+            .expect("guarded build compiles")
+            .ptx;
+        let Some(original_parts) = split(&original) else {
+            continue;
+        };
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+        let (mut whole, mut parted, mut assembled) = (Vec::new(), Vec::new(), 0u64);
+        while whole.len() < PART_VARIANTS {
+            let patch = ir.mutate(&mut rng, 1).expect("a valid edit");
+            let Ok(variant) = ir.compile_guarded(&patch, options) else {
+                continue;
+            };
+            let t = Instant::now();
+            assembler
+                .assemble(&variant.ptx, &options.arch)
+                .expect("ptxas assembles it");
+            whole.push(t.elapsed());
+            let mut parts = PartAssembler::new(assembler.clone());
+            parts
+                .assemble(&original, &options.arch)
+                .expect("parts link");
+            let before = parts.parts_assembled;
+            let t = Instant::now();
+            parts
+                .assemble(&variant.ptx, &options.arch)
+                .expect("parts link");
+            parted.push(t.elapsed());
+            assembled += parts.parts_assembled - before;
+        }
+        let row = PartsRow {
+            name: name.to_string(),
+            variants: whole.len(),
+            whole_ms: median(&mut whole),
+            parts_ms: median(&mut parted),
+            assembled: assembled as f64 / PART_VARIANTS as f64,
+            parts: original_parts.kernels.len() + 1,
+        };
+        println!(
+            "{:10} {} one-edit variants: ptxas whole {:.1} ms, a kernel at a time {:.1} ms ({:.1} of {} parts each)",
+            row.name, row.variants, row.whole_ms, row.parts_ms, row.assembled, row.parts
+        );
+        rows.push(row);
+    }
+    rows
 }
 
 fn ratio(a: f64, b: f64) -> String {
@@ -163,7 +241,7 @@ fn ratio(a: f64, b: f64) -> String {
 }
 
 /// Replaces this benchmark's section of BENCHMARKS.md, keeping the others.
-fn write_report(path: &Path, rows: &[Row], assembled: bool) {
+fn write_report(path: &Path, rows: &[Row], parts: &[PartsRow], assembled: bool) {
     let ptxas_version = Command::new("ptxas")
         .arg("--version")
         .output()
@@ -216,5 +294,29 @@ fn write_report(path: &Path, rows: &[Row], assembled: bool) {
                 compiler, have 303 guarded accesses in 23 runs. With a record inlined \
                 at every access (before 7dcb21d), lu's guarded build took ptxas \
                 1211.7 ms against 99.3 ms for the ordinary build (12.2x).\n";
+    if !parts.is_empty() {
+        section += &format!(
+            "\nA kernel at a time (`cuda::parts`, `GEVO_GUARDED_PARTS=on`): each pipeline's \
+             guarded build of {PART_VARIANTS} random one-edit variants assembled whole by \
+             ptxas, then split into a part per kernel and a common part, only the parts \
+             whose PTX the edit changed assembled (`ptxas -c`; the original's parts \
+             assembled before, as a compile worker keeps them), and linked by nvlink. \
+             Medians; one run.\n\n\
+             | pipeline | variants | ptxas whole, ms | a kernel at a time, ms | whole / a kernel at a time | parts assembled per variant |\n\
+             |---|---:|---:|---:|---:|---:|\n"
+        );
+        for row in parts {
+            section += &format!(
+                "| {} | {} | {:.1} | {:.1} | {} | {:.1} of {} |\n",
+                row.name,
+                row.variants,
+                row.whole_ms,
+                row.parts_ms,
+                ratio(row.parts_ms, row.whole_ms),
+                row.assembled,
+                row.parts
+            );
+        }
+    }
     report::write_section(path, "guard-builds", &section);
 }

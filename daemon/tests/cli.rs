@@ -174,6 +174,24 @@ fn kernels_are_found_by_mangled_or_demangled_name() {
     }
 }
 
+/// `gevod ptx --guarded` writes the guarded check build: the same kernel
+/// with the runtime's fault record, which the ordinary build lacks.
+#[test]
+fn ptx_writes_the_guarded_build_on_request() {
+    let fixture = common::kernel_fixture("reduce");
+    let plain = ok(&["ptx", s(&fixture), "--kernel", "reduce_sum"]);
+    let guarded = ok(&["ptx", s(&fixture), "--kernel", "reduce_sum", "--guarded"]);
+    let (plain, guarded) = (
+        String::from_utf8_lossy(&plain.stdout),
+        String::from_utf8_lossy(&guarded.stdout),
+    );
+    for ptx in [&plain, &guarded] {
+        assert!(ptx.contains(".entry _Z10reduce_sumPKfPfi"), "{ptx}");
+    }
+    assert!(guarded.contains("__gevo_guard_state"), "{guarded}");
+    assert!(!plain.contains("__gevo_guard_state"), "{plain}");
+}
+
 struct BadInput {
     what: &'static str,
     /// File contents to create: (name, content).

@@ -493,3 +493,77 @@ fn accesses_with_no_holding_call_between_share_one_record() {
         .count();
     assert_eq!(first_sites, 2, "{text}");
 }
+
+/// A pipeline's guarded build splits into a part per kernel
+/// (`cuda::parts`). With ptxas and nvlink, the parts link into one cubin
+/// holding every kernel, and a variant's build assembles again only the
+/// parts whose PTX its patch changed.
+#[test]
+fn a_pipelines_guarded_build_is_assembled_a_kernel_at_a_time() {
+    let options = common::codegen_options();
+    let assembler = gevod::cuda::toolkit::Assembler::find();
+    let linking = assembler.as_ref().and_then(|a| a.linker()).is_some();
+    if !linking {
+        println!(
+            "no ptxas and nvlink: splitting only (the GPU suite assembles every guarded build)"
+        );
+    }
+    for name in common::PIPELINE_FIXTURES {
+        let spec = gevod::spec::load(&common::pipeline_fixture(name)).unwrap();
+        let ir = KernelIr::load_kernels(&spec.ir, &spec.kernels).unwrap();
+        let original = ir.compile_guarded(&ir.empty_patch(), &options).unwrap().ptx;
+        let parts = gevod::cuda::parts::split(&original)
+            .unwrap_or_else(|| panic!("{name}: the guarded build does not split"));
+        let mut names: Vec<&str> = parts.kernels.iter().map(|(k, _)| k.as_str()).collect();
+        names.sort_unstable();
+        let mut kernels: Vec<&str> = ir.kernels().iter().map(String::as_str).collect();
+        kernels.sort_unstable();
+        assert_eq!(names, kernels, "{name}");
+        let Some(assembler) = assembler.clone().filter(|_| linking) else {
+            continue;
+        };
+        let mut parts_assembler = gevod::cuda::parts::PartAssembler::new(assembler);
+        let cubin = parts_assembler.assemble(&original, &options.arch).unwrap();
+        for kernel in &kernels {
+            let section = format!(".text.{kernel}");
+            assert!(
+                cubin
+                    .0
+                    .windows(section.len())
+                    .any(|w| w == section.as_bytes()),
+                "{name}: {section} not in the linked cubin"
+            );
+        }
+        assert_eq!(parts_assembler.parts_assembled as usize, kernels.len() + 1);
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let mut fewer = 0;
+        for _ in 0..6 {
+            let patch = ir.mutate(&mut rng, 1).unwrap();
+            let Ok(variant) = ir.compile_guarded(&patch, &options) else {
+                continue;
+            };
+            let Some(split) = gevod::cuda::parts::split(&variant.ptx) else {
+                continue;
+            };
+            let before = gevod::cuda::parts::split(&original).unwrap();
+            let changed = usize::from(split.common != before.common)
+                + split
+                    .kernels
+                    .iter()
+                    .zip(&before.kernels)
+                    .filter(|(a, b)| a != b)
+                    .count();
+            let assembled = parts_assembler.parts_assembled;
+            parts_assembler
+                .assemble(&variant.ptx, &options.arch)
+                .unwrap();
+            let again = (parts_assembler.parts_assembled - assembled) as usize;
+            assert!(
+                again <= changed,
+                "{name}: {again} parts assembled, {changed} changed"
+            );
+            fewer += usize::from(again < kernels.len());
+        }
+        assert!(fewer > 0, "{name}: every variant assembled every part");
+    }
+}

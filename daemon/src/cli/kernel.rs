@@ -31,6 +31,10 @@ pub struct PtxArgs {
     /// Also write the patched, verified IR here.
     #[arg(long)]
     emit_ir: Option<PathBuf>,
+    /// The guarded check build's PTX instead (docs/evolve.md, "Guarded
+    /// check builds"): what the GPU worker checks a variant's outputs with.
+    #[arg(long, conflicts_with = "emit_ir")]
+    guarded: bool,
     /// Output file (default: stdout).
     #[arg(short, long)]
     output: Option<PathBuf>,
@@ -49,12 +53,20 @@ impl PtxArgs {
             arch: self.arch,
             libdevice: self.libdevice,
         };
-        let compiled = ir
-            .compile(&patch, &options)
-            .with_context(|| match &patch_file {
-                Some(p) => format!("{} with patch {}", ir.source(), p.display()),
-                None => ir.source().to_string(),
-            })?;
+        let source = || match &patch_file {
+            Some(p) => format!("{} with patch {}", ir.source(), p.display()),
+            None => ir.source().to_string(),
+        };
+        if self.guarded {
+            let guarded = ir.compile_guarded(&patch, &options).with_context(source)?;
+            tracing::info!(
+                sites = guarded.sites.len(),
+                edits = patch.edits.len(),
+                "emitted guarded PTX"
+            );
+            return write_output(self.output.as_deref(), &guarded.ptx);
+        }
+        let compiled = ir.compile(&patch, &options).with_context(source)?;
         if let Some(path) = self.emit_ir {
             write_output(Some(&path), &compiled.ir)?;
         }

@@ -18,6 +18,8 @@
 //! - [`check`]: one run of a variant on one test, for compute-sanitizer.
 //! - [`toolkit`]: the toolkit's programs: finding them, and ptxas, which
 //!   assembles variants into cubins in the compile workers.
+//! - [`parts`]: a pipeline's guarded build assembled a kernel at a time,
+//!   each kernel's part kept, the parts linked by nvlink.
 //!
 //! The engine's side (compile workers feeding a GPU worker, the simulator
 //! pre-screen) lives beside the other worker pools, in `worker::gpu`.
@@ -32,6 +34,7 @@ pub mod guarded;
 pub mod load;
 pub mod measure;
 mod pace;
+pub mod parts;
 mod staged;
 mod timing;
 pub mod toolkit;

@@ -107,10 +107,69 @@ impl Assembler {
     /// Starts assembling `ptx` for `arch` in the background; `finish`
     /// waits for the cubin, and dropping the answer stops ptxas.
     pub fn start(&self, ptx: &str, arch: &str) -> Result<Assembling, AssembleError> {
-        let dir = tempfile::tempdir().map_err(|source| AssembleError::Io {
-            dir: std::env::temp_dir(),
+        self.start_as(ptx, arch, false)
+    }
+
+    /// Starts assembling `ptx` as relocatable code (`ptxas -c`), a part of
+    /// a module that nvlink puts together ([`Assembler::link`]).
+    pub fn start_relocatable(&self, ptx: &str, arch: &str) -> Result<Assembling, AssembleError> {
+        self.start_as(ptx, arch, true)
+    }
+
+    /// nvlink beside this ptxas (the toolkit's own), else where
+    /// [`find_tool`] finds one.
+    pub fn linker(&self) -> Option<PathBuf> {
+        let beside = self.ptxas.with_file_name("nvlink");
+        match beside.is_file() {
+            true => Some(beside),
+            false => find_tool("nvlink"),
+        }
+    }
+
+    /// Relocatable parts ([`Assembler::start_relocatable`]) linked by
+    /// `nvlink` into one cubin for `arch`.
+    pub fn link(nvlink: &Path, parts: &[&Cubin], arch: &str) -> Result<Cubin, AssembleError> {
+        let dir = temp_dir()?;
+        let io = |source| AssembleError::Io {
+            dir: dir.path().to_path_buf(),
             source,
-        })?;
+        };
+        let mut inputs = Vec::with_capacity(parts.len());
+        for (i, part) in parts.iter().enumerate() {
+            // nvlink reads a `.o` as a host object: the name says cubin.
+            let input = dir.path().join(format!("part{i}.cubin"));
+            std::fs::write(&input, &part.0).map_err(io)?;
+            inputs.push(input);
+        }
+        let output = dir.path().join("linked.cubin");
+        let ran = Command::new(nvlink)
+            .arg(format!("-arch={arch}"))
+            .arg("-o")
+            .arg(&output)
+            .args(&inputs)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|source| AssembleError::Run {
+                ptxas: nvlink.to_path_buf(),
+                source,
+            })?;
+        if !ran.status.success() {
+            return Err(AssembleError::Rejected {
+                ptxas: nvlink.to_path_buf(),
+                arch: arch.to_string(),
+                log: first_lines(&ran.stderr, &ran.status),
+            });
+        }
+        std::fs::read(&output).map(Cubin).map_err(io)
+    }
+
+    fn start_as(
+        &self,
+        ptx: &str,
+        arch: &str,
+        relocatable: bool,
+    ) -> Result<Assembling, AssembleError> {
+        let dir = temp_dir()?;
         let (input, output) = (
             dir.path().join("variant.ptx"),
             dir.path().join("variant.cubin"),
@@ -121,6 +180,7 @@ impl Assembler {
         })?;
         let child = Command::new(&self.ptxas)
             .arg(format!("-arch={arch}"))
+            .args(relocatable.then_some("-c"))
             .arg("-o")
             .arg(&output)
             .arg(&input)
@@ -165,16 +225,10 @@ impl Assembling {
                 source,
             })?;
         if !ran.status.success() {
-            let log = String::from_utf8_lossy(&ran.stderr);
-            let log = log.trim();
             return Err(AssembleError::Rejected {
                 ptxas: self.ptxas.clone(),
                 arch: self.arch.clone(),
-                log: if log.is_empty() {
-                    ran.status.to_string()
-                } else {
-                    log.lines().take(5).collect::<Vec<_>>().join("; ")
-                },
+                log: first_lines(&ran.stderr, &ran.status),
             });
         }
         std::fs::read(&self.output)
@@ -183,6 +237,23 @@ impl Assembling {
                 dir: self.dir.path().to_path_buf(),
                 source,
             })
+    }
+}
+
+/// A temporary directory for one run's files.
+fn temp_dir() -> Result<tempfile::TempDir, AssembleError> {
+    tempfile::tempdir().map_err(|source| AssembleError::Io {
+        dir: std::env::temp_dir(),
+        source,
+    })
+}
+
+/// A failed tool's message: its first lines, or its exit status.
+fn first_lines(stderr: &[u8], status: &std::process::ExitStatus) -> String {
+    let log = String::from_utf8_lossy(stderr);
+    match log.trim() {
+        "" => status.to_string(),
+        log => log.lines().take(5).collect::<Vec<_>>().join("; "),
     }
 }
 

@@ -6,6 +6,7 @@ use super::{Handler, Request, Response};
 use crate::assessment::{Assessment, TestResult};
 use crate::busy::Spent;
 use crate::cuda::guarded::GuardedBuild;
+use crate::cuda::parts::PartAssembler;
 use crate::cuda::toolkit::{Assembler, Cubin};
 use crate::eval::Evaluator;
 use crate::evolve::{Backend, BackendError, Build, Scope};
@@ -21,9 +22,15 @@ pub struct InProcess {
     codegen: CodegenOptions,
     /// ptxas, for `Compile::cubin_for`; found when first asked.
     assembler: Option<Option<Assembler>>,
+    /// The same for guarded builds, a pipeline's a kernel at a time, the
+    /// parts kept across variants (`cuda::parts`).
+    parts: Option<PartAssembler>,
     /// The train tests the pre-screen runs, least input first.
     screen_tests: Vec<TestCase>,
 }
+
+/// `on`: guarded builds are assembled a kernel at a time (`cuda::parts`).
+pub const GUARDED_PARTS: &str = "GEVO_GUARDED_PARTS";
 
 /// Simulator verdicts that reject a variant in the pre-screen: undefined
 /// behaviour or a runaway loop on the GPU. Mismatches and unsupported
@@ -63,6 +70,7 @@ impl InProcess {
             codegen,
             screen_tests: Vec::new(),
             assembler: None,
+            parts: None,
         })
     }
 
@@ -80,6 +88,7 @@ impl InProcess {
             codegen,
             screen_tests,
             assembler: None,
+            parts: None,
         })
     }
 
@@ -129,6 +138,25 @@ impl InProcess {
             .ok()
     }
 
+    /// A guarded build's PTX assembled for `arch`: a kernel at a time
+    /// ([`PartAssembler`]) where `GEVO_GUARDED_PARTS=on` asks (until the
+    /// GPU suite has checked linked builds, docs/evolve.md), else whole;
+    /// none where no ptxas is found or it refuses.
+    fn assemble_guarded(&mut self, ptx: &str, arch: &str) -> Option<Cubin> {
+        if std::env::var_os(GUARDED_PARTS).is_none_or(|v| v != "on") {
+            return self.assemble(ptx, arch);
+        }
+        if self.parts.is_none() {
+            let assembler = self.assembler.get_or_insert_with(Assembler::find).clone()?;
+            self.parts = Some(PartAssembler::new(assembler));
+        }
+        self.parts
+            .as_mut()?
+            .assemble(ptx, arch)
+            .inspect_err(|e| tracing::debug!("no guarded cubin: {e}"))
+            .ok()
+    }
+
     /// The patch's guarded build, assembled for `arch` where one is named;
     /// none (checked unguarded) when it does not build.
     fn guarded_build(
@@ -146,7 +174,7 @@ impl InProcess {
         spent.compile_s += started.elapsed().as_secs_f64();
         let guarded = guarded?;
         let started = Instant::now();
-        let cubin = arch.and_then(|arch| self.assemble(&guarded.ptx, arch));
+        let cubin = arch.and_then(|arch| self.assemble_guarded(&guarded.ptx, arch));
         spent.assemble_s += started.elapsed().as_secs_f64();
         Some(GuardedBuild {
             ptx: guarded.ptx,

@@ -1,0 +1,420 @@
+//! A pipeline's guarded build assembled a kernel at a time: its PTX split
+//! into one relocatable part per kernel and a common part with the
+//! module's visible variables, each part assembled by `ptxas -c` once and
+//! kept by its text's hash, the parts linked by nvlink. A patch edits one
+//! kernel or two, so a variant of a four-kernel module re-assembles only
+//! those (issue "Every GPU busy": lu's compile workers spent most of their
+//! time in ptxas on the whole module). Only the guarded build is assembled
+//! this way; what is timed is assembled whole, as a user's build would.
+//!
+//! The split reads the PTX as LLVM's NVPTX back end writes it; a module it
+//! does not understand (an unknown directive, a weak symbol, a mutable
+//! internal variable two kernels could share) is assembled whole.
+
+use super::toolkit::{AssembleError, Assembler, Assembling, Cubin};
+use crate::ir::content_hash;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// The runtime's scratch: an internal variable each part may hold a copy
+/// of (refused accesses land there; nothing reads it back).
+const PART_LOCAL_GLOBALS: [&str; 1] = ["__gevo_scratch"];
+
+/// Parts kept per compile worker before the cache starts again.
+const CACHE_LIMIT: usize = 512;
+
+/// A module's PTX split for separate assembly.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Parts {
+    /// The module's visible variables, defined once.
+    pub common: String,
+    /// Per kernel, in the module's order: the kernel, every function (made
+    /// internal), the variables (visible ones declared `.extern`).
+    pub kernels: Vec<(String, String)>,
+}
+
+/// One top-level item of a PTX module.
+enum Item {
+    /// `.version`, `.target`, `.address_size`.
+    Preamble(String),
+    /// A function's prototype (ends in `;`).
+    Prototype(String),
+    /// A function with its body.
+    Function(String),
+    /// A kernel with its body.
+    Entry { name: String, text: String },
+    /// A variable: `.global`, `.const`, `.shared`, possibly `.visible`.
+    Variable(String),
+}
+
+/// `ptx` split into parts, or `None` where it has fewer than two kernels
+/// or holds what the split does not handle.
+pub fn split(ptx: &str) -> Option<Parts> {
+    let items = items(ptx)?;
+    let entries = items
+        .iter()
+        .filter(|i| matches!(i, Item::Entry { .. }))
+        .count();
+    if entries < 2 {
+        return None;
+    }
+    let (mut head, mut common) = (String::new(), String::new());
+    let mut shared = String::new();
+    for item in &items {
+        match item {
+            Item::Preamble(text) => {
+                head += text;
+                common += text;
+            }
+            Item::Prototype(text) => shared += text,
+            Item::Function(text) => shared += &internal(text),
+            Item::Variable(text) => match text.strip_prefix(".visible ") {
+                Some(rest) => {
+                    common += text;
+                    shared += &format!(".extern {}", declaration(rest));
+                }
+                None if mutable_and_shared(text) => return None,
+                None => shared += text,
+            },
+            Item::Entry { .. } => {}
+        }
+    }
+    let kernels = items
+        .iter()
+        .filter_map(|item| match item {
+            Item::Entry { name, text } => Some((name.clone(), format!("{head}{shared}{text}"))),
+            _ => None,
+        })
+        .collect();
+    Some(Parts { common, kernels })
+}
+
+/// The module's top-level items, or `None` at anything unknown.
+fn items(ptx: &str) -> Option<Vec<Item>> {
+    let mut items = Vec::new();
+    let mut lines = ptx.lines();
+    while let Some(line) = lines.next() {
+        let t = line.trim();
+        if t.is_empty() || t.starts_with("//") {
+            continue;
+        }
+        let first = t.split_whitespace().next()?;
+        if [".version", ".target", ".address_size"].contains(&first) {
+            items.push(Item::Preamble(format!("{line}\n")));
+            continue;
+        }
+        let directive = t.strip_prefix(".visible ").unwrap_or(t);
+        let kind = directive.split_whitespace().next()?;
+        match kind {
+            ".global" | ".const" | ".shared" | ".extern" => {
+                items.push(Item::Variable(statement(line, &mut lines)?))
+            }
+            ".func" | ".entry" => {
+                let text = block(line, &mut lines)?;
+                let item = match (kind, text.contains('{')) {
+                    (".entry", true) => Item::Entry {
+                        name: entry_name(directive)?,
+                        text,
+                    },
+                    (".func", true) => Item::Function(text),
+                    (".func", false) => Item::Prototype(text),
+                    _ => return None,
+                };
+                items.push(item);
+            }
+            _ => return None,
+        }
+    }
+    Some(items)
+}
+
+/// A variable's text: lines up to the one that ends in `;`.
+fn statement<'a>(first: &str, lines: &mut impl Iterator<Item = &'a str>) -> Option<String> {
+    let mut text = format!("{first}\n");
+    let mut last = first;
+    while !last.trim_end().ends_with(';') {
+        last = lines.next()?;
+        text += last;
+        text.push('\n');
+    }
+    Some(text)
+}
+
+/// A function's or kernel's text: a prototype up to its `;`, or its body
+/// up to the brace that closes it.
+fn block<'a>(first: &str, lines: &mut impl Iterator<Item = &'a str>) -> Option<String> {
+    let mut text = String::new();
+    let (mut depth, mut opened) = (0i64, false);
+    let mut line = first;
+    loop {
+        text += line;
+        text.push('\n');
+        for c in line.chars() {
+            match c {
+                '{' => {
+                    depth += 1;
+                    opened = true;
+                }
+                '}' => depth -= 1,
+                _ => {}
+            }
+        }
+        if opened && depth == 0 {
+            return Some(text);
+        }
+        if !opened && line.trim_end().ends_with(';') {
+            return Some(text);
+        }
+        line = lines.next()?;
+    }
+}
+
+/// `.entry name(` -> `name`.
+fn entry_name(directive: &str) -> Option<String> {
+    let rest = directive.strip_prefix(".entry")?.trim_start();
+    let name: String = rest
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '$')
+        .collect();
+    (!name.is_empty()).then_some(name)
+}
+
+/// A function made internal to its part: each part holds its own copy.
+fn internal(text: &str) -> String {
+    match text.strip_prefix(".visible ") {
+        Some(rest) => rest.to_string(),
+        None => text.to_string(),
+    }
+}
+
+/// A variable's definition as a declaration: its initializer dropped.
+fn declaration(definition: &str) -> String {
+    let text = definition.trim_end();
+    match text.find(" = ") {
+        Some(at) => format!("{};\n", &text[..at]),
+        None => format!("{text}\n"),
+    }
+}
+
+/// An internal `.global` other than the runtime's scratch: kernels of the
+/// module may share it, which parts' copies would not.
+fn mutable_and_shared(text: &str) -> bool {
+    text.trim_start().starts_with(".global")
+        && !PART_LOCAL_GLOBALS.iter().any(|name| {
+            text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .any(|word| word == *name)
+        })
+}
+
+/// ptxas for guarded builds, a kernel at a time where the module splits,
+/// with the parts it assembled kept by their text's hash.
+#[derive(Debug)]
+pub struct PartAssembler {
+    assembler: Assembler,
+    nvlink: Option<PathBuf>,
+    cache: HashMap<String, Cubin>,
+    /// ptxas runs on parts so far (cache misses).
+    pub parts_assembled: u64,
+}
+
+impl PartAssembler {
+    pub fn new(assembler: Assembler) -> Self {
+        PartAssembler {
+            nvlink: assembler.linker(),
+            assembler,
+            cache: HashMap::new(),
+            parts_assembled: 0,
+        }
+    }
+
+    /// `ptx` assembled for `arch`: its parts (those not assembled before,
+    /// at once) linked where it splits and nvlink is found, else whole (and
+    /// whole where the parts fail: ptxas says then what is wrong).
+    pub fn assemble(&mut self, ptx: &str, arch: &str) -> Result<Cubin, AssembleError> {
+        let (Some(nvlink), Some(parts)) = (self.nvlink.clone(), split(ptx)) else {
+            return self.assembler.assemble(ptx, arch);
+        };
+        self.assemble_parts(&nvlink, &parts, arch).or_else(|e| {
+            tracing::debug!("assembling the module whole: its parts failed: {e}");
+            self.assembler.assemble(ptx, arch)
+        })
+    }
+
+    fn assemble_parts(
+        &mut self,
+        nvlink: &Path,
+        parts: &Parts,
+        arch: &str,
+    ) -> Result<Cubin, AssembleError> {
+        let texts: Vec<&str> = std::iter::once(parts.common.as_str())
+            .chain(parts.kernels.iter().map(|(_, text)| text.as_str()))
+            .collect();
+        let keys: Vec<String> = texts
+            .iter()
+            .map(|t| format!("{arch} {}", content_hash(t.as_bytes())))
+            .collect();
+        let started: Vec<(usize, Assembling)> = texts
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !self.cache.contains_key(&keys[*i]))
+            .map(|(i, text)| Ok((i, self.assembler.start_relocatable(text, arch)?)))
+            .collect::<Result<_, AssembleError>>()?;
+        if self.cache.len() + started.len() > CACHE_LIMIT {
+            self.cache.clear();
+        }
+        let mut fresh = HashMap::new();
+        for (i, assembling) in started {
+            self.parts_assembled += 1;
+            fresh.insert(i, assembling.finish()?);
+        }
+        let objects: Vec<&Cubin> = (0..texts.len())
+            .map(|i| fresh.get(&i).or_else(|| self.cache.get(&keys[i])))
+            .collect::<Option<_>>()
+            .expect("every part assembled or cached");
+        let linked = Assembler::link(nvlink, &objects, arch)?;
+        for (i, cubin) in fresh {
+            self.cache.insert(keys[i].clone(), cubin);
+        }
+        Ok(linked)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MODULE: &str = "//
+// Generated by LLVM NVPTX Back-End
+//
+
+.version 7.8
+.target sm_90
+.address_size 64
+
+\t// .globl\tfirst
+.func __gevo_record
+(
+\t.param .b64 __gevo_record_param_0
+)
+;
+.visible .global .align 8 .b8 __gevo_guard_state[64];
+.visible .const .align 4 .b8 table[8] = {1, 0, 0, 0, 2, 0, 0, 0};
+.global .align 16 .b8 __gevo_scratch[256];
+.shared .align 16 .b8 __gevo_scratch_shared[64];
+
+.visible .entry first(
+\t.param .u64 first_param_0
+)
+{
+\tret;
+}
+\t// .globl\tsecond
+.visible .entry second()
+{
+\t{
+\tret;
+\t}
+}
+.visible .func __gevo_record(
+\t.param .b64 __gevo_record_param_0
+)
+{
+\tret;
+}
+";
+
+    /// Each kernel gets a part of its own with every function (made
+    /// internal) and the variables, visible ones declared `.extern`
+    /// without their initializer; the common part defines those once.
+    #[test]
+    fn a_module_splits_into_a_part_per_kernel_and_a_common_part() {
+        let parts = split(MODULE).expect("splits");
+        assert_eq!(
+            parts.common,
+            ".version 7.8\n.target sm_90\n.address_size 64\n\
+             .visible .global .align 8 .b8 __gevo_guard_state[64];\n\
+             .visible .const .align 4 .b8 table[8] = {1, 0, 0, 0, 2, 0, 0, 0};\n"
+        );
+        let names: Vec<&str> = parts.kernels.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["first", "second"]);
+        for (name, text) in &parts.kernels {
+            assert_eq!(text.matches(".entry").count(), 1, "{text}");
+            assert!(text.contains(&format!(".visible .entry {name}(")), "{text}");
+            for line in [
+                ".extern .global .align 8 .b8 __gevo_guard_state[64];",
+                ".extern .const .align 4 .b8 table[8];",
+                ".global .align 16 .b8 __gevo_scratch[256];",
+                ".shared .align 16 .b8 __gevo_scratch_shared[64];",
+                ".func __gevo_record(",
+            ] {
+                assert!(text.lines().any(|l| l == line), "{line} not in {text}");
+            }
+            assert!(!text.contains(".visible .func"), "{text}");
+        }
+        assert!(parts.kernels[1].1.ends_with("\t}\n}\n"), "nested braces");
+    }
+
+    /// What the split does not handle is assembled whole.
+    #[test]
+    fn modules_the_split_does_not_handle_are_not_split() {
+        let one_kernel = MODULE
+            .split("\t// .globl\tsecond")
+            .next()
+            .unwrap()
+            .to_string();
+        let cases = [
+            ("one kernel", one_kernel),
+            (
+                "a shared mutable variable",
+                MODULE.replace("__gevo_scratch[256]", "counter[4]"),
+            ),
+            (
+                "a weak function",
+                MODULE.replace(".visible .func", ".weak .func"),
+            ),
+            ("a truncated body", MODULE[..MODULE.len() - 4].to_string()),
+        ];
+        for (what, ptx) in cases {
+            assert_eq!(split(&ptx), None, "{what}");
+        }
+    }
+
+    /// With the toolkit's ptxas and nvlink, a split module links into one
+    /// cubin with every kernel; assembling it again with one kernel
+    /// changed runs ptxas on that kernel's part only.
+    #[test]
+    fn parts_link_into_one_cubin_and_only_changed_parts_are_assembled_again() {
+        let Some(assembler) = Assembler::find() else {
+            eprintln!("skipped: no ptxas");
+            return;
+        };
+        let mut parts = PartAssembler::new(assembler);
+        if parts.nvlink.is_none() {
+            eprintln!("skipped: no nvlink");
+            return;
+        }
+        let cubin = parts.assemble(MODULE, "sm_90").unwrap();
+        assert!(cubin.0.starts_with(b"\x7fELF"));
+        for name in ["first", "second"] {
+            let section = format!(".text.{name}");
+            assert!(
+                cubin
+                    .0
+                    .windows(section.len())
+                    .any(|w| w == section.as_bytes()),
+                "{section} not in the linked cubin"
+            );
+        }
+        assert_eq!(parts.parts_assembled, 3);
+        let changed = MODULE.replacen(
+            "\tret;\n}\n\t// .globl",
+            "\tmembar.gl;\n\tret;\n}\n\t// .globl",
+            1,
+        );
+        assert_ne!(changed, MODULE);
+        parts.assemble(&changed, "sm_90").unwrap();
+        assert_eq!(parts.parts_assembled, 4, "only the first kernel's part");
+        parts.assemble(MODULE, "sm_90").unwrap();
+        assert_eq!(parts.parts_assembled, 4, "all cached");
+    }
+}
