@@ -279,6 +279,10 @@ pub struct GpuGuardCheckArgs {
     /// runs each), and what restoring the inputs costs.
     #[arg(long, value_name = "RUNS")]
     cost: Option<usize>,
+    /// Check the guarded build as linked from a part per kernel (ptxas -c
+    /// and nvlink, `GEVO_GUARDED_PARTS=on`) instead of the JIT's build.
+    #[arg(long, conflicts_with = "cost")]
+    parts: bool,
     #[arg(long, env = "GEVO_LIBDEVICE")]
     libdevice: Option<PathBuf>,
 }
@@ -310,6 +314,12 @@ impl GpuGuardCheckArgs {
             }
             return Ok(0);
         }
+        let mut parts = match self.parts {
+            true => Some(gevod::cuda::parts::PartAssembler::new(
+                gevod::cuda::toolkit::Assembler::find().context("--parts needs ptxas")?,
+            )),
+            false => None,
+        };
         let found = gevod::cuda::guard_check::check(
             &spec,
             &ir,
@@ -317,6 +327,7 @@ impl GpuGuardCheckArgs {
             &codegen,
             device.ordinal,
             self.time_budget_only,
+            parts.as_mut(),
         )
         .with_context(|| self.spec.display().to_string())?;
         for line in &found.lines {

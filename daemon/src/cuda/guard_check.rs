@@ -9,6 +9,7 @@ use super::driver::{Context, Event, Kernel};
 use super::guarded::{Budget, GuardedKernel};
 use super::load::Loader;
 use super::pace::Pacer;
+use super::parts::PartAssembler;
 use super::staged::StagedTest;
 use super::CudaError;
 use crate::assessment::Failure;
@@ -28,6 +29,8 @@ pub enum GuardCheckError {
     Eval(#[from] crate::eval::EvalError),
     #[error(transparent)]
     Spec(#[from] crate::spec::SpecError),
+    #[error("assembling the guarded build a kernel at a time: {0}")]
+    Parts(#[from] super::toolkit::AssembleError),
 }
 
 /// What the check found: a line per test, and how many disagree.
@@ -42,7 +45,9 @@ const LIMIT: Duration = Duration::from_secs(60);
 /// Runs `patch`'s guarded build (the original's for an empty patch) on
 /// every test of `spec` (its simulator tests: both sides run the same
 /// sizes) on device `ordinal`. With `time_budget_only`, the runs have no
-/// trip budget: only the time budget ends a runaway loop.
+/// trip budget: only the time budget ends a runaway loop. With `parts`,
+/// the guarded build checked is the cubin it links from the build's parts
+/// (`cuda::parts`), loaded as it is, with no fallback.
 pub fn check(
     spec: &Spec,
     ir: &KernelIr,
@@ -50,12 +55,19 @@ pub fn check(
     codegen: &CodegenOptions,
     ordinal: usize,
     time_budget_only: bool,
+    parts: Option<&mut PartAssembler>,
 ) -> Result<GuardCheck, GuardCheckError> {
     let names: Vec<String> = ir.chosen_kernels().iter().map(|k| k.to_string()).collect();
     let _context = Context::new(ordinal)?;
     let plain = Kernel::load(&ir.compile(patch, codegen)?.ptx, &names)?;
     let build = ir.compile_guarded(patch, codegen)?;
-    let guarded = GuardedKernel::load(&Loader::Jit, &build.ptx, None, &names)?;
+    let guarded = match parts {
+        Some(parts) => {
+            let cubin = parts.assemble_linked(&build.ptx, &codegen.arch)?;
+            GuardedKernel::from_kernel(Kernel::load_cubin(&cubin, &names)?)?
+        }
+        None => GuardedKernel::load(&Loader::Jit, &build.ptx, None, &names)?,
+    };
     // The original's guarded build calibrates the trip budget: the same
     // build when the patch is empty.
     let original = match patch.edits.is_empty() {

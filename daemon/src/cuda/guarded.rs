@@ -87,7 +87,11 @@ impl GuardedKernel {
         cubin: Option<&Cubin>,
         names: &[String],
     ) -> Result<GuardedKernel, CudaError> {
-        let kernel = loader.variant(ptx, cubin, names)?;
+        GuardedKernel::from_kernel(loader.variant(ptx, cubin, names)?)
+    }
+
+    /// A guarded build loaded already (a cubin linked from parts, say).
+    pub fn from_kernel(kernel: Kernel) -> Result<GuardedKernel, CudaError> {
         let symbol = |name: &str| {
             kernel.global(name).ok_or_else(|| CudaError::InvalidPtx {
                 log: format!("the guarded build has no {name}"),

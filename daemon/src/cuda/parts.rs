@@ -240,6 +240,23 @@ impl PartAssembler {
         })
     }
 
+    /// `ptx` assembled from its parts and linked, with no fallback: an
+    /// error where it does not split, nvlink is missing or a part fails
+    /// (the GPU suite's check of linked builds).
+    pub fn assemble_linked(&mut self, ptx: &str, arch: &str) -> Result<Cubin, AssembleError> {
+        let unsplit = |why: &str| AssembleError::Rejected {
+            ptxas: self.assembler.program().to_path_buf(),
+            arch: arch.to_string(),
+            log: why.to_string(),
+        };
+        let nvlink = self
+            .nvlink
+            .clone()
+            .ok_or_else(|| unsplit("no nvlink found"))?;
+        let parts = split(ptx).ok_or_else(|| unsplit("the module does not split into parts"))?;
+        self.assemble_parts(&nvlink, &parts, arch)
+    }
+
     fn assemble_parts(
         &mut self,
         nvlink: &Path,
@@ -377,6 +394,24 @@ mod tests {
         for (what, ptx) in cases {
             assert_eq!(split(&ptx), None, "{what}");
         }
+    }
+
+    /// The GPU suite's strict assembly says why it cannot link a module,
+    /// instead of assembling it whole.
+    #[test]
+    fn a_linked_assembly_names_what_stops_it() {
+        let one_kernel = MODULE.split("\t// .globl\tsecond").next().unwrap();
+        let mut parts = PartAssembler::new(Assembler::new("/nonexistent/ptxas".into()));
+        let e = parts
+            .assemble_linked(one_kernel, "sm_90")
+            .unwrap_err()
+            .to_string();
+        let why = match parts.nvlink {
+            Some(_) => "the module does not split into parts",
+            None => "no nvlink found",
+        };
+        assert!(e.contains(why), "{e}");
+        assert_eq!(parts.parts_assembled, 0);
     }
 
     /// With the toolkit's ptxas and nvlink, a split module links into one
