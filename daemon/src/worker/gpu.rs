@@ -21,7 +21,7 @@ use crate::spec::{Spec, TestSet, TestTarget};
 mod feeds;
 mod lane;
 use feeds::{Forward, LaneInbox, Measuring, Purpose};
-use lane::{Lane, LaneSetup, PoolLine};
+use lane::{Lane, LaneSetup};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::AtomicBool;
 use std::sync::{mpsc, Arc};
@@ -234,34 +234,22 @@ impl CudaBackend {
             Purpose::Search { race } => race,
             Purpose::Promotion => None,
         };
-        let mut lane = None;
-        let (mut compile_inbox, mut gpu_inbox) = (LaneInbox::default(), LaneInbox::default());
-        if beside.is_some() {
-            let (compile_jobs, compile_inbound) = mpsc::channel();
-            let (gpu_jobs, gpu_inbound) = mpsc::channel();
-            compile_inbox = LaneInbox::new(compile_inbound);
-            gpu_inbox = LaneInbox::new(gpu_inbound);
-            lane = Some(Lane {
-                compile: PoolLine {
-                    jobs: compile_jobs,
-                    waker: self.compile.waker(),
-                },
-                gpu: PoolLine {
-                    jobs: gpu_jobs,
-                    waker: self.gpu.waker(),
-                },
-                setup: LaneSetup {
+        let (mut lane, compile_inbox, gpu_inbox) = match beside {
+            Some(_) => {
+                let setup = LaneSetup {
                     scope: self.scope.clone(),
                     test_set_hashes: self.gpu.test_set_hashes(),
                     prescreen,
                     cubin_for: self.cubin_for.clone(),
                     gated: self.gate.is_some(),
                     stop: self.compile.stop_flag(),
-                },
-                gate_queue: Vec::new(),
-                utilization: Utilization::default(),
-            });
-        }
+                };
+                let (lane, compile_inbox, gpu_inbox) =
+                    Lane::open(setup, self.compile.waker(), self.gpu.waker());
+                (Some(lane), compile_inbox, gpu_inbox)
+            }
+            None => (None, LaneInbox::default(), LaneInbox::default()),
+        };
         let cubin_for = &self.cubin_for;
         let (compile, gpu) = (&mut self.compile, &mut self.gpu);
         let waker = gpu.waker();

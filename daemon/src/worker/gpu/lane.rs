@@ -5,7 +5,7 @@
 
 use super::super::pool::{assessment_of, build_of, Waker};
 use super::super::Request;
-use super::feeds::{Answer, Compiled};
+use super::feeds::{Answer, Compiled, LaneInbox};
 use crate::assessment::Assessment;
 use crate::busy::Utilization;
 use crate::evolve::{Backend, BackendError, Build, GateStart, Scope};
@@ -24,9 +24,9 @@ pub(super) struct LaneJob {
 }
 
 /// One pool as a lane reaches it.
-pub(super) struct PoolLine {
-    pub(super) jobs: mpsc::Sender<LaneJob>,
-    pub(super) waker: Waker,
+struct PoolLine {
+    jobs: mpsc::Sender<LaneJob>,
+    waker: Waker,
 }
 
 /// What a lane knows of its backend besides the pools.
@@ -43,9 +43,9 @@ pub(super) struct LaneSetup {
 
 /// The backend promotion runs on while a batch is measured.
 pub(super) struct Lane {
-    pub(super) compile: PoolLine,
-    pub(super) gpu: PoolLine,
-    pub(super) setup: LaneSetup,
+    compile: PoolLine,
+    gpu: PoolLine,
+    setup: LaneSetup,
     /// Builds to hand to the safety gate.
     pub(super) gate_queue: Vec<Build>,
     /// The compile workers' time on the lane's variants.
@@ -53,6 +53,35 @@ pub(super) struct Lane {
 }
 
 impl Lane {
+    /// A lane into two pools whose runs take its requests from the inboxes
+    /// returned (compile, GPU); each pool is woken by its waker.
+    pub(super) fn open(
+        setup: LaneSetup,
+        compile_waker: Waker,
+        gpu_waker: Waker,
+    ) -> (Lane, LaneInbox, LaneInbox) {
+        let (compile_jobs, compile_inbound) = mpsc::channel();
+        let (gpu_jobs, gpu_inbound) = mpsc::channel();
+        let lane = Lane {
+            compile: PoolLine {
+                jobs: compile_jobs,
+                waker: compile_waker,
+            },
+            gpu: PoolLine {
+                jobs: gpu_jobs,
+                waker: gpu_waker,
+            },
+            setup,
+            gate_queue: Vec::new(),
+            utilization: Utilization::default(),
+        };
+        (
+            lane,
+            LaneInbox::new(compile_inbound),
+            LaneInbox::new(gpu_inbound),
+        )
+    }
+
     /// Sends each request to `line`'s pool and waits for every answer, in
     /// order.
     fn ask(
