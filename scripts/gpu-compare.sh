@@ -11,6 +11,9 @@
 # starts; REPORT=FILE appends it there. Then, with
 # GEVOD_LOG=gevod::worker::gpu=info set, what cost the new build's restarts.
 #
+# NEW_ENV="NAME=VALUE ..." sets those in the new build's environment only
+# (the same binary with and without GEVO_GUARDED_PARTS=on, say).
+#
 #   scripts/gpu-compare.sh BASE_GEVOD NEW_GEVOD WORKDIR
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -25,8 +28,12 @@ for f in $fixtures; do
     spec=tests/fixtures/kernels/$f.gevo.toml
     [ -f "$spec" ] || spec=tests/fixtures/pipelines/$f.gevo.toml
     for which in base new; do
-        bin=$base; [ "$which" = new ] && bin=$new
-        if timeout -s INT "${COMPARE_LIMIT:-300}" "$bin" evolve "$spec" --backend cuda \
+        bin=$base; extra=()
+        if [ "$which" = new ]; then
+            bin=$new
+            read -r -a extra <<< "${NEW_ENV:-}"
+        fi
+        if timeout -s INT "${COMPARE_LIMIT:-300}" env "${extra[@]}" "$bin" evolve "$spec" --backend cuda \
             --time "$time" --seed "$seed" --state "$work/state-$f-$which" \
             --json > "$work/$f-$which.json" 2> "$work/$f-$which.err"; then
             echo "ok   $f: $time search ($which)"
