@@ -719,3 +719,37 @@ fn a_stop_ends_a_step_whose_promotion_runs_beside_its_batch() {
     );
     assert_eq!(engine, before, "a stopped step changes nothing");
 }
+
+/// A GPU worker lost while promotion waits beside a batch for its
+/// measurement, with no replacement able to start: the step fails with the
+/// pool's reason instead of waiting for an answer that will not come.
+#[test]
+fn a_lost_gpu_ends_a_step_whose_promotion_waits_for_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut gpu = fake_gpu("", &dir.path().join("counter"));
+    gpu.env.extend([
+        ("FAKE_GPU_CRASH_SET".into(), "heldout".into()),
+        ("FAKE_GPU_STARTS".into(), "1".into()),
+        ("FAKE_GPU_ROUND_MS".into(), "5".into()),
+    ]);
+    let mut backend = start(&common::spec_fixture("vecadd"), gpu, false);
+    let config = Config {
+        population: 8,
+        islands: 1,
+        ..Config::default()
+    };
+    let mut engine = Engine::new(config, 5).unwrap();
+    let ir = common::load("vecadd");
+    engine.step(&ir, &mut backend).unwrap();
+    let started = std::time::Instant::now();
+    let failed = (0..3).find_map(|_| engine.step(&ir, &mut backend).err());
+    let e = failed
+        .expect("a held-out measurement crashed its worker")
+        .to_string();
+    assert!(e.contains("before greeting"), "{e}");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+}
