@@ -66,6 +66,18 @@ fn start_measuring(
     prescreen: bool,
     measurement: Measurement,
 ) -> CudaBackend {
+    let stop = Arc::new(AtomicBool::new(false));
+    start_stoppable(spec_path, gpu, prescreen, measurement, stop)
+}
+
+/// The backend, stopped when `stop` is set.
+fn start_stoppable(
+    spec_path: &Path,
+    gpu: PoolOptions,
+    prescreen: bool,
+    measurement: Measurement,
+    stop: Arc<AtomicBool>,
+) -> CudaBackend {
     let spec = spec::load(spec_path).unwrap();
     let options = CudaOptions {
         compile: eval_workers(spec_path, 2),
@@ -77,7 +89,7 @@ fn start_measuring(
         gate: None,
         measurement,
     };
-    CudaBackend::start(options, &spec, Arc::new(AtomicBool::new(false))).unwrap()
+    CudaBackend::start(options, &spec, stop).unwrap()
 }
 
 /// Random patches of 1 to 3 edits (more than a compile chunk, so the
@@ -658,20 +670,9 @@ fn a_stop_ends_a_step_whose_promotion_runs_beside_its_batch() {
         // 300 ms a variant: the step lasts long after the stop.
         ("FAKE_GPU_ROUND_MS".into(), "20".into()),
     ]);
-    let spec_path = common::spec_fixture("vecadd");
-    let spec = spec::load(&spec_path).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
-    let options = CudaOptions {
-        compile: eval_workers(&spec_path, 2),
-        gpu,
-        device: fake_device(),
-        arch: "sm_90".into(),
-        cubin_for: None,
-        prescreen: false,
-        gate: None,
-        measurement: Measurement::Fixed,
-    };
-    let mut backend = CudaBackend::start(options, &spec, stop.clone()).unwrap();
+    let spec = common::spec_fixture("vecadd");
+    let mut backend = start_stoppable(&spec, gpu, false, Measurement::Fixed, stop.clone());
     let config = Config {
         population: 8,
         islands: 1,

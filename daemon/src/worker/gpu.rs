@@ -20,7 +20,7 @@ use crate::spec::{Spec, TestSet, TestTarget};
 
 mod feeds;
 mod lane;
-use feeds::{Forward, LaneInbox, Measuring, Purpose};
+use feeds::{compile_failure, Forward, LaneInbox, Measuring, Purpose};
 use lane::{Lane, LaneSetup};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::AtomicBool;
@@ -275,14 +275,15 @@ impl CudaBackend {
             let producer = s.spawn(move || -> Result<(), BackendError> {
                 let requests = patches
                     .iter()
-                    .map(|p| Request::Compile {
-                        id: compile.next_id(),
-                        patch: p.clone(),
-                        prescreen,
-                        cubin_for: cubin_for.clone(),
-                        guarded: true,
-                        // Few of a search's variants pass their check.
-                        defer_assembly: matches!(purpose, Purpose::Search { .. }),
+                    .map(|p| {
+                        Request::compile_measured(
+                            compile.next_id(),
+                            p.clone(),
+                            prescreen,
+                            cubin_for.clone(),
+                            // Few of a search's variants pass their check.
+                            matches!(purpose, Purpose::Search { .. }),
+                        )
                     })
                     .collect();
                 let mut forward = Forward {
@@ -345,7 +346,7 @@ impl CudaBackend {
             .into_iter()
             .map(|e| match (e.build, e.assessment) {
                 (_, Some(a)) => a,
-                (Err(reason), None) => Assessment::failed("compile", "invalid", reason),
+                (Err(reason), None) => compile_failure(reason),
                 (Ok(_), None) => unreachable!("promotion measures or screens out every build"),
             })
             .collect())

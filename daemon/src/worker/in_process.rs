@@ -23,8 +23,9 @@ pub struct InProcess {
     /// ptxas, for `Compile::cubin_for`; found when first asked.
     assembler: Option<Option<Assembler>>,
     /// The same for guarded builds, a pipeline's a kernel at a time, the
-    /// parts kept across variants (`cuda::parts`).
-    parts: Option<PartAssembler>,
+    /// parts kept across variants (`cuda::parts`); decided when first
+    /// asked, none when not asked for.
+    parts: Option<Option<PartAssembler>>,
     /// The train tests the pre-screen runs, least input first.
     screen_tests: Vec<TestCase>,
 }
@@ -143,18 +144,18 @@ impl InProcess {
     /// GPU suite has checked linked builds, docs/evolve.md), else whole;
     /// none where no ptxas is found or it refuses.
     fn assemble_guarded(&mut self, ptx: &str, arch: &str) -> Option<Cubin> {
-        if std::env::var_os(GUARDED_PARTS).is_none_or(|v| v != "on") {
-            return self.assemble(ptx, arch);
-        }
         if self.parts.is_none() {
-            let assembler = self.assembler.get_or_insert_with(Assembler::find).clone()?;
-            self.parts = Some(PartAssembler::new(assembler));
+            let wanted = std::env::var_os(GUARDED_PARTS).is_some_and(|v| v == "on");
+            let assembler = self.assembler.get_or_insert_with(Assembler::find);
+            self.parts = Some(assembler.clone().filter(|_| wanted).map(PartAssembler::new));
         }
-        self.parts
-            .as_mut()?
-            .assemble(ptx, arch)
-            .inspect_err(|e| tracing::debug!("no guarded cubin: {e}"))
-            .ok()
+        if let Some(Some(parts)) = &mut self.parts {
+            return parts
+                .assemble(ptx, arch)
+                .inspect_err(|e| tracing::debug!("no guarded cubin: {e}"))
+                .ok();
+        }
+        self.assemble(ptx, arch)
     }
 
     /// The patch's guarded build, assembled for `arch` where one is named;

@@ -509,25 +509,11 @@ impl Backend for WorkerPool {
     }
 
     fn test_set_hash(&self, set: TestSet) -> String {
-        self.test_set_hashes
-            .iter()
-            .find(|(s, _)| *s == set)
-            .map(|(_, h)| h.clone())
-            .expect("all sets hashed")
+        hash_of(&self.test_set_hashes, set)
     }
 
     fn compile(&mut self, patches: &[Patch]) -> Result<Vec<Result<Build, String>>, BackendError> {
-        let requests = self.requests(
-            |id, p| Request::Compile {
-                id,
-                patch: p.clone(),
-                prescreen: false,
-                cubin_for: None,
-                guarded: false,
-                defer_assembly: false,
-            },
-            patches,
-        );
+        let requests = self.requests(|id, p| Request::compile(id, p.clone()), patches);
         Ok(self.run(requests)?.into_iter().map(build_of).collect())
     }
 
@@ -547,6 +533,15 @@ impl Backend for WorkerPool {
 /// A variant whose run ended its worker: one failing pseudo-test saying why.
 pub fn failed_assessment(reason: String) -> Assessment {
     Assessment::failed("worker", "worker", reason)
+}
+
+/// `set`'s hash among a pool's test-set hashes (every set is hashed).
+pub fn hash_of(hashes: &[(TestSet, String)], set: TestSet) -> String {
+    hashes
+        .iter()
+        .find(|(s, _)| *s == set)
+        .map(|(_, h)| h.clone())
+        .expect("all sets hashed")
 }
 
 /// The build a compile request answered, or why there is none.

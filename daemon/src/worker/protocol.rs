@@ -76,6 +76,38 @@ impl Request {
         }
     }
 
+    /// The patch's PTX, and nothing more.
+    pub fn compile(id: u64, patch: Patch) -> Request {
+        Request::Compile {
+            id,
+            patch,
+            prescreen: false,
+            cubin_for: None,
+            guarded: false,
+            defer_assembly: false,
+        }
+    }
+
+    /// A variant the GPU workers will measure: pre-screened where asked,
+    /// with its guarded build, both assembled for `cubin_for` (the variant
+    /// left to the GPU worker with `defer_assembly`).
+    pub fn compile_measured(
+        id: u64,
+        patch: Patch,
+        prescreen: bool,
+        cubin_for: Option<String>,
+        defer_assembly: bool,
+    ) -> Request {
+        Request::Compile {
+            id,
+            patch,
+            prescreen,
+            cubin_for,
+            guarded: true,
+            defer_assembly,
+        }
+    }
+
     /// The same request numbered `id` (a request made away from its pool
     /// is numbered when the pool takes it).
     pub fn with_id(mut self, new: u64) -> Self {

@@ -263,6 +263,11 @@ impl Feed for Measuring<'_> {
     }
 }
 
+/// A variant that did not compile, as promotion's measurements say it.
+pub(super) fn compile_failure(reason: String) -> Assessment {
+    Assessment::failed("compile", "invalid", reason)
+}
+
 /// A compile worker's answer, taken apart.
 pub(super) struct Compiled {
     pub(super) build: Result<Build, String>,

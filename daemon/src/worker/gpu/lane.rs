@@ -3,9 +3,9 @@
 //! the batch's own, so a generation's promotion does not hold the GPU
 //! between generations (docs/evolve.md, "Promotion beside the search").
 
-use super::super::pool::{assessment_of, build_of, Waker};
+use super::super::pool::{assessment_of, build_of, hash_of, Waker};
 use super::super::Request;
-use super::feeds::{Answer, Compiled, LaneInbox};
+use super::feeds::{compile_failure, Answer, Compiled, LaneInbox};
 use crate::assessment::Assessment;
 use crate::busy::Utilization;
 use crate::evolve::{Backend, BackendError, Build, GateStart, Scope};
@@ -117,17 +117,6 @@ impl Lane {
             BackendError::Failed("the batch that promotion ran beside ended".into())
         }
     }
-
-    fn compile_request(&self, patch: &Patch, measured: bool) -> Request {
-        Request::Compile {
-            id: 0,
-            patch: patch.clone(),
-            prescreen: measured && self.setup.prescreen,
-            cubin_for: self.setup.cubin_for.clone().filter(|_| measured),
-            guarded: measured,
-            defer_assembly: false,
-        }
-    }
 }
 
 impl Backend for Lane {
@@ -136,12 +125,7 @@ impl Backend for Lane {
     }
 
     fn test_set_hash(&self, set: TestSet) -> String {
-        self.setup
-            .test_set_hashes
-            .iter()
-            .find(|(s, _)| *s == set)
-            .map(|(_, h)| h.clone())
-            .expect("all sets hashed")
+        hash_of(&self.setup.test_set_hashes, set)
     }
 
     fn stopping(&self) -> bool {
@@ -151,7 +135,7 @@ impl Backend for Lane {
     fn compile(&mut self, patches: &[Patch]) -> Result<Vec<Result<Build, String>>, BackendError> {
         let requests = patches
             .iter()
-            .map(|p| (self.compile_request(p, false), None))
+            .map(|p| (Request::compile(0, p.clone()), None))
             .collect();
         let answers = self.ask(&self.compile, requests)?;
         Ok(answers.into_iter().map(build_of).collect())
@@ -182,7 +166,17 @@ impl Backend for Lane {
         }
         let requests = patches
             .iter()
-            .map(|p| (self.compile_request(p, true), None))
+            .map(|p| {
+                // Promotion's variants mostly pass: both builds assembled.
+                let request = Request::compile_measured(
+                    0,
+                    p.clone(),
+                    self.setup.prescreen,
+                    self.setup.cubin_for.clone(),
+                    false,
+                );
+                (request, None)
+            })
             .collect();
         let compiled = self.ask(&self.compile, requests)?;
         let mut out: Vec<Option<Assessment>> = Vec::with_capacity(patches.len());
@@ -190,7 +184,7 @@ impl Backend for Lane {
         for (answer, patch) in compiled.into_iter().zip(patches) {
             let compiled = Compiled::of(answer, &mut self.utilization);
             out.push(match (&compiled.build, compiled.screened_out.clone()) {
-                (Err(reason), _) => Some(Assessment::failed("compile", "invalid", reason.clone())),
+                (Err(reason), _) => Some(compile_failure(reason.clone())),
                 (Ok(_), Some(screened)) => Some(screened),
                 (Ok(_), None) => {
                     let request = compiled.measure(set, None).expect("built");
