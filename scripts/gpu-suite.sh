@@ -210,8 +210,7 @@ for f in "${fixtures[@]}"; do
 done
 for f in "${pipelines[@]}"; do
     check "guards: $f (pipeline) original, guarded outputs identical" "$gevod" gpu-guard-check $pk/$f.gevo.toml
-    # The same build linked from a part per kernel (GEVO_GUARDED_PARTS=on):
-    # what must pass before that becomes the default.
+    # The same build linked from a part per kernel, as compile workers build it.
     check "guards: $f (pipeline) linked from parts, guarded outputs identical" "$gevod" gpu-guard-check $pk/$f.gevo.toml --parts
 done
 fd=tests/fixtures/findings

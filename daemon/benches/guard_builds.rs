@@ -296,7 +296,7 @@ fn write_report(path: &Path, rows: &[Row], parts: &[PartsRow], assembled: bool) 
                 1211.7 ms against 99.3 ms for the ordinary build (12.2x).\n";
     if !parts.is_empty() {
         section += &format!(
-            "\nA kernel at a time (`cuda::parts`, `GEVO_GUARDED_PARTS=on`): each pipeline's \
+            "\nA kernel at a time (`cuda::parts`, the default): each pipeline's \
              guarded build of {PART_VARIANTS} random one-edit variants assembled whole by \
              ptxas, then split into a part per kernel and a common part, only the parts \
              whose PTX the edit changed assembled (`ptxas -c`; the original's parts \

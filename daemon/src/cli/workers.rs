@@ -280,7 +280,7 @@ pub struct GpuGuardCheckArgs {
     #[arg(long, value_name = "RUNS")]
     cost: Option<usize>,
     /// Check the guarded build as linked from a part per kernel (ptxas -c
-    /// and nvlink, `GEVO_GUARDED_PARTS=on`) instead of the JIT's build.
+    /// and nvlink, as the compile workers build it) instead of the JIT's build.
     #[arg(long, conflicts_with = "cost")]
     parts: bool,
     #[arg(long, env = "GEVO_LIBDEVICE")]

@@ -30,7 +30,8 @@ pub struct InProcess {
     screen_tests: Vec<TestCase>,
 }
 
-/// `on`: guarded builds are assembled a kernel at a time (`cuda::parts`).
+/// `off`: guarded builds are assembled whole, not a kernel at a time
+/// (`cuda::parts`, the default).
 pub const GUARDED_PARTS: &str = "GEVO_GUARDED_PARTS";
 
 /// Simulator verdicts that reject a variant in the pre-screen: undefined
@@ -140,12 +141,11 @@ impl InProcess {
     }
 
     /// A guarded build's PTX assembled for `arch`: a kernel at a time
-    /// ([`PartAssembler`]) where `GEVO_GUARDED_PARTS=on` asks (until the
-    /// GPU suite has checked linked builds, docs/evolve.md), else whole;
+    /// ([`PartAssembler`]) unless `GEVO_GUARDED_PARTS=off` says whole;
     /// none where no ptxas is found or it refuses.
     fn assemble_guarded(&mut self, ptx: &str, arch: &str) -> Option<Cubin> {
         if self.parts.is_none() {
-            let wanted = std::env::var_os(GUARDED_PARTS).is_some_and(|v| v == "on");
+            let wanted = std::env::var_os(GUARDED_PARTS).is_none_or(|v| v != "off");
             let assembler = self.assembler.get_or_insert_with(Assembler::find);
             self.parts = Some(assembler.clone().filter(|_| wanted).map(PartAssembler::new));
         }
