@@ -1,7 +1,6 @@
 //! The engine: one generation per `step`, all state in one serializable value.
 
 use super::diversity::{distinct_count, duplicate_count};
-use super::promote::Promotion;
 use super::variation::{crossover, mutate};
 use super::{
     nsga, Backend, BackendError, Config, Counters, EvolveError, Member, Outcome, PromotionFailure,
@@ -223,19 +222,26 @@ impl Engine {
         backend.race_against(Some(self.race_threshold()));
         let (mut validated, mut promotion_failures) = (Vec::new(), Vec::new());
         // Where the backend promotes beside its evaluations, the previous
-        // generation's candidates are promoted while this one is measured
-        // (docs/evolve.md, "Promotion beside the search").
-        let mut promotion = None;
-        if backend.promotes_beside() && !self.population.is_empty() {
+        // generation's candidates are promoted while the next batches are
+        // measured, none of which waits for it (docs/evolve.md, "Promotion
+        // beside the search").
+        let beside = backend.promotes_beside();
+        if beside && !self.population.is_empty() {
             let (passed, rejected) = self.collect_gates(backend, None)?;
             validated.extend(passed);
             promotion_failures.extend(rejected);
-            promotion = Some(self.promotion(generation.saturating_sub(1)));
+            self.take_ended_beside(backend, &mut validated, &mut promotion_failures, &mut spent)?;
+            if !backend.promotion_started() {
+                let promotion = self.promotion(generation.saturating_sub(1));
+                if !promotion.is_empty() {
+                    backend.start_promotion(promotion, ir.clone())?;
+                }
+            }
         }
         if self.population.is_empty() {
             let initial = self.initial(ir, backend)?;
             lap(&mut spent.breed_s);
-            self.population = self.evaluate(initial, backend, None)?;
+            self.population = self.evaluate(initial, backend)?;
             lap(&mut spent.evaluate_s);
         } else {
             let restart = self.restart_due();
@@ -257,11 +263,7 @@ impl Engine {
                 batch.extend(fresh);
             }
             lap(&mut spent.breed_s);
-            let beside = promotion
-                .as_mut()
-                .filter(|p| !p.is_empty())
-                .map(|p| (p, ir));
-            let mut evaluated = self.evaluate(batch, backend, beside)?.into_iter();
+            let mut evaluated = self.evaluate(batch, backend)?.into_iter();
             lap(&mut spent.evaluate_s);
             let mut next = Vec::with_capacity(self.config.population);
             for (range, (children, fresh)) in ranges.into_iter().zip(plan) {
@@ -282,21 +284,17 @@ impl Engine {
         self.update_pool();
         self.note_progress();
         lap(&mut spent.select_s);
-        let (promoted, failed) = match promotion {
-            Some(promotion) => {
-                spent.promote_beside_s = promotion.seconds;
-                self.finish_promotion(promotion)
-            }
-            None if backend.promotes_beside() => (Vec::new(), Vec::new()),
-            None => {
-                let (passed, rejected) = self.collect_gates(backend, None)?;
-                validated.extend(passed);
-                promotion_failures.extend(rejected);
-                self.promote(ir, backend, generation)?
-            }
-        };
-        validated.extend(promoted);
-        promotion_failures.extend(failed);
+        if beside {
+            // A promotion that ended during this batch reports with it.
+            self.take_ended_beside(backend, &mut validated, &mut promotion_failures, &mut spent)?;
+        } else {
+            let (passed, rejected) = self.collect_gates(backend, None)?;
+            validated.extend(passed);
+            promotion_failures.extend(rejected);
+            let (promoted, failed) = self.promote(ir, backend, generation)?;
+            validated.extend(promoted);
+            promotion_failures.extend(failed);
+        }
         lap(&mut spent.promote_s);
         self.bound_state();
         self.generations += 1;
@@ -522,15 +520,29 @@ impl Engine {
         next
     }
 
+    /// A promotion that ended beside the search, added to this step's
+    /// report (`take_ended_promotion`).
+    fn take_ended_beside(
+        &mut self,
+        backend: &mut dyn Backend,
+        validated: &mut Vec<Validated>,
+        failures: &mut Vec<PromotionFailure>,
+        spent: &mut EngineSpent,
+    ) -> Result<(), EvolveError> {
+        if let Some(((passed, failed), seconds)) = self.take_ended_promotion(backend, false)? {
+            validated.extend(passed);
+            failures.extend(failed);
+            spent.promote_beside_s += seconds;
+        }
+        Ok(())
+    }
+
     /// Compiles every patch, answers what the cache knows, assesses the rest
-    /// on the train tests (each distinct PTX once), and fills the cache;
-    /// with `beside`, runs that promotion meanwhile on the backend's
-    /// workers.
+    /// on the train tests (each distinct PTX once), and fills the cache.
     fn evaluate(
         &mut self,
         patches: Vec<Patch>,
         backend: &mut dyn Backend,
-        beside: Option<(&mut Promotion, &KernelIr)>,
     ) -> Result<Vec<Member>, EvolveError> {
         let scope = backend.scope();
         let test_set_hash = backend.test_set_hash(TestSet::Train);
@@ -541,17 +553,7 @@ impl Engine {
         };
         let cache = &self.cache;
         let known = |hash: &str| cache.contains_key(&key(hash));
-        let evaluated = match beside {
-            None => backend.evaluate(&patches, TestSet::Train, &known)?,
-            Some((promotion, ir)) => {
-                let mut promoted = Ok(());
-                let mut promote = |lane: &mut dyn Backend| promoted = promotion.run(ir, lane);
-                let evaluated =
-                    backend.evaluate_beside(&patches, TestSet::Train, &known, &mut promote)?;
-                promoted?;
-                evaluated
-            }
-        };
+        let evaluated = backend.evaluate(&patches, TestSet::Train, &known)?;
         let mut builds = Vec::with_capacity(evaluated.len());
         let mut assessed = BTreeSet::new();
         for (i, e) in evaluated.into_iter().enumerate() {

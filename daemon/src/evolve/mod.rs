@@ -16,10 +16,11 @@ mod restart;
 mod variation;
 
 pub use engine::{CacheKey, Engine, GenerationReport, IslandReport};
+pub use promote::Promotion;
 
 use crate::assessment::{Assessment, TestSummary};
 use crate::busy::Utilization;
-use crate::ir::{IrError, Patch};
+use crate::ir::{IrError, KernelIr, Patch};
 use crate::spec::TestSet;
 use serde::{Deserialize, Serialize};
 
@@ -168,9 +169,12 @@ pub enum GateStart {
     Started,
 }
 
-/// What runs beside a batch on a backend sharing its workers
-/// ([`Backend::evaluate_beside`]): a generation's promotion.
-pub type Beside<'a> = dyn FnMut(&mut dyn Backend) + 'a;
+/// A promotion that ran beside the search ([`Backend::start_promotion`]),
+/// and how it ended.
+pub struct EndedPromotion {
+    pub promotion: Promotion,
+    pub outcome: Result<(), EvolveError>,
+}
 
 /// Why a backend could not go on with a batch.
 #[derive(Debug, thiserror::Error)]
@@ -258,29 +262,42 @@ pub trait Backend {
         None
     }
 
-    /// Whether [`evaluate_beside`](Self::evaluate_beside) runs its `beside`
-    /// while the evaluation goes on (the GPU backend: a generation's
-    /// promotion shares the workers with the next generation's
-    /// evaluation). Elsewhere the engine promotes after each generation's
-    /// selection, as GEVO does, and a search stays deterministic.
+    /// Whether this backend promotes beside the search
+    /// ([`start_promotion`](Self::start_promotion); the GPU backend: a
+    /// promotion shares the workers with the batches that follow it and
+    /// none of them waits for it). Elsewhere the engine promotes after each
+    /// generation's selection, as GEVO does, and a search stays
+    /// deterministic.
     fn promotes_beside(&self) -> bool {
         false
     }
 
-    /// [`evaluate`](Self::evaluate), and meanwhile `beside` run on a
-    /// backend that shares this one's workers (its requests go ahead of the
-    /// evaluation's). Called only where
-    /// [`promotes_beside`](Self::promotes_beside) says so.
-    fn evaluate_beside(
+    /// Starts `promotion` in a thread of its own, on a backend that shares
+    /// this one's workers: its requests go ahead of those of the batches
+    /// that run meanwhile, and waits between them. Called only where
+    /// [`promotes_beside`](Self::promotes_beside) says so, and only when
+    /// none was started that [`ended_promotion`](Self::ended_promotion) has
+    /// not handed back.
+    fn start_promotion(
         &mut self,
-        _patches: &[Patch],
-        _set: TestSet,
-        _known: &(dyn Fn(&str) -> bool + Sync),
-        _beside: &mut Beside,
-    ) -> Result<Vec<Evaluated>, BackendError> {
+        _promotion: Promotion,
+        _ir: KernelIr,
+    ) -> Result<(), BackendError> {
         Err(BackendError::Failed(
             "this backend does not promote beside its evaluations".into(),
         ))
+    }
+
+    /// Whether a promotion was started that has not been handed back.
+    fn promotion_started(&self) -> bool {
+        false
+    }
+
+    /// The promotion started beside the search, once it has ended; with
+    /// `wait`, this backend's workers serve it until it ends. `None` when
+    /// none was started, or without `wait` while it runs.
+    fn ended_promotion(&mut self, _wait: bool) -> Result<Option<EndedPromotion>, BackendError> {
+        Ok(None)
     }
 
     /// Compiles every patch and runs on `set` the first patch of each PTX

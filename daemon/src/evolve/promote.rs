@@ -4,11 +4,18 @@
 //! validated.
 
 use super::gating::gate_failure;
-use super::{Backend, Engine, EvolveError, GateStart, Member, PromotionFailure, Validated};
+use super::{
+    Backend, BackendError, EndedPromotion, Engine, EvolveError, GateStart, Member,
+    PromotionFailure, Validated,
+};
 use crate::assessment::Assessment;
 use crate::ir::{KernelIr, Patch};
 use crate::spec::TestSet;
 use std::collections::BTreeSet;
+
+/// A promotion's results: the variants validated at once, and those that
+/// failed.
+pub(super) type Promoted = (Vec<Validated>, Vec<PromotionFailure>);
 
 /// A valid variant below the promotion bar, never promoted before.
 struct Candidate {
@@ -20,9 +27,9 @@ struct Candidate {
 /// One generation's promotions, apart from the engine: its candidates and
 /// bar are taken when it is made ([`Engine::promotion`]), and its results
 /// go back in [`Engine::finish_promotion`]. In between it needs only a
-/// backend, so it can run beside the next generation's evaluation
-/// ([`Backend::evaluate_beside`]).
-pub(super) struct Promotion {
+/// backend, so it can run beside the batches that follow
+/// ([`Backend::start_promotion`]).
+pub struct Promotion {
     generation: u64,
     candidates: Vec<Candidate>,
     bar: f64,
@@ -31,7 +38,7 @@ pub(super) struct Promotion {
     /// PTX hashes tried on the held-out tests.
     tried: Vec<String>,
     /// Wall seconds `run` took.
-    pub(super) seconds: f64,
+    seconds: f64,
     validated: Vec<Validated>,
     /// Passed all but the safety gate, which checks them beside the search.
     gating: Vec<Validated>,
@@ -131,9 +138,10 @@ impl Engine {
     }
 
     /// The end of a search on a backend that promotes beside its
-    /// evaluations: the last generation's candidates, which the next
-    /// generation would have promoted, promoted now. Nothing to do
-    /// elsewhere (each generation promoted its own).
+    /// evaluations: the promotion still running served until it ends and
+    /// taken in, then the last generation's candidates, which a later
+    /// promotion would have taken, promoted now. Nothing to do elsewhere
+    /// (each generation promoted its own).
     pub fn promote_last(
         &mut self,
         ir: &KernelIr,
@@ -142,7 +150,38 @@ impl Engine {
         if !backend.promotes_beside() || self.population.is_empty() {
             return Ok((Vec::new(), Vec::new()));
         }
-        self.promote(ir, backend, self.generations.saturating_sub(1))
+        let (mut validated, mut failures) = self
+            .take_ended_promotion(backend, true)?
+            .map(|(promoted, _)| promoted)
+            .unwrap_or_default();
+        let (passed, failed) = self.promote(ir, backend, self.generations.saturating_sub(1))?;
+        validated.extend(passed);
+        failures.extend(failed);
+        Ok((validated, failures))
+    }
+
+    /// The promotion the backend ran beside the search, once it has ended
+    /// (with `wait`, served until it does), taken in: those validated at
+    /// once, those that failed, and its wall seconds. A promotion that a
+    /// stop interrupted, handed back when no stop is in force (a daemon
+    /// that kept its backend across a pause), is dropped: its candidates
+    /// were not recorded as tried, so a later promotion takes them again.
+    pub(super) fn take_ended_promotion(
+        &mut self,
+        backend: &mut dyn Backend,
+        wait: bool,
+    ) -> Result<Option<(Promoted, f64)>, EvolveError> {
+        let Some(EndedPromotion { promotion, outcome }) = backend.ended_promotion(wait)? else {
+            return Ok(None);
+        };
+        match outcome {
+            Err(EvolveError::Backend(BackendError::Interrupted)) if !backend.stopping() => {
+                return Ok(None)
+            }
+            outcome => outcome?,
+        }
+        let seconds = promotion.seconds;
+        Ok(Some((self.finish_promotion(promotion), seconds)))
     }
 
     /// Takes a promotion's results in; returns those validated at once and
@@ -171,11 +210,7 @@ impl Promotion {
     /// confidence and regresses on no test is minimized and goes to the
     /// safety gate. A candidate no cheaper than one validated before it
     /// here is skipped.
-    pub(super) fn run(
-        &mut self,
-        ir: &KernelIr,
-        backend: &mut dyn Backend,
-    ) -> Result<(), EvolveError> {
+    pub fn run(&mut self, ir: &KernelIr, backend: &mut dyn Backend) -> Result<(), EvolveError> {
         let started = std::time::Instant::now();
         let promoted = self.promote_each(ir, backend);
         self.seconds = started.elapsed().as_secs_f64();
@@ -436,10 +471,10 @@ pub(super) mod tests {
         }
     }
 
-    /// `Table`, promoting beside its evaluations: `beside` runs after each
-    /// batch (the order is the engine's business, not this backend's).
-    /// Logs each assessment's test set.
-    struct Beside(Table, Vec<TestSet>);
+    /// `Table`, promoting beside its evaluations: a promotion runs to its
+    /// end when it is started (when it ends is the backend's business, not
+    /// the engine's). Logs each assessment's test set.
+    struct Beside(Table, Vec<TestSet>, Option<EndedPromotion>);
 
     impl Backend for Beside {
         fn scope(&self) -> Scope {
@@ -465,16 +500,23 @@ pub(super) mod tests {
         fn promotes_beside(&self) -> bool {
             true
         }
-        fn evaluate_beside(
+        fn start_promotion(
             &mut self,
-            patches: &[Patch],
-            set: TestSet,
-            known: &(dyn Fn(&str) -> bool + Sync),
-            beside: &mut crate::evolve::Beside,
-        ) -> Result<Vec<crate::evolve::Evaluated>, super::super::BackendError> {
-            let evaluated = self.evaluate(patches, set, known)?;
-            beside(self);
-            Ok(evaluated)
+            mut promotion: Promotion,
+            ir: KernelIr,
+        ) -> Result<(), super::super::BackendError> {
+            let outcome = promotion.run(&ir, self);
+            self.2 = Some(EndedPromotion { promotion, outcome });
+            Ok(())
+        }
+        fn promotion_started(&self) -> bool {
+            self.2.is_some()
+        }
+        fn ended_promotion(
+            &mut self,
+            _wait: bool,
+        ) -> Result<Option<EndedPromotion>, super::super::BackendError> {
+            Ok(self.2.take())
         }
     }
 
@@ -501,7 +543,7 @@ pub(super) mod tests {
         };
 
         let mut engine = found_in_generation_2();
-        let mut backend = Beside(table(), Vec::new());
+        let mut backend = Beside(table(), Vec::new(), None);
         let report = engine.step(&ir, &mut backend).unwrap();
         assert_eq!(report.generation, 3);
         let found: Vec<u64> = report.validated.iter().map(|v| v.generation).collect();

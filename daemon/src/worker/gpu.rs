@@ -14,16 +14,18 @@ use crate::assessment::Assessment;
 use crate::busy::{StartUp, Utilization};
 use crate::cuda::measure::{Measurement, Measurer};
 use crate::device::DeviceInfo;
-use crate::evolve::{Backend, BackendError, Beside, Build, Evaluated, GateStart, Scope};
-use crate::ir::Patch;
+use crate::evolve::{
+    Backend, BackendError, Build, EndedPromotion, Evaluated, GateStart, Promotion, Scope,
+};
+use crate::ir::{KernelIr, Patch};
 use crate::spec::{Spec, TestSet, TestTarget};
 
 mod feeds;
 mod lane;
-use feeds::{compile_failure, Forward, LaneInbox, Measuring, Purpose};
-use lane::{Lane, LaneSetup};
+use feeds::{compile_failure, BatchEnd, Forward, LaneInbox, Measuring, Purpose};
+use lane::{LaneSetup, Running};
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
@@ -138,6 +140,9 @@ pub struct CudaBackend {
     since: Instant,
     /// GPU workers started, and their start-up seconds, at `since`.
     gpu_starts_seen: (u64, f64),
+    /// The promotion running beside the search, if one was started and
+    /// not handed back.
+    promotion: Option<Running>,
 }
 
 impl CudaBackend {
@@ -176,6 +181,7 @@ impl CudaBackend {
             utilization: Utilization::default(),
             since: Instant::now(),
             gpu_starts_seen: (0, 0.0),
+            promotion: None,
         })
     }
 
@@ -218,38 +224,33 @@ impl CudaBackend {
     /// the GPU workers measure: each variant goes to the next idle GPU
     /// worker as soon as it and the variants before it are compiled
     /// ([`Measuring`]), so no GPU worker waits for another's variant. Each
-    /// distinct PTX that `known` does not answer is measured once. With
-    /// `beside`, that runs meanwhile on a [`Lane`] into both pools, and the
-    /// batch ends when both are done.
+    /// distinct PTX that `known` does not answer is measured once. The
+    /// promotion running beside the search ([`Running`]) has its requests
+    /// taken meanwhile, ahead of the batch's; the batch ends when its own
+    /// variants are measured, or, `until_promotion_ends`, when that
+    /// promotion ended.
     fn pipeline(
         &mut self,
         patches: &[Patch],
         set: TestSet,
         known: &(dyn Fn(&str) -> bool + Sync),
         purpose: Purpose,
-        beside: Option<&mut Beside>,
+        until_promotion_ends: bool,
     ) -> Result<Vec<Evaluated>, BackendError> {
         let prescreen = self.prescreen;
         let race = match purpose {
             Purpose::Search { race } => race,
             Purpose::Promotion => None,
         };
-        let (mut lane, compile_inbox, gpu_inbox) = match beside {
-            Some(_) => {
-                let setup = LaneSetup {
-                    scope: self.scope.clone(),
-                    test_set_hashes: self.gpu.test_set_hashes(),
-                    prescreen,
-                    cubin_for: self.cubin_for.clone(),
-                    gated: self.gate.is_some(),
-                    stop: self.compile.stop_flag(),
-                };
-                let (lane, compile_inbox, gpu_inbox) =
-                    Lane::open(setup, self.compile.waker(), self.gpu.waker());
-                (Some(lane), compile_inbox, gpu_inbox)
-            }
-            None => (None, LaneInbox::default(), LaneInbox::default()),
+        let (compile_inbox, gpu_inbox) = match &mut self.promotion {
+            Some(running) => running.inboxes(),
+            None => (LaneInbox::default(), LaneInbox::default()),
         };
+        let end = BatchEnd {
+            measured: Arc::new(AtomicBool::new(false)),
+            until_lane_ends: until_promotion_ends,
+        };
+        let compile_waker = self.compile.waker();
         let cubin_for = &self.cubin_for;
         let (compile, gpu) = (&mut self.compile, &mut self.gpu);
         let waker = gpu.waker();
@@ -268,11 +269,14 @@ impl CudaBackend {
             race,
             purpose,
             lane: gpu_inbox,
+            end: end.clone(),
+            compile_waker: compile_waker.clone(),
+            own_waiting: 0,
         };
         let outcome = std::thread::scope(|s| {
             let (sender, compiled) = mpsc::channel();
             measuring.compiled = Some(compiled);
-            let producer = s.spawn(move || -> Result<(), BackendError> {
+            let producer = s.spawn(move || -> (Result<(), BackendError>, LaneInbox) {
                 let requests = patches
                     .iter()
                     .map(|p| {
@@ -293,46 +297,60 @@ impl CudaBackend {
                     abandoned: false,
                     lane: compile_inbox,
                     fed: 0,
+                    end,
                 };
                 let done = compile.run_fed(&mut forward);
+                let mut lane = std::mem::take(&mut forward.lane);
+                if done.is_err() {
+                    lane.close(); // the lane learns the pools failed
+                }
                 drop(forward); // the GPU side sees the end
                 waker.wake();
-                done
+                (done, lane)
             });
-            let measurer = s.spawn(|| -> Result<(), BackendError> {
-                let measured = gpu.run_fed(&mut measuring);
-                // A GPU side that failed leaves the compile workers nothing
-                // to do but the variants they hold, and the lane no answer.
-                measuring.compiled = None;
+            let measured = gpu.run_fed(&mut measuring);
+            // A GPU side that failed leaves the compile workers nothing
+            // to do but the variants they hold, and the lane no answer.
+            measuring.compiled = None;
+            if measured.is_err() {
                 measuring.lane.close();
-                measured
-            });
-            if let (Some(beside), Some(lane)) = (beside, lane.as_mut()) {
-                beside(lane);
             }
-            // The lane's end (its senders dropped) ends the pools' runs.
-            let lane = lane.take().map(|l| (l.gate_queue, l.utilization));
-            let measured = measurer.join().expect("the GPU thread does not panic");
-            let compiled = producer.join().expect("the compile thread does not panic");
-            measured.and(compiled).map(|()| lane)
+            measuring.end.measured.store(true, Ordering::Relaxed);
+            compile_waker.wake();
+            let (compiled, compile_lane) =
+                producer.join().expect("the compile thread does not panic");
+            (measured.and(compiled), compile_lane)
         });
         tracing::debug!(
             variants = patches.len(),
             measured = measuring.measured.iter().flatten().count(),
             "batch measured"
         );
+        let (outcome, compile_lane) = outcome;
         let (out, screened_out) = (measuring.out, measuring.screened_out);
         self.screened_out += screened_out;
-        if let Ok(Some((gate_queue, utilization))) = &outcome {
-            self.utilization.spent += &utilization.spent;
-            if let Some(gate) = &mut self.gate {
-                for build in gate_queue {
-                    gate.submit(build)?;
-                }
-            }
+        if let Some(running) = &mut self.promotion {
+            running.put_back(compile_lane, measuring.lane);
         }
+        self.take_lane_outputs()?;
         outcome?;
         Ok(out)
+    }
+
+    /// What the promotion beside the search left: its compile workers'
+    /// time, and its safety-gate checks, handed to the gate.
+    fn take_lane_outputs(&mut self) -> Result<(), BackendError> {
+        let Some(running) = &self.promotion else {
+            return Ok(());
+        };
+        let outputs = running.take_outputs();
+        self.utilization.spent += &outputs.spent;
+        if let Some(gate) = &mut self.gate {
+            for build in &outputs.gate_queue {
+                gate.submit(build)?;
+            }
+        }
+        Ok(())
     }
 
     /// Every patch compiled at once and measured in turn.
@@ -341,7 +359,7 @@ impl CudaBackend {
         patches: &[Patch],
         set: TestSet,
     ) -> Result<Vec<Assessment>, BackendError> {
-        let evaluated = self.pipeline(patches, set, &|_| false, Purpose::Promotion, None)?;
+        let evaluated = self.pipeline(patches, set, &|_| false, Purpose::Promotion, false)?;
         Ok(evaluated
             .into_iter()
             .map(|e| match (e.build, e.assessment) {
@@ -456,23 +474,68 @@ impl Backend for CudaBackend {
         known: &(dyn Fn(&str) -> bool + Sync),
     ) -> Result<Vec<Evaluated>, BackendError> {
         let race = self.race_for(set);
-        self.pipeline(patches, set, known, Purpose::Search { race }, None)
+        self.pipeline(patches, set, known, Purpose::Search { race }, false)
     }
 
-    /// Promotion shares the workers with the next generation's batch.
+    /// Promotion shares the workers with the batches that follow it.
     fn promotes_beside(&self) -> bool {
         true
     }
 
-    fn evaluate_beside(
-        &mut self,
-        patches: &[Patch],
-        set: TestSet,
-        known: &(dyn Fn(&str) -> bool + Sync),
-        beside: &mut Beside,
-    ) -> Result<Vec<Evaluated>, BackendError> {
-        let race = self.race_for(set);
-        self.pipeline(patches, set, known, Purpose::Search { race }, Some(beside))
+    fn start_promotion(&mut self, promotion: Promotion, ir: KernelIr) -> Result<(), BackendError> {
+        if self.promotion.is_some() {
+            return Err(BackendError::Failed(
+                "a promotion already runs beside the search".into(),
+            ));
+        }
+        let setup = LaneSetup {
+            scope: self.scope.clone(),
+            test_set_hashes: self.gpu.test_set_hashes(),
+            prescreen: self.prescreen,
+            cubin_for: self.cubin_for.clone(),
+            gated: self.gate.is_some(),
+            stop: self.compile.stop_flag(),
+        };
+        self.promotion = Some(Running::start(
+            promotion,
+            ir,
+            setup,
+            self.compile.waker(),
+            self.gpu.waker(),
+        )?);
+        Ok(())
+    }
+
+    fn promotion_started(&self) -> bool {
+        self.promotion.is_some()
+    }
+
+    /// With `wait`, a batch of no variants serves the promotion until it
+    /// ends.
+    fn ended_promotion(&mut self, wait: bool) -> Result<Option<EndedPromotion>, BackendError> {
+        if self.promotion.is_none() {
+            return Ok(None);
+        }
+        if wait {
+            let race = self.race_for(TestSet::Train);
+            self.pipeline(
+                &[],
+                TestSet::Train,
+                &|_| false,
+                Purpose::Search { race },
+                true,
+            )?;
+        }
+        let ended = match &self.promotion {
+            Some(running) => running.ended(wait),
+            None => Ok(None),
+        };
+        if !matches!(ended, Ok(None)) {
+            // Its last gate checks and compile time, then it is done.
+            self.take_lane_outputs()?;
+            self.promotion = None;
+        }
+        ended
     }
 
     fn race_against(&mut self, threshold: Option<f64>) {

@@ -1,8 +1,11 @@
 //! The two sides of a batch in [`CudaBackend::pipeline`](super::CudaBackend):
 //! the compile workers' feed ([`Forward`]) and the GPU workers'
 //! ([`Measuring`]). Each also takes promotion's requests from a
-//! [`Lane`](super::lane::Lane) while the batch runs ([`LaneInbox`]), queued
-//! ahead of the batch's own, and sends their answers back.
+//! lane ([`super::lane::Running`]) while the batch runs ([`LaneInbox`]),
+//! queued ahead of the batch's own, and sends their answers back. A batch
+//! ends when its own variants are measured, whatever the lane still asks
+//! (that waits for the next batch), or, where it serves only the lane,
+//! when the lane ends.
 
 use super::super::pool::{assessment_of, Feed, Placement, Waker};
 use super::super::{Request, Response};
@@ -15,7 +18,8 @@ use crate::evolve::{Build, Evaluated};
 use crate::ir::Patch;
 use crate::spec::TestSet;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 
 /// Why variants are being measured: the search's (which may race them
 /// against the selection threshold, and whose counts the report shows), or
@@ -40,11 +44,18 @@ pub(super) struct LaneInbox {
 }
 
 impl LaneInbox {
-    pub(super) fn new(jobs: mpsc::Receiver<LaneJob>) -> Self {
+    /// The requests `jobs` brings (none where it is `None`: no lane, or
+    /// one that ended).
+    pub(super) fn new(jobs: Option<mpsc::Receiver<LaneJob>>) -> Self {
         LaneInbox {
-            jobs: Some(jobs),
+            jobs,
             replies: BTreeMap::new(),
         }
+    }
+
+    /// The lane's channel, for the next batch; `None` once it ended.
+    pub(super) fn into_jobs(self) -> Option<mpsc::Receiver<LaneJob>> {
+        self.jobs
     }
 
     /// The lane's requests that arrived, numbered, fed from index `fed`
@@ -83,10 +94,27 @@ impl LaneInbox {
     }
 
     /// No more requests, and no answers: a lane waiting for one learns
-    /// that its batch ended.
+    /// that the pools failed.
     pub(super) fn close(&mut self) {
         self.jobs = None;
         self.replies.clear();
+    }
+}
+
+/// When a batch's pools stop taking the lane's requests.
+#[derive(Clone)]
+pub(super) struct BatchEnd {
+    /// Set by the GPU side once the batch's own variants are measured.
+    pub(super) measured: Arc<AtomicBool>,
+    /// Serve the lane until it ends, not only until then (a batch of no
+    /// variants that waits for a promotion).
+    pub(super) until_lane_ends: bool,
+}
+
+impl BatchEnd {
+    /// Whether a pool whose lane is `lane` takes no more requests.
+    fn reached(&self, lane: &LaneInbox) -> bool {
+        !lane.open() || (!self.until_lane_ends && self.measured.load(Ordering::Relaxed))
     }
 }
 
@@ -99,6 +127,9 @@ pub(super) struct Forward {
     pub(super) abandoned: bool,
     pub(super) lane: LaneInbox,
     pub(super) fed: usize,
+    /// The GPU side goes on measuring after the last variant compiled: the
+    /// lane's compile requests are taken until it is done.
+    pub(super) end: BatchEnd,
 }
 
 impl Feed for Forward {
@@ -107,7 +138,7 @@ impl Feed for Forward {
         let mut requests = self.requests.take().unwrap_or_default();
         requests.extend(self.lane.take(self.fed + requests.len(), next_id));
         self.fed += requests.len();
-        if !first && requests.is_empty() && !self.lane.open() {
+        if !first && requests.is_empty() && self.end.reached(&self.lane) {
             return None;
         }
         Some(requests)
@@ -155,9 +186,23 @@ pub(super) struct Measuring<'a> {
     pub(super) race: Option<f64>,
     pub(super) purpose: Purpose,
     pub(super) lane: LaneInbox,
+    pub(super) end: BatchEnd,
+    /// Wakes the compile side when the batch's own variants are measured.
+    pub(super) compile_waker: Waker,
+    /// The batch's own measure requests not answered yet.
+    pub(super) own_waiting: usize,
 }
 
 impl Measuring<'_> {
+    /// Every variant of the batch compiled and measured: the compile side
+    /// is told, so it stops taking the lane's requests too.
+    fn note_measured(&mut self) {
+        let measured = self.out.len() == self.patches.len() && self.own_waiting == 0;
+        if measured && !self.end.measured.swap(true, Ordering::Relaxed) {
+            self.compile_waker.wake();
+        }
+    }
+
     /// A compiled variant in its place; the measure request when it is a
     /// fresh one that passed the pre-screen.
     fn take(&mut self, response: Answer, next_id: &mut dyn FnMut() -> u64) -> Option<Request> {
@@ -184,6 +229,7 @@ impl Measuring<'_> {
             }
             (true, None, Ok(b)) => {
                 self.measured.push(Some(self.out.len()));
+                self.own_waiting += 1;
                 request = Some(Request::Measure {
                     id: next_id(),
                     ptx: b.ptx.clone(),
@@ -225,10 +271,12 @@ impl Feed for Measuring<'_> {
         let lane = self.lane.take(fed, next_id);
         self.measured.extend(lane.iter().map(|_| None));
         requests.extend(lane);
-        // The compile side ended (all compiled, or it failed: its error is
-        // the batch's), and so did the lane, which the compile side waits
-        // for.
-        if requests.is_empty() && self.producer_done && !self.lane.open() {
+        self.note_measured();
+        // The compile side ended: all compiled and measured (and the lane
+        // ended, where the batch waits for it), or it failed (a variant's
+        // answer never came; its error is the batch's).
+        let failed = self.producer_done && self.out.len() < self.patches.len();
+        if requests.is_empty() && self.producer_done && (failed || self.end.reached(&self.lane)) {
             return None;
         }
         Some(requests)
@@ -244,6 +292,8 @@ impl Feed for Measuring<'_> {
                     &self.patches[variant],
                 );
                 self.out[variant].assessment = Some(assessment_of(result));
+                self.own_waiting -= 1;
+                self.note_measured();
             }
             None => {
                 let Some((reply, patch)) = self.lane.reply_to(index) else {

@@ -1,19 +1,20 @@
-//! Promotion beside a search batch: a [`Backend`] whose requests go to the
-//! batch's running pools ([`LaneInbox`](super::feeds::LaneInbox)), ahead of
-//! the batch's own, so a generation's promotion does not hold the GPU
-//! between generations (docs/evolve.md, "Promotion beside the search").
+//! Promotion beside the search: a [`Backend`] whose requests go to the
+//! pools of whichever batch runs ([`LaneInbox`](super::feeds::LaneInbox)),
+//! ahead of the batch's own, and wait between batches; it runs in a thread
+//! of its own ([`Running`]), so neither the GPU between generations nor a
+//! batch waits for a promotion (docs/evolve.md, "Promotion beside the
+//! search").
 
 use super::super::pool::{assessment_of, build_of, hash_of, Waker};
 use super::super::Request;
 use super::feeds::{compile_failure, Answer, Compiled, LaneInbox};
 use crate::assessment::Assessment;
-use crate::busy::Utilization;
-use crate::evolve::{Backend, BackendError, Build, GateStart, Scope};
-use crate::ir::Patch;
+use crate::busy::{Spent, Utilization};
+use crate::evolve::{Backend, BackendError, Build, EndedPromotion, GateStart, Promotion, Scope};
+use crate::ir::{KernelIr, Patch};
 use crate::spec::TestSet;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
-use std::sync::Arc;
+use std::sync::{mpsc, Arc, Mutex};
 
 /// A request from a lane to one pool, and where its answer goes; `patch`:
 /// the variant a measurement is of.
@@ -36,33 +37,53 @@ pub(super) struct LaneSetup {
     pub(super) prescreen: bool,
     pub(super) cubin_for: Option<String>,
     /// Whether the backend has a safety gate: checks a lane starts are
-    /// queued and handed to it after the batch.
+    /// queued and handed to it after a batch.
     pub(super) gated: bool,
     pub(super) stop: Arc<AtomicBool>,
 }
 
-/// The backend promotion runs on while a batch is measured.
-pub(super) struct Lane {
-    compile: PoolLine,
-    gpu: PoolLine,
-    setup: LaneSetup,
+/// What a lane leaves for the backend to take after each batch.
+#[derive(Default)]
+pub(super) struct LaneOutputs {
     /// Builds to hand to the safety gate.
     pub(super) gate_queue: Vec<Build>,
     /// The compile workers' time on the lane's variants.
-    pub(super) utilization: Utilization,
+    pub(super) spent: Spent,
 }
 
-impl Lane {
-    /// A lane into two pools whose runs take its requests from the inboxes
-    /// returned (compile, GPU); each pool is woken by its waker.
-    pub(super) fn open(
+/// The backend promotion runs on, beside the batches.
+struct Lane {
+    compile: PoolLine,
+    gpu: PoolLine,
+    setup: LaneSetup,
+    outputs: Arc<Mutex<LaneOutputs>>,
+}
+
+/// A promotion running beside the search: the far ends of its lane, which
+/// each batch's pools take its requests from (put back after the batch),
+/// and its result to come.
+pub(super) struct Running {
+    compile_jobs: Option<mpsc::Receiver<LaneJob>>,
+    gpu_jobs: Option<mpsc::Receiver<LaneJob>>,
+    outputs: Arc<Mutex<LaneOutputs>>,
+    ended: mpsc::Receiver<EndedPromotion>,
+}
+
+impl Running {
+    /// `promotion` started in a thread of its own on a lane into the pools
+    /// each waker wakes (compile, GPU). The thread hands its result back,
+    /// then drops the lane, which ends the requests' channels.
+    pub(super) fn start(
+        mut promotion: Promotion,
+        ir: KernelIr,
         setup: LaneSetup,
         compile_waker: Waker,
         gpu_waker: Waker,
-    ) -> (Lane, LaneInbox, LaneInbox) {
+    ) -> Result<Running, BackendError> {
         let (compile_jobs, compile_inbound) = mpsc::channel();
         let (gpu_jobs, gpu_inbound) = mpsc::channel();
-        let lane = Lane {
+        let outputs = Arc::new(Mutex::new(LaneOutputs::default()));
+        let mut lane = Lane {
             compile: PoolLine {
                 jobs: compile_jobs,
                 waker: compile_waker,
@@ -72,14 +93,66 @@ impl Lane {
                 waker: gpu_waker,
             },
             setup,
-            gate_queue: Vec::new(),
-            utilization: Utilization::default(),
+            outputs: outputs.clone(),
         };
+        let (result, ended) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("gevod-promotion".into())
+            .spawn(move || {
+                let outcome = promotion.run(&ir, &mut lane);
+                let _ = result.send(EndedPromotion { promotion, outcome });
+            })
+            .map_err(|e| BackendError::Failed(format!("starting promotion's thread: {e}")))?;
+        Ok(Running {
+            compile_jobs: Some(compile_inbound),
+            gpu_jobs: Some(gpu_inbound),
+            outputs,
+            ended,
+        })
+    }
+
+    /// The lane's requests for one batch (compile, GPU); give them back
+    /// with [`put_back`](Self::put_back) when it ends.
+    pub(super) fn inboxes(&mut self) -> (LaneInbox, LaneInbox) {
         (
-            lane,
-            LaneInbox::new(compile_inbound),
-            LaneInbox::new(gpu_inbound),
+            LaneInbox::new(self.compile_jobs.take()),
+            LaneInbox::new(self.gpu_jobs.take()),
         )
+    }
+
+    pub(super) fn put_back(&mut self, compile: LaneInbox, gpu: LaneInbox) {
+        self.compile_jobs = compile.into_jobs();
+        self.gpu_jobs = gpu.into_jobs();
+    }
+
+    /// What the lane left since the last call: the builds for the safety
+    /// gate and the compile workers' time.
+    pub(super) fn take_outputs(&self) -> LaneOutputs {
+        let mut outputs = self.outputs.lock().unwrap_or_else(|e| e.into_inner());
+        std::mem::take(&mut *outputs)
+    }
+
+    /// The promotion's result: at once, `None` while it runs; with `wait`,
+    /// when it comes. Its thread always sends one unless it panicked.
+    pub(super) fn ended(&self, wait: bool) -> Result<Option<EndedPromotion>, BackendError> {
+        let gone = || BackendError::Failed("promotion's thread ended without its result".into());
+        match wait {
+            true => self.ended.recv().map(Some).map_err(|_| gone()),
+            false => match self.ended.try_recv() {
+                Ok(ended) => Ok(Some(ended)),
+                Err(mpsc::TryRecvError::Empty) => Ok(None),
+                Err(mpsc::TryRecvError::Disconnected) => Err(gone()),
+            },
+        }
+    }
+}
+
+impl Lane {
+    /// Adds the compile workers' time on the lane's variants to what the
+    /// backend takes after the batch.
+    fn share(&self, spent: &Spent) {
+        let mut outputs = self.outputs.lock().unwrap_or_else(|e| e.into_inner());
+        outputs.spent += spent;
     }
 
     /// Sends each request to `line`'s pool and waits for every answer, in
@@ -108,13 +181,13 @@ impl Lane {
             .collect()
     }
 
-    /// Why an answer will not come: a stop, or the batch's pools failed
-    /// (their error is the batch's).
+    /// Why an answer will not come: a stop, or the pools failed (their
+    /// error is their batch's) or are gone.
     fn ended(&self) -> BackendError {
         if self.setup.stop.load(Ordering::Relaxed) {
             BackendError::Interrupted
         } else {
-            BackendError::Failed("the batch that promotion ran beside ended".into())
+            BackendError::Failed("the workers promotion ran on failed or are gone".into())
         }
     }
 }
@@ -181,8 +254,9 @@ impl Backend for Lane {
         let compiled = self.ask(&self.compile, requests)?;
         let mut out: Vec<Option<Assessment>> = Vec::with_capacity(patches.len());
         let mut measures = Vec::new();
+        let mut utilization = Utilization::default();
         for (answer, patch) in compiled.into_iter().zip(patches) {
-            let compiled = Compiled::of(answer, &mut self.utilization);
+            let compiled = Compiled::of(answer, &mut utilization);
             out.push(match (&compiled.build, compiled.screened_out.clone()) {
                 (Err(reason), _) => Some(compile_failure(reason.clone())),
                 (Ok(_), Some(screened)) => Some(screened),
@@ -193,6 +267,7 @@ impl Backend for Lane {
                 }
             });
         }
+        self.share(&utilization.spent);
         let mut measured = self.ask(&self.gpu, measures)?.into_iter();
         Ok(out
             .into_iter()
@@ -200,19 +275,20 @@ impl Backend for Lane {
             .collect())
     }
 
-    /// Started after the batch, by the backend's gate.
+    /// Started after a batch, by the backend's gate.
     fn start_safety_check(&mut self, build: &Build) -> Result<GateStart, BackendError> {
         if !self.setup.gated {
             return Ok(GateStart::Verdict(None));
         }
-        self.gate_queue.push(build.clone());
+        let mut outputs = self.outputs.lock().unwrap_or_else(|e| e.into_inner());
+        outputs.gate_queue.push(build.clone());
         Ok(GateStart::Started)
     }
 
     fn safety_check(&mut self, build: &Build) -> Result<Option<String>, BackendError> {
         match self.setup.gated {
             true => Err(BackendError::Failed(format!(
-                "the safety gate checks {} only after the batch promotion ran beside",
+                "the safety gate checks {} only after a batch promotion ran beside",
                 build.ptx_hash
             ))),
             false => Ok(None),
