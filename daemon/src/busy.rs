@@ -114,8 +114,9 @@ summed_struct! {
         /// Promotion: held-out measurements, minimization, the safety
         /// gate's verdicts.
         pub promote_s: f64,
-        /// Promotion run beside the batch (the GPU backend), from its start
-        /// to its end: part of `evaluate_s`, not of the parts above.
+        /// Promotions run beside the batches (the GPU backend, in a thread
+        /// of their own), from start to end, counted with the step that
+        /// took each in: not part of the parts above.
         pub promote_beside_s: f64,
     }
 }

@@ -219,9 +219,9 @@ impl Driver {
         }
     }
 
-    /// The end of a run: on its goal or deadline, promotes the last
-    /// generation's candidates where they wait for the next step
-    /// (`Engine::promote_last`); then waits for the safety gate's verdict on the best
+    /// The end of a run: on its goal or deadline, ends the promotion
+    /// running beside the search and promotes the last generation's
+    /// candidates where they wait for a later step (`Engine::promote_last`); then waits for the safety gate's verdict on the best
     /// variant it is still checking (`Engine::settle`: a validated variant
     /// found in the last generations is not left for a resume to check
     /// again) and commits what it decided. A stop that reached the backend kills the checks: they stay in
@@ -252,8 +252,8 @@ impl Driver {
         Ok(ended)
     }
 
-    /// A search that ended on its goal or deadline: the last generation's
-    /// promotion where it would have run beside the next one
+    /// A search that ended on its goal or deadline: the promotion still
+    /// running beside it, served to its end, and the last generation's
     /// (`Engine::promote_last`), then the gate's verdicts.
     fn settle_last(
         &mut self,

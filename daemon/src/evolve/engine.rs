@@ -520,23 +520,6 @@ impl Engine {
         next
     }
 
-    /// A promotion that ended beside the search, added to this step's
-    /// report (`take_ended_promotion`).
-    fn take_ended_beside(
-        &mut self,
-        backend: &mut dyn Backend,
-        validated: &mut Vec<Validated>,
-        failures: &mut Vec<PromotionFailure>,
-        spent: &mut EngineSpent,
-    ) -> Result<(), EvolveError> {
-        if let Some(((passed, failed), seconds)) = self.take_ended_promotion(backend, false)? {
-            validated.extend(passed);
-            failures.extend(failed);
-            spent.promote_beside_s += seconds;
-        }
-        Ok(())
-    }
-
     /// Compiles every patch, answers what the cache knows, assesses the rest
     /// on the train tests (each distinct PTX once), and fills the cache.
     fn evaluate(

@@ -4,6 +4,7 @@
 //! variants through the held-out tests and minimizes them. It does no I/O:
 //! compiling and running belong to the backend, persisting to `store`.
 
+mod beside;
 pub mod bounds;
 mod diversity;
 mod engine;

@@ -427,7 +427,7 @@ mod tests {
             "<tr><td>waiting for evaluation</td><td class=\"num\">12.0</td><td class=\"num\">60.0%</td></tr>",
             "<tr><td>promotion</td><td class=\"num\">6.0</td><td class=\"num\">30.0%</td></tr>",
             "8.0 s between batches",
-            "beside the next one's batch instead (5.0 s, part of the waiting)",
+            "beside the batches in a thread of its own instead (5.0 s, which no batch waits for)",
         ] {
             assert!(html.contains(text), "{text} not in the report");
         }

@@ -372,7 +372,7 @@ fn engine_table(out: &mut String, u: &Utilization) {
     }
     let _ = writeln!(
         out,
-        "</table>\n<p>The engine's thread breeds a generation, waits for the workers to evaluate it, selects, then promotes (held-out tests, minimizing, on the same workers): {:.1} s between batches, when no new variant reaches the workers. On the GPU a generation is promoted beside the next one's batch instead ({:.1} s, part of the waiting).</p>",
+        "</table>\n<p>The engine's thread breeds a generation, waits for the workers to evaluate it, selects, then promotes (held-out tests, minimizing, on the same workers): {:.1} s between batches, when no new variant reaches the workers. On the GPU promotion runs beside the batches in a thread of its own instead ({:.1} s, which no batch waits for).</p>",
         u.engine.between_batches_s(),
         u.engine.promote_beside_s
     );
