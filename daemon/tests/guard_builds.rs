@@ -566,3 +566,74 @@ fn a_pipelines_guarded_build_is_assembled_a_kernel_at_a_time() {
         assert!(fewer > 0, "{name}: every variant assembled every part");
     }
 }
+
+/// An edit renumbers only its own kernel's guard sites (`GuardSite::id`),
+/// and a kernel's part holds only the functions and variables it uses
+/// (`cuda::parts`): a one-edit variant of a pipeline changes the guarded
+/// PTX of the kernel it edits and, but for a few, of no other, so a build
+/// a kernel at a time assembles one part again. Each site's id names its
+/// kernel's space, and no two sites share one.
+#[test]
+fn an_edit_changes_only_its_own_kernels_guarded_part() {
+    let options = common::codegen_options();
+    for name in common::PIPELINE_FIXTURES {
+        let spec = gevod::spec::load(&common::pipeline_fixture(name)).unwrap();
+        let ir = KernelIr::load_kernels(&spec.ir, &spec.kernels).unwrap();
+        let original = ir.compile_guarded(&ir.empty_patch(), &options).unwrap();
+        let mut ids: Vec<u32> = original.sites.iter().map(|s| s.id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(
+            ids.len(),
+            original.sites.len(),
+            "{name}: two sites share an id"
+        );
+        for site in &original.sites {
+            let space = site.id >> 20;
+            match ir.kernels().iter().position(|k| *k == site.function) {
+                Some(i) => assert_eq!(space as usize, i + 1, "{name}: {site:?}"),
+                None => assert_eq!(space, 0, "{name}: {site:?}"),
+            }
+        }
+        let parts = gevod::cuda::parts::split(&original.ptx).unwrap();
+        let mut rng = ChaCha8Rng::seed_from_u64(11);
+        let (mut variants, mut site_counts_changed, mut spread) = (0, 0, 0);
+        for _ in 0..40 {
+            let patch = ir.mutate(&mut rng, 1).unwrap();
+            let Ok(variant) = ir.compile_guarded(&patch, &options) else {
+                continue;
+            };
+            let Some(split) = gevod::cuda::parts::split(&variant.ptx) else {
+                continue;
+            };
+            variants += 1;
+            site_counts_changed += usize::from(variant.sites.len() != original.sites.len());
+            let changed: Vec<&str> = split
+                .kernels
+                .iter()
+                .zip(&parts.kernels)
+                .filter(|(a, b)| a != b)
+                .map(|(a, _)| a.0.as_str())
+                .collect();
+            if changed.len() > 1 {
+                println!(
+                    "{name}: one edit ({}) changed the guarded parts of {changed:?}",
+                    patch.to_json()
+                );
+                spread += 1;
+            }
+        }
+        assert!(variants > 10, "{name}: {variants} variants built");
+        println!(
+            "{name}: {variants} one-edit variants, {site_counts_changed} with another site count, \
+             {spread} changing more than one kernel's part"
+        );
+        // An edit that brings in a runtime function which reads the
+        // module's variables moves a kernel's shared array to the module's
+        // scope, so that kernel's part changes too: rare.
+        assert!(
+            spread * 10 <= variants,
+            "{name}: {spread} of {variants} one-edit variants changed more than one kernel's part"
+        );
+    }
+}

@@ -162,7 +162,9 @@ impl GuardState {
     ) -> Option<Verdict> {
         let kind = self.fault()?;
         let words = &self.0;
-        let site = sites.get(words[guard::STATE_SITE] as usize);
+        let site = sites
+            .iter()
+            .find(|s| u64::from(s.id) == words[guard::STATE_SITE]);
         let address = words[guard::STATE_ADDRESS];
         let bytes = site.map_or(0, |s| s.bytes);
         let mut context = Context {

@@ -28,8 +28,9 @@ const CACHE_LIMIT: usize = 512;
 pub struct Parts {
     /// The module's visible variables, defined once.
     pub common: String,
-    /// Per kernel, in the module's order: the kernel, every function (made
-    /// internal), the variables (visible ones declared `.extern`).
+    /// Per kernel, in the module's order: the kernel, and the functions
+    /// (made internal) and variables (visible ones declared `.extern`) it
+    /// uses.
     pub kernels: Vec<(String, String)>,
 }
 
@@ -59,34 +60,142 @@ pub fn split(ptx: &str) -> Option<Parts> {
         return None;
     }
     let (mut head, mut common) = (String::new(), String::new());
-    let mut shared = String::new();
+    // What each kernel's part may hold besides the kernel, by name:
+    // variables, then functions in the module's order.
+    let mut variables: Vec<(String, String)> = Vec::new();
+    let mut functions: Vec<(String, String)> = Vec::new();
     for item in &items {
         match item {
             Item::Preamble(text) => {
                 head += text;
                 common += text;
             }
-            Item::Prototype(text) => shared += text,
-            Item::Function(text) => shared += &internal(text),
+            Item::Prototype(text) => functions.push((function_name(text)?, text.clone())),
+            Item::Function(text) => functions.push((
+                function_name(text)?,
+                function_numbers_dropped(&internal(text)),
+            )),
             Item::Variable(text) => match text.strip_prefix(".visible ") {
                 Some(rest) => {
                     common += text;
-                    shared += &format!(".extern {}", declaration(rest));
+                    variables.push((
+                        variable_name(rest)?,
+                        format!(".extern {}", declaration(rest)),
+                    ));
                 }
                 None if mutable_and_shared(text) => return None,
-                None => shared += text,
+                None => variables.push((variable_name(text)?, text.clone())),
             },
             Item::Entry { .. } => {}
         }
     }
+    // By name, where no variable's initializer names another: where an
+    // edit moves a variable in the module, other kernels' parts stay.
+    let independent = variables.iter().all(|(_, text)| {
+        variables
+            .iter()
+            .all(|(other, _)| !text.contains('=') || !mentions(text, other))
+    });
+    if independent {
+        variables.sort();
+    }
+    let mut shared = variables;
+    shared.extend(functions);
     let kernels = items
         .iter()
         .filter_map(|item| match item {
-            Item::Entry { name, text } => Some((name.clone(), format!("{head}{shared}{text}"))),
+            Item::Entry { name, text } => {
+                let text = &function_numbers_dropped(text);
+                let used = used_by(text, &shared);
+                let held: String = shared
+                    .iter()
+                    .filter(|(name, _)| used.contains(name))
+                    .map(|(_, text)| text.as_str())
+                    .collect();
+                Some((name.clone(), format!("{head}{held}{text}")))
+            }
             _ => None,
         })
         .collect();
     Some(Parts { common, kernels })
+}
+
+/// The functions and variables among `shared` that `kernel` uses,
+/// directly or through each other: a kernel's part holds only those, so
+/// that what an edit of another kernel adds or moves (a function of the
+/// guard runtime, a kernel's shared array) leaves it as it was.
+fn used_by(kernel: &str, shared: &[(String, String)]) -> Vec<String> {
+    let mut used: Vec<String> = Vec::new();
+    let mut reached = vec![kernel];
+    while let Some(text) = reached.pop() {
+        for (name, _) in shared {
+            if !used.contains(name) && mentions(text, name) {
+                used.push(name.clone());
+                // A function's prototype and its body share the name.
+                reached.extend(
+                    shared
+                        .iter()
+                        .filter(|(n, _)| n == name)
+                        .map(|(_, t)| t.as_str()),
+                );
+            }
+        }
+    }
+    used
+}
+
+/// Whether `text` names `name` as a whole identifier.
+fn mentions(text: &str, name: &str) -> bool {
+    let identifier = |c: char| c.is_alphanumeric() || c == '_' || c == '$';
+    text.match_indices(name).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + name.len()..].chars().next();
+        !before.is_some_and(identifier) && !after.is_some_and(identifier)
+    })
+}
+
+/// A function's text with the function's number in the module taken out
+/// of its labels and local depot (`$L__BB9_1` -> `$L__BB_1`,
+/// `__local_depot9` -> `__local_depot`): both are scoped to the function,
+/// and the number moves when the guard runtime adds a function before it.
+fn function_numbers_dropped(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = ["$L__BB", "__local_depot"]
+        .iter()
+        .filter_map(|prefix| rest.find(prefix).map(|at| (at, prefix.len())))
+        .min()
+    {
+        let (at, len) = at;
+        out += &rest[..at + len];
+        rest = rest[at + len..].trim_start_matches(|c: char| c.is_ascii_digit());
+    }
+    out += rest;
+    out
+}
+
+/// `.global .align 4 .b8 name[256];` (or `... name = ...;`) -> `name`.
+fn variable_name(text: &str) -> Option<String> {
+    let end = text.find(['[', '=', ';'])?;
+    let name = text[..end].split_whitespace().next_back()?;
+    let identifier = |c: char| c.is_alphanumeric() || c == '_' || c == '$';
+    name.chars().all(identifier).then(|| name.to_string())
+}
+
+/// `.func (.param .b32 r) name(` -> `name`.
+fn function_name(text: &str) -> Option<String> {
+    let directive = text.trim_start();
+    let directive = directive.strip_prefix(".visible ").unwrap_or(directive);
+    let directive = directive.strip_prefix(".extern ").unwrap_or(directive);
+    let mut rest = directive.strip_prefix(".func")?.trim_start();
+    if rest.starts_with('(') {
+        rest = rest[rest.find(')')? + 1..].trim_start();
+    }
+    let name: String = rest
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '$')
+        .collect();
+    (!name.is_empty()).then_some(name)
 }
 
 /// The module's top-level items, or `None` at anything unknown.
@@ -145,7 +254,7 @@ fn statement<'a>(first: &str, lines: &mut impl Iterator<Item = &'a str>) -> Opti
 fn block<'a>(first: &str, lines: &mut impl Iterator<Item = &'a str>) -> Option<String> {
     let mut text = String::new();
     let (mut depth, mut opened) = (0i64, false);
-    let mut line = first;
+    let mut line = without_call_numbers(first);
     loop {
         text += line;
         text.push('\n');
@@ -165,7 +274,17 @@ fn block<'a>(first: &str, lines: &mut impl Iterator<Item = &'a str>) -> Option<S
         if !opened && line.trim_end().ends_with(';') {
             return Some(text);
         }
-        line = lines.next()?;
+        line = without_call_numbers(lines.next()?);
+    }
+}
+
+/// `line` without the code generator's call-sequence comment
+/// (`{ // callseq 17, 0`): numbered across the module, it would make a
+/// kernel's part change with another kernel's calls.
+fn without_call_numbers(line: &str) -> &str {
+    match line.find(" // callseq ") {
+        Some(at) => &line[..at],
+        None => line,
     }
 }
 
@@ -323,6 +442,16 @@ mod tests {
 \t.param .u64 first_param_0
 )
 {
+\t.reg .b32 \t%r<2>;
+\t.reg .b64 \t%rd<2>;
+\tld.const.u32 \t%r1, [table+4];
+\t{ // callseq 7, 0
+\t.param .b64 param0;
+\tmov.u64 \t%rd1, 0;
+\tst.param.b64 \t[param0], %rd1;
+\tcall.uni __gevo_record, (param0);
+\t} // callseq 7
+$L__BB3_1:
 \tret;
 }
 \t// .globl\tsecond
@@ -336,13 +465,25 @@ mod tests {
 \t.param .b64 __gevo_record_param_0
 )
 {
+\t.local .align 8 .b8 \t__local_depot4[8];
+\t.reg .b64 \t%SPL;
+\t.reg .b64 \t%rd<2>;
+\t.reg .b16 \t%rs<2>;
+\tmov.u64 \t%SPL, __local_depot4;
+\tmov.u64 \t%rd1, 1;
+\tst.global.u64 \t[__gevo_guard_state], %rd1;
+\tmov.u16 \t%rs1, 0;
+\tst.global.u8 \t[__gevo_scratch], %rs1;
+\tst.shared.u8 \t[__gevo_scratch_shared], %rs1;
 \tret;
-}
-";
+}";
 
-    /// Each kernel gets a part of its own with every function (made
-    /// internal) and the variables, visible ones declared `.extern`
-    /// without their initializer; the common part defines those once.
+    /// Each kernel gets a part of its own with the functions it calls
+    /// (made internal, with their prototypes) and the variables they use,
+    /// visible ones declared `.extern` without their initializer; the
+    /// common part defines those once. What the code generator numbers
+    /// across the module (call sequences, a function's labels and local
+    /// depot) is left out of the parts.
     #[test]
     fn a_module_splits_into_a_part_per_kernel_and_a_common_part() {
         let parts = split(MODULE).expect("splits");
@@ -354,19 +495,27 @@ mod tests {
         );
         let names: Vec<&str> = parts.kernels.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["first", "second"]);
+        let used = [
+            ".extern .global .align 8 .b8 __gevo_guard_state[64];",
+            ".extern .const .align 4 .b8 table[8];",
+            ".global .align 16 .b8 __gevo_scratch[256];",
+            ".shared .align 16 .b8 __gevo_scratch_shared[64];",
+            ".func __gevo_record",
+            ".func __gevo_record(",
+            "\t} // callseq 7",
+            "$L__BB_1:",
+            "\t.local .align 8 .b8 \t__local_depot[8];",
+        ];
         for (name, text) in &parts.kernels {
             assert_eq!(text.matches(".entry").count(), 1, "{text}");
             assert!(text.contains(&format!(".visible .entry {name}(")), "{text}");
-            for line in [
-                ".extern .global .align 8 .b8 __gevo_guard_state[64];",
-                ".extern .const .align 4 .b8 table[8];",
-                ".global .align 16 .b8 __gevo_scratch[256];",
-                ".shared .align 16 .b8 __gevo_scratch_shared[64];",
-                ".func __gevo_record(",
-            ] {
-                assert!(text.lines().any(|l| l == line), "{line} not in {text}");
-            }
             assert!(!text.contains(".visible .func"), "{text}");
+            assert!(!text.contains("callseq 7,"), "{text}");
+            for line in used {
+                let held = text.lines().any(|l| l == line);
+                let wanted = *name == "first" && line != "\t} // callseq 7";
+                assert_eq!(held, wanted, "{line} in {name}'s part: {text}");
+            }
         }
         assert!(parts.kernels[1].1.ends_with("\t}\n}\n"), "nested braces");
     }

@@ -113,9 +113,16 @@ pub enum SiteKind {
     Barrier,
 }
 
-/// One guarded instruction, as the fault record names it by index.
+/// One guarded instruction, as the fault record names it by its id.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GuardSite {
+    /// What the fault record names it by: its function's space in the high
+    /// 12 bits (0: the functions that are not chosen kernels, which edits
+    /// never change; 1 + i: the `i`th chosen kernel) and its number within
+    /// the function in the low 20 (past 2^20 sites in one function, a
+    /// fault is recorded without its location). An edit renumbers only the
+    /// sites of the kernel it edits.
+    pub id: u32,
     pub kind: SiteKind,
     /// The edit engine's instruction id (none in a function that is not
     /// one of the chosen kernels); a loop header's first instruction.
@@ -138,7 +145,7 @@ pub struct GuardSite {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Guarded {
     pub ptx: String,
-    /// Indexed by the fault record's site.
+    /// Named by the fault record's site id.
     pub sites: Vec<GuardSite>,
     /// Accesses left unguarded (wider than the scratch).
     pub unguarded: usize,

@@ -12,8 +12,9 @@ use crate::ir::Patch;
 use crate::spec::TestSet;
 use serde::{Deserialize, Serialize};
 
-/// Wire protocol version, sent in the worker's greeting.
-pub const PROTOCOL: u32 = 4;
+/// Wire protocol version, sent in the worker's greeting (5: guard sites
+/// carry their id).
+pub const PROTOCOL: u32 = 5;
 
 /// A request from the engine's process.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -261,6 +262,7 @@ mod tests {
                         ptx: "g".into(),
                         cubin: None,
                         sites: vec![GuardSite {
+                            id: 1 << 20,
                             kind: SiteKind::Load,
                             instruction: Some(12),
                             function: "k".into(),
@@ -273,7 +275,7 @@ mod tests {
                     set: TestSet::Train,
                     race: Some(0.97),
                 },
-                r#"{"op":"measure","id":9,"ptx":"x","cubin":"f0VMRg==","guarded":{"ptx":"g","sites":[{"kind":"load","instruction":12,"function":"k","block":"bb1","source":"k.cu:7","bytes":4,"argument":0}]},"set":"train","race":0.97}"#,
+                r#"{"op":"measure","id":9,"ptx":"x","cubin":"f0VMRg==","guarded":{"ptx":"g","sites":[{"id":1048576,"kind":"load","instruction":12,"function":"k","block":"bb1","source":"k.cu:7","bytes":4,"argument":0}]},"set":"train","race":0.97}"#,
             ),
             (
                 Request::Compile {

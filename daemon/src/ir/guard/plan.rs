@@ -8,6 +8,34 @@ use super::super::llvm;
 use super::{is_runtime, GuardSite, SiteKind, SCRATCH_BYTES, SHARED_SCRATCH_BYTES};
 use inkwell::module::Module;
 use inkwell::values::AsValueRef;
+use std::collections::BTreeMap;
+
+/// Bits of a site id that number the sites within one function
+/// (`GuardSite::id`); the bits above name the function's space.
+const LOCAL_SITE_BITS: u32 = 20;
+/// The id of a site past the last one a function's space can number: its
+/// fault is recorded without its location.
+const UNNAMED_SITE: u32 = u32::MAX;
+
+/// Numbers sites a function at a time (`GuardSite::id`): space 0 holds
+/// every function that is not a chosen kernel (edits never change them),
+/// space 1 + i the `i`th chosen kernel, so that an edit renumbers only the
+/// sites of the kernel it edits, and a pipeline's other kernels keep their
+/// guarded PTX (assembled a kernel at a time, `cuda::parts`).
+#[derive(Default)]
+struct SiteIds(BTreeMap<u32, u32>);
+
+impl SiteIds {
+    fn next(&mut self, space: u32) -> u32 {
+        let count = self.0.entry(space).or_insert(0);
+        let id = match *count < 1 << LOCAL_SITE_BITS {
+            true => (space << LOCAL_SITE_BITS) | *count,
+            false => UNNAMED_SITE,
+        };
+        *count += 1;
+        id
+    }
+}
 
 /// One access to guard: the instruction, its site, which operands are
 /// pointers (with the byte count and alignment the check uses).
@@ -98,12 +126,21 @@ pub(super) fn plan(
         barriers: Vec::new(),
         too_wide: 0,
     };
-    let site_of = |inst: llvm::Value, block: String, kind: SiteKind, bytes: u64| {
+    let mut ids = SiteIds::default();
+    let highest_space = (1 << (32 - LOCAL_SITE_BITS)) - 1;
+    let space_of = |function: llvm::Value| {
+        parts
+            .iter()
+            .position(|p| p.function() == function)
+            .map_or(0, |i| (i as u32 + 1).min(highest_space))
+    };
+    let site_of = |id: u32, inst: llvm::Value, block: String, kind: SiteKind, bytes: u64| {
         let function = llvm::parent(inst)
             .map(|b| llvm::value_name(llvm::block_function(b)))
             .unwrap_or_default();
         let instruction = parts.iter().find_map(|p| p.try_id_of(inst)).map(|id| id.0);
         GuardSite {
+            id,
             kind,
             instruction,
             function,
@@ -119,6 +156,7 @@ pub(super) fn plan(
             continue;
         }
         let is_kernel = kernels.contains(&name);
+        let space = space_of(f.as_value_ref());
         for (index, block) in llvm::blocks(f.as_value_ref()).into_iter().enumerate() {
             let block_label = block_label(block, index);
             for inst in llvm::instructions(block) {
@@ -131,8 +169,8 @@ pub(super) fn plan(
                     Found::Nothing => continue,
                 };
                 let kind = site_kind(inst);
-                access.site = plan.sites.len() as u32;
-                let mut site = site_of(inst, block_label.clone(), kind, access.bytes);
+                access.site = ids.next(space);
+                let mut site = site_of(access.site, inst, block_label.clone(), kind, access.bytes);
                 let root = root_of(llvm::operand(inst, access.pointers[0]));
                 site.argument = root.and_then(|r| parameter_index(r, f.as_value_ref()));
                 access.base = root.and_then(|r| match parameter_index(r, f.as_value_ref()) {
@@ -155,6 +193,7 @@ pub(super) fn plan(
     }
     for (part, live) in loaded.iter().zip(parts) {
         let function = live.function();
+        let space = space_of(function);
         let blocks = llvm::blocks(function);
         // (header, latches) by the header's index.
         let mut headers: Vec<(usize, Vec<llvm::Block>)> = Vec::new();
@@ -181,12 +220,14 @@ pub(super) fn plan(
                     && llvm::called_function(inst)
                         .is_some_and(|f| llvm::value_name(f) == super::ALIGNED_BARRIER)
                 {
+                    let id = ids.next(space);
                     plan.barriers.push(Barrier {
-                        site: plan.sites.len() as u32,
+                        site: id,
                         call: inst,
                         function,
                     });
                     plan.sites.push(site_of(
+                        id,
                         inst,
                         block_label(block, index),
                         SiteKind::Barrier,
@@ -204,8 +245,9 @@ pub(super) fn plan(
                 .into_iter()
                 .find(|&i| !llvm::is_phi(i))
                 .expect("a block ends in a terminator");
-            let site = plan.sites.len() as u32;
+            let site = ids.next(space);
             plan.sites.push(site_of(
+                site,
                 first,
                 block_label(blocks[h], h),
                 SiteKind::LoopHeader,
