@@ -350,11 +350,8 @@ impl PartAssembler {
     /// at once) linked where it splits and nvlink is found, else whole (and
     /// whole where the parts fail: ptxas says then what is wrong).
     pub fn assemble(&mut self, ptx: &str, arch: &str) -> Result<Cubin, AssembleError> {
-        let (Some(nvlink), Some(parts)) = (self.nvlink.clone(), split(ptx)) else {
-            return self.assembler.assemble(ptx, arch);
-        };
-        self.assemble_parts(&nvlink, &parts, arch).or_else(|e| {
-            tracing::debug!("assembling the module whole: its parts failed: {e}");
+        self.assemble_linked(ptx, arch).or_else(|e| {
+            tracing::debug!("assembling the module whole: {e}");
             self.assembler.assemble(ptx, arch)
         })
     }
