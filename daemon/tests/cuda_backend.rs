@@ -696,6 +696,57 @@ fn no_step_waits_for_the_promotion_beside_it() {
     );
 }
 
+/// A stop seen between steps (a daemon's pause: `Ended::Stopped`, the
+/// backend kept) leaves the promotion running beside the search waiting,
+/// with nothing measured meanwhile; with the stop lifted, the next step's
+/// batch serves it again, and `promote_last` to its end, its results taken
+/// in.
+#[test]
+fn a_promotion_waits_out_a_pause_between_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let races = dir.path().join("races.log");
+    let mut gpu = two_fake_gpus(dir.path());
+    gpu.env.extend([
+        ("FAKE_GPU_RACE_LOG".into(), races.clone().into()),
+        ("FAKE_GPU_ROUND_MS".into(), "1".into()),
+        ("FAKE_GPU_SET_MS".into(), "heldout:300 all:300".into()),
+    ]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let spec = common::spec_fixture("vecadd");
+    let mut backend = start_stoppable(&spec, gpu, false, Measurement::Fixed, stop.clone());
+    let config = Config {
+        population: 8,
+        islands: 1,
+        ..Config::default()
+    };
+    let mut engine = Engine::new(config, 5).unwrap();
+    let ir = common::load("vecadd");
+    engine.step(&ir, &mut backend).unwrap();
+    while !backend.promotion_started() {
+        engine.step(&ir, &mut backend).unwrap();
+    }
+    // The pause: stopped between steps, nothing runs.
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let lines = || {
+        std::fs::read_to_string(&races)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    let before = lines();
+    std::thread::sleep(Duration::from_millis(700));
+    assert_eq!(lines(), before, "something was measured during the pause");
+    stop.store(false, std::sync::atomic::Ordering::Relaxed);
+    engine.step(&ir, &mut backend).unwrap();
+    assert!(lines() > before, "nothing measured after the pause");
+    engine.promote_last(&ir, &mut backend).unwrap();
+    assert!(!backend.promotion_started());
+    assert!(
+        !engine.validated().is_empty() || !engine.promotion_failures().is_empty(),
+        "the promotion's results were never taken in"
+    );
+}
+
 /// A stop while a generation's promotion runs beside the next batch ends
 /// the step at once, the promotion with it: no request waits for an answer
 /// that will not come, and the engine is as it was.

@@ -329,8 +329,14 @@ impl CudaBackend {
         let (outcome, compile_lane) = outcome;
         let (out, screened_out) = (measuring.out, measuring.screened_out);
         self.screened_out += screened_out;
-        if let Some(running) = &mut self.promotion {
-            running.put_back(compile_lane, measuring.lane);
+        match (&outcome, &mut self.promotion) {
+            (Ok(()), Some(running)) => running.put_back(compile_lane, measuring.lane),
+            // A failed batch (a stop, a lost pool) ends the promotion beside
+            // it: its thread learns so from its closed channels, nobody
+            // takes its result, and a later step promotes its candidates
+            // again (a daemon keeps its backend across a stop).
+            (Err(_), running) => *running = None,
+            (Ok(()), None) => {}
         }
         self.take_lane_outputs()?;
         outcome?;
