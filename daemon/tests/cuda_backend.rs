@@ -667,9 +667,11 @@ fn no_step_waits_for_the_promotion_beside_it() {
     let dir = tempfile::tempdir().unwrap();
     let mut gpu = two_fake_gpus(dir.path());
     gpu.env.extend([
-        // 15 ms a search variant, 0.5 s more a promotion's measurement.
+        // 15 ms a search variant, 1.5 s more a promotion's measurement: a
+        // promotion (two measurements at least) outlasts a step of 8
+        // variants even where compiling them is slow.
         ("FAKE_GPU_ROUND_MS".into(), "1".into()),
-        ("FAKE_GPU_SET_MS".into(), "heldout:500 all:500".into()),
+        ("FAKE_GPU_SET_MS".into(), "heldout:1500 all:1500".into()),
     ]);
     let mut backend = start(&common::spec_fixture("vecadd"), gpu, false);
     let config = Config {
