@@ -92,6 +92,26 @@ fn start_stoppable(
     CudaBackend::start(options, &spec, stop).unwrap()
 }
 
+/// A one-island search of `population` on vecadd (seed 5), and its IR:
+/// the promotion tests' engine.
+fn vecadd_search(population: usize) -> (Engine, gevod::ir::KernelIr) {
+    let config = Config {
+        population,
+        islands: 1,
+        ..Config::default()
+    };
+    (Engine::new(config, 5).unwrap(), common::load("vecadd"))
+}
+
+/// Some promotion ended and was taken in: a variant validated or a
+/// failure recorded.
+fn assert_promotions_taken_in(engine: &Engine) {
+    assert!(
+        !engine.validated().is_empty() || !engine.promotion_failures().is_empty(),
+        "the promotions' results were never taken in"
+    );
+}
+
 /// Random patches of 1 to 3 edits (more than a compile chunk, so the
 /// pipeline overlaps several).
 fn patches(seed: u64, count: usize) -> Vec<Patch> {
@@ -605,13 +625,7 @@ fn a_generation_is_promoted_beside_the_next_ones_batch() {
     let spec = common::spec_fixture("vecadd");
     let mut backend = start(&spec, gpu, false);
     assert!(backend.promotes_beside());
-    let config = Config {
-        population: 24,
-        islands: 1,
-        ..Config::default()
-    };
-    let mut engine = Engine::new(config, 5).unwrap();
-    let ir = common::load("vecadd");
+    let (mut engine, ir) = vecadd_search(24);
     let (mut seen, mut interleaved, mut promoted) = (0, 0, 0);
     for _ in 0..4 {
         let report = engine.step(&ir, &mut backend).unwrap();
@@ -674,13 +688,7 @@ fn no_step_waits_for_the_promotion_beside_it() {
         ("FAKE_GPU_SET_MS".into(), "heldout:1500 all:1500".into()),
     ]);
     let mut backend = start(&common::spec_fixture("vecadd"), gpu, false);
-    let config = Config {
-        population: 8,
-        islands: 1,
-        ..Config::default()
-    };
-    let mut engine = Engine::new(config, 5).unwrap();
-    let ir = common::load("vecadd");
+    let (mut engine, ir) = vecadd_search(8);
     let mut outlived = 0;
     for _ in 0..5 {
         let report = engine.step(&ir, &mut backend).unwrap();
@@ -692,10 +700,7 @@ fn no_step_waits_for_the_promotion_beside_it() {
     assert!(outlived > 0, "every step waited for its promotion");
     engine.promote_last(&ir, &mut backend).unwrap();
     assert!(!backend.promotion_started());
-    assert!(
-        !engine.validated().is_empty() || !engine.promotion_failures().is_empty(),
-        "the promotions' results were never taken in"
-    );
+    assert_promotions_taken_in(&engine);
 }
 
 /// A stop seen between steps (a daemon's pause: `Ended::Stopped`, the
@@ -716,13 +721,7 @@ fn a_promotion_waits_out_a_pause_between_steps() {
     let stop = Arc::new(AtomicBool::new(false));
     let spec = common::spec_fixture("vecadd");
     let mut backend = start_stoppable(&spec, gpu, false, Measurement::Fixed, stop.clone());
-    let config = Config {
-        population: 8,
-        islands: 1,
-        ..Config::default()
-    };
-    let mut engine = Engine::new(config, 5).unwrap();
-    let ir = common::load("vecadd");
+    let (mut engine, ir) = vecadd_search(8);
     engine.step(&ir, &mut backend).unwrap();
     while !backend.promotion_started() {
         engine.step(&ir, &mut backend).unwrap();
@@ -743,10 +742,7 @@ fn a_promotion_waits_out_a_pause_between_steps() {
     assert!(lines() > before, "nothing measured after the pause");
     engine.promote_last(&ir, &mut backend).unwrap();
     assert!(!backend.promotion_started());
-    assert!(
-        !engine.validated().is_empty() || !engine.promotion_failures().is_empty(),
-        "the promotion's results were never taken in"
-    );
+    assert_promotions_taken_in(&engine);
 }
 
 /// A stop while a generation's promotion runs beside the next batch ends
@@ -765,13 +761,7 @@ fn a_stop_ends_a_step_whose_promotion_runs_beside_its_batch() {
     let stop = Arc::new(AtomicBool::new(false));
     let spec = common::spec_fixture("vecadd");
     let mut backend = start_stoppable(&spec, gpu, false, Measurement::Fixed, stop.clone());
-    let config = Config {
-        population: 8,
-        islands: 1,
-        ..Config::default()
-    };
-    let mut engine = Engine::new(config, 5).unwrap();
-    let ir = common::load("vecadd");
+    let (mut engine, ir) = vecadd_search(8);
     engine.step(&ir, &mut backend).unwrap();
     let before = engine.clone();
     let flag = stop.clone();
@@ -826,13 +816,7 @@ fn a_lost_gpu_ends_a_step_whose_promotion_waits_for_it() {
         ("FAKE_GPU_ROUND_MS".into(), "5".into()),
     ]);
     let mut backend = start(&common::spec_fixture("vecadd"), gpu, false);
-    let config = Config {
-        population: 8,
-        islands: 1,
-        ..Config::default()
-    };
-    let mut engine = Engine::new(config, 5).unwrap();
-    let ir = common::load("vecadd");
+    let (mut engine, ir) = vecadd_search(8);
     engine.step(&ir, &mut backend).unwrap();
     let started = std::time::Instant::now();
     let failed = (0..3).find_map(|_| engine.step(&ir, &mut backend).err());

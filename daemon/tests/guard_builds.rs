@@ -14,23 +14,63 @@ use rand_chacha::ChaCha8Rng;
 
 /// Every fixture's IR with its chosen kernels (one, or a pipeline's).
 fn fixtures() -> Vec<(String, KernelIr)> {
-    let mut specs: Vec<_> = common::KERNEL_FIXTURES
+    let mut fixtures: Vec<_> = common::KERNEL_FIXTURES
         .iter()
-        .map(|n| (n.to_string(), common::spec_fixture(n)))
+        .map(|n| load(n, &common::spec_fixture(n)))
         .collect();
-    specs.extend(
-        common::PIPELINE_FIXTURES
-            .iter()
-            .map(|n| (n.to_string(), common::pipeline_fixture(n))),
-    );
-    specs
-        .into_iter()
-        .map(|(name, path)| {
-            let spec = gevod::spec::load(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
-            let ir = KernelIr::load_kernels(&spec.ir, &spec.kernels)
-                .unwrap_or_else(|e| panic!("{name}: {e}"));
-            (name, ir)
+    fixtures.extend(pipelines());
+    fixtures
+}
+
+/// Each pipeline fixture's IR with its kernels.
+fn pipelines() -> Vec<(String, KernelIr)> {
+    common::PIPELINE_FIXTURES
+        .iter()
+        .map(|n| load(n, &common::pipeline_fixture(n)))
+        .collect()
+}
+
+fn load(name: &str, spec: &std::path::Path) -> (String, KernelIr) {
+    let spec = gevod::spec::load(spec).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let ir =
+        KernelIr::load_kernels(&spec.ir, &spec.kernels).unwrap_or_else(|e| panic!("{name}: {e}"));
+    (name.to_string(), ir)
+}
+
+/// `count` random one-edit variants of `ir` (seed `seed`), those whose
+/// guarded build builds and splits into parts: the patch, the build, its
+/// parts.
+fn one_edit_parts(
+    ir: &KernelIr,
+    options: &gevod::ir::CodegenOptions,
+    seed: u64,
+    count: usize,
+) -> Vec<(
+    gevod::ir::Patch,
+    gevod::ir::Guarded,
+    gevod::cuda::parts::Parts,
+)> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    (0..count)
+        .filter_map(|_| {
+            let patch = ir.mutate(&mut rng, 1).unwrap();
+            let variant = ir.compile_guarded(&patch, options).ok()?;
+            let parts = gevod::cuda::parts::split(&variant.ptx)?;
+            Some((patch, variant, parts))
         })
+        .collect()
+}
+
+/// The kernels whose parts differ between two splits of one module.
+fn changed_kernels<'a>(
+    a: &'a gevod::cuda::parts::Parts,
+    b: &gevod::cuda::parts::Parts,
+) -> Vec<&'a str> {
+    a.kernels
+        .iter()
+        .zip(&b.kernels)
+        .filter(|(x, y)| x != y)
+        .map(|(x, _)| x.0.as_str())
         .collect()
 }
 
@@ -508,9 +548,7 @@ fn a_pipelines_guarded_build_is_assembled_a_kernel_at_a_time() {
             "no ptxas and nvlink: splitting only (the GPU suite assembles every guarded build)"
         );
     }
-    for name in common::PIPELINE_FIXTURES {
-        let spec = gevod::spec::load(&common::pipeline_fixture(name)).unwrap();
-        let ir = KernelIr::load_kernels(&spec.ir, &spec.kernels).unwrap();
+    for (name, ir) in pipelines() {
         let original = ir.compile_guarded(&ir.empty_patch(), &options).unwrap().ptx;
         let parts = gevod::cuda::parts::split(&original)
             .unwrap_or_else(|| panic!("{name}: the guarded build does not split"));
@@ -525,33 +563,16 @@ fn a_pipelines_guarded_build_is_assembled_a_kernel_at_a_time() {
         let mut parts_assembler = gevod::cuda::parts::PartAssembler::new(assembler);
         let cubin = parts_assembler.assemble(&original, &options.arch).unwrap();
         for kernel in &kernels {
-            let section = format!(".text.{kernel}");
             assert!(
-                cubin
-                    .0
-                    .windows(section.len())
-                    .any(|w| w == section.as_bytes()),
-                "{name}: {section} not in the linked cubin"
+                cubin.has_code_for(kernel),
+                "{name}: {kernel} not in the linked cubin"
             );
         }
         assert_eq!(parts_assembler.parts_assembled as usize, kernels.len() + 1);
-        let mut rng = ChaCha8Rng::seed_from_u64(7);
         let mut fewer = 0;
-        for _ in 0..6 {
-            let patch = ir.mutate(&mut rng, 1).unwrap();
-            let Ok(variant) = ir.compile_guarded(&patch, &options) else {
-                continue;
-            };
-            let Some(split) = gevod::cuda::parts::split(&variant.ptx) else {
-                continue;
-            };
-            let changed = usize::from(split.common != parts.common)
-                + split
-                    .kernels
-                    .iter()
-                    .zip(&parts.kernels)
-                    .filter(|(a, b)| a != b)
-                    .count();
+        for (_, variant, split) in one_edit_parts(&ir, &options, 7, 6) {
+            let changed =
+                usize::from(split.common != parts.common) + changed_kernels(&split, &parts).len();
             let assembled = parts_assembler.parts_assembled;
             parts_assembler
                 .assemble(&variant.ptx, &options.arch)
@@ -576,9 +597,7 @@ fn a_pipelines_guarded_build_is_assembled_a_kernel_at_a_time() {
 #[test]
 fn an_edit_changes_only_its_own_kernels_guarded_part() {
     let options = common::codegen_options();
-    for name in common::PIPELINE_FIXTURES {
-        let spec = gevod::spec::load(&common::pipeline_fixture(name)).unwrap();
-        let ir = KernelIr::load_kernels(&spec.ir, &spec.kernels).unwrap();
+    for (name, ir) in pipelines() {
         let original = ir.compile_guarded(&ir.empty_patch(), &options).unwrap();
         let mut ids: Vec<u32> = original.sites.iter().map(|s| s.id).collect();
         ids.sort_unstable();
@@ -596,25 +615,11 @@ fn an_edit_changes_only_its_own_kernels_guarded_part() {
             }
         }
         let parts = gevod::cuda::parts::split(&original.ptx).unwrap();
-        let mut rng = ChaCha8Rng::seed_from_u64(11);
-        let (mut variants, mut site_counts_changed, mut spread) = (0, 0, 0);
-        for _ in 0..40 {
-            let patch = ir.mutate(&mut rng, 1).unwrap();
-            let Ok(variant) = ir.compile_guarded(&patch, &options) else {
-                continue;
-            };
-            let Some(split) = gevod::cuda::parts::split(&variant.ptx) else {
-                continue;
-            };
-            variants += 1;
+        let variants = one_edit_parts(&ir, &options, 11, 40);
+        let (mut site_counts_changed, mut spread) = (0, 0);
+        for (patch, variant, split) in &variants {
             site_counts_changed += usize::from(variant.sites.len() != original.sites.len());
-            let changed: Vec<&str> = split
-                .kernels
-                .iter()
-                .zip(&parts.kernels)
-                .filter(|(a, b)| a != b)
-                .map(|(a, _)| a.0.as_str())
-                .collect();
+            let changed = changed_kernels(split, &parts);
             if changed.len() > 1 {
                 println!(
                     "{name}: one edit ({}) changed the guarded parts of {changed:?}",
@@ -623,6 +628,7 @@ fn an_edit_changes_only_its_own_kernels_guarded_part() {
                 spread += 1;
             }
         }
+        let variants = variants.len();
         assert!(variants > 10, "{name}: {variants} variants built");
         println!(
             "{name}: {variants} one-edit variants, {site_counts_changed} with another site count, \

@@ -55,6 +55,16 @@ pub enum AssembleError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cubin(pub Vec<u8>);
 
+impl Cubin {
+    /// Whether it holds a code section for `kernel` (`.text.KERNEL`).
+    pub fn has_code_for(&self, kernel: &str) -> bool {
+        let section = format!(".text.{kernel}");
+        self.0
+            .windows(section.len())
+            .any(|w| w == section.as_bytes())
+    }
+}
+
 impl Serialize for Cubin {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use base64::Engine as _;

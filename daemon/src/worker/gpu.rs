@@ -315,6 +315,8 @@ impl CudaBackend {
             if measured.is_err() {
                 measuring.lane.close();
             }
+            // Set already where the batch's variants were all measured; a
+            // GPU side that failed ends the compile side's wait for it too.
             measuring.end.measured.store(true, Ordering::Relaxed);
             compile_waker.wake();
             let (compiled, compile_lane) =
@@ -523,14 +525,7 @@ impl Backend for CudaBackend {
             return Ok(None);
         }
         if wait {
-            let race = self.race_for(TestSet::Train);
-            self.pipeline(
-                &[],
-                TestSet::Train,
-                &|_| false,
-                Purpose::Search { race },
-                true,
-            )?;
+            self.pipeline(&[], TestSet::Train, &|_| false, Purpose::Promotion, true)?;
         }
         let ended = match &self.promotion {
             Some(running) => running.ended(wait),
