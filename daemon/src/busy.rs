@@ -160,6 +160,9 @@ summed_struct! {
         /// Variants whose timing stopped before the full rounds (adaptive
         /// measurement: confidently no better than the selection threshold).
         pub stopped_early: u64,
+        /// Variants of the search's batches that were compiled during the
+        /// step before (docs/evolve.md, "Bred a step ahead").
+        pub compiled_ahead: u64,
         /// GPU workers started (the first, and each replacement after a
         /// variant crashed or hung one), and the seconds they took to upload
         /// their tests and make the references: time the GPU measures nothing.
@@ -291,6 +294,7 @@ mod tests {
             timed,
             rounds,
             stopped_early: 0,
+            compiled_ahead: 0,
             gpu_starts: 0,
             gpu_start_s: 0.0,
             gpu_start_parts: StartUp::default(),

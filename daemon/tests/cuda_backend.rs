@@ -171,6 +171,42 @@ fn gpu_worker_faults_cost_one_variant_each_and_a_respawn() {
     assert_eq!(backend.respawns(), 4);
 }
 
+/// The next batch handed to `compile_ahead` compiles while this one is
+/// measured: the batch that then asks for it compiles nothing, and its
+/// variants are built and measured as a backend that compiled them then
+/// would.
+#[test]
+fn the_next_batch_compiles_while_this_one_is_measured() {
+    let dir = tempfile::tempdir().unwrap();
+    let slow_gpu = |counter: &str| {
+        let mut gpu = fake_gpu("", &dir.path().join(counter));
+        // 12 variants at 200 ms outlast compiling 12 more on 2 workers.
+        gpu.env.push(("FAKE_GPU_SET_MS".into(), "train:200".into()));
+        gpu
+    };
+    let vecadd = common::spec_fixture("vecadd");
+    let mut backend = start(&vecadd, slow_gpu("ahead"), false);
+    assert!(backend.compiles_ahead());
+    let (this, next) = (patches(7, 12), patches(8, 12));
+    backend.compile_ahead(&next);
+    backend.evaluate(&this, TestSet::Train, &|_| false).unwrap();
+    let before = backend.take_utilization().unwrap();
+    assert_eq!(before.compiled_ahead, 0);
+    let ahead = backend.evaluate(&next, TestSet::Train, &|_| false).unwrap();
+    let after = backend.take_utilization().unwrap();
+    assert_eq!(after.compiled_ahead, next.len() as u64, "{after:?}");
+
+    let mut plain = start(&vecadd, slow_gpu("plain"), false);
+    let now = plain.evaluate(&next, TestSet::Train, &|_| false).unwrap();
+    let hashes = |results: &[Evaluated]| -> Vec<Option<String>> {
+        let hash = |e: &Evaluated| e.build.as_ref().ok().map(|b| b.ptx_hash.clone());
+        results.iter().map(hash).collect()
+    };
+    assert_eq!(hashes(&ahead), hashes(&now));
+    assert_eq!(measured(&ahead), measured(&now));
+    assert!(!measured(&now).is_empty());
+}
+
 #[test]
 fn each_new_ptx_is_measured_once_and_known_ones_not_at_all() {
     let dir = tempfile::tempdir().unwrap();

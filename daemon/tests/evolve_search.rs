@@ -1,12 +1,14 @@
 //! The search's additions to GEVO's loop, through the library on the
 //! in-process simulator: distinct-PTX selection, restarts after stagnation,
-//! islands with migration, and exact resume with all of them on.
+//! islands with migration, breeding a step ahead where the backend
+//! compiles ahead, and exact resume with all of them on.
 
 use crate::common;
 
 use common::search::{assert_resume_is_exact, backend, run};
-use gevod::evolve::{Config, Engine};
-use gevod::ir::KernelIr;
+use gevod::evolve::{Backend, BackendError, Build, Config, Engine, Evaluated, Scope};
+use gevod::eval::Assessment;
+use gevod::ir::{KernelIr, Patch};
 use gevod::spec::{self, TestSet, TestTarget};
 use gevod::worker::InProcess;
 use std::collections::BTreeSet;
@@ -154,4 +156,105 @@ fn the_fixtures_gpu_sized_tests_load() {
             );
         }
     }
+}
+
+/// The simulator as a backend that compiles the next batch ahead, as the
+/// GPU backend does: records each batch handed ahead and each evaluated.
+struct CompilingAhead {
+    inner: InProcess,
+    handed: Vec<Vec<Patch>>,
+    evaluated: Vec<Vec<Patch>>,
+}
+
+impl CompilingAhead {
+    fn new(name: &str) -> (KernelIr, Self) {
+        let (ir, inner) = backend(name);
+        let handed = Vec::new();
+        let evaluated = Vec::new();
+        (ir, CompilingAhead { inner, handed, evaluated })
+    }
+}
+
+impl Backend for CompilingAhead {
+    fn scope(&self) -> Scope {
+        self.inner.scope()
+    }
+    fn test_set_hash(&self, set: TestSet) -> String {
+        self.inner.test_set_hash(set)
+    }
+    fn compile(&mut self, patches: &[Patch]) -> Result<Vec<Result<Build, String>>, BackendError> {
+        self.inner.compile(patches)
+    }
+    fn assess(&mut self, patches: &[Patch], set: TestSet) -> Result<Vec<Assessment>, BackendError> {
+        self.inner.assess(patches, set)
+    }
+    fn compiles_ahead(&self) -> bool {
+        true
+    }
+    fn compile_ahead(&mut self, next: &[Patch]) {
+        self.handed.push(next.to_vec());
+    }
+    fn evaluate(
+        &mut self,
+        patches: &[Patch],
+        set: TestSet,
+        known: &(dyn Fn(&str) -> bool + Sync),
+    ) -> Result<Vec<Evaluated>, BackendError> {
+        self.evaluated.push(patches.to_vec());
+        self.inner.evaluate(patches, set, known)
+    }
+}
+
+/// Islands and restarts, as the GPU searches run them.
+fn islands_and_restarts() -> Config {
+    Config {
+        population: 24,
+        islands: 3,
+        migration_interval: 2,
+        migrants: 1,
+        stagnation_generations: 2,
+        ..Config::default()
+    }
+}
+
+/// Where the backend compiles ahead, each step measures the batch the step
+/// before handed it, and hands the next; the search still works (its
+/// islands migrate, it finds valid variants), and a checkpoint carries the
+/// batch bred ahead, so a resumed search measures what the backend was
+/// told to compile, and goes on exactly as if never stopped.
+#[test]
+fn a_backend_that_compiles_ahead_measures_the_batch_bred_a_step_before() {
+    let (ir, mut b) = CompilingAhead::new("stencil");
+    let mut straight = Engine::new(islands_and_restarts(), 11).unwrap();
+    let reports = run(&mut straight, &ir, &mut b, 8);
+    // The initial population, then 7 bred batches; the first bred now.
+    assert_eq!(b.evaluated.len(), 8);
+    assert_eq!(b.handed.len(), 7);
+    for step in 2..8 {
+        assert_eq!(b.evaluated[step], b.handed[step - 2], "step {step}");
+    }
+    assert_eq!(straight.population().len(), 24);
+    assert!(reports.iter().any(|r| r.migrated > 0), "{reports:#?}");
+    assert!(straight.counters().valid > 0);
+
+    let (ir2, mut first_half) = CompilingAhead::new("stencil");
+    let mut first = Engine::new(islands_and_restarts(), 11).unwrap();
+    run(&mut first, &ir2, &mut first_half, 4);
+    let checkpoint = serde_json::to_vec(&first).unwrap();
+    let (ir3, mut second_half) = CompilingAhead::new("stencil");
+    let mut resumed: Engine = serde_json::from_slice(&checkpoint).unwrap();
+    run(&mut resumed, &ir3, &mut second_half, 4);
+    assert_eq!(second_half.evaluated[0], *first_half.handed.last().unwrap());
+    assert_eq!(resumed, straight, "4 + checkpoint + 4 generations differ from 8");
+}
+
+/// The simulator breeds from the newest population and hands nothing
+/// ahead: its checkpoints stay as they were.
+#[test]
+fn a_backend_that_does_not_compile_ahead_is_handed_nothing() {
+    let (ir, mut b) = backend("vecadd");
+    let mut engine = Engine::new(islands_and_restarts(), 3).unwrap();
+    run(&mut engine, &ir, &mut b, 3);
+    let value = serde_json::to_value(&engine).unwrap();
+    assert!(value.get("ahead").is_none(), "{:?}", value.get("ahead"));
 }

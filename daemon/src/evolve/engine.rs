@@ -1,5 +1,6 @@
 //! The engine: one generation per `step`, all state in one serializable value.
 
+use super::ahead::Bred;
 use super::diversity::{distinct_count, duplicate_count};
 use super::variation::{crossover, mutate};
 use super::{
@@ -65,6 +66,10 @@ pub struct Engine {
     /// (or a new backend) checks them again.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(super) gating: Vec<Validated>,
+    /// The batch the next step measures, where the backend compiles it
+    /// ahead (`ahead.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) ahead: Option<Bred>,
 }
 
 /// What one generation did.
@@ -134,6 +139,7 @@ impl Engine {
             pool: Vec::new(),
             restarts: Vec::new(),
             gating: Vec::new(),
+            ahead: None,
         })
     }
 
@@ -244,24 +250,12 @@ impl Engine {
             self.population = self.evaluate(initial, backend)?;
             lap(&mut spent.evaluate_s);
         } else {
-            let restart = self.restart_due();
+            let Bred {
+                patches: batch,
+                plan,
+                restart,
+            } = self.batch_for_step(ir, backend);
             let ranges = self.island_ranges();
-            // Every island breeds first and the whole generation is one
-            // batch, so islands cost the backend nothing in parallelism.
-            let mut batch = Vec::new();
-            let mut plan = Vec::with_capacity(ranges.len());
-            for range in &ranges {
-                let members = self.population[range.clone()].to_vec();
-                let children = self.breed(ir, &members);
-                let fresh = if restart {
-                    self.restart_patches(ir, &members)
-                } else {
-                    Vec::new()
-                };
-                plan.push((children.len(), fresh.len()));
-                batch.extend(children);
-                batch.extend(fresh);
-            }
             lap(&mut spent.breed_s);
             let mut evaluated = self.evaluate(batch, backend)?.into_iter();
             lap(&mut spent.evaluate_s);
@@ -379,7 +373,7 @@ impl Engine {
     /// parents, crossed over and mutated at the configured rates; with
     /// `distinct_ptx`, also one fresh mutant of an elite per duplicate the
     /// island holds.
-    fn breed(&mut self, ir: &KernelIr, members: &[Member]) -> Vec<Patch> {
+    pub(super) fn breed(&mut self, ir: &KernelIr, members: &[Member]) -> Vec<Patch> {
         // Position in the selection order: lower is better.
         let order = self.order(members);
         let mut standing = vec![0usize; order.len()];

@@ -4,6 +4,7 @@
 //! variants through the held-out tests and minimizes them. It does no I/O:
 //! compiling and running belong to the backend, persisting to `store`.
 
+mod ahead;
 mod beside;
 pub mod bounds;
 mod diversity;
@@ -262,6 +263,19 @@ pub trait Backend {
     fn take_utilization(&mut self) -> Option<Utilization> {
         None
     }
+
+    /// Whether this backend compiles the next batch while it measures this
+    /// one ([`compile_ahead`](Self::compile_ahead); the GPU backend). The
+    /// engine then breeds each generation's batch a step ahead, from the
+    /// population one selection older (docs/evolve.md, "Bred a step
+    /// ahead"); elsewhere it breeds from the newest, as GEVO does.
+    fn compiles_ahead(&self) -> bool {
+        false
+    }
+
+    /// The patches the next [`evaluate`](Self::evaluate) will ask for, to
+    /// compile as workers are free during the one that follows this call.
+    fn compile_ahead(&mut self, _next: &[Patch]) {}
 
     /// Whether this backend promotes beside the search
     /// ([`start_promotion`](Self::start_promotion); the GPU backend: a

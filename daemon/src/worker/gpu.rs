@@ -20,8 +20,10 @@ use crate::evolve::{
 use crate::ir::{KernelIr, Patch};
 use crate::spec::{Spec, TestSet, TestTarget};
 
+mod ahead;
 mod feeds;
 mod lane;
+use ahead::CompiledAhead;
 use feeds::{compile_failure, BatchEnd, Forward, LaneInbox, Measuring, Purpose};
 use lane::{LaneSetup, Running};
 use std::collections::{BTreeMap, BTreeSet};
@@ -143,6 +145,8 @@ pub struct CudaBackend {
     /// The promotion running beside the search, if one was started and
     /// not handed back.
     promotion: Option<Running>,
+    /// The next batch, compiled while this one is measured.
+    ahead: CompiledAhead,
 }
 
 impl CudaBackend {
@@ -182,6 +186,7 @@ impl CudaBackend {
             since: Instant::now(),
             gpu_starts_seen: (0, 0.0),
             promotion: None,
+            ahead: CompiledAhead::default(),
         })
     }
 
@@ -238,10 +243,24 @@ impl CudaBackend {
         until_promotion_ends: bool,
     ) -> Result<Vec<Evaluated>, BackendError> {
         let prescreen = self.prescreen;
-        let race = match purpose {
-            Purpose::Search { race } => race,
-            Purpose::Promotion => None,
+        let (race, searching) = match purpose {
+            Purpose::Search { race } => (race, true),
+            Purpose::Promotion => (None, false),
         };
+        // The search's batches take what was compiled for them ahead, and
+        // compile the next one's patches (promotion's measure their own).
+        let (precompiled, ahead, ahead_limit) = match searching {
+            true => (
+                self.ahead.take_for(patches),
+                std::mem::take(&mut self.ahead),
+                self.compile.size(),
+            ),
+            false => (BTreeMap::new(), CompiledAhead::default(), 0),
+        };
+        self.utilization.compiled_ahead += precompiled.len() as u64;
+        let own: Vec<usize> = (0..patches.len())
+            .filter(|i| !precompiled.contains_key(i))
+            .collect();
         let (compile_inbox, gpu_inbox) = match &mut self.promotion {
             Some(running) => running.inboxes(),
             None => (LaneInbox::default(), LaneInbox::default()),
@@ -251,12 +270,12 @@ impl CudaBackend {
             until_lane_ends: until_promotion_ends,
         };
         let compile_waker = self.compile.waker();
-        let cubin_for = &self.cubin_for;
+        let cubin_for = self.cubin_for.clone();
         let (compile, gpu) = (&mut self.compile, &mut self.gpu);
         let waker = gpu.waker();
         let mut measuring = Measuring {
             compiled: None,
-            pending: BTreeMap::new(),
+            pending: precompiled,
             producer_done: false,
             out: Vec::with_capacity(patches.len()),
             seen: BTreeSet::new(),
@@ -276,37 +295,38 @@ impl CudaBackend {
         let outcome = std::thread::scope(|s| {
             let (sender, compiled) = mpsc::channel();
             measuring.compiled = Some(compiled);
-            let producer = s.spawn(move || -> (Result<(), BackendError>, LaneInbox) {
-                let requests = patches
+            let producer = s.spawn(move || {
+                let compile_request = move |id, patch| {
+                    // Few of a search's variants pass their check.
+                    Request::compile_measured(id, patch, prescreen, cubin_for.clone(), searching)
+                };
+                let requests = own
                     .iter()
-                    .map(|p| {
-                        Request::compile_measured(
-                            compile.next_id(),
-                            p.clone(),
-                            prescreen,
-                            cubin_for.clone(),
-                            // Few of a search's variants pass their check.
-                            matches!(purpose, Purpose::Search { .. }),
-                        )
-                    })
+                    .map(|&i| compile_request(compile.next_id(), patches[i].clone()))
                     .collect();
                 let mut forward = Forward {
                     requests: Some(requests),
+                    own,
                     sender,
                     waker: waker.clone(),
                     abandoned: false,
                     lane: compile_inbox,
                     fed: 0,
                     end,
+                    ahead,
+                    ahead_limit,
+                    compile_request: Box::new(compile_request),
                 };
                 let done = compile.run_fed(&mut forward);
                 let mut lane = std::mem::take(&mut forward.lane);
                 if done.is_err() {
                     lane.close(); // the lane learns the pools failed
                 }
+                let mut ahead = std::mem::take(&mut forward.ahead);
+                ahead.settle();
                 drop(forward); // the GPU side sees the end
                 waker.wake();
-                (done, lane)
+                (done, lane, ahead)
             });
             let measured = gpu.run_fed(&mut measuring);
             // A GPU side that failed leaves the compile workers nothing
@@ -319,16 +339,19 @@ impl CudaBackend {
             // GPU side that failed ends the compile side's wait for it too.
             measuring.end.measured.store(true, Ordering::Relaxed);
             compile_waker.wake();
-            let (compiled, compile_lane) =
+            let (compiled, compile_lane, ahead) =
                 producer.join().expect("the compile thread does not panic");
-            (measured.and(compiled), compile_lane)
+            (measured.and(compiled), compile_lane, ahead)
         });
         tracing::debug!(
             variants = patches.len(),
             measured = measuring.measured.iter().flatten().count(),
             "batch measured"
         );
-        let (outcome, compile_lane) = outcome;
+        let (outcome, compile_lane, ahead) = outcome;
+        if searching {
+            self.ahead = ahead;
+        }
         let (out, screened_out) = (measuring.out, measuring.screened_out);
         self.screened_out += screened_out;
         match (&outcome, &mut self.promotion) {
@@ -483,6 +506,15 @@ impl Backend for CudaBackend {
     ) -> Result<Vec<Evaluated>, BackendError> {
         let race = self.race_for(set);
         self.pipeline(patches, set, known, Purpose::Search { race }, false)
+    }
+
+    /// The next batch compiles while this one is measured.
+    fn compiles_ahead(&self) -> bool {
+        true
+    }
+
+    fn compile_ahead(&mut self, next: &[Patch]) {
+        self.ahead.expect(next);
     }
 
     /// Promotion shares the workers with the batches that follow it.

@@ -9,6 +9,7 @@
 
 use super::super::pool::{assessment_of, Feed, Placement, Waker};
 use super::super::{Request, Response};
+use super::ahead::CompiledAhead;
 use super::lane::LaneJob;
 use crate::assessment::Assessment;
 use crate::busy::Utilization;
@@ -118,10 +119,14 @@ impl BatchEnd {
     }
 }
 
-/// The compile side of a batch: every patch's request queued at once; each
-/// answer sent to the GPU side as it comes.
+/// The compile side of a batch: every patch's request not compiled ahead
+/// queued at once; each answer sent to the GPU side as it comes. Then, a
+/// few at a time, the next batch's patches ([`CompiledAhead`]), until this
+/// batch's own variants are measured.
 pub(super) struct Forward {
     pub(super) requests: Option<Vec<Request>>,
+    /// Per own request, in the order fed, its patch's index in the batch.
+    pub(super) own: Vec<usize>,
     pub(super) sender: mpsc::Sender<(usize, Answer)>,
     pub(super) waker: Waker,
     pub(super) abandoned: bool,
@@ -130,6 +135,26 @@ pub(super) struct Forward {
     /// The GPU side goes on measuring after the last variant compiled: the
     /// lane's compile requests are taken until it is done.
     pub(super) end: BatchEnd,
+    pub(super) ahead: CompiledAhead,
+    /// At most this many of the next batch's patches compile at a time (0:
+    /// none, a batch that is not the search's).
+    pub(super) ahead_limit: usize,
+    /// Makes the request that compiles a patch ahead, numbered.
+    pub(super) compile_request: Box<dyn Fn(u64, Patch) -> Request + Send>,
+}
+
+impl Forward {
+    /// The next batch's patches, while this batch's variants are measured.
+    fn ahead_requests(&mut self, fed: usize, next_id: &mut dyn FnMut() -> u64) -> Vec<Request> {
+        let mut requests = Vec::new();
+        if self.end.measured.load(Ordering::Relaxed) {
+            return requests;
+        }
+        while let Some(patch) = self.ahead.next(fed + requests.len(), self.ahead_limit) {
+            requests.push((self.compile_request)(next_id(), patch));
+        }
+        requests
+    }
 }
 
 impl Feed for Forward {
@@ -137,8 +162,13 @@ impl Feed for Forward {
         let first = self.requests.is_some();
         let mut requests = self.requests.take().unwrap_or_default();
         requests.extend(self.lane.take(self.fed + requests.len(), next_id));
+        let ahead = self.ahead_requests(self.fed + requests.len(), next_id);
+        requests.extend(ahead);
         self.fed += requests.len();
-        if !first && requests.is_empty() && self.end.reached(&self.lane) {
+        let ahead_done = self.ahead_limit == 0
+            || self.ahead.all_fed()
+            || self.end.measured.load(Ordering::Relaxed);
+        if !first && requests.is_empty() && self.end.reached(&self.lane) && ahead_done {
             return None;
         }
         Some(requests)
@@ -149,7 +179,10 @@ impl Feed for Forward {
             let _ = reply.send(result);
             return;
         }
-        if self.sender.send((index, result)).is_err() {
+        if self.ahead.answered(index, &result) {
+            return;
+        }
+        if self.sender.send((self.own[index], result)).is_err() {
             self.abandoned = true;
         }
         self.waker.wake();
