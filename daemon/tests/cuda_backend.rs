@@ -171,7 +171,7 @@ fn gpu_worker_faults_cost_one_variant_each_and_a_respawn() {
     assert_eq!(backend.respawns(), 4);
 }
 
-/// The next batch handed to `compile_ahead` compiles while this one is
+/// The next batch sent to `compile_ahead` compiles while this one is
 /// measured: the batch that then asks for it compiles nothing, and its
 /// variants are built and measured as a backend that compiled them then
 /// would.
@@ -188,7 +188,9 @@ fn the_next_batch_compiles_while_this_one_is_measured() {
     let mut backend = start(&vecadd, slow_gpu("ahead"), false);
     assert!(backend.compiles_ahead());
     let (this, next) = (patches(7, 12), patches(8, 12));
-    backend.compile_ahead(&next);
+    let (sender, coming) = std::sync::mpsc::channel();
+    backend.compile_ahead(coming);
+    sender.send(next.clone()).unwrap();
     backend.evaluate(&this, TestSet::Train, &|_| false).unwrap();
     let before = backend.take_utilization().unwrap();
     assert_eq!(before.compiled_ahead, 0);

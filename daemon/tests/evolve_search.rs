@@ -6,12 +6,13 @@
 use crate::common;
 
 use common::search::{assert_resume_is_exact, backend, run};
-use gevod::evolve::{Backend, BackendError, Build, Config, Engine, Evaluated, Scope};
 use gevod::eval::Assessment;
+use gevod::evolve::{Backend, BackendError, Build, Config, Engine, Evaluated, Scope};
 use gevod::ir::{KernelIr, Patch};
 use gevod::spec::{self, TestSet, TestTarget};
 use gevod::worker::InProcess;
 use std::collections::BTreeSet;
+use std::sync::mpsc::Receiver;
 
 fn distinct(engine: &Engine) -> usize {
     engine
@@ -159,9 +160,11 @@ fn the_fixtures_gpu_sized_tests_load() {
 }
 
 /// The simulator as a backend that compiles the next batch ahead, as the
-/// GPU backend does: records each batch handed ahead and each evaluated.
+/// GPU backend does: records each batch sent ahead (waiting for it while
+/// it evaluates the batch before) and each evaluated.
 struct CompilingAhead {
     inner: InProcess,
+    coming: Option<Receiver<Vec<Patch>>>,
     handed: Vec<Vec<Patch>>,
     evaluated: Vec<Vec<Patch>>,
 }
@@ -169,9 +172,17 @@ struct CompilingAhead {
 impl CompilingAhead {
     fn new(name: &str) -> (KernelIr, Self) {
         let (ir, inner) = backend(name);
-        let handed = Vec::new();
-        let evaluated = Vec::new();
-        (ir, CompilingAhead { inner, handed, evaluated })
+        let (handed, evaluated) = (Vec::new(), Vec::new());
+        let coming = None;
+        (
+            ir,
+            CompilingAhead {
+                inner,
+                coming,
+                handed,
+                evaluated,
+            },
+        )
     }
 }
 
@@ -191,8 +202,8 @@ impl Backend for CompilingAhead {
     fn compiles_ahead(&self) -> bool {
         true
     }
-    fn compile_ahead(&mut self, next: &[Patch]) {
-        self.handed.push(next.to_vec());
+    fn compile_ahead(&mut self, next: Receiver<Vec<Patch>>) {
+        self.coming = Some(next);
     }
     fn evaluate(
         &mut self,
@@ -201,7 +212,12 @@ impl Backend for CompilingAhead {
         known: &(dyn Fn(&str) -> bool + Sync),
     ) -> Result<Vec<Evaluated>, BackendError> {
         self.evaluated.push(patches.to_vec());
-        self.inner.evaluate(patches, set, known)
+        let evaluated = self.inner.evaluate(patches, set, known);
+        if let Some(coming) = self.coming.take() {
+            self.handed
+                .push(coming.recv().expect("the engine sends the next batch"));
+        }
+        evaluated
     }
 }
 
@@ -245,7 +261,10 @@ fn a_backend_that_compiles_ahead_measures_the_batch_bred_a_step_before() {
     let mut resumed: Engine = serde_json::from_slice(&checkpoint).unwrap();
     run(&mut resumed, &ir3, &mut second_half, 4);
     assert_eq!(second_half.evaluated[0], *first_half.handed.last().unwrap());
-    assert_eq!(resumed, straight, "4 + checkpoint + 4 generations differ from 8");
+    assert_eq!(
+        resumed, straight,
+        "4 + checkpoint + 4 generations differ from 8"
+    );
 }
 
 /// The simulator breeds from the newest population and hands nothing

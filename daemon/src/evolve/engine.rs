@@ -257,7 +257,9 @@ impl Engine {
             } = self.batch_for_step(ir, backend);
             let ranges = self.island_ranges();
             lap(&mut spent.breed_s);
-            let mut evaluated = self.evaluate(batch, backend)?.into_iter();
+            let mut evaluated = self
+                .evaluate_breeding_ahead(batch, ir, backend)?
+                .into_iter();
             lap(&mut spent.evaluate_s);
             let mut next = Vec::with_capacity(self.config.population);
             for (range, (children, fresh)) in ranges.into_iter().zip(plan) {
@@ -516,7 +518,7 @@ impl Engine {
 
     /// Compiles every patch, answers what the cache knows, assesses the rest
     /// on the train tests (each distinct PTX once), and fills the cache.
-    fn evaluate(
+    pub(super) fn evaluate(
         &mut self,
         patches: Vec<Patch>,
         backend: &mut dyn Backend,

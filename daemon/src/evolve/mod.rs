@@ -273,9 +273,10 @@ pub trait Backend {
         false
     }
 
-    /// The patches the next [`evaluate`](Self::evaluate) will ask for, to
-    /// compile as workers are free during the one that follows this call.
-    fn compile_ahead(&mut self, _next: &[Patch]) {}
+    /// The patches the next [`evaluate`](Self::evaluate) will ask for come
+    /// on `next` while the one that follows this call runs (the engine
+    /// breeds them meanwhile), to compile as workers are free.
+    fn compile_ahead(&mut self, _next: std::sync::mpsc::Receiver<Vec<Patch>>) {}
 
     /// Whether this backend promotes beside the search
     /// ([`start_promotion`](Self::start_promotion); the GPU backend: a

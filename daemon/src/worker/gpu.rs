@@ -513,7 +513,7 @@ impl Backend for CudaBackend {
         true
     }
 
-    fn compile_ahead(&mut self, next: &[Patch]) {
+    fn compile_ahead(&mut self, next: mpsc::Receiver<Vec<Patch>>) {
         self.ahead.expect(next);
     }
 
