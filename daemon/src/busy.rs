@@ -163,6 +163,9 @@ summed_struct! {
         /// Variants of the search's batches that were compiled during the
         /// step before (docs/evolve.md, "Bred a step ahead").
         pub compiled_ahead: u64,
+        /// Of `measured`, variants of the next batch, measured where a GPU
+        /// would have waited for this batch's last ones.
+        pub measured_ahead: u64,
         /// GPU workers started (the first, and each replacement after a
         /// variant crashed or hung one), and the seconds they took to upload
         /// their tests and make the references: time the GPU measures nothing.
@@ -295,6 +298,7 @@ mod tests {
             rounds,
             stopped_early: 0,
             compiled_ahead: 0,
+            measured_ahead: 0,
             gpu_starts: 0,
             gpu_start_s: 0.0,
             gpu_start_parts: StartUp::default(),

@@ -209,6 +209,51 @@ fn the_next_batch_compiles_while_this_one_is_measured() {
     assert!(!measured(&now).is_empty());
 }
 
+/// Where a GPU would wait for the batch's last variant, it measures the
+/// next batch's variants compiled ahead; the next batch takes those
+/// measurements and sends none of them to a GPU again.
+#[test]
+fn an_idle_gpu_measures_the_next_batch_ahead() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut gpu = two_fake_gpus(dir.path());
+    // The batch's one variant holds the first GPU 3 s.
+    gpu.env.push(("FAKE_GPU_SLOW".into(), "GPU-A:1:3".into()));
+    let mut backend = start(&common::spec_fixture("vecadd"), gpu, false);
+    let (this, next) = (patches(11, 1), patches(12, 8));
+    let (sender, coming) = std::sync::mpsc::channel();
+    backend.compile_ahead(coming);
+    sender.send(next.clone()).unwrap();
+    backend.evaluate(&this, TestSet::Train, &|_| false).unwrap();
+    let first = backend.take_utilization().unwrap();
+    assert!(first.measured_ahead > 0, "{first:?}");
+    assert_eq!(first.measured, 1 + first.measured_ahead);
+
+    let results = backend.evaluate(&next, TestSet::Train, &|_| false).unwrap();
+    let second = backend.take_utilization().unwrap();
+    let distinct: std::collections::BTreeSet<&str> = results
+        .iter()
+        .filter_map(|e| e.build.as_ref().ok())
+        .map(|b| b.ptx_hash.as_str())
+        .collect();
+    assert_eq!(
+        second.measured + first.measured_ahead,
+        distinct.len() as u64
+    );
+    assert_eq!(second.measured_ahead, 0, "nothing comes after it");
+    let requests: u64 = std::fs::read_to_string(dir.path().join("counter"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        requests,
+        1 + distinct.len() as u64,
+        "each PTX measured once"
+    );
+    let assessed = results.iter().filter(|e| e.assessment.is_some()).count();
+    assert_eq!(assessed, distinct.len());
+}
+
 #[test]
 fn each_new_ptx_is_measured_once_and_known_ones_not_at_all() {
     let dir = tempfile::tempdir().unwrap();

@@ -390,6 +390,7 @@ mod tests {
                 rounds: 5 * stopped + 15 * (timed - stopped),
                 stopped_early: stopped,
                 compiled_ahead: 0,
+                measured_ahead: 0,
                 gpu_starts: 2,
                 gpu_start_s: 3.0,
                 gpu_start_parts: crate::busy::StartUp {

@@ -23,8 +23,8 @@ use crate::spec::{Spec, TestSet, TestTarget};
 mod ahead;
 mod feeds;
 mod lane;
-use ahead::CompiledAhead;
-use feeds::{compile_failure, BatchEnd, Forward, LaneInbox, Measuring, Purpose};
+use ahead::{CompiledAhead, MeasuredAhead};
+use feeds::{compile_failure, BatchEnd, Fed, Forward, LaneInbox, Measuring, Purpose};
 use lane::{LaneSetup, Running};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -145,8 +145,10 @@ pub struct CudaBackend {
     /// The promotion running beside the search, if one was started and
     /// not handed back.
     promotion: Option<Running>,
-    /// The next batch, compiled while this one is measured.
+    /// The next batch, compiled while this one is measured, and what of
+    /// it was measured where a GPU had nothing else to do.
     ahead: CompiledAhead,
+    measured_ahead: MeasuredAhead,
 }
 
 impl CudaBackend {
@@ -187,6 +189,7 @@ impl CudaBackend {
             gpu_starts_seen: (0, 0.0),
             promotion: None,
             ahead: CompiledAhead::default(),
+            measured_ahead: MeasuredAhead::default(),
         })
     }
 
@@ -249,14 +252,23 @@ impl CudaBackend {
         };
         // The search's batches take what was compiled for them ahead, and
         // compile the next one's patches (promotion's measure their own).
-        let (precompiled, ahead, ahead_limit) = match searching {
+        let (precompiled, ahead, ahead_limit, measured_ahead, gpu_workers) = match searching {
             true => (
                 self.ahead.take_for(patches),
                 std::mem::take(&mut self.ahead),
                 self.compile.size(),
+                std::mem::take(&mut self.measured_ahead),
+                self.gpu.size(),
             ),
-            false => (BTreeMap::new(), CompiledAhead::default(), 0),
+            false => (
+                BTreeMap::new(),
+                CompiledAhead::default(),
+                0,
+                MeasuredAhead::default(),
+                0,
+            ),
         };
+        let (compiled_ahead, compiled_ahead_in) = mpsc::channel();
         self.utilization.compiled_ahead += precompiled.len() as u64;
         let own: Vec<usize> = (0..patches.len())
             .filter(|i| !precompiled.contains_key(i))
@@ -291,6 +303,10 @@ impl CudaBackend {
             end: end.clone(),
             compile_waker: compile_waker.clone(),
             own_waiting: 0,
+            lane_waiting: 0,
+            compiled_ahead: Some(compiled_ahead_in),
+            ahead: measured_ahead,
+            gpu_workers,
         };
         let outcome = std::thread::scope(|s| {
             let (sender, compiled) = mpsc::channel();
@@ -316,6 +332,7 @@ impl CudaBackend {
                     ahead,
                     ahead_limit,
                     compile_request: Box::new(compile_request),
+                    compiled_ahead,
                 };
                 let done = compile.run_fed(&mut forward);
                 let mut lane = std::mem::take(&mut forward.lane);
@@ -345,7 +362,11 @@ impl CudaBackend {
         });
         tracing::debug!(
             variants = patches.len(),
-            measured = measuring.measured.iter().flatten().count(),
+            measured = measuring
+                .measured
+                .iter()
+                .filter(|f| matches!(f, Fed::Own(_)))
+                .count(),
             "batch measured"
         );
         let (outcome, compile_lane, ahead) = outcome;
@@ -353,6 +374,10 @@ impl CudaBackend {
             self.ahead = ahead;
         }
         let (out, screened_out) = (measuring.out, measuring.screened_out);
+        if searching {
+            self.measured_ahead = measuring.ahead;
+            self.measured_ahead.settle();
+        }
         self.screened_out += screened_out;
         match (&outcome, &mut self.promotion) {
             (Ok(()), Some(running)) => running.put_back(compile_lane, measuring.lane),

@@ -8,7 +8,9 @@
 //! for the GPUs' last variants.
 
 use super::feeds::Answer;
+use crate::assessment::Assessment;
 use crate::ir::Patch;
+use crate::worker::Request;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::mpsc::{Receiver, TryRecvError};
 
@@ -76,14 +78,12 @@ impl CompiledAhead {
         Some(patch)
     }
 
-    /// Whether the `index`th request fed was compiled ahead; its answer is
-    /// kept when so.
-    pub(super) fn answered(&mut self, index: usize, answer: &Answer) -> bool {
-        let Some(patch) = self.in_flight.remove(&index) else {
-            return false;
-        };
-        self.answers.insert(patch, answer.clone());
-        true
+    /// The patch the `index`th request fed compiled ahead, if it did; its
+    /// answer is kept when so.
+    pub(super) fn answered(&mut self, index: usize, answer: &Answer) -> Option<Patch> {
+        let patch = self.in_flight.remove(&index)?;
+        self.answers.insert(patch.clone(), answer.clone());
+        Some(patch)
     }
 
     /// Nothing left to hand to a compile worker, nor to come.
@@ -98,6 +98,72 @@ impl CompiledAhead {
         for patch in lost.into_values().rev() {
             self.waiting.push_front(patch);
         }
+    }
+}
+
+/// The next batch's variants, measured where a GPU would otherwise wait
+/// for this batch's last ones (its queue empty): by PTX hash, until the
+/// batch that asks for them takes them. A search batch offers each variant
+/// compiled ahead whose PTX the search does not know yet; at most one a GPU
+/// is measured at a time, and none once the batch's own are measured.
+#[derive(Default)]
+pub(super) struct MeasuredAhead {
+    /// Measured during the batch before, for this one.
+    ready: HashMap<String, Assessment>,
+    /// Measured during this batch, for the next.
+    fresh: HashMap<String, Assessment>,
+    /// Offered, not yet sent to a GPU worker: its PTX hash, its patch and
+    /// its measure request.
+    waiting: VecDeque<(String, Patch, Request)>,
+    /// Sent: by the index the request was fed at.
+    in_flight: BTreeMap<usize, (String, Patch)>,
+}
+
+impl MeasuredAhead {
+    /// What the batch before measured of the PTX `ptx_hash`, taken once.
+    pub(super) fn take(&mut self, ptx_hash: &str) -> Option<Assessment> {
+        self.ready.remove(ptx_hash)
+    }
+
+    /// A variant compiled ahead to measure when a GPU has room, unless one
+    /// of its PTX is measured, offered or under way already.
+    pub(super) fn offer(&mut self, ptx_hash: String, patch: Patch, request: Request) {
+        let known = self.ready.contains_key(&ptx_hash)
+            || self.fresh.contains_key(&ptx_hash)
+            || self.waiting.iter().any(|(h, ..)| *h == ptx_hash)
+            || self.in_flight.values().any(|(h, _)| *h == ptx_hash);
+        if !known {
+            self.waiting.push_back((ptx_hash, patch, request));
+        }
+    }
+
+    /// The next offered variant's request, to feed at `index`.
+    pub(super) fn next(&mut self, index: usize) -> Option<Request> {
+        let (ptx_hash, patch, request) = self.waiting.pop_front()?;
+        self.in_flight.insert(index, (ptx_hash, patch));
+        Some(request)
+    }
+
+    /// Measurements sent and not answered.
+    pub(super) fn under_way(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// The patch the `index`th request fed measured ahead, if it did; its
+    /// assessment is kept for the next batch when so.
+    pub(super) fn answered(&mut self, index: usize, assessment: Assessment) -> Option<Patch> {
+        let (ptx_hash, patch) = self.in_flight.remove(&index)?;
+        self.fresh.insert(ptx_hash, assessment);
+        Some(patch)
+    }
+
+    /// After a batch: what it measured ahead waits for the next one; what
+    /// the batch before measured and nobody took is dropped, and so is what
+    /// was offered and not sent.
+    pub(super) fn settle(&mut self) {
+        self.ready = std::mem::take(&mut self.fresh);
+        self.waiting.clear();
+        self.in_flight.clear();
     }
 }
 
@@ -141,11 +207,11 @@ mod tests {
         assert_eq!(ahead.next(10, 2), Some(a.clone()));
         assert_eq!(ahead.next(11, 2), Some(b.clone()));
         assert_eq!(ahead.next(12, 2), None, "two compile at a time");
-        assert!(ahead.answered(10, &failed("a")));
-        assert!(!ahead.answered(99, &failed("not ahead")));
+        assert_eq!(ahead.answered(10, &failed("a")), Some(a.clone()));
+        assert_eq!(ahead.answered(99, &failed("not ahead")), None);
         assert_eq!(ahead.next(13, 2), Some(c.clone()));
         assert!(ahead.all_fed());
-        assert!(ahead.answered(13, &failed("c")));
+        assert!(ahead.answered(13, &failed("c")).is_some());
         let taken = ahead.take_for(&[c.clone(), a.clone(), b.clone(), a.clone()]);
         let reasons: Vec<(usize, String)> = taken
             .into_iter()
@@ -159,7 +225,7 @@ mod tests {
         // The next batch's patches come: only their answers are kept.
         expect(&mut ahead, &[b.clone(), c.clone()]);
         assert_eq!(ahead.next(14, 2), Some(b));
-        assert_eq!(ahead.take_for(&[c.clone()]).len(), 1);
+        assert_eq!(ahead.take_for(std::slice::from_ref(&c)).len(), 1);
         assert!(
             ahead.take_for(&[patch("a")]).is_empty(),
             "no batch asks for a"
@@ -176,10 +242,10 @@ mod tests {
         expect(&mut ahead, &[a.clone(), b.clone(), c.clone()]);
         assert_eq!(ahead.next(0, 4), Some(a.clone()));
         assert_eq!(ahead.next(1, 4), Some(b.clone()));
-        assert!(ahead.answered(1, &failed("b")));
+        assert!(ahead.answered(1, &failed("b")).is_some());
         ahead.settle();
         assert_eq!(ahead.next(5, 4), Some(a.clone()), "lost, so first again");
-        assert!(ahead.answered(5, &failed("a")));
+        assert!(ahead.answered(5, &failed("a")).is_some());
         expect(&mut ahead, &[b.clone(), a.clone(), patch("d")]);
         assert_eq!(ahead.take_for(&[a, b, c]).len(), 2, "c was not compiled");
         assert_eq!(
@@ -188,5 +254,49 @@ mod tests {
             "a and b compiled already"
         );
         assert_eq!(ahead.next(7, 4), None);
+    }
+
+    fn measure(ptx: &str) -> Request {
+        Request::Measure {
+            id: 0,
+            ptx: ptx.into(),
+            cubin: None,
+            guarded: None,
+            set: crate::spec::TestSet::Train,
+            race: None,
+        }
+    }
+
+    fn passed() -> Assessment {
+        Assessment::failed("none", "none", "stands for any assessment".into())
+    }
+
+    /// Each PTX is measured ahead once, in the order offered; what a batch
+    /// measured ahead waits for the next batch only, which takes each once.
+    #[test]
+    fn a_variant_measured_ahead_waits_for_the_next_batch_only() {
+        let mut ahead = MeasuredAhead::default();
+        ahead.offer("h1".into(), patch("a"), measure("a"));
+        ahead.offer("h2".into(), patch("b"), measure("b"));
+        ahead.offer("h1".into(), patch("c"), measure("c"));
+        assert!(matches!(ahead.next(4), Some(Request::Measure { ptx, .. }) if ptx == "a"));
+        ahead.offer("h1".into(), patch("d"), measure("d"));
+        assert_eq!(ahead.under_way(), 1);
+        assert_eq!(ahead.answered(4, passed()), Some(patch("a")));
+        assert_eq!(ahead.answered(5, passed()), None, "not measured ahead");
+        assert!(ahead.take("h1").is_none(), "for the next batch");
+        ahead.settle();
+        assert!(ahead.next(6).is_none(), "h2 was not sent: dropped");
+        assert!(ahead.take("h1").is_some());
+        assert!(ahead.take("h1").is_none(), "taken once");
+        ahead.offer("h3".into(), patch("e"), measure("e"));
+        assert!(ahead.next(7).is_some());
+        assert!(ahead.answered(7, passed()).is_some());
+        ahead.settle();
+        ahead.settle();
+        assert!(
+            ahead.take("h3").is_none(),
+            "the batch after did not take it"
+        );
     }
 }

@@ -9,7 +9,7 @@
 
 use super::super::pool::{assessment_of, Feed, Placement, Waker};
 use super::super::{Request, Response};
-use super::ahead::CompiledAhead;
+use super::ahead::{CompiledAhead, MeasuredAhead};
 use super::lane::LaneJob;
 use crate::assessment::Assessment;
 use crate::busy::Utilization;
@@ -141,6 +141,9 @@ pub(super) struct Forward {
     pub(super) ahead_limit: usize,
     /// Makes the request that compiles a patch ahead, numbered.
     pub(super) compile_request: Box<dyn Fn(u64, Patch) -> Request + Send>,
+    /// Where each patch compiled ahead goes with its answer: the GPU side,
+    /// which may measure it ahead.
+    pub(super) compiled_ahead: mpsc::Sender<(Patch, Answer)>,
 }
 
 impl Forward {
@@ -179,7 +182,9 @@ impl Feed for Forward {
             let _ = reply.send(result);
             return;
         }
-        if self.ahead.answered(index, &result) {
+        if let Some(patch) = self.ahead.answered(index, &result) {
+            let _ = self.compiled_ahead.send((patch, result));
+            self.waker.wake();
             return;
         }
         if self.sender.send((self.own[index], result)).is_err() {
@@ -209,9 +214,8 @@ pub(super) struct Measuring<'a> {
     pub(super) out: Vec<Evaluated>,
     pub(super) seen: BTreeSet<String>,
     pub(super) known: &'a (dyn Fn(&str) -> bool + Sync),
-    /// Per GPU request fed, its variant's index in `out` (and `patches`);
-    /// `None` for the lane's.
-    pub(super) measured: Vec<Option<usize>>,
+    /// Per GPU request fed, what it measures.
+    pub(super) measured: Vec<Fed>,
     pub(super) patches: &'a [Patch],
     pub(super) utilization: &'a mut Utilization,
     pub(super) screened_out: u64,
@@ -224,6 +228,26 @@ pub(super) struct Measuring<'a> {
     pub(super) compile_waker: Waker,
     /// The batch's own measure requests not answered yet.
     pub(super) own_waiting: usize,
+    /// The lane's measure requests not answered yet.
+    pub(super) lane_waiting: usize,
+    /// The next batch's variants as the compile side compiled them ahead,
+    /// and those measured ahead ([`MeasuredAhead`]).
+    pub(super) compiled_ahead: Option<mpsc::Receiver<(Patch, Answer)>>,
+    pub(super) ahead: MeasuredAhead,
+    /// GPU workers: no more requests than that are under way when one is
+    /// measured ahead (0: none is).
+    pub(super) gpu_workers: usize,
+}
+
+/// What a GPU request fed measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Fed {
+    /// The batch's variant at this index of `out` (and `patches`).
+    Own(usize),
+    /// A request the lane asked.
+    Lane,
+    /// A variant of the next batch.
+    Ahead,
 }
 
 impl Measuring<'_> {
@@ -234,6 +258,59 @@ impl Measuring<'_> {
         if measured && !self.end.measured.swap(true, Ordering::Relaxed) {
             self.compile_waker.wake();
         }
+    }
+
+    /// The next batch's variants to measure now: while this batch's own
+    /// are not all measured, one for each GPU worker that nothing else is
+    /// under way for (its queue would be empty).
+    fn ahead_requests(&mut self, next_id: &mut dyn FnMut() -> u64) -> Vec<Request> {
+        let mut requests = Vec::new();
+        let arrived: Vec<(Patch, Answer)> = match &self.compiled_ahead {
+            Some(compiled) => compiled.try_iter().collect(),
+            None => Vec::new(),
+        };
+        for (patch, answer) in arrived {
+            self.offer_ahead(patch, answer);
+        }
+        if self.end.measured.load(Ordering::Relaxed) {
+            return requests;
+        }
+        while self.own_waiting + self.lane_waiting + self.ahead.under_way() < self.gpu_workers {
+            let index = self.measured.len();
+            let Some(request) = self.ahead.next(index) else {
+                break;
+            };
+            self.measured.push(Fed::Ahead);
+            requests.push(request.with_id(next_id()));
+        }
+        requests
+    }
+
+    /// A variant compiled ahead, offered to measure ahead where it built,
+    /// passed the pre-screen and has PTX the search does not know.
+    fn offer_ahead(&mut self, patch: Patch, answer: Answer) {
+        let Ok(Response::Built {
+            build,
+            screened_out: None,
+            cubin,
+            guarded,
+            ..
+        }) = answer
+        else {
+            return;
+        };
+        if (self.known)(&build.ptx_hash) || self.seen.contains(&build.ptx_hash) {
+            return;
+        }
+        let request = Request::Measure {
+            id: 0,
+            ptx: build.ptx,
+            cubin,
+            guarded,
+            set: self.set,
+            race: self.race,
+        };
+        self.ahead.offer(build.ptx_hash, patch, request);
     }
 
     /// A compiled variant in its place; the measure request when it is a
@@ -254,14 +331,20 @@ impl Measuring<'_> {
             }
             (Err(_), _) => false,
         };
+        // Measured during the batch before, ahead of it.
+        let measured_ahead = match (fresh, &screened_out, &build) {
+            (true, None, Ok(b)) => self.ahead.take(&b.ptx_hash),
+            _ => None,
+        };
         let mut request = None;
         let assessment = match (fresh, screened_out, &build) {
             (true, Some(a), _) => {
                 self.screened_out += 1;
                 Some(a)
             }
+            (true, None, Ok(_)) if measured_ahead.is_some() => measured_ahead,
             (true, None, Ok(b)) => {
-                self.measured.push(Some(self.out.len()));
+                self.measured.push(Fed::Own(self.out.len()));
                 self.own_waiting += 1;
                 request = Some(Request::Measure {
                     id: next_id(),
@@ -302,9 +385,12 @@ impl Feed for Measuring<'_> {
         }
         let fed = self.measured.len();
         let lane = self.lane.take(fed, next_id);
-        self.measured.extend(lane.iter().map(|_| None));
+        self.lane_waiting += lane.len();
+        self.measured.extend(lane.iter().map(|_| Fed::Lane));
         requests.extend(lane);
         self.note_measured();
+        let ahead = self.ahead_requests(next_id);
+        requests.extend(ahead);
         // The compile side ended: all compiled and measured (and the lane
         // ended, where the batch waits for it), or it failed (a variant's
         // answer never came; its error is the batch's).
@@ -317,7 +403,7 @@ impl Feed for Measuring<'_> {
 
     fn answered(&mut self, index: usize, result: Answer) {
         match self.measured[index] {
-            Some(variant) => {
+            Fed::Own(variant) => {
                 account(
                     self.utilization,
                     &result,
@@ -328,7 +414,15 @@ impl Feed for Measuring<'_> {
                 self.own_waiting -= 1;
                 self.note_measured();
             }
-            None => {
+            Fed::Ahead => {
+                let spent = Answer::clone(&result);
+                if let Some(patch) = self.ahead.answered(index, assessment_of(result)) {
+                    account(self.utilization, &spent, self.purpose, &patch);
+                    self.utilization.measured_ahead += 1;
+                }
+            }
+            Fed::Lane => {
+                self.lane_waiting -= 1;
                 let Some((reply, patch)) = self.lane.reply_to(index) else {
                     return;
                 };
