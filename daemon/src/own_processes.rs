@@ -11,8 +11,9 @@
 //! leaves both (a new session under init) counts as another user: it could
 //! be anybody's.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
+use std::time::Duration;
 
 /// How far up a process tree the walk goes: deeper trees are not gevod's.
 const MAX_DEPTH: usize = 64;
@@ -45,8 +46,9 @@ fn stat_fields(stat: &str) -> Option<(&str, u32, u32)> {
     Some((state, parent, group))
 }
 
-/// The process groups this process started and that still run.
-static STARTED_GROUPS: Mutex<BTreeSet<u32>> = Mutex::new(BTreeSet::new());
+/// The process groups this process started and that still run, each with
+/// the guards that hold it (one is released while another holds on).
+static STARTED_GROUPS: Mutex<BTreeMap<u32, usize>> = Mutex::new(BTreeMap::new());
 
 /// Marks a started process group as gevod's for as long as it lives.
 #[must_use = "the group counts as gevod's only while the guard lives"]
@@ -54,13 +56,19 @@ pub struct GroupGuard(u32);
 
 /// Notes that this process started the group led by `pid`.
 pub fn started_group(pid: u32) -> GroupGuard {
-    lock().insert(pid);
+    *lock().entry(pid).or_default() += 1;
     GroupGuard(pid)
 }
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
-        lock().remove(&self.0);
+        let mut groups = lock();
+        if let Some(holders) = groups.get_mut(&self.0) {
+            *holders -= 1;
+            if *holders == 0 {
+                groups.remove(&self.0);
+            }
+        }
     }
 }
 
@@ -93,6 +101,20 @@ pub fn await_gone(group: u32, pids: &[u32], limit: std::time::Duration) -> bool 
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
+}
+
+/// Keeps the group `group` and the processes `pids` gevod's, in a thread
+/// of its own, until none of them runs (or `limit` passed): for a killed
+/// run whose processes outlast the wait their killer can afford (a
+/// sanitized worker tearing down a large GPU context took longer than 5 s,
+/// and the daemon stopped its own job for it).
+pub fn own_until_gone(group: u32, pids: Vec<u32>, limit: Duration) {
+    let mut guards = vec![started_group(group)];
+    guards.extend(pids.iter().map(|&p| hold(p)));
+    std::thread::spawn(move || {
+        await_gone(group, &pids, limit);
+        drop(guards);
+    });
 }
 
 /// Every process below `pid` now (its children, theirs, and so on), from
@@ -138,7 +160,7 @@ fn running() -> Vec<Running> {
         .collect()
 }
 
-fn lock() -> std::sync::MutexGuard<'static, BTreeSet<u32>> {
+fn lock() -> std::sync::MutexGuard<'static, BTreeMap<u32, usize>> {
     STARTED_GROUPS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -153,7 +175,7 @@ impl Own {
     pub fn now() -> Own {
         Own {
             daemon: std::process::id(),
-            groups: lock().clone(),
+            groups: lock().keys().copied().collect(),
         }
     }
 
@@ -370,5 +392,34 @@ mod tests {
         assert!(await_gone(group, &below, std::time::Duration::from_secs(5)));
         drop(held);
         assert!(!Own::now().groups.contains(&sleep));
+    }
+
+    /// A group two guards hold stays gevod's until both are gone; one left
+    /// to `own_until_gone` stays so while a process of it runs, and no
+    /// longer once none does.
+    #[test]
+    fn a_group_left_running_stays_own_until_gone() {
+        let mut child = Command::new("sh")
+            .args(["-c", "sleep 30 & sleep 30"])
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let group = child.id();
+        let first = started_group(group);
+        let second = started_group(group);
+        drop(first);
+        assert!(Own::now().groups.contains(&group), "the second still holds");
+        own_until_gone(group, Vec::new(), Duration::from_secs(20));
+        drop(second);
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(Own::now().groups.contains(&group), "its processes run");
+        // SAFETY: SIGKILL to the group this test started.
+        unsafe { libc::kill(-(group as libc::pid_t), libc::SIGKILL) };
+        child.wait().unwrap();
+        let released = (0..200).any(|_| {
+            std::thread::sleep(Duration::from_millis(20));
+            !Own::now().groups.contains(&group)
+        });
+        assert!(released, "released once nothing of it runs");
     }
 }

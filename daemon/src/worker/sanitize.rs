@@ -243,8 +243,10 @@ impl SafetyGate {
     }
 }
 
-/// How long a killed run's group is awaited before its guard goes.
+/// How long a killed run's group is awaited before the gate goes on; what
+/// still runs then stays gevod's for up to `ORPHAN_LIMIT`.
 const GROUP_GONE_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
+const ORPHAN_LIMIT: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// One tool's run of the variant.
 struct ToolRun {
@@ -309,7 +311,11 @@ impl Drop for ToolRun {
             }
             let _ = self.child.wait();
         }
-        crate::own_processes::await_gone(group, &below, GROUP_GONE_LIMIT);
+        if !crate::own_processes::await_gone(group, &below, GROUP_GONE_LIMIT) {
+            // Still tearing down: gevod's until it is gone, without
+            // holding up the gate any longer.
+            crate::own_processes::own_until_gone(group, below, ORPHAN_LIMIT);
+        }
     }
 }
 
