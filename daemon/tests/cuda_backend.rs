@@ -786,11 +786,45 @@ fn no_step_waits_for_the_promotion_beside_it() {
     assert_promotions_taken_in(&engine);
 }
 
+/// A batch whose own variants are measured waits for the promotion's
+/// measurement under way on the first GPU; the other GPU measures the next
+/// batch meanwhile. Every measurement on the train tests is one the
+/// generations' reports count, once.
+#[test]
+fn a_gpu_measures_ahead_while_its_batch_waits_for_the_promotion() {
+    let dir = tempfile::tempdir().unwrap();
+    let races = dir.path().join("races");
+    let mut gpu = two_fake_gpus(dir.path());
+    gpu.env.extend([
+        ("FAKE_GPU_ROUND_MS".into(), "1".into()),
+        ("FAKE_GPU_SET_MS".into(), "heldout:1500 all:1500".into()),
+        ("FAKE_GPU_RACE_LOG".into(), races.clone().into()),
+    ]);
+    let mut backend = start(&common::spec_fixture("vecadd"), gpu, false);
+    let (mut engine, ir) = vecadd_search(8);
+    let (mut measured, mut ahead) = (0, 0);
+    for _ in 0..5 {
+        let report = engine.step(&ir, &mut backend).unwrap();
+        let u = report.utilization.expect("the GPU backend reports");
+        measured += u.measured;
+        ahead += u.measured_ahead;
+    }
+    assert!(ahead > 0, "no variant measured ahead in 5 steps");
+    let train = std::fs::read_to_string(&races)
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("train "))
+        .count() as u64;
+    assert_eq!(train, measured);
+    engine.promote_last(&ir, &mut backend).unwrap();
+    assert_promotions_taken_in(&engine);
+}
+
 /// A stop seen between steps (a daemon's pause: `Ended::Stopped`, the
 /// backend kept) leaves the promotion running beside the search waiting,
-/// with nothing measured meanwhile; with the stop lifted, the next step's
-/// batch serves it again, and `promote_last` to its end, its results taken
-/// in.
+/// with nothing measured meanwhile; with the stop lifted, the next steps'
+/// batches serve it again, and `promote_last` to its end, its results
+/// taken in.
 #[test]
 fn a_promotion_waits_out_a_pause_between_steps() {
     let dir = tempfile::tempdir().unwrap();
@@ -821,7 +855,14 @@ fn a_promotion_waits_out_a_pause_between_steps() {
     std::thread::sleep(Duration::from_millis(700));
     assert_eq!(lines(), before, "something was measured during the pause");
     stop.store(false, std::sync::atomic::Ordering::Relaxed);
-    engine.step(&ir, &mut backend).unwrap();
+    // A batch measured ahead during the step before the pause ends at
+    // once; the next one measures again.
+    for _ in 0..3 {
+        engine.step(&ir, &mut backend).unwrap();
+        if lines() > before {
+            break;
+        }
+    }
     assert!(lines() > before, "nothing measured after the pause");
     engine.promote_last(&ir, &mut backend).unwrap();
     assert!(!backend.promotion_started());

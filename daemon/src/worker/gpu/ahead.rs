@@ -144,6 +144,11 @@ impl MeasuredAhead {
         Some(request)
     }
 
+    /// Whether a variant offered waits to be sent.
+    pub(super) fn has_waiting(&self) -> bool {
+        !self.waiting.is_empty()
+    }
+
     /// Measurements sent and not answered.
     pub(super) fn under_way(&self) -> usize {
         self.in_flight.len()
@@ -282,6 +287,7 @@ mod tests {
         assert!(matches!(ahead.next(4), Some(Request::Measure { ptx, .. }) if ptx == "a"));
         ahead.offer("h1".into(), patch("d"), measure("d"));
         assert_eq!(ahead.under_way(), 1);
+        assert!(ahead.has_waiting(), "h2");
         assert_eq!(ahead.answered(4, passed()), Some(patch("a")));
         assert_eq!(ahead.answered(5, passed()), None, "not measured ahead");
         assert!(ahead.take("h1").is_none(), "for the next batch");

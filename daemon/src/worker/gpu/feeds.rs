@@ -261,8 +261,9 @@ impl Measuring<'_> {
     }
 
     /// The next batch's variants to measure now: while this batch's own
-    /// are not all measured, one for each GPU worker that nothing else is
-    /// under way for (its queue would be empty).
+    /// are not all measured, or the lane's measurements still run, one for
+    /// each GPU worker that nothing else is under way for (its queue would
+    /// be empty).
     fn ahead_requests(&mut self, next_id: &mut dyn FnMut() -> u64) -> Vec<Request> {
         let mut requests = Vec::new();
         let arrived: Vec<(Patch, Answer)> = match &self.compiled_ahead {
@@ -272,7 +273,7 @@ impl Measuring<'_> {
         for (patch, answer) in arrived {
             self.offer_ahead(patch, answer);
         }
-        if self.end.measured.load(Ordering::Relaxed) {
+        if !self.may_measure_ahead() {
             return requests;
         }
         while self.own_waiting + self.lane_waiting + self.ahead.under_way() < self.gpu_workers {
@@ -284,6 +285,13 @@ impl Measuring<'_> {
             requests.push(request.with_id(next_id()));
         }
         requests
+    }
+
+    /// The batch ends once its own are measured and the lane's requests
+    /// under way are answered: until then a GPU nothing waits for may as
+    /// well measure ahead (a promotion's measurement takes seconds).
+    fn may_measure_ahead(&self) -> bool {
+        !self.end.measured.load(Ordering::Relaxed) || self.lane_waiting > 0
     }
 
     /// A variant compiled ahead, offered to measure ahead where it built,
@@ -393,9 +401,14 @@ impl Feed for Measuring<'_> {
         requests.extend(ahead);
         // The compile side ended: all compiled and measured (and the lane
         // ended, where the batch waits for it), or it failed (a variant's
-        // answer never came; its error is the batch's).
+        // answer never came; its error is the batch's). Variants offered to
+        // measure ahead are fed as GPUs free up while the batch runs on.
         let failed = self.producer_done && self.out.len() < self.patches.len();
-        if requests.is_empty() && self.producer_done && (failed || self.end.reached(&self.lane)) {
+        let ahead_left = self.ahead.has_waiting() && self.may_measure_ahead();
+        if requests.is_empty()
+            && self.producer_done
+            && (failed || (self.end.reached(&self.lane) && !ahead_left))
+        {
             return None;
         }
         Some(requests)
