@@ -202,6 +202,25 @@ impl Own {
     }
 }
 
+/// `pid`'s ancestry as the walk in [`Own::owns`] sees it, for the log:
+/// each process's pid, parent and group, and its name, up to init.
+pub fn ancestry(pid: u32, table: &dyn ProcessTable) -> String {
+    let mut steps = Vec::new();
+    let mut p = pid;
+    for _ in 0..MAX_DEPTH {
+        let Some((parent, group)) = table.lineage(p) else {
+            steps.push(format!("{} (gone)", describe(p)));
+            break;
+        };
+        steps.push(format!("{} parent {parent} group {group}", describe(p)));
+        if parent <= 1 || parent == p {
+            break;
+        }
+        p = parent;
+    }
+    steps.join(" <- ")
+}
+
 /// A short name of another process for messages: its command name, with
 /// control characters escaped (anybody can name a process).
 pub fn describe(pid: u32) -> String {

@@ -33,6 +33,15 @@ impl Sample {
                 .pids
                 .iter()
                 .filter(|&&pid| !own.owns(pid, table))
+                .inspect(|&&pid| {
+                    // Which process it was, should it be gevod's after all.
+                    tracing::debug!(
+                        ancestry = %own::ancestry(pid, table),
+                        daemon = own.daemon,
+                        groups = ?own.groups,
+                        "another process computes on the GPU"
+                    )
+                })
                 .map(|&pid| own::describe(pid))
                 .collect(),
             utilization: look.utilization,

@@ -311,7 +311,12 @@ impl Drop for ToolRun {
             }
             let _ = self.child.wait();
         }
+        tracing::debug!(group, below = ?below, killed = self.status.is_none(), "a safety-gate run ends");
         if !crate::own_processes::await_gone(group, &below, GROUP_GONE_LIMIT) {
+            tracing::debug!(
+                group,
+                "a safety-gate run outlasts its wait: held until gone"
+            );
             // Still tearing down: gevod's until it is gone, without
             // holding up the gate any longer.
             crate::own_processes::own_until_gone(group, below, ORPHAN_LIMIT);
