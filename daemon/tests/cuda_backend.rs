@@ -215,9 +215,14 @@ fn the_next_batch_compiles_while_this_one_is_measured() {
 #[test]
 fn an_idle_gpu_measures_the_next_batch_ahead() {
     let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("requests.log");
     let mut gpu = two_fake_gpus(dir.path());
-    // The batch's one variant holds the first GPU 3 s.
-    gpu.env.push(("FAKE_GPU_SLOW".into(), "GPU-A:1:3".into()));
+    // The batch's one variant holds the first GPU 3 s. Each request is a
+    // line of the log (appended: the two workers' counter file races).
+    gpu.env.extend([
+        ("FAKE_GPU_SLOW".into(), "GPU-A:1:3".into()),
+        ("FAKE_GPU_LOG".into(), log.clone().into()),
+    ]);
     let mut backend = start(&common::spec_fixture("vecadd"), gpu, false);
     let (this, next) = (patches(11, 1), patches(12, 8));
     let (sender, coming) = std::sync::mpsc::channel();
@@ -240,16 +245,8 @@ fn an_idle_gpu_measures_the_next_batch_ahead() {
         distinct.len() as u64
     );
     assert_eq!(second.measured_ahead, 0, "nothing comes after it");
-    let requests: u64 = std::fs::read_to_string(dir.path().join("counter"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    assert_eq!(
-        requests,
-        1 + distinct.len() as u64,
-        "each PTX measured once"
-    );
+    let requests = std::fs::read_to_string(&log).unwrap().lines().count();
+    assert_eq!(requests, 1 + distinct.len(), "each PTX measured once");
     let assessed = results.iter().filter(|e| e.assessment.is_some()).count();
     assert_eq!(assessed, distinct.len());
 }
