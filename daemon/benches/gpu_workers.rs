@@ -7,7 +7,10 @@
 //! pipeline), racing them against 1.0 as the search does. Records variants
 //! measured per second, their ratio to one worker (one run), and each
 //! worker's busy share from the times the stand-in logs, in BENCHMARKS.md
-//! (section `bench:gpu_workers`).
+//! (section `bench:gpu_workers`). Each worker count runs twice: each batch
+//! alone, and each with its successor handed ahead before it is evaluated
+//! (`Backend::compile_ahead`, as the engine's steps do on the GPU), so the
+//! successor compiles, and is measured where a worker would wait, meanwhile.
 //!
 //! `GEVO_BENCH_ROUND_MS` (default 40) sets the emulated time of a round;
 //! `GEVO_BENCH_BATCHES` (default 3) and `GEVO_BENCH_BATCH` (default 48) the
@@ -59,6 +62,8 @@ fn batches(ir: &KernelIr, batches: usize, size: usize) -> Vec<Vec<Patch>> {
 struct Run {
     workers: usize,
     measured: usize,
+    /// Each batch's successor was handed ahead.
+    ahead: bool,
     wall_s: f64,
     /// Per worker (device), the share of the wall time it held a request.
     busy: Vec<f64>,
@@ -78,7 +83,7 @@ impl Run {
     }
 }
 
-fn run(spec_path: &Path, patches: &[Vec<Patch>], workers: usize, dir: &Path) -> Run {
+fn run(spec_path: &Path, patches: &[Vec<Patch>], workers: usize, ahead: bool, dir: &Path) -> Run {
     let spec = spec::load(spec_path).unwrap();
     let time_log = dir.join(format!("times-{workers}"));
     let _ = std::fs::remove_file(&time_log);
@@ -115,7 +120,14 @@ fn run(spec_path: &Path, patches: &[Vec<Patch>], workers: usize, dir: &Path) -> 
     backend.race_against(Some(1.0));
     let mut known = BTreeSet::new();
     let started = Instant::now();
-    for batch in patches {
+    for (i, batch) in patches.iter().enumerate() {
+        if ahead {
+            let (next, coming) = std::sync::mpsc::channel();
+            backend.compile_ahead(coming);
+            if let Some(successor) = patches.get(i + 1) {
+                next.send(successor.clone()).unwrap();
+            }
+        }
         let evaluated = backend
             .evaluate(batch, TestSet::Train, &|h| known.contains(h))
             .unwrap();
@@ -148,6 +160,7 @@ fn run(spec_path: &Path, patches: &[Vec<Patch>], workers: usize, dir: &Path) -> 
     Run {
         workers,
         measured: text.lines().count(),
+        ahead,
         wall_s,
         busy: per.values().map(|(s, _, _)| s / wall_s).collect(),
         requests: per.values().map(|(_, n, _)| *n).collect(),
@@ -158,7 +171,7 @@ fn run(spec_path: &Path, patches: &[Vec<Patch>], workers: usize, dir: &Path) -> 
 fn table(name: &str, runs: &[Run]) -> String {
     let base = runs[0].rate();
     let mut t = format!(
-        "{name}:\n\n| fake GPU workers | variants measured | seconds | variants/s | vs 1 worker | each worker busy | requests each | mean gap before a request, ms |\n|---|---|---|---|---|---|---|---|\n"
+        "{name}:\n\n| fake GPU workers | successor ahead | variants measured | seconds | variants/s | vs 1 worker | each worker busy | requests each | mean gap before a request, ms |\n|---|---|---|---|---|---|---|---|---|\n"
     );
     for r in runs {
         let busy: Vec<String> = r
@@ -169,8 +182,9 @@ fn table(name: &str, runs: &[Run]) -> String {
         let each: Vec<String> = r.requests.iter().map(|n| n.to_string()).collect();
         let gaps: Vec<String> = r.gap_ms.iter().map(|g| format!("{g:.0}")).collect();
         t += &format!(
-            "| {} | {} | {:.1} | {:.2} | **{:.2}x** | {} | {} | {} |\n",
+            "| {} | {} | {} | {:.1} | {:.2} | **{:.2}x** | {} | {} | {} |\n",
             r.workers,
+            if r.ahead { "yes" } else { "no" },
             r.measured,
             r.wall_s,
             r.rate(),
@@ -224,20 +238,22 @@ fn main() {
         let spec = spec::load(spec_path).unwrap();
         let ir = KernelIr::load_kernels(&spec.ir, &spec.kernels).unwrap();
         let patches = batches(&ir, count, size);
-        let runs: Vec<Run> = WORKERS
-            .iter()
-            .map(|&n| {
-                let dir = dir.path().join(name.split(' ').next().unwrap());
-                std::fs::create_dir_all(&dir).unwrap();
-                let r = run(spec_path, &patches, n, &dir);
-                eprintln!(
-                    "{name}: {n} workers: {} measured in {:.1} s, busy {:?}",
-                    r.measured, r.wall_s, r.busy
-                );
-                r
-            })
-            .collect();
-        body += &table(name, &runs);
+        for ahead in [false, true] {
+            let runs: Vec<Run> = WORKERS
+                .iter()
+                .map(|&n| {
+                    let dir = dir.path().join(name.split(' ').next().unwrap());
+                    std::fs::create_dir_all(&dir).unwrap();
+                    let r = run(spec_path, &patches, n, ahead, &dir);
+                    eprintln!(
+                        "{name}: {n} workers, ahead {ahead}: {} measured in {:.1} s, busy {:?}",
+                        r.measured, r.wall_s, r.busy
+                    );
+                    r
+                })
+                .collect();
+            body += &table(name, &runs);
+        }
     }
     report::write_section(&root.join("BENCHMARKS.md"), "gpu_workers", &body);
 }
