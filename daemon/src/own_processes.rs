@@ -182,21 +182,15 @@ impl Own {
     /// Whether `pid` is the daemon, one of its descendants, or in (or
     /// below a member of) a process group it started.
     pub fn owns(&self, pid: u32, table: &dyn ProcessTable) -> bool {
-        let mut p = pid;
-        for _ in 0..MAX_DEPTH {
+        for (p, lineage) in walk_up(pid, table) {
             if p == self.daemon || self.groups.contains(&p) {
                 return true;
             }
-            let Some((parent, group)) = table.lineage(p) else {
-                return false;
-            };
-            if self.groups.contains(&group) {
-                return true;
+            match lineage {
+                Some((_, group)) if self.groups.contains(&group) => return true,
+                Some(_) => {}
+                None => return false,
             }
-            if parent <= 1 || parent == p {
-                return false;
-            }
-            p = parent;
         }
         false
     }
@@ -205,20 +199,32 @@ impl Own {
 /// `pid`'s ancestry as the walk in [`Own::owns`] sees it, for the log:
 /// each process's pid, parent and group, and its name, up to init.
 pub fn ancestry(pid: u32, table: &dyn ProcessTable) -> String {
-    let mut steps = Vec::new();
-    let mut p = pid;
-    for _ in 0..MAX_DEPTH {
-        let Some((parent, group)) = table.lineage(p) else {
-            steps.push(format!("{} (gone)", describe(p)));
-            break;
-        };
-        steps.push(format!("{} parent {parent} group {group}", describe(p)));
-        if parent <= 1 || parent == p {
-            break;
-        }
-        p = parent;
-    }
+    let steps: Vec<String> = walk_up(pid, table)
+        .map(|(p, lineage)| match lineage {
+            Some((parent, group)) => format!("{} parent {parent} group {group}", describe(p)),
+            None => format!("{} (gone)", describe(p)),
+        })
+        .collect();
     steps.join(" <- ")
+}
+
+/// `pid` and its ancestors, each with its parent and group as `table`
+/// gives them (`None`: gone, the last one); up to the child of init, to a
+/// process its own parent (a broken table), or `MAX_DEPTH` processes.
+fn walk_up(
+    pid: u32,
+    table: &dyn ProcessTable,
+) -> impl Iterator<Item = (u32, Option<(u32, u32)>)> + '_ {
+    let mut next = Some(pid);
+    std::iter::from_fn(move || {
+        let p = next.take()?;
+        let lineage = table.lineage(p);
+        if let Some((parent, _)) = lineage {
+            next = (parent > 1 && parent != p).then_some(parent);
+        }
+        Some((p, lineage))
+    })
+    .take(MAX_DEPTH)
 }
 
 /// A short name of another process for messages: its command name, with
@@ -308,6 +314,22 @@ mod tests {
         (child, line.trim().parse().unwrap())
     }
 
+    /// Starts `sh -c script` leading a process group of its own; the
+    /// group's id is the child's pid.
+    fn start_group(script: &str) -> std::process::Child {
+        Command::new("sh")
+            .args(["-c", script])
+            .process_group(0)
+            .spawn()
+            .unwrap()
+    }
+
+    /// SIGKILL to every process of the group `group`, which the test started.
+    fn kill_group(group: u32) {
+        // SAFETY: a plain signal to a process group this test started.
+        unsafe { libc::kill(-(group as libc::pid_t), libc::SIGKILL) };
+    }
+
     #[test]
     fn real_descendants_and_started_groups_are_own() {
         // A grandchild: sh -> sleep, as compute-sanitizer -> worker.
@@ -319,14 +341,13 @@ mod tests {
         // A background process whose parent exited: re-parented away from
         // us, it stays in the group we started.
         let (mut leader, orphan) = start("(sleep 30 & echo $!) ; sleep 30", true);
-        let (group, pgid) = (leader.id(), leader.id() as libc::pid_t);
+        let group = leader.id();
         assert!(!Own::now().owns(1, &Proc), "init is nobody's");
         {
             let _guard = started_group(group);
             assert!(Own::now().owns(orphan, &Proc));
         }
-        // SAFETY: kills the process group this test started.
-        unsafe { libc::killpg(pgid, libc::SIGKILL) };
+        kill_group(group);
         leader.wait().unwrap();
     }
 
@@ -341,17 +362,12 @@ mod tests {
     /// where its orphaned child stays a zombie (no init here reaps it).
     #[test]
     fn a_killed_group_is_awaited_until_gone() {
-        let mut child = Command::new("sh")
-            .args(["-c", "sleep 30 & sleep 30"])
-            .process_group(0)
-            .spawn()
-            .unwrap();
+        let mut child = start_group("sleep 30 & sleep 30");
         let group = child.id();
         let short = std::time::Duration::from_millis(50);
         assert!(!await_gone(group, &[], short), "the sleeps still run");
         let started = std::time::Instant::now();
-        // SAFETY: SIGKILL to the group this test just started.
-        unsafe { libc::kill(-(group as libc::pid_t), libc::SIGKILL) };
+        kill_group(group);
         child.wait().unwrap();
         assert!(await_gone(group, &[], std::time::Duration::from_secs(5)));
         assert!(started.elapsed() < std::time::Duration::from_secs(2));
@@ -361,17 +377,12 @@ mod tests {
     /// behind runs (a sanitizer that exits before the worker it ran).
     #[test]
     fn a_group_outlives_its_leader_while_a_member_runs() {
-        let mut leader = Command::new("sh")
-            .args(["-c", "sleep 30 & exit 0"])
-            .process_group(0)
-            .spawn()
-            .unwrap();
+        let mut leader = start_group("sleep 30 & exit 0");
         let group = leader.id();
         leader.wait().unwrap();
         let short = std::time::Duration::from_millis(50);
         assert!(!await_gone(group, &[], short), "the sleep still runs");
-        // SAFETY: SIGKILL to the group this test started.
-        unsafe { libc::kill(-(group as libc::pid_t), libc::SIGKILL) };
+        kill_group(group);
         assert!(await_gone(group, &[], std::time::Duration::from_secs(5)));
     }
 
@@ -380,11 +391,7 @@ mod tests {
     /// by pid: killing the group alone leaves it running.
     #[test]
     fn a_descendant_in_a_group_of_its_own_is_found_held_and_awaited() {
-        let mut child = Command::new("sh")
-            .args(["-c", "setsid sleep 30 & wait"])
-            .process_group(0)
-            .spawn()
-            .unwrap();
+        let mut child = start_group("setsid sleep 30 & wait");
         let group = child.id();
         let below = (0..200)
             .map(|_| {
@@ -400,8 +407,7 @@ mod tests {
         let held = hold(sleep);
         let own = Own::now();
         assert!(own.owns(sleep, &Proc));
-        // SAFETY: SIGKILL to the group this test started.
-        unsafe { libc::kill(-(group as libc::pid_t), libc::SIGKILL) };
+        kill_group(group);
         child.wait().unwrap();
         let short = std::time::Duration::from_millis(50);
         assert!(await_gone(group, &[], short), "the group itself is gone");
@@ -418,11 +424,7 @@ mod tests {
     /// longer once none does.
     #[test]
     fn a_group_left_running_stays_own_until_gone() {
-        let mut child = Command::new("sh")
-            .args(["-c", "sleep 30 & sleep 30"])
-            .process_group(0)
-            .spawn()
-            .unwrap();
+        let mut child = start_group("sleep 30 & sleep 30");
         let group = child.id();
         let first = started_group(group);
         let second = started_group(group);
@@ -432,8 +434,7 @@ mod tests {
         drop(second);
         std::thread::sleep(Duration::from_millis(100));
         assert!(Own::now().groups.contains(&group), "its processes run");
-        // SAFETY: SIGKILL to the group this test started.
-        unsafe { libc::kill(-(group as libc::pid_t), libc::SIGKILL) };
+        kill_group(group);
         child.wait().unwrap();
         let released = (0..200).any(|_| {
             std::thread::sleep(Duration::from_millis(20));

@@ -372,12 +372,10 @@ impl CudaBackend {
         let (outcome, compile_lane, ahead) = outcome;
         if searching {
             self.ahead = ahead;
-        }
-        let (out, screened_out) = (measuring.out, measuring.screened_out);
-        if searching {
             self.measured_ahead = measuring.ahead;
             self.measured_ahead.settle();
         }
+        let (out, screened_out) = (measuring.out, measuring.screened_out);
         self.screened_out += screened_out;
         match (&outcome, &mut self.promotion) {
             (Ok(()), Some(running)) => running.put_back(compile_lane, measuring.lane),

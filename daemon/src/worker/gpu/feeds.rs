@@ -168,9 +168,8 @@ impl Feed for Forward {
         let ahead = self.ahead_requests(self.fed + requests.len(), next_id);
         requests.extend(ahead);
         self.fed += requests.len();
-        let ahead_done = self.ahead_limit == 0
-            || self.ahead.all_fed()
-            || self.end.measured.load(Ordering::Relaxed);
+        // A batch that is not the search's has nothing to compile ahead.
+        let ahead_done = self.ahead.all_fed() || self.end.measured.load(Ordering::Relaxed);
         if !first && requests.is_empty() && self.end.reached(&self.lane) && ahead_done {
             return None;
         }
@@ -297,28 +296,19 @@ impl Measuring<'_> {
     /// A variant compiled ahead, offered to measure ahead where it built,
     /// passed the pre-screen and has PTX the search does not know.
     fn offer_ahead(&mut self, patch: Patch, answer: Answer) {
-        let Ok(Response::Built {
-            build,
-            screened_out: None,
-            cubin,
-            guarded,
-            ..
-        }) = answer
-        else {
-            return;
+        // Its compile time counts when the batch that asks for it takes
+        // the answer ([`CompiledAhead`] keeps it too), not here.
+        let compiled = Compiled::of(answer, &mut Utilization::default());
+        let ptx_hash = match (&compiled.build, &compiled.screened_out) {
+            (Ok(b), None) => b.ptx_hash.clone(),
+            _ => return,
         };
-        if (self.known)(&build.ptx_hash) || self.seen.contains(&build.ptx_hash) {
+        if (self.known)(&ptx_hash) || self.seen.contains(&ptx_hash) {
             return;
         }
-        let request = Request::Measure {
-            id: 0,
-            ptx: build.ptx,
-            cubin,
-            guarded,
-            set: self.set,
-            race: self.race,
-        };
-        self.ahead.offer(build.ptx_hash, patch, request);
+        if let Some(request) = compiled.measure(self.set, self.race) {
+            self.ahead.offer(ptx_hash, patch, request);
+        }
     }
 
     /// A compiled variant in its place; the measure request when it is a
