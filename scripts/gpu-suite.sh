@@ -257,6 +257,12 @@ PY
 rejected_when_guarded "guards: the GPU worker rejects an out-of-bounds variant by its guarded run, no restart" \
     $k/vecadd.gevo.toml $k/vecadd.no-bounds-check.patch.json \
     "guarded run on the GPU: out-of-bounds" "past its end" "vecadd.cu:"
+# A load through the pointer -4, which a search found: the access wraps past
+# the top of the address space, and a range check that compared its end
+# alone let it through (the load faulted and cost a restart).
+rejected_when_guarded "guards: an access wrapping past the address space's top is flagged, no restart" \
+    $k/stencil.gevo.toml $k/stencil.wrapped-address.patch.json \
+    "guarded run on the GPU: out-of-bounds"
 # A barrier the lanes of a warp reach apart: the guarded run flags it, so
 # the ordinary build (which would hang there) is never timed.
 rejected_when_guarded "guards: the GPU worker rejects a divergent barrier by its guarded run, no restart" \

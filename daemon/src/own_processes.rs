@@ -23,6 +23,12 @@ const MAX_DEPTH: usize = 64;
 pub trait ProcessTable {
     /// `(parent pid, process group id)`.
     fn lineage(&self, pid: u32) -> Option<(u32, u32)>;
+
+    /// Whether `pid` has exited and waits to be reaped (a zombie): NVML may
+    /// still list it, but it computes nothing.
+    fn exited(&self, _pid: u32) -> bool {
+        false
+    }
 }
 
 /// The running system's table, from `/proc/<pid>/stat`.
@@ -34,6 +40,18 @@ impl ProcessTable for Proc {
         let (_, parent, group) = stat_fields(&stat)?;
         Some((parent, group))
     }
+
+    fn exited(&self, pid: u32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| Some(has_exited(stat_fields(&stat)?.0)))
+            .unwrap_or(false)
+    }
+}
+
+/// A `/proc` state of a process that has exited (zombie, dead).
+fn has_exited(state: &str) -> bool {
+    matches!(state, "Z" | "X")
 }
 
 /// A `/proc/<pid>/stat` line's state, parent and process group: the fields
@@ -155,7 +173,7 @@ fn running() -> Vec<Running> {
         .filter_map(|pid| {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
             let (state, parent, group) = stat_fields(&stat)?;
-            (!matches!(state, "Z" | "X")).then_some(Running { pid, parent, group })
+            (!has_exited(state)).then_some(Running { pid, parent, group })
         })
         .collect()
 }

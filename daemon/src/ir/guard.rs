@@ -419,7 +419,7 @@ fn call<'c>(
 }
 
 /// Defines `__gevo_module_global_ok` and `__gevo_module_shared_ok`: whether
-/// `[a, a + n)` lies inside one of the module's own global (`__device__`)
+/// `[a, a + n)` (not wrapping past the top of the address space) lies inside one of the module's own global (`__device__`)
 /// or shared variables; an `extern __shared__` array spans the launch's
 /// dynamic shared bytes.
 fn define_ownership<'c>(context: &'c Context, module: &Module<'c>) -> Result<(), IrError> {
@@ -475,6 +475,14 @@ fn define_ownership<'c>(context: &'c Context, module: &Module<'c>) -> Result<(),
                 .map_err(build_error)?;
             any = builder.build_or(any, inside, "any").map_err(build_error)?;
         }
+        // An access that wraps past the top of the address space ends
+        // "before" every variable's end: never inside one.
+        let no_wrap = builder
+            .build_int_compare(IntPredicate::UGT, end, a, "no_wrap")
+            .map_err(build_error)?;
+        let any = builder
+            .build_and(any, no_wrap, "owned")
+            .map_err(build_error)?;
         builder
             .build_return(Some(&any.as_basic_value_enum()))
             .map_err(build_error)?;

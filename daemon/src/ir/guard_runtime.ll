@@ -118,7 +118,10 @@ misaligned:
 ranges:
   %count = load i64, ptr addrspace(4) getelementptr inbounds ([128 x i64], ptr addrspace(4) @__gevo_guard_table, i64 0, i64 1), align 8
   %end = add i64 %a, %n
-  br label %loop
+  ; An access that wraps past the top of the address space (a pointer of
+  ; -4, say) ends "below" every range's end: refused before the compares.
+  %wraps = icmp ule i64 %end, %a
+  br i1 %wraps, label %refused, label %loop
 
 loop:
   %i = phi i64 [ 0, %ranges ], [ %next, %body ]

@@ -26,13 +26,25 @@ pub struct Sample {
 }
 
 impl Sample {
-    /// Sorts out the processes that are gevod's own (see [`Own`]).
+    /// Sorts out the processes that are gevod's own (see [`Own`]), and those
+    /// that have exited: NVML listed a killed safety gate's worker, orphaned
+    /// and not yet reaped, after the daemon had let its group go, and the
+    /// daemon stopped its own job for it.
     pub fn from_look(look: &Look, own: &Own, table: &dyn ProcessTable) -> Sample {
         Sample {
             others: look
                 .pids
                 .iter()
-                .filter(|&&pid| !own.owns(pid, table))
+                .filter(|&&pid| {
+                    let exited = table.exited(pid);
+                    if exited {
+                        tracing::debug!(
+                            ancestry = %own::ancestry(pid, table),
+                            "a process listed on the GPU has exited: not counted"
+                        );
+                    }
+                    !exited && !own.owns(pid, table)
+                })
                 .inspect(|&&pid| {
                     // Which process it was, should it be gevod's after all.
                     tracing::debug!(
@@ -229,6 +241,31 @@ mod tests {
         fn look(&self, _uuid: &str) -> Result<Look, String> {
             Ok(self.0.borrow_mut().remove(0))
         }
+    }
+
+    #[test]
+    fn a_process_that_has_exited_never_closes_the_gate() {
+        // A child that exits and is not reaped: a zombie, listed beside
+        // init, for a daemon that owns neither.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let zombie = child.id();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !own::Proc.exited(zombie) {
+            assert!(Instant::now() < deadline, "pid {zombie} never exited");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let nobody = Own {
+            daemon: 0,
+            groups: Default::default(),
+        };
+        let look = Look {
+            pids: vec![zombie, 1],
+            utilization: 100,
+        };
+        let sample = Sample::from_look(&look, &nobody, &own::Proc);
+        assert_eq!(sample.others.len(), 1, "{:?}", sample.others);
+        assert!(sample.others[0].starts_with("pid 1"), "{:?}", sample.others);
+        child.wait().unwrap();
     }
 
     #[test]
