@@ -44,6 +44,7 @@ use inkwell::context::Context;
 use inkwell::intrinsics::Intrinsic;
 use inkwell::module::Module;
 use inkwell::values::{AsValueRef, BasicMetadataValueEnum, InstructionValue, PointerValue};
+use inkwell::AddressSpace;
 
 /// Waits for the warp's live lanes (their word at `$1`), then answers the
 /// lanes that go on together (`$0`). First it polls, up to 1,024 times,
@@ -80,6 +81,30 @@ GEVO_TOGETHER:
 mov.b32 $0, %gevo_a;
 }";
 
+/// Compares the warp's live lanes (their word at `$0`) with the lanes that
+/// arrived together (`$1`) and calls the runtime's `__gevo_barrier_check`
+/// (site `$2`) only when they differ: lanes together, the usual case, cost
+/// a shared load, a compare and a branch, not a call (two calls at every
+/// barrier made the guarded run of a barrier-heavy kernel several times
+/// slower than its ordinary one). As in the access checks' record
+/// (inline_check.rs), the branch and the call stay inside the assembly, and
+/// `$3`, the function's address, keeps it in the module and declared.
+const BARRIER_CHECK_ASM: &str = "{
+.reg .b32 %gevo_l;
+.reg .pred %gevo_p;
+.param .b64 gevo_at;
+.param .b32 gevo_arrived;
+.param .b32 gevo_site;
+ld.volatile.shared.u32 %gevo_l, [$0];
+setp.eq.u32 %gevo_p, %gevo_l, $1;
+@%gevo_p bra GEVO_CHECKED;
+st.param.b64 [gevo_at], $0;
+st.param.b32 [gevo_arrived], $1;
+st.param.b32 [gevo_site], $2;
+call __gevo_barrier_check, (gevo_at, gevo_arrived, gevo_site);
+GEVO_CHECKED:
+}";
+
 pub(super) fn unalign_and_check<'c>(
     context: &'c Context,
     module: &Module<'c>,
@@ -103,7 +128,27 @@ pub(super) fn unalign_and_check<'c>(
     } else {
         Vec::new()
     };
-    let check = runtime_function(module, "__gevo_barrier_check")?;
+    let checker = runtime_function(module, "__gevo_barrier_check")?
+        .as_global_value()
+        .as_pointer_value();
+    let check_type = context.void_type().fn_type(
+        &[
+            context.i64_type().into(),
+            context.i32_type().into(),
+            context.i32_type().into(),
+            context.ptr_type(AddressSpace::default()).into(),
+        ],
+        false,
+    );
+    let check = context.create_inline_asm(
+        check_type,
+        BARRIER_CHECK_ASM.to_string(),
+        "l,r,r,l,~{memory}".to_string(),
+        true,
+        false,
+        None,
+        false,
+    );
     let converge_type = context.i32_type().fn_type(
         &[context.i64_type().into(), context.i64_type().into()],
         false,
@@ -130,12 +175,16 @@ pub(super) fn unalign_and_check<'c>(
             .iter()
             .find(|b| b.call == call.as_value_ref())
             .filter(|_| checked);
-        let arrived = match barrier {
-            Some(b) => {
-                let live = live_of(&lives, b.function);
-                let word = builder
-                    .build_ptr_to_int(live, context.i64_type(), "gevo.live")
-                    .map_err(build_error)?;
+        let word = match barrier {
+            Some(b) => Some(
+                builder
+                    .build_ptr_to_int(live_of(&lives, b.function), context.i64_type(), "gevo.live")
+                    .map_err(build_error)?,
+            ),
+            None => None,
+        };
+        let arrived = match (barrier, word) {
+            (Some(_), Some(word)) => {
                 let together = builder
                     .build_indirect_call(
                         converge_type,
@@ -153,24 +202,32 @@ pub(super) fn unalign_and_check<'c>(
                         .into_int_value(),
                 )
             }
-            None => None,
+            _ => None,
         };
-        let args = match (barrier, arrived) {
-            (Some(b), Some(arrived)) => {
+        let args = match (barrier, word, arrived) {
+            (Some(b), Some(word), Some(arrived)) => {
                 let site = context.i32_type().const_int(b.site as u64, false);
-                let live = live_of(&lives, b.function);
-                let args: [BasicMetadataValueEnum; 3] = [live.into(), arrived.into(), site.into()];
-                // Before the barrier: lanes that went on apart end here.
-                builder.build_call(check, &args, "").map_err(build_error)?;
+                let args: [BasicMetadataValueEnum; 4] =
+                    [word.into(), arrived.into(), site.into(), checker.into()];
                 Some(args)
             }
             _ => None,
         };
+        let check_here = |builder: &Builder<'c>, args: &[BasicMetadataValueEnum<'c>]| {
+            builder
+                .build_indirect_call(check_type, check, args, "")
+                .map(|c| c.add_attribute(AttributeLoc::Function, convergent))
+                .map_err(build_error)
+        };
+        if let Some(args) = &args {
+            // Before the barrier: lanes that went on apart end here.
+            check_here(&builder, args)?;
+        }
         builder
             .build_call(unaligned, &[id.into()], "")
             .map_err(build_error)?;
-        if let Some(args) = args {
-            builder.build_call(check, &args, "").map_err(build_error)?;
+        if let Some(args) = &args {
+            check_here(&builder, args)?;
         }
         call.erase_from_basic_block();
     }
