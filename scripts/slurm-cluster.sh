@@ -3,6 +3,8 @@
 # Debian's packages with every file under DIR, on free ports, as the current
 # user (root in CI). `start DIR` prints the SLURM_CONF to export; `stop DIR`
 # ends the daemons. Needs slurm-wlm and munge (scripts/install-deps.sh).
+# SLURM_GPUS=N gives the node N GPUs as generic resources (/dev/nvidia0
+# ...), for `srun --gres=gpu:1` steps (scripts/gpu-slurm.sh).
 set -euo pipefail
 
 usage() { echo "usage: $0 start|stop DIR" >&2; exit 2; }
@@ -47,7 +49,13 @@ start() {
     chmod 400 "$dir"/munge/munge.key
     munged --force --key-file="$dir"/munge/munge.key --socket="$dir"/munge/socket \
         --pid-file="$dir"/munged.pid --log-file="$dir"/munged.log --seed-file="$dir"/munge/seed
+    local gpus=${SLURM_GPUS:-0} gres="" gres_types=""
+    if [ "$gpus" -gt 0 ]; then
+        gres=" Gres=gpu:$gpus"
+        gres_types="GresTypes=gpu"
+    fi
     cat > "$dir"/slurm.conf <<CONF
+$gres_types
 ClusterName=gevotest
 SlurmctldHost=$host
 SlurmctldPort=$(free_port)
@@ -74,9 +82,12 @@ AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 InactiveLimit=0
 KillWait=5
-NodeName=$host CPUs=$cpus State=UNKNOWN
+NodeName=$host CPUs=$cpus State=UNKNOWN$gres
 PartitionName=test Nodes=$host Default=YES MaxTime=INFINITE State=UP
 CONF
+    if [ -n "$gres" ]; then
+        echo "Name=gpu File=/dev/nvidia[0-$((gpus - 1))]" > "$dir"/gres.conf
+    fi
     export SLURM_CONF=$dir/slurm.conf
     slurmctld -f "$SLURM_CONF"
     slurmd -f "$SLURM_CONF"
