@@ -85,6 +85,8 @@ KillWait=5
 NodeName=$host CPUs=$cpus State=UNKNOWN$gres
 PartitionName=test Nodes=$host Default=YES MaxTime=INFINITE State=UP
 CONF
+    # No systemd (containers, CI): slurmd makes its cgroup directories itself.
+    echo "IgnoreSystemd=yes" > "$dir"/cgroup.conf
     if [ -n "$gres" ]; then
         echo "Name=gpu File=/dev/nvidia[0-$((gpus - 1))]" > "$dir"/gres.conf
     fi

@@ -81,7 +81,8 @@ pub const SLURM_PIPELINE_DEPTH: usize = 16;
 impl Launcher {
     /// The command that starts `program args` as one worker; `gpu`: the
     /// worker needs a GPU of its own (a Slurm step asks for one with
-    /// `--gres=gpu:1`, and sees it as device 0).
+    /// `--gres=gpu:1`, and sees it as device 0; any other step asks for
+    /// none).
     pub fn command(&self, program: &Path, args: &[OsString], gpu: bool) -> Command {
         match self {
             Launcher::Local => {
@@ -102,9 +103,11 @@ impl Launcher {
                     "--input=all",
                     "--kill-on-bad-exit=1",
                 ]);
-                if gpu {
-                    command.arg("--gres=gpu:1");
-                }
+                // A step asks for its GPUs either way: one without a
+                // `--gres` of its own takes all of the allocation's, and a
+                // compile worker so holding the GPU kept the GPU worker's
+                // step waiting ("Requested nodes are busy") for ever.
+                command.arg(if gpu { "--gres=gpu:1" } else { "--gres=none" });
                 command.args(&slurm.args).arg(program).args(args);
                 command
             }
@@ -184,7 +187,8 @@ mod tests {
             &step[at + 1..],
             ["/bin/gevod", "eval-worker", "k.gevo.toml"]
         );
-        assert!(!argv(&slurm.command(Path::new("/bin/gevod"), &args, false))
-            .contains(&"--gres=gpu:1".to_string()));
+        let compile_step = argv(&slurm.command(Path::new("/bin/gevod"), &args, false));
+        assert!(compile_step.contains(&"--gres=none".to_string()));
+        assert!(!compile_step.contains(&"--gres=gpu:1".to_string()));
     }
 }
