@@ -252,13 +252,14 @@ impl CudaBackend {
         };
         // The search's batches take what was compiled for them ahead, and
         // compile the next one's patches (promotion's measure their own).
-        let (precompiled, ahead, ahead_limit, measured_ahead, gpu_workers) = match searching {
+        let (precompiled, ahead, ahead_limit, measured_ahead, measure_ahead_limit) = match searching
+        {
             true => (
                 self.ahead.take_for(patches),
                 std::mem::take(&mut self.ahead),
-                self.compile.size(),
+                self.compile.ahead_capacity(),
                 std::mem::take(&mut self.measured_ahead),
-                self.gpu.size(),
+                self.gpu.ahead_capacity(),
             ),
             false => (
                 BTreeMap::new(),
@@ -306,7 +307,7 @@ impl CudaBackend {
             lane_waiting: 0,
             compiled_ahead: Some(compiled_ahead_in),
             ahead: measured_ahead,
-            gpu_workers,
+            measure_ahead_limit,
         };
         let outcome = std::thread::scope(|s| {
             let (sender, compiled) = mpsc::channel();

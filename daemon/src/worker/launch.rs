@@ -125,6 +125,17 @@ impl Launcher {
         }
     }
 
+    /// Requests taken ahead of need (the next batch's compiles and
+    /// measurements) that each worker may hold: enough that one is under way
+    /// while the last answer travels back, so a step never idles for a round
+    /// trip, and no more, so they never queue ahead of the batch's own work.
+    pub fn ahead_per_worker(&self) -> usize {
+        match self {
+            Launcher::Local => 1,
+            Launcher::Slurm(_) => 2,
+        }
+    }
+
     /// How often a request whose worker vanished is tried again elsewhere.
     pub fn retries_after_loss(&self) -> u32 {
         match self {

@@ -308,6 +308,14 @@ impl WorkerPool {
             .count()
     }
 
+    /// How many requests taken ahead of need the pool's workers may hold
+    /// at once ([`Launcher::ahead_per_worker`] each).
+    ///
+    /// [`Launcher::ahead_per_worker`]: super::launch::Launcher::ahead_per_worker
+    pub fn ahead_capacity(&self) -> usize {
+        self.size() * self.options.launcher.ahead_per_worker()
+    }
+
     /// A request id not used before in this pool.
     pub fn next_id(&mut self) -> u64 {
         self.next_request += 1;

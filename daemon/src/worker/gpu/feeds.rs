@@ -233,9 +233,10 @@ pub(super) struct Measuring<'a> {
     /// and those measured ahead ([`MeasuredAhead`]).
     pub(super) compiled_ahead: Option<mpsc::Receiver<(Patch, Answer)>>,
     pub(super) ahead: MeasuredAhead,
-    /// GPU workers: no more requests than that are under way when one is
-    /// measured ahead (0: none is).
-    pub(super) gpu_workers: usize,
+    /// GPU workers, times the requests each may hold to hide its stdio's
+    /// round trip (two for a Slurm step): no more requests than that are
+    /// under way when one is measured ahead (0: none is).
+    pub(super) measure_ahead_limit: usize,
 }
 
 /// What a GPU request fed measures.
@@ -275,7 +276,9 @@ impl Measuring<'_> {
         if !self.may_measure_ahead() {
             return requests;
         }
-        while self.own_waiting + self.lane_waiting + self.ahead.under_way() < self.gpu_workers {
+        while self.own_waiting + self.lane_waiting + self.ahead.under_way()
+            < self.measure_ahead_limit
+        {
             let index = self.measured.len();
             let Some(request) = self.ahead.next(index) else {
                 break;
