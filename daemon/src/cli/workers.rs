@@ -316,7 +316,9 @@ impl GpuGuardCheckArgs {
         }
         let mut parts = match self.parts {
             true => Some(gevod::cuda::parts::PartAssembler::new(
-                gevod::cuda::toolkit::Assembler::find().context("--parts needs ptxas")?,
+                gevod::cuda::toolkit::Assembler::find()
+                    .context("--parts needs ptxas")?
+                    .for_checks(),
             )),
             false => None,
         };
