@@ -316,9 +316,7 @@ impl GpuGuardCheckArgs {
         }
         let mut parts = match self.parts {
             true => Some(gevod::cuda::parts::PartAssembler::new(
-                gevod::cuda::toolkit::Assembler::find()
-                    .context("--parts needs ptxas")?
-                    .for_checks(),
+                gevod::cuda::toolkit::Assembler::find().context("--parts needs ptxas")?,
             )),
             false => None,
         };

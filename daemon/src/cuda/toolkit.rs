@@ -83,51 +83,15 @@ impl<'de> Deserialize<'de> for Cubin {
     }
 }
 
-/// `off` keeps ptxas's default optimization for the guarded build too
-/// ([`Assembler::for_checks`]).
-pub const FAST_CHECKS_VARIABLE: &str = "GEVO_GUARDED_FAST_COMPILE";
-
 /// ptxas, run once per variant.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Assembler {
     ptxas: PathBuf,
-    /// Passed to every run before the file names.
-    options: Vec<String>,
 }
 
 impl Assembler {
     pub fn new(ptxas: PathBuf) -> Self {
-        Assembler {
-            ptxas,
-            options: Vec::new(),
-        }
-    }
-
-    /// This ptxas for a build that is run to check and never timed (the
-    /// guarded build): `--Ofast-compile max` where this ptxas offers it
-    /// (CUDA 12.8 and later), which assembled lu's guarded build in 0.30 s
-    /// instead of 0.48 s; unless `GEVO_GUARDED_FAST_COMPILE=off`.
-    pub fn for_checks(mut self) -> Self {
-        let wanted = std::env::var_os(FAST_CHECKS_VARIABLE).is_none_or(|v| v != "off");
-        if wanted && self.offers("--Ofast-compile") {
-            self.options = vec!["--Ofast-compile".into(), "max".into()];
-        }
-        self
-    }
-
-    /// The options every run of this assembler passes.
-    pub fn options(&self) -> &[String] {
-        &self.options
-    }
-
-    /// Whether `ptxas --help` lists `option`.
-    fn offers(&self, option: &str) -> bool {
-        Command::new(&self.ptxas)
-            .arg("--help")
-            .stdin(Stdio::null())
-            .stderr(Stdio::null())
-            .output()
-            .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).contains(option))
+        Assembler { ptxas }
     }
 
     /// `$GEVO_PTXAS` (none when it says `off`), else ptxas where
@@ -226,7 +190,6 @@ impl Assembler {
         })?;
         let child = Command::new(&self.ptxas)
             .arg(format!("-arch={arch}"))
-            .args(&self.options)
             .args(relocatable.then_some("-c"))
             .arg("-o")
             .arg(&output)
@@ -358,7 +321,11 @@ mod tests {
     fn a_dropped_assembly_stops_ptxas_and_removes_its_files() {
         // A stand-in for ptxas that takes its time.
         let dir = tempfile::tempdir().unwrap();
-        let slow = stand_in(dir.path(), "sleep 30");
+        let slow = dir.path().join("ptxas");
+        std::fs::write(&slow, "#!/bin/sh\nsleep 30\n").unwrap();
+        let mut permissions = std::fs::metadata(&slow).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+        std::fs::set_permissions(&slow, permissions).unwrap();
         let started = std::time::Instant::now();
         let assembling = Assembler::new(slow).start("// nothing", "sm_90").unwrap();
         let pid = assembling.child.as_ref().unwrap().id();
@@ -371,42 +338,6 @@ mod tests {
         );
         assert!(!files.exists(), "{} left behind", files.display());
         assert!(started.elapsed() < std::time::Duration::from_secs(20));
-    }
-
-    /// An executable `ptxas` in `dir` that runs the shell's `body`.
-    fn stand_in(dir: &Path, body: &str) -> PathBuf {
-        let program = dir.join("ptxas");
-        std::fs::write(&program, format!("#!/bin/sh\n{body}\n")).unwrap();
-        let mut permissions = std::fs::metadata(&program).unwrap().permissions();
-        std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
-        std::fs::set_permissions(&program, permissions).unwrap();
-        program
-    }
-
-    /// The guarded build is assembled with `--Ofast-compile max` where
-    /// ptxas offers it (its `--help` says so), and as before where not.
-    #[test]
-    fn checks_assemble_fast_where_ptxas_offers_it() {
-        for (help, fast) in [
-            ("--Ofast-compile <0|min|mid|max> (-Ofc)", true),
-            ("-O3", false),
-        ] {
-            let dir = tempfile::tempdir().unwrap();
-            let args = dir.path().join("args");
-            let ptxas = stand_in(
-                dir.path(),
-                &format!(
-                    "[ \"$1\" = --help ] && {{ echo '{help}'; exit 0; }}\necho \"$@\" > {}\nexit 1",
-                    args.display()
-                ),
-            );
-            let checks = Assembler::new(ptxas).for_checks();
-            assert_eq!(checks.options().is_empty(), !fast, "{help}");
-            let _ = checks.assemble("// nothing", "sm_90");
-            let ran = std::fs::read_to_string(&args).unwrap();
-            assert_eq!(ran.contains("--Ofast-compile max"), fast, "{ran}");
-            assert!(ran.starts_with("-arch=sm_90"), "{ran}");
-        }
     }
 
     #[test]

@@ -147,12 +147,7 @@ impl InProcess {
         if self.parts.is_none() {
             let wanted = std::env::var_os(GUARDED_PARTS).is_none_or(|v| v != "off");
             let assembler = self.assembler.get_or_insert_with(Assembler::find);
-            self.parts = Some(
-                assembler
-                    .clone()
-                    .filter(|_| wanted)
-                    .map(|a| PartAssembler::new(a.for_checks())),
-            );
+            self.parts = Some(assembler.clone().filter(|_| wanted).map(PartAssembler::new));
         }
         if let Some(Some(parts)) = &mut self.parts {
             return parts
