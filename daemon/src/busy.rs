@@ -166,6 +166,9 @@ summed_struct! {
         /// Of `measured`, variants of the next batch, measured where a GPU
         /// would have waited for this batch's last ones.
         pub measured_ahead: u64,
+        /// Promotion's measurements a batch ended with under way (or
+        /// queued), left to a later batch instead of waited for.
+        pub promotion_carried: u64,
         /// GPU workers started (the first, and each replacement after a
         /// variant crashed or hung one), and the seconds they took to upload
         /// their tests and make the references: time the GPU measures nothing.
@@ -299,6 +302,7 @@ mod tests {
             stopped_early: 0,
             compiled_ahead: 0,
             measured_ahead: 0,
+            promotion_carried: 0,
             gpu_starts: 0,
             gpu_start_s: 0.0,
             gpu_start_parts: StartUp::default(),

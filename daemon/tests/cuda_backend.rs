@@ -783,12 +783,14 @@ fn no_step_waits_for_the_promotion_beside_it() {
     assert_promotions_taken_in(&engine);
 }
 
-/// A batch whose own variants are measured waits for the promotion's
-/// measurement under way on the first GPU; the other GPU measures the next
-/// batch meanwhile. Every measurement on the train tests is one the
-/// generations' reports count, once.
+/// A batch whose own variants are measured ends though the promotion's
+/// measurement on the first GPU (1.5 s) is under way: the next batch's
+/// run delivers its answer. Idle GPUs measure the next batch ahead while a
+/// batch's last variants are measured. Every measurement on the train
+/// tests is one the generations' reports count, once, and every promotion
+/// is taken in.
 #[test]
-fn a_gpu_measures_ahead_while_its_batch_waits_for_the_promotion() {
+fn no_batch_waits_for_the_promotion_measurement_under_way() {
     let dir = tempfile::tempdir().unwrap();
     let races = dir.path().join("races");
     let mut gpu = two_fake_gpus(dir.path());
@@ -799,14 +801,19 @@ fn a_gpu_measures_ahead_while_its_batch_waits_for_the_promotion() {
     ]);
     let mut backend = start(&common::spec_fixture("vecadd"), gpu, false);
     let (mut engine, ir) = vecadd_search(8);
-    let (mut measured, mut ahead) = (0, 0);
+    let (mut measured, mut ahead, mut carried) = (0, 0, 0);
     for _ in 0..5 {
         let report = engine.step(&ir, &mut backend).unwrap();
         let u = report.utilization.expect("the GPU backend reports");
         measured += u.measured;
         ahead += u.measured_ahead;
+        carried += u.promotion_carried;
     }
     assert!(ahead > 0, "no variant measured ahead in 5 steps");
+    assert!(
+        carried > 0,
+        "every batch waited for the promotion's measurement"
+    );
     let train = std::fs::read_to_string(&races)
         .unwrap()
         .lines()
@@ -840,8 +847,10 @@ fn a_promotion_waits_out_a_pause_between_steps() {
     while !backend.promotion_started() {
         engine.step(&ir, &mut backend).unwrap();
     }
-    // The pause: stopped between steps, nothing runs.
+    // The pause: stopped between steps, nothing starts (a promotion
+    // measurement the last batch left under way finishes: 300 ms).
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    std::thread::sleep(Duration::from_millis(400));
     let lines = || {
         std::fs::read_to_string(&races)
             .unwrap_or_default()

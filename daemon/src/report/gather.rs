@@ -391,6 +391,7 @@ mod tests {
                 stopped_early: stopped,
                 compiled_ahead: 0,
                 measured_ahead: 0,
+                promotion_carried: 0,
                 gpu_starts: 2,
                 gpu_start_s: 3.0,
                 gpu_start_parts: crate::busy::StartUp {

@@ -17,7 +17,7 @@ use crate::evolve::{Backend, BackendError, Build, Scope};
 use crate::ir::Patch;
 use crate::spec::{Spec, TestSet};
 use run::Batch;
-pub use run::{Feed, Placement, Waker};
+pub use run::{Carry, Feed, Placement, Waker};
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -108,6 +108,9 @@ pub struct WorkerPool {
     spares: Vec<Worker>,
     /// Replacements that were a spare already greeted.
     pub standby_swaps: u64,
+    /// Requests a run ended with unanswered that its feed let outlive it
+    /// ([`Feed::may_carry`]): the next run takes them first.
+    carried: Vec<run::CarriedRequest>,
 }
 
 impl WorkerPool {
@@ -143,6 +146,7 @@ impl WorkerPool {
             lost: 0,
             pinned: None,
             spares: Vec::new(),
+            carried: Vec::new(),
             standby_swaps: 0,
         };
         for slot in 0..pool.options.workers.max(1) {

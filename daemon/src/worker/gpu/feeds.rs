@@ -4,10 +4,11 @@
 //! lane ([`super::lane::Running`]) while the batch runs ([`LaneInbox`]),
 //! queued ahead of the batch's own, and sends their answers back. A batch
 //! ends when its own variants are measured, whatever the lane still asks
-//! (that waits for the next batch), or, where it serves only the lane,
-//! when the lane ends.
+//! (that waits for the next batch) and whatever of its measurements is
+//! under way (the GPU pool carries those to the next batch's run,
+//! [`Feed::carry`]), or, where it serves only the lane, when the lane ends.
 
-use super::super::pool::{assessment_of, Feed, Placement, Waker};
+use super::super::pool::{assessment_of, Carry, Feed, Placement, Waker};
 use super::super::{Request, Response};
 use super::ahead::{CompiledAhead, MeasuredAhead};
 use super::lane::LaneJob;
@@ -41,8 +42,11 @@ pub(super) struct LaneInbox {
     jobs: Option<mpsc::Receiver<LaneJob>>,
     /// By the index the request was fed at: where its answer goes, and the
     /// patch it measures (for the GPU's accounting).
-    replies: BTreeMap<usize, (mpsc::Sender<Answer>, Option<Patch>)>,
+    replies: BTreeMap<usize, LaneReply>,
 }
+
+/// Where a lane's request's answer goes, and the patch it measures.
+type LaneReply = (mpsc::Sender<Answer>, Option<Patch>);
 
 impl LaneInbox {
     /// The requests `jobs` brings (none where it is `None`: no lane, or
@@ -90,7 +94,7 @@ impl LaneInbox {
     }
 
     /// Where the `index`th request's answer goes, when the lane asked it.
-    fn reply_to(&mut self, index: usize) -> Option<(mpsc::Sender<Answer>, Option<Patch>)> {
+    fn reply_to(&mut self, index: usize) -> Option<LaneReply> {
         self.replies.remove(&index)
     }
 
@@ -261,9 +265,8 @@ impl Measuring<'_> {
     }
 
     /// The next batch's variants to measure now: while this batch's own
-    /// are not all measured, or the lane's measurements still run, one for
-    /// each GPU worker that nothing else is under way for (its queue would
-    /// be empty).
+    /// are not all measured, one for each GPU worker that nothing else is
+    /// under way for (its queue would be empty).
     fn ahead_requests(&mut self, next_id: &mut dyn FnMut() -> u64) -> Vec<Request> {
         let mut requests = Vec::new();
         let arrived: Vec<(Patch, Answer)> = match &self.compiled_ahead {
@@ -289,11 +292,11 @@ impl Measuring<'_> {
         requests
     }
 
-    /// The batch ends once its own are measured and the lane's requests
-    /// under way are answered: until then a GPU nothing waits for may as
-    /// well measure ahead (a promotion's measurement takes seconds).
+    /// The batch ends once its own are measured (the lane's measurements
+    /// under way are carried to the next batch): until then a GPU nothing
+    /// waits for may as well measure ahead.
     fn may_measure_ahead(&self) -> bool {
-        !self.end.measured.load(Ordering::Relaxed) || self.lane_waiting > 0
+        !self.end.measured.load(Ordering::Relaxed)
     }
 
     /// A variant compiled ahead, offered to measure ahead where it built,
@@ -393,7 +396,7 @@ impl Feed for Measuring<'_> {
         let ahead = self.ahead_requests(next_id);
         requests.extend(ahead);
         // The compile side ended: all compiled and measured (and the lane
-        // ended, where the batch waits for it), or it failed (a variant's
+        // ended, where the batch serves it to its end), or it failed (a variant's
         // answer never came; its error is the batch's). Variants offered to
         // measure ahead are fed as GPUs free up while the batch runs on.
         let failed = self.producer_done && self.out.len() < self.patches.len();
@@ -443,6 +446,34 @@ impl Feed for Measuring<'_> {
     /// Promotion's measurements are compared with each other: one device.
     fn placement(&self, index: usize) -> Placement {
         self.lane.placement(index, Some(0))
+    }
+
+    /// Promotion's measurements take seconds on the first GPU: a batch
+    /// whose own variants are measured ends without waiting for them, and
+    /// the next batch delivers their answers.
+    fn may_carry(&self, index: usize) -> bool {
+        matches!(self.measured.get(index), Some(Fed::Lane))
+    }
+
+    fn carry(&mut self, index: usize) -> Option<Carry> {
+        if !self.may_carry(index) {
+            return None;
+        }
+        let reply = self.lane.reply_to(index)?;
+        self.lane_waiting -= 1;
+        self.utilization.promotion_carried += 1;
+        Some(Box::new(reply))
+    }
+
+    fn answered_carried(&mut self, carry: Carry, result: Answer) {
+        let Ok(reply) = carry.downcast::<LaneReply>() else {
+            return;
+        };
+        let (reply, patch) = *reply;
+        if let Some(patch) = &patch {
+            account(self.utilization, &result, Purpose::Promotion, patch);
+        }
+        let _ = reply.send(result);
     }
 }
 

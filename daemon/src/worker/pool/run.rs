@@ -34,6 +34,36 @@ pub trait Feed {
     fn placement(&self, _index: usize) -> Placement {
         Placement::default()
     }
+    /// Whether the `index`th request may outlive the run: once the feed has
+    /// no more and every request left unanswered may, the run ends, and
+    /// they are the next run's, their answers going to its feed
+    /// ([`Feed::answered_carried`]) with what [`Feed::carry`] handed over.
+    fn may_carry(&self, _index: usize) -> bool {
+        false
+    }
+    /// What the `index`th request's answer is to be delivered with by a
+    /// later run's feed; `Some` wherever [`Feed::may_carry`] said so.
+    fn carry(&mut self, _index: usize) -> Option<Carry> {
+        None
+    }
+    /// The answer to a request an earlier run carried, with what that run's
+    /// feed handed over for it (dropped where this feed cannot deliver it).
+    fn answered_carried(&mut self, _carry: Carry, _result: Result<Response, String>) {}
+}
+
+/// What a feed hands over to deliver a carried request's answer with
+/// ([`Feed::carry`]); only the feeds that make it know what it is.
+pub type Carry = Box<dyn std::any::Any + Send>;
+
+/// A request a run ended with unanswered, for the next run: in flight on
+/// a worker (whose queue already names it by its place in the next run's
+/// list) or queued.
+pub(super) struct CarriedRequest {
+    request: Request,
+    slot: Option<usize>,
+    lost_steps: u32,
+    queued: bool,
+    carry: Carry,
 }
 
 /// Where a request waits in its run's queue.
@@ -59,7 +89,8 @@ impl Waker {
 }
 
 /// A run's requests so far: the queue, the answers not yet handed to the
-/// feed, and what is left.
+/// feed, and what is left. The first `carried` requests are those an
+/// earlier run carried; the feed's own follow, its `i`th at `carried + i`.
 #[derive(Default)]
 pub(super) struct Batch {
     queue: VecDeque<usize>,
@@ -69,15 +100,28 @@ pub(super) struct Batch {
     /// Per request: the only worker slot that may take it.
     slots: Vec<Option<usize>>,
     remaining: usize,
+    carried: usize,
 }
 
 impl Batch {
+    /// A request an earlier run carried, next in this run's list.
+    fn carry_in(&mut self, carried: &CarriedRequest) {
+        let r = self.lost_steps.len();
+        self.slots.push(carried.slot);
+        self.lost_steps.push(carried.lost_steps);
+        if carried.queued {
+            self.queue.push_back(r);
+        }
+        self.remaining += 1;
+        self.carried += 1;
+    }
+
     /// `n` more requests, each queued where the feed places it.
     fn push(&mut self, n: usize, feed: &dyn Feed) {
         let first = self.lost_steps.len();
         let mut ahead = Vec::new();
         for r in first..first + n {
-            let placement = feed.placement(r);
+            let placement = feed.placement(r - self.carried);
             self.slots.push(placement.slot);
             if placement.ahead {
                 ahead.push(r);
@@ -165,6 +209,14 @@ impl WorkerPool {
     pub fn run_fed(&mut self, feed: &mut dyn Feed) -> Result<(), BackendError> {
         let mut requests: Vec<Request> = Vec::new();
         let mut batch = Batch::default();
+        // The requests an earlier run carried come first, where the
+        // workers holding them already place them.
+        let mut carries: Vec<Option<Carry>> = Vec::new();
+        for carried in std::mem::take(&mut self.carried) {
+            batch.carry_in(&carried);
+            requests.push(carried.request);
+            carries.push(Some(carried.carry));
+        }
         let mut open = true;
         let depth = self.options.launcher.pipeline_depth();
         loop {
@@ -192,15 +244,21 @@ impl WorkerPool {
                 }
             }
             self.dispatch(&requests, &mut batch, depth)?;
-            for (r, result) in batch.done.drain(..) {
-                feed.answered(r, result);
-            }
+            deliver(&mut batch, feed, &mut carries);
             let starting = self
                 .workers
                 .iter()
                 .any(|w| matches!(w.state, State::Starting(_)));
-            if !open && batch.remaining == 0 && !starting {
-                break;
+            if !open && !starting {
+                if batch.remaining == 0 {
+                    break;
+                }
+                let left = self.unanswered(&batch);
+                let carriable = |r: usize| r < batch.carried || feed.may_carry(r - batch.carried);
+                if left.iter().all(|&r| carriable(r)) {
+                    self.carry_out(&left, &requests, &batch, feed, &mut carries);
+                    break;
+                }
             }
             match self.events.recv_timeout(Duration::from_millis(50)) {
                 Ok(ref event) if self.spare_event(event) => {}
@@ -220,13 +278,79 @@ impl WorkerPool {
                 Err(RecvTimeoutError::Disconnected) => unreachable!("the pool holds a sender"),
             }
             self.check_timeouts(&mut batch)?;
-            for (r, result) in batch.done.drain(..) {
-                feed.answered(r, result);
-            }
+            deliver(&mut batch, feed, &mut carries);
         }
         Ok(())
     }
 
+    /// Every request of the run not answered yet: those the workers hold
+    /// and those queued.
+    fn unanswered(&self, batch: &Batch) -> Vec<usize> {
+        let mut left: Vec<usize> = batch.queue.iter().copied().collect();
+        for worker in &self.workers {
+            if let State::Busy { requests, .. } = &worker.state {
+                left.extend(requests.iter().copied());
+            }
+        }
+        debug_assert_eq!(left.len(), batch.remaining);
+        left
+    }
+
+    /// Leaves the requests `left` to the next run, numbered in its list by
+    /// their order here (the workers' queues renumbered to match).
+    fn carry_out(
+        &mut self,
+        left: &[usize],
+        requests: &[Request],
+        batch: &Batch,
+        feed: &mut dyn Feed,
+        carries: &mut [Option<Carry>],
+    ) {
+        let mut renumbered = std::collections::BTreeMap::new();
+        for &r in left {
+            let carry = match r.checked_sub(batch.carried) {
+                Some(index) => feed.carry(index),
+                None => carries[r].take(),
+            };
+            // A feed that said a request may be carried hands it over; one
+            // that does not loses its answer.
+            let carry = carry.unwrap_or_else(|| Box::new(()));
+            renumbered.insert(r, self.carried.len());
+            self.carried.push(CarriedRequest {
+                request: requests[r].clone(),
+                slot: batch.slots[r],
+                lost_steps: batch.lost_steps[r],
+                queued: batch.queue.contains(&r),
+                carry,
+            });
+        }
+        for worker in &mut self.workers {
+            if let State::Busy { requests, .. } = &mut worker.state {
+                for r in requests.iter_mut() {
+                    *r = renumbered[r];
+                }
+            }
+        }
+    }
+}
+
+/// Hands the answers come in to the feed: its own requests' to
+/// [`Feed::answered`], those an earlier run carried to
+/// [`Feed::answered_carried`].
+fn deliver(batch: &mut Batch, feed: &mut dyn Feed, carries: &mut [Option<Carry>]) {
+    for (r, result) in batch.done.drain(..) {
+        match r.checked_sub(batch.carried) {
+            Some(index) => feed.answered(index, result),
+            None => {
+                if let Some(carry) = carries[r].take() {
+                    feed.answered_carried(carry, result);
+                }
+            }
+        }
+    }
+}
+
+impl WorkerPool {
     /// Hands queued requests to workers with room: up to `depth` in flight
     /// each (more than one only for Slurm steps, whose stdio adds latency
     /// that the next request's computation should hide).
