@@ -149,6 +149,9 @@ pub struct CudaBackend {
     /// it was measured where a GPU had nothing else to do.
     ahead: CompiledAhead,
     measured_ahead: MeasuredAhead,
+    /// Whether a batch leaves promotion's measurements under way to the
+    /// next ([`CudaBackend::carry_promotion`]).
+    carry_promotion: bool,
 }
 
 impl CudaBackend {
@@ -190,7 +193,16 @@ impl CudaBackend {
             promotion: None,
             ahead: CompiledAhead::default(),
             measured_ahead: MeasuredAhead::default(),
+            carry_promotion: true,
         })
+    }
+
+    /// On (the default), a batch whose own variants are measured ends
+    /// though promotion's measurement is under way, which the next batch
+    /// delivers; off, it waits for it (as before; the promotion_beside
+    /// benchmark compares the two).
+    pub fn carry_promotion(&mut self, on: bool) {
+        self.carry_promotion = on;
     }
 
     /// GPU workers replaced (a lost context, a crash, a hang).
@@ -308,6 +320,7 @@ impl CudaBackend {
             compiled_ahead: Some(compiled_ahead_in),
             ahead: measured_ahead,
             measure_ahead_limit,
+            carry_lane: self.carry_promotion,
         };
         let outcome = std::thread::scope(|s| {
             let (sender, compiled) = mpsc::channel();

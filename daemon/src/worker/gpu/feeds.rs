@@ -241,6 +241,9 @@ pub(super) struct Measuring<'a> {
     /// round trip (two for a Slurm step): no more requests than that are
     /// under way when one is measured ahead (0: none is).
     pub(super) measure_ahead_limit: usize,
+    /// Whether the lane's measurements under way when the batch's own are
+    /// measured are carried to the next batch's run, not waited for.
+    pub(super) carry_lane: bool,
 }
 
 /// What a GPU request fed measures.
@@ -293,10 +296,10 @@ impl Measuring<'_> {
     }
 
     /// The batch ends once its own are measured (the lane's measurements
-    /// under way are carried to the next batch): until then a GPU nothing
-    /// waits for may as well measure ahead.
+    /// under way are carried to the next batch, or, not carried, waited
+    /// for): until then a GPU nothing waits for may as well measure ahead.
     fn may_measure_ahead(&self) -> bool {
-        !self.end.measured.load(Ordering::Relaxed)
+        !self.end.measured.load(Ordering::Relaxed) || (!self.carry_lane && self.lane_waiting > 0)
     }
 
     /// A variant compiled ahead, offered to measure ahead where it built,
@@ -452,7 +455,7 @@ impl Feed for Measuring<'_> {
     /// whose own variants are measured ends without waiting for them, and
     /// the next batch delivers their answers.
     fn may_carry(&self, index: usize) -> bool {
-        matches!(self.measured.get(index), Some(Fed::Lane))
+        self.carry_lane && matches!(self.measured.get(index), Some(Fed::Lane))
     }
 
     fn carry(&mut self, index: usize) -> Option<Carry> {
