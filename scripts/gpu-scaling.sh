@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Several GPUs behind one search (docs/cluster.md): the same seeded search
+# on each of FIXTURES (default "stencil wavefront", their GPU-sized
+# [tests.gpu] sets) with each of MODES (default "one:0 two:0,1 all:all":
+# NAME:--devices), TIME (default 40s) each, one after the other on this
+# host. Prints "ok"/"FAIL" lines and a Markdown table: variants measured
+# per second and their ratio to the first mode, the GPUs' and the compile
+# workers' busy shares, and what was done ahead (variants of the next batch
+# measured where a GPU would have waited, promotion's measurements a batch
+# left under way to the next).
+#
+#   scripts/gpu-scaling.sh GEVOD WORKDIR
+#   scripts/gpu-scaling.sh --table WORKDIR    (the table of runs already made)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+table() {
+    python3 - "$1" <<'PY'
+import glob, json, os, shutil, subprocess, sys
+work = sys.argv[1]
+gpu = []
+if shutil.which("nvidia-smi"):
+    gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                         capture_output=True, text=True).stdout.strip().splitlines()
+print(f"GPUs: {len(gpu)} x {gpu[0] if gpu else 'unknown'}. CPUs: {os.cpu_count()}.")
+print()
+print("| fixture | devices | seconds | variants measured | variants measured/s | vs the first | GPU busy | compile busy | measured ahead | promotion carried |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+first = {}
+for path in sorted(glob.glob(os.path.join(work, "*.json")), key=os.path.getmtime):
+    name = os.path.basename(path)[:-5]
+    fixture, mode = name.rsplit("-", 1)
+    try:
+        r = json.load(open(path))
+    except ValueError as e:
+        print(f"| {fixture} | {mode} | no result: {e} |")
+        continue
+    u = r.get("utilization") or {}
+    timeline = r.get("timeline") or []
+    seconds = timeline[-1]["seconds"] if timeline else 0.0
+    rate = u.get("measured_per_s", 0.0)
+    base = first.setdefault(fixture, rate)
+    print(f"| {fixture} | {mode} ({u.get('gpu_workers', 0)} GPU workers) | {seconds:.0f} | {u.get('measured', 0)} | "
+          f"{rate:.1f} | {rate / base if base else 0:.2f}x | {100 * u.get('gpu_busy_share', 0):.0f}% | "
+          f"{100 * u.get('compile_busy_share', 0):.0f}% | {u.get('measured_ahead', 0)} | {u.get('promotion_carried', 0)} |")
+PY
+}
+if [ "${1:-}" = --table ]; then
+    table "$2"
+    exit
+fi
+gevod=$(realpath "$1") work=$(realpath -m "$2")
+mkdir -p "$work"
+for f in ${FIXTURES:-stencil wavefront}; do
+    spec=tests/fixtures/kernels/$f.gevo.toml
+    [ -f "$spec" ] || spec=tests/fixtures/pipelines/$f.gevo.toml
+    for mode in ${MODES:-one:0 two:0,1 all:all}; do
+        name=$f-${mode%%:*}
+        if timeout -s INT "${LIMIT:-85}" "$gevod" evolve "$spec" --backend cuda --devices "${mode#*:}" \
+            --time "${TIME:-40s}" --seed "${SEED:-1}" --state "$work/state-$name" --json \
+            > "$work/$name.json" 2> "$work/$name.err"; then
+            echo "ok   $name: ${TIME:-40s} search on --devices ${mode#*:}"
+        else
+            echo "FAIL $name: ${TIME:-40s} search on --devices ${mode#*:}"; tail -5 "$work/$name.err"
+        fi
+    done
+done
+table "$work"
