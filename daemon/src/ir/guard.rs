@@ -24,6 +24,7 @@ use inkwell::builder::Builder;
 use inkwell::context::Context;
 use inkwell::memory_buffer::MemoryBuffer;
 use inkwell::module::{Linkage, Module};
+use inkwell::types::FunctionType;
 use inkwell::values::{
     AsValueRef, BasicMetadataValueEnum, BasicValue, BasicValueEnum, FunctionValue,
     InstructionValue, IntValue, PointerValue, ValueKind,
@@ -281,6 +282,25 @@ fn runtime_global<'c>(module: &Module<'c>, name: &str) -> Result<PointerValue<'c
         .ok_or_else(|| guard_error(format!("the guard runtime lacks {name}")))
 }
 
+/// PTX assembly with side effects (never moved, merged or dropped), typed
+/// `function_type`, its operands as `constraints` say (LLVM's syntax).
+fn side_effect_asm<'c>(
+    context: &'c Context,
+    function_type: FunctionType<'c>,
+    text: &str,
+    constraints: &str,
+) -> PointerValue<'c> {
+    context.create_inline_asm(
+        function_type,
+        text.to_string(),
+        constraints.to_string(),
+        true,
+        false,
+        None,
+        false,
+    )
+}
+
 /// Where code that every later instruction of `function` may use goes:
 /// before the entry block's first instruction that is not an `alloca`.
 fn entry_position<'c>(function: llvm::Value) -> InstructionValue<'c> {
@@ -419,9 +439,10 @@ fn call<'c>(
 }
 
 /// Defines `__gevo_module_global_ok` and `__gevo_module_shared_ok`: whether
-/// `[a, a + n)` (not wrapping past the top of the address space) lies inside one of the module's own global (`__device__`)
-/// or shared variables; an `extern __shared__` array spans the launch's
-/// dynamic shared bytes.
+/// `[a, a + n)` (not wrapping past the top of the address space) lies
+/// inside one of the module's own global (`__device__`) or shared
+/// variables; an `extern __shared__` array spans the launch's dynamic
+/// shared bytes.
 fn define_ownership<'c>(context: &'c Context, module: &Module<'c>) -> Result<(), IrError> {
     let layout = llvm::DataLayout::of(module.as_mut_ptr());
     let dynamic = runtime_function(module, "__gevo_dynamic_shared_bytes")?;

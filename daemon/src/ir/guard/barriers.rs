@@ -35,8 +35,8 @@ use super::super::error::IrError;
 use super::super::llvm;
 use super::plan::Plan;
 use super::{
-    build_error, entry_position, guard_error, runtime_function, runtime_global, ALIGNED_BARRIER,
-    TABLE_SYMBOL,
+    build_error, entry_position, guard_error, runtime_function, runtime_global, side_effect_asm,
+    ALIGNED_BARRIER, TABLE_SYMBOL,
 };
 use inkwell::attributes::AttributeLoc;
 use inkwell::builder::Builder;
@@ -140,29 +140,13 @@ pub(super) fn unalign_and_check<'c>(
         ],
         false,
     );
-    let check = context.create_inline_asm(
-        check_type,
-        BARRIER_CHECK_ASM.to_string(),
-        "l,r,r,l,~{memory}".to_string(),
-        true,
-        false,
-        None,
-        false,
-    );
+    let check = side_effect_asm(context, check_type, BARRIER_CHECK_ASM, "l,r,r,l,~{memory}");
     let converge_type = context.i32_type().fn_type(
         &[context.i64_type().into(), context.i64_type().into()],
         false,
     );
     let table = runtime_global(module, TABLE_SYMBOL)?.const_to_int(context.i64_type());
-    let converge = context.create_inline_asm(
-        converge_type,
-        CONVERGE_ASM.to_string(),
-        "=r,l,l,~{memory}".to_string(),
-        true,
-        false,
-        None,
-        false,
-    );
+    let converge = side_effect_asm(context, converge_type, CONVERGE_ASM, "=r,l,l,~{memory}");
     let convergent = context.create_enum_attribute(
         inkwell::attributes::Attribute::get_named_enum_kind_id("convergent"),
         0,
@@ -175,16 +159,13 @@ pub(super) fn unalign_and_check<'c>(
             .iter()
             .find(|b| b.call == call.as_value_ref())
             .filter(|_| checked);
-        let word = match barrier {
-            Some(b) => Some(
-                builder
+        // A checked barrier's arguments to its checks: the warp's live word,
+        // the lanes that arrived together, the site and the runtime's check.
+        let args: Option<[BasicMetadataValueEnum; 4]> = match barrier {
+            Some(b) => {
+                let word = builder
                     .build_ptr_to_int(live_of(&lives, b.function), context.i64_type(), "gevo.live")
-                    .map_err(build_error)?,
-            ),
-            None => None,
-        };
-        let arrived = match (barrier, word) {
-            (Some(_), Some(word)) => {
+                    .map_err(build_error)?;
                 let together = builder
                     .build_indirect_call(
                         converge_type,
@@ -194,24 +175,14 @@ pub(super) fn unalign_and_check<'c>(
                     )
                     .map_err(build_error)?;
                 together.add_attribute(AttributeLoc::Function, convergent);
-                Some(
-                    together
-                        .try_as_basic_value()
-                        .basic()
-                        .ok_or_else(|| guard_error("the warp sync answers nothing".into()))?
-                        .into_int_value(),
-                )
-            }
-            _ => None,
-        };
-        let args = match (barrier, word, arrived) {
-            (Some(b), Some(word), Some(arrived)) => {
+                let arrived = together
+                    .try_as_basic_value()
+                    .basic()
+                    .ok_or_else(|| guard_error("the warp sync answers nothing".into()))?;
                 let site = context.i32_type().const_int(b.site as u64, false);
-                let args: [BasicMetadataValueEnum; 4] =
-                    [word.into(), arrived.into(), site.into(), checker.into()];
-                Some(args)
+                Some([word.into(), arrived.into(), site.into(), checker.into()])
             }
-            _ => None,
+            None => None,
         };
         let check_here = |builder: &Builder<'c>, args: &[BasicMetadataValueEnum<'c>]| {
             builder

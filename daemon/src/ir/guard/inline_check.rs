@@ -16,7 +16,7 @@
 use super::super::error::IrError;
 use super::super::llvm;
 use super::plan::{Access, Base, Plan};
-use super::{build_error, entry_position, guard_error, runtime_function, Runtime};
+use super::{build_error, entry_position, guard_error, runtime_function, side_effect_asm, Runtime};
 use inkwell::builder::Builder;
 use inkwell::context::Context;
 use inkwell::module::Module;
@@ -136,15 +136,7 @@ impl<'c> InlineChecks<'c> {
             ],
             false,
         );
-        let record = context.create_inline_asm(
-            record_type,
-            RECORD_ASM.to_string(),
-            "r,l,r,l,l".to_string(),
-            true,
-            false,
-            None,
-            false,
-        );
+        let record = side_effect_asm(context, record_type, RECORD_ASM, "r,l,r,l,l");
         Ok(InlineChecks {
             parameters,
             record,
