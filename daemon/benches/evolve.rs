@@ -4,8 +4,9 @@
 //! hit rate in BENCHMARKS.md (section `bench:evolve`).
 
 mod report;
+use report::repo_root;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 const EVALUATIONS: u32 = 3000;
@@ -25,10 +26,6 @@ struct Row {
     best_cost: Option<f64>,
     speedup: Option<f64>,
     edits: Option<(u64, u64)>,
-}
-
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
 fn run(fixture: &'static str, seed: u64, selection: &'static str) -> Row {

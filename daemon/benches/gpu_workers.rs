@@ -17,6 +17,7 @@
 //! batches; `GEVO_BENCH_COMPILE` (default 2) the compile workers.
 
 mod report;
+use report::{repo_root, setting};
 // The tests' stand-ins: eval-worker pools and the GPU the fake worker claims to be.
 #[path = "../tests/common/workers.rs"]
 mod workers;
@@ -29,23 +30,12 @@ use gevod::worker::gpu::{CudaBackend, CudaOptions};
 use gevod::worker::pool::PoolOptions;
 use rand::SeedableRng;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const WORKERS: [usize; 3] = [1, 2, 4];
-
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn setting(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// `batches` batches of `size` random valid patches (1 to 3 edits each).
 fn batches(ir: &KernelIr, batches: usize, size: usize) -> Vec<Vec<Patch>> {

@@ -8,6 +8,7 @@
 //! Run with `scripts/bench.sh` (or `cargo bench -p gevod --bench guard_builds`).
 
 mod report;
+use report::repo_root;
 
 use gevod::ir::{CodegenOptions, KernelIr};
 use std::path::{Path, PathBuf};
@@ -17,10 +18,6 @@ use std::time::{Duration, Instant};
 const KERNELS: [&str; 6] = ["vecadd", "reduce", "stencil", "nw", "loops", "expf"];
 const PIPELINES: [&str; 3] = ["wavefront", "lu", "pyramid"];
 const ROUNDS: usize = 7;
-
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
 /// The toolkit's ptxas, when this machine has one.
 fn ptxas() -> Option<PathBuf> {

@@ -9,10 +9,11 @@
 //! it: the edits themselves are not counted against it.
 
 mod report;
+use report::repo_root;
 
 use gevod::ir::{CodegenOptions, KernelIr};
 use rand::SeedableRng;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -20,10 +21,6 @@ const FIXTURES: [&str; 6] = ["vecadd", "reduce", "stencil", "nw", "loops", "expf
 const EDITS: usize = 10;
 const ROUNDS: usize = 30;
 const TARGET_RATIO: f64 = 10.0;
-
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
 fn llvm_tool(name: &str) -> String {
     let versioned = format!("{name}-19");

@@ -14,6 +14,7 @@
 //! `GEVO_BENCH_POPULATION` (default 16); `GEVO_BENCH_ROUND_MS` (default 5).
 
 mod report;
+use report::{repo_root, setting};
 #[path = "../tests/common/workers.rs"]
 mod workers;
 
@@ -23,21 +24,10 @@ use gevod::ir::KernelIr;
 use gevod::spec;
 use gevod::worker::gpu::{CudaBackend, CudaOptions};
 use gevod::worker::pool::PoolOptions;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn setting(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 struct Run {
     carry: bool,

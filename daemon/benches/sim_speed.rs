@@ -3,18 +3,15 @@
 //! section of BENCHMARKS.md. Run with `scripts/bench.sh`.
 
 mod report;
+use report::repo_root;
 
 use gevod::ir::KernelIr;
 use gevod::sim::{self, pointer, GlobalMemory, LaunchDims, Limits};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 const TARGET: f64 = 100e6;
 const ROUNDS: usize = 5;
-
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
 struct Row {
     name: &'static str,

@@ -7,8 +7,9 @@
 #[path = "../tests/common/slurm.rs"]
 mod cluster;
 mod report;
+use report::repo_root;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 const RUNS: usize = 5;
@@ -16,10 +17,6 @@ const WORKERS: &str = "2";
 const EVALUATIONS: &str = "2000";
 /// Slurm steps' evaluations/s wanted, as a share of local workers'.
 const TARGET: f64 = 0.9;
-
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
 fn rate(mut command: Command, state: &Path, slurm: bool) -> f64 {
     let root = repo_root();

@@ -1,9 +1,23 @@
 //! What every benchmark writes beside its numbers: the machine, the date,
-//! and its own section of BENCHMARKS.md.
+//! and its own section of BENCHMARKS.md; and where it finds the repository
+//! and its settings.
 #![allow(dead_code)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// The repository's root (fixtures, BENCHMARKS.md).
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The environment variable `name` as a number, else `default`.
+pub fn setting(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
 
 /// CPU model and core count, as read on this machine.
 pub fn machine() -> String {
