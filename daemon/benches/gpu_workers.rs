@@ -27,13 +27,12 @@ use gevod::evolve::Backend;
 use gevod::ir::{KernelIr, Patch};
 use gevod::spec::{self, TestSet};
 use gevod::worker::gpu::{CudaBackend, CudaOptions};
-use gevod::worker::pool::PoolOptions;
 use rand::SeedableRng;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 const WORKERS: [usize; 3] = [1, 2, 4];
 
@@ -78,23 +77,14 @@ fn run(spec_path: &Path, patches: &[Vec<Patch>], workers: usize, ahead: bool, di
     let time_log = dir.join(format!("times-{workers}"));
     let _ = std::fs::remove_file(&time_log);
     let round_ms = setting("GEVO_BENCH_ROUND_MS", 40);
-    let gpu = PoolOptions {
-        env: vec![
+    let gpu = workers::fake_gpus(
+        workers,
+        vec![
             ("FAKE_GPU_COUNTER".into(), dir.join("counter").into()),
             ("FAKE_GPU_ROUND_MS".into(), round_ms.to_string().into()),
             ("FAKE_GPU_TIME_LOG".into(), time_log.clone().into()),
         ],
-        slot_args: (0..workers)
-            .map(|i| vec!["--device".into(), format!("GPU-{i}").into()])
-            .collect(),
-        ..PoolOptions::local(
-            repo_root().join("tests/fixtures/fake/gpu-worker.sh"),
-            Vec::new(),
-            workers,
-            Duration::from_secs(60),
-            Duration::from_secs(60),
-        )
-    };
+    );
     let compile = workers::eval_workers(spec_path, setting("GEVO_BENCH_COMPILE", 2));
     let options = CudaOptions {
         compile,

@@ -23,11 +23,10 @@ use gevod::evolve::{Config, Engine};
 use gevod::ir::KernelIr;
 use gevod::spec;
 use gevod::worker::gpu::{CudaBackend, CudaOptions};
-use gevod::worker::pool::PoolOptions;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 struct Run {
     carry: bool,
@@ -42,8 +41,9 @@ fn run(spec_path: &Path, carry: bool, dir: &Path) -> Run {
     let ir = KernelIr::load_kernels(&spec.ir, &spec.kernels).unwrap();
     let gpus = setting("GEVO_BENCH_GPUS", 4);
     let promotion_ms = setting("GEVO_BENCH_PROMOTION_MS", 1500);
-    let gpu = PoolOptions {
-        env: vec![
+    let gpu = workers::fake_gpus(
+        gpus,
+        vec![
             ("FAKE_GPU_COUNTER".into(), dir.join("counter").into()),
             (
                 "FAKE_GPU_ROUND_MS".into(),
@@ -54,17 +54,7 @@ fn run(spec_path: &Path, carry: bool, dir: &Path) -> Run {
                 format!("heldout:{promotion_ms} all:{promotion_ms}").into(),
             ),
         ],
-        slot_args: (0..gpus)
-            .map(|i| vec!["--device".into(), format!("GPU-{i}").into()])
-            .collect(),
-        ..PoolOptions::local(
-            repo_root().join("tests/fixtures/fake/gpu-worker.sh"),
-            Vec::new(),
-            gpus,
-            Duration::from_secs(60),
-            Duration::from_secs(60),
-        )
-    };
+    );
     let options = CudaOptions {
         compile: workers::eval_workers(spec_path, 2),
         gpu,

@@ -3,6 +3,7 @@
 
 use gevod::device::DeviceInfo;
 use gevod::worker::pool::PoolOptions;
+use std::ffi::OsString;
 use std::path::Path;
 use std::time::Duration;
 
@@ -16,6 +17,26 @@ pub fn eval_workers(spec: &Path, workers: usize) -> PoolOptions {
         Duration::from_secs(60),
         Duration::from_secs(60),
     )
+}
+
+/// `count` stand-in GPU workers (tests/fixtures/fake/gpu-worker.sh) on
+/// devices GPU-0, GPU-1, ..., each with `env` and a minute for each
+/// request and for the start.
+pub fn fake_gpus(count: usize, env: Vec<(OsString, OsString)>) -> PoolOptions {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/fake/gpu-worker.sh");
+    PoolOptions {
+        env,
+        slot_args: (0..count)
+            .map(|i| vec!["--device".into(), format!("GPU-{i}").into()])
+            .collect(),
+        ..PoolOptions::local(
+            script,
+            Vec::new(),
+            count,
+            Duration::from_secs(60),
+            Duration::from_secs(60),
+        )
+    }
 }
 
 /// The device tests/fixtures/fake/gpu-worker.sh stands in for.
