@@ -353,7 +353,10 @@ fn deliver(batch: &mut Batch, feed: &mut dyn Feed, carries: &mut [Option<Carry>]
 impl WorkerPool {
     /// Hands queued requests to workers with room: up to `depth` in flight
     /// each (more than one only for Slurm steps, whose stdio adds latency
-    /// that the next request's computation should hide).
+    /// that the next request's computation should hide), dealt level by
+    /// level: every worker gets its first before any gets a second, so a
+    /// batch smaller than the workers' room spreads over all of them
+    /// instead of filling the first few `depth` deep.
     fn dispatch(
         &mut self,
         requests: &[Request],
@@ -366,49 +369,66 @@ impl WorkerPool {
             .filter(|w| !matches!(w.state, State::Lost))
             .map(|w| w.slot)
             .collect();
-        for slot in 0..self.workers.len() {
-            if self.pinned.is_some_and(|p| p != self.workers[slot].slot) {
+        let in_flight: Vec<Option<usize>> = self
+            .workers
+            .iter()
+            .map(|w| match &w.state {
+                _ if self.pinned.is_some_and(|p| p != w.slot) => None,
+                State::Idle => Some(0),
+                State::Busy { requests, .. } => Some(requests.len()),
+                _ => None,
+            })
+            .collect();
+        for slot in dealing_order(&in_flight, depth) {
+            if batch.queue.is_empty() {
+                break;
+            }
+            // A worker replaced during this deal takes nothing more of it.
+            if !matches!(self.workers[slot].state, State::Idle | State::Busy { .. }) {
                 continue;
             }
-            loop {
-                let in_flight = match &self.workers[slot].state {
-                    State::Idle => 0,
-                    State::Busy { requests, .. } => requests.len(),
-                    _ => break,
-                };
-                if in_flight >= depth {
-                    break;
-                }
-                let Some(r) = batch.next_for(self.workers[slot].slot, &live) else {
-                    break;
-                };
-                let mut line = serde_json::to_string(&requests[r]).expect("requests serialize");
-                line.push('\n');
-                let w = &mut self.workers[slot];
-                match &mut w.state {
-                    State::Busy { requests, .. } => requests.push_back(r),
-                    _ => {
-                        w.state = State::Busy {
-                            requests: VecDeque::from([r]),
-                            since: Instant::now(),
-                        }
+            let Some(r) = batch.next_for(self.workers[slot].slot, &live) else {
+                continue;
+            };
+            let mut line = serde_json::to_string(&requests[r]).expect("requests serialize");
+            line.push('\n');
+            let w = &mut self.workers[slot];
+            match &mut w.state {
+                State::Busy { requests, .. } => requests.push_back(r),
+                _ => {
+                    w.state = State::Busy {
+                        requests: VecDeque::from([r]),
+                        since: Instant::now(),
                     }
                 }
-                if w.stdin
-                    .write_all(line.as_bytes())
-                    .and_then(|_| w.stdin.flush())
-                    .is_err()
-                {
-                    // It died before reading: its requests go to others.
-                    let lost = self.take_in_flight(slot);
-                    batch.requeue(lost);
-                    self.replace(slot)?;
-                    break;
-                }
+            }
+            if w.stdin
+                .write_all(line.as_bytes())
+                .and_then(|_| w.stdin.flush())
+                .is_err()
+            {
+                // It died before reading: its requests go to others.
+                let lost = self.take_in_flight(slot);
+                batch.requeue(lost);
+                self.replace(slot)?;
             }
         }
         Ok(())
     }
+}
+
+/// The workers (indices into `in_flight`, `None` for one that takes
+/// nothing now) in the order they take one request each: at level `l`,
+/// every worker holding at most `l` requests, so each level brings every
+/// worker below it one closer, up to `depth` each.
+fn dealing_order(in_flight: &[Option<usize>], depth: usize) -> impl Iterator<Item = usize> + '_ {
+    (0..depth).flat_map(move |level| {
+        in_flight
+            .iter()
+            .enumerate()
+            .filter(move |(_, held)| held.is_some_and(|held| held <= level))
+            .map(|(slot, _)| slot)
+    })
 }
 
 #[cfg(test)]
@@ -461,5 +481,27 @@ mod tests {
         assert_eq!(batch.next_for(1, &[0, 1]), None, "slot 0 is live");
         assert_eq!(batch.next_for(1, &[1]), Some(0), "slot 0 was lost");
         assert_eq!(batch.remaining, 3);
+    }
+
+    /// Every worker with room takes one before any takes another; one that
+    /// takes nothing now (starting, lost, or not the pinned one) is passed.
+    #[test]
+    fn requests_are_dealt_level_by_level() {
+        let order: Vec<usize> = dealing_order(&[Some(0), Some(3), None, Some(1)], 4).collect();
+        assert_eq!(order, vec![0, 0, 3, 0, 3, 0, 1, 3]);
+
+        // A batch of 20 among 14 idle Slurm steps (16 deep): each gets one
+        // or two, none sixteen.
+        let first: Vec<usize> = dealing_order(&[Some(0); 14], 16).take(20).collect();
+        let mut held = [0; 14];
+        for slot in first {
+            held[slot] += 1;
+        }
+        assert!(held.iter().all(|&h| (1..=2).contains(&h)), "{held:?}");
+        assert_eq!(
+            dealing_order(&[Some(1)], 1).count(),
+            0,
+            "a full worker takes none"
+        );
     }
 }
