@@ -6,7 +6,8 @@
 # (`--slurm --gpu-steps 1`: the GPU worker a step with `--gres=gpu:1`). The
 # cluster is scripts/slurm-cluster.sh's single node, given the host's GPUs.
 # Prints "ok"/"FAIL" lines and a Markdown table: variants measured per
-# second each way and their ratio, and the GPU's busy share.
+# second each way and their ratio, and the GPU's busy share. WORKERS
+# (default: the host's CPUs less two) sets the compile workers.
 #
 #   scripts/gpu-slurm.sh GEVOD WORKDIR
 set -uo pipefail
@@ -17,8 +18,9 @@ fixtures=${FIXTURES:-stencil}
 time=${TIME:-40s}
 seed=${SEED:-1}
 limit=${LIMIT:-85}
-# One CPU for the engine, the rest for compile workers, either way.
-workers=$(( $(nproc) - 2 ))
+# One CPU for the engine, the rest for compile workers, either way
+# (WORKERS: as many as on another host, for a comparison across hosts).
+workers=${WORKERS:-$(( $(nproc) - 2 ))}
 gpus=$(nvidia-smi -L | wc -l)
 
 started=$(SLURM_GPUS=$gpus scripts/slurm-cluster.sh start "$work/cluster") || {
