@@ -36,6 +36,7 @@ mod barriers;
 mod inline_check;
 mod loops;
 mod plan;
+mod record;
 
 use inline_check::InlineChecks;
 use plan::{plan, Plan};

@@ -22,7 +22,7 @@
 //!   different paths to one barrier may reach it apart though the code is
 //!   sound);
 //! - after the barrier, a live lane that was not with them reached it apart
-//!   (`__gevo_barrier_check`). After, because the barrier waits for every
+//!   (recorded by the check's own assembly). After, because the barrier waits for every
 //!   lane still heading for a return. A lane that finds this records it and
 //!   exits: lanes that went on apart would pair their next warp syncs with
 //!   different barriers and could wait for each other for ever.
@@ -34,9 +34,10 @@
 use super::super::error::IrError;
 use super::super::llvm;
 use super::plan::Plan;
+use super::record::{record, RECORD_REGISTERS};
 use super::{
     build_error, entry_position, guard_error, runtime_function, runtime_global, side_effect_asm,
-    ALIGNED_BARRIER, TABLE_SYMBOL,
+    ALIGNED_BARRIER, STATE_SYMBOL, TABLE_SYMBOL,
 };
 use inkwell::attributes::AttributeLoc;
 use inkwell::builder::Builder;
@@ -44,7 +45,6 @@ use inkwell::context::Context;
 use inkwell::intrinsics::Intrinsic;
 use inkwell::module::Module;
 use inkwell::values::{AsValueRef, BasicMetadataValueEnum, InstructionValue, PointerValue};
-use inkwell::AddressSpace;
 
 /// Waits for the warp's live lanes (their word at `$1`), then answers the
 /// lanes that go on together (`$0`). First it polls, up to 1,024 times,
@@ -82,28 +82,64 @@ mov.b32 $0, %gevo_a;
 }";
 
 /// Compares the warp's live lanes (their word at `$0`) with the lanes that
-/// arrived together (`$1`) and calls the runtime's `__gevo_barrier_check`
-/// (site `$2`) only when they differ: lanes together, the usual case, cost
-/// a shared load, a compare and a branch, not a call (two calls at every
-/// barrier made the guarded run of a barrier-heavy kernel several times
-/// slower than its ordinary one). As in the access checks' record
-/// (inline_check.rs), the branch and the call stay inside the assembly, and
-/// `$3`, the function's address, keeps it in the module and declared.
-const BARRIER_CHECK_ASM: &str = "{
-.reg .b32 %gevo_l;
+/// arrived together (`$1`); where they differ, a live lane was not with
+/// them: the fault is recorded ([`record`], site `$2`, the state at `$3`)
+/// with that lane's thread as the address (packed as the thread is), and
+/// the lane exits (it stays live: its warp's other lanes see the same and
+/// exit; lanes that went on apart would pair their warp syncs with
+/// different barriers and could wait for each other for ever). Lanes
+/// together, the usual case, cost a shared load, a compare and a branch.
+/// The branch stays inside the assembly, as in the access checks.
+fn barrier_check_asm() -> String {
+    format!(
+        "{{
+{RECORD_REGISTERS}.reg .b32 %gevo_l;
+.reg .b32 %gevo_x;
+.reg .b32 %gevo_d;
+.reg .b32 %gevo_t;
+.reg .b32 %gevo_n;
+.reg .b64 %gevo_v;
 .reg .pred %gevo_p;
-.param .b64 gevo_at;
-.param .b32 gevo_arrived;
-.param .b32 gevo_site;
 ld.volatile.shared.u32 %gevo_l, [$0];
 setp.eq.u32 %gevo_p, %gevo_l, $1;
 @%gevo_p bra GEVO_CHECKED;
-st.param.b64 [gevo_at], $0;
-st.param.b32 [gevo_arrived], $1;
-st.param.b32 [gevo_site], $2;
-call __gevo_barrier_check, (gevo_at, gevo_arrived, gevo_site);
+not.b32 %gevo_x, $1;
+and.b32 %gevo_x, %gevo_l, %gevo_x;
+xor.b32 %gevo_d, %gevo_l, $1;
+setp.eq.u32 %gevo_p, %gevo_x, 0;
+selp.b32 %gevo_x, %gevo_d, %gevo_x, %gevo_p;
+brev.b32 %gevo_x, %gevo_x;
+clz.b32 %gevo_x, %gevo_x;
+mov.u32 %gevo_t, %tid.z;
+mov.u32 %gevo_n, %ntid.y;
+mul.lo.u32 %gevo_t, %gevo_t, %gevo_n;
+mov.u32 %gevo_d, %tid.y;
+add.u32 %gevo_t, %gevo_t, %gevo_d;
+mov.u32 %gevo_n, %ntid.x;
+mul.lo.u32 %gevo_t, %gevo_t, %gevo_n;
+mov.u32 %gevo_d, %tid.x;
+add.u32 %gevo_t, %gevo_t, %gevo_d;
+and.b32 %gevo_t, %gevo_t, 0xFFFFFFE0;
+add.u32 %gevo_t, %gevo_t, %gevo_x;
+rem.u32 %gevo_x, %gevo_t, %gevo_n;
+div.u32 %gevo_t, %gevo_t, %gevo_n;
+mov.u32 %gevo_n, %ntid.y;
+rem.u32 %gevo_d, %gevo_t, %gevo_n;
+div.u32 %gevo_t, %gevo_t, %gevo_n;
+shl.b32 %gevo_d, %gevo_d, 20;
+or.b32 %gevo_x, %gevo_x, %gevo_d;
+shl.b32 %gevo_t, %gevo_t, 8;
+mov.b64 %gevo_v, {{%gevo_x, %gevo_t}};
+{}GEVO_APART:
+exit;
 GEVO_CHECKED:
-}";
+}}",
+        record("$3", DIVERGENT_BARRIER, "$2", "%gevo_v", "GEVO_APART")
+    )
+}
+
+/// `FaultKind::DivergentBarrier` as the state holds it.
+const DIVERGENT_BARRIER: &str = "7";
 
 pub(super) fn unalign_and_check<'c>(
     context: &'c Context,
@@ -128,19 +164,22 @@ pub(super) fn unalign_and_check<'c>(
     } else {
         Vec::new()
     };
-    let checker = runtime_function(module, "__gevo_barrier_check")?
-        .as_global_value()
-        .as_pointer_value();
+    let state = runtime_global(module, STATE_SYMBOL)?.const_to_int(context.i64_type());
     let check_type = context.void_type().fn_type(
         &[
             context.i64_type().into(),
             context.i32_type().into(),
             context.i32_type().into(),
-            context.ptr_type(AddressSpace::default()).into(),
+            context.i64_type().into(),
         ],
         false,
     );
-    let check = side_effect_asm(context, check_type, BARRIER_CHECK_ASM, "l,r,r,l,~{memory}");
+    let check = side_effect_asm(
+        context,
+        check_type,
+        &barrier_check_asm(),
+        "l,r,r,l,~{memory}",
+    );
     let converge_type = context.i32_type().fn_type(
         &[context.i64_type().into(), context.i64_type().into()],
         false,
@@ -180,7 +219,7 @@ pub(super) fn unalign_and_check<'c>(
                     .basic()
                     .ok_or_else(|| guard_error("the warp sync answers nothing".into()))?;
                 let site = context.i32_type().const_int(b.site as u64, false);
-                Some([word.into(), arrived.into(), site.into(), checker.into()])
+                Some([word.into(), arrived.into(), site.into(), state.into()])
             }
             None => None,
         };

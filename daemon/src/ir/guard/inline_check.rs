@@ -8,15 +8,19 @@
 //! parameter's address, found once per thread at the kernel's entry
 //! (`__gevo_range_of`); a variable's range is a constant. So an access
 //! through parameter `a` that lands in another buffer is refused, as the
-//! simulator refuses it. A refusal is recorded by the runtime's
-//! `__gevo_record`, called only by a refused access from inline assembly
-//! with its own branch, so that no branch splits the LLVM block: see the
-//! runtime's note on fused multiply-adds.
+//! simulator refuses it. A refusal is recorded, once per run of accesses,
+//! by inline assembly that only a refused access runs, with its own
+//! branch, so that no branch splits the LLVM block: see the runtime's note
+//! on fused multiply-adds.
 
 use super::super::error::IrError;
 use super::super::llvm;
 use super::plan::{Access, Base, Plan};
-use super::{build_error, entry_position, guard_error, runtime_function, side_effect_asm, Runtime};
+use super::record::{record, RECORD_REGISTERS};
+use super::{
+    build_error, entry_position, guard_error, runtime_function, runtime_global, side_effect_asm,
+    Runtime,
+};
 use inkwell::builder::Builder;
 use inkwell::context::Context;
 use inkwell::module::Module;
@@ -30,29 +34,19 @@ const SHARED_OUT_OF_BOUNDS: u64 = 2;
 const GLOBAL_MISALIGNED: u64 = 3;
 const SHARED_MISALIGNED: u64 = 5;
 
-/// Calls the runtime's `__gevo_record` (kind `$1`, site `$2`, address `$3`)
-/// when `$0` (refused) is not 0. An access that passes costs one compare and branch; the
-/// record's code is in the module once, not at every access (inlined at
-/// each, it made ptxas several times slower on large kernels). The branch
-/// and the call are inside the assembly, so the kernel's blocks stay whole;
-/// the label and the call's parameters are local to the braces (PTX scopes
-/// them by block), so copies of this code do not clash. `$4` is the
-/// function's address, unused by the text: the reference keeps the
-/// function in the module, and its signature as written, and makes code
-/// generation declare it before the kernels that call it.
-const RECORD_ASM: &str = "{
-.reg .pred %gevo_f;
-.param .b64 gevo_kind;
-.param .b32 gevo_site;
-.param .b64 gevo_address;
-setp.eq.u32 %gevo_f, $0, 0;
-@%gevo_f bra GEVO_PASSED;
-st.param.b64 [gevo_kind], $1;
-st.param.b32 [gevo_site], $2;
-st.param.b64 [gevo_address], $3;
-call __gevo_record, (gevo_kind, gevo_site, gevo_address);
-GEVO_PASSED:
-}";
+/// Records a refusal ([`record`]) when `$0` (refused) is not 0: kind
+/// `$1`, site `$2`, address `$3`, in the state at `$4`. An access run that
+/// passes costs one compare and branch. The branch is inside the assembly,
+/// so the kernel's blocks stay whole; the labels are local to the braces
+/// (PTX scopes labels by block), so copies of this code do not clash. One
+/// copy per run of accesses, not per access, keeps ptxas's work small
+/// (BENCHMARKS.md).
+fn record_asm() -> String {
+    format!(
+        "{{\n{RECORD_REGISTERS}setp.eq.u32 %gevo_f, $0, 0;\n@%gevo_f bra GEVO_PASSED;\n{}GEVO_PASSED:\n}}",
+        record("$4", "$1", "$2", "$3", "GEVO_PASSED")
+    )
+}
 
 /// The ranges found at kernel entries and the recording assembly.
 pub(super) struct InlineChecks<'c> {
@@ -60,8 +54,8 @@ pub(super) struct InlineChecks<'c> {
     parameters: Vec<((llvm::Value, u32), (IntValue<'c>, IntValue<'c>))>,
     record: PointerValue<'c>,
     record_type: FunctionType<'c>,
-    /// `__gevo_record`, which the assembly calls.
-    recorder: PointerValue<'c>,
+    /// The address of the runtime's state, where a refusal is recorded.
+    state: IntValue<'c>,
     /// The last record made and its call, which the next access in its
     /// run joins.
     open: Option<(Record<'c>, InstructionValue<'c>)>,
@@ -88,9 +82,7 @@ impl<'c> InlineChecks<'c> {
     ) -> Result<Self, IrError> {
         let i64_type = context.i64_type();
         let range_of = runtime_function(module, "__gevo_range_of")?;
-        let recorder = runtime_function(module, "__gevo_record")?
-            .as_global_value()
-            .as_pointer_value();
+        let state = runtime_global(module, super::STATE_SYMBOL)?.const_to_int(i64_type);
         let mut parameters = Vec::new();
         for access in &plan.accesses {
             let Some(Base::KernelParameter { function, index }) = access.base else {
@@ -132,16 +124,16 @@ impl<'c> InlineChecks<'c> {
                 i64_type.into(),
                 context.i32_type().into(),
                 i64_type.into(),
-                context.ptr_type(AddressSpace::default()).into(),
+                i64_type.into(),
             ],
             false,
         );
-        let record = side_effect_asm(context, record_type, RECORD_ASM, "r,l,r,l,l");
+        let record = side_effect_asm(context, record_type, &record_asm(), "r,l,r,l,l");
         Ok(InlineChecks {
             parameters,
             record,
             record_type,
-            recorder,
+            state,
             open: None,
         })
     }
@@ -320,7 +312,7 @@ impl<'c> InlineChecks<'c> {
                     joined.kind.into(),
                     joined.site.into(),
                     joined.address.into(),
-                    self.recorder.into(),
+                    self.state.into(),
                 ],
                 "",
             )
