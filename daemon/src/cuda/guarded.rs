@@ -180,7 +180,7 @@ impl GuardState {
                 budget_us: budget.time.as_micros() as u64,
             },
             FaultKind::DivergentBarrier => Fault::WarpDivergentBarrier {
-                other_thread: unpack_thread(address),
+                other_thread: unpack_lane(address),
             },
             FaultKind::GlobalOutOfBounds
             | FaultKind::SharedOutOfBounds
@@ -241,6 +241,19 @@ impl GuardState {
 
 /// A thread's coordinates as the guard runtime packs them
 /// (`x | y << 20 | z << 40`).
+/// A divergent barrier's other lane (`FaultKind::DivergentBarrier`): its
+/// linear index in the block, divided out by the block's sizes.
+fn unpack_lane(word: u64) -> [u32; 3] {
+    let index = (word & 0xffff) as u32;
+    let x_size = ((word >> 16) & 0xffff).max(1) as u32;
+    let y_size = ((word >> 32) & 0xffff).max(1) as u32;
+    [
+        index % x_size,
+        index / x_size % y_size,
+        index / (x_size * y_size),
+    ]
+}
+
 fn unpack_thread(word: u64) -> [u32; 3] {
     [
         (word & 0xf_ffff) as u32,
@@ -304,5 +317,26 @@ fn buffer_name(test: &StagedTest, slot: usize) -> Option<BufferName> {
             len: (data.len() / elem.size().max(1)) as u64,
         }),
         ArgValue::Scalar(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The device packs the other lane as `index | x_size << 16 | y_size
+    /// << 32` (ir/guard/barriers.rs); the host divides it out.
+    #[test]
+    fn a_divergent_barriers_other_lane_unpacks_to_its_thread() {
+        let pack = |index: u64, x: u64, y: u64| index | x << 16 | y << 32;
+        for (word, thread) in [
+            (pack(37, 16, 16), [5, 2, 0]),
+            (pack(45, 8, 4), [5, 1, 1]),
+            (pack(1023, 1024, 1), [1023, 0, 0]),
+            (pack(1023, 1, 1024), [0, 1023, 0]),
+            (pack(0, 32, 32), [0, 0, 0]),
+        ] {
+            assert_eq!(unpack_lane(word), thread, "{word:#x}");
+        }
     }
 }

@@ -80,8 +80,10 @@ pub enum FaultKind {
     SharedMisaligned,
     TimeBudget,
     /// Lanes of a warp reached a `__syncthreads()` apart (the ordinary
-    /// build's aligned barrier would hang); `address` holds another
-    /// thread of the warp, packed as `thread` is.
+    /// build's aligned barrier would hang); `address` holds a lane of the
+    /// warp that was not with the others, as `index | x_size << 16 |
+    /// y_size << 32`: its linear index in the block (x fastest) and the
+    /// block's sizes, which the host divides by.
     DivergentBarrier,
 }
 

@@ -35,6 +35,8 @@ use super::super::error::IrError;
 use super::super::llvm;
 use super::plan::Plan;
 use super::record::{record, RECORD_REGISTERS};
+#[cfg(doc)]
+use super::FaultKind;
 use super::{
     build_error, entry_position, guard_error, runtime_function, runtime_global, side_effect_asm,
     ALIGNED_BARRIER, STATE_SYMBOL, TABLE_SYMBOL,
@@ -84,12 +86,15 @@ mov.b32 $0, %gevo_a;
 /// Compares the warp's live lanes (their word at `$0`) with the lanes that
 /// arrived together (`$1`); where they differ, a live lane was not with
 /// them: the fault is recorded ([`record`], site `$2`, the state at `$3`)
-/// with that lane's thread as the address (packed as the thread is), and
-/// the lane exits (it stays live: its warp's other lanes see the same and
-/// exit; lanes that went on apart would pair their warp syncs with
-/// different barriers and could wait for each other for ever). Lanes
-/// together, the usual case, cost a shared load, a compare and a branch.
-/// The branch stays inside the assembly, as in the access checks.
+/// with that lane as the address (packed as [`FaultKind::DivergentBarrier`]
+/// says), and the lane exits (it
+/// stays live: its warp's other lanes see the same and exit; lanes that
+/// went on apart would pair their warp syncs with different barriers and
+/// could wait for each other for ever). Lanes together, the usual case,
+/// cost a shared load, a compare and a branch. The branch stays inside the
+/// assembly, as in the access checks; the host, not this code, turns the
+/// linear index into x, y and z, because the divisions that takes made
+/// ptxas half again slower on lu's sixty checks.
 fn barrier_check_asm() -> String {
     format!(
         "{{
@@ -112,24 +117,17 @@ brev.b32 %gevo_x, %gevo_x;
 clz.b32 %gevo_x, %gevo_x;
 mov.u32 %gevo_t, %tid.z;
 mov.u32 %gevo_n, %ntid.y;
-mul.lo.u32 %gevo_t, %gevo_t, %gevo_n;
 mov.u32 %gevo_d, %tid.y;
-add.u32 %gevo_t, %gevo_t, %gevo_d;
+mad.lo.u32 %gevo_t, %gevo_t, %gevo_n, %gevo_d;
 mov.u32 %gevo_n, %ntid.x;
-mul.lo.u32 %gevo_t, %gevo_t, %gevo_n;
 mov.u32 %gevo_d, %tid.x;
-add.u32 %gevo_t, %gevo_t, %gevo_d;
+mad.lo.u32 %gevo_t, %gevo_t, %gevo_n, %gevo_d;
 and.b32 %gevo_t, %gevo_t, 0xFFFFFFE0;
 add.u32 %gevo_t, %gevo_t, %gevo_x;
-rem.u32 %gevo_x, %gevo_t, %gevo_n;
-div.u32 %gevo_t, %gevo_t, %gevo_n;
+shl.b32 %gevo_n, %gevo_n, 16;
+or.b32 %gevo_t, %gevo_t, %gevo_n;
 mov.u32 %gevo_n, %ntid.y;
-rem.u32 %gevo_d, %gevo_t, %gevo_n;
-div.u32 %gevo_t, %gevo_t, %gevo_n;
-shl.b32 %gevo_d, %gevo_d, 20;
-or.b32 %gevo_x, %gevo_x, %gevo_d;
-shl.b32 %gevo_t, %gevo_t, 8;
-mov.b64 %gevo_v, {{%gevo_x, %gevo_t}};
+mov.b64 %gevo_v, {{%gevo_t, %gevo_n}};
 {}GEVO_APART:
 exit;
 GEVO_CHECKED:
