@@ -651,3 +651,26 @@ fn an_edit_changes_only_its_own_kernels_guarded_part() {
         );
     }
 }
+
+/// A kernel's checks record a fault with code written out in each check,
+/// unless the kernel has more check sites than a few dozen: then they call
+/// the runtime (ir/guard/record.rs). Of the fixtures only lu's unrolled
+/// diagonal and perimeter kernels have that many; its internal kernel
+/// writes its records out.
+#[test]
+fn only_kernels_with_many_checks_call_the_runtime_to_record() {
+    let options = common::codegen_options();
+    for (name, ir) in fixtures() {
+        let ptx = ir.compile_guarded(&ir.empty_patch(), &options).unwrap().ptx;
+        let calls = ptx.matches("call __gevo_record, (gevo_kind").count()
+            + ptx.matches("call __gevo_barrier_check, (").count();
+        let written = ptx.matches("atom.global.cas.b64 %gevo_w").count();
+        println!("{name}: {calls} checks call, {written} write the record out");
+        assert!(written > 0, "{name}: no record written out");
+        assert_eq!(
+            calls > 0,
+            name == "lu",
+            "{name}: {calls} checks call the runtime"
+        );
+    }
+}

@@ -45,6 +45,7 @@ declare i32 @llvm.nvvm.read.ptx.sreg.ntid.x()
 declare i32 @llvm.nvvm.read.ptx.sreg.ntid.y()
 declare i32 @llvm.nvvm.read.ptx.sreg.laneid()
 declare i32 @llvm.nvvm.activemask()
+declare i32 @llvm.cttz.i32(i32, i1)
 declare i1 @llvm.nvvm.isspacep.shared(ptr)
 declare i1 @llvm.nvvm.isspacep.local(ptr)
 declare i1 @llvm.nvvm.isspacep.const(ptr)
@@ -361,6 +362,47 @@ define ptr addrspace(3) @__gevo_live_init() #0 {
 define void @__gevo_live_exit(ptr addrspace(3) %at) #0 {
   %address = ptrtoint ptr addrspace(3) %at to i64
   call void asm sideeffect "{\0A.reg .b32 %gevo_m, %gevo_n, %gevo_b, %gevo_l;\0A.reg .pred %gevo_p;\0Aactivemask.b32 %gevo_m;\0Aneg.s32 %gevo_n, %gevo_m;\0Aand.b32 %gevo_n, %gevo_n, %gevo_m;\0Amov.u32 %gevo_l, %laneid;\0Amov.u32 %gevo_b, 1;\0Ashl.b32 %gevo_b, %gevo_b, %gevo_l;\0Asetp.eq.u32 %gevo_p, %gevo_n, %gevo_b;\0Anot.b32 %gevo_m, %gevo_m;\0A@%gevo_p red.shared.and.b32 [$0], %gevo_m;\0Amembar.cta;\0A}", "l,~{memory}"(i64 %address)
+  ret void
+}
+
+; After a barrier reached by the lanes %arrived, in a kernel whose checks
+; call the runtime (ir/guard/record.rs): a live lane of the warp that was
+; not among them reached it apart (or another barrier). Recorded with that
+; lane as the address (its linear index | x size << 16 | y size << 32, as
+; the written-out check packs it), and the lane exits (it stays live: its
+; warp's other lanes see the same and exit).
+define void @__gevo_barrier_check(ptr addrspace(3) %at, i32 %arrived, i32 %site) #0 {
+entry:
+  %live = load volatile i32, ptr addrspace(3) %at, align 4
+  %together = icmp eq i32 %live, %arrived
+  br i1 %together, label %done, label %apart
+
+apart:
+  %missing = xor i32 %arrived, -1
+  %away = and i32 %live, %missing
+  %differ = xor i32 %live, %arrived
+  %none_away = icmp eq i32 %away, 0
+  %pick = select i1 %none_away, i32 %differ, i32 %away
+  %other_lane = call i32 @llvm.cttz.i32(i32 %pick, i1 true)
+  %linear = call i32 @__gevo_linear_thread()
+  %base = and i32 %linear, -32
+  %other = add i32 %base, %other_lane
+  %nx = call i32 @llvm.nvvm.read.ptx.sreg.ntid.x()
+  %ny = call i32 @llvm.nvvm.read.ptx.sreg.ntid.y()
+  %other64 = zext i32 %other to i64
+  %nx64 = zext i32 %nx to i64
+  %ny64 = zext i32 %ny to i64
+  %nxs = shl i64 %nx64, 16
+  %nys = shl i64 %ny64, 32
+  %with_x = or i64 %other64, %nxs
+  %packed = or i64 %with_x, %nys
+  call void @__gevo_record(i64 7, i32 %site, i64 %packed)
+  ; The lane ends here: lanes that go on apart would pair their warp syncs
+  ; with different barriers and could wait for each other for ever.
+  call void asm sideeffect "exit;", ""()
+  br label %done
+
+done:
   ret void
 }
 

@@ -34,7 +34,7 @@
 use super::super::error::IrError;
 use super::super::llvm;
 use super::plan::Plan;
-use super::record::{record, RECORD_REGISTERS};
+use super::record::{calling_functions, record, RECORD_REGISTERS};
 #[cfg(doc)]
 use super::FaultKind;
 use super::{
@@ -136,6 +136,27 @@ GEVO_CHECKED:
     )
 }
 
+/// [`barrier_check_asm`] in a function whose checks call
+/// ([`calling_functions`]): the runtime's `__gevo_barrier_check` (the live
+/// word `$0`, the lanes together `$1`, site `$2`) records and exits, called
+/// only when the lanes differ. `$3`, the function's address, keeps it in
+/// the module and declared.
+const BARRIER_CHECK_CALL_ASM: &str = "{
+.reg .b32 %gevo_l;
+.reg .pred %gevo_p;
+.param .b64 gevo_at;
+.param .b32 gevo_arrived;
+.param .b32 gevo_site;
+ld.volatile.shared.u32 %gevo_l, [$0];
+setp.eq.u32 %gevo_p, %gevo_l, $1;
+@%gevo_p bra GEVO_CHECKED;
+st.param.b64 [gevo_at], $0;
+st.param.b32 [gevo_arrived], $1;
+st.param.b32 [gevo_site], $2;
+call __gevo_barrier_check, (gevo_at, gevo_arrived, gevo_site);
+GEVO_CHECKED:
+}";
+
 /// `FaultKind::DivergentBarrier` as the state holds it.
 const DIVERGENT_BARRIER: &str = "7";
 
@@ -163,6 +184,11 @@ pub(super) fn unalign_and_check<'c>(
         Vec::new()
     };
     let state = runtime_global(module, STATE_SYMBOL)?.const_to_int(context.i64_type());
+    let checker = runtime_function(module, "__gevo_barrier_check")?
+        .as_global_value()
+        .as_pointer_value()
+        .const_to_int(context.i64_type());
+    let calling = calling_functions(plan);
     let check_type = context.void_type().fn_type(
         &[
             context.i64_type().into(),
@@ -172,10 +198,16 @@ pub(super) fn unalign_and_check<'c>(
         ],
         false,
     );
-    let check = side_effect_asm(
+    let written = side_effect_asm(
         context,
         check_type,
         &barrier_check_asm(),
+        "l,r,r,l,~{memory}",
+    );
+    let call_check = side_effect_asm(
+        context,
+        check_type,
+        BARRIER_CHECK_CALL_ASM,
         "l,r,r,l,~{memory}",
     );
     let converge_type = context.i32_type().fn_type(
@@ -196,9 +228,10 @@ pub(super) fn unalign_and_check<'c>(
             .iter()
             .find(|b| b.call == call.as_value_ref())
             .filter(|_| checked);
-        // A checked barrier's arguments to its checks: the warp's live word,
-        // the lanes that arrived together, the site and the runtime's check.
-        let args: Option<[BasicMetadataValueEnum; 4]> = match barrier {
+        // A checked barrier's check and its arguments: the warp's live word,
+        // the lanes that arrived together, the site, and the state it
+        // records in or the runtime function it calls.
+        let args: Option<(PointerValue<'c>, [BasicMetadataValueEnum; 4])> = match barrier {
             Some(b) => {
                 let word = builder
                     .build_ptr_to_int(live_of(&lives, b.function), context.i64_type(), "gevo.live")
@@ -217,16 +250,25 @@ pub(super) fn unalign_and_check<'c>(
                     .basic()
                     .ok_or_else(|| guard_error("the warp sync answers nothing".into()))?;
                 let site = context.i32_type().const_int(b.site as u64, false);
-                Some([word.into(), arrived.into(), site.into(), state.into()])
+                let (check, operand) = match calling.contains(&b.function) {
+                    true => (call_check, checker),
+                    false => (written, state),
+                };
+                Some((
+                    check,
+                    [word.into(), arrived.into(), site.into(), operand.into()],
+                ))
             }
             None => None,
         };
-        let check_here = |builder: &Builder<'c>, args: &[BasicMetadataValueEnum<'c>]| {
-            builder
-                .build_indirect_call(check_type, check, args, "")
-                .map(|c| c.add_attribute(AttributeLoc::Function, convergent))
-                .map_err(build_error)
-        };
+        let check_here =
+            |builder: &Builder<'c>,
+             (check, args): &(PointerValue<'c>, [BasicMetadataValueEnum<'c>; 4])| {
+                builder
+                    .build_indirect_call(check_type, *check, args, "")
+                    .map(|c| c.add_attribute(AttributeLoc::Function, convergent))
+                    .map_err(build_error)
+            };
         if let Some(args) = &args {
             // Before the barrier: lanes that went on apart end here.
             check_here(&builder, args)?;

@@ -16,7 +16,7 @@
 use super::super::error::IrError;
 use super::super::llvm;
 use super::plan::{Access, Base, Plan};
-use super::record::{record, RECORD_REGISTERS};
+use super::record::{calling_functions, function_of, record, RECORD_REGISTERS};
 use super::{
     build_error, entry_position, guard_error, runtime_function, runtime_global, side_effect_asm,
     Runtime,
@@ -48,14 +48,40 @@ fn record_asm() -> String {
     )
 }
 
+/// Calls the runtime's `__gevo_record` (kind `$1`, site `$2`, address `$3`)
+/// when `$0` (refused) is not 0, in a function whose checks call
+/// ([`calling_functions`]). The branch and the call are inside the
+/// assembly, as in [`record_asm`]; the call's parameters are local to the
+/// braces. `$4` is the function's address, unused by the text: the
+/// reference keeps the function in the module, and its signature as
+/// written, and makes code generation declare it before the kernels that
+/// call it.
+const RECORD_CALL_ASM: &str = "{
+.reg .pred %gevo_f;
+.param .b64 gevo_kind;
+.param .b32 gevo_site;
+.param .b64 gevo_address;
+setp.eq.u32 %gevo_f, $0, 0;
+@%gevo_f bra GEVO_PASSED;
+st.param.b64 [gevo_kind], $1;
+st.param.b32 [gevo_site], $2;
+st.param.b64 [gevo_address], $3;
+call __gevo_record, (gevo_kind, gevo_site, gevo_address);
+GEVO_PASSED:
+}";
+
 /// The ranges found at kernel entries and the recording assembly.
 pub(super) struct InlineChecks<'c> {
     /// (kernel, parameter index) -> (begin, end) of its buffer.
     parameters: Vec<((llvm::Value, u32), (IntValue<'c>, IntValue<'c>))>,
-    record: PointerValue<'c>,
+    /// The record written out, and the address of the runtime's state,
+    /// where it records.
+    written: (PointerValue<'c>, IntValue<'c>),
+    /// The record that calls `__gevo_record`, and that function's address.
+    calling: (PointerValue<'c>, IntValue<'c>),
+    /// The functions whose checks call ([`calling_functions`]).
+    calling_functions: Vec<llvm::Value>,
     record_type: FunctionType<'c>,
-    /// The address of the runtime's state, where a refusal is recorded.
-    state: IntValue<'c>,
     /// The last record made and its call, which the next access in its
     /// run joins.
     open: Option<(Record<'c>, InstructionValue<'c>)>,
@@ -83,6 +109,10 @@ impl<'c> InlineChecks<'c> {
         let i64_type = context.i64_type();
         let range_of = runtime_function(module, "__gevo_range_of")?;
         let state = runtime_global(module, super::STATE_SYMBOL)?.const_to_int(i64_type);
+        let recorder = runtime_function(module, "__gevo_record")?
+            .as_global_value()
+            .as_pointer_value()
+            .const_to_int(i64_type);
         let mut parameters = Vec::new();
         for access in &plan.accesses {
             let Some(Base::KernelParameter { function, index }) = access.base else {
@@ -128,12 +158,13 @@ impl<'c> InlineChecks<'c> {
             ],
             false,
         );
-        let record = side_effect_asm(context, record_type, &record_asm(), "r,l,r,l,l");
+        let asm = |text: &str| side_effect_asm(context, record_type, text, "r,l,r,l,l");
         Ok(InlineChecks {
             parameters,
-            record,
+            written: (asm(&record_asm()), state),
+            calling: (asm(RECORD_CALL_ASM), recorder),
+            calling_functions: calling_functions(plan),
             record_type,
-            state,
             open: None,
         })
     }
@@ -303,16 +334,20 @@ impl<'c> InlineChecks<'c> {
         let refused = builder
             .build_int_z_extend(joined.refused, context.i32_type(), "gevo.refused32")
             .map_err(build_error)?;
+        let calls = self
+            .calling_functions
+            .contains(&function_of(inst.as_value_ref()));
+        let (record, operand) = if calls { self.calling } else { self.written };
         let call = builder
             .build_indirect_call(
                 self.record_type,
-                self.record,
+                record,
                 &[
                     refused.into(),
                     joined.kind.into(),
                     joined.site.into(),
                     joined.address.into(),
-                    self.state.into(),
+                    operand.into(),
                 ],
                 "",
             )

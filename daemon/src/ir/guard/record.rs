@@ -1,11 +1,49 @@
-//! The PTX that records a fault in the runtime's state, written out inside
-//! the checks' inline assembly (inline_check.rs, barriers.rs) rather than
-//! called: a call site, even one a check branches around, makes ptxas keep
-//! the registers live across it where the calling convention says, and so
-//! cost guarded runs time at every check although it never runs
-//! (BENCHMARKS.md, "Records written out"). It does what the runtime's
-//! `__gevo_record` does (`guard_runtime.ll`): the first fault claims
-//! state[0] with its kind; its site, thread, block and address follow.
+//! How a check records a fault in the runtime's state: written out inside
+//! the check's inline assembly (inline_check.rs, barriers.rs), or a call
+//! of the runtime (`__gevo_record`, `__gevo_barrier_check` in
+//! `guard_runtime.ll`), chosen per kernel.
+//!
+//! A call site, even one a check branches around, makes ptxas keep the
+//! registers live across it where the calling convention says, which cost
+//! the stencil's guarded run a quarter of its time and reduce's a fifth.
+//! Written out, each check carries its own copy of the record: in a kernel
+//! with many checks (lu's diagonal kernel, unrolled, has 25 barriers) the
+//! copies made the guarded run slower, not faster, and ptxas slower too.
+//! So a kernel with at most [`MOST_WRITTEN_OUT`] check sites writes its
+//! records out, and a larger one calls (BENCHMARKS.md, "Records written
+//! out"). Either way the first fault claims state[0] with its kind; its
+//! site, thread, block and address follow.
+
+use super::super::llvm;
+use super::plan::Plan;
+
+/// The most check sites (guarded accesses, and two per checked barrier) a
+/// kernel may have and still write its records out.
+pub(super) const MOST_WRITTEN_OUT: usize = 48;
+
+/// The function that holds the planned instruction `inst`.
+pub(super) fn function_of(inst: llvm::Value) -> llvm::Value {
+    llvm::block_function(llvm::parent(inst).expect("a planned instruction is in a block"))
+}
+
+/// The functions of `plan` whose checks call the runtime to record: those
+/// with more than [`MOST_WRITTEN_OUT`] check sites.
+pub(super) fn calling_functions(plan: &Plan) -> Vec<llvm::Value> {
+    let mut sites: Vec<(llvm::Value, usize)> = Vec::new();
+    let accesses = plan.accesses.iter().map(|a| (function_of(a.inst), 1));
+    let barriers = plan.barriers.iter().map(|b| (b.function, 2));
+    for (kernel, count) in accesses.chain(barriers) {
+        match sites.iter_mut().find(|(k, _)| *k == kernel) {
+            Some((_, n)) => *n += count,
+            None => sites.push((kernel, count)),
+        }
+    }
+    sites
+        .into_iter()
+        .filter(|&(_, n)| n > MOST_WRITTEN_OUT)
+        .map(|(kernel, _)| kernel)
+        .collect()
+}
 
 /// The registers [`record`]'s text uses: declared once at the top of the
 /// assembly's braces, before its first instruction.
