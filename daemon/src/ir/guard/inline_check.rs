@@ -72,8 +72,9 @@ GEVO_PASSED:
 
 /// The ranges found at kernel entries and the recording assembly.
 pub(super) struct InlineChecks<'c> {
-    /// (kernel, parameter index) -> (begin, end) of its buffer.
-    parameters: Vec<((llvm::Value, u32), (IntValue<'c>, IntValue<'c>))>,
+    /// (kernel, parameter index) -> where its buffer begins, and per
+    /// access width the limit an access's offset must be below.
+    parameters: Vec<((llvm::Value, u32), Range<'c>)>,
     /// The record written out, and the address of the runtime's state,
     /// where it records.
     written: (PointerValue<'c>, IntValue<'c>),
@@ -85,6 +86,63 @@ pub(super) struct InlineChecks<'c> {
     /// The last record made and its call, which the next access in its
     /// run joins.
     open: Option<(Record<'c>, InstructionValue<'c>)>,
+}
+
+/// A root's range as its checks use it: an access of `bytes` at `address`
+/// is inside when `address - begin < limit(bytes)` (unsigned), one
+/// subtraction and one compare ([`limit`]).
+struct Range<'c> {
+    begin: IntValue<'c>,
+    limits: Vec<(u64, IntValue<'c>)>,
+}
+
+impl<'c> Range<'c> {
+    fn limit(&self, bytes: u64) -> IntValue<'c> {
+        self.limits
+            .iter()
+            .find(|(b, _)| *b == bytes)
+            .map(|(_, limit)| *limit)
+            .expect("every width a parameter is accessed with has its limit")
+    }
+}
+
+/// The bound an access of `bytes` at `address` checks `address - begin`
+/// against (unsigned, strictly below) for the range [begin, end):
+/// `end - begin - bytes + 1`, or 0 (nothing inside) when the range holds
+/// fewer than `bytes` or is empty (`__gevo_range_of` answers [1, 0) for
+/// an address in no buffer). The same test as `begin <= address` and
+/// `address + bytes <= end` without wrapping past the address space's top:
+/// an address below `begin` wraps to an offset past every limit.
+fn limit<'c>(
+    builder: &Builder<'c>,
+    begin: IntValue<'c>,
+    end: IntValue<'c>,
+    bytes: u64,
+) -> Result<IntValue<'c>, IrError> {
+    let i64_type = begin.get_type();
+    let bytes = i64_type.const_int(bytes, false);
+    let span = builder
+        .build_int_sub(end, begin, "gevo.span")
+        .map_err(build_error)?;
+    let ordered = builder
+        .build_int_compare(IntPredicate::UGE, end, begin, "gevo.ordered")
+        .map_err(build_error)?;
+    let holds = builder
+        .build_int_compare(IntPredicate::UGE, span, bytes, "gevo.holds")
+        .map_err(build_error)?;
+    let fits = builder
+        .build_and(ordered, holds, "gevo.fits")
+        .map_err(build_error)?;
+    let room = builder
+        .build_int_sub(span, bytes, "gevo.room")
+        .map_err(build_error)?;
+    let room = builder
+        .build_int_add(room, i64_type.const_int(1, false), "gevo.room")
+        .map_err(build_error)?;
+    Ok(builder
+        .build_select(fits, room, i64_type.const_zero(), "gevo.limit")
+        .map_err(build_error)?
+        .into_int_value())
 }
 
 /// What one record call reports: whether an access of its run was refused,
@@ -146,7 +204,19 @@ impl<'c> InlineChecks<'c> {
                 .build_extract_value(range, 1, "gevo.end")
                 .map_err(build_error)?
                 .into_int_value();
-            parameters.push(((function, index), (begin, end)));
+            let mut widths: Vec<u64> = plan
+                .accesses
+                .iter()
+                .filter(|a| a.base == access.base)
+                .map(|a| a.bytes)
+                .collect();
+            widths.sort_unstable();
+            widths.dedup();
+            let limits = widths
+                .into_iter()
+                .map(|bytes| Ok((bytes, limit(builder, begin, end, bytes)?)))
+                .collect::<Result<_, IrError>>()?;
+            parameters.push(((function, index), Range { begin, limits }));
         }
         let record_type = context.void_type().fn_type(
             &[
@@ -198,14 +268,14 @@ impl<'c> InlineChecks<'c> {
         // The access is made in its root's own address space (a generic
         // pointer cast to it, as code generation would infer it had the
         // guard not selected between two generic pointers).
-        let (own, begin, end) = match access.base {
+        let (own, begin, limit) = match access.base {
             Some(Base::KernelParameter { function, index }) if matches!(space, 0 | 1) => {
-                let (_, (begin, end)) = self
+                let (_, range) = self
                     .parameters
                     .iter()
                     .find(|(key, _)| *key == (function, index))
                     .expect("every parameter's range is found at entry");
-                (1, *begin, *end)
+                (1, range.begin, range.limit(access.bytes))
             }
             Some(Base::Variable { global, bytes }) => {
                 let own = llvm::pointer_address_space(llvm::type_of(global));
@@ -214,7 +284,7 @@ impl<'c> InlineChecks<'c> {
                 };
                 let begin = variable.as_pointer_value().const_to_int(i64_type);
                 let end = begin.const_add(i64_type.const_int(bytes, false));
-                (own, begin, end)
+                (own, begin, limit(builder, begin, end, access.bytes)?)
             }
             _ => return Ok(false),
         };
@@ -236,28 +306,15 @@ impl<'c> InlineChecks<'c> {
         let address = builder
             .build_ptr_to_int(compared, i64_type, "gevo.a")
             .map_err(build_error)?;
-        let after = builder
-            .build_int_add(
-                address,
-                i64_type.const_int(access.bytes, false),
-                "gevo.after",
-            )
-            .map_err(build_error)?;
         let compare = |predicate, l: IntValue<'c>, r: IntValue<'c>| {
             builder
                 .build_int_compare(predicate, l, r, "gevo.cmp")
                 .map_err(build_error)
         };
-        let from = compare(IntPredicate::UGE, address, begin)?;
-        let to = compare(IntPredicate::ULE, after, end)?;
-        // Not past the top of the address space.
-        let no_wrap = compare(IntPredicate::UGT, after, address)?;
-        let inside = builder
-            .build_and(from, to, "gevo.in")
+        let offset = builder
+            .build_int_sub(address, begin, "gevo.offset")
             .map_err(build_error)?;
-        let inside = builder
-            .build_and(inside, no_wrap, "gevo.in")
-            .map_err(build_error)?;
+        let inside = compare(IntPredicate::ULT, offset, limit)?;
         let low = builder
             .build_and(
                 address,
@@ -392,4 +449,51 @@ fn returns_at_once(call: llvm::Value) -> bool {
             let name = llvm::value_name(callee);
             !HOLDING_INTRINSICS.iter().any(|p| name.starts_with(p))
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `address - begin < limit` answers what `begin <= address`,
+    /// `address + bytes <= end` and no wrap past the top of the address
+    /// space answer, constants folded by the builder.
+    #[test]
+    fn an_offset_below_its_limit_is_an_access_inside_its_range() {
+        let context = Context::create();
+        let builder = context.create_builder();
+        let module = context.create_module("limits");
+        let function = module.add_function("f", context.void_type().fn_type(&[], false), None);
+        builder.position_at_end(context.append_basic_block(function, "entry"));
+        let i64_type = context.i64_type();
+        let top = u64::MAX;
+        // (begin, end, bytes, address, inside)
+        for (begin, end, bytes, address, inside) in [
+            (100, 108, 4, 100, true),
+            (100, 108, 4, 104, true),
+            (100, 108, 4, 105, false),
+            (100, 108, 4, 99, false),
+            (100, 108, 4, 96, false),
+            (100, 108, 8, 100, true),
+            (100, 108, 16, 100, false),
+            (100, 100, 1, 100, false),
+            // No buffer holds the address: `__gevo_range_of`'s [1, 0).
+            (1, 0, 4, 0, false),
+            (1, 0, 4, 1, false),
+            // An access whose end wraps past the top.
+            (0, top, 4, top - 3, false),
+            (0, top, 4, top - 4, true),
+            (16, top, 4, 12, false),
+        ] {
+            let c = |v: u64| i64_type.const_int(v, false);
+            let limit = limit(&builder, c(begin), c(end), bytes).unwrap();
+            let offset = c(address).const_sub(c(begin));
+            let below = offset.get_zero_extended_constant().unwrap()
+                < limit.get_zero_extended_constant().unwrap();
+            assert_eq!(
+                below, inside,
+                "[{begin}, {end}), {bytes} bytes at {address}"
+            );
+        }
+    }
 }
