@@ -22,8 +22,10 @@
 //!   different paths to one barrier may reach it apart though the code is
 //!   sound);
 //! - after the barrier, a live lane that was not with them reached it apart
-//!   (recorded by the check's own assembly). After, because the barrier waits for every
-//!   lane still heading for a return. A lane that finds this records it and
+//!   (recorded as `record.rs` says: by the check's own assembly, or by the
+//!   runtime's `__gevo_barrier_check` in a kernel with many checks).
+//!   After, because the barrier waits for every lane still heading for a
+//!   return. A lane that finds this records it and
 //!   exits: lanes that went on apart would pair their next warp syncs with
 //!   different barriers and could wait for each other for ever.
 //!
@@ -87,10 +89,9 @@ mov.b32 $0, %gevo_a;
 /// arrived together (`$1`); where they differ, a live lane was not with
 /// them: the fault is recorded ([`record`], site `$2`, the state at `$3`)
 /// with that lane as the address (packed as [`FaultKind::DivergentBarrier`]
-/// says), and the lane exits (it
-/// stays live: its warp's other lanes see the same and exit; lanes that
-/// went on apart would pair their warp syncs with different barriers and
-/// could wait for each other for ever). Lanes together, the usual case,
+/// says), and the lane exits (it stays live: its warp's other lanes see
+/// the same and exit; lanes that went on apart would pair their warp syncs
+/// with different barriers and could wait for each other for ever). Lanes together, the usual case,
 /// cost a shared load, a compare and a branch. The branch stays inside the
 /// assembly, as in the access checks; the host, not this code, turns the
 /// linear index into x, y and z, because the divisions that takes made

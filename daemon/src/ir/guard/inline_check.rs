@@ -9,9 +9,10 @@
 //! (`__gevo_range_of`); a variable's range is a constant. So an access
 //! through parameter `a` that lands in another buffer is refused, as the
 //! simulator refuses it. A refusal is recorded, once per run of accesses,
-//! by inline assembly that only a refused access runs, with its own
-//! branch, so that no branch splits the LLVM block: see the runtime's note
-//! on fused multiply-adds.
+//! by inline assembly that only a refused access runs (the record written
+//! out, or a call of the runtime in a kernel with many checks: record.rs),
+//! with its own branch, so that no branch splits the LLVM block: see the
+//! runtime's note on fused multiply-adds.
 
 use super::super::error::IrError;
 use super::super::llvm;
