@@ -5,9 +5,12 @@
 # NAME:--devices), TIME (default 40s) each, one after the other on this
 # host. Prints "ok"/"FAIL" lines and a Markdown table: variants measured
 # per second and their ratio to the first mode, the GPUs' and the compile
-# workers' busy shares, and what was done ahead (variants of the next batch
-# measured where a GPU would have waited, promotion's measurements a batch
-# left under way to the next).
+# workers' busy shares, the generations reached and the variants that
+# passed their check and were timed, with their timing rounds (a search
+# that gets further times more of its variants, each costing its GPU
+# more), and what was done ahead (variants of the next batch measured where
+# a GPU would have waited, promotion's measurements a batch left under way
+# to the next).
 #
 #   scripts/gpu-scaling.sh GEVOD WORKDIR
 #   scripts/gpu-scaling.sh --table WORKDIR    (the table of runs already made)
@@ -23,8 +26,8 @@ if shutil.which("nvidia-smi"):
                          capture_output=True, text=True).stdout.strip().splitlines()
 print(f"GPUs: {len(gpu)} x {gpu[0] if gpu else 'unknown'}. CPUs: {os.cpu_count()}.")
 print()
-print("| fixture | devices | seconds | variants measured | variants measured/s | vs the first | GPU busy | compile busy | measured ahead | promotion carried |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+print("| fixture | devices | seconds | generations | variants measured | variants measured/s | vs the first | GPU busy | compile busy | timed | timing rounds | measured ahead | promotion carried |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 first = {}
 for path in sorted(glob.glob(os.path.join(work, "*.json")), key=os.path.getmtime):
     name = os.path.basename(path)[:-5]
@@ -39,9 +42,10 @@ for path in sorted(glob.glob(os.path.join(work, "*.json")), key=os.path.getmtime
     seconds = timeline[-1]["seconds"] if timeline else 0.0
     rate = u.get("measured_per_s", 0.0)
     base = first.setdefault(fixture, rate)
-    print(f"| {fixture} | {mode} ({u.get('gpu_workers', 0)} GPU workers) | {seconds:.0f} | {u.get('measured', 0)} | "
-          f"{rate:.1f} | {rate / base if base else 0:.2f}x | {100 * u.get('gpu_busy_share', 0):.0f}% | "
-          f"{100 * u.get('compile_busy_share', 0):.0f}% | {u.get('measured_ahead', 0)} | {u.get('promotion_carried', 0)} |")
+    print(f"| {fixture} | {mode} ({u.get('gpu_workers', 0)} GPU workers) | {seconds:.0f} | {r.get('generations', 0)} | "
+          f"{u.get('measured', 0)} | {rate:.1f} | {rate / base if base else 0:.2f}x | "
+          f"{100 * u.get('gpu_busy_share', 0):.0f}% | {100 * u.get('compile_busy_share', 0):.0f}% | "
+          f"{u.get('timed', 0)} | {u.get('rounds', 0)} | {u.get('measured_ahead', 0)} | {u.get('promotion_carried', 0)} |")
 PY
 }
 if [ "${1:-}" = --table ]; then
