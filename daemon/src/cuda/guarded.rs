@@ -239,8 +239,6 @@ impl GuardState {
     }
 }
 
-/// A thread's coordinates as the guard runtime packs them
-/// (`x | y << 20 | z << 40`).
 /// A divergent barrier's other lane (`FaultKind::DivergentBarrier`): its
 /// linear index in the block, divided out by the block's sizes.
 fn unpack_lane(word: u64) -> [u32; 3] {
@@ -254,6 +252,8 @@ fn unpack_lane(word: u64) -> [u32; 3] {
     ]
 }
 
+/// A thread's coordinates as the guard runtime packs them
+/// (`x | y << 20 | z << 40`).
 fn unpack_thread(word: u64) -> [u32; 3] {
     [
         (word & 0xf_ffff) as u32,

@@ -218,8 +218,11 @@ fn guard_module<'c>(
     module
         .link_in_module(runtime)
         .map_err(|e| guard_error(format!("linking the guard runtime: {e}")))?;
-    insert_guards(context, module, &plan)?;
-    barriers::unalign_and_check(context, module, &plan)?;
+    // Which functions' checks call the runtime to record, decided once for
+    // the accesses' checks and the barriers' (record.rs).
+    let calling = record::calling_functions(&plan);
+    insert_guards(context, module, &plan, &calling)?;
+    barriers::unalign_and_check(context, module, &plan, &calling)?;
     define_ownership(context, module)?;
     for f in module.get_functions() {
         if is_runtime(&f.get_name().to_string_lossy()) {
@@ -333,15 +336,17 @@ fn build_error(e: inkwell::builder::BuilderError) -> IrError {
     guard_error(format!("building a guard: {e}"))
 }
 
-/// Guards every planned access and loop.
+/// Guards every planned access and loop; the checks in the functions
+/// `calling` record by calling the runtime.
 fn insert_guards<'c>(
     context: &'c Context,
     module: &Module<'c>,
     plan: &Plan,
+    calling: &[llvm::Value],
 ) -> Result<(), IrError> {
     let runtime = Runtime::find(module)?;
     let builder = context.create_builder();
-    let mut inline = InlineChecks::new(context, module, &builder, plan)?;
+    let mut inline = InlineChecks::new(context, module, &builder, plan, calling)?;
     let i64_type = context.i64_type();
     let i32_type = context.i32_type();
     for access in &plan.accesses {

@@ -36,7 +36,7 @@
 use super::super::error::IrError;
 use super::super::llvm;
 use super::plan::Plan;
-use super::record::{calling_functions, record, RECORD_REGISTERS};
+use super::record::{record, RECORD_REGISTERS};
 #[cfg(doc)]
 use super::FaultKind;
 use super::{
@@ -138,9 +138,9 @@ GEVO_CHECKED:
 }
 
 /// [`barrier_check_asm`] in a function whose checks call
-/// ([`calling_functions`]): the runtime's `__gevo_barrier_check` (the live
-/// word `$0`, the lanes together `$1`, site `$2`) records and exits, called
-/// only when the lanes differ. `$3`, the function's address, keeps it in
+/// (`record::calling_functions`): the runtime's `__gevo_barrier_check`
+/// (the live word `$0`, the lanes together `$1`, site `$2`) records and
+/// exits, called only when the lanes differ. `$3`, the function's address, keeps it in
 /// the module and declared.
 const BARRIER_CHECK_CALL_ASM: &str = "{
 .reg .b32 %gevo_l;
@@ -161,10 +161,14 @@ GEVO_CHECKED:
 /// `FaultKind::DivergentBarrier` as the state holds it.
 const DIVERGENT_BARRIER: &str = "7";
 
+/// Makes every `__syncthreads()` the unaligned barrier and checks those of
+/// the chosen kernels; the checks in the functions `calling` record by
+/// calling the runtime.
 pub(super) fn unalign_and_check<'c>(
     context: &'c Context,
     module: &Module<'c>,
     plan: &Plan,
+    calling: &[llvm::Value],
 ) -> Result<(), IrError> {
     let Some(aligned) = module.get_function(ALIGNED_BARRIER) else {
         return Ok(());
@@ -189,7 +193,6 @@ pub(super) fn unalign_and_check<'c>(
         .as_global_value()
         .as_pointer_value()
         .const_to_int(context.i64_type());
-    let calling = calling_functions(plan);
     let check_type = context.void_type().fn_type(
         &[
             context.i64_type().into(),

@@ -17,7 +17,7 @@
 use super::super::error::IrError;
 use super::super::llvm;
 use super::plan::{Access, Base, Plan};
-use super::record::{calling_functions, function_of, record, RECORD_REGISTERS};
+use super::record::{function_of, record, RECORD_REGISTERS};
 use super::{
     build_error, entry_position, guard_error, runtime_function, runtime_global, side_effect_asm,
     Runtime,
@@ -44,14 +44,18 @@ const SHARED_MISALIGNED: u64 = 5;
 /// (BENCHMARKS.md).
 fn record_asm() -> String {
     format!(
-        "{{\n{RECORD_REGISTERS}setp.eq.u32 %gevo_f, $0, 0;\n@%gevo_f bra GEVO_PASSED;\n{}GEVO_PASSED:\n}}",
+        "{{
+{RECORD_REGISTERS}setp.eq.u32 %gevo_f, $0, 0;
+@%gevo_f bra GEVO_PASSED;
+{}GEVO_PASSED:
+}}",
         record("$4", "$1", "$2", "$3", "GEVO_PASSED")
     )
 }
 
 /// Calls the runtime's `__gevo_record` (kind `$1`, site `$2`, address `$3`)
 /// when `$0` (refused) is not 0, in a function whose checks call
-/// ([`calling_functions`]). The branch and the call are inside the
+/// (`record::calling_functions`). The branch and the call are inside the
 /// assembly, as in [`record_asm`]; the call's parameters are local to the
 /// braces. `$4` is the function's address, unused by the text: the
 /// reference keeps the function in the module, and its signature as
@@ -81,7 +85,7 @@ pub(super) struct InlineChecks<'c> {
     written: (PointerValue<'c>, IntValue<'c>),
     /// The record that calls `__gevo_record`, and that function's address.
     calling: (PointerValue<'c>, IntValue<'c>),
-    /// The functions whose checks call ([`calling_functions`]).
+    /// The functions whose checks call (`record::calling_functions`).
     calling_functions: Vec<llvm::Value>,
     record_type: FunctionType<'c>,
     /// The last record made and its call, which the next access in its
@@ -164,6 +168,7 @@ impl<'c> InlineChecks<'c> {
         module: &Module<'c>,
         builder: &Builder<'c>,
         plan: &Plan,
+        calling: &[llvm::Value],
     ) -> Result<Self, IrError> {
         let i64_type = context.i64_type();
         let range_of = runtime_function(module, "__gevo_range_of")?;
@@ -234,7 +239,7 @@ impl<'c> InlineChecks<'c> {
             parameters,
             written: (asm(&record_asm()), state),
             calling: (asm(RECORD_CALL_ASM), recorder),
-            calling_functions: calling_functions(plan),
+            calling_functions: calling.to_vec(),
             record_type,
             open: None,
         })
