@@ -5,8 +5,8 @@
 ; first refusal of the launch is recorded in @__gevo_guard_state. An access
 ; through a kernel parameter is checked inline instead, against the range
 ; @__gevo_range_of found at the kernel's entry. Loop headers count their
-; trips inline and call @__gevo_trip past the trip budget and every 64th
-; trip, which ends a thread past the test's trip or time budget.
+; trips inline, and their budgets are checked by assembly written out at
+; each header (ir/guard/loops.rs), not here.
 ; Everything here but the state and the table is made internal after
 ; linking; the checks stay calls (see the attributes at the end).
 
@@ -242,85 +242,12 @@ none:
   ret { i64, i64 } { i64 1, i64 0 }
 }
 
-; A loop header's slow path (ir/guard/loops.rs): the header counts its
-; trips inline and calls this only past the trip budget or on every 64th
-; trip. Past the budget the fault is recorded and the thread exits (a
-; barrier then no longer waits for it: exited threads count as arrived).
-; Every 64th trip raises the most trips seen (state[5], the calibration
-; run's answer) and asks the clock: past the run's time budget
-; (table[127], nanoseconds from the first such check of the run, stamped in
-; state[6]) the thread ends the same way, so a loop whose trips are slow
-; ends before the worker's watchdog.
-define void @__gevo_trip(i64 %now, i32 %site) #0 {
-entry:
-  %budget = load i64, ptr addrspace(4) @__gevo_guard_table, align 8
-  %limited = icmp ne i64 %budget, 0
-  %over = icmp ugt i64 %now, %budget
-  %stop = and i1 %limited, %over
-  br i1 %stop, label %end, label %most
-
-most:
-  %most_at = getelementptr inbounds [8 x i64], ptr addrspace(1) @__gevo_guard_state, i64 0, i64 5
-  %most_seen = load volatile i64, ptr addrspace(1) %most_at, align 8
-  %more = icmp ugt i64 %now, %most_seen
-  br i1 %more, label %raise, label %clock
-
-raise:
-  %raised = atomicrmw umax ptr addrspace(1) %most_at, i64 %now monotonic, align 8
-  br label %clock
-
-clock:
-  %low = and i64 %now, 63
-  %tick = icmp eq i64 %low, 0
-  br i1 %tick, label %timed, label %go
-
-timed:
-  %time_budget = load i64, ptr addrspace(4) getelementptr inbounds ([128 x i64], ptr addrspace(4) @__gevo_guard_table, i64 0, i64 127), align 8
-  %has_time = icmp ne i64 %time_budget, 0
-  br i1 %has_time, label %stamp, label %go
-
-stamp:
-  %t = call i64 asm sideeffect "mov.u64 $0, %globaltimer;", "=l"()
-  %first = load volatile i64, ptr addrspace(1) getelementptr inbounds ([8 x i64], ptr addrspace(1) @__gevo_guard_state, i64 0, i64 6), align 8
-  %unset = icmp eq i64 %first, 0
-  br i1 %unset, label %claim, label %compare
-
-claim:
-  %pair = cmpxchg ptr addrspace(1) getelementptr inbounds ([8 x i64], ptr addrspace(1) @__gevo_guard_state, i64 0, i64 6), i64 0, i64 %t monotonic monotonic, align 8
-  %old = extractvalue { i64, i1 } %pair, 0
-  %won = extractvalue { i64, i1 } %pair, 1
-  %claimed = select i1 %won, i64 %t, i64 %old
-  br label %compare
-
-compare:
-  %start = phi i64 [ %first, %stamp ], [ %claimed, %claim ]
-  %elapsed = sub i64 %t, %start
-  ; signed: another SM's stamp may be a little ahead of this one's clock
-  %late = icmp sgt i64 %elapsed, %time_budget
-  br i1 %late, label %out_of_time, label %go
-
-out_of_time:
-  call void @__gevo_record(i64 6, i32 %site, i64 %now)
-  call void asm sideeffect "exit;", ""()
-  ret void
-
-end:
-  call void @__gevo_record(i64 4, i32 %site, i64 %now)
-  call void asm sideeffect "exit;", ""()
-  ret void
-
-go:
-  ret void
-}
-
 ;; Divergent barriers (ir/guard/barriers.rs). A __syncthreads() is an
 ;; aligned barrier: the lanes of a warp that have not returned must reach it
 ;; together, or it hangs. The guarded build's barrier is the unaligned one,
 ;; which lanes may reach apart. Before it, each barrier site polls until the
-;; lanes with it (activemask) are the warp's live lanes, and compares them
-;; (lanes still apart end there); after it, it compares them again: every
-;; lane heading for a return has made it by then, since the barrier waits
-;; for it.
+;; lanes with it (activemask) are the warp's live lanes; lanes still apart
+;; after the poll are compared with them, and end there.
 
 ; The thread's index in its block, counted as warps are.
 define i32 @__gevo_linear_thread() #0 {
@@ -365,9 +292,10 @@ define void @__gevo_live_exit(ptr addrspace(3) %at) #0 {
   ret void
 }
 
-; After a barrier reached by the lanes %arrived, in a kernel whose checks
-; call the runtime (ir/guard/record.rs): a live lane of the warp that was
-; not among them reached it apart (or another barrier). Recorded with that
+; Before a barrier reached by the lanes %arrived still apart after the
+; poll, in a kernel whose checks call the runtime (ir/guard/record.rs): a
+; live lane of the warp that is not among them reaches it apart (or
+; another barrier). Recorded with that
 ; lane as the address (its linear index | x size << 16 | y size << 32, as
 ; the written-out check packs it), and the lane exits (it stays live: its
 ; warp's other lanes see the same and exit).

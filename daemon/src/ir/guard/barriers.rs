@@ -50,53 +50,60 @@ use inkwell::intrinsics::Intrinsic;
 use inkwell::module::Module;
 use inkwell::values::{AsValueRef, BasicMetadataValueEnum, InstructionValue, PointerValue};
 
-/// Waits for the warp's live lanes (their word at `$1`), then answers the
-/// lanes that go on together (`$0`). First it polls, up to 1,024 times,
-/// until the lanes here are the live ones: a lane on its way to a return
-/// clears its bit meanwhile, where a warp sync naming it would wait for it
-/// for ever (a warp sync with an exited lane in its mask is undefined, and
-/// hung on the GPU). Lanes still apart after that: in a run with a time
-/// budget (the table's last word, `$2` the table), they go on apart, to be
-/// flagged before the barrier (lanes held elsewhere, say where the others'
-/// loop ends, would keep the barrier waiting); in the calibration run of
-/// the original (no budget), the warp sync brings them together, as lanes
-/// that took different paths to one barrier need.
-const CONVERGE_ASM: &str = "{
-.reg .b32 %gevo_m;
-.reg .b32 %gevo_a;
-.reg .b32 %gevo_n;
-.reg .b64 %gevo_b;
-.reg .pred %gevo_p;
-mov.u32 %gevo_n, 1024;
+/// Waits for the warp's live lanes (their word at `$0`) and checks that
+/// the lanes here are all of them. First it polls, up to 1,024 times,
+/// until the lanes here (`activemask`) are the live ones: a lane on its
+/// way to a return clears its bit meanwhile, where a warp sync naming it
+/// would wait for it for ever (a warp sync with an exited lane in its mask
+/// is undefined, and hung on the GPU). Together, the usual case, they go
+/// on to the barrier at once: the poll has just compared the live lanes
+/// with the lanes here, and neither can change before the barrier (lanes
+/// only clear their own bit, at a return). Lanes still apart after the
+/// poll: in a run with a time budget (the table's last word, `$1` the
+/// table) they are checked at once (lanes held elsewhere, say where the
+/// others' loop ends, would keep the barrier waiting); in the calibration
+/// run of the original (no budget) the warp sync first brings them
+/// together, as lanes that took different paths to one barrier need, and
+/// then they are checked. `check` is that check's text ([`apart_check`]
+/// or [`APART_CHECK_CALL`]), which reads the lanes here from `%gevo_here`.
+fn converge_and_check_asm(check: &str) -> String {
+    format!(
+        "{{
+.reg .b32 %gevo_live;
+.reg .b32 %gevo_here;
+.reg .b32 %gevo_polls;
+.reg .b64 %gevo_budget;
+.reg .pred %gevo_q;
+mov.u32 %gevo_polls, 1024;
 GEVO_POLL:
-ld.volatile.shared.u32 %gevo_m, [$1];
-activemask.b32 %gevo_a;
-setp.eq.u32 %gevo_p, %gevo_a, %gevo_m;
-@%gevo_p bra GEVO_TOGETHER;
-sub.u32 %gevo_n, %gevo_n, 1;
-setp.ne.u32 %gevo_p, %gevo_n, 0;
-@%gevo_p bra GEVO_POLL;
-ld.const.u64 %gevo_b, [$2+1016];
-setp.ne.u64 %gevo_p, %gevo_b, 0;
-@%gevo_p bra GEVO_TOGETHER;
-bar.warp.sync %gevo_m;
-activemask.b32 %gevo_a;
-GEVO_TOGETHER:
-mov.b32 $0, %gevo_a;
-}";
+ld.volatile.shared.u32 %gevo_live, [$0];
+activemask.b32 %gevo_here;
+setp.eq.u32 %gevo_q, %gevo_here, %gevo_live;
+@%gevo_q bra GEVO_TOGETHER;
+sub.u32 %gevo_polls, %gevo_polls, 1;
+setp.ne.u32 %gevo_q, %gevo_polls, 0;
+@%gevo_q bra GEVO_POLL;
+ld.const.u64 %gevo_budget, [$1+1016];
+setp.ne.u64 %gevo_q, %gevo_budget, 0;
+@%gevo_q bra GEVO_STILL_APART;
+bar.warp.sync %gevo_live;
+activemask.b32 %gevo_here;
+GEVO_STILL_APART:
+{check}GEVO_TOGETHER:
+}}"
+    )
+}
 
-/// Compares the warp's live lanes (their word at `$0`) with the lanes that
-/// arrived together (`$1`); where they differ, a live lane was not with
-/// them: the fault is recorded ([`record`], site `$2`, the state at `$3`)
-/// with that lane as the address (packed as [`FaultKind::DivergentBarrier`]
-/// says), and the lane exits (it stays live: its warp's other lanes see
-/// the same and exit; lanes that went on apart would pair their warp syncs
-/// with different barriers and could wait for each other for ever). Lanes together, the usual case,
-/// cost a shared load, a compare and a branch. The branch stays inside the
-/// assembly, as in the access checks; the host, not this code, turns the
-/// linear index into x, y and z, because the divisions that takes made
-/// ptxas half again slower on lu's sixty checks.
-fn barrier_check_asm() -> String {
+/// Compares the warp's live lanes (their word at `$0`) with the lanes here
+/// (`%gevo_here`); where they differ, a live lane was not with them: the
+/// fault is recorded ([`record`], site `$2`, the state at `$3`) with that
+/// lane as the address (packed as [`FaultKind::DivergentBarrier`] says),
+/// and the lane exits (it stays live: its warp's other lanes see the same
+/// and exit; lanes that went on apart would pair their warp syncs with
+/// different barriers and could wait for each other for ever). The host,
+/// not this code, turns the linear index into x, y and z, because the
+/// divisions that takes made ptxas half again slower on lu's sixty checks.
+fn apart_check() -> String {
     format!(
         "{{
 {RECORD_REGISTERS}.reg .b32 %gevo_l;
@@ -107,11 +114,11 @@ fn barrier_check_asm() -> String {
 .reg .b64 %gevo_v;
 .reg .pred %gevo_p;
 ld.volatile.shared.u32 %gevo_l, [$0];
-setp.eq.u32 %gevo_p, %gevo_l, $1;
+setp.eq.u32 %gevo_p, %gevo_l, %gevo_here;
 @%gevo_p bra GEVO_CHECKED;
-not.b32 %gevo_x, $1;
+not.b32 %gevo_x, %gevo_here;
 and.b32 %gevo_x, %gevo_l, %gevo_x;
-xor.b32 %gevo_d, %gevo_l, $1;
+xor.b32 %gevo_d, %gevo_l, %gevo_here;
 setp.eq.u32 %gevo_p, %gevo_x, 0;
 selp.b32 %gevo_x, %gevo_d, %gevo_x, %gevo_p;
 brev.b32 %gevo_x, %gevo_x;
@@ -132,31 +139,33 @@ mov.b64 %gevo_v, {{%gevo_t, %gevo_n}};
 {}GEVO_APART:
 exit;
 GEVO_CHECKED:
-}}",
+}}
+",
         record("$3", DIVERGENT_BARRIER, "$2", "%gevo_v", "GEVO_APART")
     )
 }
 
-/// [`barrier_check_asm`] in a function whose checks call
+/// [`apart_check`] in a function whose checks call
 /// (`record::calling_functions`): the runtime's `__gevo_barrier_check`
-/// (the live word `$0`, the lanes together `$1`, site `$2`) records and
-/// exits, called only when the lanes differ. `$3`, the function's address, keeps it in
-/// the module and declared.
-const BARRIER_CHECK_CALL_ASM: &str = "{
+/// (the live word `$0`, the lanes here, site `$2`) records and exits,
+/// called only when the lanes differ. `$3`, the function's address, keeps
+/// it in the module and declared.
+const APART_CHECK_CALL: &str = "{
 .reg .b32 %gevo_l;
 .reg .pred %gevo_p;
 .param .b64 gevo_at;
 .param .b32 gevo_arrived;
 .param .b32 gevo_site;
 ld.volatile.shared.u32 %gevo_l, [$0];
-setp.eq.u32 %gevo_p, %gevo_l, $1;
+setp.eq.u32 %gevo_p, %gevo_l, %gevo_here;
 @%gevo_p bra GEVO_CHECKED;
 st.param.b64 [gevo_at], $0;
-st.param.b32 [gevo_arrived], $1;
+st.param.b32 [gevo_arrived], %gevo_here;
 st.param.b32 [gevo_site], $2;
 call __gevo_barrier_check, (gevo_at, gevo_arrived, gevo_site);
 GEVO_CHECKED:
-}";
+}
+";
 
 /// `FaultKind::DivergentBarrier` as the state holds it.
 const DIVERGENT_BARRIER: &str = "7";
@@ -193,33 +202,32 @@ pub(super) fn unalign_and_check<'c>(
         .as_global_value()
         .as_pointer_value()
         .const_to_int(context.i64_type());
+    let table = runtime_global(module, TABLE_SYMBOL)?.const_to_int(context.i64_type());
+    // The live word, the table, the site, and the state it records in or
+    // the runtime function it calls.
     let check_type = context.void_type().fn_type(
         &[
             context.i64_type().into(),
-            context.i32_type().into(),
+            context.i64_type().into(),
             context.i32_type().into(),
             context.i64_type().into(),
         ],
         false,
     );
+    let constraints = "l,l,r,l,~{memory}";
     let written = side_effect_asm(
         context,
         check_type,
-        &barrier_check_asm(),
-        "l,r,r,l,~{memory}",
+        &converge_and_check_asm(&apart_check()),
+        constraints,
     );
+    let calling = |function| calling.contains(&function);
     let call_check = side_effect_asm(
         context,
         check_type,
-        BARRIER_CHECK_CALL_ASM,
-        "l,r,r,l,~{memory}",
+        &converge_and_check_asm(APART_CHECK_CALL),
+        constraints,
     );
-    let converge_type = context.i32_type().fn_type(
-        &[context.i64_type().into(), context.i64_type().into()],
-        false,
-    );
-    let table = runtime_global(module, TABLE_SYMBOL)?.const_to_int(context.i64_type());
-    let converge = side_effect_asm(context, converge_type, CONVERGE_ASM, "=r,l,l,~{memory}");
     let convergent = context.create_enum_attribute(
         inkwell::attributes::Attribute::get_named_enum_kind_id("convergent"),
         0,
@@ -232,57 +240,26 @@ pub(super) fn unalign_and_check<'c>(
             .iter()
             .find(|b| b.call == call.as_value_ref())
             .filter(|_| checked);
-        // A checked barrier's check and its arguments: the warp's live word,
-        // the lanes that arrived together, the site, and the state it
-        // records in or the runtime function it calls.
-        let args: Option<(PointerValue<'c>, [BasicMetadataValueEnum; 4])> = match barrier {
-            Some(b) => {
-                let word = builder
-                    .build_ptr_to_int(live_of(&lives, b.function), context.i64_type(), "gevo.live")
-                    .map_err(build_error)?;
-                let together = builder
-                    .build_indirect_call(
-                        converge_type,
-                        converge,
-                        &[word.into(), table.into()],
-                        "gevo.arrived",
-                    )
-                    .map_err(build_error)?;
-                together.add_attribute(AttributeLoc::Function, convergent);
-                let arrived = together
-                    .try_as_basic_value()
-                    .basic()
-                    .ok_or_else(|| guard_error("the warp sync answers nothing".into()))?;
-                let site = context.i32_type().const_int(b.site as u64, false);
-                let (check, operand) = match calling.contains(&b.function) {
-                    true => (call_check, checker),
-                    false => (written, state),
-                };
-                Some((
-                    check,
-                    [word.into(), arrived.into(), site.into(), operand.into()],
-                ))
-            }
-            None => None,
-        };
-        let check_here =
-            |builder: &Builder<'c>,
-             (check, args): &(PointerValue<'c>, [BasicMetadataValueEnum<'c>; 4])| {
-                builder
-                    .build_indirect_call(check_type, *check, args, "")
-                    .map(|c| c.add_attribute(AttributeLoc::Function, convergent))
-                    .map_err(build_error)
+        // Before the barrier: lanes that would reach it apart end here.
+        if let Some(b) = barrier {
+            let word = builder
+                .build_ptr_to_int(live_of(&lives, b.function), context.i64_type(), "gevo.live")
+                .map_err(build_error)?;
+            let site = context.i32_type().const_int(b.site as u64, false);
+            let (check, operand) = match calling(b.function) {
+                true => (call_check, checker),
+                false => (written, state),
             };
-        if let Some(args) = &args {
-            // Before the barrier: lanes that went on apart end here.
-            check_here(&builder, args)?;
+            let args: [BasicMetadataValueEnum; 4] =
+                [word.into(), table.into(), site.into(), operand.into()];
+            builder
+                .build_indirect_call(check_type, check, &args, "")
+                .map_err(build_error)?
+                .add_attribute(AttributeLoc::Function, convergent);
         }
         builder
             .build_call(unaligned, &[id.into()], "")
             .map_err(build_error)?;
-        if let Some(args) = &args {
-            check_here(&builder, args)?;
-        }
         call.erase_from_basic_block();
     }
     Ok(())

@@ -1,7 +1,8 @@
 //! Trip budgets: every loop header of the chosen kernels counts its trips
-//! in a register and calls the runtime's `__gevo_trip` only past the test's
-//! trip budget or on every 64th trip (`guard_runtime.ll` says what it does
-//! then).
+//! in a register and, only past the test's trip budget or on every 64th
+//! trip, runs [`trip_asm`]: written out in assembly, not a call of the
+//! runtime, since a call site, even one rarely taken, makes ptxas keep
+//! registers live across it in the loop (ir/guard/record.rs).
 //!
 //! The count lives in a new block placed before the header: the header's
 //! phis move into it, every edge into the header goes to it instead, and it
@@ -14,7 +15,8 @@
 use super::super::error::IrError;
 use super::super::llvm;
 use super::plan::Loops;
-use super::{build_error, runtime_function, runtime_global};
+use super::record::{record, RECORD_REGISTERS};
+use super::{build_error, runtime_global, side_effect_asm, STATE_SYMBOL, TABLE_SYMBOL};
 use inkwell::builder::Builder;
 use inkwell::context::Context;
 use inkwell::module::Module;
@@ -24,15 +26,84 @@ use inkwell::IntPredicate;
 /// trips it records): a power of two, as the runtime's `and 63` assumes.
 const TICK: u64 = 64;
 
+/// The slow path of a loop header's count (`$0` the trips so far this
+/// entry, `$1` the site, `$2` the table, `$3` the state). Past the trip
+/// budget (table word 0; 0 is none) the thread records the trips (kind 4)
+/// and exits. Otherwise it raises the most trips seen (state word 5, the
+/// calibration run's answer) and, every 64th trip, reads the clock: the
+/// run's first reading is kept in state word 6, and a thread later than
+/// the time budget (table word 127; 0 is none) after it records (kind 6)
+/// and exits. Signed: another SM's first reading may be a little ahead of
+/// this one's clock.
+fn trip_asm() -> String {
+    format!(
+        "{{
+{RECORD_REGISTERS}.reg .b64 %gevo_k;
+.reg .b64 %gevo_s;
+.reg .b64 %gevo_t;
+.reg .pred %gevo_g;
+ld.const.u64 %gevo_k, [$2];
+setp.ne.u64 %gevo_g, %gevo_k, 0;
+@!%gevo_g bra GEVO_MOST;
+setp.gt.u64 %gevo_g, $0, %gevo_k;
+@%gevo_g bra GEVO_OVER;
+GEVO_MOST:
+ld.volatile.global.u64 %gevo_s, [$3+40];
+setp.gt.u64 %gevo_g, $0, %gevo_s;
+@%gevo_g atom.global.max.u64 %gevo_s, [$3+40], $0;
+and.b64 %gevo_s, $0, {tick_mask};
+setp.ne.u64 %gevo_g, %gevo_s, 0;
+@%gevo_g bra GEVO_ON;
+ld.const.u64 %gevo_k, [$2+1016];
+setp.eq.u64 %gevo_g, %gevo_k, 0;
+@%gevo_g bra GEVO_ON;
+mov.u64 %gevo_t, %globaltimer;
+ld.volatile.global.u64 %gevo_s, [$3+48];
+setp.ne.u64 %gevo_g, %gevo_s, 0;
+@%gevo_g bra GEVO_SINCE;
+atom.global.cas.b64 %gevo_s, [$3+48], 0, %gevo_t;
+setp.eq.u64 %gevo_g, %gevo_s, 0;
+selp.b64 %gevo_s, %gevo_t, %gevo_s, %gevo_g;
+GEVO_SINCE:
+sub.s64 %gevo_t, %gevo_t, %gevo_s;
+setp.le.s64 %gevo_g, %gevo_t, %gevo_k;
+@%gevo_g bra GEVO_ON;
+{late}GEVO_OVER:
+{over}GEVO_STOP:
+exit;
+GEVO_ON:
+}}",
+        tick_mask = TICK - 1,
+        late = record("$3", TIME_BUDGET, "$1", "$0", "GEVO_STOP"),
+        over = record("$3", TRIP_BUDGET, "$1", "$0", "GEVO_STOP"),
+    )
+}
+
+/// `FaultKind::TripBudget` and `FaultKind::TimeBudget` as the state holds
+/// them.
+const TRIP_BUDGET: &str = "4";
+const TIME_BUDGET: &str = "6";
+
 pub(super) fn count_trips<'c>(
     context: &'c Context,
     module: &Module<'c>,
     builder: &Builder<'c>,
     all: &[Loops],
 ) -> Result<(), IrError> {
-    let trip = runtime_function(module, "__gevo_trip")?;
-    let table = runtime_global(module, super::TABLE_SYMBOL)?;
+    let table = runtime_global(module, TABLE_SYMBOL)?;
     let i64_type = context.i64_type();
+    let trip_type = context.void_type().fn_type(
+        &[
+            i64_type.into(),
+            context.i32_type().into(),
+            i64_type.into(),
+            i64_type.into(),
+        ],
+        false,
+    );
+    let trip = side_effect_asm(context, trip_type, &trip_asm(), "l,r,l,l,~{memory}");
+    let table_address = table.const_to_int(i64_type);
+    let state = runtime_global(module, STATE_SYMBOL)?.const_to_int(i64_type);
     for loops in all {
         for one in &loops.loops {
             let header = llvm::block_value(one.header);
@@ -117,7 +188,17 @@ pub(super) fn count_trips<'c>(
             builder.position_at_end(slow);
             let site = context.i32_type().const_int(one.site as u64, false);
             builder
-                .build_call(trip, &[now.into(), site.into()], "")
+                .build_indirect_call(
+                    trip_type,
+                    trip,
+                    &[
+                        now.into(),
+                        site.into(),
+                        table_address.into(),
+                        state.into(),
+                    ],
+                    "",
+                )
                 .map_err(build_error)?;
             builder
                 .build_unconditional_branch(header)

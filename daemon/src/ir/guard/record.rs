@@ -17,8 +17,10 @@
 use super::super::llvm;
 use super::plan::Plan;
 
-/// The most check sites (guarded accesses, and two per checked barrier) a
-/// kernel may have and still write its records out.
+/// The most check sites a kernel may have and still write its records out:
+/// guarded accesses, and two per checked barrier, whose poll and check are
+/// twice an access's text (the weight the threshold was measured with,
+/// when a barrier had a check before and after it).
 pub(super) const MOST_WRITTEN_OUT: usize = 48;
 
 /// The function that holds the planned instruction `inst`.
