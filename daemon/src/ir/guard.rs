@@ -37,6 +37,7 @@ mod inline_check;
 mod loops;
 mod plan;
 mod record;
+mod uniform;
 
 use inline_check::InlineChecks;
 use plan::{plan, Plan};

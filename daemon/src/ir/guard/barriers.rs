@@ -239,7 +239,7 @@ pub(super) fn unalign_and_check<'c>(
             .barriers
             .iter()
             .find(|b| b.call == call.as_value_ref())
-            .filter(|_| checked);
+            .filter(|b| checked && b.checked());
         // Before the barrier: lanes that would reach it apart end here.
         if let Some(b) = barrier {
             let word = builder
@@ -274,7 +274,12 @@ fn live_lanes<'c>(
 ) -> Result<Vec<(llvm::Value, PointerValue<'c>)>, IrError> {
     let init = runtime_function(module, "__gevo_live_init")?;
     let exit = runtime_function(module, "__gevo_live_exit")?;
-    let mut kernels: Vec<llvm::Value> = plan.barriers.iter().map(|b| b.function).collect();
+    let mut kernels: Vec<llvm::Value> = plan
+        .barriers
+        .iter()
+        .filter(|b| b.checked())
+        .map(|b| b.function)
+        .collect();
     kernels.dedup();
     let mut lives = Vec::new();
     for kernel in kernels {

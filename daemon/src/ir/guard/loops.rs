@@ -191,12 +191,7 @@ pub(super) fn count_trips<'c>(
                 .build_indirect_call(
                     trip_type,
                     trip,
-                    &[
-                        now.into(),
-                        site.into(),
-                        table_address.into(),
-                        state.into(),
-                    ],
+                    &[now.into(), site.into(), table_address.into(), state.into()],
                     "",
                 )
                 .map_err(build_error)?;

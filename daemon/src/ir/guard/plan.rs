@@ -78,11 +78,19 @@ pub(super) struct Loops {
 }
 
 /// A `__syncthreads()` of a chosen kernel, checked for lanes that reach it
-/// apart (`barriers.rs`).
+/// apart (`barriers.rs`) unless every lane of a warp is proven to reach it
+/// together (`uniform.rs`).
 pub(super) struct Barrier {
     pub(super) site: u32,
     pub(super) call: llvm::Value,
     pub(super) function: llvm::Value,
+    pub(super) together: bool,
+}
+
+impl Barrier {
+    pub(super) fn checked(&self) -> bool {
+        !self.together
+    }
 }
 
 pub(super) struct Plan {
@@ -225,6 +233,7 @@ pub(super) fn plan(
                         site: id,
                         call: inst,
                         function,
+                        together: false,
                     });
                     plan.sites.push(site_of(
                         id,
@@ -235,6 +244,16 @@ pub(super) fn plan(
                     ));
                 }
             }
+        }
+        let calls: Vec<llvm::Value> = plan
+            .barriers
+            .iter()
+            .filter(|b| b.function == function)
+            .map(|b| b.call)
+            .collect();
+        let together = super::uniform::reached_together(function, &calls);
+        for barrier in plan.barriers.iter_mut().filter(|b| b.function == function) {
+            barrier.together = together.contains(&barrier.call);
         }
         let mut loops = Loops {
             function,

@@ -33,7 +33,11 @@ pub(super) fn function_of(inst: llvm::Value) -> llvm::Value {
 pub(super) fn calling_functions(plan: &Plan) -> Vec<llvm::Value> {
     let mut sites: Vec<(llvm::Value, usize)> = Vec::new();
     let accesses = plan.accesses.iter().map(|a| (function_of(a.inst), 1));
-    let barriers = plan.barriers.iter().map(|b| (b.function, 2));
+    let barriers = plan
+        .barriers
+        .iter()
+        .filter(|b| b.checked())
+        .map(|b| (b.function, 2));
     for (kernel, count) in accesses.chain(barriers) {
         match sites.iter_mut().find(|(k, _)| *k == kernel) {
             Some((_, n)) => *n += count,
