@@ -115,6 +115,23 @@ impl GuardedKernel {
             .flatten()
             .flat_map(|b| [b.ptr, b.ptr + b.len as u64])
             .collect();
+        // The guarded build tests no alignment where an access is proven
+        // aligned from a parameter (ir/guard/aligned.rs): that holds only
+        // for buffers that begin on this boundary, as the driver's do.
+        if let Some(b) = test
+            .work
+            .iter()
+            .flatten()
+            .find(|b| b.ptr % guard::BUFFER_ALIGNMENT != 0)
+        {
+            return Err(CudaError::InvalidPtx {
+                log: format!(
+                    "a test buffer at {:#x} is not aligned to {} bytes, as a guarded build assumes",
+                    b.ptr,
+                    guard::BUFFER_ALIGNMENT
+                ),
+            });
+        }
         let count = ranges.len() / 2;
         if count > guard::MAX_RANGES {
             return Err(CudaError::InvalidPtx {

@@ -32,6 +32,8 @@ use inkwell::values::{
 use inkwell::{AddressSpace, IntPredicate};
 use serde::{Deserialize, Serialize};
 
+mod aligned;
+pub use aligned::BUFFER_ALIGNMENT;
 mod barriers;
 mod inline_check;
 mod loops;

@@ -5,6 +5,7 @@
 
 use super::super::live::LiveFunction;
 use super::super::llvm;
+use super::aligned::{offset_aligned, BUFFER_ALIGNMENT};
 use super::{is_runtime, GuardSite, SiteKind, SCRATCH_BYTES, SHARED_SCRATCH_BYTES};
 use inkwell::module::Module;
 use inkwell::values::AsValueRef;
@@ -50,6 +51,8 @@ pub(super) struct Access {
     /// What every pointer this access may use is computed from, when the
     /// inline check can use its range (`inline_check.rs`).
     pub(super) base: Option<Base>,
+    /// Proven aligned from its root (`aligned.rs`): only its range is tested.
+    pub(super) aligned: bool,
 }
 
 /// The one root an access's pointer is computed from (through GEPs, casts,
@@ -118,14 +121,20 @@ pub(super) fn plan(
 ) -> Plan {
     let layout = llvm::DataLayout::of(module.as_mut_ptr());
     let kernels = llvm::kernel_functions(module.as_mut_ptr());
-    let variables: Vec<(llvm::Value, u64)> = llvm::globals(module.as_mut_ptr())
+    let variables: Vec<(llvm::Value, u64, u64)> = llvm::globals(module.as_mut_ptr())
         .into_iter()
         .filter(|g| {
             g.initializer.is_some()
                 && matches!(g.address_space, 1 | 3)
                 && !is_runtime(&llvm::value_name(g.value))
         })
-        .map(|g| (g.value, layout.alloc_size(g.value_type)))
+        .map(|g| {
+            (
+                g.value,
+                layout.alloc_size(g.value_type),
+                u64::from(g.alignment),
+            )
+        })
         .collect();
     let mut plan = Plan {
         sites: Vec::new(),
@@ -190,10 +199,27 @@ pub(super) fn plan(
                     }
                     None if access.length.is_none() => variables
                         .iter()
-                        .find(|(g, _)| *g == r)
-                        .map(|&(global, bytes)| Base::Variable { global, bytes }),
+                        .find(|(g, _, _)| *g == r)
+                        .map(|&(global, bytes, _)| Base::Variable { global, bytes }),
                     _ => None,
                 });
+                let root_alignment = match access.base {
+                    Some(Base::KernelParameter { .. }) => BUFFER_ALIGNMENT,
+                    Some(Base::Variable { global, .. }) => variables
+                        .iter()
+                        .find(|(g, _, _)| *g == global)
+                        .map_or(1, |&(_, _, align)| align),
+                    None => 1,
+                };
+                access.aligned = match root {
+                    Some(r) if root_alignment >= access.align => offset_aligned(
+                        llvm::operand(inst, access.pointers[0]),
+                        r,
+                        access.align,
+                        layout,
+                    ),
+                    _ => false,
+                };
                 plan.sites.push(site);
                 plan.accesses.push(access);
             }
@@ -286,7 +312,7 @@ pub(super) fn plan(
 /// The one value `pointer` is computed from through GEPs, casts, phis and
 /// selects, when every path leads to the same one; none when some path
 /// goes through anything else (a load, an integer cast) or two roots meet.
-fn root_of(pointer: llvm::Value) -> Option<llvm::Value> {
+pub(super) fn root_of(pointer: llvm::Value) -> Option<llvm::Value> {
     use llvm_sys::LLVMOpcode::*;
     let mut root = None;
     let mut seen = Vec::new();
@@ -392,6 +418,7 @@ fn access_of(inst: llvm::Value, layout: llvm::DataLayout) -> Found {
         align,
         length: None,
         base: None,
+        aligned: false,
     })
 }
 
@@ -419,5 +446,6 @@ fn memory_intrinsic(call: llvm::Value) -> Option<Access> {
         align: 1,
         length: Some(2),
         base: None,
+        aligned: false,
     })
 }
