@@ -175,7 +175,8 @@ fn every_memory_access_and_loop_of_every_fixture_is_guarded() {
             // parameter's range found once at the entry.
             assert_eq!(inline, accesses, "{name}");
             assert_eq!(
-                text.matches("call { i64, i64 } @__gevo_range_of(").count(),
+                text.matches("call { i64, i64, i64 } @__gevo_range_of(")
+                    .count(),
                 3
             );
         }
@@ -193,7 +194,7 @@ fn every_memory_access_and_loop_of_every_fixture_is_guarded() {
         assert!(!text.contains("@__gevo_trip"), "{name}");
         assert_eq!(
             text.lines()
-                .filter(|l| l.trim().starts_with("%gevo.trips") && l.contains(" = phi i64 "))
+                .filter(|l| l.trim().starts_with("%gevo.trips") && l.contains(" = phi i32 "))
                 .count(),
             loops,
             "{name}: each header counts in a register"
@@ -474,7 +475,7 @@ fn each_loop_header_counts_from_zero_on_entry_and_on_from_every_latch() {
     let counts: Vec<&str> = text
         .lines()
         .map(str::trim)
-        .filter(|l| l.starts_with("%gevo.trips") && l.contains(" = phi i64 "))
+        .filter(|l| l.starts_with("%gevo.trips") && l.contains(" = phi i32 "))
         .collect();
     assert_eq!(counts.len(), 2, "{text}");
     // spin: from entry and from itself; walk: from spin, odd and even.
@@ -706,5 +707,30 @@ fn only_barriers_not_proven_together_are_checked() {
             );
         }
         println!("{planted}: {checks} barrier checked");
+    }
+}
+
+/// Every fixture original's writes to global memory are checked inline,
+/// where a write into a read-only range (a kept input) is refused: so its
+/// guarded runs need no kept input restored before them (docs/evolve.md,
+/// "Inputs the guarded run cannot write"). Each write's limit is the one
+/// the table's read-only bit may zero; no read's is.
+#[test]
+fn every_fixtures_writes_refuse_read_only_inputs() {
+    let options = common::codegen_options();
+    for (name, ir) in fixtures() {
+        let guarded = ir.compile_guarded(&ir.empty_patch(), &options).unwrap();
+        assert!(
+            guarded.protects_inputs,
+            "{name}: a write is not checked inline"
+        );
+        let (text, sites) = ir.guarded_ir(&ir.empty_patch(), &options).unwrap();
+        let writes = sites
+            .iter()
+            .filter(|s| matches!(s.kind, SiteKind::Store | SiteKind::Atomic))
+            .count();
+        if writes > 0 && text.contains("@__gevo_range_of(") {
+            assert!(text.contains("%gevo.wlimit"), "{name}: {text}");
+        }
     }
 }

@@ -27,6 +27,8 @@ pub(super) enum CheckedBuild<'k, 'a> {
 pub(super) struct Guarded<'a> {
     pub kernel: GuardedKernel,
     pub sites: &'a [GuardSite],
+    /// Its runs leave the kept inputs as they were (`GuardedBuild::protects_inputs`).
+    pub protects_inputs: bool,
 }
 
 impl Measurer {
@@ -46,7 +48,10 @@ impl Measurer {
             CheckedBuild::Guarded(g) => g
                 .kernel
                 .arm(test, test.budget)
-                .and_then(|()| self.check_outputs(&g.kernel.kernel, test, self.guarded_limit(test)))
+                .and_then(|()| {
+                    let limit = self.guarded_limit(test);
+                    self.check_outputs(&g.kernel.kernel, g.protects_inputs, test, limit)
+                })
                 .and_then(|outputs| {
                     let state = g.kernel.state()?;
                     Ok((
@@ -55,7 +60,7 @@ impl Measurer {
                     ))
                 }),
             CheckedBuild::Ordinary(kernel) => self
-                .check_outputs(kernel, test, self.limit(test))
+                .check_outputs(kernel, false, test, self.limit(test))
                 .map(|o| (None, o)),
         };
         out.spent.check_s += started.elapsed().as_secs_f64();
@@ -97,16 +102,19 @@ impl Measurer {
 
     /// The outputs' verdict after one run of `kernel` on `test`: compared
     /// on the device where the comparison kernels loaded, else on the host.
+    /// `protected`: the kernel cannot write the kept inputs (a guarded build
+    /// that protects them), which then need no restore or comparison.
     pub(super) fn check_outputs(
         &self,
         kernel: &Kernel,
+        protected: bool,
         test: &StagedTest,
         limit: Duration,
     ) -> Result<(Option<Failure>, f64), CudaError> {
         match &self.comparison {
-            Some(comparison) => self.checked_on_device(comparison, kernel, test, limit),
+            Some(comparison) => self.checked_on_device(comparison, kernel, protected, test, limit),
             None => self
-                .checked_run(kernel, test, limit)
+                .checked_run(kernel, protected, test, limit)
                 .map(|o| compare_outputs(&self.spec, &test.instance, &test.reference, &o)),
         }
     }
@@ -133,10 +141,11 @@ impl Measurer {
         &self,
         comparison: &DeviceComparison,
         kernel: &Kernel,
+        protected: bool,
         test: &StagedTest,
         limit: Duration,
     ) -> Result<(Option<Failure>, f64), CudaError> {
-        let binding = test.run_once(kernel, &self.pacer, &self.events[0], limit)?;
+        let binding = test.run_once(kernel, protected, &self.pacer, &self.events[0], limit)?;
         let mut compared = Vec::with_capacity(self.outputs.len());
         let mut pairs = Vec::with_capacity(self.outputs.len());
         for &i in &self.outputs {
@@ -155,7 +164,7 @@ impl Measurer {
         }
         let comparisons = comparison.compare(&self.spec.acceptance, &pairs)?;
         let (failure, error) = outputs_verdict(&self.spec, compared.into_iter().zip(comparisons));
-        if failure.is_some() {
+        if failure.is_some() || protected && test.protect_kept.get() {
             return Ok((failure, error));
         }
         Ok((self.written_input(comparison, test, &binding)?, error))
@@ -168,10 +177,11 @@ impl Measurer {
     pub(super) fn checked_run(
         &self,
         kernel: &Kernel,
+        protected: bool,
         test: &StagedTest,
         limit: Duration,
     ) -> Result<Vec<Vec<u8>>, CudaError> {
-        let binding = test.run_once(kernel, &self.pacer, &self.events[0], limit)?;
+        let binding = test.run_once(kernel, protected, &self.pacer, &self.events[0], limit)?;
         let mut outputs = Vec::with_capacity(test.work.len());
         for (i, _) in test.work.iter().enumerate() {
             outputs.push(match &test.work[binding[i]] {

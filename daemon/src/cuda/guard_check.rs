@@ -143,7 +143,7 @@ pub fn check(
 
 /// One run with the inputs restored; every argument's final bytes.
 fn run(kernel: &Kernel, test: &StagedTest) -> Result<Vec<Vec<u8>>, CudaError> {
-    let binding = test.run_once(kernel, &Pacer::new()?, &Event::new()?, LIMIT)?;
+    let binding = test.run_once(kernel, false, &Pacer::new()?, &Event::new()?, LIMIT)?;
     let mut out = Vec::with_capacity(binding.len());
     for &slot in &binding {
         out.push(match &test.work[slot] {

@@ -16,7 +16,7 @@ use super::load::Loader;
 use super::staged::StagedTest;
 use super::toolkit::Cubin;
 use super::CudaError;
-use crate::ir::guard::{self, FaultKind, GuardSite};
+use crate::ir::guard::{self, FaultKind, GuardSite, SiteKind};
 use crate::sim::{BufferName, Context, Fault, Verdict};
 use crate::spec::{ArgValue, LaunchParam};
 use serde::{Deserialize, Serialize};
@@ -68,6 +68,11 @@ pub struct GuardedBuild {
     pub cubin: Option<Cubin>,
     /// The fault record's sites.
     pub sites: Vec<GuardSite>,
+    /// Every write to global memory refuses the table's read-only ranges
+    /// (`ir::Guarded::protects_inputs`): its run needs no kept input
+    /// restored before it, nor compared after it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub protects_inputs: bool,
 }
 
 /// A guarded build loaded, with its state and table on the device.
@@ -145,6 +150,16 @@ impl GuardedKernel {
         table[0] = budget.trips;
         table[1] = count as u64;
         table[2..2 + ranges.len()].copy_from_slice(&ranges);
+        // The kept inputs' ranges, by their place among the ranges.
+        let protect = test.protect_kept.get();
+        table[guard::TABLE_READ_ONLY] = test
+            .work
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.is_some())
+            .enumerate()
+            .filter(|(_, (slot, _))| protect && test.kept_inputs.contains(slot))
+            .fold(0, |bits, (k, _)| bits | 1 << k);
         table[guard::TABLE_TIME_BUDGET] = budget.time.as_nanos().min(u64::MAX as u128) as u64;
         self.table.write(&table)?;
         self.state.write(&[0; guard::STATE_WORDS])
@@ -188,21 +203,33 @@ impl GuardState {
             source: site.and_then(|s| s.source.clone()),
             ..Context::default()
         };
-        let fault = match kind {
+        let written = self.written_input(sites, test, kernels);
+        let fault = match (kind, written) {
+            (_, Some((slot, offset))) => {
+                context.buffer = buffer_name(test, slot);
+                Fault::InputWritten {
+                    buffer: slot,
+                    offset,
+                    bytes,
+                }
+            }
             // A budget names a loop, not a buffer (`address` holds trips).
-            FaultKind::TripBudget => Fault::TripBudget {
+            (FaultKind::TripBudget, None) => Fault::TripBudget {
                 budget: budget.trips,
             },
-            FaultKind::TimeBudget => Fault::TimeBudget {
+            (FaultKind::TimeBudget, None) => Fault::TimeBudget {
                 budget_us: budget.time.as_micros() as u64,
             },
-            FaultKind::DivergentBarrier => Fault::WarpDivergentBarrier {
+            (FaultKind::DivergentBarrier, None) => Fault::WarpDivergentBarrier {
                 other_thread: unpack_lane(address),
             },
-            FaultKind::GlobalOutOfBounds
-            | FaultKind::SharedOutOfBounds
-            | FaultKind::GlobalMisaligned
-            | FaultKind::SharedMisaligned => {
+            (
+                FaultKind::GlobalOutOfBounds
+                | FaultKind::SharedOutOfBounds
+                | FaultKind::GlobalMisaligned
+                | FaultKind::SharedMisaligned,
+                None,
+            ) => {
                 let shared = matches!(
                     kind,
                     FaultKind::SharedOutOfBounds | FaultKind::SharedMisaligned
@@ -253,6 +280,46 @@ impl GuardState {
             thread: unpack_thread(thread),
             context: Box::new(context),
         })
+    }
+}
+
+impl GuardState {
+    /// The kept input (slot) and byte offset a refused write was aimed at:
+    /// a write inside its own argument's buffer that is out of bounds only
+    /// because the table makes the kept inputs read-only (`arm`). None for
+    /// any other record.
+    pub fn written_input(
+        &self,
+        sites: &[GuardSite],
+        test: &StagedTest,
+        kernels: &[String],
+    ) -> Option<(usize, u64)> {
+        if self.fault()? != FaultKind::GlobalOutOfBounds || !test.protect_kept.get() {
+            return None;
+        }
+        let words = &self.0;
+        let site = sites
+            .iter()
+            .find(|s| u64::from(s.id) == words[guard::STATE_SITE])
+            .filter(|s| matches!(s.kind, SiteKind::Store | SiteKind::Atomic))?;
+        let (slot, offset) = argument_buffer(test, site, kernels, words[guard::STATE_ADDRESS])?;
+        let len = test.work.get(slot)?.as_ref()?.len as u64;
+        (test.kept_inputs.contains(&slot) && offset + u64::from(site.bytes) <= len)
+            .then_some((slot, offset))
+    }
+
+    /// Whether the record is an access refused inside a kept input's
+    /// buffer while the kept inputs are read-only: the original's guarded
+    /// run, whose sites the calibration does not have, wrote one.
+    pub fn refused_in_kept_input(&self, test: &StagedTest) -> bool {
+        let address = self.0[guard::STATE_ADDRESS];
+        self.fault() == Some(FaultKind::GlobalOutOfBounds)
+            && test.protect_kept.get()
+            && test.kept_inputs.iter().any(|&slot| {
+                test.work[slot]
+                    .as_ref()
+                    .is_some_and(|b| (b.ptr..b.ptr + b.len as u64).contains(&address))
+            })
     }
 }
 

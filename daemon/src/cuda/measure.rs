@@ -298,7 +298,7 @@ impl Measurer {
                 source,
             };
             test.reference = m
-                .checked_run(&m.original, &test, ORIGINAL_LIMIT)
+                .checked_run(&m.original, false, &test, ORIGINAL_LIMIT)
                 .map_err(failed)?;
             if let Some(comparison) = &m.comparison {
                 test.keep_reference(&m.outputs)?;
@@ -337,13 +337,23 @@ impl Measurer {
             let mut budgets = Vec::with_capacity(self.tests.len());
             for test in &self.tests {
                 let failed = |e: CudaError| format!("{}: {e}", test.name);
-                guarded.arm(test, Budget::NONE).map_err(failed)?;
-                let started = Instant::now();
-                let (failure, _) = self
-                    .check_outputs(&guarded.kernel, test, ORIGINAL_LIMIT)
-                    .map_err(failed)?;
-                let took = started.elapsed();
-                let state = guarded.state().map_err(failed)?;
+                let run = || -> Result<_, String> {
+                    guarded.arm(test, Budget::NONE).map_err(failed)?;
+                    let started = Instant::now();
+                    let (failure, _) = self
+                        .check_outputs(&guarded.kernel, false, test, ORIGINAL_LIMIT)
+                        .map_err(failed)?;
+                    let took = started.elapsed();
+                    Ok((failure, took, guarded.state().map_err(failed)?))
+                };
+                let (mut failure, mut took, mut state) = run()?;
+                if state.refused_in_kept_input(test) {
+                    // The original writes a kept input (the bytes it
+                    // held): variants' guarded runs leave it writable,
+                    // restored and compared as before.
+                    test.protect_kept.set(false);
+                    (failure, took, state) = run()?;
+                }
                 if let Some(fault) = state.fault() {
                     return Err(format!(
                         "{}: the original's guarded run records {fault:?}",
@@ -481,6 +491,7 @@ impl Measurer {
                     Ok(kernel) => Some(Guarded {
                         kernel,
                         sites: &build.sites,
+                        protects_inputs: build.protects_inputs,
                     }),
                     Err(e) if e.poisons_context() => {
                         out.fatal = true;

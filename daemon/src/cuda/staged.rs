@@ -8,6 +8,7 @@ use super::pace::Pacer;
 use super::CudaError;
 use crate::spec::scalar_bits;
 use crate::spec::{ArgValue, Instance, LaunchInstance, LaunchParam, Role};
+use std::cell::Cell;
 use std::time::Duration;
 
 /// Poison for output buffers before each run: NaN for floats, -1 for
@@ -33,8 +34,17 @@ pub(super) struct StagedTest {
     /// guards are calibrated).
     pub budget: Budget,
     /// The `in` arguments the original leaves as uploaded: a variant must
-    /// too (checked on the device with the outputs).
+    /// too (checked on the device with the outputs, or refused by a
+    /// guarded run that protects them).
     pub kept_inputs: Vec<usize>,
+    /// Whether a guarded run refuses writes into the kept inputs (their
+    /// ranges read-only in its table): unless the original's own guarded
+    /// run writes one (the same bytes back, say), found at calibration.
+    pub protect_kept: Cell<bool>,
+    /// Whether the kept inputs' buffers hold their uploaded bytes: set by
+    /// a restore that a protecting guarded run follows, cleared by any
+    /// other ([`StagedTest::restore_for`]).
+    kept_pristine: Cell<bool>,
 }
 
 impl StagedTest {
@@ -71,6 +81,8 @@ impl StagedTest {
             original_ns: f64::NAN,
             budget: Budget::NONE,
             kept_inputs: Vec::new(),
+            protect_kept: Cell::new(true),
+            kept_pristine: Cell::new(false),
         })
     }
 
@@ -96,30 +108,46 @@ impl StagedTest {
         self.pristine.get(i)?.as_ref()
     }
 
-    /// Inputs back to their uploaded contents, outputs poisoned.
+    /// Inputs back to their uploaded contents, outputs poisoned, before a
+    /// run that may write anything.
     pub fn restore(&self) -> Result<(), CudaError> {
-        for (work, pristine) in self.work.iter().zip(&self.pristine) {
+        self.restore_for(false)
+    }
+
+    /// Inputs back to their uploaded contents, outputs poisoned, before a
+    /// run; before a run that cannot write the kept inputs (`protected`:
+    /// a guarded build whose writes refuse them), kept inputs that no run
+    /// has written since their last copy are left as they are (a
+    /// reduction's input is most of what a check would copy).
+    pub fn restore_for(&self, protected: bool) -> Result<(), CudaError> {
+        let protected = protected && self.protect_kept.get();
+        let skip_kept = protected && self.kept_pristine.get();
+        for (slot, (work, pristine)) in self.work.iter().zip(&self.pristine).enumerate() {
             match (work, pristine) {
+                (Some(_), Some(_)) if skip_kept && self.kept_inputs.contains(&slot) => {}
                 (Some(w), Some(p)) => w.copy_from(p)?,
                 (Some(w), None) => w.fill(POISON)?,
                 _ => {}
             }
         }
+        self.kept_pristine.set(protected);
         Ok(())
     }
 
-    /// One run within `limit`: inputs restored and outputs poisoned, the
-    /// launches queued (paced), `done` recorded after them and waited for;
-    /// returns which buffer each argument ends on.
+    /// One run within `limit`: inputs restored (as [`Self::restore_for`]
+    /// says with `protected`) and outputs poisoned, the launches queued
+    /// (paced), `done` recorded after them and waited for; returns which
+    /// buffer each argument ends on.
     pub fn run_once(
         &self,
         kernel: &Kernel,
+        protected: bool,
         pacer: &Pacer,
         done: &Event,
         limit: Duration,
     ) -> Result<Vec<usize>, CudaError> {
         pacer.begin(limit);
-        self.restore()?;
+        self.restore_for(protected)?;
         let binding = self.launch_all(kernel, pacer)?;
         done.record()?;
         pacer.wait(done)?;

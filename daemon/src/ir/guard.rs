@@ -55,9 +55,11 @@ pub const STATE_BLOCK: usize = 3;
 pub const STATE_ADDRESS: usize = 4;
 pub const STATE_MOST_TRIPS: usize = 5;
 /// Words of `__gevo_guard_table`: the trip budget, the range count, then
-/// begin/end pairs; the last word, the time budget in nanoseconds.
+/// begin/end pairs; next to last, which ranges are read-only (bit `k` for
+/// the `k`th pair); the last word, the time budget in nanoseconds.
 pub const TABLE_WORDS: usize = 128;
 pub const MAX_RANGES: usize = (TABLE_WORDS - 3) / 2;
+pub const TABLE_READ_ONLY: usize = TABLE_WORDS - 2;
 pub const TABLE_TIME_BUDGET: usize = TABLE_WORDS - 1;
 /// The globals the GPU worker reads and fills.
 pub const STATE_SYMBOL: &str = "__gevo_guard_state";
@@ -156,6 +158,11 @@ pub struct Guarded {
     pub sites: Vec<GuardSite>,
     /// Accesses left unguarded (wider than the scratch).
     pub unguarded: usize,
+    /// Every write to global memory is checked inline, where a write into
+    /// a read-only range of the table is refused: so the run leaves the
+    /// kept inputs as they were (docs/evolve.md, "Inputs the guarded run
+    /// cannot write").
+    pub protects_inputs: bool,
 }
 
 impl KernelIr {
@@ -167,7 +174,7 @@ impl KernelIr {
         options: &CodegenOptions,
     ) -> Result<Guarded, IrError> {
         self.with_patched(patch, |context, module, live| {
-            let (sites, unguarded) =
+            let (sites, unguarded, protects_inputs) =
                 guard_module(context, module, live, &self.parts, &options.arch)?;
             let ptx = codegen::emit_ptx_with_features(
                 context,
@@ -180,6 +187,7 @@ impl KernelIr {
                 ptx,
                 sites,
                 unguarded,
+                protects_inputs,
             })
         })
     }
@@ -192,7 +200,7 @@ impl KernelIr {
         options: &CodegenOptions,
     ) -> Result<(String, Vec<GuardSite>), IrError> {
         self.with_patched(patch, |context, module, live| {
-            let (sites, _) = guard_module(context, module, live, &self.parts, &options.arch)?;
+            let (sites, _, _) = guard_module(context, module, live, &self.parts, &options.arch)?;
             Ok((module.print_to_string().to_string(), sites))
         })
     }
@@ -207,7 +215,7 @@ fn guard_module<'c>(
     live: &super::LiveModule<'_>,
     parts: &[super::Part],
     arch: &str,
-) -> Result<(Vec<GuardSite>, usize), IrError> {
+) -> Result<(Vec<GuardSite>, usize, bool), IrError> {
     let plan = plan(module, &live.parts, parts);
     module.strip_debug_info();
     let runtime = context
@@ -224,7 +232,7 @@ fn guard_module<'c>(
     // Which functions' checks call the runtime to record, decided once for
     // the accesses' checks and the barriers' (record.rs).
     let calling = record::calling_functions(&plan);
-    insert_guards(context, module, &plan, &calling)?;
+    let writes_inline = insert_guards(context, module, &plan, &calling)?;
     barriers::unalign_and_check(context, module, &plan, &calling)?;
     define_ownership(context, module)?;
     for f in module.get_functions() {
@@ -242,7 +250,8 @@ fn guard_module<'c>(
     module.verify().map_err(|e| IrError::Verify {
         message: format!("the guarded build: {}", super::one_line(&e.to_string())),
     })?;
-    Ok((plan.sites, plan.too_wide))
+    let protects_inputs = writes_inline && plan.too_wide == 0;
+    Ok((plan.sites, plan.too_wide, protects_inputs))
 }
 
 fn guard_error(message: String) -> IrError {
@@ -346,12 +355,15 @@ fn insert_guards<'c>(
     module: &Module<'c>,
     plan: &Plan,
     calling: &[llvm::Value],
-) -> Result<(), IrError> {
+) -> Result<bool, IrError> {
     let runtime = Runtime::find(module)?;
     let builder = context.create_builder();
     let mut inline = InlineChecks::new(context, module, &builder, plan, calling)?;
     let i64_type = context.i64_type();
     let i32_type = context.i32_type();
+    // Whether every write to global memory is checked inline (only those
+    // refuse a read-only range).
+    let mut writes_inline = true;
     for access in &plan.accesses {
         // Planned before linking: linking the runtime in adds but removes nothing.
         let inst = instruction(access.inst);
@@ -359,6 +371,7 @@ fn insert_guards<'c>(
         if inline.guard(context, module, &builder, access, inst, &runtime)? {
             continue;
         }
+        writes_inline &= !access.writes_global();
         let site = i32_type.const_int(access.site as u64, false);
         let length = match access.length {
             Some(at) => operand(inst, at).into_int_value(),
@@ -421,7 +434,8 @@ fn insert_guards<'c>(
             inst.set_operand(at, guarded);
         }
     }
-    loops::count_trips(context, module, &builder, &plan.loops)
+    loops::count_trips(context, module, &builder, &plan.loops)?;
+    Ok(writes_inline)
 }
 
 fn instruction<'c>(inst: llvm::Value) -> InstructionValue<'c> {

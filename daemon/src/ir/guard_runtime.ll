@@ -23,8 +23,10 @@
 
 ; Filled in by the GPU worker before each guarded run of a test:
 ; [0] trip budget per thread (0: none), [1] range count, then begin/end
-; address pairs of every buffer the test owns (at most 62), and last,
-; [127], the run's time budget in nanoseconds (0: none).
+; address pairs of every buffer the test owns (at most 62), [126] which of
+; them are read-only (bit k for the k-th pair: inputs the original leaves
+; as they were, which an inline-checked write refuses), and last, [127],
+; the run's time budget in nanoseconds (0: none).
 @__gevo_guard_table = addrspace(4) externally_initialized global [128 x i64] zeroinitializer, align 8
 
 ; Where refused accesses go instead (the caller picks the address space).
@@ -206,11 +208,12 @@ global:
 }
 
 ; The range of the test's buffer that holds %a, for a kernel parameter's
-; pointer: found once per thread at the kernel's entry, so that an access
-; through that parameter is checked inline against this one range
+; pointer, and 1 where the table marks it read-only (else 0): found once
+; per thread at the kernel's entry, so that an access through that
+; parameter is checked inline against this one range
 ; (ir/guard/inline_check.rs). No buffer holds %a: the empty range {1, 0},
 ; which no access fits.
-define { i64, i64 } @__gevo_range_of(i64 %a) #0 {
+define { i64, i64, i64 } @__gevo_range_of(i64 %a) #0 {
 entry:
   %count = load i64, ptr addrspace(4) getelementptr inbounds ([128 x i64], ptr addrspace(4) @__gevo_guard_table, i64 0, i64 1), align 8
   br label %loop
@@ -234,12 +237,16 @@ body:
   br i1 %inside, label %found, label %loop
 
 found:
-  %r0 = insertvalue { i64, i64 } undef, i64 %begin, 0
-  %r1 = insertvalue { i64, i64 } %r0, i64 %limit, 1
-  ret { i64, i64 } %r1
+  %read_only_bits = load i64, ptr addrspace(4) getelementptr inbounds ([128 x i64], ptr addrspace(4) @__gevo_guard_table, i64 0, i64 126), align 8
+  %shifted = lshr i64 %read_only_bits, %i
+  %read_only = and i64 %shifted, 1
+  %r0 = insertvalue { i64, i64, i64 } undef, i64 %begin, 0
+  %r1 = insertvalue { i64, i64, i64 } %r0, i64 %limit, 1
+  %r2 = insertvalue { i64, i64, i64 } %r1, i64 %read_only, 2
+  ret { i64, i64, i64 } %r2
 
 none:
-  ret { i64, i64 } { i64 1, i64 0 }
+  ret { i64, i64, i64 } { i64 1, i64 0, i64 0 }
 }
 
 ;; Divergent barriers (ir/guard/barriers.rs). A __syncthreads() is an

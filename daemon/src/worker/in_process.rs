@@ -181,6 +181,7 @@ impl InProcess {
             ptx: guarded.ptx,
             cubin,
             sites: guarded.sites,
+            protects_inputs: guarded.protects_inputs,
         })
     }
 

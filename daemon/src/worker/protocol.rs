@@ -271,11 +271,12 @@ mod tests {
                             bytes: 4,
                             argument: Some(0),
                         }],
+                        protects_inputs: true,
                     }),
                     set: TestSet::Train,
                     race: Some(0.97),
                 },
-                r#"{"op":"measure","id":9,"ptx":"x","cubin":"f0VMRg==","guarded":{"ptx":"g","sites":[{"id":1048576,"kind":"load","instruction":12,"function":"k","block":"bb1","source":"k.cu:7","bytes":4,"argument":0}]},"set":"train","race":0.97}"#,
+                r#"{"op":"measure","id":9,"ptx":"x","cubin":"f0VMRg==","guarded":{"ptx":"g","sites":[{"id":1048576,"kind":"load","instruction":12,"function":"k","block":"bb1","source":"k.cu:7","bytes":4,"argument":0}],"protects_inputs":true},"set":"train","race":0.97}"#,
             ),
             (
                 Request::Compile {

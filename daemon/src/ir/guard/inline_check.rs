@@ -95,15 +95,22 @@ pub(super) struct InlineChecks<'c> {
 
 /// A root's range as its checks use it: an access of `bytes` at `address`
 /// is inside when `address - begin < limit(bytes)` (unsigned), one
-/// subtraction and one compare ([`limit`]).
+/// subtraction and one compare ([`limit`]). A write's limit is 0 where the
+/// table marks the range read-only (an input the original leaves as it
+/// was): the write is refused, and the host names it an input written.
 struct Range<'c> {
     begin: IntValue<'c>,
     limits: Vec<(u64, IntValue<'c>)>,
+    write_limits: Vec<(u64, IntValue<'c>)>,
 }
 
 impl<'c> Range<'c> {
-    fn limit(&self, bytes: u64) -> IntValue<'c> {
-        self.limits
+    fn limit(&self, bytes: u64, writes: bool) -> IntValue<'c> {
+        let limits = match writes {
+            true => &self.write_limits,
+            false => &self.limits,
+        };
+        limits
             .iter()
             .find(|(b, _)| *b == bytes)
             .map(|(_, limit)| *limit)
@@ -210,19 +217,55 @@ impl<'c> InlineChecks<'c> {
                 .build_extract_value(range, 1, "gevo.end")
                 .map_err(build_error)?
                 .into_int_value();
-            let mut widths: Vec<u64> = plan
-                .accesses
-                .iter()
-                .filter(|a| a.base == access.base)
-                .map(|a| a.bytes)
-                .collect();
-            widths.sort_unstable();
-            widths.dedup();
-            let limits = widths
+            let read_only = builder
+                .build_extract_value(range, 2, "gevo.read_only")
+                .map_err(build_error)?
+                .into_int_value();
+            let read_only = builder
+                .build_int_compare(
+                    IntPredicate::NE,
+                    read_only,
+                    i64_type.const_zero(),
+                    "gevo.ro",
+                )
+                .map_err(build_error)?;
+            let widths = |writes: bool| {
+                let mut widths: Vec<u64> = plan
+                    .accesses
+                    .iter()
+                    .filter(|a| a.base == access.base && (!writes || a.writes()))
+                    .map(|a| a.bytes)
+                    .collect();
+                widths.sort_unstable();
+                widths.dedup();
+                widths
+            };
+            let limits: Vec<(u64, IntValue<'c>)> = widths(false)
                 .into_iter()
                 .map(|bytes| Ok((bytes, limit(builder, begin, end, bytes)?)))
                 .collect::<Result<_, IrError>>()?;
-            parameters.push(((function, index), Range { begin, limits }));
+            let write_limits = widths(true)
+                .into_iter()
+                .map(|bytes| {
+                    let readable = limits
+                        .iter()
+                        .find(|(b, _)| *b == bytes)
+                        .map(|(_, l)| *l)
+                        .expect("a write's width is among the widths");
+                    let writable = builder
+                        .build_select(read_only, i64_type.const_zero(), readable, "gevo.wlimit")
+                        .map_err(build_error)?;
+                    Ok((bytes, writable.into_int_value()))
+                })
+                .collect::<Result<_, IrError>>()?;
+            parameters.push((
+                (function, index),
+                Range {
+                    begin,
+                    limits,
+                    write_limits,
+                },
+            ));
         }
         let record_type = context.void_type().fn_type(
             &[
@@ -281,7 +324,7 @@ impl<'c> InlineChecks<'c> {
                     .iter()
                     .find(|(key, _)| *key == (function, index))
                     .expect("every parameter's range is found at entry");
-                (1, range.begin, range.limit(access.bytes))
+                (1, range.begin, range.limit(access.bytes, access.writes()))
             }
             Some(Base::Variable { global, bytes }) => {
                 let own = llvm::pointer_address_space(llvm::type_of(global));

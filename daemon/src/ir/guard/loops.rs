@@ -1,8 +1,12 @@
 //! Trip budgets: every loop header of the chosen kernels counts its trips
-//! in a register and, only past the test's trip budget or on every 64th
-//! trip, runs [`trip_asm`]: written out in assembly, not a call of the
-//! runtime, since a call site, even one rarely taken, makes ptxas keep
-//! registers live across it in the loop (ir/guard/record.rs).
+//! in a 32-bit register and, on every 64th trip, runs [`trip_asm`], which
+//! tests the budgets: written out in assembly, not a call of the runtime,
+//! since a call site, even one rarely taken, makes ptxas keep registers
+//! live across it in the loop (ir/guard/record.rs). So a trip costs an
+//! add, an and and a branch; a loop past its trip budget ends at the next
+//! multiple of 64 trips (budgets are 8 times the original's most plus
+//! 1,024), and a count would wrap only past 2^32 trips of one entry, which
+//! the time budget ends long before.
 //!
 //! The count lives in a new block placed before the header: the header's
 //! phis move into it, every edge into the header goes to it instead, and it
@@ -22,38 +26,37 @@ use inkwell::context::Context;
 use inkwell::module::Module;
 use inkwell::IntPredicate;
 
-/// Trips between the slow path's visits (its clock reads and the most
-/// trips it records): a power of two, as the runtime's `and 63` assumes.
+/// Trips between the slow path's visits (its budget tests, clock reads and
+/// the most trips it records): a power of two, tested as `and TICK - 1`.
 const TICK: u64 = 64;
 
-/// The slow path of a loop header's count (`$0` the trips so far this
-/// entry, `$1` the site, `$2` the table, `$3` the state). Past the trip
-/// budget (table word 0; 0 is none) the thread records the trips (kind 4)
-/// and exits. Otherwise it raises the most trips seen (state word 5, the
-/// calibration run's answer) and, every 64th trip, reads the clock: the
-/// run's first reading is kept in state word 6, and a thread later than
-/// the time budget (table word 127; 0 is none) after it records (kind 6)
-/// and exits. Signed: another SM's first reading may be a little ahead of
-/// this one's clock.
+/// The slow path of a loop header's count, every 64th trip (`$0` the trips
+/// so far this entry, 32 bits, `$1` the site, `$2` the table, `$3` the
+/// state). Past the trip budget (table word 0; 0 is none) the thread
+/// records the trips (kind 4) and exits. Otherwise it raises the most trips
+/// seen (state word 5, the calibration run's answer) and reads the clock:
+/// the run's first reading is kept in state word 6, and a thread later
+/// than the time budget (table word 127; 0 is none) after it records (kind
+/// 6) and exits. Signed: another SM's first reading may be a little ahead
+/// of this one's clock.
 fn trip_asm() -> String {
     format!(
         "{{
 {RECORD_REGISTERS}.reg .b64 %gevo_k;
 .reg .b64 %gevo_s;
 .reg .b64 %gevo_t;
+.reg .b64 %gevo_now;
 .reg .pred %gevo_g;
+cvt.u64.u32 %gevo_now, $0;
 ld.const.u64 %gevo_k, [$2];
 setp.ne.u64 %gevo_g, %gevo_k, 0;
 @!%gevo_g bra GEVO_MOST;
-setp.gt.u64 %gevo_g, $0, %gevo_k;
+setp.gt.u64 %gevo_g, %gevo_now, %gevo_k;
 @%gevo_g bra GEVO_OVER;
 GEVO_MOST:
 ld.volatile.global.u64 %gevo_s, [$3+40];
-setp.gt.u64 %gevo_g, $0, %gevo_s;
-@%gevo_g atom.global.max.u64 %gevo_s, [$3+40], $0;
-and.b64 %gevo_s, $0, {tick_mask};
-setp.ne.u64 %gevo_g, %gevo_s, 0;
-@%gevo_g bra GEVO_ON;
+setp.gt.u64 %gevo_g, %gevo_now, %gevo_s;
+@%gevo_g atom.global.max.u64 %gevo_s, [$3+40], %gevo_now;
 ld.const.u64 %gevo_k, [$2+1016];
 setp.eq.u64 %gevo_g, %gevo_k, 0;
 @%gevo_g bra GEVO_ON;
@@ -73,9 +76,8 @@ setp.le.s64 %gevo_g, %gevo_t, %gevo_k;
 exit;
 GEVO_ON:
 }}",
-        tick_mask = TICK - 1,
-        late = record("$3", TIME_BUDGET, "$1", "$0", "GEVO_STOP"),
-        over = record("$3", TRIP_BUDGET, "$1", "$0", "GEVO_STOP"),
+        late = record("$3", TIME_BUDGET, "$1", "%gevo_now", "GEVO_STOP"),
+        over = record("$3", TRIP_BUDGET, "$1", "%gevo_now", "GEVO_STOP"),
     )
 }
 
@@ -92,16 +94,17 @@ pub(super) fn count_trips<'c>(
 ) -> Result<(), IrError> {
     let table = runtime_global(module, TABLE_SYMBOL)?;
     let i64_type = context.i64_type();
+    let i32_type = context.i32_type();
     let trip_type = context.void_type().fn_type(
         &[
-            i64_type.into(),
-            context.i32_type().into(),
+            i32_type.into(),
+            i32_type.into(),
             i64_type.into(),
             i64_type.into(),
         ],
         false,
     );
-    let trip = side_effect_asm(context, trip_type, &trip_asm(), "l,r,l,l,~{memory}");
+    let trip = side_effect_asm(context, trip_type, &trip_asm(), "r,r,l,l,~{memory}");
     let table_address = table.const_to_int(i64_type);
     let state = runtime_global(module, STATE_SYMBOL)?.const_to_int(i64_type);
     for loops in all {
@@ -139,12 +142,12 @@ pub(super) fn count_trips<'c>(
             }
             builder.position_at_end(counting);
             let trips = builder
-                .build_phi(i64_type, "gevo.trips")
+                .build_phi(i32_type, "gevo.trips")
                 .map_err(build_error)?;
             let now = builder
                 .build_int_add(
                     trips.as_basic_value().into_int_value(),
-                    i64_type.const_int(1, false),
+                    i32_type.const_int(1, false),
                     "gevo.now",
                 )
                 .map_err(build_error)?;
@@ -153,40 +156,20 @@ pub(super) fn count_trips<'c>(
                 if one.latches.contains(&block) {
                     trips.add_incoming(&[(&now, from)]);
                 } else {
-                    trips.add_incoming(&[(&i64_type.const_zero(), from)]);
+                    trips.add_incoming(&[(&i32_type.const_zero(), from)]);
                 }
             }
-            let budget = builder
-                .build_load(i64_type, table, "gevo.budget")
-                .map_err(build_error)?
-                .into_int_value();
-            // budget - 1 < trips, unsigned: past a budget, and never for
-            // budget 0 (none), whose minus one is the largest count.
-            let last = builder
-                .build_int_sub(budget, i64_type.const_int(1, false), "gevo.last")
-                .map_err(build_error)?;
-            let over = builder
-                .build_int_compare(
-                    IntPredicate::ULT,
-                    last,
-                    trips.as_basic_value().into_int_value(),
-                    "gevo.over",
-                )
-                .map_err(build_error)?;
             let low = builder
-                .build_and(now, i64_type.const_int(TICK - 1, false), "gevo.low")
-                .map_err(build_error)?;
-            let tick = builder
-                .build_int_compare(IntPredicate::EQ, low, i64_type.const_zero(), "gevo.tick")
+                .build_and(now, i32_type.const_int(TICK - 1, false), "gevo.low")
                 .map_err(build_error)?;
             let due = builder
-                .build_or(over, tick, "gevo.due")
+                .build_int_compare(IntPredicate::EQ, low, i32_type.const_zero(), "gevo.tick")
                 .map_err(build_error)?;
             builder
                 .build_conditional_branch(due, slow, header)
                 .map_err(build_error)?;
             builder.position_at_end(slow);
-            let site = context.i32_type().const_int(one.site as u64, false);
+            let site = i32_type.const_int(one.site as u64, false);
             builder
                 .build_indirect_call(
                     trip_type,

@@ -55,6 +55,29 @@ pub(super) struct Access {
     pub(super) aligned: bool,
 }
 
+impl Access {
+    /// Whether it writes: a store, an atomic, or a memory intrinsic (whose
+    /// first pointer is its destination).
+    pub(super) fn writes(&self) -> bool {
+        use llvm_sys::LLVMOpcode::*;
+        self.length.is_some()
+            || matches!(
+                llvm::opcode(self.inst),
+                LLVMStore | LLVMAtomicRMW | LLVMAtomicCmpXchg
+            )
+    }
+
+    /// Whether it writes through a global or generic pointer.
+    pub(super) fn writes_global(&self) -> bool {
+        let destination = llvm::operand(self.inst, self.pointers[0]);
+        self.writes()
+            && matches!(
+                llvm::pointer_address_space(llvm::type_of(destination)),
+                0 | 1
+            )
+    }
+}
+
 /// The one root an access's pointer is computed from (through GEPs, casts,
 /// phis and selects) whose range a guard can know without walking the
 /// test's table at the access.
