@@ -96,14 +96,14 @@ impl InProcess {
 
     /// The pre-screen: the patch on the simulator's train tests, least
     /// input first; the assessment of the first test where a fault rejects
-    /// the variant. Every train test, not only the smallest: a loop that
+    /// the variant, and whether it passed every test (outputs too). Every train test, not only the smallest: a loop that
     /// runs away or an index that leaves its buffer often shows only at
     /// a larger size, and each such variant that reaches the GPU costs a
     /// GPU worker (a timeout or a lost context), whose replacement spends
     /// seconds uploading its tests; compile workers have the time.
-    pub fn screen(&self, patch: &Patch) -> Result<Option<Assessment>, BackendError> {
+    pub fn screen(&self, patch: &Patch) -> Result<(Option<Assessment>, bool), BackendError> {
         let Evaluation::Kernel(evaluator) = &self.evaluation else {
-            return Ok(None);
+            return Ok((None, false));
         };
         let screened_out = |r: &TestResult| {
             r.failure
@@ -119,12 +119,14 @@ impl InProcess {
                 ))
             })?;
         let Some(rejecting) = results.last().filter(|r| screened_out(r)) else {
-            return Ok(None);
+            let passed =
+                results.len() == tests.len() && results.iter().all(|r| r.failure.is_none());
+            return Ok((None, passed));
         };
         let mut a = Assessment::new(std::slice::from_ref(rejecting));
         let (kind, message) = a.tests[0].failure.take().expect("rejected");
         a.tests[0].failure = Some((kind, format!("pre-screen on the simulator: {message}")));
-        Ok(Some(a))
+        Ok((Some(a), false))
     }
 
     /// `ptx` assembled for `arch`, or none where no ptxas is found or it
@@ -273,10 +275,10 @@ impl Handler for InProcess {
                 match built {
                     Ok(build) => {
                         let started = Instant::now();
-                        let screened_out = if prescreen {
+                        let (screened_out, passed_simulator) = if prescreen {
                             self.screen(&patch).map_err(|e| e.to_string())?
                         } else {
-                            None
+                            (None, false)
                         };
                         spent.prescreen_s = started.elapsed().as_secs_f64();
                         let guarded = match guarded && screened_out.is_none() {
@@ -285,9 +287,13 @@ impl Handler for InProcess {
                         };
                         // Where the guarded build is assembled, the GPU
                         // worker may assemble the variant while that is
-                        // checked (`Loader::prepare`).
-                        let deferred =
-                            defer_assembly && guarded.as_ref().is_some_and(|g| g.cubin.is_some());
+                        // checked (`Loader::prepare`): most fail it. One
+                        // that passed the simulator's train tests likely
+                        // passes, and its GPU check is over before ptxas
+                        // would be, so it comes assembled.
+                        let deferred = defer_assembly
+                            && !passed_simulator
+                            && guarded.as_ref().is_some_and(|g| g.cubin.is_some());
                         let started = Instant::now();
                         let cubin = match (&cubin_for, &screened_out) {
                             (Some(arch), None) if !deferred => self.assemble(&build.ptx, arch),
