@@ -611,8 +611,13 @@ impl Measurer {
             let timing = summary.timing.as_ref().expect("timed");
             summary.cost = Some(stats::median(&timing.variant_ns).round() as u64);
             summary.original_cost = stats::median(&timing.original_ns).round() as u64;
-            if out.stopped_early {
-                continue; // per-kernel times only for the variants that matter
+            // Per-kernel times only for the variants that matter: in a
+            // search (raced), those that ran every round and beat the
+            // original on this test; the report's come from promotion's
+            // held-out runs, which are not raced.
+            let slower = race.is_some() && summary.cost >= Some(summary.original_cost);
+            if out.stopped_early || slower {
+                continue;
             }
             let started = Instant::now();
             let kernels = self.kernel_times(&kernel, test, self.limit(test));
