@@ -11,11 +11,13 @@
 //! test owns (`guard_runtime.ll`). No branch is added around an access, so
 //! a guard never changes which threads reach a barrier; the first refusal
 //! of a launch is recorded in `__gevo_guard_state`. A loop header counts
-//! its trips (`loops`); past the trip budget, or (asked every 64 trips) the
-//! run's time budget, the thread exits (an exited thread counts as arrived
-//! at later barriers). The GPU worker fills `__gevo_guard_table` (the
-//! test's buffer ranges and the budgets) before each guarded run and reads
-//! the state after.
+//! its trips (`loops`); past the trip budget, or the run's time budget
+//! (both asked every 64 trips), the thread exits (an exited thread counts
+//! as arrived at later barriers). A barrier that the lanes of a warp are
+//! not proven to reach together (`uniform`) is checked for lanes that
+//! reach it apart (`barriers`). The GPU worker fills `__gevo_guard_table`
+//! (the test's buffer ranges, which of them are read-only, and the
+//! budgets) before each guarded run and reads the state after.
 
 use super::error::IrError;
 use super::llvm;

@@ -7,27 +7,31 @@
 //! barrier.
 //!
 //! So that such a variant is also rejected (its ordinary build, which is
-//! timed, would hang), each barrier of the chosen kernels is checked:
+//! timed, would hang), each barrier of the chosen kernels that the lanes of
+//! a warp are not proven to reach together (`uniform.rs`) is checked:
 //! - at the kernel's entry each warp writes its lanes as live
-//!   (`__gevo_live_init`), and each return clears the returning lane;
+//!   (`__gevo_live_init`), and each return clears the returning lane (in a
+//!   kernel with a checked barrier);
 //! - before the barrier, the lanes wait for the warp's live lanes at any
 //!   barrier site and read which lanes are with them (`activemask`): they
 //!   poll until the lanes with them are the live ones (a lane returning
-//!   meanwhile stops being live). Lanes still apart then are checked at
-//!   once, before the barrier (lanes of the warp held elsewhere, where a
-//!   loop the others go on in ends, say, would keep the barrier waiting
-//!   for ever), except in the original's calibration run, which has no
-//!   time budget: there they wait in `bar.warp.sync`, after which the lanes
-//!   at the same site go on together (without it, lanes that took
-//!   different paths to one barrier may reach it apart though the code is
-//!   sound);
-//! - after the barrier, a live lane that was not with them reached it apart
-//!   (recorded as `record.rs` says: by the check's own assembly, or by the
-//!   runtime's `__gevo_barrier_check` in a kernel with many checks).
-//!   After, because the barrier waits for every lane still heading for a
-//!   return. A lane that finds this records it and
-//!   exits: lanes that went on apart would pair their next warp syncs with
-//!   different barriers and could wait for each other for ever.
+//!   meanwhile stops being live), and then go on to the barrier;
+//! - lanes still apart after the poll are checked at once, before the
+//!   barrier (lanes of the warp held elsewhere, where a loop the others go
+//!   on in ends, say, would keep the barrier waiting for ever), except in
+//!   the original's calibration run, which has no time budget: there they
+//!   first wait in `bar.warp.sync`, after which the lanes at the same site
+//!   go on together (without it, lanes that took different paths to one
+//!   barrier may reach it apart though the code is sound). A live lane not
+//!   with them is recorded (as `record.rs` says: by the check's own
+//!   assembly, or by the runtime's `__gevo_barrier_check` in a kernel with
+//!   many checks), and the lane exits: lanes that went on apart would pair
+//!   their next warp syncs with different barriers and could wait for each
+//!   other for ever.
+//!
+//! A check after the barrier, as there once was, could not fail once the
+//! poll had passed: the lanes here were the live ones, and lanes clear
+//! only their own bit, at a return.
 //!
 //! Checks are added only where every `__syncthreads()` of the module is in
 //! a chosen kernel: a lane waiting at an unchecked one would never join the
