@@ -13,7 +13,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 /// Every fixture's IR with its chosen kernels (one, or a pipeline's).
-fn fixtures() -> Vec<(String, KernelIr)> {
+pub(crate) fn fixtures() -> Vec<(String, KernelIr)> {
     let mut fixtures: Vec<_> = common::KERNEL_FIXTURES
         .iter()
         .map(|n| load(n, &common::spec_fixture(n)))
@@ -30,7 +30,7 @@ fn pipelines() -> Vec<(String, KernelIr)> {
         .collect()
 }
 
-fn load(name: &str, spec: &std::path::Path) -> (String, KernelIr) {
+pub(crate) fn load(name: &str, spec: &std::path::Path) -> (String, KernelIr) {
     let spec = gevod::spec::load(spec).unwrap_or_else(|e| panic!("{name}: {e}"));
     let ir =
         KernelIr::load_kernels(&spec.ir, &spec.kernels).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -663,50 +663,6 @@ fn only_kernels_with_many_checks_call_the_runtime_to_record() {
             name == "lu",
             "{name}: {calls} checks call the runtime"
         );
-    }
-}
-
-/// The barriers of every fixture's original are reached together by the
-/// lanes of a warp (`ir::guard::uniform`), so its guarded build checks none;
-/// each planted variant that makes a barrier divergent keeps a check there,
-/// once, on the poll's slow path (lanes together go on to the barrier with
-/// one load of the live lanes), by its own assembly, which calls nothing (a
-/// call site costs every check, BENCHMARKS.md). The GPU suite's guards
-/// section runs these variants and sees each flagged.
-#[test]
-fn only_barriers_not_proven_together_are_checked() {
-    let options = common::codegen_options();
-    for (name, ir) in fixtures() {
-        let ptx = ir.compile_guarded(&ir.empty_patch(), &options).unwrap().ptx;
-        assert!(!ptx.contains("GEVO_POLL:"), "{name}: a barrier checked");
-    }
-    let kernels = common::repo_root().join("tests/fixtures/kernels");
-    for planted in [
-        "reduce.divergent-barrier",
-        "reduce.barrier-copied",
-        "reduce.lane-loops-alone",
-        "reduce.lanes-leave-loop",
-        "stencil.barrier-moved",
-    ] {
-        let fixture = planted.split('.').next().unwrap();
-        let (_, ir) = load(fixture, &common::spec_fixture(fixture));
-        let text = std::fs::read_to_string(kernels.join(format!("{planted}.patch.json"))).unwrap();
-        let patch = gevod::ir::Patch::from_json(&text).unwrap();
-        let guarded = ir.compile_guarded(&patch, &options).unwrap().ptx;
-        let checks = guarded.matches("GEVO_POLL:").count();
-        assert!(checks > 0, "{planted}: no barrier checked");
-        assert_eq!(guarded.matches("GEVO_APART:").count(), checks, "{planted}");
-        assert!(!guarded.contains("__gevo_barrier_check"), "{planted}");
-        for check in guarded.split("GEVO_POLL:").skip(1) {
-            let upto_barrier = check.split("barrier.sync").next().unwrap();
-            let (fast, _) = upto_barrier.split_once("GEVO_TOGETHER").unwrap();
-            assert_eq!(
-                fast.matches("ld.volatile.shared.u32").count(),
-                1,
-                "{planted}"
-            );
-        }
-        println!("{planted}: {checks} barrier checked");
     }
 }
 

@@ -35,6 +35,7 @@ mod evolve_search;
 mod explain_edits;
 mod findings;
 mod generated;
+mod guard_barriers;
 mod guard_builds;
 mod harness;
 mod pipelines_ir;
