@@ -79,7 +79,7 @@ fn no_variant_the_simulator_sees_diverge_within_a_warp_is_proven_together() {
     ] {
         let spec = gevod::spec::load(&common::spec_fixture(fixture)).unwrap();
         let block = spec
-            .instantiate(&spec.tests(TestSet::Train)[0])
+            .instantiate(spec.tests(TestSet::Train)[0])
             .unwrap()
             .launches[0]
             .block;
