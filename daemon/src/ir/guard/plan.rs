@@ -5,7 +5,7 @@
 
 use super::super::live::LiveFunction;
 use super::super::llvm;
-use super::aligned::{offset_aligned, BUFFER_ALIGNMENT};
+use super::aligned::{gep_offset_alignment, BUFFER_ALIGNMENT, NO_OFFSET};
 use super::{is_runtime, GuardSite, SiteKind, SCRATCH_BYTES, SHARED_SCRATCH_BYTES};
 use inkwell::module::Module;
 use inkwell::values::AsValueRef;
@@ -211,7 +211,8 @@ pub(super) fn plan(
                 let kind = site_kind(inst);
                 access.site = ids.next(space);
                 let mut site = site_of(access.site, inst, block_label.clone(), kind, access.bytes);
-                let root = root_of(llvm::operand(inst, access.pointers[0]));
+                let rooted = root_of(llvm::operand(inst, access.pointers[0]), layout);
+                let root = rooted.map(|r| r.root);
                 site.argument = root.and_then(|r| parameter_index(r, f.as_value_ref()));
                 access.base = root.and_then(|r| match parameter_index(r, f.as_value_ref()) {
                     Some(index) if is_kernel && access.length.is_none() => {
@@ -234,15 +235,8 @@ pub(super) fn plan(
                         .map_or(1, |&(_, _, align)| align),
                     None => 1,
                 };
-                access.aligned = match root {
-                    Some(r) if root_alignment >= access.align => offset_aligned(
-                        llvm::operand(inst, access.pointers[0]),
-                        r,
-                        access.align,
-                        layout,
-                    ),
-                    _ => false,
-                };
+                access.aligned =
+                    rooted.is_some_and(|r| root_alignment.min(r.offset_alignment) >= access.align);
                 plan.sites.push(site);
                 plan.accesses.push(access);
             }
@@ -332,12 +326,22 @@ pub(super) fn plan(
     plan
 }
 
+/// What an access's pointer is computed from.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Rooted {
+    pub(super) root: llvm::Value,
+    /// The largest power of two every path's offset from the root is a
+    /// multiple of (`aligned::gep_offset_alignment`, the least on the way).
+    pub(super) offset_alignment: u64,
+}
+
 /// The one value `pointer` is computed from through GEPs, casts, phis and
 /// selects, when every path leads to the same one; none when some path
 /// goes through anything else (a load, an integer cast) or two roots meet.
-pub(super) fn root_of(pointer: llvm::Value) -> Option<llvm::Value> {
+pub(super) fn root_of(pointer: llvm::Value, layout: llvm::DataLayout) -> Option<Rooted> {
     use llvm_sys::LLVMOpcode::*;
     let mut root = None;
+    let mut offset_alignment = NO_OFFSET;
     let mut seen = Vec::new();
     let mut work = vec![pointer];
     while let Some(v) = work.pop() {
@@ -355,9 +359,11 @@ pub(super) fn root_of(pointer: llvm::Value) -> Option<llvm::Value> {
             llvm::const_expr_opcode(v)
         };
         match opcode {
-            Some(LLVMGetElementPtr | LLVMAddrSpaceCast | LLVMBitCast) => {
+            Some(LLVMGetElementPtr) => {
+                offset_alignment = offset_alignment.min(gep_offset_alignment(v, layout));
                 work.push(llvm::operand(v, 0))
             }
+            Some(LLVMAddrSpaceCast | LLVMBitCast) => work.push(llvm::operand(v, 0)),
             Some(LLVMPHI) => work.extend((0..llvm::incoming_count(v)).map(|i| llvm::operand(v, i))),
             Some(LLVMSelect) => work.extend([llvm::operand(v, 1), llvm::operand(v, 2)]),
             _ if llvm::is_argument(v) || llvm::is_global_value(v) => match root {
@@ -368,7 +374,10 @@ pub(super) fn root_of(pointer: llvm::Value) -> Option<llvm::Value> {
             _ => return None,
         }
     }
-    root
+    root.map(|root| Rooted {
+        root,
+        offset_alignment,
+    })
 }
 
 /// Which parameter of `function` `value` is.

@@ -224,9 +224,9 @@ fn is_uniform_call(call: llvm::Value) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::super::super::parse_bitcode;
     use super::*;
     use inkwell::context::Context;
-    use inkwell::memory_buffer::MemoryBuffer;
     use inkwell::values::AsValueRef;
 
     /// Each case's barriers, by the prefix of its function's name
@@ -235,8 +235,7 @@ mod tests {
     fn barriers_proven_reached_together_match_the_cases() {
         let context = Context::create();
         let text = include_str!("uniform_cases.ll");
-        let buffer = MemoryBuffer::create_from_memory_range_copy(text.as_bytes(), "cases");
-        let module = context.create_module_from_ir(buffer).unwrap();
+        let module = parse_bitcode(&context, text.as_bytes()).unwrap();
         let mut cases = 0;
         for function in module
             .get_functions()
