@@ -16,7 +16,7 @@ use super::load::Loader;
 use super::staged::StagedTest;
 use super::toolkit::Cubin;
 use super::CudaError;
-use crate::ir::guard::{self, FaultKind, GuardSite, SiteKind};
+use crate::ir::guard::{self, FaultKind, GuardSite};
 use crate::sim::{BufferName, Context, Fault, Verdict};
 use crate::spec::{ArgValue, LaunchParam};
 use serde::{Deserialize, Serialize};
@@ -301,25 +301,11 @@ impl GuardState {
         let site = sites
             .iter()
             .find(|s| u64::from(s.id) == words[guard::STATE_SITE])
-            .filter(|s| matches!(s.kind, SiteKind::Store | SiteKind::Atomic))?;
+            .filter(|s| s.kind.writes())?;
         let (slot, offset) = argument_buffer(test, site, kernels, words[guard::STATE_ADDRESS])?;
         let len = test.work.get(slot)?.as_ref()?.len as u64;
         (test.kept_inputs.contains(&slot) && offset + u64::from(site.bytes) <= len)
             .then_some((slot, offset))
-    }
-
-    /// Whether the record is an access refused inside a kept input's
-    /// buffer while the kept inputs are read-only: the original's guarded
-    /// run, whose sites the calibration does not have, wrote one.
-    pub fn refused_in_kept_input(&self, test: &StagedTest) -> bool {
-        let address = self.0[guard::STATE_ADDRESS];
-        self.fault() == Some(FaultKind::GlobalOutOfBounds)
-            && test.protect_kept.get()
-            && test.kept_inputs.iter().any(|&slot| {
-                test.work[slot]
-                    .as_ref()
-                    .is_some_and(|b| (b.ptr..b.ptr + b.len as u64).contains(&address))
-            })
     }
 }
 

@@ -139,7 +139,7 @@ pub struct Programs<'a> {
     /// The original's guarded build (`KernelIr::compile_guarded`): with it,
     /// each test's trip budget is calibrated at start and variants that
     /// come with a guarded build are checked through it.
-    pub guarded_original: Option<&'a str>,
+    pub guarded_original: Option<&'a crate::ir::Guarded>,
     /// The comparison kernels (`compare::module_ptx`); without them,
     /// outputs are compared on the host.
     pub comparison: Option<&'a str>,
@@ -317,8 +317,8 @@ impl Measurer {
             m.tests.push(test);
             start_up.references_s += lap();
         }
-        if let Some(ptx) = programs.guarded_original {
-            m.calibrate_guards(ptx);
+        if let Some(guarded) = programs.guarded_original {
+            m.calibrate_guards(guarded);
             start_up.references_s += lap();
         }
         m.start_up = start_up;
@@ -330,10 +330,11 @@ impl Measurer {
     /// Guards are used only when that build loads, records no fault and
     /// gives the original's outputs on every test (a test whose kernel
     /// reaches memory the spec does not describe would fail here).
-    fn calibrate_guards(&mut self, ptx: &str) {
+    fn calibrate_guards(&mut self, original: &crate::ir::Guarded) {
         let result = (|| -> Result<Vec<Budget>, String> {
-            let guarded = GuardedKernel::load(&self.loader, ptx, None, &self.kernel_names)
-                .map_err(|e| e.to_string())?;
+            let guarded =
+                GuardedKernel::load(&self.loader, &original.ptx, None, &self.kernel_names)
+                    .map_err(|e| e.to_string())?;
             let mut budgets = Vec::with_capacity(self.tests.len());
             for test in &self.tests {
                 let failed = |e: CudaError| format!("{}: {e}", test.name);
@@ -347,7 +348,10 @@ impl Measurer {
                     Ok((failure, took, guarded.state().map_err(failed)?))
                 };
                 let (mut failure, mut took, mut state) = run()?;
-                if state.refused_in_kept_input(test) {
+                if state
+                    .written_input(&original.sites, test, &self.kernel_names)
+                    .is_some()
+                {
                     // The original writes a kept input (the bytes it
                     // held): variants' guarded runs leave it writable,
                     // restored and compared as before.

@@ -124,6 +124,17 @@ pub enum SiteKind {
     Barrier,
 }
 
+impl SiteKind {
+    /// Whether the access writes: a store, an atomic, or a memory intrinsic
+    /// (whose first pointer is its destination).
+    pub fn writes(self) -> bool {
+        matches!(
+            self,
+            SiteKind::Store | SiteKind::Atomic | SiteKind::MemoryIntrinsic
+        )
+    }
+}
+
 /// One guarded instruction, as the fault record names it by its id.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GuardSite {

@@ -495,7 +495,7 @@ pub fn start_measurer(
         device,
         Programs {
             original: &original.ptx,
-            guarded_original: guarded.as_ref().map(|g| g.ptx.as_str()),
+            guarded_original: guarded.as_ref(),
             comparison: comparison.as_deref(),
         },
         &kernels,

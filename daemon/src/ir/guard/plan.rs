@@ -56,15 +56,9 @@ pub(super) struct Access {
 }
 
 impl Access {
-    /// Whether it writes: a store, an atomic, or a memory intrinsic (whose
-    /// first pointer is its destination).
+    /// Whether it writes (`SiteKind::writes`).
     pub(super) fn writes(&self) -> bool {
-        use llvm_sys::LLVMOpcode::*;
-        self.length.is_some()
-            || matches!(
-                llvm::opcode(self.inst),
-                LLVMStore | LLVMAtomicRMW | LLVMAtomicCmpXchg
-            )
+        site_kind(self.inst).writes()
     }
 
     /// Whether it writes through a global or generic pointer.
