@@ -158,7 +158,7 @@ summed_struct! {
         /// Timing rounds per test those variants took, summed.
         pub rounds: u64,
         /// Variants whose timing stopped before the full rounds (adaptive
-        /// measurement: confidently no better than the selection threshold).
+        /// measurement: confidently on one side of the selection threshold).
         pub stopped_early: u64,
         /// Variants of the search's batches that were compiled during the
         /// step before (docs/evolve.md, "Bred a step ahead").

@@ -126,14 +126,34 @@ pub fn cost_ratio(tests: &[&Timing]) -> Interval {
     }
 }
 
-/// Adaptive measurement's stopping rule: whether a variant timed so far is
-/// confidently no better than `threshold` (a cost ratio), within `margin`:
-/// the lower end of its interval is at or above `threshold * (1 - margin)`.
-/// Each look errs (stops a variant truly better than that) with chance
-/// about `(1 - CONFIDENCE) / 2`; docs/evolve.md says why a few looks keep
-/// that small.
-pub fn no_better_than(tests: &[&Timing], threshold: f64, margin: f64) -> bool {
-    cost_ratio(tests).lo >= threshold * (1.0 - margin)
+/// Where the rounds so far place a variant against a race's threshold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decided {
+    /// Confidently no better than the threshold, within the margin: it does
+    /// not matter to selection.
+    NoBetter,
+    /// Confidently better than the threshold by more than the margin: it
+    /// enters selection whatever more rounds say.
+    Better,
+}
+
+/// Adaptive measurement's stopping rule: the rounds so far decide a
+/// variant's place when its interval lies wholly on one side of the line
+/// `threshold * (1 - margin)` (a cost ratio): at or above it
+/// ([`Decided::NoBetter`]), or below it ([`Decided::Better`]). Only a
+/// variant whose interval straddles the line needs more rounds. Each look
+/// errs on a side with chance about `(1 - CONFIDENCE) / 2`; docs/evolve.md
+/// ("Adaptive measurement") says why a few looks keep that small.
+pub fn race(tests: &[&Timing], threshold: f64, margin: f64) -> Option<Decided> {
+    let line = threshold * (1.0 - margin);
+    let ratio = cost_ratio(tests);
+    if ratio.lo >= line {
+        Some(Decided::NoBetter)
+    } else if ratio.hi < line {
+        Some(Decided::Better)
+    } else {
+        None
+    }
 }
 
 /// `sum(median variant) / sum(median original)` over the rounds `draws[t]`
@@ -230,19 +250,22 @@ mod tests {
         }
     }
 
-    /// Adaptive measurement's looks after 5 and 10 of 15 rounds: variants
+    /// Adaptive measurement's looks after 5 and 10 of 15 rounds. Variants
     /// exactly on the stopping line (the margin better than the threshold)
-    /// are rarely stopped (the rule's error, summed over both looks, stays
-    /// under 5%; a rule on the estimate alone would stop half of them),
-    /// and ones 5% worse are stopped at the first look.
+    /// are rarely stopped on either side (each side's error, summed over
+    /// both looks, stays under 5%; a rule on the estimate alone would stop
+    /// every one of them); ones 5% worse than the threshold are stopped as
+    /// no better at the first look, and ones 5% better than the line as
+    /// better.
     #[test]
-    fn the_stopping_rule_spares_contenders_and_stops_the_clearly_worse() {
+    fn the_stopping_rule_spares_contenders_and_decides_the_clear_cases() {
         let (threshold, margin, noise) = (0.97, 0.005, 0.01);
-        let looks = |seed: u64, ratio: f64| -> Option<usize> {
+        let line = threshold * (1.0 - margin);
+        let looks = |seed: u64, ratio: f64| -> Option<(usize, Decided)> {
             let full: Vec<Timing> = (0..3)
                 .map(|t| timing(100 * seed + t, 15, 10_000.0, 10_000.0 * ratio, noise))
                 .collect();
-            [5, 10].into_iter().find(|&rounds| {
+            [5, 10].into_iter().find_map(|rounds| {
                 let cut: Vec<Timing> = full
                     .iter()
                     .map(|t| Timing {
@@ -251,23 +274,29 @@ mod tests {
                     })
                     .collect();
                 let refs: Vec<&Timing> = cut.iter().collect();
-                no_better_than(&refs, threshold, margin)
+                race(&refs, threshold, margin).map(|side| (rounds, side))
             })
         };
-        let wrongly_stopped = (0..200)
-            .filter(|&seed| looks(seed, threshold * (1.0 - margin)).is_some())
-            .count();
-        assert!(
-            wrongly_stopped <= 10,
-            "{wrongly_stopped}/200 contenders stopped"
-        );
-        let stopped_first = (0..200)
-            .filter(|&seed| looks(seed, threshold * 1.05) == Some(5))
-            .count();
-        assert!(
-            stopped_first >= 190,
-            "{stopped_first}/200 stopped after 5 rounds"
-        );
+        // (true ratio, side it is stopped on, at which look (any: None),
+        // how many of 200 seeds may be)
+        let cases = [
+            (line, Decided::NoBetter, None, 0..=10),
+            (line, Decided::Better, None, 0..=10),
+            (threshold * 1.05, Decided::NoBetter, Some(5), 190..=200),
+            (line * 0.95, Decided::Better, Some(5), 190..=200),
+        ];
+        for (ratio, side, look, allowed) in cases {
+            let seen = (0..200)
+                .filter(|&seed| {
+                    looks(seed, ratio)
+                        .is_some_and(|(at, s)| s == side && look.map_or(true, |l| l == at))
+                })
+                .count();
+            assert!(
+                allowed.contains(&seen),
+                "ratio {ratio}: stopped {side:?} at look {look:?} for {seen}/200 seeds"
+            );
+        }
     }
 
     #[test]

@@ -85,7 +85,7 @@ pub struct GpuSection {
     /// compute-sanitizer on each variant about to be validated on a GPU.
     pub sanitize: SanitizeMode,
     /// `adaptive`: new variants are timed in batches and stop once they are
-    /// confidently no better than the selection threshold; `fixed`: every
+    /// confidently on one side of the selection threshold; `fixed`: every
     /// variant gets the full rounds.
     pub measurement: Measurement,
 }
@@ -126,7 +126,7 @@ pub enum SanitizeMode {
 )]
 #[serde(rename_all = "snake_case")]
 pub enum Measurement {
-    /// In batches, stopping once a variant is confidently no better than
+    /// In batches, stopping once a variant is confidently on one side of
     /// the selection threshold (docs/evolve.md, "Adaptive measurement").
     #[default]
     Adaptive,

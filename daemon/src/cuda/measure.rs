@@ -44,8 +44,8 @@ pub struct MeasureOptions {
     /// Adaptive measurement: rounds per batch, between which a variant is
     /// judged against the selection threshold.
     pub race_batch: u32,
-    /// ... and stopped once its interval's lower end is above the threshold
-    /// less this fraction (it cannot be more than this much better).
+    /// ... and stopped once its interval lies wholly on one side of the
+    /// threshold less this fraction (`stats::race`).
     pub race_margin: f64,
 }
 
@@ -96,7 +96,8 @@ pub struct Measured {
     /// Timing rounds per test (0 when a test failed first).
     pub rounds: u32,
     /// Timing stopped before the full rounds: the variant is confidently
-    /// no better than the threshold it raced against.
+    /// no better, or confidently better, than the threshold it raced
+    /// against.
     pub stopped_early: bool,
 }
 
@@ -457,7 +458,7 @@ impl Measurer {
     /// [`Loader::variant`]) on every test of `set`; stops at the first
     /// test that fails. With `race` (a train cost the variant must beat to
     /// matter to the search), timing goes in batches of `race_batch` rounds
-    /// and stops once the variant is confidently no better than it
+    /// and stops once they place the variant confidently on one side of it
     /// (docs/evolve.md, "Adaptive measurement").
     pub fn measure(
         &self,
@@ -581,7 +582,7 @@ impl Measurer {
                     .iter()
                     .filter_map(|t| t.timing.as_ref())
                     .collect();
-                if stats::no_better_than(&timings, threshold, self.options.race_margin) {
+                if stats::race(&timings, threshold, self.options.race_margin).is_some() {
                     out.stopped_early = true;
                     break;
                 }
@@ -615,12 +616,10 @@ impl Measurer {
             let timing = summary.timing.as_ref().expect("timed");
             summary.cost = Some(stats::median(&timing.variant_ns).round() as u64);
             summary.original_cost = stats::median(&timing.original_ns).round() as u64;
-            // Per-kernel times only for the variants that matter: in a
-            // search (raced), those that ran every round and beat the
-            // original on this test; the report's come from promotion's
-            // held-out runs, which are not raced.
-            let slower = race.is_some() && summary.cost >= Some(summary.original_cost);
-            if out.stopped_early || slower {
+            // Per-kernel times only where they are read: the report's come
+            // from promotion's held-out runs, which are not raced; a
+            // search's (raced) train runs have no reader.
+            if race.is_some() {
                 continue;
             }
             let started = Instant::now();

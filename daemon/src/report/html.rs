@@ -330,7 +330,7 @@ fn utilization_section(out: &mut String, u: &Utilization) {
     *out += "<h2 id=\"utilization\">GPU time</h2>\n";
     let _ = writeln!(
         out,
-        "<p>{}.</p>\n<p>A GPU worker starts once, and again after each variant that crashed or hung one; timing stops early when a variant is confidently no better than the selection threshold (adaptive measurement).</p>",
+        "<p>{}.</p>\n<p>A GPU worker starts once, and again after each variant that crashed or hung one; timing stops early when a variant is confidently on one side of the selection threshold (adaptive measurement).</p>",
         esc(&u.summary())
     );
     let total: f64 = u.phases().iter().map(|(_, s)| s).sum();

@@ -46,8 +46,8 @@ pub enum Request {
     /// The patch run on the simulator.
     Assess { id: u64, patch: Patch, set: TestSet },
     /// PTX checked and timed on the GPU (GPU workers only). With `race`,
-    /// the timing may stop early once the variant is confidently no better
-    /// than that train cost (adaptive measurement).
+    /// the timing may stop early once the variant is confidently on one
+    /// side of that train cost (adaptive measurement).
     Measure {
         id: u64,
         ptx: String,
