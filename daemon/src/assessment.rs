@@ -94,7 +94,8 @@ pub struct TestSummary {
     pub cost: Option<u64>,
     pub original_cost: u64,
     pub error: Option<f64>,
-    /// GPU rounds (the costs above are their medians, in nanoseconds); none
+    /// GPU rounds (the costs above are their lower quartiles,
+    /// `stats::undisturbed`, in nanoseconds); none
     /// on the simulator, whose costs are exact counts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timing: Option<Timing>,
@@ -104,7 +105,7 @@ pub struct TestSummary {
     pub kernels: Vec<KernelTime>,
 }
 
-/// One kernel's share of a pipeline's time on one test (medians over a few
+/// One kernel's share of a pipeline's time on one test (lower quartiles of a few
 /// runs with an event after every launch, apart from the timed rounds).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct KernelTime {

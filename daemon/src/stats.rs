@@ -1,4 +1,5 @@
-//! Statistics of GPU timings: medians, and a bootstrap confidence interval
+//! Statistics of GPU timings: a build's undisturbed time (the lower
+//! quartile of its rounds), medians, and a bootstrap confidence interval
 //! for the ratio of a variant's time to the original's. Pure functions; the
 //! resampling generator is seeded, so the same samples give the same
 //! interval.
@@ -58,6 +59,34 @@ pub const CONFIDENCE: f64 = 0.95;
 /// samples alone.
 const BOOTSTRAP_SEED: u64 = 0x6765_766f;
 
+/// A build's undisturbed time on a test, from its timing rounds: their
+/// lower quartile (interpolated between neighbours; NaN for no samples).
+/// Other work on the GPU (compute-sanitizer's safety gate beside the
+/// search, another process) only ever adds time to a run: a time-slice
+/// of the other context adds about 2.6 ms to a 0.7 ms run, and while the
+/// gate ran, 15-40% of the stencil's held-out runs were so disturbed. The
+/// median breaks down as that share nears half (a bootstrap resample
+/// crosses it often); the lower quartile holds while a quarter of the runs
+/// is undisturbed, and where nothing disturbs them it sits within the
+/// runs' own noise (0.1-0.3% on the GPU) of the median.
+pub fn undisturbed(samples: &[f64]) -> f64 {
+    let mut v: Vec<f64> = samples.to_vec();
+    lower_quartile_in_place(&mut v)
+}
+
+fn lower_quartile_in_place(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let at = (v.len() - 1) as f64 / 4.0;
+    let (below, share) = (at.floor() as usize, at.fract());
+    match v.get(below + 1) {
+        Some(next) if share > 0.0 => v[below] * (1.0 - share) + next * share,
+        _ => v[below],
+    }
+}
+
 /// The median; NaN for no samples. Even counts average the middle two.
 pub fn median(samples: &[f64]) -> f64 {
     let mut v: Vec<f64> = samples.to_vec();
@@ -85,8 +114,9 @@ pub fn relative_spread(samples: &[f64]) -> f64 {
     median(&deviations) / m
 }
 
-/// The cost ratio over several tests, `sum(median variant) / sum(median
-/// original)`, with a percentile bootstrap interval: each resample draws
+/// The cost ratio over several tests, `sum(undisturbed variant) /
+/// sum(undisturbed original)` ([`undisturbed`]), with a percentile
+/// bootstrap interval: each resample draws
 /// every test's rounds with replacement (pairs stay together) and
 /// recomputes the ratio. Tests without rounds are skipped; none gives NaN.
 pub fn cost_ratio(tests: &[&Timing]) -> Interval {
@@ -102,7 +132,7 @@ pub fn cost_ratio(tests: &[&Timing]) -> Interval {
         .iter()
         .map(|t| (0..t.original_ns.len()).collect())
         .collect();
-    let estimate = ratio_of_medians(&tests, &all);
+    let estimate = ratio_of_undisturbed(&tests, &all);
     let mut rng = ChaCha8Rng::seed_from_u64(BOOTSTRAP_SEED);
     let mut resampled: Vec<f64> = (0..RESAMPLES)
         .map(|_| {
@@ -113,7 +143,7 @@ pub fn cost_ratio(tests: &[&Timing]) -> Interval {
                     (0..n).map(|_| rng.gen_range(0..n)).collect()
                 })
                 .collect();
-            ratio_of_medians(&tests, &draws)
+            ratio_of_undisturbed(&tests, &draws)
         })
         .collect();
     resampled.sort_by(f64::total_cmp);
@@ -156,9 +186,9 @@ pub fn race(tests: &[&Timing], threshold: f64, margin: f64) -> Option<Decided> {
     }
 }
 
-/// `sum(median variant) / sum(median original)` over the rounds `draws[t]`
-/// of each test `t`.
-fn ratio_of_medians(tests: &[&Timing], draws: &[Vec<usize>]) -> f64 {
+/// `sum(undisturbed variant) / sum(undisturbed original)` over the rounds
+/// `draws[t]` of each test `t`.
+fn ratio_of_undisturbed(tests: &[&Timing], draws: &[Vec<usize>]) -> f64 {
     let (mut variant, mut original) = (0.0, 0.0);
     let (mut o, mut v) = (Vec::new(), Vec::new());
     for (t, rounds) in tests.iter().zip(draws) {
@@ -166,8 +196,8 @@ fn ratio_of_medians(tests: &[&Timing], draws: &[Vec<usize>]) -> f64 {
         v.clear();
         o.extend(rounds.iter().map(|&k| t.original_ns[k]));
         v.extend(rounds.iter().map(|&k| t.variant_ns[k]));
-        original += median_in_place(&mut o);
-        variant += median_in_place(&mut v);
+        original += lower_quartile_in_place(&mut o);
+        variant += lower_quartile_in_place(&mut v);
     }
     variant / original
 }
@@ -200,6 +230,53 @@ mod tests {
                 .push(normal(&mut rng, variant, variant * noise));
         }
         t
+    }
+
+    #[test]
+    fn undisturbed_times_are_lower_quartiles() {
+        let cases: [(&[f64], f64); 6] = [
+            (&[3.0], 3.0),
+            (&[2.0, 1.0], 1.25),
+            (&[5.0, 1.0, 4.0, 2.0, 3.0], 2.0),
+            (&[4.0, 1.0, 3.0, 2.0], 1.75),
+            // Two disturbed runs of five leave it on the undisturbed ones.
+            (&[700.0, 3300.0, 701.0, 3290.0, 702.0], 701.0),
+            (&[1.0, 1.0, 100.0], 1.0),
+        ];
+        for (samples, expected) in cases {
+            assert_eq!(undisturbed(samples), expected, "{samples:?}");
+        }
+        assert!(undisturbed(&[]).is_nan());
+    }
+
+    /// Rounds of which a share of the runs, on either side, waited for a
+    /// time-slice of another context (2.6 ms more, as the safety gate
+    /// beside the search does to a 0.67 ms run): a 7% faster variant is
+    /// still claimed faster on 40 rounds, as long as about half the runs
+    /// are undisturbed, and its estimate stays where it is.
+    #[test]
+    fn runs_disturbed_by_other_gpu_work_do_not_hide_a_speedup() {
+        let disturbed = |seed: u64, share: f64| -> Interval {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed + 1000);
+            let mut t = timing(seed, 40, 674_000.0, 674_000.0 * 0.93, 0.002);
+            for ns in t.original_ns.iter_mut().chain(t.variant_ns.iter_mut()) {
+                if rng.gen_bool(share) {
+                    *ns += 2_600_000.0;
+                }
+            }
+            cost_ratio(&[&t])
+        };
+        for (share, at_least) in [(0.0, 20), (0.2, 20), (0.4, 18), (0.5, 14)] {
+            let intervals: Vec<Interval> = (0..20).map(|seed| disturbed(seed, share)).collect();
+            let claimed = intervals.iter().filter(|i| i.below(1.0)).count();
+            assert!(
+                claimed >= at_least,
+                "{share} disturbed: {claimed}/20 claimed, {intervals:?}"
+            );
+            for i in &intervals {
+                assert!((i.estimate - 0.93).abs() < 0.01, "{share}: {i:?}");
+            }
+        }
     }
 
     #[test]

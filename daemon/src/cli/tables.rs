@@ -1,5 +1,5 @@
 //! `gevod run`'s result tables: per test on the simulator (deterministic
-//! costs), per variant on the GPU (medians, ratios, the interval).
+//! costs), per variant on the GPU (undisturbed times, ratios, the interval).
 
 use gevod::eval::{Assessment, TestResult};
 
@@ -52,7 +52,7 @@ pub fn results_json(results: &[TestResult]) -> String {
     serde_json::to_string_pretty(&rows).expect("JSON of plain values") + "\n"
 }
 
-/// A table of GPU results: per test the verdict, the medians and the cost
+/// A table of GPU results: per test the verdict, the undisturbed times and the cost
 /// ratio, then the whole set's ratio with its interval.
 pub fn gpu_table(label: &str, a: &Assessment) -> String {
     let mut out = format!("{label}\n");

@@ -614,8 +614,8 @@ impl Measurer {
         for (i, test) in tests.iter().enumerate() {
             let summary = &mut out.assessment.tests[i];
             let timing = summary.timing.as_ref().expect("timed");
-            summary.cost = Some(stats::median(&timing.variant_ns).round() as u64);
-            summary.original_cost = stats::median(&timing.original_ns).round() as u64;
+            summary.cost = Some(stats::undisturbed(&timing.variant_ns).round() as u64);
+            summary.original_cost = stats::undisturbed(&timing.original_ns).round() as u64;
             // Per-kernel times only where they are read: the report's come
             // from promotion's held-out runs, which are not raced; a
             // search's (raced) train runs have no reader.

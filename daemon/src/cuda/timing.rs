@@ -77,8 +77,8 @@ impl Measurer {
 
     /// A pipeline's time per kernel, original and variant: runs with an
     /// event after every launch (apart from the timed rounds, which these
-    /// events would disturb), each kernel's launches summed, the median of
-    /// `PROFILE_RUNS` runs. Empty for one kernel or a test of more than
+    /// events would disturb), each kernel's launches summed, the undisturbed
+    /// time (`stats::undisturbed`) of `PROFILE_RUNS` runs. Empty for one kernel or a test of more than
     /// `PROFILE_MAX_LAUNCHES` launches.
     pub(super) fn kernel_times(
         &self,
@@ -119,8 +119,8 @@ impl Measurer {
         Ok((0..kernels)
             .map(|k| KernelTime {
                 kernel: self.spec.kernels[k].clone(),
-                original_ns: stats::median(&sums[0][k]),
-                variant_ns: stats::median(&sums[1][k]),
+                original_ns: stats::undisturbed(&sums[0][k]),
+                variant_ns: stats::undisturbed(&sums[1][k]),
             })
             .collect())
     }

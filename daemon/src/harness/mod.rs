@@ -210,7 +210,8 @@ impl HarnessEvaluator {
     }
 
     /// `rounds` runs of the original and the variant in alternating order;
-    /// the costs are the medians, and the rounds go to the bootstrap.
+    /// the costs are their undisturbed times (`stats::undisturbed`), and
+    /// the rounds go to the bootstrap.
     fn assess_timed(
         &self,
         test: &TestCase,
@@ -246,8 +247,8 @@ impl HarnessEvaluator {
             summary = Some(judged);
         }
         let mut summary = summary.expect("at least one round");
-        summary.original_cost = crate::stats::median(&timing.original_ns).round() as u64;
-        summary.cost = Some(crate::stats::median(&timing.variant_ns).round() as u64);
+        summary.original_cost = crate::stats::undisturbed(&timing.original_ns).round() as u64;
+        summary.cost = Some(crate::stats::undisturbed(&timing.variant_ns).round() as u64);
         summary.timing = Some(timing);
         Ok(summary)
     }

@@ -82,7 +82,7 @@ fn kernel_times(out: &mut String, tests: &[super::TestRow]) {
             );
         }
     }
-    *out += "</table>\n<p>Each kernel's time on each held-out test: its launches summed, medians of a few runs with an event after every launch (apart from the timed rounds), original against variant.</p>\n";
+    *out += "</table>\n<p>Each kernel's time on each held-out test: its launches summed, the lower quartile of a few runs with an event after every launch (apart from the timed rounds), original against variant.</p>\n";
 }
 
 /// The headline: the speedup, and where it was measured (a simulator cost

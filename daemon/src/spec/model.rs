@@ -62,7 +62,8 @@ pub struct Harness {
     /// Most bytes of stdout, of stderr, and of each output file.
     pub max_output_bytes: u64,
     /// On the GPU: runs of the original and of the variant per test, in
-    /// alternating order; their medians are compared.
+    /// alternating order; their undisturbed times (lower quartiles) are
+    /// compared.
     pub rounds: u32,
     /// Files the command writes in `{out}`, compared with the original's.
     pub outputs: Vec<HarnessOutput>,
