@@ -52,8 +52,8 @@ pub fn results_json(results: &[TestResult]) -> String {
     serde_json::to_string_pretty(&rows).expect("JSON of plain values") + "\n"
 }
 
-/// A table of GPU results: per test the verdict, the undisturbed times and the cost
-/// ratio, then the whole set's ratio with its interval.
+/// A table of GPU results: per test the verdict, the undisturbed times and
+/// the cost ratio, then the whole set's ratio with its interval.
 pub fn gpu_table(label: &str, a: &Assessment) -> String {
     let mut out = format!("{label}\n");
     if let Some(d) = &a.device {

@@ -78,8 +78,8 @@ impl Measurer {
     /// A pipeline's time per kernel, original and variant: runs with an
     /// event after every launch (apart from the timed rounds, which these
     /// events would disturb), each kernel's launches summed, the undisturbed
-    /// time (`stats::undisturbed`) of `PROFILE_RUNS` runs. Empty for one kernel or a test of more than
-    /// `PROFILE_MAX_LAUNCHES` launches.
+    /// time (`stats::undisturbed`) of `PROFILE_RUNS` runs. Empty for one
+    /// kernel or a test of more than `PROFILE_MAX_LAUNCHES` launches.
     pub(super) fn kernel_times(
         &self,
         kernel: &Kernel,
