@@ -334,22 +334,6 @@ impl WorkerPool {
     }
 }
 
-/// Hands the answers come in to the feed: its own requests' to
-/// [`Feed::answered`], those an earlier run carried to
-/// [`Feed::answered_carried`].
-fn deliver(batch: &mut Batch, feed: &mut dyn Feed, carries: &mut [Option<Carry>]) {
-    for (r, result) in batch.done.drain(..) {
-        match r.checked_sub(batch.carried) {
-            Some(index) => feed.answered(index, result),
-            None => {
-                if let Some(carry) = carries[r].take() {
-                    feed.answered_carried(carry, result);
-                }
-            }
-        }
-    }
-}
-
 impl WorkerPool {
     /// Hands queued requests to workers with room: up to `depth` in flight
     /// each (more than one only for Slurm steps, whose stdio adds latency
@@ -414,6 +398,22 @@ impl WorkerPool {
             }
         }
         Ok(())
+    }
+}
+
+/// Hands the answers come in to the feed: its own requests' to
+/// [`Feed::answered`], those an earlier run carried to
+/// [`Feed::answered_carried`].
+fn deliver(batch: &mut Batch, feed: &mut dyn Feed, carries: &mut [Option<Carry>]) {
+    for (r, result) in batch.done.drain(..) {
+        match r.checked_sub(batch.carried) {
+            Some(index) => feed.answered(index, result),
+            None => {
+                if let Some(carry) = carries[r].take() {
+                    feed.answered_carried(carry, result);
+                }
+            }
+        }
     }
 }
 
