@@ -70,39 +70,29 @@ const BOOTSTRAP_SEED: u64 = 0x6765_766f;
 /// is undisturbed, and where nothing disturbs them it sits within the
 /// runs' own noise (0.1-0.3% on the GPU) of the median.
 pub fn undisturbed(samples: &[f64]) -> f64 {
-    let mut v: Vec<f64> = samples.to_vec();
-    lower_quartile_in_place(&mut v)
+    quantile_in_place(&mut samples.to_vec(), LOWER_QUARTILE)
 }
 
-fn lower_quartile_in_place(v: &mut [f64]) -> f64 {
+/// Where [`undisturbed`] takes a build's time among its sorted rounds.
+const LOWER_QUARTILE: f64 = 0.25;
+
+/// The median; NaN for no samples. Even counts average the middle two.
+pub fn median(samples: &[f64]) -> f64 {
+    quantile_in_place(&mut samples.to_vec(), 0.5)
+}
+
+/// The `q` quantile of `v` (sorted in place), interpolated linearly between
+/// the neighbours around `(len - 1) * q`; NaN for no samples.
+fn quantile_in_place(v: &mut [f64], q: f64) -> f64 {
     if v.is_empty() {
         return f64::NAN;
     }
     v.sort_by(f64::total_cmp);
-    let at = (v.len() - 1) as f64 / 4.0;
+    let at = (v.len() - 1) as f64 * q;
     let (below, share) = (at.floor() as usize, at.fract());
     match v.get(below + 1) {
         Some(next) if share > 0.0 => v[below] * (1.0 - share) + next * share,
         _ => v[below],
-    }
-}
-
-/// The median; NaN for no samples. Even counts average the middle two.
-pub fn median(samples: &[f64]) -> f64 {
-    let mut v: Vec<f64> = samples.to_vec();
-    median_in_place(&mut v)
-}
-
-fn median_in_place(v: &mut [f64]) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
     }
 }
 
@@ -116,9 +106,8 @@ pub fn relative_spread(samples: &[f64]) -> f64 {
 
 /// The cost ratio over several tests, `sum(undisturbed variant) /
 /// sum(undisturbed original)` ([`undisturbed`]), with a percentile
-/// bootstrap interval: each resample draws
-/// every test's rounds with replacement (pairs stay together) and
-/// recomputes the ratio. Tests without rounds are skipped; none gives NaN.
+/// bootstrap interval: each resample draws every test's rounds with
+/// replacement (pairs stay together) and recomputes the ratio. Tests without rounds are skipped; none gives NaN.
 pub fn cost_ratio(tests: &[&Timing]) -> Interval {
     let tests: Vec<&Timing> = tests
         .iter()
@@ -196,8 +185,8 @@ fn ratio_of_undisturbed(tests: &[&Timing], draws: &[Vec<usize>]) -> f64 {
         v.clear();
         o.extend(rounds.iter().map(|&k| t.original_ns[k]));
         v.extend(rounds.iter().map(|&k| t.variant_ns[k]));
-        original += lower_quartile_in_place(&mut o);
-        variant += lower_quartile_in_place(&mut v);
+        original += quantile_in_place(&mut o, LOWER_QUARTILE);
+        variant += quantile_in_place(&mut v, LOWER_QUARTILE);
     }
     variant / original
 }
