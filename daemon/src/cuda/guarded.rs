@@ -281,9 +281,7 @@ impl GuardState {
             context: Box::new(context),
         })
     }
-}
 
-impl GuardState {
     /// The kept input (slot) and byte offset a refused write was aimed at:
     /// a write inside its own argument's buffer that is out of bounds only
     /// because the table makes the kept inputs read-only (`arm`). None for

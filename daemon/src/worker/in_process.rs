@@ -96,11 +96,12 @@ impl InProcess {
 
     /// The pre-screen: the patch on the simulator's train tests, least
     /// input first; the assessment of the first test where a fault rejects
-    /// the variant, and whether it passed every test (outputs too). Every train test, not only the smallest: a loop that
-    /// runs away or an index that leaves its buffer often shows only at
-    /// a larger size, and each such variant that reaches the GPU costs a
-    /// GPU worker (a timeout or a lost context), whose replacement spends
-    /// seconds uploading its tests; compile workers have the time.
+    /// the variant, and whether it passed every test (outputs too). Every
+    /// train test, not only the smallest: a loop that runs away or an index
+    /// that leaves its buffer often shows only at a larger size, and each
+    /// such variant that reaches the GPU costs a GPU worker (a timeout or a
+    /// lost context), whose replacement spends seconds uploading its tests;
+    /// compile workers have the time.
     pub fn screen(&self, patch: &Patch) -> Result<(Option<Assessment>, bool), BackendError> {
         let Evaluation::Kernel(evaluator) = &self.evaluation else {
             return Ok((None, false));

@@ -244,14 +244,11 @@ impl<'c> InlineChecks<'c> {
                 .into_iter()
                 .map(|bytes| Ok((bytes, limit(builder, begin, end, bytes)?)))
                 .collect::<Result<_, IrError>>()?;
-            let write_limits = widths(true)
-                .into_iter()
-                .map(|bytes| {
-                    let readable = limits
-                        .iter()
-                        .find(|(b, _)| *b == bytes)
-                        .map(|(_, l)| *l)
-                        .expect("a write's width is among the widths");
+            let written = widths(true);
+            let write_limits = limits
+                .iter()
+                .filter(|(bytes, _)| written.contains(bytes))
+                .map(|&(bytes, readable)| {
                     let writable = builder
                         .build_select(read_only, i64_type.const_zero(), readable, "gevo.wlimit")
                         .map_err(build_error)?;
