@@ -73,6 +73,23 @@ fn evolve_finds_and_exports_a_validated_stencil_variant() {
     // Progress went to stderr, one line per generation.
     assert_eq!(text(&out.stderr).matches("generation ").count(), 21);
 
+    // `gevod report --json` reads the same numbers back from the store.
+    let summary = gevod()
+        .args(["report", s(&state), "--json"])
+        .output()
+        .unwrap();
+    assert!(summary.status.success(), "{}", text(&summary.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&summary.stdout).unwrap();
+    assert_eq!(summary["backend"], "sim");
+    assert_eq!(summary["job"], report["job"]);
+    assert_eq!(summary["evaluations"], report["evaluations"]);
+    assert_eq!(summary["generations"], 21, "generation 0 and 20 more");
+    assert_eq!(summary["best"]["speedup"], best["speedup"]);
+    assert!(
+        summary["utilization"].is_null(),
+        "the simulator has no GPU workers"
+    );
+
     // The exported PTX is real PTX for the kernel, and the minimized patch
     // runs faster than the original on every test.
     let ptx = std::fs::read_to_string(best["ptx"].as_str().unwrap()).unwrap();

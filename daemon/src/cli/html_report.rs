@@ -1,4 +1,5 @@
-//! `gevod report`: a search's HTML report from its state directory.
+//! `gevod report`: a search's HTML report (or its numbers as JSON) from its
+//! state directory.
 
 use super::output::write_output;
 use anyhow::{Context as _, Result};
@@ -17,6 +18,11 @@ pub struct ReportArgs {
     /// The HTML file to write (default: stdout).
     #[arg(short, long)]
     output: Option<PathBuf>,
+    /// Write the report's numbers as JSON instead (the job, its counts, the
+    /// best variant's speedup, the GPU workers' utilization summed over its
+    /// generations), for scripts.
+    #[arg(long)]
+    json: bool,
 }
 
 impl ReportArgs {
@@ -32,8 +38,14 @@ impl ReportArgs {
         let job = gevod::report::pick_job(&store, self.job.as_deref())?;
         // The CUDA sources are read as the user running this command.
         let data = gevod::report::gather(&store, &job, Reader::Caller)?;
-        let html = gevod::report::render(&data);
-        write_output(self.output.as_deref(), &html)
+        let text = if self.json {
+            let mut text = serde_json::to_string_pretty(&gevod::report::summary_json(&data))?;
+            text.push('\n');
+            text
+        } else {
+            gevod::report::render(&data)
+        };
+        write_output(self.output.as_deref(), &text)
             .with_context(|| format!("writing the report of {job}"))?;
         if let Some(path) = &self.output {
             eprintln!("gevod: wrote the report of {job} to {}", path.display());

@@ -5,16 +5,19 @@
 //!
 //! `gather` reads what a report shows from a store, `plots` draws it
 //! (plotters' SVG backend), `html` assembles the page; `edits` tells a
-//! patch in source terms for the terminal, the API and the page alike.
+//! patch in source terms for the terminal, the API and the page alike;
+//! `summary` gives the numbers as JSON for scripts.
 
 pub mod diff;
 pub mod edits;
 mod gather;
 mod html;
 mod plots;
+mod summary;
 
 pub use gather::{gather, pick_job};
 pub use html::render;
+pub use summary::summary_json;
 
 use gevo_client::explain::SourceEdit;
 use std::path::PathBuf;
