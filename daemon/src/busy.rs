@@ -174,6 +174,11 @@ summed_struct! {
         /// their tests and make the references: time the GPU measures nothing.
         pub gpu_starts: u64,
         pub gpu_start_s: f64,
+        /// Seconds the GPU workers held no request, summed over them: their
+        /// GPUs waited for the search (compiles, the engine, a batch's
+        /// end). What else of the GPUs' idle time there is went to the
+        /// workers' own host work between runs.
+        pub gpu_idle_s: f64,
         /// What the GPU workers that greeted in this span spent starting
         /// (spares included, whose start overlaps the measurements), by part.
         pub gpu_start_parts: StartUp,
@@ -305,6 +310,7 @@ mod tests {
             promotion_carried: 0,
             gpu_starts: 0,
             gpu_start_s: 0.0,
+            gpu_idle_s: 0.0,
             gpu_start_parts: StartUp::default(),
             engine: EngineSpent::default(),
         }

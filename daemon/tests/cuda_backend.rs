@@ -140,7 +140,9 @@ fn measured(results: &[Evaluated]) -> Vec<Option<String>> {
 fn gpu_worker_faults_cost_one_variant_each_and_a_respawn() {
     let dir = tempfile::tempdir().unwrap();
     let counter = dir.path().join("requests");
-    let mut backend = backend("2:crash 4:hang 6:garbage 8:exit", &counter, true);
+    // No pre-screen: most random variants compute something else, and it
+    // would reject them before the stand-in GPU worker's planted faults.
+    let mut backend = backend("2:crash 4:hang 6:garbage 8:exit", &counter, false);
     let batch = patches(1, 40);
     let results = backend
         .evaluate(&batch, TestSet::Train, &|_| false)
@@ -169,6 +171,31 @@ fn gpu_worker_faults_cost_one_variant_each_and_a_respawn() {
         .unwrap();
     assert!(measured(&again).iter().all(Option::is_none));
     assert_eq!(backend.respawns(), 4);
+}
+
+/// The seconds a GPU worker holds no request are counted: between two
+/// batches, while the engine would breed, its GPU waits for the search.
+#[test]
+fn a_gpu_worker_waiting_for_the_search_is_counted_idle() {
+    let dir = tempfile::tempdir().unwrap();
+    let counter = dir.path().join("requests");
+    let mut backend = backend("", &counter, false);
+    backend
+        .evaluate(&patches(3, 6), TestSet::Train, &|_| false)
+        .unwrap();
+    let first = backend.take_utilization().unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    backend
+        .evaluate(&patches(4, 6), TestSet::Train, &|_| false)
+        .unwrap();
+    let second = backend.take_utilization().unwrap();
+    assert!(
+        second.gpu_idle_s >= 0.4,
+        "the pause between batches: {second:?}"
+    );
+    for u in [&first, &second] {
+        assert!(u.gpu_idle_s <= u.wall_s * f64::from(u.gpu_workers), "{u:?}");
+    }
 }
 
 /// The next batch sent to `compile_ahead` compiles while this one is
@@ -304,6 +331,35 @@ fn the_prescreen_rejects_out_of_bounds_variants_before_the_gpu() {
     assert!(
         failure.contains("pre-screen on the simulator: out-of-bounds"),
         "{failure}"
+    );
+    assert!(!counter.exists(), "the GPU worker saw a request");
+}
+
+/// A variant that stores `a[i]` instead of `a[i] + b[i]` computes something
+/// else on the simulator's train tests: the pre-screen rejects it with the
+/// mismatch, and no guarded build or GPU run is spent on it.
+#[test]
+fn the_prescreen_rejects_variants_whose_outputs_differ_before_the_gpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let counter = dir.path().join("requests");
+    let mut backend = backend("", &counter, true);
+    let patch = Patch::from_json(
+        &std::fs::read_to_string(
+            common::repo_root().join("tests/fixtures/kernels/vecadd.drops-b.patch.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let a = backend.assess(&[patch], TestSet::Train).unwrap();
+    let failure = a[0].first_failure().expect("rejected");
+    assert!(failure.contains("pre-screen on the simulator"), "{failure}");
+    assert_eq!(
+        a[0].tests[0]
+            .failure
+            .as_ref()
+            .map(|(kind, _)| kind.as_str()),
+        Some("mismatch"),
+        "{a:?}"
     );
     assert!(!counter.exists(), "the GPU worker saw a request");
 }

@@ -394,6 +394,7 @@ mod tests {
                 promotion_carried: 0,
                 gpu_starts: 2,
                 gpu_start_s: 3.0,
+                gpu_idle_s: 1.0,
                 gpu_start_parts: crate::busy::StartUp {
                     inputs_s: 2.0,
                     ..Default::default()
@@ -416,6 +417,7 @@ mod tests {
         let data = gather(&store, "g-1", Reader::Caller).unwrap();
         let u = data.utilization.as_ref().unwrap();
         assert_eq!((u.measured, u.stopped_early, u.rounds), (150, 100, 1250));
+        assert_eq!(u.gpu_idle_s, 2.0, "summed over the generations");
         assert!((u.gpu_busy_share() - 0.9).abs() < 1e-9, "{u:?}");
         let html = super::super::render(&data);
         for text in [

@@ -142,6 +142,8 @@ pub struct CudaBackend {
     since: Instant,
     /// GPU workers started, and their start-up seconds, at `since`.
     gpu_starts_seen: (u64, f64),
+    /// The GPU pool's idle seconds already counted in a utilization.
+    gpu_idle_seen: f64,
     /// The promotion running beside the search, if one was started and
     /// not handed back.
     promotion: Option<Running>,
@@ -190,6 +192,7 @@ impl CudaBackend {
             utilization: Utilization::default(),
             since: Instant::now(),
             gpu_starts_seen: (0, 0.0),
+            gpu_idle_seen: 0.0,
             promotion: None,
             ahead: CompiledAhead::default(),
             measured_ahead: MeasuredAhead::default(),
@@ -623,6 +626,8 @@ impl Backend for CudaBackend {
         u.gpu_start_s = self.gpu.startup_s - self.gpu_starts_seen.1;
         u.gpu_start_parts = std::mem::take(&mut self.gpu.start_parts);
         self.gpu_starts_seen = (starts, self.gpu.startup_s);
+        u.gpu_idle_s = self.gpu.idle_s - self.gpu_idle_seen;
+        self.gpu_idle_seen = self.gpu.idle_s;
         self.since = Instant::now();
         Some(u)
     }

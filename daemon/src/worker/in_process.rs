@@ -35,9 +35,12 @@ pub struct InProcess {
 pub const GUARDED_PARTS: &str = "GEVO_GUARDED_PARTS";
 
 /// Simulator verdicts that reject a variant in the pre-screen: undefined
-/// behaviour or a runaway loop on the GPU. Mismatches and unsupported
-/// instructions are left for the GPU to judge.
-const SCREENED_OUT: [&str; 6] = [
+/// behaviour or a runaway loop on the GPU, and outputs that differ from
+/// the original's on a train test (the variant computes something else;
+/// the GPU need not confirm it with a guarded build and a check run).
+/// Unsupported instructions are left for the GPU to judge.
+const SCREENED_OUT: [&str; 7] = [
+    "mismatch",
     "out_of_bounds",
     "race",
     "global_race",

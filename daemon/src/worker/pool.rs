@@ -55,6 +55,20 @@ pub struct PoolOptions {
 }
 
 impl PoolOptions {
+    /// Requests in flight per worker: the launcher's, but for local GPU
+    /// workers `GEVO_GPU_DEPTH` where set (an experiment: a second request
+    /// waiting in the worker's pipe while it measures the first).
+    pub fn pipeline_depth(&self) -> usize {
+        let local_gpu = self.gpu && matches!(self.launcher, Launcher::Local);
+        match std::env::var("GEVO_GPU_DEPTH")
+            .ok()
+            .and_then(|d| d.parse().ok())
+        {
+            Some(depth) if local_gpu => depth,
+            _ => self.launcher.pipeline_depth(),
+        }
+    }
+
     /// `workers` local processes of `program args`, no GPU, none with
     /// arguments of its own.
     pub fn local(
@@ -96,6 +110,10 @@ pub struct WorkerPool {
     /// Seconds workers took from their start to their greeting, summed (a
     /// GPU worker uploads its tests and makes the references meanwhile).
     pub startup_s: f64,
+    /// Seconds started workers held no request, summed over them (counted
+    /// when each takes its next): for GPU workers, the time their GPUs
+    /// waited for the search rather than for their own worker.
+    pub idle_s: f64,
     /// What the workers that greeted said their start took, summed (GPU
     /// workers; spares included); the GPU backend takes it per generation.
     pub start_parts: crate::busy::StartUp,
@@ -142,6 +160,7 @@ impl WorkerPool {
             stop,
             respawns: 0,
             startup_s: 0.0,
+            idle_s: 0.0,
             start_parts: Default::default(),
             lost: 0,
             pinned: None,
@@ -219,7 +238,7 @@ impl WorkerPool {
             if let Some(parts) = start_up {
                 self.start_parts += &parts;
             }
-            self.spares[i].state = State::Idle;
+            self.spares[i].state = State::Idle(Instant::now());
         } else {
             let mut spare = self.spares.swap_remove(i);
             let what = spare.end(&self.options.launcher);
@@ -363,7 +382,7 @@ impl WorkerPool {
                         self.scope
                     )));
                 }
-                self.workers[slot].state = State::Idle;
+                self.workers[slot].state = State::Idle(Instant::now());
                 Ok(())
             }
             (Ok(response), State::Busy { .. })
@@ -423,7 +442,7 @@ impl WorkerPool {
                     "worker exited before greeting: {what}"
                 )));
             }
-            State::Idle | State::Busy { .. } => {}
+            State::Idle(_) | State::Busy { .. } => {}
         }
         let mut in_flight = self.take_in_flight(slot);
         let what = self.replace(slot)?;
@@ -475,7 +494,7 @@ impl WorkerPool {
 
     /// The requests worker `slot` holds, oldest first; it is left idle.
     fn take_in_flight(&mut self, slot: usize) -> VecDeque<usize> {
-        match std::mem::replace(&mut self.workers[slot].state, State::Idle) {
+        match std::mem::replace(&mut self.workers[slot].state, State::Idle(Instant::now())) {
             State::Busy { requests, .. } => requests,
             other => {
                 self.workers[slot].state = other;

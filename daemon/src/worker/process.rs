@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 pub(super) enum State {
     Starting(Instant),
-    Idle,
+    /// Holding no request, since then.
+    Idle(Instant),
     /// Requests sent, oldest first; `since`: when the oldest started.
     Busy {
         requests: VecDeque<usize>,

@@ -218,7 +218,7 @@ impl WorkerPool {
             carries.push(Some(carried.carry));
         }
         let mut open = true;
-        let depth = self.options.launcher.pipeline_depth();
+        let depth = self.options.pipeline_depth();
         loop {
             if self.stop.load(Ordering::Relaxed) {
                 return Err(BackendError::Interrupted);
@@ -358,7 +358,7 @@ impl WorkerPool {
             .iter()
             .map(|w| match &w.state {
                 _ if self.pinned.is_some_and(|p| p != w.slot) => None,
-                State::Idle => Some(0),
+                State::Idle(_) => Some(0),
                 State::Busy { requests, .. } => Some(requests.len()),
                 _ => None,
             })
@@ -368,7 +368,10 @@ impl WorkerPool {
                 break;
             }
             // A worker replaced during this deal takes nothing more of it.
-            if !matches!(self.workers[slot].state, State::Idle | State::Busy { .. }) {
+            if !matches!(
+                self.workers[slot].state,
+                State::Idle(_) | State::Busy { .. }
+            ) {
                 continue;
             }
             let Some(r) = batch.next_for(self.workers[slot].slot, &live) else {
@@ -379,7 +382,10 @@ impl WorkerPool {
             let w = &mut self.workers[slot];
             match &mut w.state {
                 State::Busy { requests, .. } => requests.push_back(r),
-                _ => {
+                state => {
+                    if let State::Idle(since) = state {
+                        self.idle_s += since.elapsed().as_secs_f64();
+                    }
                     w.state = State::Busy {
                         requests: VecDeque::from([r]),
                         since: Instant::now(),
