@@ -305,7 +305,8 @@ impl CudaBackend {
             compiled: None,
             pending: precompiled,
             producer_done: false,
-            out: Vec::with_capacity(patches.len()),
+            out: vec![None; patches.len()],
+            taken: 0,
             seen: BTreeSet::new(),
             known,
             measured: Vec::new(),
@@ -392,7 +393,14 @@ impl CudaBackend {
             self.measured_ahead = measuring.ahead;
             self.measured_ahead.settle();
         }
-        let (out, screened_out) = (measuring.out, measuring.screened_out);
+        let screened_out = measuring.screened_out;
+        // A batch whose outcome is Ok took every patch's answer.
+        let out = measuring.out.into_iter().map(|e| {
+            e.unwrap_or_else(|| Evaluated {
+                build: Err("its compile answer never came".into()),
+                assessment: None,
+            })
+        });
         self.screened_out += screened_out;
         match (&outcome, &mut self.promotion) {
             (Ok(()), Some(running)) => running.put_back(compile_lane, measuring.lane),
@@ -405,7 +413,7 @@ impl CudaBackend {
         }
         self.take_lane_outputs()?;
         outcome?;
-        Ok(out)
+        Ok(out.collect())
     }
 
     /// What the promotion beside the search left: its compile workers'

@@ -205,16 +205,21 @@ impl Feed for Forward {
     }
 }
 
-/// The GPU side of a batch: compiled variants taken in the patches' order
-/// (so the same PTX is measured for the same patch however the compile
-/// workers finish), each fresh one handed to the GPU workers at once, each
-/// answer put in its place.
+/// The GPU side of a batch: compiled variants taken as they come, each
+/// fresh one handed to the GPU workers at once, each answer put in its
+/// place. Where two patches of a batch build the same PTX, the first
+/// compiled is measured and the other takes its outcome from the engine's
+/// cache (taking them in the patches' order made a GPU wait for a slow
+/// compile, a guarded build in ptxas, while later variants were ready).
 pub(super) struct Measuring<'a> {
     pub(super) compiled: Option<mpsc::Receiver<(usize, Answer)>>,
-    /// Compiled ahead of a variant still compiling before them.
+    /// Compiled (ahead, or since the last look), not taken yet.
     pub(super) pending: BTreeMap<usize, Answer>,
     pub(super) producer_done: bool,
-    pub(super) out: Vec<Evaluated>,
+    /// Per patch, its build and assessment once taken.
+    pub(super) out: Vec<Option<Evaluated>>,
+    /// Patches taken so far (the `Some`s of `out`).
+    pub(super) taken: usize,
     pub(super) seen: BTreeSet<String>,
     pub(super) known: &'a (dyn Fn(&str) -> bool + Sync),
     /// Per GPU request fed, what it measures.
@@ -261,7 +266,7 @@ impl Measuring<'_> {
     /// Every variant of the batch compiled and measured: the compile side
     /// is told, so it stops taking the lane's requests too.
     fn note_measured(&mut self) {
-        let measured = self.out.len() == self.patches.len() && self.own_waiting == 0;
+        let measured = self.taken == self.patches.len() && self.own_waiting == 0;
         if measured && !self.end.measured.swap(true, Ordering::Relaxed) {
             self.compile_waker.wake();
         }
@@ -320,9 +325,14 @@ impl Measuring<'_> {
         }
     }
 
-    /// A compiled variant in its place; the measure request when it is a
-    /// fresh one that passed the pre-screen.
-    fn take(&mut self, response: Answer, next_id: &mut dyn FnMut() -> u64) -> Option<Request> {
+    /// Patch `variant`'s compiled answer in its place; the measure request
+    /// when it is a fresh one that passed the pre-screen.
+    fn take(
+        &mut self,
+        variant: usize,
+        response: Answer,
+        next_id: &mut dyn FnMut() -> u64,
+    ) -> Option<Request> {
         let Compiled {
             build,
             screened_out,
@@ -351,7 +361,7 @@ impl Measuring<'_> {
             }
             (true, None, Ok(_)) if measured_ahead.is_some() => measured_ahead,
             (true, None, Ok(b)) => {
-                self.measured.push(Fed::Own(self.out.len()));
+                self.measured.push(Fed::Own(variant));
                 self.own_waiting += 1;
                 request = Some(Request::Measure {
                     id: next_id(),
@@ -365,7 +375,8 @@ impl Measuring<'_> {
             }
             _ => None,
         };
-        self.out.push(Evaluated { build, assessment });
+        self.out[variant] = Some(Evaluated { build, assessment });
+        self.taken += 1;
         request
     }
 }
@@ -387,8 +398,8 @@ impl Feed for Measuring<'_> {
             }
         }
         let mut requests = Vec::new();
-        while let Some(response) = self.pending.remove(&self.out.len()) {
-            requests.extend(self.take(response, next_id));
+        for (variant, response) in std::mem::take(&mut self.pending) {
+            requests.extend(self.take(variant, response, next_id));
         }
         let fed = self.measured.len();
         let lane = self.lane.take(fed, next_id);
@@ -402,7 +413,7 @@ impl Feed for Measuring<'_> {
         // ended, where the batch serves it to its end), or it failed (a variant's
         // answer never came; its error is the batch's). Variants offered to
         // measure ahead are fed as GPUs free up while the batch runs on.
-        let failed = self.producer_done && self.out.len() < self.patches.len();
+        let failed = self.producer_done && self.taken < self.patches.len();
         let ahead_left = self.ahead.has_waiting() && self.may_measure_ahead();
         if requests.is_empty()
             && self.producer_done
@@ -422,7 +433,9 @@ impl Feed for Measuring<'_> {
                     self.purpose,
                     &self.patches[variant],
                 );
-                self.out[variant].assessment = Some(assessment_of(result));
+                if let Some(taken) = &mut self.out[variant] {
+                    taken.assessment = Some(assessment_of(result));
+                }
                 self.own_waiting -= 1;
                 self.note_measured();
             }
