@@ -4,8 +4,11 @@
 # [tests.gpu] sets) with each of MODES (default "one:0 two:0,1 all:all":
 # NAME:--devices), TIME (default 40s) each, one after the other on this
 # host. Prints "ok"/"FAIL" lines and a Markdown table: variants measured
-# per second and their ratio to the first mode, the GPUs' and the compile
-# workers' busy shares, the generations reached and the variants that
+# per second and their ratio to the first mode, generations per second's
+# ratio (the search's pace: variants measured are unequal work where a
+# search that gets further sends more of its variants to the GPU), the
+# GPUs' and the compile workers' busy shares, the GPU seconds with no
+# request, the generations reached and the variants that
 # passed their check and were timed, with their timing rounds (a search
 # that gets further times more of its variants, each costing its GPU
 # more), and what was done ahead (variants of the next batch measured where
@@ -26,8 +29,8 @@ if shutil.which("nvidia-smi"):
                          capture_output=True, text=True).stdout.strip().splitlines()
 print(f"GPUs: {len(gpu)} x {gpu[0] if gpu else 'unknown'}. CPUs: {os.cpu_count()}.")
 print()
-print("| fixture | devices | seconds | generations | variants measured | variants measured/s | vs the first | GPU busy | compile busy | timed | timing rounds | measured ahead | promotion carried |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("| fixture | devices | seconds | generations | generations/s vs the first | variants measured | variants measured/s | vs the first | GPU busy | GPU idle (no request) | compile busy | timed | timing rounds | measured ahead | promotion carried |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 first = {}
 for path in sorted(glob.glob(os.path.join(work, "*.json")), key=os.path.getmtime):
     name = os.path.basename(path)[:-5]
@@ -41,10 +44,18 @@ for path in sorted(glob.glob(os.path.join(work, "*.json")), key=os.path.getmtime
     timeline = r.get("timeline") or []
     seconds = timeline[-1]["seconds"] if timeline else 0.0
     rate = u.get("measured_per_s", 0.0)
-    base = first.setdefault(fixture, rate)
+    # Variants measured count unequal work where a search that gets
+    # further sends more of its variants to the GPU: generations per
+    # second are the other ratio.
+    pace = r.get("generations", 0) / u["wall_s"] if u.get("wall_s") else 0.0
+    base, base_pace = first.setdefault(fixture, (rate, pace))
+    idle = u.get("gpu_idle_s", 0.0)
+    capacity = u.get("wall_s", 0.0) * u.get("gpu_workers", 0)
     print(f"| {fixture} | {mode} ({u.get('gpu_workers', 0)} GPU workers) | {seconds:.0f} | {r.get('generations', 0)} | "
+          f"{pace / base_pace if base_pace else 0:.2f}x | "
           f"{u.get('measured', 0)} | {rate:.1f} | {rate / base if base else 0:.2f}x | "
-          f"{100 * u.get('gpu_busy_share', 0):.0f}% | {100 * u.get('compile_busy_share', 0):.0f}% | "
+          f"{100 * u.get('gpu_busy_share', 0):.0f}% | {idle:.1f} s of {capacity:.0f} | "
+          f"{100 * u.get('compile_busy_share', 0):.0f}% | "
           f"{u.get('timed', 0)} | {u.get('rounds', 0)} | {u.get('measured_ahead', 0)} | {u.get('promotion_carried', 0)} |")
 PY
 }
