@@ -254,11 +254,12 @@ impl Utilization {
     /// Who was busy, and what the GPU measured, in one sentence.
     pub fn summary(&self) -> String {
         format!(
-            "GPU busy {:.0}% of {:.0} s ({} GPU worker(s), started {} times), compile workers busy {:.0}% ({}); {} variants measured ({:.1}/s), {:.1} timing rounds per test each, {} stopped early",
+            "GPU busy {:.0}% of {:.0} s ({} GPU worker(s), started {} times, {:.1} s with no request), compile workers busy {:.0}% ({}); {} variants measured ({:.1}/s), {:.1} timing rounds per test each, {} stopped early",
             100.0 * self.gpu_busy_share(),
             self.wall_s,
             self.gpu_workers,
             self.gpu_starts,
+            self.gpu_idle_s,
             100.0 * self.compile_busy_share(),
             self.compile_workers,
             self.measured,

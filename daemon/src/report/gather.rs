@@ -421,7 +421,7 @@ mod tests {
         assert!((u.gpu_busy_share() - 0.9).abs() < 1e-9, "{u:?}");
         let html = super::super::render(&data);
         for text in [
-            "GPU busy 90% of 20 s (1 GPU worker(s), started 4 times)",
+            "GPU busy 90% of 20 s (1 GPU worker(s), started 4 times, 2.0 s with no request)",
             "compile workers busy 20% (15)",
             "8.3 timing rounds per test each, 100 stopped early.",
             "<tr><td>timing</td><td class=\"num\">15.0</td><td class=\"num\">17.9%</td></tr>",
