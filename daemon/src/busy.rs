@@ -160,6 +160,9 @@ summed_struct! {
         /// Variants whose timing stopped before the full rounds (adaptive
         /// measurement: confidently on one side of the selection threshold).
         pub stopped_early: u64,
+        /// Of those, variants stopped as confidently better than the line
+        /// (the rest: confidently no better).
+        pub stopped_better: u64,
         /// Variants of the search's batches that were compiled during the
         /// step before (docs/evolve.md, "Bred a step ahead").
         pub compiled_ahead: u64,
@@ -254,7 +257,7 @@ impl Utilization {
     /// Who was busy, and what the GPU measured, in one sentence.
     pub fn summary(&self) -> String {
         format!(
-            "GPU busy {:.0}% of {:.0} s ({} GPU worker(s), started {} times, {:.1} s with no request), compile workers busy {:.0}% ({}); {} variants measured ({:.1}/s), {:.1} timing rounds per test each, {} stopped early",
+            "GPU busy {:.0}% of {:.0} s ({} GPU worker(s), started {} times, {:.1} s with no request), compile workers busy {:.0}% ({}); {} variants measured ({:.1}/s), {:.1} timing rounds per test each, {} stopped early ({} as better)",
             100.0 * self.gpu_busy_share(),
             self.wall_s,
             self.gpu_workers,
@@ -265,7 +268,8 @@ impl Utilization {
             self.measured,
             self.measured_per_s(),
             self.rounds_per_variant(),
-            self.stopped_early
+            self.stopped_early,
+            self.stopped_better
         )
     }
 
@@ -306,6 +310,7 @@ mod tests {
             timed,
             rounds,
             stopped_early: 0,
+            stopped_better: 0,
             compiled_ahead: 0,
             measured_ahead: 0,
             promotion_carried: 0,

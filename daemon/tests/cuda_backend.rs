@@ -612,6 +612,14 @@ fn the_search_races_train_measurements_against_the_selection_threshold() {
                 .map(|r| r.utilization.as_ref().unwrap().timed)
                 .sum();
             assert!(stopped > 0 && stopped < timed, "{stopped} of {timed}");
+            // Each side's stops are counted: the stand-in stops a variant
+            // more than 10% below the line as better.
+            let better: u64 = reports
+                .iter()
+                .map(|r| r.utilization.as_ref().unwrap().stopped_better)
+                .sum();
+            println!("{stopped} of {timed} stopped early, {better} as better");
+            assert!(better > 0 && better < stopped, "{better} of {stopped}");
             // Later generations race against the elite's cutoff, below 1.0.
             let later: Vec<f64> = lines_per_generation[2]
                 .iter()

@@ -99,6 +99,8 @@ pub struct Measured {
     /// no better, or confidently better, than the threshold it raced
     /// against.
     pub stopped_early: bool,
+    /// Of such a stop, that it was on the better side.
+    pub stopped_better: bool,
 }
 
 impl Measured {
@@ -477,6 +479,7 @@ impl Measurer {
             spent: Spent::default(),
             rounds: 0,
             stopped_early: false,
+            stopped_better: false,
         };
         // ptxas (where no cubin came) runs beside the guarded build's
         // checks, and is stopped if they fail, as most variants do.
@@ -582,8 +585,9 @@ impl Measurer {
                     .iter()
                     .filter_map(|t| t.timing.as_ref())
                     .collect();
-                if stats::race(&timings, threshold, self.options.race_margin).is_some() {
+                if let Some(decided) = stats::race(&timings, threshold, self.options.race_margin) {
                     out.stopped_early = true;
+                    out.stopped_better = decided == stats::Decided::Better;
                     break;
                 }
             }

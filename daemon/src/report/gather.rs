@@ -389,6 +389,7 @@ mod tests {
                 timed,
                 rounds: 5 * stopped + 15 * (timed - stopped),
                 stopped_early: stopped,
+                stopped_better: stopped / 4,
                 compiled_ahead: 0,
                 measured_ahead: 0,
                 promotion_carried: 0,
@@ -423,7 +424,7 @@ mod tests {
         for text in [
             "GPU busy 90% of 20 s (1 GPU worker(s), started 4 times, 2.0 s with no request)",
             "compile workers busy 20% (15)",
-            "8.3 timing rounds per test each, 100 stopped early.",
+            "8.3 timing rounds per test each, 100 stopped early (25 as better).",
             "<tr><td>timing</td><td class=\"num\">15.0</td><td class=\"num\">17.9%</td></tr>",
             "<tr><td>GPU worker start-up</td><td class=\"num\">6.0</td>",
             "generating inputs 4.0 s, uploading 0.0 s",

@@ -92,6 +92,7 @@ impl Handler for GpuWorker {
                         spent: measured.spent,
                         rounds: measured.rounds,
                         stopped_early: measured.stopped_early,
+                        stopped_better: measured.stopped_better,
                     },
                     measured.fatal,
                 ))

@@ -323,6 +323,7 @@ impl Handler for InProcess {
                 spent: Spent::default(),
                 rounds: 0,
                 stopped_early: false,
+                stopped_better: false,
             },
             Request::Measure { .. } => {
                 return Err("this worker has no GPU; measure requests go to gpu-worker".into())

@@ -174,6 +174,10 @@ pub enum Response {
         rounds: u32,
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         stopped_early: bool,
+        /// Of such a stop, that the variant was confidently better than
+        /// the threshold (else confidently no better).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        stopped_better: bool,
     },
     /// The worker cannot go on (its spec broke); it exits after this.
     Fatal { message: String },
@@ -362,6 +366,7 @@ mod tests {
                 },
                 rounds: 5,
                 stopped_early: true,
+                stopped_better: true,
             },
             Response::Fatal {
                 message: "spec broke".into(),
@@ -374,6 +379,7 @@ mod tests {
             Response::Assessed {
                 rounds: 0,
                 stopped_early: false,
+                stopped_better: false,
                 ..
             }
         ));

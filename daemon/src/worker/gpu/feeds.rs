@@ -573,6 +573,7 @@ pub(super) fn account(
         spent,
         rounds,
         stopped_early,
+        stopped_better,
         exiting,
         assessment,
         ..
@@ -590,6 +591,7 @@ pub(super) fn account(
             utilization.timed += 1;
             utilization.rounds += u64::from(*rounds);
             utilization.stopped_early += u64::from(*stopped_early);
+            utilization.stopped_better += u64::from(*stopped_better);
         }
     }
 }
