@@ -17,6 +17,7 @@
 #   scripts/gpu-compare.sh BASE_GEVOD NEW_GEVOD WORKDIR
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/fixtures.sh
 base=$1 new=$2 work=$3
 mkdir -p "$work"
 fixtures=${COMPARE_FIXTURES:-stencil reduce}
@@ -25,8 +26,7 @@ seed=${SEED:-1}
 report=${REPORT:-/dev/null}
 
 for f in $fixtures; do
-    spec=tests/fixtures/kernels/$f.gevo.toml
-    [ -f "$spec" ] || spec=tests/fixtures/pipelines/$f.gevo.toml
+    spec=$(fixture_spec "$f")
     for which in base new; do
         bin=$base; extra=()
         if [ "$which" = new ]; then

@@ -15,6 +15,7 @@
 #   scripts/gpu-daemon-scaling.sh GEVOD GEVO_CLIENT WORKDIR
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/fixtures.sh
 gevod=$(realpath "$1") client=$(realpath "$2") work=$(realpath -m "$3")
 mkdir -p "$work"
 run_time=${TIME:-40}
@@ -33,8 +34,7 @@ wait_until() {
 }
 
 for f in ${FIXTURES:-stencil wavefront}; do
-    spec=tests/fixtures/kernels/$f.gevo.toml
-    [ -f "$spec" ] || spec=tests/fixtures/pipelines/$f.gevo.toml
+    spec=$(fixture_spec "$f")
     for n in ${SIZES:-1 2 4}; do
         [ "$n" -le "$gpus" ] || { echo "skip $f-$n: $gpus GPU(s) here"; continue; }
         name=$f-$n dir=$work/$f-$n

@@ -19,6 +19,7 @@
 #   scripts/gpu-scaling.sh --table WORKDIR    (the table of runs already made)
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/fixtures.sh
 table() {
     python3 - "$1" <<'PY'
 import glob, json, os, shutil, subprocess, sys
@@ -66,8 +67,7 @@ fi
 gevod=$(realpath "$1") work=$(realpath -m "$2")
 mkdir -p "$work"
 for f in ${FIXTURES:-stencil wavefront}; do
-    spec=tests/fixtures/kernels/$f.gevo.toml
-    [ -f "$spec" ] || spec=tests/fixtures/pipelines/$f.gevo.toml
+    spec=$(fixture_spec "$f")
     for mode in ${MODES:-one:0 two:0,1 all:all}; do
         name=$f-${mode%%:*}
         if timeout -s INT "${LIMIT:-85}" "$gevod" evolve "$spec" --backend cuda --devices "${mode#*:}" \

@@ -12,6 +12,7 @@
 #   scripts/gpu-slurm.sh GEVOD WORKDIR
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/fixtures.sh
 gevod=$(realpath "$1") work=$(realpath -m "$2")
 mkdir -p "$work"
 fixtures=${FIXTURES:-stencil}
@@ -30,8 +31,7 @@ trap 'scripts/slurm-cluster.sh stop "$work/cluster"' EXIT
 echo "ok   slurm: a single-node cluster with $gpus GPUs starts"
 
 for f in $fixtures; do
-    spec=tests/fixtures/kernels/$f.gevo.toml
-    [ -f "$spec" ] || spec=tests/fixtures/pipelines/$f.gevo.toml
+    spec=$(fixture_spec "$f")
     search=(evolve "$spec" --backend cuda --workers "$workers" --time "$time" --seed "$seed" --json)
     if timeout -s INT "$limit" "$gevod" "${search[@]}" --devices 0 --state "$work/state-$f-local" \
         > "$work/$f-local.json" 2> "$work/$f-local.err"; then
