@@ -33,6 +33,12 @@ pub struct Milestone {
     pub new_variants: u64,
     /// The best validated speedup so far (none yet: null).
     pub best_speedup: Option<f64>,
+    /// On the GPU: this generation's GPU busy share, and the seconds its
+    /// GPU workers held no request (where in a search the GPUs wait).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_busy_share: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_idle_s: Option<f64>,
 }
 
 impl Progress {
@@ -75,6 +81,8 @@ impl Progress {
             evaluations: c.evaluations,
             new_variants: c.evaluations - c.cache_hits,
             best_speedup: engine.best_validated().map(|v| v.speedup),
+            gpu_busy_share: report.utilization.as_ref().map(Utilization::gpu_busy_share),
+            gpu_idle_s: report.utilization.as_ref().map(|u| u.gpu_idle_s),
         });
         let mut line = format!(
             "generation {:>3} | evaluations {:>6} | valid {:>5.1}% | best cost {best} | cache hits {:>5.1}% | {:.1} eval/s | validated {} | distinct {}",
@@ -91,8 +99,9 @@ impl Progress {
         }
         if let Some(u) = &report.utilization {
             line += &format!(
-                " | GPU busy {:.0}% | {:.1} rounds/variant",
+                " | GPU busy {:.0}%, {:.1} s with no request | {:.1} rounds/variant",
                 100.0 * u.gpu_busy_share(),
+                u.gpu_idle_s,
                 u.rounds_per_variant()
             );
         }
@@ -384,7 +393,39 @@ fn pareto_rows(points: &[(f64, f64, usize)]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::pareto_rows;
+    use super::{pareto_rows, Progress};
+    use gevod::busy::{Spent, Utilization};
+    use gevod::evolve::{Config, Engine, GenerationReport};
+    use std::time::Instant;
+
+    /// Each generation's milestone says where its GPUs waited (on the GPU
+    /// backend); a simulator search's milestones say nothing of a GPU.
+    #[test]
+    fn milestones_carry_each_generations_gpu_busy_and_idle() {
+        let engine = Engine::new(Config::default(), 1).unwrap();
+        let mut progress = Progress::new(Instant::now(), 0);
+        let gpu = Utilization {
+            wall_s: 4.0,
+            gpu_workers: 1,
+            gpu_idle_s: 1.0,
+            spent: Spent {
+                timing_s: 3.0,
+                ..Spent::default()
+            },
+            ..Utilization::default()
+        };
+        for utilization in [Some(gpu), None] {
+            let report = GenerationReport {
+                utilization,
+                ..GenerationReport::default()
+            };
+            progress.generation(&engine, &report);
+        }
+        let timeline = serde_json::to_value(&progress.timeline).unwrap();
+        assert_eq!(timeline[0]["gpu_busy_share"], 0.75);
+        assert_eq!(timeline[0]["gpu_idle_s"], 1.0);
+        assert!(timeline[1].get("gpu_idle_s").is_none(), "{timeline}");
+    }
 
     /// The report's end showed `0.8848 0.000e0 4` twice: two archive
     /// members, one point.
