@@ -269,7 +269,12 @@ impl WorkerPool {
             match spare.state {
                 // Still starting: the wait counts from now.
                 State::Starting(_) => spare.state = State::Starting(Instant::now()),
-                _ => self.standby_swaps += 1,
+                // Ready: its idle time as a worker counts from now, not
+                // from its greeting as a spare.
+                _ => {
+                    spare.state = State::Idle(Instant::now());
+                    self.standby_swaps += 1;
+                }
             }
             self.workers[slot] = spare;
             self.start_spare(worker_slot);
