@@ -107,7 +107,8 @@ pub fn relative_spread(samples: &[f64]) -> f64 {
 /// The cost ratio over several tests, `sum(undisturbed variant) /
 /// sum(undisturbed original)` ([`undisturbed`]), with a percentile
 /// bootstrap interval: each resample draws every test's rounds with
-/// replacement (pairs stay together) and recomputes the ratio. Tests without rounds are skipped; none gives NaN.
+/// replacement (pairs stay together) and recomputes the ratio. Tests
+/// without rounds are skipped; none gives NaN.
 pub fn cost_ratio(tests: &[&Timing]) -> Interval {
     let tests: Vec<&Timing> = tests
         .iter()

@@ -95,12 +95,10 @@ pub struct Measured {
     pub spent: Spent,
     /// Timing rounds per test (0 when a test failed first).
     pub rounds: u32,
-    /// Timing stopped before the full rounds: the variant is confidently
-    /// no better, or confidently better, than the threshold it raced
-    /// against.
-    pub stopped_early: bool,
-    /// Of such a stop, that it was on the better side.
-    pub stopped_better: bool,
+    /// Where timing stopped before the full rounds: the side of the
+    /// threshold the variant raced against that the rounds so far placed
+    /// it on (none: it ran every round).
+    pub stopped: Option<stats::Decided>,
 }
 
 impl Measured {
@@ -478,8 +476,7 @@ impl Measurer {
             fatal: false,
             spent: Spent::default(),
             rounds: 0,
-            stopped_early: false,
-            stopped_better: false,
+            stopped: None,
         };
         // ptxas (where no cubin came) runs beside the guarded build's
         // checks, and is stopped if they fail, as most variants do.
@@ -585,9 +582,8 @@ impl Measurer {
                     .iter()
                     .filter_map(|t| t.timing.as_ref())
                     .collect();
-                if let Some(decided) = stats::race(&timings, threshold, self.options.race_margin) {
-                    out.stopped_early = true;
-                    out.stopped_better = decided == stats::Decided::Better;
+                out.stopped = stats::race(&timings, threshold, self.options.race_margin);
+                if out.stopped.is_some() {
                     break;
                 }
             }

@@ -19,6 +19,7 @@ use crate::evolve::{
 };
 use crate::ir::{KernelIr, Patch};
 use crate::spec::{Spec, TestSet, TestTarget};
+use crate::stats::Decided;
 
 mod ahead;
 mod feeds;
@@ -91,8 +92,8 @@ impl Handler for GpuWorker {
                         exiting: measured.fatal,
                         spent: measured.spent,
                         rounds: measured.rounds,
-                        stopped_early: measured.stopped_early,
-                        stopped_better: measured.stopped_better,
+                        stopped_early: measured.stopped.is_some(),
+                        stopped_better: measured.stopped == Some(Decided::Better),
                     },
                     measured.fatal,
                 ))
@@ -307,7 +308,6 @@ impl CudaBackend {
             pending: precompiled,
             producer_done: false,
             out: vec![None; patches.len()],
-            taken: 0,
             seen: BTreeSet::new(),
             known,
             measured: Vec::new(),

@@ -52,21 +52,16 @@ pub struct PoolOptions {
     pub standby: bool,
     /// The workers' CPU priority (`[workers] cpu`).
     pub cpu: CpuPriority,
+    /// Requests in flight per worker where not the launcher's
+    /// ([`Launcher::pipeline_depth`]): local GPU workers take
+    /// `GEVO_GPU_DEPTH`'s where it is set (`worker::setup`).
+    pub depth: Option<usize>,
 }
 
 impl PoolOptions {
-    /// Requests in flight per worker: the launcher's, but for local GPU
-    /// workers `GEVO_GPU_DEPTH` where set (an experiment: a second request
-    /// waiting in the worker's pipe while it measures the first).
+    /// Requests in flight per worker: `depth`, else the launcher's.
     pub fn pipeline_depth(&self) -> usize {
-        let local_gpu = self.gpu && matches!(self.launcher, Launcher::Local);
-        match std::env::var("GEVO_GPU_DEPTH")
-            .ok()
-            .and_then(|d| d.parse().ok())
-        {
-            Some(depth) if local_gpu => depth,
-            _ => self.launcher.pipeline_depth(),
-        }
+        self.depth.unwrap_or_else(|| self.launcher.pipeline_depth())
     }
 
     /// `workers` local processes of `program args`, no GPU, none with
@@ -90,6 +85,7 @@ impl PoolOptions {
             slot_args: Vec::new(),
             standby: false,
             cpu: CpuPriority::Normal,
+            depth: None,
         }
     }
 }

@@ -24,6 +24,10 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Requests in flight per local GPU worker where set (an experiment;
+/// [`PoolOptions::depth`]).
+pub const GPU_DEPTH: &str = "GEVO_GPU_DEPTH";
+
 /// Why evaluation could not start. Each names the spec it concerns.
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {
@@ -321,6 +325,11 @@ impl WorkerSetup<'_> {
         // hangs the active one (local processes only: a Slurm step would
         // hold a second GPU allocation).
         gpu.standby = matches!(self.launcher, Launcher::Local);
+        // An experiment: a second request waiting in a local GPU worker's
+        // pipe while it measures one (docs/evolve.md).
+        if matches!(self.launcher, Launcher::Local) {
+            gpu.depth = std::env::var(GPU_DEPTH).ok().and_then(|d| d.parse().ok());
+        }
         // A stop kills a running check: the GPU is another user's at once.
         // With several local GPUs the gate, which runs beside the search,
         // takes the last one: promotion times held-out tests on the first.

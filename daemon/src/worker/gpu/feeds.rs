@@ -218,8 +218,6 @@ pub(super) struct Measuring<'a> {
     pub(super) producer_done: bool,
     /// Per patch, its build and assessment once taken.
     pub(super) out: Vec<Option<Evaluated>>,
-    /// Patches taken so far (the `Some`s of `out`).
-    pub(super) taken: usize,
     pub(super) seen: BTreeSet<String>,
     pub(super) known: &'a (dyn Fn(&str) -> bool + Sync),
     /// Per GPU request fed, what it measures.
@@ -266,7 +264,7 @@ impl Measuring<'_> {
     /// Every variant of the batch compiled and measured: the compile side
     /// is told, so it stops taking the lane's requests too.
     fn note_measured(&mut self) {
-        let measured = self.taken == self.patches.len() && self.own_waiting == 0;
+        let measured = self.all_taken() && self.own_waiting == 0;
         if measured && !self.end.measured.swap(true, Ordering::Relaxed) {
             self.compile_waker.wake();
         }
@@ -325,6 +323,11 @@ impl Measuring<'_> {
         }
     }
 
+    /// Every patch's compiled answer taken.
+    fn all_taken(&self) -> bool {
+        self.out.iter().all(Option::is_some)
+    }
+
     /// Patch `variant`'s compiled answer in its place; the measure request
     /// when it is a fresh one that passed the pre-screen.
     fn take(
@@ -376,7 +379,6 @@ impl Measuring<'_> {
             _ => None,
         };
         self.out[variant] = Some(Evaluated { build, assessment });
-        self.taken += 1;
         request
     }
 }
@@ -413,7 +415,7 @@ impl Feed for Measuring<'_> {
         // ended, where the batch serves it to its end), or it failed (a variant's
         // answer never came; its error is the batch's). Variants offered to
         // measure ahead are fed as GPUs free up while the batch runs on.
-        let failed = self.producer_done && self.taken < self.patches.len();
+        let failed = self.producer_done && !self.all_taken();
         let ahead_left = self.ahead.has_waiting() && self.may_measure_ahead();
         if requests.is_empty()
             && self.producer_done
