@@ -325,18 +325,18 @@ fn each_new_ptx_is_measured_once_and_known_ones_not_at_all() {
     );
 }
 
+/// A planted patch of a kernel fixture, `tests/fixtures/kernels/NAME.patch.json`.
+fn kernel_patch(name: &str) -> Patch {
+    let path = common::repo_root().join(format!("tests/fixtures/kernels/{name}.patch.json"));
+    Patch::from_json(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
 #[test]
 fn the_prescreen_rejects_out_of_bounds_variants_before_the_gpu() {
     let dir = tempfile::tempdir().unwrap();
     let counter = dir.path().join("requests");
     let mut backend = backend("", &counter, true);
-    let patch = Patch::from_json(
-        &std::fs::read_to_string(
-            common::repo_root().join("tests/fixtures/kernels/vecadd.no-bounds-check.patch.json"),
-        )
-        .unwrap(),
-    )
-    .unwrap();
+    let patch = kernel_patch("vecadd.no-bounds-check");
     let a = backend.assess(&[patch], TestSet::Train).unwrap();
     let failure = a[0].first_failure().expect("rejected");
     assert!(
@@ -354,13 +354,7 @@ fn the_prescreen_rejects_variants_whose_outputs_differ_before_the_gpu() {
     let dir = tempfile::tempdir().unwrap();
     let counter = dir.path().join("requests");
     let mut backend = backend("", &counter, true);
-    let patch = Patch::from_json(
-        &std::fs::read_to_string(
-            common::repo_root().join("tests/fixtures/kernels/vecadd.drops-b.patch.json"),
-        )
-        .unwrap(),
-    )
-    .unwrap();
+    let patch = kernel_patch("vecadd.drops-b");
     let a = backend.assess(&[patch], TestSet::Train).unwrap();
     let failure = a[0].first_failure().expect("rejected");
     assert!(failure.contains("pre-screen on the simulator"), "{failure}");
@@ -383,13 +377,7 @@ fn the_prescreen_finds_a_runaway_loop_beyond_the_smallest_test() {
     let dir = tempfile::tempdir().unwrap();
     let counter = dir.path().join("requests");
     let mut backend = backend_for(&common::spec_fixture("loops"), "", &counter, true);
-    let patch = Patch::from_json(
-        &std::fs::read_to_string(
-            common::repo_root().join("tests/fixtures/kernels/loops.endless.patch.json"),
-        )
-        .unwrap(),
-    )
-    .unwrap();
+    let patch = kernel_patch("loops.endless");
     let a = backend.assess(&[patch], TestSet::Train).unwrap();
     assert_eq!(a[0].tests.len(), 1, "only the rejecting test: {a:?}");
     let failure = a[0].first_failure().expect("rejected");
