@@ -17,7 +17,7 @@
 #   scripts/gpu-compare.sh BASE_GEVOD NEW_GEVOD WORKDIR
 set -uo pipefail
 cd "$(dirname "$0")/.."
-source scripts/lib/fixtures.sh
+source scripts/lib/common.sh
 base=$1 new=$2 work=$3
 mkdir -p "$work"
 fixtures=${COMPARE_FIXTURES:-stencil reduce}

@@ -15,23 +15,12 @@
 #   scripts/gpu-daemon-scaling.sh GEVOD GEVO_CLIENT WORKDIR
 set -uo pipefail
 cd "$(dirname "$0")/.."
-source scripts/lib/fixtures.sh
+source scripts/lib/common.sh
 gevod=$(realpath "$1") client=$(realpath "$2") work=$(realpath -m "$3")
 mkdir -p "$work"
 run_time=${TIME:-40}
 gpus=$(nvidia-smi -L | wc -l)
 
-ok() { echo "ok   $1"; }
-fail() { echo "FAIL $1"; [ -n "${2:-}" ] && tail -15 "$2" | sed 's/^/    /'; }
-# wait_until SECONDS COMMAND...: polls every 0.2 s; true once COMMAND is.
-wait_until() {
-    local limit=$1; shift
-    local end=$(( $(date +%s) + limit ))
-    until "$@"; do
-        [ "$(date +%s)" -ge "$end" ] && return 1
-        sleep 0.2
-    done
-}
 
 for f in ${FIXTURES:-stencil wavefront}; do
     spec=$(fixture_spec "$f")

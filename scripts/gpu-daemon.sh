@@ -17,6 +17,7 @@
 #  - SIGTERM: exit 0 within 10 s.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/common.sh
 gevod=$1 client_package=$2 work=$3
 mkdir -p "$work/app/build"
 client=$work/gevo-client
@@ -24,22 +25,11 @@ gunzip -c "$client_package" > "$client" && chmod +x "$client" || { echo "FAIL un
 grace=30  # the default [gpu] idle_grace
 hold_time=${HOLD_TIME:-300}
 
-ok() { echo "ok   $1"; }
-fail() { echo "FAIL $1"; [ -n "${2:-}" ] && tail -15 "$2" | sed 's/^/    /'; }
 now() { date +%s.%N; }
 since() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.2f}')" "$1" "$(now)"; }
 status_json() { "$client" --socket "$work/sock" --json status 2>/dev/null; }
 slot_state() { status_json | python3 -c 'import json,sys; print(json.load(sys.stdin)["slots"][0]["state"])' 2>/dev/null; }
 generations() { status_json | python3 -c 'import json,sys; j=[j for j in json.load(sys.stdin)["jobs"] if j["job"]]; print(j[0]["generations"] if j else -1)' 2>/dev/null; }
-# wait_until SECONDS COMMAND...: polls every 0.1 s; true once COMMAND is.
-wait_until() {
-    local limit=$1; shift
-    local end=$(( $(date +%s) + limit ))
-    until "$@"; do
-        [ "$(date +%s)" -ge "$end" ] && return 1
-        sleep 0.1
-    done
-}
 running() { [[ $(slot_state) == running* ]]; }
 waiting_busy() { [[ $(slot_state) == "waiting: GPU busy"*"other process"* ]]; }
 worker_gone() { ! pgrep -f "gevod gpu-worker" > /dev/null; }

@@ -37,6 +37,7 @@ mkdir -p "$3"
 gevod=$(realpath "$1") client=$(realpath "$2") work=$(realpath "$3")
 ir_dir=${4:+$(realpath -m "$4")}
 cd "$(dirname "$0")/.." || exit 2
+source scripts/lib/common.sh
 ir_dir=${ir_dir:-$PWD/.dist/e2e}
 backend=${E2E_BACKEND:-cuda}
 population=${E2E_POPULATION:-64}
@@ -104,15 +105,6 @@ daemon_log() {
 # shellcheck disable=SC2317  # called through wait_until
 daemon_gone() { ! daemon_alive; }
 daemon_alive() { [ -n "$daemon" ] && [ -e "/proc/$daemon" ] && [ "$(awk '{print $3}' "/proc/$daemon/stat" 2>/dev/null)" != Z ]; }
-# wait_until SECONDS COMMAND...: polls every 0.2 s; true once COMMAND is.
-wait_until() {
-    local limit=$1; shift
-    local end=$(( $(date +%s) + limit ))
-    until "$@"; do
-        [ "$(date +%s)" -ge "$end" ] && return 1
-        sleep 0.2
-    done
-}
 # shellcheck disable=SC2317  # called through wait_until
 not_running() { [[ $(cl --json status 2>/dev/null | python3 -c 'import json,sys; print(" ".join(s["state"] for s in json.load(sys.stdin)["slots"]))' 2>/dev/null) != *running* ]]; }
 first_line() { grep -m1 -E "$1" "$2" | sed 's/^ *//'; }

@@ -19,7 +19,7 @@
 #   scripts/gpu-scaling.sh --table WORKDIR    (the table of runs already made)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-source scripts/lib/fixtures.sh
+source scripts/lib/common.sh
 table() {
     python3 - "$1" <<'PY'
 import glob, json, os, shutil, subprocess, sys

@@ -12,7 +12,7 @@
 #   scripts/gpu-slurm.sh GEVOD WORKDIR
 set -uo pipefail
 cd "$(dirname "$0")/.."
-source scripts/lib/fixtures.sh
+source scripts/lib/common.sh
 gevod=$(realpath "$1") work=$(realpath -m "$2")
 mkdir -p "$work"
 fixtures=${FIXTURES:-stencil}

@@ -1,4 +1,5 @@
 # Sourced by the GPU scripts (run from the repository root).
+
 # fixture_spec NAME: the team's fixture spec of that name, a kernel's
 # (tests/fixtures/kernels) or else a pipeline's (tests/fixtures/pipelines).
 fixture_spec() {
@@ -6,3 +7,17 @@ fixture_spec() {
     [ -f "$spec" ] || spec=tests/fixtures/pipelines/$1.gevo.toml
     echo "$spec"
 }
+
+# wait_until SECONDS COMMAND...: polls every 0.1 s; true once COMMAND is.
+wait_until() {
+    local limit=$1; shift
+    local end=$(( $(date +%s) + limit ))
+    until "$@"; do
+        [ "$(date +%s)" -ge "$end" ] && return 1
+        sleep 0.1
+    done
+}
+
+# A check's line: "ok   NAME", or "FAIL NAME" and the last lines of FILE.
+ok() { echo "ok   $1"; }
+fail() { echo "FAIL $1"; [ -n "${2:-}" ] && tail -15 "$2" | sed 's/^/    /'; }
