@@ -392,6 +392,16 @@ impl WorkerPool {
                 let exiting = matches!(response, Response::Assessed { exiting: true, .. });
                 let mut in_flight = self.take_in_flight(slot);
                 let done = in_flight.pop_front().expect("a head");
+                // With the dispatch's event, a timeline of each worker's
+                // requests (`GEVOD_LOG=gevod::worker::pool=trace`).
+                tracing::trace!(
+                    gpu = self.options.gpu,
+                    slot,
+                    id = requests[done].id(),
+                    answer = response.kind(),
+                    spent = ?response.spent(),
+                    "answered"
+                );
                 batch.finish(done, Ok(response));
                 if exiting {
                     batch.requeue(in_flight);

@@ -183,6 +183,36 @@ pub enum Response {
     Fatal { message: String },
 }
 
+impl Response {
+    /// A short name for logs: which answer, and for a build what it holds.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Response::Ready { .. } => "ready",
+            Response::Built {
+                screened_out: Some(_),
+                ..
+            } => "screened_out",
+            Response::Built {
+                guarded: Some(_), ..
+            } => "built_guarded",
+            Response::Built { .. } => "built",
+            Response::CompileFailed { .. } => "compile_failed",
+            Response::Assessed { .. } => "assessed",
+            Response::Fatal { .. } => "fatal",
+        }
+    }
+
+    /// The worker's time on the request, where the answer carries it.
+    pub fn spent(&self) -> Option<&Spent> {
+        match self {
+            Response::Built { spent, .. }
+            | Response::CompileFailed { spent, .. }
+            | Response::Assessed { spent, .. } => Some(spent),
+            Response::Ready { .. } | Response::Fatal { .. } => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -383,6 +413,28 @@ mod tests {
                 ..
             }
         ));
+        // What the pool's trace log names each answer, and the time it
+        // carries.
+        let named: Vec<(&str, Option<f64>)> = responses
+            .iter()
+            .map(|r| {
+                (
+                    r.kind(),
+                    r.spent().map(|s| s.compile_worker_s() + s.gpu_s()),
+                )
+            })
+            .collect();
+        assert_eq!(
+            named,
+            [
+                ("ready", None),
+                ("screened_out", Some(0.52)),
+                ("built", Some(0.03)),
+                ("compile_failed", Some(0.0)),
+                ("assessed", Some(0.261)),
+                ("fatal", None),
+            ]
+        );
         for response in responses {
             let text = serde_json::to_string(&response).unwrap();
             assert!(!text.contains('\n'), "one line: {text}");

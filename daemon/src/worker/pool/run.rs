@@ -377,6 +377,12 @@ impl WorkerPool {
             let Some(r) = batch.next_for(self.workers[slot].slot, &live) else {
                 continue;
             };
+            tracing::trace!(
+                gpu = self.options.gpu,
+                slot,
+                id = requests[r].id(),
+                "dispatched"
+            );
             let mut line = serde_json::to_string(&requests[r]).expect("requests serialize");
             line.push('\n');
             let w = &mut self.workers[slot];
