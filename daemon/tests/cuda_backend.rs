@@ -331,61 +331,46 @@ fn kernel_patch(name: &str) -> Patch {
     Patch::from_json(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
+/// The pre-screen rejects each planted variant on the simulator's train
+/// tests, by the verdict and the test named, before the GPU worker sees a
+/// request: an out-of-bounds access; a variant storing `a[i]` instead of
+/// `a[i] + b[i]`, whose outputs differ (no guarded build or GPU run is
+/// spent on it); and loops' endless variant, which passes the smallest
+/// test (`iters = 0` never enters the loop) and is stopped by the step
+/// budget on a larger one (every sim train test runs, least input first).
 #[test]
-fn the_prescreen_rejects_out_of_bounds_variants_before_the_gpu() {
-    let dir = tempfile::tempdir().unwrap();
-    let counter = dir.path().join("requests");
-    let mut backend = backend("", &counter, true);
-    let patch = kernel_patch("vecadd.no-bounds-check");
-    let a = backend.assess(&[patch], TestSet::Train).unwrap();
-    let failure = a[0].first_failure().expect("rejected");
-    assert!(
-        failure.contains("pre-screen on the simulator: out-of-bounds"),
-        "{failure}"
-    );
-    assert!(!counter.exists(), "the GPU worker saw a request");
-}
-
-/// A variant that stores `a[i]` instead of `a[i] + b[i]` computes something
-/// else on the simulator's train tests: the pre-screen rejects it with the
-/// mismatch, and no guarded build or GPU run is spent on it.
-#[test]
-fn the_prescreen_rejects_variants_whose_outputs_differ_before_the_gpu() {
-    let dir = tempfile::tempdir().unwrap();
-    let counter = dir.path().join("requests");
-    let mut backend = backend("", &counter, true);
-    let patch = kernel_patch("vecadd.drops-b");
-    let a = backend.assess(&[patch], TestSet::Train).unwrap();
-    let failure = a[0].first_failure().expect("rejected");
-    assert!(failure.contains("pre-screen on the simulator"), "{failure}");
-    assert_eq!(
-        a[0].tests[0]
+fn the_prescreen_rejects_faults_and_mismatches_before_the_gpu() {
+    // (fixture, planted patch, verdict, the rejecting train test: vecadd's
+    // smallest is train[2])
+    let cases = [
+        ("vecadd", "vecadd.no-bounds-check", "out_of_bounds", 2),
+        ("vecadd", "vecadd.drops-b", "mismatch", 2),
+        ("loops", "loops.endless", "step_budget", 1),
+    ];
+    for (fixture, planted, verdict, test) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let counter = dir.path().join("requests");
+        let mut backend = backend_for(&common::spec_fixture(fixture), "", &counter, true);
+        let a = backend
+            .assess(&[kernel_patch(planted)], TestSet::Train)
+            .unwrap();
+        assert_eq!(
+            a[0].tests.len(),
+            1,
+            "{planted}: only the rejecting test: {a:?}"
+        );
+        let kind = a[0].tests[0]
             .failure
             .as_ref()
-            .map(|(kind, _)| kind.as_str()),
-        Some("mismatch"),
-        "{a:?}"
-    );
-    assert!(!counter.exists(), "the GPU worker saw a request");
-}
-
-/// The pre-screen runs every sim train test, least input first: loops'
-/// endless variant passes the smallest (`iters = 0` never enters the loop)
-/// and is rejected by the step budget on a larger one, before the GPU.
-#[test]
-fn the_prescreen_finds_a_runaway_loop_beyond_the_smallest_test() {
-    let dir = tempfile::tempdir().unwrap();
-    let counter = dir.path().join("requests");
-    let mut backend = backend_for(&common::spec_fixture("loops"), "", &counter, true);
-    let patch = kernel_patch("loops.endless");
-    let a = backend.assess(&[patch], TestSet::Train).unwrap();
-    assert_eq!(a[0].tests.len(), 1, "only the rejecting test: {a:?}");
-    let failure = a[0].first_failure().expect("rejected");
-    assert!(
-        failure.starts_with("train[1]: pre-screen on the simulator: step budget"),
-        "{failure}"
-    );
-    assert!(!counter.exists(), "the GPU worker saw a request");
+            .map(|(kind, _)| kind.as_str());
+        assert_eq!(kind, Some(verdict), "{planted}: {a:?}");
+        let failure = a[0].first_failure().expect("rejected");
+        assert!(
+            failure.starts_with(&format!("train[{test}]: pre-screen on the simulator: ")),
+            "{planted}: {failure}"
+        );
+        assert!(!counter.exists(), "{planted}: the GPU worker saw a request");
+    }
 }
 
 /// A GPU job's promotion runs the generated held-out tests too: on the
