@@ -70,13 +70,11 @@ for f in ${FIXTURES:-stencil wavefront}; do
     spec=$(fixture_spec "$f")
     for mode in ${MODES:-one:0 two:0,1 all:all}; do
         name=$f-${mode%%:*}
-        if timeout -s INT "${LIMIT:-85}" "$gevod" evolve "$spec" --backend cuda --devices "${mode#*:}" \
+        timeout -s INT "${LIMIT:-85}" "$gevod" evolve "$spec" --backend cuda --devices "${mode#*:}" \
             --time "${TIME:-40s}" --seed "${SEED:-1}" --state "$work/state-$name" --json \
-            > "$work/$name.json" 2> "$work/$name.err"; then
-            echo "ok   $name: ${TIME:-40s} search on --devices ${mode#*:}"
-        else
-            echo "FAIL $name: ${TIME:-40s} search on --devices ${mode#*:}"; tail -5 "$work/$name.err"
-        fi
+            > "$work/$name.json" 2> "$work/$name.err"
+        search_result "$name: ${TIME:-40s} search on --devices ${mode#*:}" $? \
+            "$work/$name.json" "$work/$name.err"
     done
 done
 table "$work"

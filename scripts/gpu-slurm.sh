@@ -33,19 +33,13 @@ echo "ok   slurm: a single-node cluster with $gpus GPUs starts"
 for f in $fixtures; do
     spec=$(fixture_spec "$f")
     search=(evolve "$spec" --backend cuda --workers "$workers" --time "$time" --seed "$seed" --json)
-    if timeout -s INT "$limit" "$gevod" "${search[@]}" --devices 0 --state "$work/state-$f-local" \
-        > "$work/$f-local.json" 2> "$work/$f-local.err"; then
-        echo "ok   $f: $time search, local workers"
-    else
-        echo "FAIL $f: $time search, local workers"; tail -5 "$work/$f-local.err"
-    fi
-    if timeout -s INT "$limit" salloc --quiet --ntasks=$((workers + 1)) --gres=gpu:1 \
+    timeout -s INT "$limit" "$gevod" "${search[@]}" --devices 0 --state "$work/state-$f-local" \
+        > "$work/$f-local.json" 2> "$work/$f-local.err"
+    search_result "$f: $time search, local workers" $? "$work/$f-local.json" "$work/$f-local.err"
+    timeout -s INT "$limit" salloc --quiet --ntasks=$((workers + 1)) --gres=gpu:1 \
         "$gevod" "${search[@]}" --slurm --gpu-steps 1 --state "$work/state-$f-slurm" \
-        > "$work/$f-slurm.json" 2> "$work/$f-slurm.err"; then
-        echo "ok   $f: $time search, Slurm steps"
-    else
-        echo "FAIL $f: $time search, Slurm steps"; tail -5 "$work/$f-slurm.err"
-    fi
+        > "$work/$f-slurm.json" 2> "$work/$f-slurm.err"
+    search_result "$f: $time search, Slurm steps" $? "$work/$f-slurm.json" "$work/$f-slurm.err"
 done
 
 python3 - "$work" "$fixtures" <<'PY'

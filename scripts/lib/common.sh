@@ -21,3 +21,19 @@ wait_until() {
 # A check's line: "ok   NAME", or "FAIL NAME" and the last lines of FILE.
 ok() { echo "ok   $1"; }
 fail() { echo "FAIL $1"; [ -n "${2:-}" ] && tail -15 "$2" | sed 's/^/    /'; }
+
+# search_result NAME STATUS JSON ERR: a timed search's line. A search that
+# the script's limit stopped (timeout's status 124, after SIGINT) and that
+# wrote its --json answer still counts: the answer holds the generations
+# committed before the stop (a search overruns its --time by up to two
+# promotions, docs/evolve.md). Anything else is a FAIL with ERR's tail.
+search_result() {
+    local name=$1 status=$2 json=$3 err=$4
+    if [ "$status" = 0 ]; then
+        ok "$name"
+    elif [ "$status" = 124 ] && python3 -c 'import json, sys; json.load(open(sys.argv[1]))["generations"]' "$json" 2> /dev/null; then
+        ok "$name (stopped by the limit; the generations committed count)"
+    else
+        fail "$name (exit status $status)" "$err"
+    fi
+}
