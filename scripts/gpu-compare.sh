@@ -33,13 +33,10 @@ for f in $fixtures; do
             bin=$new
             read -r -a extra <<< "${NEW_ENV:-}"
         fi
-        if timeout -s INT "${COMPARE_LIMIT:-300}" env "${extra[@]}" "$bin" evolve "$spec" --backend cuda \
+        timeout -s INT "${COMPARE_LIMIT:-300}" env "${extra[@]}" "$bin" evolve "$spec" --backend cuda \
             --time "$time" --seed "$seed" --state "$work/state-$f-$which" \
-            --json > "$work/$f-$which.json" 2> "$work/$f-$which.err"; then
-            echo "ok   $f: $time search ($which)"
-        else
-            echo "FAIL $f: $time search ($which)"; tail -5 "$work/$f-$which.err"
-        fi
+            --json > "$work/$f-$which.json" 2> "$work/$f-$which.err"
+        search_result "$f: $time search ($which)" $? "$work/$f-$which.json" "$work/$f-$which.err"
     done
 done
 

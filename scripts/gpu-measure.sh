@@ -16,6 +16,7 @@
 #   scripts/gpu-measure.sh GEVOD WORKDIR
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/common.sh
 gevod=$1 work=$2
 mkdir -p "$work"
 fixtures=${MEASURE_FIXTURES:-loops reduce}
@@ -34,13 +35,10 @@ for f in $fixtures; do
     for mode in adaptive fixed; do
         name=$f-$mode
         # A generation past the budget still finishes: allow for it.
-        if timeout -s INT "${MEASURE_LIMIT:-600}" "$gevod" evolve $k/$f.gevo.toml --backend cuda \
+        timeout -s INT "${MEASURE_LIMIT:-600}" "$gevod" evolve $k/$f.gevo.toml --backend cuda \
             --measurement "$mode" --time "$time" --seed "$seed" --state "$work/state-$name" \
-            --json > "$work/$name.json" 2> "$work/$name.err"; then
-            echo "ok   $f: $time search with $mode measurement"
-        else
-            echo "FAIL $f: $time search with $mode measurement"; tail -5 "$work/$name.err"
-        fi
+            --json > "$work/$name.json" 2> "$work/$name.err"
+        search_result "$f: $time search with $mode measurement" $? "$work/$name.json" "$work/$name.err"
         grep -a 'GPU busy' "$work/$name.err" | tail -1 | sed 's/^/    /'
     done
 done
