@@ -387,7 +387,7 @@ impl WorkerPool {
                 Ok(())
             }
             (Ok(response), State::Busy { .. })
-                if head.is_some_and(|r| response_id(&response) == Some(requests[r].id())) =>
+                if head.is_some_and(|r| response.id() == Some(requests[r].id())) =>
             {
                 let exiting = matches!(response, Response::Assessed { exiting: true, .. });
                 let mut in_flight = self.take_in_flight(slot);
@@ -603,14 +603,5 @@ pub fn assessment_of(response: Result<Response, String>) -> Assessment {
         Ok(Response::Assessed { assessment, .. }) => assessment,
         Ok(other) => failed_assessment(format!("unexpected answer {other:?}")),
         Err(reason) => failed_assessment(reason),
-    }
-}
-
-fn response_id(r: &Response) -> Option<u64> {
-    match r {
-        Response::Built { id, .. }
-        | Response::CompileFailed { id, .. }
-        | Response::Assessed { id, .. } => Some(*id),
-        Response::Ready { .. } | Response::Fatal { .. } => None,
     }
 }

@@ -184,6 +184,16 @@ pub enum Response {
 }
 
 impl Response {
+    /// The request this answers (none for a greeting or a fatal error).
+    pub fn id(&self) -> Option<u64> {
+        match self {
+            Response::Built { id, .. }
+            | Response::CompileFailed { id, .. }
+            | Response::Assessed { id, .. } => Some(*id),
+            Response::Ready { .. } | Response::Fatal { .. } => None,
+        }
+    }
+
     /// A short name for logs: which answer, and for a build what it holds.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -413,12 +423,13 @@ mod tests {
                 ..
             }
         ));
-        // What the pool's trace log names each answer, and the time it
-        // carries.
-        let named: Vec<(&str, Option<f64>)> = responses
+        // The request each answers, what the pool's trace log names it, and
+        // the time it carries.
+        let named: Vec<(Option<u64>, &str, Option<f64>)> = responses
             .iter()
             .map(|r| {
                 (
+                    r.id(),
                     r.kind(),
                     r.spent().map(|s| s.compile_worker_s() + s.gpu_s()),
                 )
@@ -427,12 +438,12 @@ mod tests {
         assert_eq!(
             named,
             [
-                ("ready", None),
-                ("screened_out", Some(0.52)),
-                ("built", Some(0.03)),
-                ("compile_failed", Some(0.0)),
-                ("assessed", Some(0.261)),
-                ("fatal", None),
+                (None, "ready", None),
+                (Some(1), "screened_out", Some(0.52)),
+                (Some(2), "built", Some(0.03)),
+                (Some(3), "compile_failed", Some(0.0)),
+                (Some(4), "assessed", Some(0.261)),
+                (None, "fatal", None),
             ]
         );
         for response in responses {
