@@ -15,6 +15,7 @@ use gevod::spec::{self, TestSet};
 use gevod::worker::gpu::{CudaBackend, CudaOptions};
 use gevod::worker::pool::PoolOptions;
 use rand::SeedableRng;
+use std::ffi::OsString;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -90,6 +91,30 @@ fn start_stoppable(
         measurement,
     };
     CudaBackend::start(options, &spec, stop).unwrap()
+}
+
+/// vecadd's backend whose two compile workers assemble what the GPU
+/// measures for sm_90, with the ptxas and the rest that `compile_env` sets.
+fn start_assembling(
+    gpu: PoolOptions,
+    compile_env: Vec<(OsString, OsString)>,
+    prescreen: bool,
+) -> CudaBackend {
+    let spec_path = common::spec_fixture("vecadd");
+    let mut compile = eval_workers(&spec_path, 2);
+    compile.env.extend(compile_env);
+    let options = CudaOptions {
+        compile,
+        gpu,
+        device: fake_device(),
+        arch: "sm_90".into(),
+        cubin_for: Some("sm_90".into()),
+        prescreen,
+        gate: None,
+        measurement: Measurement::Adaptive,
+    };
+    let spec = spec::load(&spec_path).unwrap();
+    CudaBackend::start(options, &spec, Arc::new(AtomicBool::new(false))).unwrap()
 }
 
 /// A one-island search of `population` on vecadd (seed 5), and its IR:
@@ -649,25 +674,11 @@ fn compile_workers_assemble_the_measured_variants_for_the_gpu() {
         let mut gpu = fake_gpu("", &dir.path().join("counter"));
         gpu.env
             .push(("FAKE_GPU_CUBIN_LOG".into(), cubins.clone().into()));
-        let spec_path = common::spec_fixture("vecadd");
-        let mut compile = eval_workers(&spec_path, 2);
-        compile.env.extend([
+        let compile_env = vec![
             ("GEVO_PTXAS".into(), ptxas.into()),
             ("FAKE_PTXAS_LOG".into(), calls.clone().into()),
-        ]);
-        let options = CudaOptions {
-            compile,
-            gpu,
-            device: fake_device(),
-            arch: "sm_90".into(),
-            cubin_for: Some("sm_90".into()),
-            prescreen: true,
-            gate: None,
-            measurement: Measurement::Adaptive,
-        };
-        let spec = spec::load(&spec_path).unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let mut backend = CudaBackend::start(options, &spec, stop).unwrap();
+        ];
+        let mut backend = start_assembling(gpu, compile_env, true);
         let results = backend
             .evaluate(&patches(5, 24), TestSet::Train, &|_| false)
             .unwrap();
@@ -719,29 +730,16 @@ fn a_slow_compile_holds_back_no_other_variant() {
     let mut gpu = fake_gpu("", &dir.path().join("counter"));
     gpu.env
         .push(("FAKE_GPU_TIME_LOG".into(), times.clone().into()));
-    let spec_path = common::spec_fixture("vecadd");
-    let mut compile = eval_workers(&spec_path, 2);
     let fake_ptxas = common::repo_root().join("tests/fixtures/fake/ptxas.sh");
-    compile.env.extend([
+    let compile_env = vec![
         ("GEVO_PTXAS".into(), fake_ptxas.into()),
         (
             "FAKE_PTXAS_SLOW".into(),
             format!("{}:3", slow.display()).into(),
         ),
-    ]);
-    let options = CudaOptions {
-        compile,
-        gpu,
-        device: fake_device(),
-        arch: "sm_90".into(),
-        cubin_for: Some("sm_90".into()),
-        // Every variant that builds goes to the GPU worker.
-        prescreen: false,
-        gate: None,
-        measurement: Measurement::Adaptive,
-    };
-    let spec = spec::load(&spec_path).unwrap();
-    let mut backend = CudaBackend::start(options, &spec, Arc::new(AtomicBool::new(false))).unwrap();
+    ];
+    // No pre-screen: every variant that builds goes to the GPU worker.
+    let mut backend = start_assembling(gpu, compile_env, false);
     backend
         .evaluate(&patches(5, 24), TestSet::Train, &|_| false)
         .unwrap();
