@@ -42,13 +42,16 @@ done
 
 python3 - "$work" "$fixtures" <<'PY' | tee -a "$report"
 import json, os, subprocess, sys
+sys.path.insert(0, "scripts/lib")
+import tables
 work, fixtures = sys.argv[1], sys.argv[2].split()
-gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                     capture_output=True, text=True).stdout.strip().splitlines()
+gpu = tables.gpus()
 print(f"GPU: {gpu[0] if gpu else 'unknown'}. Date: {subprocess.run(['date', '-u', '+%Y-%m-%d'], capture_output=True, text=True).stdout.strip()}.")
 print()
-print("| fixture | build | seconds | variants measured | output check | per measured variant | timing | safety gate | variants measured/s | GPU worker starts | best validated |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
+tables.header([
+    "fixture", "build", "seconds", "variants measured", "output check", "per measured variant",
+    "timing", "safety gate", "variants measured/s", "GPU worker starts", "best validated"
+])
 per = {}
 for f in fixtures:
     for which in ["base", "new"]:

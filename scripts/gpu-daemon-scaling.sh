@@ -68,14 +68,17 @@ sys.exit(not any(s["state"].startswith("running") for s in json.load(sys.stdin)[
 done
 
 python3 - "$work" <<'PY'
-import glob, json, os, subprocess, sys
+import glob, json, os, sys
+sys.path.insert(0, "scripts/lib")
+import tables
 work = sys.argv[1]
-gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                     capture_output=True, text=True).stdout.strip().splitlines()
+gpu = tables.gpus()
 print(f"GPUs: {len(gpu)} x {gpu[0] if gpu else 'unknown'}. CPUs: {os.cpu_count()}.")
 print()
-print("| fixture | devices_per_job | generations | seconds | variants measured | variants measured/s | vs the first | GPU busy | compile busy |")
-print("|---|---|---|---|---|---|---|---|---|")
+tables.header([
+    "fixture", "devices_per_job", "generations", "seconds", "variants measured",
+    "variants measured/s", "vs the first", "GPU busy", "compile busy"
+])
 rows = {}
 for path in glob.glob(os.path.join(work, "*.json")):
     name = os.path.basename(path)[:-5]

@@ -51,13 +51,17 @@ fi
 
 python3 - "$work" "$fixtures" <<'PY' | tee -a "$report"
 import json, os, subprocess, sys
+sys.path.insert(0, "scripts/lib")
+import tables
 work, fixtures = sys.argv[1], sys.argv[2].split()
-gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                     capture_output=True, text=True).stdout.strip().splitlines()
+gpu = tables.gpus()
 print(f"GPU: {gpu[0] if gpu else 'unknown'}. Date: {subprocess.run(['date', '-u', '+%Y-%m-%d'], capture_output=True, text=True).stdout.strip()}.")
 print()
-print("| fixture | measurement | seconds | generations | new variants/s | evaluations/s | GPU busy | compile workers busy | GPU worker starts (seconds) | rounds per variant | stopped early | best validated at 60 s | best validated at the end [95% interval] |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+tables.header([
+    "fixture", "measurement", "seconds", "generations", "new variants/s", "evaluations/s",
+    "GPU busy", "compile workers busy", "GPU worker starts (seconds)", "rounds per variant",
+    "stopped early", "best validated at 60 s", "best validated at the end [95% interval]"
+])
 def fmt(x):
     return f"{x:.3f}x" if x else "none"
 ratios = []
@@ -94,8 +98,7 @@ print()
 phases = [("compile", "compile_s"), ("pre-screen", "prescreen_s"), ("ptxas", "assemble_s"),
           ("module load", "jit_load_s"), ("output check", "check_s"), ("timing", "timing_s"),
           ("per-kernel times", "profile_s"), ("compute-sanitizer", "sanitizer_s")]
-print("| fixture | measurement | " + " | ".join(p for p, _ in phases) + " | GPU worker start-up |")
-print("|---|---|" + "---|" * (len(phases) + 1))
+tables.header(["fixture", "measurement", *(p for p, _ in phases), "GPU worker start-up"])
 for f in fixtures:
     for mode in ["fixed", "adaptive"]:
         try:

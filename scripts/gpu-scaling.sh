@@ -22,16 +22,19 @@ cd "$(dirname "$0")/.."
 source scripts/lib/common.sh
 table() {
     python3 - "$1" <<'PY'
-import glob, json, os, shutil, subprocess, sys
+import glob, json, os, sys
+sys.path.insert(0, "scripts/lib")
+import tables
 work = sys.argv[1]
-gpu = []
-if shutil.which("nvidia-smi"):
-    gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                         capture_output=True, text=True).stdout.strip().splitlines()
+gpu = tables.gpus()
 print(f"GPUs: {len(gpu)} x {gpu[0] if gpu else 'unknown'}. CPUs: {os.cpu_count()}.")
 print()
-print("| fixture | devices | seconds | generations | generations/s vs the first | variants measured | variants measured/s | vs the first | GPU busy | GPU idle (no request) | compile busy | timed | timing rounds | measured ahead | promotion carried |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+tables.header([
+    "fixture", "devices", "seconds", "generations", "generations/s vs the first",
+    "variants measured", "variants measured/s", "vs the first", "GPU busy",
+    "GPU idle (no request)", "compile busy", "timed", "timing rounds", "measured ahead",
+    "promotion carried"
+])
 first = {}
 for path in sorted(glob.glob(os.path.join(work, "*.json")), key=os.path.getmtime):
     name = os.path.basename(path)[:-5]

@@ -43,14 +43,17 @@ for f in $fixtures; do
 done
 
 python3 - "$work" "$fixtures" <<'PY'
-import json, os, subprocess, sys
+import json, os, sys
+sys.path.insert(0, "scripts/lib")
+import tables
 work, fixtures = sys.argv[1], sys.argv[2].split()
-gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                     capture_output=True, text=True).stdout.strip().splitlines()
+gpu = tables.gpus()
 print(f"GPU: {gpu[0] if gpu else 'unknown'}. CPUs: {os.cpu_count()}.")
 print()
-print("| fixture | workers | seconds | variants measured | variants measured/s | GPU busy | compile busy | GPU worker starts |")
-print("|---|---|---|---|---|---|---|---|")
+tables.header([
+    "fixture", "workers", "seconds", "variants measured", "variants measured/s", "GPU busy",
+    "compile busy", "GPU worker starts"
+])
 rate = {}
 for f in fixtures:
     for which in ["local", "slurm"]:
