@@ -72,8 +72,7 @@ import glob, json, os, sys
 sys.path.insert(0, "scripts/lib")
 import tables
 work = sys.argv[1]
-gpu = tables.gpus()
-print(f"GPUs: {len(gpu)} x {gpu[0] if gpu else 'unknown'}. CPUs: {os.cpu_count()}.")
+print(tables.host())
 print()
 tables.header([
     "fixture", "devices_per_job", "generations", "seconds", "variants measured",
