@@ -12,7 +12,7 @@
 # GEVOD_LOG=gevod::worker::gpu=info set, what cost the new build's restarts.
 #
 # NEW_ENV="NAME=VALUE ..." sets those in the new build's environment only
-# (the same binary with GEVO_GUARDED_PARTS=off and without, say).
+# (the same binary with a setting and without, say).
 #
 #   scripts/gpu-compare.sh BASE_GEVOD NEW_GEVOD WORKDIR
 set -uo pipefail

@@ -22,10 +22,10 @@ use report::{repo_root, setting};
 #[path = "../tests/common/workers.rs"]
 mod workers;
 
+use gevo_ir::{KernelIr, Patch};
+use gevo_model::spec::{self, TestSet};
+use gevo_search::evolve::Backend;
 use gevod::cuda::measure::Measurement;
-use gevod::evolve::Backend;
-use gevod::ir::{KernelIr, Patch};
-use gevod::spec::{self, TestSet};
 use gevod::worker::gpu::{CudaBackend, CudaOptions};
 use rand::SeedableRng;
 use std::collections::{BTreeMap, BTreeSet};

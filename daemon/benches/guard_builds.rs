@@ -10,7 +10,7 @@
 mod report;
 use report::repo_root;
 
-use gevod::ir::{CodegenOptions, KernelIr};
+use gevo_ir::{CodegenOptions, KernelIr};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -90,7 +90,7 @@ fn main() {
         }));
     let mut rows = Vec::new();
     for (name, spec) in specs {
-        let spec = gevod::spec::load(&spec).expect("fixture spec loads");
+        let spec = gevo_model::spec::load(&spec).expect("fixture spec loads");
         let ir = KernelIr::load_kernels(&spec.ir, &spec.kernels).expect("fixture loads");
         let empty = ir.empty_patch();
         let (mut plain_gen, mut guard_gen) = (Vec::new(), Vec::new());
@@ -183,7 +183,7 @@ fn parts_rows(root: &Path, options: &CodegenOptions) -> Vec<PartsRow> {
     let mut rows = Vec::new();
     for name in PIPELINES {
         let spec = root.join(format!("tests/fixtures/pipelines/{name}.gevo.toml"));
-        let spec = gevod::spec::load(&spec).expect("fixture spec loads");
+        let spec = gevo_model::spec::load(&spec).expect("fixture spec loads");
         let ir = KernelIr::load_kernels(&spec.ir, &spec.kernels).expect("fixture loads");
         let original = ir
             .compile_guarded(&ir.empty_patch(), options)

@@ -5,7 +5,7 @@
 
 mod report;
 
-use gevod::spec::{self, ArgValue, Spec, TestSet, TestTarget};
+use gevo_model::spec::{self, ArgValue, Spec, TestSet, TestTarget};
 use std::path::PathBuf;
 use std::time::Instant;
 

@@ -11,7 +11,7 @@
 mod report;
 use report::repo_root;
 
-use gevod::ir::{CodegenOptions, KernelIr};
+use gevo_ir::{CodegenOptions, KernelIr};
 use rand::SeedableRng;
 use std::path::Path;
 use std::process::Command;

@@ -18,10 +18,10 @@ use report::{repo_root, setting};
 #[path = "../tests/common/workers.rs"]
 mod workers;
 
+use gevo_ir::KernelIr;
+use gevo_model::spec;
+use gevo_search::evolve::{Config, Engine};
 use gevod::cuda::measure::Measurement;
-use gevod::evolve::{Config, Engine};
-use gevod::ir::KernelIr;
-use gevod::spec;
 use gevod::worker::gpu::{CudaBackend, CudaOptions};
 use std::path::Path;
 use std::sync::atomic::AtomicBool;

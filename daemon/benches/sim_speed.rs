@@ -5,8 +5,8 @@
 mod report;
 use report::repo_root;
 
-use gevod::ir::KernelIr;
-use gevod::sim::{self, pointer, GlobalMemory, LaunchDims, Limits};
+use gevo_ir::KernelIr;
+use gevo_model::sim::{self, pointer, GlobalMemory, LaunchDims, Limits};
 use std::path::Path;
 use std::time::Instant;
 

@@ -10,14 +10,14 @@
 //! not in worker processes: it compiles nothing (no LLVM code generation),
 //! and its step budget bounds every run.
 
-use crate::access::Reader;
-use crate::assessment::Assessment;
-use crate::contrib::{self, ContribError, Contributions, Options, ReliesOn};
-use crate::evolve::{Backend, BackendError, Build, Scope};
-use crate::ir::{CodegenOptions, IrError, KernelIr, Patch};
-use crate::spec::{self, Spec, SpecError, TestSet, TestTarget};
-use crate::store::JobRecord;
 use crate::worker::InProcess;
+use gevo_ir::{CodegenOptions, IrError, KernelIr, Patch};
+use gevo_model::access::Reader;
+use gevo_model::assessment::Assessment;
+use gevo_model::spec::{self, Spec, SpecError, TestSet, TestTarget};
+use gevo_search::contrib::{self, ContribError, Contributions, Options, ReliesOn};
+use gevo_search::evolve::{Backend, BackendError, Build, Scope};
+use gevo_search::store::JobRecord;
 use std::path::PathBuf;
 
 /// Why a job's contributions could not be measured.

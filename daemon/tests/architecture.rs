@@ -1,11 +1,13 @@
-//! The library's modules form layers: each may use only the modules below
-//! it, in the order ARCHITECTURE.md documents (its `module-order` block).
-//! This parses every source file (syn) and collects the top-level modules it
-//! names: every `use` tree (groups, `self`, renames, globs, and `super`
-//! chains resolved against the file's module path), every path in the code
-//! (`crate::x::f()`, `super::super::x::T`, in expressions, types and
-//! patterns), and the paths in macro arguments. It fails on one that points
-//! up or sideways, and on a module the documented order leaves out.
+//! Within each library crate, modules form layers: each may use only the
+//! modules below it, in the order ARCHITECTURE.md documents for that crate
+//! (a fenced `module-order <crate directory>` block). Between crates, Cargo
+//! enforces the direction. This parses every source file of a crate (syn)
+//! and collects the top-level modules it names: every `use` tree (groups,
+//! `self`, renames, globs, and `super` chains resolved against the file's
+//! module path), every path in the code (`crate::x::f()`,
+//! `super::super::x::T`, in expressions, types and patterns), and the paths
+//! in macro arguments. It fails on one that points up or sideways, and on a
+//! module the documented order leaves out.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -13,29 +15,46 @@ use syn::punctuated::Punctuated;
 use syn::visit::{self, Visit};
 use syn::{Expr, ItemMod, ItemUse, Macro, Token, UseTree};
 
-fn daemon_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+fn repo_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// The documented order, lowest first: the words of the fenced block that
-/// follows the `module-order` marker in ARCHITECTURE.md.
-fn documented_order() -> Vec<String> {
-    let text = std::fs::read_to_string(daemon_dir().join("../ARCHITECTURE.md")).unwrap();
-    let after = text
-        .split("```module-order")
-        .nth(1)
-        .expect("ARCHITECTURE.md has a ```module-order block");
-    let block = after.split("```").next().unwrap();
-    block
-        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .filter(|w| !w.is_empty())
-        .map(String::from)
-        .collect()
+/// The crates whose modules are layered, by directory.
+const LAYERED_CRATES: &[&str] = &["crates/model", "crates/search", "daemon"];
+
+/// Each crate's documented order, lowest first: the words of the fenced
+/// block that follows `module-order <crate directory>` in ARCHITECTURE.md.
+fn documented_orders() -> BTreeMap<String, Vec<String>> {
+    let text = std::fs::read_to_string(repo_dir().join("ARCHITECTURE.md")).unwrap();
+    let mut orders = BTreeMap::new();
+    for block in text.split("```module-order ").skip(1) {
+        let (crate_dir, rest) = block
+            .split_once('\n')
+            .expect("a module-order block's first line");
+        let words = rest.split("```").next().unwrap();
+        let order = words
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|w| !w.is_empty())
+            .map(String::from)
+            .collect();
+        let previous = orders.insert(crate_dir.trim().to_string(), order);
+        assert!(
+            previous.is_none(),
+            "two module-order blocks for {crate_dir}"
+        );
+    }
+    orders
 }
 
-/// The library's top-level modules, from lib.rs.
-fn library_modules() -> BTreeSet<String> {
-    let lib = std::fs::read_to_string(daemon_dir().join("src/lib.rs")).unwrap();
+fn documented_order(crate_dir: &str) -> Vec<String> {
+    documented_orders()
+        .remove(crate_dir)
+        .unwrap_or_else(|| panic!("ARCHITECTURE.md has no ```module-order {crate_dir} block"))
+}
+
+/// A crate's top-level modules, from its lib.rs.
+fn library_modules(crate_dir: &str) -> BTreeSet<String> {
+    let lib = std::fs::read_to_string(repo_dir().join(crate_dir).join("src/lib.rs")).unwrap();
     lib.lines()
         .filter_map(|l| l.trim().strip_prefix("pub mod "))
         .map(|m| m.trim_end_matches(';').to_string())
@@ -195,17 +214,16 @@ fn uses_of(file: &Path, source: &str) -> BTreeSet<String> {
     uses.used
 }
 
-/// For each module, the other modules its files name.
-fn module_uses(modules: &BTreeSet<String>) -> BTreeMap<String, BTreeSet<String>> {
-    let src = daemon_dir().join("src");
+/// For each module of a crate, the crate's other modules its files name.
+fn module_uses(crate_dir: &str, modules: &BTreeSet<String>) -> BTreeMap<String, BTreeSet<String>> {
+    let src = repo_dir().join(crate_dir).join("src");
     let mut uses = BTreeMap::new();
     for module in modules {
-        let mut files = Vec::new();
+        // A module is `name.rs` and the files of `name/`.
+        let mut files = vec![src.join(format!("{module}.rs"))];
         let dir = src.join(module);
         if dir.is_dir() {
             rust_files(&dir, &mut files);
-        } else {
-            files.push(src.join(format!("{module}.rs")));
         }
         let mut named = BTreeSet::new();
         for file in files {
@@ -242,28 +260,41 @@ fn upward_uses(order: &[String], uses: &BTreeMap<String, BTreeSet<String>>) -> V
 }
 
 #[test]
-fn the_documented_order_names_every_module_once() {
-    let order = documented_order();
-    let unique: BTreeSet<String> = order.iter().cloned().collect();
+fn each_documented_order_names_its_crates_modules_once() {
+    let orders = documented_orders();
     assert_eq!(
-        unique.len(),
-        order.len(),
-        "a module listed twice: {order:?}"
+        orders.keys().map(String::as_str).collect::<Vec<_>>(),
+        LAYERED_CRATES,
+        "ARCHITECTURE.md's module-order blocks"
     );
-    assert_eq!(
-        unique,
-        library_modules(),
-        "ARCHITECTURE.md's module-order and lib.rs differ"
-    );
+    for (crate_dir, order) in orders {
+        let unique: BTreeSet<String> = order.iter().cloned().collect();
+        assert_eq!(
+            unique.len(),
+            order.len(),
+            "{crate_dir}: a module listed twice: {order:?}"
+        );
+        assert_eq!(
+            unique,
+            library_modules(&crate_dir),
+            "ARCHITECTURE.md's module-order and {crate_dir}/src/lib.rs differ"
+        );
+    }
 }
 
 #[test]
 fn modules_use_only_the_layers_below_them() {
-    let upward = upward_uses(&documented_order(), &module_uses(&library_modules()));
-    assert!(
-        upward.is_empty(),
-        "modules using a layer above them (ARCHITECTURE.md, module-order): {upward:?}"
-    );
+    for crate_dir in LAYERED_CRATES {
+        let modules = library_modules(crate_dir);
+        let upward = upward_uses(
+            &documented_order(crate_dir),
+            &module_uses(crate_dir, &modules),
+        );
+        assert!(
+            upward.is_empty(),
+            "{crate_dir}: modules using a layer above them (ARCHITECTURE.md, module-order): {upward:?}"
+        );
+    }
 }
 
 /// Snippets, the file each is in (relative to `src/`), and the top-level
@@ -344,22 +375,22 @@ fn the_check_sees_every_use_and_path() {
 /// Snippets whose module uses a layer above it, and what the check says.
 const UPWARD: &[(&str, &str, &[&str])] = &[
     (
-        "busy.rs",
-        "use crate::{stats, serve::Daemon};",
-        &["busy uses serve"],
+        "config.rs",
+        "use crate::{harness, serve::Daemon};",
+        &["config uses harness", "config uses serve"],
     ),
     (
         "cuda/measure.rs",
         "mod tests { fn f() { super::super::super::worker::start(); } }",
         &["cuda uses worker"],
     ),
-    ("eval.rs", "use crate::{ir, sim};", &[]),
+    ("worker.rs", "use crate::{cuda, harness};", &[]),
 ];
 
 #[test]
 fn an_upward_use_is_reported() {
-    let order = documented_order();
-    let modules = library_modules();
+    let order = documented_order("daemon");
+    let modules = library_modules("daemon");
     for (file, source, expected) in UPWARD {
         let module = file_module(Path::new(file))[0].clone();
         let mut used = uses_of(Path::new(file), source);

@@ -80,7 +80,7 @@ fn replay_in_fresh_processes_is_byte_identical() {
         assert_eq!(runs[0], runs[1], "{name}: two processes disagree");
 
         let ir = common::load(name);
-        let patch = gevod::ir::Patch::from_json(&patch_text).unwrap();
+        let patch = gevo_ir::Patch::from_json(&patch_text).unwrap();
         let compiled = ir.compile(&patch, &common::codegen_options()).unwrap();
         assert_eq!(
             (compiled.ir, compiled.ptx),
@@ -109,7 +109,7 @@ fn ir_hash_does_not_depend_on_the_path() {
             let path = dir.path().join(name);
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(&path, &stripped).unwrap();
-            gevod::ir::KernelIr::load(&path, None)
+            gevo_ir::KernelIr::load(&path, None)
                 .unwrap()
                 .ir_hash()
                 .to_string()

@@ -8,10 +8,10 @@
 use crate::common;
 
 use common::workers::{eval_workers, fake_device};
+use gevo_ir::Patch;
+use gevo_model::spec::{self, TestSet};
+use gevo_search::evolve::{Backend, Config, Engine, Evaluated};
 use gevod::cuda::measure::Measurement;
-use gevod::evolve::{Backend, Config, Engine, Evaluated};
-use gevod::ir::Patch;
-use gevod::spec::{self, TestSet};
 use gevod::worker::gpu::{CudaBackend, CudaOptions};
 use gevod::worker::pool::PoolOptions;
 use rand::SeedableRng;
@@ -119,7 +119,7 @@ fn start_assembling(
 
 /// A one-island search of `population` on vecadd (seed 5), and its IR:
 /// the promotion tests' engine.
-fn vecadd_search(population: usize) -> (Engine, gevod::ir::KernelIr) {
+fn vecadd_search(population: usize) -> (Engine, gevo_ir::KernelIr) {
     let config = Config {
         population,
         islands: 1,
@@ -439,7 +439,7 @@ fn the_prescreen_says_when_it_refuses_the_original() {
     let dir = tempfile::tempdir().unwrap();
     let spec = common::repo_root().join("tests/fixtures/findings/pastend.gevo.toml");
     let mut b = backend_for(&spec, "", &dir.path().join("n"), true);
-    let ir = gevod::ir::KernelIr::load(&spec.with_file_name("pastend.ll"), None).unwrap();
+    let ir = gevo_ir::KernelIr::load(&spec.with_file_name("pastend.ll"), None).unwrap();
     let outcome = b.evaluate(&[ir.empty_patch()], TestSet::Train, &|_| false);
     let text = match outcome {
         Err(e) => e.to_string(),
@@ -1024,8 +1024,8 @@ fn a_stop_ends_a_step_whose_promotion_runs_beside_its_batch() {
     assert!(
         matches!(
             result,
-            Err(gevod::evolve::EvolveError::Backend(
-                gevod::evolve::BackendError::Interrupted
+            Err(gevo_search::evolve::EvolveError::Backend(
+                gevo_search::evolve::BackendError::Interrupted
             ))
         ),
         "{result:?}"

@@ -134,7 +134,7 @@ fn a_killed_daemon_resumes_its_jobs_and_client_watch_roots() {
 
     // What the store holds is what was committed before the kill.
     let committed = {
-        let store = gevod::store::Store::open(&d.state).unwrap();
+        let store = gevo_search::store::Store::open(&d.state).unwrap();
         store.checkpoint(&job.job).unwrap().unwrap().generations()
     };
     assert!(committed >= 4, "{committed}");

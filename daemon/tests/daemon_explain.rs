@@ -9,8 +9,8 @@ use crate::common;
 use common::daemon::{Daemon, CONFIG};
 use common::{s, text};
 use gevo_client::proto::JobState;
-use gevod::contrib::{Class, Contributions};
-use gevod::store::Store;
+use gevo_search::contrib::{Class, Contributions};
+use gevo_search::store::Store;
 
 /// The search ends after this many generations; the stencil fixture's
 /// job (seed 1) validates a variant before (in generation 2).

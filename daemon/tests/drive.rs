@@ -6,14 +6,14 @@
 use crate::common;
 
 use common::search::backend;
-use gevod::assessment::Assessment;
-use gevod::drive::{export_to, Driver, Ended, Limits, Publish, Start};
-use gevod::evolve::{
+use gevo_ir::Patch;
+use gevo_model::assessment::Assessment;
+use gevo_model::spec::TestSet;
+use gevo_search::drive::{export_to, Driver, Ended, Limits, Publish, Start};
+use gevo_search::evolve::{
     Backend, BackendError, Build, Config, Engine, GateStart, GenerationReport, Scope, Validated,
 };
-use gevod::ir::Patch;
-use gevod::spec::TestSet;
-use gevod::store::{JobRecord, Store};
+use gevo_search::store::{JobRecord, Store};
 use gevod::worker::InProcess;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -115,7 +115,7 @@ fn each_generation_is_committed_and_each_new_best_published_and_exported() {
     assert_eq!(std::fs::read_to_string(&exported.ptx).unwrap(), best.ptx);
     let minimized = std::fs::read_to_string(&exported.minimized).unwrap();
     assert_eq!(
-        gevod::ir::Patch::from_json(&minimized).unwrap(),
+        gevo_ir::Patch::from_json(&minimized).unwrap(),
         best.minimized
     );
 }

@@ -13,7 +13,7 @@
 
 use crate::common;
 
-use gevod::ir::{Edit, KernelIr};
+use gevo_ir::{Edit, KernelIr};
 use std::path::Path;
 
 const EXPECTED_MARKER: &str = "; === expected\n";

@@ -6,10 +6,10 @@
 use crate::common;
 
 use common::search::{assert_resume_is_exact, backend, run};
-use gevod::eval::{Assessment, Evaluator};
-use gevod::evolve::{Backend, BackendError, Build, Config, Engine, Scope};
-use gevod::ir::Patch;
-use gevod::spec::{self, TestSet};
+use gevo_ir::Patch;
+use gevo_model::spec::{self, TestSet};
+use gevo_search::eval::{Assessment, Evaluator};
+use gevo_search::evolve::{Backend, BackendError, Build, Config, Engine, Scope};
 use gevod::worker::InProcess;
 use std::collections::BTreeSet;
 

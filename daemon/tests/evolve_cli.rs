@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use gevod::store::Store;
+use gevo_search::store::Store;
 use rand::{Rng, SeedableRng};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -44,7 +44,7 @@ fn s(p: &Path) -> &str {
 }
 
 /// The only job in a state directory, and its engine.
-fn checkpoint(state: &Path) -> Option<(String, gevod::evolve::Engine)> {
+fn checkpoint(state: &Path) -> Option<(String, gevo_search::evolve::Engine)> {
     let store = Store::open(state).unwrap();
     let jobs = store.jobs().unwrap();
     assert!(jobs.len() <= 1, "{jobs:?}");
@@ -438,7 +438,7 @@ fn ten_thousand_generations_keep_the_store_bounded() {
     let (id, engine) = checkpoint(&state).unwrap();
     let first = engine.generations();
     let plots_before = report_plots(&state, dir.path());
-    let file = state.join(gevod::store::FILE_NAME);
+    let file = state.join(gevo_search::store::FILE_NAME);
     {
         let store = Store::open(&state).unwrap();
         let last = store.generation(&id, first - 1).unwrap().unwrap();
@@ -461,7 +461,7 @@ fn ten_thousand_generations_keep_the_store_bounded() {
     println!("store after {GENERATIONS} generations: {size} bytes (bound {BOUND})");
     let records = store.generations(&id).unwrap();
     assert_eq!(records.len() as u64, first + GENERATIONS);
-    let full = gevod::store::FULL_GENERATIONS as usize;
+    let full = gevo_search::store::FULL_GENERATIONS as usize;
     let (old, recent) = records.split_at(records.len() - full);
     assert!(size < BOUND, "{size} bytes");
     assert!(old.iter().all(|r| r.population.is_empty()));
@@ -496,7 +496,7 @@ fn report_plots(state: &Path, dir: &Path) -> usize {
 #[test]
 fn setting_up_a_large_population_honours_sigterm_and_the_time_budget() {
     let dir = tempfile::tempdir().unwrap();
-    let config = small_config(dir.path(), gevod::evolve::ranges::POPULATION.max);
+    let config = small_config(dir.path(), gevo_search::evolve::ranges::POPULATION.max);
     for (name, budget, signal, status) in [
         ("sigterm", "--generations", true, 130),
         ("time", "--time", false, 0),

@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use gevod::ir::{KernelIr, Patch};
+use gevo_ir::{KernelIr, Patch};
 use std::process::Command;
 
 fn gevod() -> Command {
@@ -104,7 +104,7 @@ fn evolve_validates_an_improvement_spanning_two_kernels() {
     let patch_path = report["best"]["minimized_patch"].as_str().unwrap();
     let patch = Patch::from_json(&std::fs::read_to_string(patch_path).unwrap()).unwrap();
 
-    let spec = gevod::spec::load(&spec_path).unwrap();
+    let spec = gevo_model::spec::load(&spec_path).unwrap();
     let ir = KernelIr::load_kernels(&spec.ir, &spec.kernels).unwrap();
     let mut kernels: Vec<String> = ir
         .explain(&patch)

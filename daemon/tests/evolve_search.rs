@@ -6,10 +6,10 @@
 use crate::common;
 
 use common::search::{assert_resume_is_exact, backend, run};
-use gevod::eval::Assessment;
-use gevod::evolve::{Backend, BackendError, Build, Config, Engine, Evaluated, Scope};
-use gevod::ir::{KernelIr, Patch};
-use gevod::spec::{self, TestSet, TestTarget};
+use gevo_ir::{KernelIr, Patch};
+use gevo_model::spec::{self, TestSet, TestTarget};
+use gevo_search::eval::Assessment;
+use gevo_search::evolve::{Backend, BackendError, Build, Config, Engine, Evaluated, Scope};
 use gevod::worker::InProcess;
 use std::collections::BTreeSet;
 use std::sync::mpsc::Receiver;

@@ -3,8 +3,8 @@
 
 use crate::common;
 
-use gevod::contrib::{Class, Contributions};
-use gevod::store::Store;
+use gevo_search::contrib::{Class, Contributions};
+use gevo_search::store::Store;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -40,7 +40,7 @@ fn stored(state: &Path, id: &str, ptx_hash: &str) -> Option<Contributions> {
 }
 
 /// The contrib fixture's planted three-edit patch.
-fn contrib_planted() -> gevod::ir::Patch {
+fn contrib_planted() -> gevo_ir::Patch {
     serde_json::from_str(
         &std::fs::read_to_string(
             common::repo_root().join("tests/fixtures/kernels/contrib.planted.patch.json"),
@@ -60,7 +60,7 @@ fn job_with_planted_variant(state: &Path, dir: &Path) -> String {
 
 /// A one-generation `gevod evolve` job on kernel fixture `fixture`, with
 /// `planted` recorded as its validated variant.
-fn job_with_variant(state: &Path, dir: &Path, fixture: &str, planted: gevod::ir::Patch) -> String {
+fn job_with_variant(state: &Path, dir: &Path, fixture: &str, planted: gevo_ir::Patch) -> String {
     let config = dir.join("evolve.toml");
     std::fs::write(&config, "[evolve]\npopulation = 8\n").unwrap();
     let spec = common::spec_fixture(fixture);
@@ -84,9 +84,9 @@ fn job_with_variant(state: &Path, dir: &Path, fixture: &str, planted: gevod::ir:
     let engine = store.checkpoint(&id).unwrap().unwrap();
     let mut report = store.generation(&id, 0).unwrap().unwrap().report;
     report.generation = 1;
-    report.validated = vec![gevod::evolve::Validated {
+    report.validated = vec![gevo_search::evolve::Validated {
         generation: 1,
-        scope: gevod::evolve::Scope {
+        scope: gevo_search::evolve::Scope {
             backend: "sim".into(),
             target: "sm_90".into(),
         },
@@ -192,7 +192,7 @@ fn a_row_stored_before_relies_on_gets_the_lines() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
     let root = common::repo_root().join("tests/fixtures/kernels");
-    let ir = gevod::ir::KernelIr::load(&root.join("relies.ll"), Some("relies")).unwrap();
+    let ir = gevo_ir::KernelIr::load(&root.join("relies.ll"), Some("relies")).unwrap();
     let mut planted = ir.empty_patch();
     // Delete the first of the doubled barriers; drop the bounds check.
     planted.edits = serde_json::from_str(

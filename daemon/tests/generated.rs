@@ -4,9 +4,9 @@
 
 use crate::common;
 
-use gevod::eval::Evaluator;
-use gevod::ir::Patch;
-use gevod::spec::{self, TestSet, TestTarget};
+use gevo_ir::Patch;
+use gevo_model::spec::{self, TestSet, TestTarget};
+use gevo_search::eval::Evaluator;
 
 fn general(name: &str) -> std::path::PathBuf {
     common::repo_root().join(format!("tests/fixtures/general/{name}"))
@@ -125,7 +125,7 @@ fn a_kernel_that_needs_whole_blocks_still_validates_its_real_improvement() {
     assert!(speedup > 1.1, "no real improvement validated: {report}");
     let minimized = best["minimized_patch"].as_str().unwrap();
     let patch = Patch::from_json(&std::fs::read_to_string(minimized).unwrap()).unwrap();
-    let ir = gevod::ir::KernelIr::load(&spec.with_file_name("gridonly.ll"), None).unwrap();
+    let ir = gevo_ir::KernelIr::load(&spec.with_file_name("gridonly.ll"), None).unwrap();
     let stories: Vec<String> = ir
         .describe(&patch)
         .unwrap()

@@ -7,10 +7,10 @@
 use crate::common;
 use crate::guard_builds::{fixtures, load};
 
-use gevod::assessment::Failure;
-use gevod::eval::Evaluator;
-use gevod::sim::Fault;
-use gevod::spec::TestSet;
+use gevo_model::assessment::Failure;
+use gevo_model::sim::Fault;
+use gevo_model::spec::TestSet;
+use gevo_search::eval::Evaluator;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
@@ -39,7 +39,7 @@ fn only_barriers_not_proven_together_are_checked() {
         let fixture = planted.split('.').next().unwrap();
         let (_, ir) = load(fixture, &common::spec_fixture(fixture));
         let text = std::fs::read_to_string(kernels.join(format!("{planted}.patch.json"))).unwrap();
-        let patch = gevod::ir::Patch::from_json(&text).unwrap();
+        let patch = gevo_ir::Patch::from_json(&text).unwrap();
         let guarded = ir.compile_guarded(&patch, &options).unwrap().ptx;
         let checks = guarded.matches("GEVO_POLL:").count();
         assert!(checks > 0, "{planted}: no barrier checked");
@@ -77,7 +77,7 @@ fn no_variant_the_simulator_sees_diverge_within_a_warp_is_proven_together() {
         ),
         ("stencil", &["barrier-moved"][..]),
     ] {
-        let spec = gevod::spec::load(&common::spec_fixture(fixture)).unwrap();
+        let spec = gevo_model::spec::load(&common::spec_fixture(fixture)).unwrap();
         let block = spec
             .instantiate(spec.tests(TestSet::Train)[0])
             .unwrap()
@@ -85,11 +85,11 @@ fn no_variant_the_simulator_sees_diverge_within_a_warp_is_proven_together() {
             .block;
         let evaluator = Evaluator::new(spec, 2).unwrap();
         let (_, ir) = load(fixture, &common::spec_fixture(fixture));
-        let mut patches: Vec<gevod::ir::Patch> = planted
+        let mut patches: Vec<gevo_ir::Patch> = planted
             .iter()
             .map(|p| {
                 let path = kernels.join(format!("{fixture}.{p}.patch.json"));
-                gevod::ir::Patch::from_json(&std::fs::read_to_string(path).unwrap()).unwrap()
+                gevo_ir::Patch::from_json(&std::fs::read_to_string(path).unwrap()).unwrap()
             })
             .collect();
         let mut rng = ChaCha8Rng::seed_from_u64(37);

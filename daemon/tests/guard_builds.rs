@@ -7,8 +7,8 @@
 
 use crate::common;
 
-use gevod::ir::guard::SiteKind;
-use gevod::ir::{GuardSite, KernelIr};
+use gevo_ir::guard::SiteKind;
+use gevo_ir::{GuardSite, KernelIr};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
@@ -31,7 +31,7 @@ fn pipelines() -> Vec<(String, KernelIr)> {
 }
 
 pub(crate) fn load(name: &str, spec: &std::path::Path) -> (String, KernelIr) {
-    let spec = gevod::spec::load(spec).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let spec = gevo_model::spec::load(spec).unwrap_or_else(|e| panic!("{name}: {e}"));
     let ir =
         KernelIr::load_kernels(&spec.ir, &spec.kernels).unwrap_or_else(|e| panic!("{name}: {e}"));
     (name.to_string(), ir)
@@ -42,14 +42,10 @@ pub(crate) fn load(name: &str, spec: &std::path::Path) -> (String, KernelIr) {
 /// parts.
 fn one_edit_parts(
     ir: &KernelIr,
-    options: &gevod::ir::CodegenOptions,
+    options: &gevo_ir::CodegenOptions,
     seed: u64,
     count: usize,
-) -> Vec<(
-    gevod::ir::Patch,
-    gevod::ir::Guarded,
-    gevod::cuda::parts::Parts,
-)> {
+) -> Vec<(gevo_ir::Patch, gevo_ir::Guarded, gevod::cuda::parts::Parts)> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     (0..count)
         .filter_map(|_| {
@@ -320,7 +316,7 @@ fn the_guarded_build_of_every_fixture_compiles_and_assembles_for_old_and_new_gpu
     // GEVO_KEEP_GUARDED_PTX=DIR keeps the PTX there, to read.
     let keep = std::env::var_os("GEVO_KEEP_GUARDED_PTX").map(std::path::PathBuf::from);
     for arch in ARCHES {
-        let options = gevod::ir::CodegenOptions {
+        let options = gevo_ir::CodegenOptions {
             arch: arch.into(),
             ..common::codegen_options()
         };

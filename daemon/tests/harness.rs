@@ -9,9 +9,9 @@ use crate::common;
 use common::daemon::{s, Daemon};
 use common::{have_tools, kernel_fixture, repo_root};
 use gevo_client::proto::JobState;
+use gevo_ir::{CodegenOptions, KernelIr};
+use gevo_model::spec::TestSet;
 use gevod::harness::{HarnessEvaluator, Runner};
-use gevod::ir::{CodegenOptions, KernelIr};
-use gevod::spec::TestSet;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -162,7 +162,7 @@ fn script_harness(dir: &Path, command: &str) -> HarnessEvaluator {
         common::harness_spec_text(&kernel_fixture("stencil"), command),
     )
     .unwrap();
-    let spec = gevod::spec::load(&spec_path).unwrap();
+    let spec = gevo_model::spec::load(&spec_path).unwrap();
     let runner = Runner::Simulate { gevod: gevod() };
     HarnessEvaluator::new(spec, CodegenOptions::default(), runner, None).unwrap()
 }

@@ -4,12 +4,12 @@
 
 use crate::common;
 
-use gevod::ir::{Edit, EditKind, IrError, KernelIr};
+use gevo_ir::{Edit, EditKind, IrError, KernelIr};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 fn pyramid() -> (KernelIr, Vec<String>) {
-    let spec = gevod::spec::load(&common::pipeline_fixture("pyramid")).unwrap();
+    let spec = gevo_model::spec::load(&common::pipeline_fixture("pyramid")).unwrap();
     let ir = KernelIr::load_kernels(&spec.ir, &spec.kernels).unwrap();
     (ir, spec.kernels)
 }
@@ -133,7 +133,7 @@ fn mutation_reaches_every_kernel_and_replay_is_exact() {
             "{k} missing from the PTX"
         );
     }
-    let json = gevod::ir::Patch::from_json(&patch.to_json()).unwrap();
+    let json = gevo_ir::Patch::from_json(&patch.to_json()).unwrap();
     assert_eq!(json, patch);
 
     // In source terms (the report, `gevo-client explain`) each edit names
@@ -150,7 +150,7 @@ fn mutation_reaches_every_kernel_and_replay_is_exact() {
         &gevod::report::edits::source_edits(
             &ir,
             &patch,
-            &mut gevod::ir::SourceFiles::near(gevod::access::Reader::Caller, &[]),
+            &mut gevo_ir::SourceFiles::near(gevo_model::access::Reader::Caller, &[]),
         )
         .unwrap(),
         true,

@@ -8,7 +8,7 @@
 
 use crate::common;
 
-use gevod::ir::{ConstKind, Edit, EditKind, InstId, IrError, KernelIr, Patch, Repair, ValueRef};
+use gevo_ir::{ConstKind, Edit, EditKind, InstId, IrError, KernelIr, Patch, Repair, ValueRef};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 

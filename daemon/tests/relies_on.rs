@@ -1,14 +1,14 @@
 //! What planted edits of the relies fixture rely on
-//! (`gevod::contrib::relies`), as tests/fixtures/kernels/relies.cases.txt
+//! (`gevo_search::contrib::relies`), as tests/fixtures/kernels/relies.cases.txt
 //! says: the accesses a deleted barrier ordered and the barrier that now
 //! orders them, a store nothing reads, a load moved across a barrier, and
 //! a bounds check that holds only at the tests' sizes.
 
 use crate::common;
 
-use gevod::contrib::relies;
-use gevod::ir::{Edit, KernelIr};
-use gevod::spec::TestSet;
+use gevo_ir::{Edit, KernelIr};
+use gevo_model::spec::TestSet;
+use gevo_search::contrib::relies;
 
 /// One planted patch and what its edits' lines must (not) say.
 struct Case {
@@ -58,7 +58,7 @@ fn cases(text: &str) -> Vec<Case> {
 #[test]
 fn planted_edits_say_what_they_rely_on() {
     let root = common::repo_root().join("tests/fixtures/kernels");
-    let spec = gevod::spec::load(&root.join("relies.gevo.toml")).unwrap();
+    let spec = gevo_model::spec::load(&root.join("relies.gevo.toml")).unwrap();
     let ir = KernelIr::load(&spec.ir, Some(&spec.kernel)).unwrap();
     let evaluator = relies::evaluator(spec, 1).unwrap();
     let cases = cases(&std::fs::read_to_string(root.join("relies.cases.txt")).unwrap());
@@ -93,7 +93,7 @@ fn planted_edits_say_what_they_rely_on() {
 /// the second kernel and one in the last each say what they ordered there.
 #[test]
 fn pipeline_edits_are_read_in_their_own_kernels() {
-    let spec = gevod::spec::load(&common::pipeline_fixture("lu")).unwrap();
+    let spec = gevo_model::spec::load(&common::pipeline_fixture("lu")).unwrap();
     let ir = KernelIr::load_kernels(&spec.ir, &spec.kernels).unwrap();
     let barriers: Vec<u32> = ir
         .listing()
@@ -102,7 +102,7 @@ fn pipeline_edits_are_read_in_their_own_kernels() {
         .filter(|(_, text)| text.contains("@llvm.nvvm.barrier0()"))
         .map(|(id, _)| id.0)
         .collect();
-    let kernel = |id: u32| ir.kernel_of(gevod::ir::InstId(id)).unwrap();
+    let kernel = |id: u32| ir.kernel_of(gevo_ir::InstId(id)).unwrap();
     let first = *barriers.iter().find(|&&b| kernel(b) == 1).unwrap();
     let last = *barriers.iter().rev().find(|&&b| kernel(b) == 3).unwrap();
     let mut patch = ir.empty_patch();

@@ -4,7 +4,7 @@
 //! where they cannot run together, and a stop killing what runs.
 
 use crate::common;
-use gevod::evolve::Build;
+use gevo_search::evolve::Build;
 use gevod::worker::background_gate::BackgroundGate;
 use gevod::worker::sanitize::{GateError, SafetyGate};
 use std::path::{Path, PathBuf};
@@ -142,7 +142,7 @@ fn the_background_gate_answers_by_ptx_hash() {
         patch.edits = serde_json::from_str(edits).unwrap();
         let ptx = ir.compile(&patch, &options).unwrap().ptx;
         Build {
-            ptx_hash: gevod::ir::content_hash(ptx.as_bytes()),
+            ptx_hash: gevo_ir::content_hash(ptx.as_bytes()),
             ptx,
         }
     };

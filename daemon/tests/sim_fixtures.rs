@@ -5,9 +5,9 @@
 
 use crate::common;
 
-use gevod::eval::simulate;
-use gevod::sim::Limits;
-use gevod::spec::{self, ArgValue, Instance, Scalar, TestSet};
+use gevo_model::sim::Limits;
+use gevo_model::spec::{self, ArgValue, Instance, Scalar, TestSet};
+use gevo_search::eval::simulate;
 
 fn f32s(bytes: &[u8]) -> Vec<f32> {
     bytes
@@ -170,9 +170,9 @@ fn reference(kernel: &str, inst: &Instance) -> Vec<Vec<u8>> {
 }
 
 /// A fixture's spec and its original kernel, lowered for the simulator.
-fn fixture(name: &str) -> (spec::Spec, Vec<gevod::sim::code::Program>) {
+fn fixture(name: &str) -> (spec::Spec, Vec<gevo_model::sim::code::Program>) {
     let spec = spec::load(&common::spec_fixture(name)).unwrap();
-    let ir = gevod::ir::KernelIr::load_kernels(&spec.ir, &spec.kernels).unwrap();
+    let ir = gevo_ir::KernelIr::load_kernels(&spec.ir, &spec.kernels).unwrap();
     let program = ir.lower_all(&ir.empty_patch()).unwrap();
     (spec, program)
 }

@@ -4,8 +4,8 @@
 
 use crate::common;
 
-use gevod::eval::Evaluator;
-use gevod::spec::{self, TestSet};
+use gevo_model::spec::{self, TestSet};
+use gevo_search::eval::Evaluator;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 

@@ -4,10 +4,10 @@
 
 use crate::common;
 
-use gevod::eval::{simulate, Evaluator};
-use gevod::ir::KernelIr;
-use gevod::sim::Limits;
-use gevod::spec::{self, ArgValue, Instance, Scalar, TestSet};
+use gevo_ir::KernelIr;
+use gevo_model::sim::Limits;
+use gevo_model::spec::{self, ArgValue, Instance, Scalar, TestSet};
+use gevo_search::eval::{simulate, Evaluator};
 
 fn i32s(bytes: &[u8]) -> Vec<i32> {
     bytes
@@ -98,7 +98,7 @@ fn pyramid(x: &[i32], steps: usize) -> (Vec<i32>, Vec<i32>, i32) {
     (cur, partial, total)
 }
 
-fn original(spec: &spec::Spec) -> Vec<gevod::sim::code::Program> {
+fn original(spec: &spec::Spec) -> Vec<gevo_model::sim::code::Program> {
     let ir = KernelIr::load_kernels(&spec.ir, &spec.kernels).unwrap();
     ir.lower_all(&ir.empty_patch()).unwrap()
 }
@@ -244,11 +244,11 @@ fn a_faulting_launch_is_named_with_its_loop_variable() {
         .map(|(id, _)| *id)
         .unwrap();
     let mut patch = ir.empty_patch();
-    patch.edits.push(gevod::ir::Edit {
-        kind: gevod::ir::EditKind::OperandReplace {
+    patch.edits.push(gevo_ir::Edit {
+        kind: gevo_ir::EditKind::OperandReplace {
             user: load,
             operand: 0,
-            value: gevod::ir::ValueRef::Const(gevod::ir::ConstKind::Zero),
+            value: gevo_ir::ValueRef::Const(gevo_ir::ConstKind::Zero),
         },
         repairs: Vec::new(),
     });

@@ -3,7 +3,7 @@
 use crate::common;
 
 use common::sim::{bytes_of, f32s, run_on, run_program, run_text, u32s, LIMITS};
-use gevod::sim::{self, pointer, GlobalMemory, LaunchDims, Limits};
+use gevo_model::sim::{self, pointer, GlobalMemory, LaunchDims, Limits};
 
 #[test]
 fn vecadd_and_reduce_match_references() {
@@ -57,7 +57,7 @@ fn vecadd_and_reduce_match_references() {
     }
 }
 
-fn patched(name: &str, edits_json: &str) -> (gevod::ir::KernelIr, gevod::ir::Patch) {
+fn patched(name: &str, edits_json: &str) -> (gevo_ir::KernelIr, gevo_ir::Patch) {
     let ir = common::load(name);
     let mut patch = ir.empty_patch();
     patch.edits = serde_json::from_str(edits_json).unwrap();
@@ -65,8 +65,8 @@ fn patched(name: &str, edits_json: &str) -> (gevod::ir::KernelIr, gevod::ir::Pat
 }
 
 fn run_fixture(
-    ir: &gevod::ir::KernelIr,
-    patch: &gevod::ir::Patch,
+    ir: &gevo_ir::KernelIr,
+    patch: &gevo_ir::Patch,
     buffers: &[Vec<u8>],
     scalars: &[u64],
     dims: LaunchDims,
@@ -164,7 +164,7 @@ declare i32 @llvm.nvvm.read.ptx.sreg.clock()
 !nvvm.annotations = !{!0}
 !0 = !{ptr @k, !"kernel", i32 1}
 "#;
-    let ir = gevod::ir::KernelIr::parse("clock.ll", text.as_bytes(), None).unwrap();
+    let ir = gevo_ir::KernelIr::parse("clock.ll", text.as_bytes(), None).unwrap();
     let one = LaunchDims {
         grid: [1, 1, 1],
         block: [1, 1, 1],
@@ -340,7 +340,7 @@ declare i32 @llvm.nvvm.read.ptx.sreg.ctaid.x()
         block: [3, 1, 1],
         dynamic_shared_bytes: 0,
     };
-    let ir = |index| gevod::ir::KernelIr::parse("k.ll", kernel(index).as_bytes(), None).unwrap();
+    let ir = |index| gevo_ir::KernelIr::parse("k.ll", kernel(index).as_bytes(), None).unwrap();
     let buffers = [vec![0xee; 16], vec![0; 4]];
     for workers in [1, 2] {
         let program = ir("3").lower(&ir("3").empty_patch()).unwrap();

@@ -6,10 +6,10 @@
 use crate::common;
 
 use common::sim::{bytes_of, f32s, run_text, run_text_with, u32s};
-use gevod::sim::{self, LaunchDims};
+use gevo_model::sim::{self, LaunchDims};
 /// The id of the one instruction of `text`'s kernel whose IR contains `needle`.
 fn id_of(text: &str, needle: &str) -> u32 {
-    let ir = gevod::ir::KernelIr::parse("test.ll", text.as_bytes(), None).unwrap();
+    let ir = gevo_ir::KernelIr::parse("test.ll", text.as_bytes(), None).unwrap();
     let hits: Vec<u32> = ir
         .listing()
         .unwrap()

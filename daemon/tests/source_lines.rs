@@ -4,10 +4,8 @@
 
 use crate::common;
 
-use gevod::access::Reader;
-use gevod::ir::{
-    CodegenOptions, Edit, EditKind, InstId, KernelIr, Patch, SourceFiles, DEFAULT_ARCH,
-};
+use gevo_ir::{CodegenOptions, Edit, EditKind, InstId, KernelIr, Patch, SourceFiles, DEFAULT_ARCH};
+use gevo_model::access::Reader;
 
 fn stencil() -> KernelIr {
     KernelIr::load(&common::kernel_fixture("stencil"), None).unwrap()

@@ -5,10 +5,10 @@
 use crate::common;
 
 use common::workers::{eval_workers, fake_device};
-use gevod::evolve::{Backend, Scope};
-use gevod::spec::{
+use gevo_model::spec::{
     self, ArgKind, ArgValue, ElemType, Fill, Role, Scalar, Spec, TestCase, TestSet, TestTarget,
 };
+use gevo_search::evolve::{Backend, Scope};
 use gevod::worker::gpu::{CudaBackend, CudaOptions};
 use gevod::worker::pool::{PoolOptions, WorkerPool};
 use std::collections::BTreeMap;
@@ -661,7 +661,7 @@ fn workers_run_and_key_their_backends_tests() {
         target: "sm_90".into(),
     };
     let mut pool = WorkerPool::start(eval_workers(&path, 1), &sim, scope, stop.clone()).unwrap();
-    let empty = gevod::ir::KernelIr::load(&spec.ir, Some(&spec.kernel))
+    let empty = gevo_ir::KernelIr::load(&spec.ir, Some(&spec.kernel))
         .unwrap()
         .empty_patch();
     let a = pool.assess(&[empty], TestSet::All).unwrap();

@@ -9,7 +9,7 @@
 
 use crate::common;
 
-use gevod::eval::Evaluator;
+use gevo_search::eval::Evaluator;
 
 const BUFFER_IN: &str = "kind = \"buffer\"\ntype = \"f32\"\nlen = \"n\"\nrole = \"in\"\nfill = { uniform = [0.0, 1.0] }";
 const BUFFER_OUT: &str = "kind = \"buffer\"\ntype = \"f32\"\nlen = \"n\"\nrole = \"out\"";
@@ -35,7 +35,7 @@ fn check(args: &[(&str, String)], at: usize, expect: &[&str]) {
              \n[acceptance]\nmetric = \"max_abs\"\ntolerance = 1e-6\n";
     let path = dir.path().join("k.gevo.toml");
     std::fs::write(&path, &text).unwrap();
-    let spec = gevod::spec::load(&path).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let spec = gevo_model::spec::load(&path).unwrap_or_else(|e| panic!("{e}\n{text}"));
     let message = match Evaluator::new(spec, 1) {
         Ok(_) => panic!("accepted:\n{text}"),
         Err(e) => e.to_string(),

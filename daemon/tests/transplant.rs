@@ -4,10 +4,10 @@
 
 use crate::common;
 
-use gevod::evolve::{Config, Engine};
-use gevod::ir::transplant::Transplanter;
-use gevod::ir::{KernelIr, Patch};
-use gevod::spec;
+use gevo_ir::transplant::Transplanter;
+use gevo_ir::{KernelIr, Patch};
+use gevo_model::spec;
+use gevo_search::evolve::{Config, Engine};
 use gevod::worker::InProcess;
 use std::path::PathBuf;
 
@@ -145,7 +145,7 @@ fn carrying_a_patch_to_the_same_ir_changes_nothing() {
             "{name}"
         );
         for id in 0..ir.instruction_count() {
-            let id = gevod::ir::InstId(id);
+            let id = gevo_ir::InstId(id);
             assert_eq!(t.map_id(id), Some(id), "{name}");
         }
         let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(3);
@@ -199,13 +199,14 @@ fn seeded_against_fresh(kernel: &str, change: &str) {
     let mut fresh = Engine::new(config.clone(), 1).unwrap();
     let fresh_count = evaluations_to_validate(&mut fresh, &new, &mut backend, 60);
 
-    let patches = gevod::seed::previous_patches(previous.validated().to_vec(), Some(&previous));
-    let gevod::seed::Carried {
+    let patches =
+        gevo_search::seed::previous_patches(previous.validated().to_vec(), Some(&previous));
+    let gevo_search::seed::Carried {
         seeds,
         kept,
         dropped,
         ..
-    } = gevod::seed::carry(&old, &new, &patches).expect("patches carry over");
+    } = gevo_search::seed::carry(&old, &new, &patches).expect("patches carry over");
     let mut seeded = Engine::new(config, 1).unwrap();
     seeded.seed_with(seeds.clone());
     let seeded_count = evaluations_to_validate(&mut seeded, &new, &mut backend, 60);

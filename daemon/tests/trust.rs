@@ -6,11 +6,11 @@
 
 use crate::common;
 
-use gevod::eval::Assessment;
-use gevod::eval::Evaluator;
-use gevod::evolve::{Backend, BackendError, Build, Config, Engine, Scope};
-use gevod::ir::{KernelIr, Patch};
-use gevod::spec::{self, TestSet};
+use gevo_ir::{KernelIr, Patch};
+use gevo_model::spec::{self, TestSet};
+use gevo_search::eval::Assessment;
+use gevo_search::eval::Evaluator;
+use gevo_search::evolve::{Backend, BackendError, Build, Config, Engine, Scope};
 use gevod::worker::sanitize::SafetyGate;
 use gevod::worker::InProcess;
 use std::time::Duration;

@@ -6,9 +6,9 @@
 use crate::common;
 
 use common::workers::eval_workers;
-use gevod::evolve::{Backend, Scope};
-use gevod::ir::{KernelIr, Patch};
-use gevod::spec::{self, TestSet};
+use gevo_ir::{KernelIr, Patch};
+use gevo_model::spec::{self, TestSet};
+use gevo_search::evolve::{Backend, Scope};
 use gevod::worker::pool::{PoolOptions, WorkerPool};
 use rand::SeedableRng;
 use std::sync::atomic::AtomicBool;

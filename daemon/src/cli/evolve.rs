@@ -6,17 +6,17 @@ use super::output::{default_workers, read_patch, write_output};
 use super::report::{Progress, Report};
 use super::{resolve, BackendChoice};
 use anyhow::{bail, Context as _, Result};
-use gevod::access::Reader;
+use gevo_ir::{KernelIr, Patch};
+use gevo_model::access::Reader;
+use gevo_model::device::{DeviceInfo, DeviceSelector};
+use gevo_model::ranges::Invalid;
+use gevo_model::spec;
+use gevo_search::drive::{export_to, Driver, Ended, Identity, Limits, Publish, Start};
+use gevo_search::evolve::{BackendError, Engine, GenerationReport, Validated};
+use gevo_search::store::Store;
 use gevod::config::{parse_duration, ranges, EvolveFile, LauncherKind};
 use gevod::cuda::driver;
 use gevod::cuda::measure::Measurement;
-use gevod::device::{DeviceInfo, DeviceSelector};
-use gevod::drive::{export_to, Driver, Ended, Identity, Limits, Publish, Start};
-use gevod::evolve::{BackendError, Engine, GenerationReport, Validated};
-use gevod::ir::{KernelIr, Patch};
-use gevod::ranges::Invalid;
-use gevod::spec;
-use gevod::store::Store;
 use gevod::worker::sanitize::SanitizeMode;
 use gevod::worker::setup::{arch_for, SetupError, WorkerSetup};
 use std::path::PathBuf;
@@ -277,8 +277,8 @@ impl EvolveArgs {
                 driver
             }
         };
-        let origin: Option<gevod::store::Origin> =
-            store.setting(&gevod::seed::origin_key(&job.id))?;
+        let origin: Option<gevo_search::store::Origin> =
+            store.setting(&gevo_search::seed::origin_key(&job.id))?;
 
         let started = Instant::now();
         let limits = self.limits(started);
@@ -331,7 +331,7 @@ impl EvolveArgs {
         };
         std::fs::create_dir_all(&job_dir).with_context(|| job_dir.display().to_string())?;
         let html_path = job_dir.join("report.html");
-        let data = gevod::report::gather(&store, &job.id, gevod::access::Reader::Caller)?;
+        let data = gevod::report::gather(&store, &job.id, gevo_model::access::Reader::Caller)?;
         write_output(Some(&html_path), &gevod::report::render(&data))?;
         let report = Report {
             job: &job,

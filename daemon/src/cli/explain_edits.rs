@@ -1,5 +1,5 @@
 //! `gevod explain-edits`: the edit contributions of a job's validated
-//! variant (`gevod::contrib`), measured on the simulator from the job's own
+//! variant (`gevo_search::contrib`), measured on the simulator from the job's own
 //! spec and IR snapshots (`gevod::explain_edits`, which the daemon shares),
 //! or on the GPU with `--backend cuda` (`super::explain_gpu`), stored
 //! beside the variant and printed.
@@ -7,12 +7,12 @@
 use super::output::default_workers;
 use super::{resolve, BackendChoice};
 use anyhow::{bail, Context as _, Result};
-use gevod::access::Reader;
-use gevod::contrib::{Contributions, Options};
-use gevod::device::DeviceSelector;
+use gevo_ir::{KernelIr, Patch};
+use gevo_model::access::Reader;
+use gevo_model::device::DeviceSelector;
+use gevo_search::contrib::{Contributions, Options};
+use gevo_search::store::Store;
 use gevod::explain_edits::Simulated;
-use gevod::ir::{KernelIr, Patch};
-use gevod::store::Store;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -69,11 +69,11 @@ fn parse_threshold(text: &str) -> Result<f64, String> {
 
 impl ExplainEditsArgs {
     pub fn run(self) -> Result<()> {
-        if !self.state.join(gevod::store::FILE_NAME).is_file() {
+        if !self.state.join(gevo_search::store::FILE_NAME).is_file() {
             bail!(
                 "{}: no {} here (is it a state directory?)",
                 self.state.display(),
-                gevod::store::FILE_NAME
+                gevo_search::store::FILE_NAME
             );
         }
         let store = Store::open(&self.state)?;

@@ -6,13 +6,13 @@
 //! questions, not timings.
 
 use anyhow::{bail, Context as _, Result};
-use gevod::access::Reader;
-use gevod::contrib::{self, Contributions, Options};
-use gevod::device::DeviceInfo;
+use gevo_ir::{KernelIr, Patch};
+use gevo_model::access::Reader;
+use gevo_model::device::DeviceInfo;
+use gevo_model::spec::{self, TestTarget};
+use gevo_search::contrib::{self, Contributions, Options};
+use gevo_search::store::JobRecord;
 use gevod::explain_edits::Simulated;
-use gevod::ir::{KernelIr, Patch};
-use gevod::spec::{self, TestTarget};
-use gevod::store::JobRecord;
 use gevod::worker::setup::{arch_for, WorkerSetup};
 use std::path::Path;
 use std::sync::atomic::AtomicBool;

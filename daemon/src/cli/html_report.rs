@@ -3,8 +3,8 @@
 
 use super::output::write_output;
 use anyhow::{Context as _, Result};
-use gevod::access::Reader;
-use gevod::store::Store;
+use gevo_model::access::Reader;
+use gevo_search::store::Store;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -27,11 +27,11 @@ pub struct ReportArgs {
 
 impl ReportArgs {
     pub fn run(self) -> Result<()> {
-        if !self.state.join(gevod::store::FILE_NAME).is_file() {
+        if !self.state.join(gevo_search::store::FILE_NAME).is_file() {
             anyhow::bail!(
                 "{}: no {} here (is it a state directory?)",
                 self.state.display(),
-                gevod::store::FILE_NAME
+                gevo_search::store::FILE_NAME
             );
         }
         let store = Store::open(&self.state)?;

@@ -2,9 +2,9 @@
 
 use super::output::{load_kernel, read_patch, write_output};
 use anyhow::{Context as _, Result};
-use gevod::access::Reader;
-use gevod::ir::source::without_debug_locations;
-use gevod::ir::{CodegenOptions, KernelIr, SourceFiles, DEFAULT_ARCH};
+use gevo_ir::source::without_debug_locations;
+use gevo_ir::{CodegenOptions, KernelIr, SourceFiles, DEFAULT_ARCH};
+use gevo_model::access::Reader;
 use rand::SeedableRng;
 use std::path::PathBuf;
 

@@ -1,7 +1,7 @@
 //! What several commands read and write: patches, kernels, output files.
 
 use anyhow::{Context as _, Result};
-use gevod::ir::{IrError, KernelIr, Patch};
+use gevo_ir::{IrError, KernelIr, Patch};
 use std::io::Write;
 use std::path::Path;
 

@@ -1,10 +1,10 @@
 //! `gevod evolve`'s output: a progress line per generation on stderr, and
 //! the final report (text or JSON) on stdout.
 
-use gevod::busy::Utilization;
-use gevod::drive::Exported;
-use gevod::evolve::{Engine, GenerationReport, Validated};
-use gevod::store::JobRecord;
+use gevo_model::busy::Utilization;
+use gevo_search::drive::Exported;
+use gevo_search::evolve::{Engine, GenerationReport, Validated};
+use gevo_search::store::JobRecord;
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::time::Instant;
@@ -138,7 +138,7 @@ pub struct Report<'a> {
     pub gate: Option<String>,
     pub interrupted: bool,
     /// The earlier version of the kernel this job was seeded from.
-    pub origin: Option<&'a gevod::store::Origin>,
+    pub origin: Option<&'a gevo_search::store::Origin>,
 }
 
 impl Report<'_> {
@@ -212,7 +212,7 @@ impl Report<'_> {
                     let verdict = t.failure.as_ref().map_or("pass", |f| f.0.as_str());
                     out += &format!("    {:<12} {verdict:<8} cost ratio {ratio}\n", t.test);
                 }
-                let carried = |e: &gevod::ir::Edit| match self.origin {
+                let carried = |e: &gevo_ir::Edit| match self.origin {
                     Some(o) if o.edits.contains(e) => format!("  (from job {})", o.info.job),
                     _ => String::new(),
                 };
@@ -394,8 +394,8 @@ fn pareto_rows(points: &[(f64, f64, usize)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::{pareto_rows, Progress};
-    use gevod::busy::{Spent, Utilization};
-    use gevod::evolve::{Config, Engine, GenerationReport};
+    use gevo_model::busy::{Spent, Utilization};
+    use gevo_search::evolve::{Config, Engine, GenerationReport};
     use std::time::Instant;
 
     /// Each generation's milestone says where its GPUs waited (on the GPU

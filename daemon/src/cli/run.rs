@@ -6,11 +6,11 @@ use super::output::{default_workers, read_patch, write_output};
 use super::tables::{gpu_table, results_json, results_table};
 use super::{resolve, BackendChoice};
 use anyhow::{bail, Result};
-use gevod::access::Reader;
-use gevod::device::{DeviceInfo, DeviceSelector};
-use gevod::eval::{Assessment, Evaluator, GeneratedTests, TestResult};
-use gevod::ir::{CodegenOptions, KernelIr, Patch};
-use gevod::spec::{self, Acceptance, ArgKind, Metric, Spec, TestSet, TestTarget};
+use gevo_ir::{CodegenOptions, KernelIr, Patch};
+use gevo_model::access::Reader;
+use gevo_model::device::{DeviceInfo, DeviceSelector};
+use gevo_model::spec::{self, Acceptance, ArgKind, Metric, Spec, TestSet, TestTarget};
+use gevo_search::eval::{Assessment, Evaluator, GeneratedTests, TestResult};
 use gevod::worker::launch::Launcher;
 use gevod::worker::sanitize::SanitizeMode;
 use gevod::worker::setup::{arch_for, harness_runner, start_measurer, HarnessTarget, WorkerSetup};
@@ -176,7 +176,7 @@ impl RunArgs {
         write_output(None, &text)?;
         if set != TestSet::Generated && !self.json {
             // Cheap (no run): what the user's tests miss.
-            for line in gevod::spec::generate::lints(evaluator.spec()) {
+            for line in gevo_model::spec::generate::lints(evaluator.spec()) {
                 eprintln!("lint: {}", gevo_client::text::escape_terminal(&line));
             }
         }
@@ -271,7 +271,7 @@ fn run_on_gpu(
     set: TestSet,
     prescreen: bool,
 ) -> Result<GpuRun> {
-    use gevod::evolve::{Backend as _, Build};
+    use gevo_search::evolve::{Backend as _, Build};
     let stop = Arc::new(AtomicBool::new(false));
     let mut backend = setup.cuda_backend(spec, device, prescreen, stop)?;
     // Only the safety gate needs each variant's PTX.
@@ -304,7 +304,7 @@ fn run_on_gpu(
                 .collect();
             let builds = if gated {
                 let build = |ptx: String| Build {
-                    ptx_hash: gevod::ir::content_hash(ptx.as_bytes()),
+                    ptx_hash: gevo_ir::content_hash(ptx.as_bytes()),
                     ptx,
                 };
                 texts.into_iter().map(|ptx| Some(build(ptx))).collect()

@@ -2,8 +2,8 @@
 
 use super::output::write_output;
 use anyhow::{bail, Result};
-use gevod::ir::{KernelIr, Param};
-use gevod::spec::skeleton::{
+use gevo_ir::{KernelIr, Param};
+use gevo_model::spec::skeleton::{
     elem_from_c_type, elem_from_ir_type, guess_role, render_checked, ParamSketch, Sketch,
     SketchKind,
 };

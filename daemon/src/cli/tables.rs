@@ -1,7 +1,7 @@
 //! `gevod run`'s result tables: per test on the simulator (deterministic
 //! costs), per variant on the GPU (undisturbed times, ratios, the interval).
 
-use gevod::eval::{Assessment, TestResult};
+use gevo_search::eval::{Assessment, TestResult};
 
 /// Simulator results: a row per test with its verdict, cost, ratio to the
 /// original and error; a failing test's reason below its row.
@@ -72,7 +72,7 @@ pub fn gpu_table(label: &str, a: &Assessment) -> String {
         let spread = t.timing.as_ref().map_or("-".into(), |t| {
             format!(
                 "{:.1}%",
-                100.0 * gevod::stats::relative_spread(&t.variant_ns)
+                100.0 * gevo_model::stats::relative_spread(&t.variant_ns)
             )
         });
         out += &format!(

@@ -3,7 +3,7 @@
 
 use super::output::{load_kernel, read_patch, write_output};
 use anyhow::{Context as _, Result};
-use gevod::ir::transplant::Transplanter;
+use gevo_ir::transplant::Transplanter;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]

@@ -3,10 +3,10 @@
 //! and `gevod sim-launch` (run by gevo_harness.h).
 
 use anyhow::{Context as _, Result};
-use gevod::access::Reader;
-use gevod::device::DeviceSelector;
-use gevod::ir::CodegenOptions;
-use gevod::spec::{Spec, SpecError, TestTarget};
+use gevo_ir::CodegenOptions;
+use gevo_model::access::Reader;
+use gevo_model::device::DeviceSelector;
+use gevo_model::spec::{Spec, SpecError, TestTarget};
 use gevod::worker::gpu::GpuWorker;
 use gevod::worker::setup::{
     arch_for, harness_runner, load_worker_spec, start_measurer, HarnessTarget, SetupError,
@@ -43,6 +43,24 @@ pub struct EvalWorkerArgs {
     on_behalf_of: Option<Reader>,
 }
 
+/// The supervision tests' planted fault (`GEVOD_WORKER_FAULT`). Only debug
+/// builds, which `cargo test` runs, read it: a release binary has none.
+#[cfg(debug_assertions)]
+fn planted_fault() -> Result<Option<Fault>> {
+    match std::env::var("GEVOD_WORKER_FAULT") {
+        Ok(v) => Ok(Some(
+            v.parse::<Fault>()
+                .map_err(|e| anyhow::anyhow!("GEVOD_WORKER_FAULT: {e}"))?,
+        )),
+        Err(_) => Ok(None),
+    }
+}
+
+#[cfg(not(debug_assertions))]
+fn planted_fault() -> Result<Option<Fault>> {
+    Ok(None)
+}
+
 /// `UID:GID`.
 fn parse_uid_gid(s: &str) -> Result<(u32, u32), String> {
     let bad = || format!("expected UID:GID, not {s:?}");
@@ -54,13 +72,7 @@ impl EvalWorkerArgs {
     /// Loads the spec, greets, answers requests on stdio. A spec that does
     /// not load is answered in the greeting, so the pool can say why.
     pub fn run(self) -> Result<()> {
-        let fault = match std::env::var("GEVOD_WORKER_FAULT") {
-            Ok(v) => Some(
-                v.parse::<Fault>()
-                    .map_err(|e| anyhow::anyhow!("GEVOD_WORKER_FAULT: {e}"))?,
-            ),
-            Err(_) => None,
-        };
+        let fault = planted_fault()?;
         let mut backend = self.backend().map_err(|e| e.to_string());
         let handler: Result<&mut dyn Handler, String> = match &mut backend {
             Ok(b) => Ok(b),
@@ -211,7 +223,7 @@ impl GpuCheckArgs {
         let spec = self.gpu.load_spec()?;
         let ptx = gevo_client::files::read_text_capped(&self.ptx, gevo_client::files::PTX_CAP)?;
         let device = gevod::cuda::driver::probe(&self.gpu.device)?;
-        let ir = gevod::ir::KernelIr::load_kernels(&spec.ir, &spec.kernels)?;
+        let ir = gevo_ir::KernelIr::load_kernels(&spec.ir, &spec.kernels)?;
         let kernels: Vec<String> = ir.chosen_kernels().iter().map(|k| k.to_string()).collect();
         gevod::cuda::check::run_once(
             &spec,
@@ -295,8 +307,8 @@ impl GpuGuardCheckArgs {
             Some(_) => TestTarget::Gpu,
             None => TestTarget::Sim,
         };
-        let spec = gevod::spec::load(&self.spec)?.for_backend(tests);
-        let ir = gevod::ir::KernelIr::load_kernels(&spec.ir, &spec.kernels)?;
+        let spec = gevo_model::spec::load(&self.spec)?.for_backend(tests);
+        let ir = gevo_ir::KernelIr::load_kernels(&spec.ir, &spec.kernels)?;
         let patch = match &self.patch {
             Some(path) => super::output::read_patch(path)?,
             None => ir.empty_patch(),

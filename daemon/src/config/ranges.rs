@@ -3,9 +3,9 @@
 //! reload, `gevod --check-config`, `gevod evolve --config`) and, for the
 //! keys `gevod evolve` takes as flags, on its command line. Each is
 //! documented beside its key in config/gevod.toml (a test below holds them
-//! to it); the search's own are in [`crate::evolve::ranges`].
+//! to it); the search's own are in [`gevo_search::evolve::ranges`].
 
-use crate::ranges::SettingRange;
+use gevo_model::ranges::SettingRange;
 use std::time::Duration;
 
 type Every = SettingRange<Duration>;
@@ -57,7 +57,7 @@ pub fn documented() -> Vec<(&'static str, String)> {
     all.push((IMPROVED_WEIGHT.key, IMPROVED_WEIGHT.text()));
     all.push((RECENT_GENERATIONS.key, RECENT_GENERATIONS.text()));
     all.push((IDLE_UTILIZATION.key, IDLE_UTILIZATION.text()));
-    all.extend(crate::evolve::ranges::documented());
+    all.extend(gevo_search::evolve::ranges::documented());
     all
 }
 

@@ -6,8 +6,8 @@
 use super::{
     duration, parse_toml, ranges, ClusterSection, ConfigError, GpuSection, WorkersSection,
 };
-use crate::evolve;
-use crate::ranges::Invalid;
+use gevo_model::ranges::Invalid;
+use gevo_search::evolve;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -163,7 +163,7 @@ impl ServeConfig {
         self.check_ranges()
             .map_err(|e| ConfigError::invalid(path, e))?;
         for d in &self.gpu.devices {
-            d.parse::<crate::device::DeviceSelector>()
+            d.parse::<gevo_model::device::DeviceSelector>()
                 .map_err(|m| ConfigError::invalid(path, Invalid::new("gpu.devices", m)))?;
         }
         Ok(())

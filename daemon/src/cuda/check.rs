@@ -8,7 +8,7 @@ use super::driver::{Context, Event, Kernel};
 use super::pace::Pacer;
 use super::staged::StagedTest;
 use super::CudaError;
-use crate::spec::{Spec, SpecError};
+use gevo_model::spec::{Spec, SpecError};
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
@@ -32,7 +32,7 @@ pub fn run_once(
     limit: Duration,
 ) -> Result<(), CheckError> {
     let case = spec
-        .tests(crate::spec::TestSet::All)
+        .tests(gevo_model::spec::TestSet::All)
         .into_iter()
         .find(|t| t.name == test)
         .ok_or_else(|| CheckError::NoTest(test.to_string()))?;

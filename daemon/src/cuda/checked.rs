@@ -9,9 +9,9 @@ use super::guarded::GuardedKernel;
 use super::measure::{Measured, Measurer};
 use super::staged::StagedTest;
 use super::CudaError;
-use crate::assessment::{compare_outputs, outputs_verdict, Failure, TestSummary};
-use crate::ir::GuardSite;
-use crate::spec::{Acceptance, ArgKind, ArgValue, Metric, Role};
+use gevo_ir::GuardSite;
+use gevo_model::assessment::{compare_outputs, outputs_verdict, Failure, TestSummary};
+use gevo_model::spec::{Acceptance, ArgKind, ArgValue, Metric, Role};
 use std::time::{Duration, Instant};
 
 /// What a variant's outputs are checked through.

@@ -4,8 +4,8 @@
 
 use super::toolkit::Cubin;
 use super::CudaError;
-use crate::device::{DeviceInfo, DeviceSelector};
 use cudarc::driver::{result, sys};
+use gevo_model::device::{DeviceInfo, DeviceSelector};
 use std::ffi::{c_void, CString};
 use std::time::{Duration, Instant};
 

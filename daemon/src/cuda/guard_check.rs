@@ -12,11 +12,11 @@ use super::pace::Pacer;
 use super::parts::PartAssembler;
 use super::staged::StagedTest;
 use super::CudaError;
-use crate::assessment::Failure;
-use crate::eval::{EvalError, Evaluator};
-use crate::ir::{CodegenOptions, KernelIr, Patch};
-use crate::sim::{Fault, Verdict};
-use crate::spec::{Spec, TestSet};
+use gevo_ir::{CodegenOptions, KernelIr, Patch};
+use gevo_model::assessment::Failure;
+use gevo_model::sim::{Fault, Verdict};
+use gevo_model::spec::{Spec, TestSet};
+use gevo_search::eval::{EvalError, Evaluator};
 use std::time::{Duration, Instant};
 
 #[derive(Debug, thiserror::Error)]
@@ -24,11 +24,11 @@ pub enum GuardCheckError {
     #[error(transparent)]
     Cuda(#[from] CudaError),
     #[error(transparent)]
-    Ir(#[from] crate::ir::IrError),
+    Ir(#[from] gevo_ir::IrError),
     #[error(transparent)]
-    Eval(#[from] crate::eval::EvalError),
+    Eval(#[from] gevo_search::eval::EvalError),
     #[error(transparent)]
-    Spec(#[from] crate::spec::SpecError),
+    Spec(#[from] gevo_model::spec::SpecError),
     #[error("assembling the guarded build a kernel at a time: {0}")]
     Parts(#[from] super::toolkit::AssembleError),
 }

@@ -18,9 +18,9 @@ use super::load::Loader;
 use super::pace::Pacer;
 use super::staged::StagedTest;
 use super::CudaError;
-use crate::ir::{CodegenOptions, KernelIr};
-use crate::spec::{ArgValue, Role, Spec, TestSet};
-use crate::stats::median;
+use gevo_ir::{CodegenOptions, KernelIr};
+use gevo_model::spec::{ArgValue, Role, Spec, TestSet};
+use gevo_model::stats::median;
 use std::time::{Duration, Instant};
 
 /// One test's medians, in milliseconds.

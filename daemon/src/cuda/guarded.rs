@@ -16,9 +16,9 @@ use super::load::Loader;
 use super::staged::StagedTest;
 use super::toolkit::Cubin;
 use super::CudaError;
-use crate::ir::guard::{self, FaultKind, GuardSite};
-use crate::sim::{BufferName, Context, Fault, Verdict};
-use crate::spec::{ArgValue, LaunchParam};
+use gevo_ir::guard::{self, FaultKind, GuardSite};
+use gevo_model::sim::{BufferName, Context, Fault, Verdict};
+use gevo_model::spec::{ArgValue, LaunchParam};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -353,7 +353,7 @@ fn nearest_buffer(test: &StagedTest, address: u64) -> Option<(usize, u64)> {
 /// `address` relative to `start`, as the simulator's pointers hold an
 /// offset (two's complement over `OFFSET_BITS`: before the start is negative).
 fn offset_from(start: u64, address: u64) -> u64 {
-    address.wrapping_sub(start) & ((1u64 << crate::sim::pointer::OFFSET_BITS) - 1)
+    address.wrapping_sub(start) & ((1u64 << gevo_model::sim::pointer::OFFSET_BITS) - 1)
 }
 
 /// The buffer (by slot) the site's pointer derives from, as the first

@@ -17,12 +17,12 @@ use super::staged::StagedTest;
 use super::timing::PROFILE_MAX_LAUNCHES;
 use super::toolkit::{Assembler, Cubin};
 use super::CudaError;
-use crate::assessment::{Assessment, TestSummary};
-use crate::busy::{Spent, StartUp};
 pub use crate::config::Measurement;
-use crate::device::DeviceInfo;
-use crate::spec::{Spec, SpecError, TestCase, TestSet};
-use crate::stats::{self, Timing};
+use gevo_model::assessment::{Assessment, TestSummary};
+use gevo_model::busy::{Spent, StartUp};
+use gevo_model::device::DeviceInfo;
+use gevo_model::spec::{Spec, SpecError, TestCase, TestSet};
+use gevo_model::stats::{self, Timing};
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 
@@ -140,7 +140,7 @@ pub struct Programs<'a> {
     /// The original's guarded build (`KernelIr::compile_guarded`): with it,
     /// each test's trip budget is calibrated at start and variants that
     /// come with a guarded build are checked through it.
-    pub guarded_original: Option<&'a crate::ir::Guarded>,
+    pub guarded_original: Option<&'a gevo_ir::Guarded>,
     /// The comparison kernels (`compare::module_ptx`); without them,
     /// outputs are compared on the host.
     pub comparison: Option<&'a str>,
@@ -331,7 +331,7 @@ impl Measurer {
     /// Guards are used only when that build loads, records no fault and
     /// gives the original's outputs on every test (a test whose kernel
     /// reaches memory the spec does not describe would fail here).
-    fn calibrate_guards(&mut self, original: &crate::ir::Guarded) {
+    fn calibrate_guards(&mut self, original: &gevo_ir::Guarded) {
         let result = (|| -> Result<Vec<Budget>, String> {
             let guarded =
                 GuardedKernel::load(&self.loader, &original.ptx, None, &self.kernel_names)

@@ -12,7 +12,7 @@
 //! internal variable two kernels could share) is assembled whole.
 
 use super::toolkit::{AssembleError, Assembler, Assembling, Cubin};
-use crate::ir::content_hash;
+use gevo_ir::content_hash;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 

@@ -6,8 +6,8 @@ use super::driver::{DeviceBuffer, Event, Kernel};
 use super::guarded::Budget;
 use super::pace::Pacer;
 use super::CudaError;
-use crate::spec::scalar_bits;
-use crate::spec::{ArgValue, Instance, LaunchInstance, LaunchParam, Role};
+use gevo_model::spec::scalar_bits;
+use gevo_model::spec::{ArgValue, Instance, LaunchInstance, LaunchParam, Role};
 use std::cell::Cell;
 use std::time::Duration;
 

@@ -7,8 +7,8 @@ use super::driver::{Event, Kernel};
 use super::measure::Measurer;
 use super::staged::StagedTest;
 use super::CudaError;
-use crate::assessment::KernelTime;
-use crate::stats::{self, Timing};
+use gevo_model::assessment::KernelTime;
+use gevo_model::stats::{self, Timing};
 use std::time::Duration;
 
 /// Runs of the original and of the variant, with an event after every

@@ -18,8 +18,8 @@
 //! written back after the launch); a `value` is the parameter's bytes in hex,
 //! little-endian. The result file gets `cost <n>` and `steps <n>`.
 
-use crate::ir::{IrError, KernelIr};
-use crate::sim::{self, pointer, GlobalMemory, LaunchDims, Limits, RunStats, Verdict};
+use gevo_ir::{IrError, KernelIr};
+use gevo_model::sim::{self, pointer, GlobalMemory, LaunchDims, Limits, RunStats, Verdict};
 use std::path::{Path, PathBuf};
 
 /// The launch file's first line.

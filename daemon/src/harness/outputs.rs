@@ -3,8 +3,8 @@
 
 use super::run::{Ending, RunOutcome};
 use super::{HarnessEvaluator, Measured, Reference};
-use crate::assessment::{Failure, TestSummary};
-use crate::spec::{self, TestCase};
+use gevo_model::assessment::{Failure, TestSummary};
+use gevo_model::spec::{self, TestCase};
 use std::path::Path;
 
 impl HarnessEvaluator {

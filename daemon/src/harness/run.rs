@@ -100,7 +100,7 @@ pub fn run(request: &RunRequest) -> Result<RunOutcome, String> {
         )
     })?;
     let group = child.id() as libc::pid_t;
-    let _own = crate::own_processes::started_group(child.id());
+    let _own = gevo_model::own_processes::started_group(child.id());
     let cap = request.max_output_bytes;
     let stdout = child.stdout.take().expect("piped");
     let stderr = child.stderr.take().expect("piped");

@@ -2,8 +2,8 @@
 //! to the harness's user), the environment the command sees, and that user.
 
 use super::{run, HarnessError, HarnessEvaluator, Runner};
-use crate::ir::Compiled;
-use crate::spec::TestCase;
+use gevo_ir::Compiled;
+use gevo_model::spec::TestCase;
 use std::path::{Path, PathBuf};
 
 impl HarnessEvaluator {

@@ -1,8 +1,8 @@
 //! A patch's edits in CUDA source terms, as the terminal, the API and the
 //! HTML report show them: words, the source lines with their text, the IR.
 
-use crate::ir::{IrError, KernelIr, Location, Patch, SourceFiles};
 use gevo_client::explain::{SourceEdit, SourceLine};
+use gevo_ir::{IrError, KernelIr, Location, Patch, SourceFiles};
 
 /// Lines of source shown around each edited line in the HTML report.
 pub const CONTEXT_LINES: u32 = 3;
@@ -94,5 +94,5 @@ pub fn text(
 /// Source files for a kernel read by the user running gevod, looked up near
 /// the spec and the IR.
 pub fn files_near(spec: &std::path::Path, ir: &std::path::Path) -> SourceFiles {
-    SourceFiles::near(crate::access::Reader::Caller, &[ir, spec])
+    SourceFiles::near(gevo_model::access::Reader::Caller, &[ir, spec])
 }

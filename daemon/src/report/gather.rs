@@ -2,11 +2,11 @@
 //! its generation records, and the CUDA sources its line tables name.
 
 use super::{edits, BestVariant, GenerationPoint, ReportData, ReportError, TestRow};
-use crate::access::Reader;
-use crate::busy::Utilization;
-use crate::evolve::{Engine, PromotionFailure};
-use crate::ir::{KernelIr, SourceFiles};
-use crate::store::{GenerationRecord, JobRecord, Store};
+use gevo_ir::{KernelIr, SourceFiles};
+use gevo_model::access::Reader;
+use gevo_model::busy::Utilization;
+use gevo_search::evolve::{Engine, PromotionFailure};
+use gevo_search::store::{GenerationRecord, JobRecord, Store};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -300,7 +300,7 @@ fn environment(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::evolve::{Config, GenerationReport};
+    use gevo_search::evolve::{Config, GenerationReport};
 
     fn job_record(id: &str, spec_text: &str, backend: &str, target: &str, seed: u64) -> JobRecord {
         JobRecord {
@@ -379,7 +379,7 @@ mod tests {
                 wall_s: 10.0,
                 gpu_workers: 1,
                 compile_workers: 15,
-                spent: crate::busy::Spent {
+                spent: gevo_model::busy::Spent {
                     compile_s: 30.0,
                     check_s: 1.5,
                     timing_s: 7.5,
@@ -396,11 +396,11 @@ mod tests {
                 gpu_starts: 2,
                 gpu_start_s: 3.0,
                 gpu_idle_s: 1.0,
-                gpu_start_parts: crate::busy::StartUp {
+                gpu_start_parts: gevo_model::busy::StartUp {
                     inputs_s: 2.0,
                     ..Default::default()
                 },
-                engine: crate::busy::EngineSpent {
+                engine: gevo_model::busy::EngineSpent {
                     breed_s: 0.5,
                     evaluate_s: 6.0,
                     select_s: 0.5,
@@ -454,7 +454,7 @@ mod tests {
         .collect();
         let failure = |kind: &str, reason: &str| PromotionFailure {
             generation: 1,
-            patch: crate::ir::Patch::new("h", "k"),
+            patch: gevo_ir::Patch::new("h", "k"),
             ptx_hash: "p".into(),
             train_cost: 0.9,
             reason: reason.into(),

@@ -3,7 +3,7 @@
 //! (`html-escape`); the SVG comes from plotters.
 
 use super::{plots, BestVariant, ReportData};
-use crate::busy::Utilization;
+use gevo_model::busy::Utilization;
 use html_escape::encode_text as esc;
 use std::fmt::Write as _;
 
@@ -255,14 +255,14 @@ fn contributions_section(out: &mut String, b: &BestVariant) {
 
 /// A contribution's edit in source terms where the report has it (the
 /// same patch), else as IR ids.
-fn edit_name<'a>(b: &'a BestVariant, e: &'a crate::contrib::EditContribution) -> &'a str {
+fn edit_name<'a>(b: &'a BestVariant, e: &'a gevo_search::contrib::EditContribution) -> &'a str {
     b.edits
         .get(e.index)
         .map_or(e.edit.as_str(), |s| s.summary.as_str())
 }
 
 /// What each edit relies on (`contrib::relies`), one row a line.
-fn relies_on_table(out: &mut String, b: &BestVariant, c: &crate::contrib::Contributions) {
+fn relies_on_table(out: &mut String, b: &BestVariant, c: &gevo_search::contrib::Contributions) {
     *out += "<h4 id=\"relies-on\">What each edit relies on</h4>\n";
     let Some(cost) = c.relies_cost else {
         *out += "<p class=\"note\">Not analysed: these contributions were stored before the analysis existed; <code>gevod explain-edits</code> adds it.</p>\n";
@@ -345,7 +345,7 @@ fn utilization_section(out: &mut String, u: &Utilization) {
     *out += "</table>\n<p>Compile and pre-screen run on the compile workers, the rest on the GPU: a GPU worker's start-up (uploading the tests, making the references) measures nothing; compute-sanitizer checks variants about to be validated. Held-out measurements for promotion are included.</p>\n";
     engine_table(out, u);
     let p = &u.gpu_start_parts;
-    if *p != crate::busy::StartUp::default() {
+    if *p != gevo_model::busy::StartUp::default() {
         let _ = writeln!(
             out,
             "<p>GPU worker starts (spares included), by part: set-up {:.1} s, CUDA context {:.1} s, generating inputs {:.1} s, uploading {:.1} s, references {:.1} s.</p>",
@@ -417,7 +417,7 @@ fn table_section(out: &mut String, title: &str, id: &str, rows: &[(String, Strin
 #[cfg(test)]
 mod tests {
     use super::super::{BestVariant, ReportData, TestRow};
-    use crate::assessment::KernelTime;
+    use gevo_model::assessment::KernelTime;
 
     fn report(backend: &str, tests: Vec<TestRow>) -> ReportData {
         ReportData {

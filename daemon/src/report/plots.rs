@@ -241,16 +241,17 @@ pub fn rate(points: &[GenerationPoint]) -> Result<Option<String>, String> {
 /// the patch without it, each with its 95% interval, against the full
 /// patch's and the original's. Subsets that fail a test have no point
 /// (the table says why).
-pub fn contributions(c: &crate::contrib::Contributions) -> Result<String, String> {
+pub fn contributions(c: &gevo_search::contrib::Contributions) -> Result<String, String> {
     let what = "contributions";
     svg(what, |root| {
         let n = c.edits.len();
-        let points = |f: fn(&crate::contrib::EditContribution) -> &crate::contrib::Outcome| {
-            c.edits
-                .iter()
-                .filter_map(move |e| Some(((e.index + 1) as f64, f(e).cost()?)))
-                .collect::<Vec<_>>()
-        };
+        let points =
+            |f: fn(&gevo_search::contrib::EditContribution) -> &gevo_search::contrib::Outcome| {
+                c.edits
+                    .iter()
+                    .filter_map(move |e| Some(((e.index + 1) as f64, f(e).cost()?)))
+                    .collect::<Vec<_>>()
+            };
         let alone = points(|e| &e.alone);
         let without = points(|e| &e.without);
         let values = alone
@@ -364,8 +365,8 @@ mod tests {
 
     #[test]
     fn the_contributions_plot_draws_passing_subsets_only() {
-        use crate::contrib::{Class, Contributions, EditContribution, Outcome};
-        use crate::stats::Interval;
+        use gevo_model::stats::Interval;
+        use gevo_search::contrib::{Class, Contributions, EditContribution, Outcome};
         let edit = |index, alone: Outcome, without: Outcome| EditContribution {
             index,
             edit: format!("delete {index}"),
@@ -388,13 +389,13 @@ mod tests {
             reason: "mismatch".into(),
         };
         let c = Contributions {
-            scope: crate::evolve::Scope {
+            scope: gevo_search::evolve::Scope {
                 backend: "cuda".into(),
                 target: "H200".into(),
             },
             set: "heldout".into(),
             threshold: 0.01,
-            patch: crate::ir::Patch::new("00", "k"),
+            patch: gevo_ir::Patch::new("00", "k"),
             full: Interval::point(0.5),
             edits: vec![
                 edit(0, fails.clone(), pass(0.98, 0.97, 0.99)),

@@ -2,9 +2,9 @@
 //! it and its utilization stayed at or under a threshold for a grace
 //! period. [`IdleGate`] is that rule over samples (testable without a GPU);
 //! [`Nvml`] takes the samples through NVML, loaded at run time, and
-//! [`crate::own_processes`] tells gevod's own processes from other users'.
+//! [`gevo_model::own_processes`] tells gevod's own processes from other users'.
 
-use crate::own_processes::{self as own, Own, ProcessTable};
+use gevo_model::own_processes::{self as own, Own, ProcessTable};
 use std::time::{Duration, Instant};
 
 /// One look at a GPU, as NVML (or a script) gives it.

@@ -3,8 +3,8 @@
 //! runners whose job must not go on.
 
 use super::{scan, ServeConfig, Shared};
-use crate::own_processes::{Own, Proc};
 use crate::sched::idle::{GpuProbe, IdleGate, Nvml, Sample};
+use gevo_model::own_processes::{Own, Proc};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

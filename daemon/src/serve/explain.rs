@@ -21,8 +21,8 @@
 //! logged and records nothing; it never touches the job.
 
 use super::Shared;
-use crate::access::Reader;
 use crate::explain_edits::ExplainError;
+use gevo_model::access::Reader;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
@@ -149,7 +149,7 @@ fn job(shared: &Shared, id: &str, why: Why) {
         &record,
         &reader,
         &patch,
-        &crate::contrib::Options::default(),
+        &gevo_search::contrib::Options::default(),
         None,
         &stop,
     ) {

@@ -4,9 +4,9 @@
 //! `[tests.sim]` set, whatever the backend), and kept in the job's registry
 //! entry.
 
-use crate::eval::{Evaluator, GeneratedTests};
-use crate::spec::{Spec, TestTarget};
 use gevo_client::proto;
+use gevo_model::spec::{Spec, TestTarget};
+use gevo_search::eval::{Evaluator, GeneratedTests};
 
 /// The generated tests kept and dropped and the lint lines; `None` for a
 /// harness spec (it has none) or when the original cannot run (the job's

@@ -4,11 +4,11 @@ use super::registry::Lookup;
 use super::Shared;
 use crate::api::limits::{quote, quote_path};
 use crate::api::{Access, Handler, Peer};
-use crate::ir::KernelIr;
 use gevo_client::proto::{
     Best, Command, ContributionSummary, EditContributionLine, ErrorCode, Explanation, Pareto,
     PatchFile, Reply, ReportPage, Request, Response, SlotInfo, Status, TestRatio, WatchRoot,
 };
+use gevo_ir::KernelIr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -251,9 +251,9 @@ impl ApiHandler {
             )
         };
         let internal = |e: String| (ErrorCode::Internal, format!("{id}: {e}"));
-        let reader = crate::access::Reader::for_spec(&spec_path, &root)
+        let reader = gevo_model::access::Reader::for_spec(&spec_path, &root)
             .map_err(|e| internal(e.to_string()))?;
-        let spec = crate::spec::parse_as(&spec_path, &spec_text, &reader)
+        let spec = gevo_model::spec::parse_as(&spec_path, &spec_text, &reader)
             .map_err(|e| internal(e.to_string()))?;
         let ir = KernelIr::parse_kernels(&id, ir_text.as_bytes(), &spec.kernels)
             .map_err(|e| internal(e.to_string()))?;
@@ -261,8 +261,8 @@ impl ApiHandler {
             .apply(&validated.minimized)
             .map_err(|e| internal(e.to_string()))?;
         let (original, variant) = (
-            crate::ir::source::without_debug_locations(ir.text()),
-            crate::ir::source::without_debug_locations(&variant),
+            gevo_ir::source::without_debug_locations(ir.text()),
+            gevo_ir::source::without_debug_locations(&variant),
         );
         let diff = similar::TextDiff::from_lines(&original, &variant)
             .unified_diff()
@@ -271,7 +271,7 @@ impl ApiHandler {
             .to_string();
         let changes = crate::report::diff::changed_instructions(&original, &variant);
         let rejections = self.rejections(&id);
-        let mut files = crate::ir::SourceFiles::near(reader, &[&spec.ir, &spec_path]);
+        let mut files = gevo_ir::SourceFiles::near(reader, &[&spec.ir, &spec_path]);
         let source_edits =
             crate::report::edits::source_edits(&ir, &validated.minimized, &mut files)
                 .map_err(|e| internal(e.to_string()))?;
@@ -493,7 +493,7 @@ impl ApiHandler {
             ));
         }
         let store = &self.shared.store;
-        let internal = |e: crate::store::StoreError| (ErrorCode::Internal, e.to_string());
+        let internal = |e: gevo_search::store::StoreError| (ErrorCode::Internal, e.to_string());
         let mut unwatched: Vec<PathBuf> = store
             .setting(UNWATCHED)
             .map_err(internal)?
@@ -589,12 +589,13 @@ impl ApiHandler {
 
 /// A job's HTML report, its CUDA sources read as the spec's owner.
 pub fn report_html(
-    store: &crate::store::Store,
+    store: &gevo_search::store::Store,
     id: &str,
     spec_path: &std::path::Path,
     root: &std::path::Path,
 ) -> Result<String, String> {
-    let reader = crate::access::Reader::for_spec(spec_path, root).map_err(|e| e.to_string())?;
+    let reader =
+        gevo_model::access::Reader::for_spec(spec_path, root).map_err(|e| e.to_string())?;
     let data = crate::report::gather(store, id, reader).map_err(|e| e.to_string())?;
     Ok(crate::report::render(&data))
 }

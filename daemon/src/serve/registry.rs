@@ -3,9 +3,9 @@
 //! behind one mutex in [`super::Shared`]; the control loop, the runners and
 //! the API handler each hold the lock only to read or update a few fields.
 
-use crate::evolve::{Engine, Validated};
-use crate::store::{DaemonJob, JobRecord};
 use gevo_client::proto::{BestRecord, GeneratedTests, JobInfo, JobState, ParetoPoint};
+use gevo_search::evolve::{Engine, Validated};
+use gevo_search::store::{DaemonJob, JobRecord};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

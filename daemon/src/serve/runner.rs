@@ -1,5 +1,5 @@
 //! A slot's runner thread: takes the job the scheduler picks, starts its
-//! backend (worker processes), drives it (`crate::drive`: a generation at a
+//! backend (worker processes), drives it (`gevo_search::drive`: a generation at a
 //! time, each committed) for one slice, publishing each generation to the
 //! registry and exporting each new best, and gives the slot back.
 //! Consecutive slices of the same job reuse the driver and the workers.
@@ -10,11 +10,11 @@ use super::explain;
 use super::registry::JobEntry;
 use super::scan::{best_record, unix_now};
 use super::{BackendFactory, JobFiles, ServeConfig, Shared};
-use crate::access::Reader;
-use crate::drive::{Driver, Ended, Limits, Publish};
-use crate::evolve::{Backend, Engine, GenerationReport, Validated};
-use crate::ir::KernelIr;
 use gevo_client::proto::Best;
+use gevo_ir::KernelIr;
+use gevo_model::access::Reader;
+use gevo_search::drive::{Driver, Ended, Limits, Publish};
+use gevo_search::evolve::{Backend, Engine, GenerationReport, Validated};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -160,7 +160,7 @@ fn start(
         )
     };
     let reader = Reader::for_spec(&record.spec_path, &root).map_err(|e| e.to_string())?;
-    let mut spec = crate::spec::parse_as(&record.spec_path, &record.spec_text, &reader)
+    let mut spec = gevo_model::spec::parse_as(&record.spec_path, &record.spec_text, &reader)
         .map_err(|e| e.to_string())?;
     spec.ir = snapshot.clone();
     // The workers read the spec text the daemon checked, never the path.

@@ -4,12 +4,12 @@
 
 use super::registry::{JobEntry, Problem, Registry};
 use super::{ServeConfig, Shared};
-use crate::access::Reader;
-use crate::evolve::Engine;
-use crate::ir::{content_hash, KernelIr};
-use crate::store::{DaemonJob, JobRecord, Store, StoreError};
 use gevo_client::export::Readers;
 use gevo_client::proto::BestRecord;
+use gevo_ir::{content_hash, KernelIr};
+use gevo_model::access::Reader;
+use gevo_search::evolve::Engine;
+use gevo_search::store::{DaemonJob, JobRecord, Store, StoreError};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -68,7 +68,7 @@ pub fn best_record(
     entry: &JobEntry,
     engine: &Engine,
     validated_at: u64,
-) -> Option<(crate::evolve::Validated, BestRecord)> {
+) -> Option<(gevo_search::evolve::Validated, BestRecord)> {
     let v = engine.best_validated()?.clone();
     let record = record_for(entry, &v, validated_at);
     Some((v, record))
@@ -76,7 +76,11 @@ pub fn best_record(
 
 /// What `entry`'s kernel serves of the validated variant `v` (its own
 /// search's, or the one it shares: `shared_search`).
-pub fn record_for(entry: &JobEntry, v: &crate::evolve::Validated, validated_at: u64) -> BestRecord {
+pub fn record_for(
+    entry: &JobEntry,
+    v: &gevo_search::evolve::Validated,
+    validated_at: u64,
+) -> BestRecord {
     BestRecord {
         kernel: entry.daemon.kernel.clone(),
         job: entry.id.clone(),
@@ -187,7 +191,7 @@ pub fn rescan(
             }
         };
         let spec_text = String::from_utf8_lossy(&spec_bytes).into_owned();
-        let parsed = crate::spec::parse_as(&f.spec, &spec_text, &reader);
+        let parsed = gevo_model::spec::parse_as(&f.spec, &spec_text, &reader);
         let ir_bytes = parsed.as_ref().ok().map(|s| reader.read(&s.ir));
         // What a harness command runs is part of the version: a replaced
         // program makes a new one.
@@ -292,7 +296,7 @@ fn register(
     found: &crate::watch::Found,
     reader: &Reader,
     kernel: &str,
-    spec: crate::spec::Spec,
+    spec: gevo_model::spec::Spec,
     spec_text: &str,
     ir_bytes: &[u8],
     fingerprint: &str,
@@ -322,7 +326,7 @@ fn register(
         .arch
         .clone()
         .or_else(|| spec.arch.clone())
-        .unwrap_or_else(|| crate::ir::DEFAULT_ARCH.to_string());
+        .unwrap_or_else(|| gevo_ir::DEFAULT_ARCH.to_string());
     let scope = &shared.scope;
     // Harness runs measure the application, not the kernel alone: another
     // backend, so never the same job or cached results as a kernel spec's.

@@ -1,11 +1,11 @@
-//! The daemon's side of seeding a kernel's new version (`crate::seed`):
+//! The daemon's side of seeding a kernel's new version (`gevo_search::seed`):
 //! which earlier job it seeds from. A rebuild's new version seeds from the
 //! kernel's latest version from the same spec file; a failure to read it
 //! only means starting afresh.
 
 use super::Shared;
-use crate::ir::KernelIr;
-use crate::seed::Seeding;
+use gevo_ir::KernelIr;
+use gevo_search::seed::Seeding;
 use std::path::Path;
 
 /// Seeds for job `id` (not yet created) of `kernel` from `spec`, whose IR
@@ -31,7 +31,7 @@ pub fn from_previous(
     };
     let span = tracing::info_span!("seed", from = %prev.id);
     let _enter = span.enter();
-    match crate::seed::from_job(&shared.store, &prev, version, new) {
+    match gevo_search::seed::from_job(&shared.store, &prev, version, new) {
         Ok(seeding) => seeding,
         Err(e) => {
             tracing::warn!(error = %e, "the previous version cannot seed this one; starting afresh");

@@ -13,10 +13,10 @@
 
 use super::registry::{JobEntry, Registry};
 use super::scan::record_for;
-use crate::evolve::Validated;
-use crate::ir::content_hash;
-use crate::spec::{ArgKind, Fill, Spec};
 use gevo_client::proto::BestRecord;
+use gevo_ir::content_hash;
+use gevo_model::spec::{ArgKind, Fill, Spec};
+use gevo_search::evolve::Validated;
 
 /// What two jobs must have in common to share a search, hashed: the spec
 /// text without its `project` line, the contents of the files it fills

@@ -5,9 +5,9 @@
 use super::{BackendFactory, JobFiles, SlotGpus};
 use crate::config::{BackendSetting, ServeConfig, WithoutGpu};
 use crate::cuda::driver;
-use crate::device::{DeviceInfo, DeviceSelector};
-use crate::evolve::Backend;
 use crate::worker::setup::WorkerSetup;
+use gevo_model::device::{DeviceInfo, DeviceSelector};
+use gevo_search::evolve::Backend;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;

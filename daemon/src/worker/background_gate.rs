@@ -11,7 +11,7 @@
 //! one before it (the promotion bar), so the best is validated soonest.
 
 use super::sanitize::{GateError, SafetyGate};
-use crate::evolve::Build;
+use gevo_search::evolve::Build;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver};

@@ -10,16 +10,16 @@ use super::background_gate::BackgroundGate;
 use super::pool::{assessment_of, PoolOptions, WorkerPool};
 use super::sanitize::SafetyGate;
 use super::{Handler, Request, Response};
-use crate::assessment::Assessment;
-use crate::busy::{StartUp, Utilization};
 use crate::cuda::measure::{Measurement, Measurer};
-use crate::device::DeviceInfo;
-use crate::evolve::{
+use gevo_ir::{KernelIr, Patch};
+use gevo_model::assessment::Assessment;
+use gevo_model::busy::{StartUp, Utilization};
+use gevo_model::device::DeviceInfo;
+use gevo_model::spec::{Spec, TestSet, TestTarget};
+use gevo_model::stats::Decided;
+use gevo_search::evolve::{
     Backend, BackendError, Build, EndedPromotion, Evaluated, GateStart, Promotion, Scope,
 };
-use crate::ir::{KernelIr, Patch};
-use crate::spec::{Spec, TestSet, TestTarget};
-use crate::stats::Decided;
 
 mod ahead;
 mod feeds;

@@ -3,16 +3,16 @@
 //! an `eval-worker`'s request handler, and a backend for tests.
 
 use super::{Handler, Request, Response};
-use crate::assessment::{Assessment, TestResult};
-use crate::busy::Spent;
 use crate::cuda::guarded::GuardedBuild;
 use crate::cuda::parts::PartAssembler;
 use crate::cuda::toolkit::{Assembler, Cubin};
-use crate::eval::Evaluator;
-use crate::evolve::{Backend, BackendError, Build, Scope};
 use crate::harness::{HarnessEvaluator, Runner};
-use crate::ir::{CodegenOptions, Patch};
-use crate::spec::{Spec, TestCase, TestSet};
+use gevo_ir::{CodegenOptions, Patch};
+use gevo_model::assessment::{Assessment, TestResult};
+use gevo_model::busy::Spent;
+use gevo_model::spec::{Spec, TestCase, TestSet};
+use gevo_search::eval::Evaluator;
+use gevo_search::evolve::{Backend, BackendError, Build, Scope};
 use std::time::Instant;
 
 /// Compiles with LLVM and runs on the simulator (or, for harness specs,
@@ -29,10 +29,6 @@ pub struct InProcess {
     /// The train tests the pre-screen runs, least input first.
     screen_tests: Vec<TestCase>,
 }
-
-/// `off`: guarded builds are assembled whole, not a kernel at a time
-/// (`cuda::parts`, the default).
-pub const GUARDED_PARTS: &str = "GEVO_GUARDED_PARTS";
 
 /// Simulator verdicts that reject a variant in the pre-screen: undefined
 /// behaviour or a runaway loop on the GPU, and outputs that differ from
@@ -79,7 +75,7 @@ impl InProcess {
         })
     }
 
-    pub fn new(spec: Spec, codegen: CodegenOptions) -> Result<Self, crate::eval::EvalError> {
+    pub fn new(spec: Spec, codegen: CodegenOptions) -> Result<Self, gevo_search::eval::EvalError> {
         let mut by_size = Vec::new();
         for test in spec.tests(TestSet::Train) {
             by_size.push((spec.buffer_bytes(test)?, test.clone()));
@@ -146,14 +142,12 @@ impl InProcess {
             .ok()
     }
 
-    /// A guarded build's PTX assembled for `arch`: a kernel at a time
-    /// ([`PartAssembler`]) unless `GEVO_GUARDED_PARTS=off` says whole;
-    /// none where no ptxas is found or it refuses.
+    /// A guarded build's PTX assembled for `arch`, a kernel at a time
+    /// ([`PartAssembler`]); none where no ptxas is found or it refuses.
     fn assemble_guarded(&mut self, ptx: &str, arch: &str) -> Option<Cubin> {
         if self.parts.is_none() {
-            let wanted = std::env::var_os(GUARDED_PARTS).is_none_or(|v| v != "off");
             let assembler = self.assembler.get_or_insert_with(Assembler::find);
-            self.parts = Some(assembler.clone().filter(|_| wanted).map(PartAssembler::new));
+            self.parts = Some(assembler.clone().map(PartAssembler::new));
         }
         if let Some(Some(parts)) = &mut self.parts {
             return parts
@@ -191,7 +185,7 @@ impl InProcess {
         })
     }
 
-    fn ir(&self) -> &crate::ir::KernelIr {
+    fn ir(&self) -> &gevo_ir::KernelIr {
         match &self.evaluation {
             Evaluation::Kernel(e) => e.ir(),
             Evaluation::Harness(h) => h.ir(),

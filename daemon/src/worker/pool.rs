@@ -11,11 +11,11 @@ mod run;
 use super::launch::Launcher;
 use super::process::{truncate, Event, State, Worker};
 use super::{Request, Response, PROTOCOL};
-use crate::assessment::Assessment;
 use crate::config::CpuPriority;
-use crate::evolve::{Backend, BackendError, Build, Scope};
-use crate::ir::Patch;
-use crate::spec::{Spec, TestSet};
+use gevo_ir::Patch;
+use gevo_model::assessment::Assessment;
+use gevo_model::spec::{Spec, TestSet};
+use gevo_search::evolve::{Backend, BackendError, Build, Scope};
 use run::Batch;
 pub use run::{Carry, Feed, Placement, Waker};
 use std::collections::VecDeque;
@@ -52,16 +52,12 @@ pub struct PoolOptions {
     pub standby: bool,
     /// The workers' CPU priority (`[workers] cpu`).
     pub cpu: CpuPriority,
-    /// Requests in flight per worker where not the launcher's
-    /// ([`Launcher::pipeline_depth`]): local GPU workers take
-    /// `GEVO_GPU_DEPTH`'s where it is set (`worker::setup`).
-    pub depth: Option<usize>,
 }
 
 impl PoolOptions {
-    /// Requests in flight per worker: `depth`, else the launcher's.
+    /// Requests in flight per worker: the launcher's.
     pub fn pipeline_depth(&self) -> usize {
-        self.depth.unwrap_or_else(|| self.launcher.pipeline_depth())
+        self.launcher.pipeline_depth()
     }
 
     /// `workers` local processes of `program args`, no GPU, none with
@@ -85,7 +81,6 @@ impl PoolOptions {
             slot_args: Vec::new(),
             standby: false,
             cpu: CpuPriority::Normal,
-            depth: None,
         }
     }
 }
@@ -112,7 +107,7 @@ pub struct WorkerPool {
     pub idle_s: f64,
     /// What the workers that greeted said their start took, summed (GPU
     /// workers; spares included); the GPU backend takes it per generation.
-    pub start_parts: crate::busy::StartUp,
+    pub start_parts: gevo_model::busy::StartUp,
     /// Workers (Slurm steps) that vanished or could not be replaced.
     pub lost: u64,
     /// Only the worker started with this slot takes requests ([`pin`]).

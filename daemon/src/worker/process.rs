@@ -4,7 +4,7 @@
 
 use super::launch::Launcher;
 use super::pool::PoolOptions;
-use crate::evolve::BackendError;
+use gevo_search::evolve::BackendError;
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::CommandExt;
@@ -35,7 +35,7 @@ pub(super) struct Worker {
     stderr_tail: Arc<Mutex<String>>,
     pub state: State,
     /// Its process group counts as gevod's on the GPU while it lives.
-    _group: crate::own_processes::GroupGuard,
+    _group: gevo_model::own_processes::GroupGuard,
     /// A local worker's `TMPDIR`: what it leaves there (a harness run's
     /// scratch files, when it is killed mid-run) goes with it.
     _scratch: Option<tempfile::TempDir>,
@@ -102,7 +102,7 @@ impl Worker {
         let mut child = command
             .spawn()
             .map_err(|e| BackendError::Failed(spawn_failed(&options.program, &e)))?;
-        let group = crate::own_processes::started_group(child.id());
+        let group = gevo_model::own_processes::started_group(child.id());
         let stdin = child.stdin.take().expect("piped");
         let stdout = child.stdout.take().expect("piped");
         let mut stderr = child.stderr.take().expect("piped");

@@ -2,14 +2,14 @@
 //! JSON object per line, requests in, the greeting and answers out
 //! (ARCHITECTURE.md, "Worker protocol").
 
-use crate::assessment::Assessment;
-use crate::busy::{Spent, StartUp};
 use crate::cuda::guarded::GuardedBuild;
 use crate::cuda::toolkit::Cubin;
-use crate::device::DeviceInfo;
-use crate::evolve::{Build, Scope};
-use crate::ir::Patch;
-use crate::spec::TestSet;
+use gevo_ir::Patch;
+use gevo_model::assessment::Assessment;
+use gevo_model::busy::{Spent, StartUp};
+use gevo_model::device::DeviceInfo;
+use gevo_model::spec::TestSet;
+use gevo_search::evolve::{Build, Scope};
 use serde::{Deserialize, Serialize};
 
 /// Wire protocol version, sent in the worker's greeting (5: guard sites
@@ -226,9 +226,9 @@ impl Response {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::assessment::TestSummary;
-    use crate::ir::guard::{GuardSite, SiteKind};
-    use crate::stats::Timing;
+    use gevo_ir::guard::{GuardSite, SiteKind};
+    use gevo_model::assessment::TestSummary;
+    use gevo_model::stats::Timing;
 
     fn device() -> DeviceInfo {
         DeviceInfo {

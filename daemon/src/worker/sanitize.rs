@@ -11,7 +11,7 @@
 //! GPU is free within a poll, not when the check would have ended.
 
 pub use crate::config::SanitizeMode;
-use crate::evolve::BackendError;
+use gevo_search::evolve::BackendError;
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -231,7 +231,7 @@ impl SafetyGate {
         let child = command
             .spawn()
             .map_err(|e| failed(format!("{}: {e}", self.sanitizer.display())))?;
-        let group = crate::own_processes::started_group(child.id());
+        let group = gevo_model::own_processes::started_group(child.id());
         Ok(ToolRun {
             tool: tool.to_string(),
             child,
@@ -252,7 +252,7 @@ const ORPHAN_LIMIT: std::time::Duration = std::time::Duration::from_secs(600);
 struct ToolRun {
     tool: String,
     child: std::process::Child,
-    _group: crate::own_processes::GroupGuard,
+    _group: gevo_model::own_processes::GroupGuard,
     status: Option<std::process::ExitStatus>,
     log: PathBuf,
     stderr: PathBuf,
@@ -295,10 +295,10 @@ impl Drop for ToolRun {
         let mut _held = Vec::new();
         if self.status.is_none() {
             // Anything below that left the group is killed by pid as well.
-            below = crate::own_processes::descendants(group);
+            below = gevo_model::own_processes::descendants(group);
             _held = below
                 .iter()
-                .map(|&p| crate::own_processes::hold(p))
+                .map(|&p| gevo_model::own_processes::hold(p))
                 .collect();
             // SAFETY: plain signals to the group this run leads (its pid is
             // the group id: `process_group(0)`, not yet reaped) and to the
@@ -312,14 +312,14 @@ impl Drop for ToolRun {
             let _ = self.child.wait();
         }
         tracing::debug!(group, below = ?below, killed = self.status.is_none(), "a safety-gate run ends");
-        if !crate::own_processes::await_gone(group, &below, GROUP_GONE_LIMIT) {
+        if !gevo_model::own_processes::await_gone(group, &below, GROUP_GONE_LIMIT) {
             tracing::debug!(
                 group,
                 "a safety-gate run outlasts its wait: held until gone"
             );
             // Still tearing down: gevod's until it is gone, without
             // holding up the gate any longer.
-            crate::own_processes::own_until_gone(group, below, ORPHAN_LIMIT);
+            gevo_model::own_processes::own_until_gone(group, below, ORPHAN_LIMIT);
         }
     }
 }

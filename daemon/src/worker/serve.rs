@@ -1,9 +1,9 @@
 //! A worker process's loop: the greeting, then one answer per request line.
 
 use super::{Fault, FaultKind, Request, Response, PROTOCOL};
-use crate::busy::StartUp;
-use crate::device::DeviceInfo;
-use crate::evolve::Scope;
+use gevo_model::busy::StartUp;
+use gevo_model::device::DeviceInfo;
+use gevo_search::evolve::Scope;
 use std::io::{BufRead, Write};
 
 /// What a worker process does with requests.

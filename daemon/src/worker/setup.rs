@@ -8,25 +8,21 @@ use super::gpu::{CudaBackend, CudaOptions, GpuWorker};
 use super::launch::Launcher;
 use super::pool::{PoolOptions, WorkerPool};
 use super::sanitize::{find_sanitizer, SafetyGate, SanitizeMode};
-use crate::access::Reader;
 use crate::config::CpuPriority;
 use crate::cuda::measure::{MeasureError, MeasureOptions, Measurement, Measurer, Programs};
 use crate::cuda::toolkit::Assembler;
 use crate::cuda::{driver, CudaError};
-use crate::device::{DeviceInfo, DeviceSelector};
-use crate::evolve::{Backend, BackendError, Scope};
 use crate::harness::Runner;
-use crate::ir::{CodegenOptions, IrError, KernelIr};
-use crate::spec::{self, Spec, SpecError, TestSet, TestTarget};
+use gevo_ir::{CodegenOptions, IrError, KernelIr};
+use gevo_model::access::Reader;
+use gevo_model::device::{DeviceInfo, DeviceSelector};
+use gevo_model::spec::{self, Spec, SpecError, TestSet, TestTarget};
+use gevo_search::evolve::{Backend, BackendError, Scope};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Requests in flight per local GPU worker where set (an experiment;
-/// [`PoolOptions::depth`]).
-pub const GPU_DEPTH: &str = "GEVO_GPU_DEPTH";
 
 /// Why evaluation could not start. Each names the spec it concerns.
 #[derive(Debug, thiserror::Error)]
@@ -38,7 +34,7 @@ pub enum SetupError {
     #[error(transparent)]
     Cuda(#[from] CudaError),
     #[error(transparent)]
-    Eval(#[from] crate::eval::EvalError),
+    Eval(#[from] gevo_search::eval::EvalError),
     #[error(transparent)]
     Harness(#[from] crate::harness::HarnessError),
     #[error("{}: {source}", spec.display())]
@@ -72,7 +68,7 @@ pub enum SetupError {
 pub fn arch_for(spec: &Spec, arch: Option<String>, device: Option<&DeviceInfo>) -> String {
     arch.or_else(|| device.map(DeviceInfo::arch))
         .or_else(|| spec.arch.clone())
-        .unwrap_or_else(|| crate::ir::DEFAULT_ARCH.to_string())
+        .unwrap_or_else(|| gevo_ir::DEFAULT_ARCH.to_string())
 }
 
 /// Where a harness program's kernel launches run (`--harness sim|gpu` of
@@ -325,11 +321,6 @@ impl WorkerSetup<'_> {
         // hangs the active one (local processes only: a Slurm step would
         // hold a second GPU allocation).
         gpu.standby = matches!(self.launcher, Launcher::Local);
-        // An experiment: a second request waiting in a local GPU worker's
-        // pipe while it measures one (docs/evolve.md).
-        if matches!(self.launcher, Launcher::Local) {
-            gpu.depth = std::env::var(GPU_DEPTH).ok().and_then(|d| d.parse().ok());
-        }
         // A stop kills a running check: the GPU is another user's at once.
         // With several local GPUs the gate, which runs beside the search,
         // takes the last one: promotion times held-out tests on the first.

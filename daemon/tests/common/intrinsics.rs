@@ -3,8 +3,8 @@
 //! nothing is folded before the simulator sees it) and compares the stored
 //! result bit for bit.
 
-use gevod::ir::KernelIr;
-use gevod::sim::{self, pointer, GlobalMemory, LaunchDims, Limits};
+use gevo_ir::KernelIr;
+use gevo_model::sim::{self, pointer, GlobalMemory, LaunchDims, Limits};
 
 /// A call argument: a value loaded from memory, or an immediate (`immarg`
 /// flags must be constants).

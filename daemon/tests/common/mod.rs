@@ -9,7 +9,7 @@ pub mod sim;
 pub mod slurm;
 pub mod workers;
 
-use gevod::ir::{CodegenOptions, KernelIr};
+use gevo_ir::{CodegenOptions, KernelIr};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 

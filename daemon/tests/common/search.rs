@@ -1,9 +1,9 @@
 //! The search engine through the library, on the in-process simulator
 //! backend: shared by the evolve tests.
 
-use gevod::evolve::{Backend, Config, Engine, GenerationReport};
-use gevod::ir::KernelIr;
-use gevod::spec;
+use gevo_ir::KernelIr;
+use gevo_model::spec;
+use gevo_search::evolve::{Backend, Config, Engine, GenerationReport};
 use gevod::worker::InProcess;
 
 /// A kernel fixture's IR, and an in-process simulator backend for its spec.

@@ -1,8 +1,8 @@
 //! Running lowered kernels on the simulator with hand-built arguments, and
 //! the byte conversions the simulator tests share.
 
-use gevod::ir::{KernelIr, Patch};
-use gevod::sim::{self, pointer, GlobalMemory, LaunchDims, Limits};
+use gevo_ir::{KernelIr, Patch};
+use gevo_model::sim::{self, pointer, GlobalMemory, LaunchDims, Limits};
 
 pub const LIMITS: Limits = Limits {
     block_step_budget: 100_000_000,
@@ -80,6 +80,6 @@ pub fn run_text_with(
     buffers: &[Vec<u8>],
     scalars: &[u64],
 ) -> Result<Vec<Vec<u8>>, sim::Verdict> {
-    let ir = gevod::ir::KernelIr::parse("test.ll", text.as_bytes(), None).unwrap();
+    let ir = gevo_ir::KernelIr::parse("test.ll", text.as_bytes(), None).unwrap();
     run_program(&ir, &ir.empty_patch(), buffers, scalars, dims, LIMITS).map(|(_, out)| out)
 }

@@ -1,7 +1,7 @@
 //! Worker processes for tests: pools of the real `gevod eval-worker`, and
 //! the GPU a stand-in GPU worker claims to be.
 
-use gevod::device::DeviceInfo;
+use gevo_model::device::DeviceInfo;
 use gevod::worker::pool::PoolOptions;
 use std::ffi::OsString;
 use std::path::Path;

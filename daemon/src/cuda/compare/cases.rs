@@ -2,7 +2,7 @@
 //! comparison kernels against it: on the simulator in the unit tests, on a
 //! GPU in the GPU suite (`gevod gpu-compare-check`).
 
-use crate::spec::{ElemType, Metric};
+use gevo_model::spec::{ElemType, Metric};
 use rand::Rng;
 
 /// Elements the rules treat apart, as little-endian bytes of `elem`.
@@ -116,13 +116,13 @@ pub struct Agreement {
 /// [`tolerances`], and each pair of [`specials`] alone, with the comparison
 /// kernels on `device` and with `spec::compare` on the host.
 pub fn check_on_device(
-    device: &crate::device::DeviceInfo,
-    codegen: &crate::ir::CodegenOptions,
+    device: &gevo_model::device::DeviceInfo,
+    codegen: &gevo_ir::CodegenOptions,
     seed: u64,
 ) -> Result<Agreement, crate::cuda::CudaError> {
     use super::{module_ptx, DeviceComparison, Pair};
     use crate::cuda::driver::{Context, DeviceBuffer};
-    use crate::spec::{compare, Acceptance};
+    use gevo_model::spec::{compare, Acceptance};
     use rand::SeedableRng;
 
     let _context = Context::new(device.ordinal)?;

@@ -4,7 +4,7 @@
 
 use super::cases::{buffers, specials, tolerances};
 use super::*;
-use crate::sim::{self, GlobalMemory, LaunchDims, Limits};
+use gevo_model::sim::{self, GlobalMemory, LaunchDims, Limits};
 use rand::SeedableRng;
 
 fn programs() -> Vec<(ElemType, sim::code::Program)> {
@@ -76,7 +76,7 @@ fn the_kernels_say_what_spec_compare_says_for_every_type_and_metric() {
         for metric in [Metric::Exact, Metric::MaxAbs, Metric::MaxRel, Metric::Ulp] {
             for &tolerance in tolerances(metric, float) {
                 let acceptance = Acceptance { metric, tolerance };
-                let expected = crate::spec::compare(&acceptance, elem, &reference, &actual);
+                let expected = gevo_model::spec::compare(&acceptance, elem, &reference, &actual);
                 // One block of 64 threads, and several: the grid-stride loop
                 // and the atomics across blocks.
                 for blocks in [1, 5] {
@@ -90,7 +90,7 @@ fn the_kernels_say_what_spec_compare_says_for_every_type_and_metric() {
                 // And the cases pass and fail alike: agreement on equal
                 // buffers too.
                 let equal = on_simulator(&program, &acceptance, elem, &reference, &reference, 3);
-                let expected = crate::spec::compare(&acceptance, elem, &reference, &reference);
+                let expected = gevo_model::spec::compare(&acceptance, elem, &reference, &reference);
                 assert!(
                     same(&equal, &expected),
                     "{elem:?} {metric:?}: {equal:?} {expected:?}"
@@ -126,7 +126,7 @@ fn each_pair_of_special_values_alone_gets_spec_compares_verdict() {
             let acceptance = Acceptance { metric, tolerance };
             for r in &specials {
                 for a in &specials {
-                    let expected = crate::spec::compare(&acceptance, elem, r, a);
+                    let expected = gevo_model::spec::compare(&acceptance, elem, r, a);
                     let got = on_simulator(&program, &acceptance, elem, r, a, 1);
                     assert!(
                         same(&got, &expected),

@@ -8,9 +8,9 @@
 //! for the GPUs' last variants.
 
 use super::feeds::Answer;
-use crate::assessment::Assessment;
-use crate::ir::Patch;
 use crate::worker::Request;
+use gevo_ir::Patch;
+use gevo_model::assessment::Assessment;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::mpsc::{Receiver, TryRecvError};
 
@@ -267,7 +267,7 @@ mod tests {
             ptx: ptx.into(),
             cubin: None,
             guarded: None,
-            set: crate::spec::TestSet::Train,
+            set: gevo_model::spec::TestSet::Train,
             race: None,
         }
     }

@@ -8,11 +8,13 @@
 use super::super::pool::{assessment_of, build_of, hash_of, Waker};
 use super::super::Request;
 use super::feeds::{compile_failure, Answer, Compiled, LaneInbox};
-use crate::assessment::Assessment;
-use crate::busy::{Spent, Utilization};
-use crate::evolve::{Backend, BackendError, Build, EndedPromotion, GateStart, Promotion, Scope};
-use crate::ir::{KernelIr, Patch};
-use crate::spec::TestSet;
+use gevo_ir::{KernelIr, Patch};
+use gevo_model::assessment::Assessment;
+use gevo_model::busy::{Spent, Utilization};
+use gevo_model::spec::TestSet;
+use gevo_search::evolve::{
+    Backend, BackendError, Build, EndedPromotion, GateStart, Promotion, Scope,
+};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 

@@ -8,7 +8,7 @@ use super::super::process::Event;
 use super::super::process::State;
 use super::super::{Request, Response};
 use super::WorkerPool;
-use crate::evolve::BackendError;
+use gevo_search::evolve::BackendError;
 use std::collections::VecDeque;
 use std::io::Write;
 use std::sync::atomic::Ordering;

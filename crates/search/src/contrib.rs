@@ -1,0 +1,430 @@
+//! Edit contributions of a validated variant (ablation and epistasis, as
+//! Magpie and the GI literature call it): which edit gives the speed, which
+//! only makes another one valid, which does nothing measurable.
+//!
+//! Given a minimized patch, every subset that tells one edit from the
+//! others is run like promotion runs a candidate: the same backend, the
+//! same test set (the held-out tests by default), the cost ratio with its
+//! confidence interval (a bootstrap over the GPU's rounds; the exact point
+//! on the simulator). The subsets are each edit alone, the patch without
+//! each edit (leave-one-out), and, for patches of up to
+//! [`Options::max_pair_edits`] edits, every pair. A subset that does not
+//! replay on the original IR (an edit names an instruction another edit
+//! creates) is recorded as such and never run.
+//!
+//! The classification rule, with `F` the full patch's cost-ratio interval
+//! and `t` the threshold (minimization's, 1%):
+//! - **carries speed**: the patch without the edit passes every test and
+//!   is slower than the full patch with confidence (its interval's low end
+//!   above `F.hi * (1 + t)`), or the edit alone passes and is faster than
+//!   the original with confidence (its interval's high end below `1 - t`);
+//! - **enabling**: not carrying speed, and another edit needs it: the patch
+//!   without it fails a test or does not replay, or (pairs measured) for an
+//!   edit `j` that carries speed but alone fails or is not faster than the
+//!   original with confidence, the pair of the two passes and is;
+//! - **neutral**: neither.
+//!
+//! What each edit relies on (a barrier's ordered accesses, a removed
+//! store's unread value, motion across barriers and loops, the tests'
+//! sizes) is `relies`, attached with [`Contributions::attach_relies`].
+//!
+//! No I/O: the backend runs everything, the caller stores the result.
+
+mod flow;
+pub mod relies;
+
+use crate::evolve::{Backend, BackendError, Scope};
+use gevo_ir::{KernelIr, Patch};
+use gevo_model::assessment::Assessment;
+use gevo_model::spec::TestSet;
+use gevo_model::stats::Interval;
+pub use relies::{Reliance, RelianceKind, ReliesOn};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Why the analysis could not be done.
+#[derive(Debug, thiserror::Error)]
+pub enum ContribError {
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    #[error("the patch has no edits to explain")]
+    Empty,
+    #[error("the full patch does not pass the tests: {0}")]
+    FullFails(String),
+    #[error(transparent)]
+    Ir(#[from] gevo_ir::IrError),
+    #[error(transparent)]
+    Eval(#[from] crate::eval::EvalError),
+}
+
+/// How the analysis measures and judges.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Options {
+    /// The tests every subset runs on (promotion's: the held-out tests).
+    pub set: TestSet,
+    /// The relative cost difference below which two subsets count as
+    /// equally fast (minimization's threshold).
+    pub threshold: f64,
+    /// Every pair is measured for patches of at most this many edits.
+    pub max_pair_edits: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            set: TestSet::Heldout,
+            threshold: 0.01,
+            max_pair_edits: 6,
+        }
+    }
+}
+
+/// What one subset of the edits did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Outcome {
+    /// The subset does not replay on the original IR.
+    NoReplay { reason: String },
+    /// It ran and failed a test (or measured no cost).
+    Fails { reason: String },
+    /// It passed every test: its cost ratio to the original, with the
+    /// 95% interval.
+    Passes { cost: Interval },
+}
+
+impl Outcome {
+    /// The cost interval, when the subset passed.
+    pub fn cost(&self) -> Option<Interval> {
+        match self {
+            Outcome::Passes { cost } => Some(*cost),
+            _ => None,
+        }
+    }
+
+    /// One short phrase: `cost 0.8123 (0.80..0.82)`, `fails: ...`.
+    pub fn phrase(&self) -> String {
+        match self {
+            Outcome::Passes { cost } if cost.lo == cost.hi => format!("cost {:.4}", cost.estimate),
+            Outcome::Passes { cost } => {
+                format!("cost {:.4} ({:.4}..{:.4})", cost.estimate, cost.lo, cost.hi)
+            }
+            Outcome::Fails { reason } => format!("fails: {reason}"),
+            Outcome::NoReplay { reason } => format!("does not replay: {reason}"),
+        }
+    }
+}
+
+/// One measured subset: the indices of its edits in the patch, in order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Subset {
+    pub edits: Vec<usize>,
+    pub outcome: Outcome,
+}
+
+/// What an edit is to the variant's speed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Class {
+    CarriesSpeed,
+    Enabling,
+    Neutral,
+}
+
+impl Class {
+    pub fn name(self) -> &'static str {
+        match self {
+            Class::CarriesSpeed => "carries speed",
+            Class::Enabling => "enabling",
+            Class::Neutral => "neutral",
+        }
+    }
+}
+
+/// One edit's contribution.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EditContribution {
+    /// Its index in the patch.
+    pub index: usize,
+    /// The edit, as IR ids (`delete 14`).
+    pub edit: String,
+    /// The kernel it edits (a pipeline's; the kernel of a single-kernel spec).
+    pub kernel: String,
+    pub class: Class,
+    /// Why, in one line.
+    pub why: String,
+    /// The edit alone on the original.
+    pub alone: Outcome,
+    /// The patch without it.
+    pub without: Outcome,
+    /// The speed-carrying edits it is needed by, where pairs tell.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub enables: Vec<usize>,
+    /// What it relies on, one line each (`relies`; empty in rows stored
+    /// before the analysis existed, and for an edit relying on nothing found).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub relies_on: Vec<Reliance>,
+}
+
+/// The analysis of one patch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Contributions {
+    /// Where it was measured.
+    pub scope: Scope,
+    /// `heldout`, `train` or `all`.
+    pub set: String,
+    pub threshold: f64,
+    /// The patch explained (a validated variant's minimized patch).
+    pub patch: Patch,
+    /// The full patch's cost ratio.
+    pub full: Interval,
+    pub edits: Vec<EditContribution>,
+    /// Every pair of edits, when the patch has at most `max_pair_edits`.
+    pub pairs: Vec<Subset>,
+    /// Distinct subsets run on the backend (the full patch included).
+    pub variants_measured: usize,
+    /// Subsets that did not replay (never run).
+    pub not_replayed: usize,
+    /// Wall-clock seconds the measurements took.
+    pub seconds: f64,
+    /// What the relies-on analysis cost; `None` until it ran (rows stored
+    /// before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relies_cost: Option<ReliesCost>,
+}
+
+/// Simulator test runs and seconds the relies-on lines took.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ReliesCost {
+    pub runs: usize,
+    pub seconds: f64,
+}
+
+impl Contributions {
+    /// Puts each edit's relies-on lines beside its contribution.
+    pub fn attach_relies(&mut self, r: ReliesOn) {
+        for (e, lines) in self.edits.iter_mut().zip(r.edits) {
+            e.relies_on = lines;
+        }
+        self.relies_cost = Some(ReliesCost {
+            runs: r.runs,
+            seconds: r.seconds,
+        });
+    }
+}
+
+/// Measures the subsets of `patch` on `backend` and classifies each edit.
+pub fn analyze(
+    ir: &KernelIr,
+    backend: &mut dyn Backend,
+    patch: &Patch,
+    options: &Options,
+) -> Result<Contributions, ContribError> {
+    let n = patch.edits.len();
+    if n == 0 {
+        return Err(ContribError::Empty);
+    }
+    let all: Vec<usize> = (0..n).collect();
+    let mut wanted: Vec<Vec<usize>> = vec![all.clone()];
+    wanted.extend((0..n).map(|i| vec![i]));
+    wanted.extend((0..n).map(|i| without(&all, i)));
+    let pairs_measured = n >= 3 && n <= options.max_pair_edits;
+    if pairs_measured {
+        for i in 0..n {
+            for j in i + 1..n {
+                wanted.push(vec![i, j]);
+            }
+        }
+    }
+    let started = std::time::Instant::now();
+    let outcomes = measure(ir, backend, patch, &wanted, options.set)?;
+    let seconds = started.elapsed().as_secs_f64();
+    let full = match &outcomes[&all] {
+        Outcome::Passes { cost } => *cost,
+        other => return Err(ContribError::FullFails(other.phrase())),
+    };
+    let t = options.threshold;
+    let alone = |i: usize| outcomes[&vec![i]].clone();
+    let rest = |i: usize| outcomes[&without(&all, i)].clone();
+    let faster_than_original = |o: &Outcome| o.cost().is_some_and(|c| c.hi < 1.0 - t);
+    let slower_than_full = |o: &Outcome| o.cost().is_some_and(|c| c.lo > full.hi * (1.0 + t));
+
+    let carries: Vec<bool> = (0..n)
+        .map(|i| slower_than_full(&rest(i)) || faster_than_original(&alone(i)))
+        .collect();
+    let mut edits = Vec::with_capacity(n);
+    for i in 0..n {
+        let (a, w) = (alone(i), rest(i));
+        let enables: Vec<usize> = if pairs_measured {
+            (0..n)
+                .filter(|&j| j != i && carries[j] && !faster_than_original(&alone(j)))
+                .filter(|&j| faster_than_original(&outcomes[&pair(i, j)]))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let (class, why) = if carries[i] {
+            let why = match w.cost() {
+                Some(c) if slower_than_full(&w) => format!(
+                    "without it the cost ratio rises from {:.4} to {:.4}",
+                    full.estimate, c.estimate
+                ),
+                _ => format!("alone it is faster than the original ({})", a.phrase()),
+            };
+            (Class::CarriesSpeed, why)
+        } else if !enables.is_empty() {
+            let names: Vec<String> = enables.iter().map(|j| format!("#{}", j + 1)).collect();
+            let why = format!(
+                "alone it is no faster ({}); edit {} is faster only with it",
+                a.phrase(),
+                names.join(", ")
+            );
+            (Class::Enabling, why)
+        } else if w.cost().is_none() {
+            let why = format!(
+                "the other edits need it: without it the patch {}",
+                w.phrase()
+            );
+            (Class::Enabling, why)
+        } else {
+            let why = format!(
+                "without it {}, alone {}: within {:.0}% of the full patch",
+                w.phrase(),
+                a.phrase(),
+                t * 100.0
+            );
+            (Class::Neutral, why)
+        };
+        let edit = &patch.edits[i];
+        edits.push(EditContribution {
+            index: i,
+            edit: edit.to_string(),
+            kernel: kernel_of(ir, patch, i),
+            class,
+            why,
+            alone: a,
+            without: w,
+            enables,
+            relies_on: Vec::new(),
+        });
+    }
+    let pairs = if pairs_measured {
+        (0..n)
+            .flat_map(|i| (i + 1..n).map(move |j| pair(i, j)))
+            .map(|edits| Subset {
+                outcome: outcomes[&edits].clone(),
+                edits,
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let not_replayed = outcomes
+        .values()
+        .filter(|o| matches!(o, Outcome::NoReplay { .. }))
+        .count();
+    Ok(Contributions {
+        scope: backend.scope(),
+        set: set_name(options.set).to_string(),
+        threshold: t,
+        patch: patch.clone(),
+        full,
+        edits,
+        pairs,
+        variants_measured: outcomes.len() - not_replayed,
+        not_replayed,
+        seconds,
+        relies_cost: None,
+    })
+}
+
+fn set_name(set: TestSet) -> &'static str {
+    match set {
+        TestSet::Train => "train",
+        TestSet::Heldout => "heldout",
+        TestSet::All => "all",
+        TestSet::Generated => "generated",
+    }
+}
+
+fn without(all: &[usize], i: usize) -> Vec<usize> {
+    all.iter().copied().filter(|&k| k != i).collect()
+}
+
+fn pair(i: usize, j: usize) -> Vec<usize> {
+    if i < j {
+        vec![i, j]
+    } else {
+        vec![j, i]
+    }
+}
+
+/// The subset of `patch` holding the edits at `indices`.
+fn subset(patch: &Patch, indices: &[usize]) -> Patch {
+    Patch {
+        edits: indices.iter().map(|&i| patch.edits[i].clone()).collect(),
+        ..patch.clone()
+    }
+}
+
+/// Runs each distinct subset that replays, in one batch.
+fn measure(
+    ir: &KernelIr,
+    backend: &mut dyn Backend,
+    patch: &Patch,
+    wanted: &[Vec<usize>],
+    set: TestSet,
+) -> Result<BTreeMap<Vec<usize>, Outcome>, ContribError> {
+    let mut outcomes = BTreeMap::new();
+    let mut to_run: Vec<(Vec<usize>, Patch)> = Vec::new();
+    for indices in wanted {
+        if outcomes.contains_key(indices) || to_run.iter().any(|(k, _)| k == indices) {
+            continue;
+        }
+        let p = subset(patch, indices);
+        match ir.check(&p) {
+            Ok(()) => to_run.push((indices.clone(), p)),
+            Err(e) => {
+                outcomes.insert(
+                    indices.clone(),
+                    Outcome::NoReplay {
+                        reason: e.to_string(),
+                    },
+                );
+            }
+        }
+    }
+    let batch: Vec<Patch> = to_run.iter().map(|(_, p)| p.clone()).collect();
+    let results = backend.assess(&batch, set)?;
+    tracing::debug!(subsets = batch.len(), "edit contributions measured");
+    for ((indices, _), a) in to_run.into_iter().zip(results) {
+        outcomes.insert(indices, outcome_of(&a));
+    }
+    Ok(outcomes)
+}
+
+fn outcome_of(a: &Assessment) -> Outcome {
+    if let Some(reason) = a.first_failure() {
+        return Outcome::Fails { reason };
+    }
+    match a.cost_interval() {
+        Some(cost) => Outcome::Passes { cost },
+        None => Outcome::Fails {
+            reason: "no cost measured".into(),
+        },
+    }
+}
+
+/// The kernel edit `i` works on: that of the first original instruction
+/// it names (a clone's kernel is its source's).
+fn kernel_of(ir: &KernelIr, patch: &Patch, i: usize) -> String {
+    let kernels = ir.chosen_kernels();
+    patch.edits[i]
+        .ids()
+        .into_iter()
+        .find_map(|id| ir.kernel_of(id))
+        .and_then(|k| kernels.get(k).map(|s| s.to_string()))
+        .unwrap_or_else(|| patch.kernel.clone())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,243 @@
+//! The classification rule on tables of planted costs.
+
+use super::*;
+use crate::evolve::Build;
+use gevo_model::assessment::TestSummary;
+use rand::SeedableRng;
+
+/// Answers from a table keyed by the subset's edits (as indices into
+/// the planted patch): a cost ratio, or `None` for a failing test.
+struct Table {
+    patch: Patch,
+    rows: BTreeMap<Vec<usize>, Option<f64>>,
+    runs: usize,
+    /// 0: exact costs (the simulator); else GPU-like timing rounds, each
+    /// off by up to this fraction, so each cost has a bootstrap interval.
+    noise: f64,
+}
+
+/// 40 paired rounds (a held-out test's) around `cost`, off by up to
+/// `noise` each, drawn from a fixed seed.
+fn rounds(cost: f64, noise: f64, seed: u64) -> gevo_model::stats::Timing {
+    use rand::Rng;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut jitter = |base: f64| base * (1.0 + noise * rng.gen_range(-1.0..1.0));
+    gevo_model::stats::Timing {
+        original_ns: (0..40).map(|_| jitter(1000.0)).collect(),
+        variant_ns: (0..40).map(|_| jitter(1000.0 * cost)).collect(),
+    }
+}
+
+impl Table {
+    fn indices(&self, p: &Patch) -> Vec<usize> {
+        p.edits
+            .iter()
+            .map(|e| self.patch.edits.iter().position(|x| x == e).unwrap())
+            .collect()
+    }
+}
+
+impl Backend for Table {
+    fn scope(&self) -> Scope {
+        Scope {
+            backend: "table".into(),
+            target: "-".into(),
+        }
+    }
+    fn test_set_hash(&self, _: TestSet) -> String {
+        "t".into()
+    }
+    fn compile(&mut self, _: &[Patch]) -> Result<Vec<Result<Build, String>>, BackendError> {
+        unreachable!("contributions only assess")
+    }
+    fn assess(&mut self, patches: &[Patch], _: TestSet) -> Result<Vec<Assessment>, BackendError> {
+        self.runs += patches.len();
+        Ok(patches
+            .iter()
+            .map(|p| {
+                let key = self.indices(p);
+                let cost = *self
+                    .rows
+                    .get(&key)
+                    .unwrap_or_else(|| panic!("no row {key:?}"));
+                let seed = key.iter().fold(1u64, |h, i| h * 31 + *i as u64);
+                let timing = cost
+                    .filter(|_| self.noise > 0.0)
+                    .map(|c| rounds(c, self.noise, seed));
+                Assessment {
+                    tests: vec![TestSummary {
+                        test: "t".into(),
+                        failure: cost.is_none().then(|| ("race".into(), "planted".into())),
+                        cost: cost.map(|c| (c * 10000.0).round() as u64),
+                        original_cost: 10000,
+                        error: Some(0.0),
+                        timing,
+                        kernels: Vec::new(),
+                    }],
+                    device: None,
+                }
+            })
+            .collect())
+    }
+}
+
+/// Three edits of the vecadd fixture that replay in every subset.
+fn three_edits() -> (KernelIr, Patch) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let spec =
+        gevo_model::spec::load(&root.join("tests/fixtures/kernels/vecadd.gevo.toml")).unwrap();
+    let ir = KernelIr::load(&spec.ir, Some(&spec.kernel)).unwrap();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+    for _ in 0..200 {
+        let mut patch = ir.empty_patch();
+        for _ in 0..3 {
+            patch.edits.extend(ir.mutate(&mut rng, 1).unwrap().edits);
+        }
+        let all = [0usize, 1, 2];
+        let replays = (1u8..8).all(|mask| {
+            let s: Vec<usize> = all
+                .iter()
+                .copied()
+                .filter(|i| mask & (1 << i) != 0)
+                .collect();
+            ir.check(&subset(&patch, &s)).is_ok()
+        });
+        let distinct = patch.edits[0] != patch.edits[1]
+            && patch.edits[1] != patch.edits[2]
+            && patch.edits[0] != patch.edits[2];
+        if replays && distinct {
+            return (ir, patch);
+        }
+    }
+    panic!("no three independent edits found");
+}
+
+/// Each case: the cost of every subset (`None`: fails a test), and the
+/// classes expected for edits 0, 1, 2.
+#[test]
+fn edits_are_classified_by_the_documented_rule() {
+    use Class::*;
+    type Row = (&'static [usize], Option<f64>);
+    let cases: &[(&str, &[Row], [Class; 3])] = &[
+        (
+            "0 carries the speed, 1 enables it, 2 is neutral",
+            &[
+                (&[0, 1, 2], Some(0.5)),
+                (&[0], None),
+                (&[1], Some(1.0)),
+                (&[2], Some(1.0)),
+                (&[1, 2], Some(1.0)),
+                (&[0, 2], None),
+                (&[0, 1], Some(0.5)),
+            ],
+            [CarriesSpeed, Enabling, Neutral],
+        ),
+        (
+            "two independent speedups, and a slower-alone edit nothing needs",
+            &[
+                (&[0, 1, 2], Some(0.6)),
+                (&[0], Some(0.8)),
+                (&[1], Some(0.8)),
+                (&[2], Some(1.05)),
+                (&[1, 2], Some(0.8)),
+                (&[0, 2], Some(0.8)),
+                (&[0, 1], Some(0.6)),
+            ],
+            [CarriesSpeed, CarriesSpeed, Neutral],
+        ),
+        (
+            "an edit within the threshold is neutral; one that is slower alone but makes a failing edit pass enables it",
+            &[
+                (&[0, 1, 2], Some(0.7)),
+                (&[0], Some(1.0)),
+                (&[1], Some(1.02)),
+                (&[2], None),
+                (&[1, 2], Some(0.7)),
+                (&[0, 2], None),
+                (&[0, 1], Some(1.02)),
+            ],
+            [Neutral, Enabling, CarriesSpeed],
+        ),
+    ];
+    let (ir, patch) = three_edits();
+    for (name, rows, expected) in cases {
+        let mut backend = Table {
+            patch: patch.clone(),
+            rows: rows.iter().map(|(k, c)| (k.to_vec(), *c)).collect(),
+            runs: 0,
+            noise: 0.0,
+        };
+        let c = analyze(&ir, &mut backend, &patch, &Options::default()).unwrap();
+        let got: Vec<Class> = c.edits.iter().map(|e| e.class).collect();
+        assert_eq!(got, expected, "{name}: {:#?}", c.edits);
+        // Full, 3 alone and 3 leave-one-out (= the 3 pairs): 7 runs.
+        assert_eq!((c.variants_measured, backend.runs), (7, 7), "{name}");
+        assert_eq!(c.pairs.len(), 3, "{name}");
+        assert!(c.edits.iter().all(|e| e.kernel == "vecadd"), "{name}");
+    }
+}
+
+/// With GPU-like timing noise the same costs are judged by their
+/// intervals: a 3% loss within 8% noise per round is no loss with
+/// confidence, a 40% loss is; the exact costs call both losses.
+#[test]
+fn on_noisy_timings_only_a_loss_beyond_the_intervals_carries_speed() {
+    use Class::*;
+    let rows: BTreeMap<Vec<usize>, Option<f64>> = [
+        (vec![0, 1, 2], Some(0.60)),
+        (vec![0], Some(1.0)),
+        (vec![1], Some(0.62)),
+        (vec![2], Some(1.0)),
+        (vec![1, 2], Some(0.62)), // without 0: 3% slower than the full patch
+        (vec![0, 2], Some(1.0)),  // without 1: all of the speed gone
+        (vec![0, 1], Some(0.60)),
+    ]
+    .into_iter()
+    .collect();
+    let (ir, patch) = three_edits();
+    for (noise, expected) in [
+        (0.0, [CarriesSpeed, CarriesSpeed, Neutral]),
+        (0.08, [Neutral, CarriesSpeed, Neutral]),
+    ] {
+        let mut backend = Table {
+            patch: patch.clone(),
+            rows: rows.clone(),
+            runs: 0,
+            noise,
+        };
+        let c = analyze(&ir, &mut backend, &patch, &Options::default()).unwrap();
+        let got: Vec<Class> = c.edits.iter().map(|e| e.class).collect();
+        assert_eq!(got, expected, "noise {noise}: {:#?}", c.edits);
+        let without_0 = c.edits[0].without.cost().unwrap();
+        assert_eq!(noise > 0.0, without_0.lo < without_0.hi, "{without_0:?}");
+    }
+}
+
+#[test]
+fn a_failing_full_patch_or_an_empty_one_is_an_error() {
+    let (ir, patch) = three_edits();
+    let mut backend = Table {
+        patch: patch.clone(),
+        rows: BTreeMap::from([(vec![0, 1, 2], None)]),
+        runs: 0,
+        noise: 0.0,
+    };
+    // Every subset must have a row: give the others one.
+    for s in [
+        vec![0],
+        vec![1],
+        vec![2],
+        vec![0, 1],
+        vec![0, 2],
+        vec![1, 2],
+    ] {
+        backend.rows.insert(s, Some(1.0));
+    }
+    let err = analyze(&ir, &mut backend, &patch, &Options::default()).unwrap_err();
+    assert!(
+        matches!(err, ContribError::FullFails(ref m) if m.contains("planted")),
+        "{err}"
+    );
+    let err = analyze(&ir, &mut backend, &ir.empty_patch(), &Options::default()).unwrap_err();
+    assert!(matches!(err, ContribError::Empty), "{err}");
+}
