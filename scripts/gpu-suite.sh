@@ -340,7 +340,7 @@ fi
 
 # Timed searches. Prints each job's validated speedup with its interval.
 evolve() { # fixture, time[, fixture directory]
-    GEVOD_LOG=gevod::evolve=debug timeout -s INT "${EVOLVE_LIMIT:-400}" "$gevod" evolve ${3:-$k}/$1.gevo.toml --backend cuda --time "$2" \
+    GEVOD_LOG=gevo_search::evolve=debug timeout -s INT "${EVOLVE_LIMIT:-400}" "$gevod" evolve ${3:-$k}/$1.gevo.toml --backend cuda --time "$2" \
         --state "$work/state-$1" --json > "$work/$1.json" 2> "$work/$1.err"
 }
 rejections() { # fixture: the commonest reasons variants were rejected for

@@ -19,6 +19,7 @@ mod control;
 mod explain;
 mod generated;
 mod handler;
+mod register;
 pub mod registry;
 mod runner;
 mod scan;
@@ -29,6 +30,7 @@ mod slots;
 pub use crate::config::ServeConfig;
 pub use slots::{slots_for, WorkerFactory};
 
+use crate::worker::setup::WorkerSetup;
 use control::Control;
 use gevo_client::export::Readers;
 use gevo_model::device::DeviceInfo;
@@ -78,40 +80,13 @@ fn state_readers(state_dir: &Path, private: bool) -> Result<Readers, ServeError>
     Ok(Readers::Group)
 }
 
-/// What a job's worker processes need: the binary knows how to start them.
-pub struct JobFiles<'a> {
-    pub spec_path: &'a Path,
-    pub spec: &'a Spec,
-    /// The snapshot of the spec text the job was made from, which the
-    /// workers parse instead of reading `spec_path` again.
-    pub spec_text: &'a Path,
-    /// The IR snapshot the workers load instead of the spec's `ir`.
-    pub ir: &'a Path,
-    pub arch: &'a str,
-    pub workers: usize,
-    pub timeout: Duration,
-    pub prescreen: bool,
-    /// The GPU backend's compute-sanitizer gate.
-    pub sanitize: crate::worker::sanitize::SanitizeMode,
-    /// How the GPU backend times the search's variants.
-    pub measurement: crate::cuda::measure::Measurement,
-    /// Harness commands run as this uid/gid (the daemon running as root).
-    pub harness_user: Option<(u32, u32)>,
-    /// The spec's owner, for whom its files are read.
-    pub reader: &'a gevo_model::access::Reader,
-    /// Where the workers run (`[cluster]`).
-    pub launcher: &'a crate::worker::launch::Launcher,
-    /// The slot's further GPUs, a GPU worker each.
-    pub more_devices: &'a [DeviceInfo],
-    /// The compile and simulator workers' CPU priority (`[workers] cpu`).
-    pub cpu: crate::config::CpuPriority,
-}
-
 pub trait BackendFactory: Send + Sync {
-    /// Starts the backend of one job on `device` (the simulator when `None`).
+    /// Starts the backend of one job on `device` (the simulator when
+    /// `None`): the workers `job` describes, for `spec`.
     fn start(
         &self,
-        job: &JobFiles,
+        job: &WorkerSetup,
+        spec: &Spec,
         device: Option<&DeviceInfo>,
         stop: Arc<AtomicBool>,
     ) -> Result<Box<dyn Backend>, String>;

@@ -12,6 +12,7 @@
 pub mod background_gate;
 mod fault;
 pub mod gpu;
+pub mod gpu_run;
 mod in_process;
 pub mod launch;
 pub mod pool;

@@ -224,17 +224,8 @@ pub fn analyze(
         return Err(ContribError::Empty);
     }
     let all: Vec<usize> = (0..n).collect();
-    let mut wanted: Vec<Vec<usize>> = vec![all.clone()];
-    wanted.extend((0..n).map(|i| vec![i]));
-    wanted.extend((0..n).map(|i| without(&all, i)));
     let pairs_measured = n >= 3 && n <= options.max_pair_edits;
-    if pairs_measured {
-        for i in 0..n {
-            for j in i + 1..n {
-                wanted.push(vec![i, j]);
-            }
-        }
-    }
+    let wanted = wanted_subsets(n, pairs_measured);
     let started = std::time::Instant::now();
     let outcomes = measure(ir, backend, patch, &wanted, options.set)?;
     let seconds = started.elapsed().as_secs_f64();
@@ -242,31 +233,147 @@ pub fn analyze(
         Outcome::Passes { cost } => *cost,
         other => return Err(ContribError::FullFails(other.phrase())),
     };
-    let t = options.threshold;
-    let alone = |i: usize| outcomes[&vec![i]].clone();
-    let rest = |i: usize| outcomes[&without(&all, i)].clone();
-    let faster_than_original = |o: &Outcome| o.cost().is_some_and(|c| c.hi < 1.0 - t);
-    let slower_than_full = |o: &Outcome| o.cost().is_some_and(|c| c.lo > full.hi * (1.0 + t));
-
-    let carries: Vec<bool> = (0..n)
-        .map(|i| slower_than_full(&rest(i)) || faster_than_original(&alone(i)))
+    let judge = Judge {
+        outcomes: &outcomes,
+        all: &all,
+        full,
+        t: options.threshold,
+    };
+    let carries: Vec<bool> = (0..n).map(|i| judge.carries(i)).collect();
+    let edits = (0..n)
+        .map(|i| {
+            let enables = if pairs_measured {
+                judge.enables(i, &carries)
+            } else {
+                Vec::new()
+            };
+            let (a, w) = (judge.alone(i), judge.rest(i));
+            let (class, why) = judge.classify(carries[i], &enables, &a, &w);
+            EditContribution {
+                index: i,
+                edit: patch.edits[i].to_string(),
+                kernel: kernel_of(ir, patch, i),
+                class,
+                why,
+                alone: a,
+                without: w,
+                enables,
+                relies_on: Vec::new(),
+            }
+        })
         .collect();
-    let mut edits = Vec::with_capacity(n);
-    for i in 0..n {
-        let (a, w) = (alone(i), rest(i));
-        let enables: Vec<usize> = if pairs_measured {
-            (0..n)
-                .filter(|&j| j != i && carries[j] && !faster_than_original(&alone(j)))
-                .filter(|&j| faster_than_original(&outcomes[&pair(i, j)]))
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let (class, why) = if carries[i] {
+    let pairs = if pairs_measured {
+        pair_subsets(&outcomes, n)
+    } else {
+        Vec::new()
+    };
+    let not_replayed = outcomes
+        .values()
+        .filter(|o| matches!(o, Outcome::NoReplay { .. }))
+        .count();
+    Ok(Contributions {
+        scope: backend.scope(),
+        set: set_name(options.set).to_string(),
+        threshold: options.threshold,
+        patch: patch.clone(),
+        full,
+        edits,
+        pairs,
+        variants_measured: outcomes.len() - not_replayed,
+        not_replayed,
+        seconds,
+        relies_cost: None,
+    })
+}
+
+/// The subsets to measure: the full patch, each edit alone, each
+/// leave-one-out, then every pair when `pairs` is set.
+fn wanted_subsets(n: usize, pairs: bool) -> Vec<Vec<usize>> {
+    let all: Vec<usize> = (0..n).collect();
+    let mut wanted: Vec<Vec<usize>> = vec![all.clone()];
+    wanted.extend((0..n).map(|i| vec![i]));
+    wanted.extend((0..n).map(|i| without(&all, i)));
+    if pairs {
+        for i in 0..n {
+            for j in i + 1..n {
+                wanted.push(vec![i, j]);
+            }
+        }
+    }
+    wanted
+}
+
+/// Every measured pair with its outcome, in index order.
+fn pair_subsets(outcomes: &BTreeMap<Vec<usize>, Outcome>, n: usize) -> Vec<Subset> {
+    (0..n)
+        .flat_map(|i| (i + 1..n).map(move |j| pair(i, j)))
+        .map(|edits| Subset {
+            outcome: outcomes[&edits].clone(),
+            edits,
+        })
+        .collect()
+}
+
+/// The measured outcomes with the classification rule's thresholds.
+struct Judge<'a> {
+    outcomes: &'a BTreeMap<Vec<usize>, Outcome>,
+    all: &'a [usize],
+    /// The full patch's cost-ratio interval.
+    full: Interval,
+    /// The relative threshold below which costs count as equal.
+    t: f64,
+}
+
+impl Judge<'_> {
+    /// Edit `i` alone on the original.
+    fn alone(&self, i: usize) -> Outcome {
+        self.outcomes[&vec![i]].clone()
+    }
+
+    /// The patch without edit `i`.
+    fn rest(&self, i: usize) -> Outcome {
+        self.outcomes[&without(self.all, i)].clone()
+    }
+
+    /// Whether `o` passed and is faster than the original with confidence.
+    fn faster_than_original(&self, o: &Outcome) -> bool {
+        o.cost().is_some_and(|c| c.hi < 1.0 - self.t)
+    }
+
+    /// Whether `o` passed and is slower than the full patch with confidence.
+    fn slower_than_full(&self, o: &Outcome) -> bool {
+        o.cost()
+            .is_some_and(|c| c.lo > self.full.hi * (1.0 + self.t))
+    }
+
+    /// Whether edit `i` carries speed (see the module's rule).
+    fn carries(&self, i: usize) -> bool {
+        self.slower_than_full(&self.rest(i)) || self.faster_than_original(&self.alone(i))
+    }
+
+    /// The speed-carrying edits, not faster alone, that are faster paired
+    /// with edit `i` (pairs measured only).
+    fn enables(&self, i: usize, carries: &[bool]) -> Vec<usize> {
+        (0..carries.len())
+            .filter(|&j| j != i && carries[j] && !self.faster_than_original(&self.alone(j)))
+            .filter(|&j| self.faster_than_original(&self.outcomes[&pair(i, j)]))
+            .collect()
+    }
+
+    /// The class of an edit and why, in one line, from whether it carries
+    /// speed, what it enables, and its alone (`a`) and without (`w`) outcomes.
+    fn classify(
+        &self,
+        carries: bool,
+        enables: &[usize],
+        a: &Outcome,
+        w: &Outcome,
+    ) -> (Class, String) {
+        if carries {
             let why = match w.cost() {
-                Some(c) if slower_than_full(&w) => format!(
+                Some(c) if self.slower_than_full(w) => format!(
                     "without it the cost ratio rises from {:.4} to {:.4}",
-                    full.estimate, c.estimate
+                    self.full.estimate, c.estimate
                 ),
                 _ => format!("alone it is faster than the original ({})", a.phrase()),
             };
@@ -290,51 +397,11 @@ pub fn analyze(
                 "without it {}, alone {}: within {:.0}% of the full patch",
                 w.phrase(),
                 a.phrase(),
-                t * 100.0
+                self.t * 100.0
             );
             (Class::Neutral, why)
-        };
-        let edit = &patch.edits[i];
-        edits.push(EditContribution {
-            index: i,
-            edit: edit.to_string(),
-            kernel: kernel_of(ir, patch, i),
-            class,
-            why,
-            alone: a,
-            without: w,
-            enables,
-            relies_on: Vec::new(),
-        });
+        }
     }
-    let pairs = if pairs_measured {
-        (0..n)
-            .flat_map(|i| (i + 1..n).map(move |j| pair(i, j)))
-            .map(|edits| Subset {
-                outcome: outcomes[&edits].clone(),
-                edits,
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let not_replayed = outcomes
-        .values()
-        .filter(|o| matches!(o, Outcome::NoReplay { .. }))
-        .count();
-    Ok(Contributions {
-        scope: backend.scope(),
-        set: set_name(options.set).to_string(),
-        threshold: t,
-        patch: patch.clone(),
-        full,
-        edits,
-        pairs,
-        variants_measured: outcomes.len() - not_replayed,
-        not_replayed,
-        seconds,
-        relies_cost: None,
-    })
 }
 
 fn set_name(set: TestSet) -> &'static str {

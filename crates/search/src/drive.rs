@@ -126,7 +126,6 @@ impl Driver {
         ir: KernelIr,
         start: Start,
     ) -> Result<(Self, Option<Origin>), DriveError> {
-        let mut engine = Engine::new(start.config, start.seed).map_err(DriveError::Evolve)?;
         let seeding = match start.fresh {
             true => None,
             false => match seed::earlier_job(store, record)? {
@@ -134,20 +133,10 @@ impl Driver {
                 None => None,
             },
         };
-        let mut seeds = start.patches;
-        let origin = seeding.map(
-            |Seeding {
-                 seeds: carried,
-                 origin,
-             }| {
-                seeds.extend(carried);
-                origin
-            },
-        );
+        let (engine, origin) = new_engine(start.config, start.seed, start.patches, seeding)?;
         if let Some(origin) = &origin {
             store.put_setting(&seed::origin_key(&record.id), origin)?;
         }
-        engine.seed_with(seeds);
         store.create_job(record, &engine)?;
         Ok((Self::with_engine(&record.id, ir, engine), origin))
     }
@@ -276,6 +265,25 @@ impl Driver {
     }
 }
 
+/// A new job's engine: `config` and `seed`, seeded with `patches` (a
+/// user's own) and then those `carried` from an earlier job, whose origin
+/// is returned. `Driver::create` and the daemon both make a new job's
+/// engine here; each picks the earlier job its own way.
+pub fn new_engine(
+    config: Config,
+    seed: u64,
+    mut patches: Vec<Patch>,
+    carried: Option<Seeding>,
+) -> Result<(Engine, Option<Origin>), DriveError> {
+    let mut engine = Engine::new(config, seed).map_err(DriveError::Evolve)?;
+    let origin = carried.map(|Seeding { seeds, origin }| {
+        patches.extend(seeds);
+        origin
+    });
+    engine.seed_with(patches);
+    Ok((engine, origin))
+}
+
 /// The id and record of a `gevod evolve` job: the spec, IR, scope, seed,
 /// search settings and starting patches name it, so that the same command
 /// finds its checkpoint again and another search gets another id.
@@ -291,9 +299,8 @@ pub struct Identity<'a> {
 
 impl Identity<'_> {
     pub fn record(&self) -> JobRecord {
-        let spec_hash = self.spec.content_hash();
         let mut identity = serde_json::json!({
-            "spec": spec_hash, "ir": self.ir.ir_hash(), "scope": self.scope,
+            "spec": self.spec.content_hash(), "ir": self.ir.ir_hash(), "scope": self.scope,
             "seed": self.seed, "config": self.config,
         });
         // Starting patches make another search (and leave other jobs' ids as they were).
@@ -310,19 +317,17 @@ impl Identity<'_> {
             "{stem}-{}",
             &content_hash(identity.to_string().as_bytes())[..12]
         );
-        JobRecord {
+        // Absolute: the report finds the CUDA sources near it from anywhere.
+        let spec_path =
+            std::path::absolute(self.spec_path).unwrap_or_else(|_| self.spec_path.to_path_buf());
+        JobRecord::new(
             id,
-            // Absolute: the report finds the CUDA sources near it from anywhere.
-            spec_path: std::path::absolute(self.spec_path)
-                .unwrap_or_else(|_| self.spec_path.to_path_buf()),
-            spec_hash,
-            spec_text: self.spec.text().to_string(),
-            ir_hash: self.ir.ir_hash().to_string(),
-            ir_text: self.ir.text().to_string(),
-            backend: self.scope.backend.clone(),
-            target: self.scope.target.clone(),
-            seed: self.seed,
-        }
+            spec_path,
+            self.spec.text(),
+            self.ir,
+            self.scope,
+            self.seed,
+        )
     }
 }
 

@@ -235,9 +235,11 @@ impl EvolveArgs {
             launcher: &launcher,
             cpu: gevod::config::CpuPriority::Normal,
             more_devices: &more_devices,
+            prescreen: !self.no_prescreen,
+            // Harness commands run as the invoking user: it is their own spec.
+            harness_user: None,
         };
-        // Harness commands run as the invoking user: it is their own spec.
-        let evaluators = setup.evaluators(&spec, device.as_ref(), None)?;
+        let evaluators = setup.evaluators(&spec, device.as_ref())?;
         let job = Identity {
             spec_path: &self.spec,
             spec: &spec,
@@ -292,7 +294,7 @@ impl EvolveArgs {
         let mut interrupted = !built && stopped();
         let mut backend = None;
         if built {
-            match setup.start(evaluators, &spec, !self.no_prescreen, stop.clone()) {
+            match setup.start(evaluators, &spec, stop.clone()) {
                 Ok(b) => backend = Some(b),
                 Err(SetupError::Backend {
                     source: BackendError::Interrupted,

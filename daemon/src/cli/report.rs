@@ -146,7 +146,29 @@ impl Report<'_> {
         self.engine.best_validated()
     }
 
+    /// The final report as text, for stdout.
     pub fn text(&self) -> String {
+        let mut out = self.summary_text();
+        out += &self.best_text();
+        out += &self.failures_text();
+        out += &format!("\nHTML report: {}\n", self.html.display());
+        out += "\nPareto front (train cost ratio vs error):\n  cost ratio        error  edits\n";
+        let points: Vec<(f64, f64, usize)> = self
+            .engine
+            .archive()
+            .iter()
+            .filter_map(|m| {
+                let (cost, error) = m.outcome.objectives()?;
+                Some((cost, error, m.patch.edits.len()))
+            })
+            .collect();
+        out += &pareto_rows(&points);
+        out
+    }
+
+    /// The report's head: the job, the search's counts, utilization, the
+    /// safety gate, the seed job and restarts, each where there is one.
+    fn summary_text(&self) -> String {
         let e = self.engine;
         let c = e.counters();
         let mut out = format!(
@@ -190,91 +212,98 @@ impl Report<'_> {
                 e.restarts()
             );
         }
-        match (self.best(), self.exported) {
-            (Some(v), Some(files)) => {
-                out += &format!(
-                    "best validated variant (generation {}): speedup {:.4}x, interval [{:.4}, {:.4}]\n",
-                    v.generation, v.speedup, v.interval.0, v.interval.1
-                );
-                out += &format!(
-                    "  edits: {} as found, {} after minimization\n  held-out tests:\n",
-                    v.patch.edits.len(),
-                    v.minimized.edits.len()
-                );
-                for t in &v.heldout {
-                    let ratio = t.cost_interval().map_or("-".into(), |i| {
-                        if i.lo == i.hi {
-                            format!("{:.4}", i.estimate)
-                        } else {
-                            format!("{:.4} (95% interval {:.4}..{:.4})", i.estimate, i.lo, i.hi)
-                        }
-                    });
-                    let verdict = t.failure.as_ref().map_or("pass", |f| f.0.as_str());
-                    out += &format!("    {:<12} {verdict:<8} cost ratio {ratio}\n", t.test);
+        out
+    }
+
+    /// The best validated variant: its speedup, held-out tests, edits and
+    /// exported files; or that there is none yet.
+    fn best_text(&self) -> String {
+        let (Some(v), Some(files)) = (self.best(), self.exported) else {
+            return "no validated variant yet\n".into();
+        };
+        let mut out = format!(
+            "best validated variant (generation {}): speedup {:.4}x, interval [{:.4}, {:.4}]\n",
+            v.generation, v.speedup, v.interval.0, v.interval.1
+        );
+        out += &format!(
+            "  edits: {} as found, {} after minimization\n  held-out tests:\n",
+            v.patch.edits.len(),
+            v.minimized.edits.len()
+        );
+        for t in &v.heldout {
+            let ratio = t.cost_interval().map_or("-".into(), |i| {
+                if i.lo == i.hi {
+                    format!("{:.4}", i.estimate)
+                } else {
+                    format!("{:.4} (95% interval {:.4}..{:.4})", i.estimate, i.lo, i.hi)
                 }
-                let carried = |e: &gevo_ir::Edit| match self.origin {
-                    Some(o) if o.edits.contains(e) => format!("  (from job {})", o.info.job),
-                    _ => String::new(),
-                };
-                match self.edits {
-                    Some(text) => {
-                        out += &format!("  edits:\n{text}");
-                        let from: Vec<String> = v
-                            .minimized
-                            .edits
-                            .iter()
-                            .filter(|e| !carried(e).is_empty())
-                            .map(|e| e.to_string())
-                            .collect();
-                        if let (Some(o), false) = (self.origin, from.is_empty()) {
-                            out += &format!("  {} (from job {})\n", from.join("; "), o.info.job);
-                        }
-                    }
-                    None => {
-                        for e in &v.minimized.edits {
-                            out += &format!("  edit: {e}{}\n", carried(e));
-                        }
-                    }
-                }
-                out += &format!(
-                    "  PTX:             {}\n  patch:           {}\n  minimized patch: {}\n",
-                    files.ptx.display(),
-                    files.patch.display(),
-                    files.minimized.display()
-                );
-            }
-            _ => out += "no validated variant yet\n",
+            });
+            let verdict = t.failure.as_ref().map_or("pass", |f| f.0.as_str());
+            out += &format!("    {:<12} {verdict:<8} cost ratio {ratio}\n", t.test);
         }
-        let failures = e.promotion_failures();
-        if !failures.is_empty() {
+        out += &self.edits_text(v);
+        out += &format!(
+            "  PTX:             {}\n  patch:           {}\n  minimized patch: {}\n",
+            files.ptx.display(),
+            files.patch.display(),
+            files.minimized.display()
+        );
+        out
+    }
+
+    /// The minimized edits of `v` (in source terms where rendered), with
+    /// those carried over from the seed job marked.
+    fn edits_text(&self, v: &Validated) -> String {
+        let carried = |e: &gevo_ir::Edit| match self.origin {
+            Some(o) if o.edits.contains(e) => format!("  (from job {})", o.info.job),
+            _ => String::new(),
+        };
+        let mut out = String::new();
+        match self.edits {
+            Some(text) => {
+                out += &format!("  edits:\n{text}");
+                let from: Vec<String> = v
+                    .minimized
+                    .edits
+                    .iter()
+                    .filter(|e| !carried(e).is_empty())
+                    .map(|e| e.to_string())
+                    .collect();
+                if let (Some(o), false) = (self.origin, from.is_empty()) {
+                    out += &format!("  {} (from job {})\n", from.join("; "), o.info.job);
+                }
+            }
+            None => {
+                for e in &v.minimized.edits {
+                    out += &format!("  edit: {e}{}\n", carried(e));
+                }
+            }
+        }
+        out
+    }
+
+    /// The held-out rejections: how many, how many by a generated test,
+    /// and the last three; empty without any.
+    fn failures_text(&self) -> String {
+        let failures = self.engine.promotion_failures();
+        if failures.is_empty() {
+            return String::new();
+        }
+        let mut out = format!(
+            "\nheld-out rejections: {} (train-best variants that failed the held-out tests)\n",
+            failures.len()
+        );
+        let generated = failures.iter().filter(|f| f.kind == "generated").count();
+        if generated > 0 {
+            out +=
+                &format!("  {generated} of them by a generated held-out test (docs/evolve.md)\n");
+        }
+        for f in failures.iter().rev().take(3) {
             out += &format!(
-                "\nheld-out rejections: {} (train-best variants that failed the held-out tests)\n",
-                failures.len()
+                "  generation {}, train cost {:.4}: {}\n",
+                f.generation, f.train_cost, f.reason
             );
-            let generated = failures.iter().filter(|f| f.kind == "generated").count();
-            if generated > 0 {
-                out += &format!(
-                    "  {generated} of them by a generated held-out test (docs/evolve.md)\n"
-                );
-            }
-            for f in failures.iter().rev().take(3) {
-                out += &format!(
-                    "  generation {}, train cost {:.4}: {}\n",
-                    f.generation, f.train_cost, f.reason
-                );
-            }
         }
-        out += &format!("\nHTML report: {}\n", self.html.display());
-        out += "\nPareto front (train cost ratio vs error):\n  cost ratio        error  edits\n";
-        let points: Vec<(f64, f64, usize)> = e
-            .archive()
-            .iter()
-            .filter_map(|m| {
-                let (cost, error) = m.outcome.objectives()?;
-                Some((cost, error, m.patch.edits.len()))
-            })
-            .collect();
-        out += &pareto_rows(&points);
         out
     }
 

@@ -6,17 +6,16 @@ use super::output::{default_workers, read_patch, write_output};
 use super::tables::{gpu_table, results_json, results_table};
 use super::{resolve, BackendChoice};
 use anyhow::{bail, Result};
-use gevo_ir::{CodegenOptions, KernelIr, Patch};
+use gevo_ir::{CodegenOptions, KernelIr};
 use gevo_model::access::Reader;
 use gevo_model::device::{DeviceInfo, DeviceSelector};
-use gevo_model::spec::{self, Acceptance, ArgKind, Metric, Spec, TestSet, TestTarget};
+use gevo_model::spec::{self, Spec, TestSet, TestTarget};
 use gevo_search::eval::{Assessment, Evaluator, GeneratedTests, TestResult};
+use gevod::worker::gpu_run::{compare_with_simulator, measure_on_gpu, Agreement, GpuRun, Variants};
 use gevod::worker::launch::Launcher;
 use gevod::worker::sanitize::SanitizeMode;
-use gevod::worker::setup::{arch_for, harness_runner, start_measurer, HarnessTarget, WorkerSetup};
+use gevod::worker::setup::{arch_for, harness_runner, HarnessTarget, WorkerSetup};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -108,8 +107,15 @@ impl RunArgs {
         };
         let arch = arch_for(&spec, self.arch.clone(), Some(&device));
         if self.compare_sim {
-            let (text, agree) =
-                compare_with_simulator(&self.spec, &device, &arch, self.libdevice.clone(), set)?;
+            let agreements = compare_with_simulator(
+                &self.spec,
+                &device,
+                &arch,
+                self.libdevice.clone(),
+                set,
+                default_workers(),
+            )?;
+            let (text, agree) = agreement_lines(&agreements);
             write_output(None, &text)?;
             if !agree {
                 bail!(
@@ -133,6 +139,7 @@ impl RunArgs {
         };
         let setup = WorkerSetup {
             sanitize: self.sanitize,
+            prescreen: !self.no_prescreen,
             ..measuring_setup(
                 &self.spec,
                 &arch,
@@ -140,7 +147,13 @@ impl RunArgs {
                 self.workers.unwrap_or_else(default_workers),
             )
         };
-        let (results, gate) = run_on_gpu(&setup, &spec, device, variants, set, !self.no_prescreen)?;
+        let GpuRun {
+            results,
+            gate,
+            restarts,
+        } = measure_on_gpu(&setup, &spec, device, variants, set)?;
+        // A variant's fault costs no restart where it was checked guarded.
+        eprintln!("gevod: GPU worker restarts: {restarts}");
         write_assessments(&results, self.json)?;
         for (name, verdict) in &gate {
             let line = match verdict {
@@ -242,6 +255,8 @@ pub(super) fn measuring_setup<'a>(
         launcher: &Launcher::Local,
         cpu: gevod::config::CpuPriority::Normal,
         more_devices: &[],
+        prescreen: true,
+        harness_user: None,
     }
 }
 
@@ -255,133 +270,23 @@ fn require_gpu(device: Option<&DeviceInfo>, what: &str) -> Result<()> {
     Ok(())
 }
 
-enum Variants {
-    /// A label and the patch.
-    Patch(String, Patch),
-    Ptx(Vec<PathBuf>),
-}
-
-/// The patch (or each `--ptx` file, in order, on the same workers) measured
-/// on the GPU.
-fn run_on_gpu(
-    setup: &WorkerSetup,
-    spec: &Spec,
-    device: DeviceInfo,
-    variants: Variants,
-    set: TestSet,
-    prescreen: bool,
-) -> Result<GpuRun> {
-    use gevo_search::evolve::{Backend as _, Build};
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut backend = setup.cuda_backend(spec, device, prescreen, stop)?;
-    // Only the safety gate needs each variant's PTX.
-    let gated = backend.safety_gate().is_some();
-    let (results, builds): (Vec<_>, Vec<Option<Build>>) = match variants {
-        Variants::Patch(name, patch) => {
-            let patches = std::slice::from_ref(&patch);
-            let a = backend.assess(patches, set)?;
-            let result = (name, a.into_iter().next().expect("one in, one out"));
-            let builds = if gated {
-                vec![backend.compile(patches)?.remove(0).ok()]
-            } else {
-                Vec::new()
-            };
-            (vec![result], builds)
-        }
-        Variants::Ptx(files) => {
-            let mut texts = Vec::with_capacity(files.len());
-            for f in &files {
-                texts.push(gevo_client::files::read_text_capped(
-                    f,
-                    gevo_client::files::PTX_CAP,
-                )?);
-            }
-            let results = backend.measure_ptx(&texts, set)?;
-            let results = files
-                .iter()
-                .map(|f| f.display().to_string())
-                .zip(results)
-                .collect();
-            let builds = if gated {
-                let build = |ptx: String| Build {
-                    ptx_hash: gevo_ir::content_hash(ptx.as_bytes()),
-                    ptx,
-                };
-                texts.into_iter().map(|ptx| Some(build(ptx))).collect()
-            } else {
-                Vec::new()
-            };
-            (results, builds)
-        }
-    };
-    // A variant's fault costs no restart where it was checked guarded.
-    eprintln!("gevod: GPU worker restarts: {}", backend.gpu_restarts());
-    let mut gate = Vec::new();
-    for ((name, _), build) in results.iter().zip(builds) {
-        if let Some(build) = build {
-            gate.push((name.clone(), backend.safety_check(&build)?));
-        }
-    }
-    Ok((results, gate))
-}
-
-/// Each variant's results, and the safety gate's verdict on each (when on).
-type GpuRun = (Vec<(String, Assessment)>, Vec<(String, Option<String>)>);
-
-/// `--compare-sim`: the original kernel's outputs on the GPU against the
-/// simulator's, test by test: bit for bit for integer outputs, within the
-/// spec's acceptance for floats; on the simulator's tests (`[tests.sim]`
-/// over `[tests]`), which both can run. Returns a line per test and
-/// whether all agree.
-fn compare_with_simulator(
-    spec_path: &Path,
-    device: &DeviceInfo,
-    arch: &str,
-    libdevice: Option<PathBuf>,
-    set: TestSet,
-) -> Result<(String, bool)> {
-    let selector = DeviceSelector::Uuid(device.uuid.clone());
-    let spec = spec::load(spec_path)?.for_backend(TestTarget::Sim);
-    let evaluator = Evaluator::new(spec.clone(), default_workers())?;
-    let measurer = start_measurer(
-        spec.clone(),
-        spec_path,
-        &selector,
-        Some(arch.to_string()),
-        libdevice,
-    )?;
+/// `--compare-sim`'s lines, one per test and output, and whether all agree.
+fn agreement_lines(agreements: &[Agreement]) -> (String, bool) {
     let mut out = String::new();
-    let mut all = true;
-    for test in spec.tests(set) {
-        let simulated = evaluator.reference_outputs(test)?;
-        let on_gpu = measurer.reference(&test.name).expect("every test measured");
-        for i in spec.outputs() {
-            let ArgKind::Buffer { elem, .. } = &spec.args[i].kind else {
-                continue;
-            };
-            let acceptance = if elem.is_float() {
-                spec.acceptance
-            } else {
-                Acceptance {
-                    metric: Metric::Exact,
-                    tolerance: 0.0,
-                }
-            };
-            let c = spec::compare(&acceptance, *elem, &simulated[i], &on_gpu[i]);
-            all &= c.passed;
-            out += &format!(
-                "{:<12} {:<8} gpu vs sim: {} ({} {:.3e}{})\n",
-                test.name,
-                spec.args[i].name,
-                if c.passed { "agree" } else { "DIFFER" },
-                acceptance.metric.name(),
-                c.error,
-                c.first_mismatch
-                    .map_or(String::new(), |e| format!(", first at element {e}"))
-            );
-        }
+    for a in agreements {
+        let c = &a.comparison;
+        out += &format!(
+            "{:<12} {:<8} gpu vs sim: {} ({} {:.3e}{})\n",
+            a.test,
+            a.output,
+            if c.passed { "agree" } else { "DIFFER" },
+            a.acceptance.metric.name(),
+            c.error,
+            c.first_mismatch
+                .map_or(String::new(), |e| format!(", first at element {e}"))
+        );
     }
-    Ok((out, all))
+    (out, agreements.iter().all(|a| a.comparison.passed))
 }
 
 /// Labelled assessments as tables (or JSON) on stdout.

@@ -10,18 +10,17 @@
 use super::checked::{CheckedBuild, Guarded};
 use super::compare::DeviceComparison;
 use super::driver::{Context, DeviceBuffer, Event, Kernel};
-use super::guarded::{Budget, GuardedBuild, GuardedKernel};
+use super::guarded::{GuardedBuild, GuardedKernel};
 use super::load::{Loader, Prepared};
 use super::pace::Pacer;
 use super::staged::StagedTest;
-use super::timing::PROFILE_MAX_LAUNCHES;
-use super::toolkit::{Assembler, Cubin};
+use super::toolkit::Cubin;
 use super::CudaError;
 pub use crate::config::Measurement;
 use gevo_model::assessment::{Assessment, TestSummary};
 use gevo_model::busy::{Spent, StartUp};
 use gevo_model::device::DeviceInfo;
-use gevo_model::spec::{Spec, SpecError, TestCase, TestSet};
+use gevo_model::spec::{Spec, SpecError, TestSet};
 use gevo_model::stats::{self, Timing};
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
@@ -178,222 +177,9 @@ pub struct Measurer {
     _context: Context,
 }
 
-/// The original runs under this limit when the references are made.
-const ORIGINAL_LIMIT: Duration = Duration::from_secs(60);
-/// Runs of the original timed at start, for the timeouts.
-const START_TIMINGS: usize = 5;
-
-/// Refuses, before anything is uploaded, tests whose buffers do not fit in
-/// the device's free memory; says how much they take.
-fn check_memory(
-    spec: &Spec,
-    cases: &[TestCase],
-    references: bool,
-    context: &Context,
-    device: &DeviceInfo,
-) -> Result<(), MeasureError> {
-    let mut need = 0;
-    for case in cases {
-        need += spec.device_bytes(case, references)?;
-    }
-    let (free, _) = context.memory()?;
-    // A margin for what the driver needs beside them: the modules the
-    // variants load, the flush buffer, the events.
-    let margin = free / 16;
-    tracing::info!(
-        test_mib = need >> 20,
-        free_mib = free >> 20,
-        outputs_on_device = references,
-        "device memory for the tests"
-    );
-    if need > free.saturating_sub(margin) {
-        return Err(MeasureError::TooLarge {
-            need,
-            free,
-            device: device.name.clone(),
-        });
-    }
-    Ok(())
-}
+mod start;
 
 impl Measurer {
-    /// Uploads every test's inputs, and runs and times the original on each.
-    /// With an `assembler`, the original and the variants load as cubins
-    /// for this device ([`Loader`]). With `comparison_ptx`
-    /// (`compare::module_ptx`), outputs are compared on the device.
-    pub fn new(
-        spec: Spec,
-        device: DeviceInfo,
-        programs: Programs<'_>,
-        kernel_names: &[String],
-        options: MeasureOptions,
-        assembler: Option<Assembler>,
-    ) -> Result<Self, MeasureError> {
-        let mut start_up = StartUp::default();
-        let mut clock = Instant::now();
-        let mut lap = || {
-            std::mem::replace(&mut clock, Instant::now())
-                .elapsed()
-                .as_secs_f64()
-        };
-        let context = Context::new(device.ordinal)?;
-        let (original, loader) =
-            Loader::original(programs.original, kernel_names, assembler, &device.arch())?;
-        let events = (0..4 * options
-            .rounds
-            .max(options.heldout_rounds)
-            .max(START_TIMINGS as u32))
-            .map(|_| Event::new())
-            .collect::<Result<_, _>>()?;
-        let flush = DeviceBuffer::new((2 * device.l2_bytes).max(1 << 20) as usize)?;
-        let mut profile_events = Vec::new();
-        if kernel_names.len() > 1 {
-            let mut most = 0;
-            for case in spec.tests(TestSet::All) {
-                most = most.max(spec.instantiate(case)?.launches.len());
-            }
-            for _ in 0..=most.min(PROFILE_MAX_LAUNCHES) {
-                profile_events.push(Event::new()?);
-            }
-        }
-        let outputs = spec.outputs();
-        let comparison = match programs
-            .comparison
-            .map(|p| DeviceComparison::load(p, outputs.len()))
-        {
-            Some(Ok(c)) => Some(c),
-            Some(Err(e)) => {
-                tracing::warn!(error = %e, "the comparison kernels do not load; outputs are compared on the host");
-                None
-            }
-            None => None,
-        };
-        let cases: Vec<TestCase> = spec.tests(TestSet::All).into_iter().cloned().collect();
-        check_memory(&spec, &cases, comparison.is_some(), &context, &device)?;
-        let mut m = Measurer {
-            outputs,
-            spec,
-            device,
-            kernel_names: kernel_names.to_vec(),
-            options,
-            original,
-            loader,
-            tests: Vec::new(),
-            flush,
-            events,
-            pacer: Pacer::new()?,
-            profile_events,
-            start_up: StartUp::default(),
-            comparison,
-            guards: false,
-            _context: context,
-        };
-        start_up.context_s = lap();
-        for case in cases {
-            let instance = m.spec.instantiate(&case)?;
-            start_up.inputs_s += lap();
-            let mut test = StagedTest::upload(&case.name, instance)?;
-            start_up.upload_s += lap();
-            let failed = |source| MeasureError::OriginalFails {
-                test: case.name.clone(),
-                source,
-            };
-            test.reference = m
-                .checked_run(&m.original, false, &test, ORIGINAL_LIMIT)
-                .map_err(failed)?;
-            if let Some(comparison) = &m.comparison {
-                test.keep_reference(&m.outputs)?;
-                test.kept_inputs = m.inputs_left(comparison, &test)?;
-            }
-            let mut times = Vec::with_capacity(START_TIMINGS);
-            for _ in 0..START_TIMINGS {
-                let (start, end) = (&m.events[0], &m.events[1]);
-                m.pacer.begin(ORIGINAL_LIMIT);
-                m.timed_run(&m.original, &test, start, end)?;
-                m.pacer.wait(end).map_err(failed)?;
-                times.push(start.nanos_until(end)?);
-            }
-            test.original_ns = stats::median(&times);
-            tracing::info!(test = %case.name, original_us = test.original_ns / 1e3, "reference ready");
-            m.tests.push(test);
-            start_up.references_s += lap();
-        }
-        if let Some(guarded) = programs.guarded_original {
-            m.calibrate_guards(guarded);
-            start_up.references_s += lap();
-        }
-        m.start_up = start_up;
-        Ok(m)
-    }
-
-    /// Runs the original's guarded build on every test with no trip
-    /// budget: each test's budget comes from the most trips a thread made.
-    /// Guards are used only when that build loads, records no fault and
-    /// gives the original's outputs on every test (a test whose kernel
-    /// reaches memory the spec does not describe would fail here).
-    fn calibrate_guards(&mut self, original: &gevo_ir::Guarded) {
-        let result = (|| -> Result<Vec<Budget>, String> {
-            let guarded =
-                GuardedKernel::load(&self.loader, &original.ptx, None, &self.kernel_names)
-                    .map_err(|e| e.to_string())?;
-            let mut budgets = Vec::with_capacity(self.tests.len());
-            for test in &self.tests {
-                let failed = |e: CudaError| format!("{}: {e}", test.name);
-                let run = || -> Result<_, String> {
-                    guarded.arm(test, Budget::NONE).map_err(failed)?;
-                    let started = Instant::now();
-                    let (failure, _) = self
-                        .check_outputs(&guarded.kernel, false, test, ORIGINAL_LIMIT)
-                        .map_err(failed)?;
-                    let took = started.elapsed();
-                    Ok((failure, took, guarded.state().map_err(failed)?))
-                };
-                let (mut failure, mut took, mut state) = run()?;
-                if state
-                    .written_input(&original.sites, test, &self.kernel_names)
-                    .is_some()
-                {
-                    // The original writes a kept input (the bytes it
-                    // held): variants' guarded runs leave it writable,
-                    // restored and compared as before.
-                    test.protect_kept.set(false);
-                    (failure, took, state) = run()?;
-                }
-                if let Some(fault) = state.fault() {
-                    return Err(format!(
-                        "{}: the original's guarded run records {fault:?}",
-                        test.name
-                    ));
-                }
-                if let Some(f) = failure {
-                    return Err(format!(
-                        "{}: the original's guarded run differs: {f}",
-                        test.name
-                    ));
-                }
-                budgets.push(Budget::from_original(state.most_trips(), took));
-            }
-            Ok(budgets)
-        })();
-        match result {
-            Ok(budgets) => {
-                for (test, budget) in self.tests.iter_mut().zip(budgets) {
-                    tracing::info!(
-                        test = %test.name,
-                        trip_budget = budget.trips,
-                        time_budget_ms = budget.time.as_secs_f64() * 1e3,
-                        "guarded checks ready"
-                    );
-                    test.budget = budget;
-                }
-                self.guards = true;
-            }
-            Err(why) => tracing::warn!(
-                "variants are checked unguarded (a fault costs the worker): the original's guarded build does not serve: {why}"
-            ),
-        }
-    }
-
     /// Whether variants' guarded builds are used.
     pub fn guarded(&self) -> bool {
         self.guards
@@ -481,43 +267,10 @@ impl Measurer {
         // ptxas (where no cubin came) runs beside the guarded build's
         // checks, and is stopped if they fail, as most variants do.
         let prepared = self.loader.prepare(ptx, cubin);
-        let guarded = match guarded.filter(|_| self.guards) {
-            None => None,
-            Some(build) => {
-                let loading = Instant::now();
-                let loaded = GuardedKernel::load(
-                    &self.loader,
-                    &build.ptx,
-                    build.cubin.as_ref(),
-                    &self.kernel_names,
-                );
-                out.spent.jit_load_s += loading.elapsed().as_secs_f64();
-                match loaded {
-                    Ok(kernel) => Some(Guarded {
-                        kernel,
-                        sites: &build.sites,
-                        protects_inputs: build.protects_inputs,
-                    }),
-                    Err(e) if e.poisons_context() => {
-                        out.fatal = true;
-                        out.assessment.tests.push(TestSummary::failed(
-                            "load",
-                            e.kind(),
-                            e.to_string(),
-                        ));
-                        return out.lost_context((None, None));
-                    }
-                    // Its registers or shared memory past a limit, say:
-                    // checked unguarded, as before.
-                    Err(e) => {
-                        tracing::debug!(
-                            "the guarded build does not load ({e}); checking unguarded"
-                        );
-                        None
-                    }
-                }
-            }
-        };
+        let guarded = self.load_guarded(guarded, &mut out);
+        if out.fatal {
+            return out.lost_context((None, None));
+        }
         let mut prepared = Some(prepared);
         let mut kernel = None;
         if guarded.is_none() {
@@ -527,38 +280,18 @@ impl Measurer {
                 None => return out,
             }
         }
-        let full = match set {
-            TestSet::Heldout => self.options.heldout_rounds,
-            _ => self.options.rounds,
-        };
-        let batch = match race {
-            Some(_) => self.options.race_batch.max(1).min(full),
-            None => full,
-        };
         let tests: Vec<&StagedTest> = self
             .spec
             .tests(set)
             .into_iter()
             .map(|case| self.test(&case.name).expect("every test uploaded at start"))
             .collect();
-        // Every test's outputs checked before any is timed: most variants
-        // fail a check, often only on a later test (a partial last block,
-        // a larger size), and then cost no timing rounds at all.
-        for test in &tests {
-            let build = match (&guarded, &kernel) {
-                (Some(g), _) => CheckedBuild::Guarded(g),
-                (None, Some(k)) => CheckedBuild::Ordinary(k),
-                (None, None) => unreachable!("loaded above when unguarded"),
+        if !self.check_tests(&tests, (&guarded, &kernel), &mut out) {
+            return if out.fatal {
+                out.lost_context((kernel, guarded))
+            } else {
+                out
             };
-            let summary = self.check(build, test, &mut out);
-            let failed = summary.failure.is_some();
-            out.assessment.tests.push(summary);
-            if out.fatal {
-                return out.lost_context((kernel, guarded));
-            }
-            if failed {
-                return out;
-            }
         }
         // Passed: the variant itself is loaded, to be timed.
         let kernel = match (kernel, prepared) {
@@ -571,6 +304,109 @@ impl Measurer {
                     None => return out,
                 }
             }
+        };
+        let timed = self
+            .time_rounds(&kernel, &tests, set, race, &mut out)
+            .and_then(|done| {
+                out.rounds = done;
+                self.summarize(&kernel, &tests, race, &mut out)
+            });
+        match timed {
+            Ok(()) => out,
+            Err((i, e)) => {
+                let failed = self.cuda_failure(tests[i], &e);
+                out.failed_at(i, failed, &e, (Some(kernel), guarded))
+            }
+        }
+    }
+
+    /// The variant's guarded build loaded, where it comes with one and
+    /// guards are used; `None` when it does not load (with the failure in
+    /// `out` and `out.fatal` set where that cost the context).
+    fn load_guarded<'b>(
+        &self,
+        guarded: Option<&'b GuardedBuild>,
+        out: &mut Measured,
+    ) -> Option<Guarded<'b>> {
+        let build = guarded.filter(|_| self.guards)?;
+        let loading = Instant::now();
+        let loaded = GuardedKernel::load(
+            &self.loader,
+            &build.ptx,
+            build.cubin.as_ref(),
+            &self.kernel_names,
+        );
+        out.spent.jit_load_s += loading.elapsed().as_secs_f64();
+        match loaded {
+            Ok(kernel) => Some(Guarded {
+                kernel,
+                sites: &build.sites,
+                protects_inputs: build.protects_inputs,
+            }),
+            Err(e) if e.poisons_context() => {
+                out.fatal = true;
+                out.assessment
+                    .tests
+                    .push(TestSummary::failed("load", e.kind(), e.to_string()));
+                None
+            }
+            // Its registers or shared memory past a limit, say:
+            // checked unguarded, as before.
+            Err(e) => {
+                tracing::debug!("the guarded build does not load ({e}); checking unguarded");
+                None
+            }
+        }
+    }
+
+    /// Checks the outputs on every test through the guarded build, or the
+    /// variant where there is none, adding each test's summary to `out`:
+    /// whether every test passed (stops at the first failure, or the first
+    /// that cost the context).
+    fn check_tests(
+        &self,
+        tests: &[&StagedTest],
+        (guarded, kernel): (&Option<Guarded>, &Option<Kernel>),
+        out: &mut Measured,
+    ) -> bool {
+        // Every test's outputs checked before any is timed: most variants
+        // fail a check, often only on a later test (a partial last block,
+        // a larger size), and then cost no timing rounds at all.
+        for test in tests {
+            let build = match (guarded, kernel) {
+                (Some(g), _) => CheckedBuild::Guarded(g),
+                (None, Some(k)) => CheckedBuild::Ordinary(k),
+                (None, None) => unreachable!("loaded above when unguarded"),
+            };
+            let summary = self.check(build, test, out);
+            let failed = summary.failure.is_some();
+            out.assessment.tests.push(summary);
+            if out.fatal || failed {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Times `kernel` against the original on every test, a batch of
+    /// rounds at a time, until the full rounds of `set` are done or `race`
+    /// decides (`out.stopped`): the rounds done, or the test that failed
+    /// with its error.
+    fn time_rounds(
+        &self,
+        kernel: &Kernel,
+        tests: &[&StagedTest],
+        set: TestSet,
+        race: Option<f64>,
+        out: &mut Measured,
+    ) -> Result<u32, (usize, CudaError)> {
+        let full = match set {
+            TestSet::Heldout => self.options.heldout_rounds,
+            _ => self.options.rounds,
+        };
+        let batch = match race {
+            Some(_) => self.options.race_batch.max(1).min(full),
+            None => full,
         };
         let mut done = 0;
         while done < full {
@@ -597,20 +433,24 @@ impl Measurer {
                         original_ns: Vec::with_capacity(full as usize),
                         variant_ns: Vec::with_capacity(full as usize),
                     });
-                let result = self.time(&kernel, test, done, more, limit, timing);
+                let result = self.time(kernel, test, done, more, limit, timing);
                 out.spent.timing_s += started.elapsed().as_secs_f64();
-                if let Err(e) = result {
-                    return out.failed_at(
-                        i,
-                        self.cuda_failure(test, &e),
-                        &e,
-                        (Some(kernel), guarded),
-                    );
-                }
+                result.map_err(|e| (i, e))?;
             }
             done += more;
         }
-        out.rounds = done;
+        Ok(done)
+    }
+
+    /// Each test's costs from its timed rounds and, unraced, its per-kernel
+    /// times: the test that failed with its error, if one did.
+    fn summarize(
+        &self,
+        kernel: &Kernel,
+        tests: &[&StagedTest],
+        race: Option<f64>,
+        out: &mut Measured,
+    ) -> Result<(), (usize, CudaError)> {
         for (i, test) in tests.iter().enumerate() {
             let summary = &mut out.assessment.tests[i];
             let timing = summary.timing.as_ref().expect("timed");
@@ -623,20 +463,10 @@ impl Measurer {
                 continue;
             }
             let started = Instant::now();
-            let kernels = self.kernel_times(&kernel, test, self.limit(test));
+            let kernels = self.kernel_times(kernel, test, self.limit(test));
             out.spent.profile_s += started.elapsed().as_secs_f64();
-            match kernels {
-                Ok(k) => out.assessment.tests[i].kernels = k,
-                Err(e) => {
-                    return out.failed_at(
-                        i,
-                        self.cuda_failure(test, &e),
-                        &e,
-                        (Some(kernel), guarded),
-                    )
-                }
-            }
+            out.assessment.tests[i].kernels = kernels.map_err(|e| (i, e))?;
         }
-        out
+        Ok(())
     }
 }

@@ -5,7 +5,7 @@ use super::{edits, BestVariant, GenerationPoint, ReportData, ReportError, TestRo
 use gevo_ir::{KernelIr, SourceFiles};
 use gevo_model::access::Reader;
 use gevo_model::busy::Utilization;
-use gevo_search::evolve::{Engine, PromotionFailure};
+use gevo_search::evolve::{Engine, PromotionFailure, Validated};
 use gevo_search::store::{GenerationRecord, JobRecord, Store};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -81,62 +81,11 @@ pub fn gather(store: &Store, id: &str, reader: Reader) -> Result<ReportData, Rep
     let mut notes = Vec::new();
     let best = match engine.best_validated() {
         None => None,
-        Some(v) => {
-            let ir = KernelIr::parse_for_patch(&job.id, job.ir_text.as_bytes(), &v.minimized)
-                .map_err(|source| ReportError::Ir {
-                    job: job.id.clone(),
-                    source,
-                })?;
-            let mut files = source_files(&job, reader);
-            let ir_err = |source| ReportError::Ir {
-                job: job.id.clone(),
-                source,
-            };
-            let edits = edits::source_edits(&ir, &v.minimized, &mut files).map_err(ir_err)?;
-            let excerpts = edits::excerpts(&ir, &v.minimized, &mut files).map_err(ir_err)?;
-            if ir.has_line_tables() && excerpts.is_empty() && !v.minimized.edits.is_empty() {
-                notes.push(format!(
-                    "the CUDA source the line tables name was not found near {}",
-                    job.spec_path.display()
-                ));
-            }
-            Some(BestVariant {
-                generation: v.generation,
-                speedup: v.speedup,
-                interval: v.interval,
-                train_cost: v.train_cost,
-                tests: v
-                    .heldout
-                    .iter()
-                    .map(|t| TestRow {
-                        test: t.test.clone(),
-                        verdict: t.failure.as_ref().map_or("pass".into(), |f| f.0.clone()),
-                        ratio: t.cost_interval().map(|i| (i.estimate, i.lo, i.hi)),
-                        kernels: t.kernels.clone(),
-                    })
-                    .collect(),
-                edits,
-                line_tables: ir.has_line_tables(),
-                excerpts,
-                contributions: store.contributions(&job.id, &v.ptx_hash)?,
-            })
-        }
+        Some(v) => Some(best_variant(store, &job, v, reader, &mut notes)?),
     };
-
     let generations = points(&records, &engine);
-    if !records.is_empty() && records.iter().all(|r| r.seconds.is_none()) {
-        notes.push(
-            "this store has no generation timings (written by an older gevod): no evaluations/s plot"
-                .into(),
-        );
-    }
+    notes.extend(old_store_notes(&records, &engine));
     let counters = engine.counters();
-    if counters.rejections.is_empty() && counters.evaluations > counters.valid {
-        notes.push(
-            "this store has no rejection counts by reason (written by an older gevod): only held-out rejections are counted"
-                .into(),
-        );
-    }
     let pareto = engine
         .archive()
         .iter()
@@ -163,6 +112,74 @@ pub fn gather(store: &Store, id: &str, reader: Reader) -> Result<ReportData, Rep
         utilization: utilization(&records),
         notes,
     })
+}
+
+/// The best validated variant `v` of `job` as the report shows it: its
+/// held-out tests, its edits in source terms with excerpts, and its edit
+/// contributions where measured. A note goes to `notes` where the line
+/// tables name a source that was not found.
+fn best_variant(
+    store: &Store,
+    job: &JobRecord,
+    v: &Validated,
+    reader: Reader,
+    notes: &mut Vec<String>,
+) -> Result<BestVariant, ReportError> {
+    let ir_err = |source| ReportError::Ir {
+        job: job.id.clone(),
+        source,
+    };
+    let ir =
+        KernelIr::parse_for_patch(&job.id, job.ir_text.as_bytes(), &v.minimized).map_err(ir_err)?;
+    let mut files = source_files(job, reader);
+    let edits = edits::source_edits(&ir, &v.minimized, &mut files).map_err(ir_err)?;
+    let excerpts = edits::excerpts(&ir, &v.minimized, &mut files).map_err(ir_err)?;
+    if ir.has_line_tables() && excerpts.is_empty() && !v.minimized.edits.is_empty() {
+        notes.push(format!(
+            "the CUDA source the line tables name was not found near {}",
+            job.spec_path.display()
+        ));
+    }
+    Ok(BestVariant {
+        generation: v.generation,
+        speedup: v.speedup,
+        interval: v.interval,
+        train_cost: v.train_cost,
+        tests: v
+            .heldout
+            .iter()
+            .map(|t| TestRow {
+                test: t.test.clone(),
+                verdict: t.failure.as_ref().map_or("pass".into(), |f| f.0.clone()),
+                ratio: t.cost_interval().map(|i| (i.estimate, i.lo, i.hi)),
+                kernels: t.kernels.clone(),
+            })
+            .collect(),
+        edits,
+        line_tables: ir.has_line_tables(),
+        excerpts,
+        contributions: store.contributions(&job.id, &v.ptx_hash)?,
+    })
+}
+
+/// What a store written by an older gevod lacks, where the report would
+/// otherwise show it: generation timings, rejection counts by reason.
+fn old_store_notes(records: &[GenerationRecord], engine: &Engine) -> Vec<String> {
+    let mut notes = Vec::new();
+    if !records.is_empty() && records.iter().all(|r| r.seconds.is_none()) {
+        notes.push(
+            "this store has no generation timings (written by an older gevod): no evaluations/s plot"
+                .into(),
+        );
+    }
+    let counters = engine.counters();
+    if counters.rejections.is_empty() && counters.evaluations > counters.valid {
+        notes.push(
+            "this store has no rejection counts by reason (written by an older gevod): only held-out rejections are counted"
+                .into(),
+        );
+    }
+    notes
 }
 
 /// The generations' utilization summed (none where no generation has one).

@@ -110,6 +110,14 @@ fn best_section(out: &mut String, best: Option<&BestVariant>, backend: &str) {
         b.edits.len(),
         if b.edits.len() == 1 { "" } else { "s" }
     );
+    heldout_tests(out, b);
+    edits_list(out, b);
+    contributions_section(out, b);
+    source_excerpts(out, b);
+}
+
+/// The held-out tests' verdicts and cost ratios, then each kernel's times.
+fn heldout_tests(out: &mut String, b: &BestVariant) {
     *out += "<h3>Held-out tests</h3>\n<table id=\"tests\">\n<tr><th>test</th><th>verdict</th><th>cost ratio</th><th>95% interval</th><th>speedup</th></tr>\n";
     for t in &b.tests {
         let (ratio, interval, speedup) = match t.ratio {
@@ -129,6 +137,10 @@ fn best_section(out: &mut String, best: Option<&BestVariant>, backend: &str) {
     }
     *out += "</table>\n";
     kernel_times(out, &b.tests);
+}
+
+/// Each edit: its summary, source lines, repairs and IR.
+fn edits_list(out: &mut String, b: &BestVariant) {
     *out += "<h3>Edits</h3>\n";
     if !b.line_tables {
         *out += &format!(
@@ -176,25 +188,29 @@ fn best_section(out: &mut String, best: Option<&BestVariant>, backend: &str) {
         );
     }
     *out += "</ol>\n";
-    contributions_section(out, b);
-    if !b.excerpts.is_empty() {
-        *out += "<h3>Source context</h3>\n";
-        for x in &b.excerpts {
-            let _ = write!(
-                out,
-                "<p><code>{}</code></p>\n<pre class=\"excerpt\">",
-                esc(&x.location)
-            );
-            for (n, text) in &x.lines {
-                let line = format!("{n:>5} | {text}");
-                if *n == x.line {
-                    let _ = writeln!(out, "<span class=\"hit\">{}</span>", esc(&line));
-                } else {
-                    let _ = writeln!(out, "{}", esc(&line));
-                }
+}
+
+/// The source around each edited line, the line marked.
+fn source_excerpts(out: &mut String, b: &BestVariant) {
+    if b.excerpts.is_empty() {
+        return;
+    }
+    *out += "<h3>Source context</h3>\n";
+    for x in &b.excerpts {
+        let _ = write!(
+            out,
+            "<p><code>{}</code></p>\n<pre class=\"excerpt\">",
+            esc(&x.location)
+        );
+        for (n, text) in &x.lines {
+            let line = format!("{n:>5} | {text}");
+            if *n == x.line {
+                let _ = writeln!(out, "<span class=\"hit\">{}</span>", esc(&line));
+            } else {
+                let _ = writeln!(out, "{}", esc(&line));
             }
-            *out += "</pre>\n";
         }
+        *out += "</pre>\n";
     }
 }
 

@@ -9,7 +9,8 @@
 use super::explain;
 use super::registry::JobEntry;
 use super::scan::{best_record, unix_now};
-use super::{BackendFactory, JobFiles, ServeConfig, Shared};
+use super::{BackendFactory, ServeConfig, Shared};
+use crate::worker::setup::WorkerSetup;
 use gevo_client::proto::Best;
 use gevo_ir::KernelIr;
 use gevo_model::access::Reader;
@@ -194,12 +195,14 @@ fn start(
         return Err("stopped while building the initial population".into());
     }
     let launcher = crate::worker::launch::Launcher::from(&config.cluster);
-    let files = JobFiles {
+    let spec_text = super::scan::spec_snapshot_path(&snapshot);
+    let setup = WorkerSetup {
         spec_path: &record.spec_path,
-        spec: &spec,
-        spec_text: &super::scan::spec_snapshot_path(&snapshot),
-        ir: &snapshot,
+        spec_text: Some(&spec_text),
+        ir: Some(&snapshot),
         arch: &record.target,
+        // The factory's.
+        libdevice: None,
         workers,
         timeout: config.workers.timeout,
         prescreen: config.gpu.prescreen,
@@ -214,7 +217,7 @@ fn start(
         more_devices: &shared.slots[slot].more_devices,
         cpu: config.workers.cpu,
     };
-    let backend = factory.start(&files, shared.slots[slot].device.as_ref(), stop)?;
+    let backend = factory.start(&setup, &spec, shared.slots[slot].device.as_ref(), stop)?;
     tracing::info!(generation = driver.engine().generations(), "job started");
     Ok(Current { driver, backend })
 }

@@ -2,11 +2,12 @@
 //! simulator) chosen from `[gpu]`, and the [`BackendFactory`] that starts a
 //! job's worker processes from this executable through `worker::setup`.
 
-use super::{BackendFactory, JobFiles, SlotGpus};
+use super::{BackendFactory, SlotGpus};
 use crate::config::{BackendSetting, ServeConfig, WithoutGpu};
 use crate::cuda::driver;
 use crate::worker::setup::WorkerSetup;
 use gevo_model::device::{DeviceInfo, DeviceSelector};
+use gevo_model::spec::Spec;
 use gevo_search::evolve::Backend;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -96,28 +97,17 @@ pub struct WorkerFactory {
 impl BackendFactory for WorkerFactory {
     fn start(
         &self,
-        job: &JobFiles,
+        job: &WorkerSetup,
+        spec: &Spec,
         device: Option<&DeviceInfo>,
         stop: Arc<AtomicBool>,
     ) -> Result<Box<dyn Backend>, String> {
         let setup = WorkerSetup {
-            spec_path: job.spec_path,
-            spec_text: Some(job.spec_text),
-            ir: Some(job.ir),
-            arch: job.arch,
             libdevice: self.libdevice.as_deref(),
-            workers: job.workers,
-            timeout: job.timeout,
-            reader: job.reader,
-            sanitize: job.sanitize,
-            measurement: job.measurement,
-            launcher: job.launcher,
-            more_devices: job.more_devices,
-            cpu: job.cpu,
+            ..*job
         };
         setup
-            .evaluators(job.spec, device, job.harness_user)
-            .and_then(|evaluators| setup.start(evaluators, job.spec, job.prescreen, stop))
+            .start_backend(spec, device, stop)
             .map_err(|e| e.to_string())
     }
 }

@@ -159,6 +159,12 @@ pub struct WorkerSetup<'a> {
     pub more_devices: &'a [DeviceInfo],
     /// The compile and simulator workers' CPU priority.
     pub cpu: CpuPriority,
+    /// GPU only: new variants run on the simulator's train tests before
+    /// GPU time is spent on them.
+    pub prescreen: bool,
+    /// The uid/gid harness commands run as (a root daemon's `[harness]
+    /// user`); `None`: as this process.
+    pub harness_user: Option<(u32, u32)>,
 }
 
 impl WorkerSetup<'_> {
@@ -206,16 +212,14 @@ impl WorkerSetup<'_> {
     /// What evaluates `spec`'s variants: a pool of `gevod eval-worker`s (a
     /// harness spec's, on `device` or the simulator; or the simulator's for
     /// a kernel spec without a GPU), or the GPU backend on `device`.
-    /// `user`: the uid/gid harness commands run as.
     pub fn evaluators(
         &self,
         spec: &Spec,
         device: Option<&DeviceInfo>,
-        user: Option<(u32, u32)>,
     ) -> Result<Evaluators, SetupError> {
         let (options, backend, tests) = match (&spec.harness, device) {
             (Some(_), device) => (
-                self.harness_pool(device, user)?,
+                self.harness_pool(device, self.harness_user)?,
                 crate::harness::backend_name(device.is_some()),
                 if device.is_some() {
                     TestTarget::Gpu
@@ -236,13 +240,11 @@ impl WorkerSetup<'_> {
 
     /// Starts what `evaluators` chose, with the tests of its backend (the
     /// pool's test-set hashes are those its workers run: `[tests.sim]` or
-    /// `[tests.gpu]` over `[tests]`). `prescreen` (GPU only): new variants
-    /// run on the simulator's train tests before GPU time is spent.
+    /// `[tests.gpu]` over `[tests]`).
     pub fn start(
         &self,
         evaluators: Evaluators,
         spec: &Spec,
-        prescreen: bool,
         stop: Arc<AtomicBool>,
     ) -> Result<Box<dyn Backend>, SetupError> {
         match evaluators {
@@ -252,9 +254,21 @@ impl WorkerSetup<'_> {
                     .map_err(|source| self.backend_error(source))
             }
             Evaluators::Gpu(device) => self
-                .cuda_backend(spec, device, prescreen, stop)
+                .cuda_backend(spec, device, self.prescreen, stop)
                 .map(|b| Box::new(b) as Box<dyn Backend>),
         }
+    }
+
+    /// What evaluates `spec`'s variants on `device` (the simulator when
+    /// `None`), chosen and started.
+    pub fn start_backend(
+        &self,
+        spec: &Spec,
+        device: Option<&DeviceInfo>,
+        stop: Arc<AtomicBool>,
+    ) -> Result<Box<dyn Backend>, SetupError> {
+        let evaluators = self.evaluators(spec, device)?;
+        self.start(evaluators, spec, stop)
     }
 
     fn backend_error(&self, source: BackendError) -> SetupError {

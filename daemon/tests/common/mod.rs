@@ -3,6 +3,7 @@
 
 pub mod cmake;
 pub mod daemon;
+pub mod gpu_backend;
 pub mod intrinsics;
 pub mod search;
 pub mod sim;

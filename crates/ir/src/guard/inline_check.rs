@@ -26,7 +26,7 @@ use inkwell::builder::Builder;
 use inkwell::context::Context;
 use inkwell::module::Module;
 use inkwell::types::FunctionType;
-use inkwell::values::{AsValueRef, InstructionValue, IntValue, PointerValue};
+use inkwell::values::{AsValueRef, FunctionValue, InstructionValue, IntValue, PointerValue};
 use inkwell::{AddressSpace, IntPredicate};
 
 /// Fault kinds as `__gevo_guard_state[0]` holds them (`FaultKind`).
@@ -157,6 +157,114 @@ fn limit<'c>(
         .into_int_value())
 }
 
+/// Finds, at `function`'s entry, the range of its parameter `index`, with
+/// a limit per width the plan's accesses through it use.
+fn parameter_range<'c>(
+    context: &'c Context,
+    module: &Module<'c>,
+    builder: &Builder<'c>,
+    plan: &Plan,
+    range_of: FunctionValue<'c>,
+    function: llvm::Value,
+    index: u32,
+) -> Result<Range<'c>, IrError> {
+    let base = Some(Base::KernelParameter { function, index });
+    let i64_type = context.i64_type();
+    builder.position_before(&entry_position(function));
+    let pointer = module
+        .get_function(&llvm::value_name(function))
+        .expect("a planned kernel is in its module")
+        .get_nth_param(index)
+        .expect("a planned parameter exists")
+        .into_pointer_value();
+    let address = builder
+        .build_ptr_to_int(pointer, i64_type, "gevo.param")
+        .map_err(build_error)?;
+    let range = builder
+        .build_call(range_of, &[address.into()], "gevo.range")
+        .map_err(build_error)?
+        .try_as_basic_value()
+        .basic()
+        .ok_or_else(|| guard_error("__gevo_range_of answers nothing".into()))?
+        .into_struct_value();
+    let begin = builder
+        .build_extract_value(range, 0, "gevo.begin")
+        .map_err(build_error)?
+        .into_int_value();
+    let end = builder
+        .build_extract_value(range, 1, "gevo.end")
+        .map_err(build_error)?
+        .into_int_value();
+    let read_only = builder
+        .build_extract_value(range, 2, "gevo.read_only")
+        .map_err(build_error)?
+        .into_int_value();
+    let read_only = builder
+        .build_int_compare(
+            IntPredicate::NE,
+            read_only,
+            i64_type.const_zero(),
+            "gevo.ro",
+        )
+        .map_err(build_error)?;
+    let widths = |writes: bool| {
+        let mut widths: Vec<u64> = plan
+            .accesses
+            .iter()
+            .filter(|a| a.base == base && (!writes || a.writes()))
+            .map(|a| a.bytes)
+            .collect();
+        widths.sort_unstable();
+        widths.dedup();
+        widths
+    };
+    let limits: Vec<(u64, IntValue<'c>)> = widths(false)
+        .into_iter()
+        .map(|bytes| Ok((bytes, limit(builder, begin, end, bytes)?)))
+        .collect::<Result<_, IrError>>()?;
+    let written = widths(true);
+    let write_limits = limits
+        .iter()
+        .filter(|(bytes, _)| written.contains(bytes))
+        .map(|&(bytes, readable)| {
+            let writable = builder
+                .build_select(read_only, i64_type.const_zero(), readable, "gevo.wlimit")
+                .map_err(build_error)?;
+            Ok((bytes, writable.into_int_value()))
+        })
+        .collect::<Result<_, IrError>>()?;
+    Ok(Range {
+        begin,
+        limits,
+        write_limits,
+    })
+}
+
+/// The fault a refused access reports: out of bounds, or misaligned where
+/// the alignment test failed, in the shared or global space.
+fn fault_kind<'c>(
+    context: &'c Context,
+    builder: &Builder<'c>,
+    shared: bool,
+    aligned: IntValue<'c>,
+) -> Result<IntValue<'c>, IrError> {
+    let i64_type = context.i64_type();
+    let (out_of_bounds, misaligned) = if shared {
+        (SHARED_OUT_OF_BOUNDS, SHARED_MISALIGNED)
+    } else {
+        (GLOBAL_OUT_OF_BOUNDS, GLOBAL_MISALIGNED)
+    };
+    let kind = builder
+        .build_select(
+            aligned,
+            i64_type.const_int(out_of_bounds, false),
+            i64_type.const_int(misaligned, false),
+            "gevo.kind",
+        )
+        .map_err(build_error)?;
+    Ok(kind.into_int_value())
+}
+
 /// What one record call reports: whether an access of its run was refused,
 /// and the first refused access's kind, site and address.
 #[derive(Clone, Copy)]
@@ -192,77 +300,8 @@ impl<'c> InlineChecks<'c> {
             if parameters.iter().any(|(key, _)| *key == (function, index)) {
                 continue;
             }
-            builder.position_before(&entry_position(function));
-            let pointer = module
-                .get_function(&llvm::value_name(function))
-                .expect("a planned kernel is in its module")
-                .get_nth_param(index)
-                .expect("a planned parameter exists")
-                .into_pointer_value();
-            let address = builder
-                .build_ptr_to_int(pointer, i64_type, "gevo.param")
-                .map_err(build_error)?;
-            let range = builder
-                .build_call(range_of, &[address.into()], "gevo.range")
-                .map_err(build_error)?
-                .try_as_basic_value()
-                .basic()
-                .ok_or_else(|| guard_error("__gevo_range_of answers nothing".into()))?
-                .into_struct_value();
-            let begin = builder
-                .build_extract_value(range, 0, "gevo.begin")
-                .map_err(build_error)?
-                .into_int_value();
-            let end = builder
-                .build_extract_value(range, 1, "gevo.end")
-                .map_err(build_error)?
-                .into_int_value();
-            let read_only = builder
-                .build_extract_value(range, 2, "gevo.read_only")
-                .map_err(build_error)?
-                .into_int_value();
-            let read_only = builder
-                .build_int_compare(
-                    IntPredicate::NE,
-                    read_only,
-                    i64_type.const_zero(),
-                    "gevo.ro",
-                )
-                .map_err(build_error)?;
-            let widths = |writes: bool| {
-                let mut widths: Vec<u64> = plan
-                    .accesses
-                    .iter()
-                    .filter(|a| a.base == access.base && (!writes || a.writes()))
-                    .map(|a| a.bytes)
-                    .collect();
-                widths.sort_unstable();
-                widths.dedup();
-                widths
-            };
-            let limits: Vec<(u64, IntValue<'c>)> = widths(false)
-                .into_iter()
-                .map(|bytes| Ok((bytes, limit(builder, begin, end, bytes)?)))
-                .collect::<Result<_, IrError>>()?;
-            let written = widths(true);
-            let write_limits = limits
-                .iter()
-                .filter(|(bytes, _)| written.contains(bytes))
-                .map(|&(bytes, readable)| {
-                    let writable = builder
-                        .build_select(read_only, i64_type.const_zero(), readable, "gevo.wlimit")
-                        .map_err(build_error)?;
-                    Ok((bytes, writable.into_int_value()))
-                })
-                .collect::<Result<_, IrError>>()?;
-            parameters.push((
-                (function, index),
-                Range {
-                    begin,
-                    limits,
-                    write_limits,
-                },
-            ));
+            let range = parameter_range(context, module, builder, plan, range_of, function, index)?;
+            parameters.push(((function, index), range));
         }
         let record_type = context.void_type().fn_type(
             &[
@@ -314,25 +353,9 @@ impl<'c> InlineChecks<'c> {
         // The access is made in its root's own address space (a generic
         // pointer cast to it, as code generation would infer it had the
         // guard not selected between two generic pointers).
-        let (own, begin, limit) = match access.base {
-            Some(Base::KernelParameter { function, index }) if matches!(space, 0 | 1) => {
-                let (_, range) = self
-                    .parameters
-                    .iter()
-                    .find(|(key, _)| *key == (function, index))
-                    .expect("every parameter's range is found at entry");
-                (1, range.begin, range.limit(access.bytes, access.writes()))
-            }
-            Some(Base::Variable { global, bytes }) => {
-                let own = llvm::pointer_address_space(llvm::type_of(global));
-                let Some(variable) = module.get_global(&llvm::value_name(global)) else {
-                    return Ok(false);
-                };
-                let begin = variable.as_pointer_value().const_to_int(i64_type);
-                let end = begin.const_add(i64_type.const_int(bytes, false));
-                (own, begin, limit(builder, begin, end, access.bytes)?)
-            }
-            _ => return Ok(false),
+        let Some((own, begin, limit)) = self.root_range(context, module, builder, access, space)?
+        else {
+            return Ok(false);
         };
         let compared = if space == own {
             pointer
@@ -377,19 +400,7 @@ impl<'c> InlineChecks<'c> {
         let ok = builder
             .build_and(inside, aligned, "gevo.ok")
             .map_err(build_error)?;
-        let (out_of_bounds, misaligned) = if shared {
-            (SHARED_OUT_OF_BOUNDS, SHARED_MISALIGNED)
-        } else {
-            (GLOBAL_OUT_OF_BOUNDS, GLOBAL_MISALIGNED)
-        };
-        let kind = builder
-            .build_select(
-                aligned,
-                i64_type.const_int(out_of_bounds, false),
-                i64_type.const_int(misaligned, false),
-                "gevo.kind",
-            )
-            .map_err(build_error)?;
+        let kind = fault_kind(context, builder, shared, aligned)?;
         let guarded = builder
             .build_select(ok, compared, scratch, "gevo.p")
             .map_err(build_error)?;
@@ -397,12 +408,47 @@ impl<'c> InlineChecks<'c> {
         let refused = builder.build_not(ok, "gevo.refused").map_err(build_error)?;
         let this = Record {
             refused,
-            kind: kind.into_int_value(),
+            kind,
             site: context.i32_type().const_int(access.site as u64, false),
             address,
         };
         self.record(context, builder, this, inst)?;
         Ok(true)
+    }
+
+    /// The address space an access through `access`'s root is made in, and
+    /// the root's begin and limit for it; none where the inline check cannot
+    /// be used (a parameter through a pointer of another space, a variable
+    /// not in the module).
+    fn root_range(
+        &self,
+        context: &'c Context,
+        module: &Module<'c>,
+        builder: &Builder<'c>,
+        access: &Access,
+        space: u32,
+    ) -> Result<Option<(u32, IntValue<'c>, IntValue<'c>)>, IrError> {
+        let i64_type = context.i64_type();
+        Ok(Some(match access.base {
+            Some(Base::KernelParameter { function, index }) if matches!(space, 0 | 1) => {
+                let (_, range) = self
+                    .parameters
+                    .iter()
+                    .find(|(key, _)| *key == (function, index))
+                    .expect("every parameter's range is found at entry");
+                (1, range.begin, range.limit(access.bytes, access.writes()))
+            }
+            Some(Base::Variable { global, bytes }) => {
+                let own = llvm::pointer_address_space(llvm::type_of(global));
+                let Some(variable) = module.get_global(&llvm::value_name(global)) else {
+                    return Ok(None);
+                };
+                let begin = variable.as_pointer_value().const_to_int(i64_type);
+                let end = begin.const_add(i64_type.const_int(bytes, false));
+                (own, begin, limit(builder, begin, end, access.bytes)?)
+            }
+            _ => return Ok(None),
+        }))
     }
 
     /// Records `this` access's refusal before `inst`, in one call with the

@@ -138,7 +138,36 @@ pub(super) fn plan(
 ) -> Plan {
     let layout = llvm::DataLayout::of(module.as_mut_ptr());
     let kernels = llvm::kernel_functions(module.as_mut_ptr());
-    let variables: Vec<(llvm::Value, u64, u64)> = llvm::globals(module.as_mut_ptr())
+    let variables = variables(module, layout);
+    let mut planner = Planner {
+        parts,
+        layout,
+        ids: SiteIds::default(),
+        plan: Plan {
+            sites: Vec::new(),
+            accesses: Vec::new(),
+            loops: Vec::new(),
+            barriers: Vec::new(),
+            too_wide: 0,
+        },
+    };
+    for f in module.get_functions() {
+        let name = f.get_name().to_string_lossy().into_owned();
+        if f.count_basic_blocks() == 0 || name.starts_with("llvm.") || is_runtime(&name) {
+            continue;
+        }
+        planner.plan_accesses(f.as_value_ref(), kernels.contains(&name), &variables);
+    }
+    for (part, live) in loaded.iter().zip(parts) {
+        planner.plan_loops_and_barriers(part, live.function());
+    }
+    planner.plan
+}
+
+/// The module's own defined global and shared variables: (variable, bytes,
+/// alignment).
+fn variables(module: &Module<'_>, layout: llvm::DataLayout) -> Vec<(llvm::Value, u64, u64)> {
+    llvm::globals(module.as_mut_ptr())
         .into_iter()
         .filter(|g| {
             g.initializer.is_some()
@@ -152,27 +181,44 @@ pub(super) fn plan(
                 u64::from(g.alignment),
             )
         })
-        .collect();
-    let mut plan = Plan {
-        sites: Vec::new(),
-        accesses: Vec::new(),
-        loops: Vec::new(),
-        barriers: Vec::new(),
-        too_wide: 0,
-    };
-    let mut ids = SiteIds::default();
-    let highest_space = (1 << (32 - LOCAL_SITE_BITS)) - 1;
-    let space_of = |function: llvm::Value| {
-        parts
+        .collect()
+}
+
+/// The plan as `plan` builds it, with the numbering of its sites.
+struct Planner<'p, 'd> {
+    parts: &'p [LiveFunction<'d>],
+    layout: llvm::DataLayout,
+    ids: SiteIds,
+    plan: Plan,
+}
+
+impl Planner<'_, '_> {
+    /// The site-id space of `function` (`SiteIds`).
+    fn space_of(&self, function: llvm::Value) -> u32 {
+        let highest_space = (1 << (32 - LOCAL_SITE_BITS)) - 1;
+        self.parts
             .iter()
             .position(|p| p.function() == function)
             .map_or(0, |i| (i as u32 + 1).min(highest_space))
-    };
-    let site_of = |id: u32, inst: llvm::Value, block: String, kind: SiteKind, bytes: u64| {
+    }
+
+    /// The site `id` of `inst`, in the block labelled `block`.
+    fn site_of(
+        &self,
+        id: u32,
+        inst: llvm::Value,
+        block: String,
+        kind: SiteKind,
+        bytes: u64,
+    ) -> GuardSite {
         let function = llvm::parent(inst)
             .map(|b| llvm::value_name(llvm::block_function(b)))
             .unwrap_or_default();
-        let instruction = parts.iter().find_map(|p| p.try_id_of(inst)).map(|id| id.0);
+        let instruction = self
+            .parts
+            .iter()
+            .find_map(|p| p.try_id_of(inst))
+            .map(|id| id.0);
         GuardSite {
             id,
             kind,
@@ -183,37 +229,38 @@ pub(super) fn plan(
             bytes: bytes.min(u32::MAX as u64) as u32,
             argument: None,
         }
-    };
-    for f in module.get_functions() {
-        let name = f.get_name().to_string_lossy().into_owned();
-        if f.count_basic_blocks() == 0 || name.starts_with("llvm.") || is_runtime(&name) {
-            continue;
-        }
-        let is_kernel = kernels.contains(&name);
-        let space = space_of(f.as_value_ref());
-        for (index, block) in llvm::blocks(f.as_value_ref()).into_iter().enumerate() {
+    }
+
+    /// Adds every access of `function` a guard checks, with its site and
+    /// the root its pointer is computed from.
+    fn plan_accesses(
+        &mut self,
+        function: llvm::Value,
+        is_kernel: bool,
+        variables: &[(llvm::Value, u64, u64)],
+    ) {
+        let space = self.space_of(function);
+        for (index, block) in llvm::blocks(function).into_iter().enumerate() {
             let block_label = block_label(block, index);
             for inst in llvm::instructions(block) {
-                let mut access = match access_of(inst, layout) {
+                let mut access = match access_of(inst, self.layout) {
                     Found::Guard(access) => access,
                     Found::TooWide => {
-                        plan.too_wide += 1;
+                        self.plan.too_wide += 1;
                         continue;
                     }
                     Found::Nothing => continue,
                 };
                 let kind = site_kind(inst);
-                access.site = ids.next(space);
-                let mut site = site_of(access.site, inst, block_label.clone(), kind, access.bytes);
-                let rooted = root_of(llvm::operand(inst, access.pointers[0]), layout);
+                access.site = self.ids.next(space);
+                let mut site =
+                    self.site_of(access.site, inst, block_label.clone(), kind, access.bytes);
+                let rooted = root_of(llvm::operand(inst, access.pointers[0]), self.layout);
                 let root = rooted.map(|r| r.root);
-                site.argument = root.and_then(|r| parameter_index(r, f.as_value_ref()));
-                access.base = root.and_then(|r| match parameter_index(r, f.as_value_ref()) {
+                site.argument = root.and_then(|r| parameter_index(r, function));
+                access.base = root.and_then(|r| match parameter_index(r, function) {
                     Some(index) if is_kernel && access.length.is_none() => {
-                        Some(Base::KernelParameter {
-                            function: f.as_value_ref(),
-                            index,
-                        })
+                        Some(Base::KernelParameter { function, index })
                     }
                     None if access.length.is_none() => variables
                         .iter()
@@ -231,67 +278,18 @@ pub(super) fn plan(
                 };
                 access.aligned =
                     rooted.is_some_and(|r| root_alignment.min(r.offset_alignment) >= access.align);
-                plan.sites.push(site);
-                plan.accesses.push(access);
+                self.plan.sites.push(site);
+                self.plan.accesses.push(access);
             }
         }
     }
-    for (part, live) in loaded.iter().zip(parts) {
-        let function = live.function();
-        let space = space_of(function);
+
+    /// Adds the barriers and the loop headers of a chosen kernel.
+    fn plan_loops_and_barriers(&mut self, part: &super::super::Part, function: llvm::Value) {
+        let space = self.space_of(function);
         let blocks = llvm::blocks(function);
-        // (header, latches) by the header's index.
-        let mut headers: Vec<(usize, Vec<llvm::Block>)> = Vec::new();
-        for (b, &block) in blocks.iter().enumerate() {
-            for succ in llvm::successors(block) {
-                let h = blocks
-                    .iter()
-                    .position(|x| *x == succ)
-                    .expect("a successor is a block of the function");
-                // A back edge: its target dominates its source.
-                if part.dom.is_reachable(b) && part.dom.dominates(h, b) {
-                    match headers.iter_mut().find(|(x, _)| *x == h) {
-                        Some((_, latches)) if !latches.contains(&block) => latches.push(block),
-                        Some(_) => {}
-                        None => headers.push((h, vec![block])),
-                    }
-                }
-            }
-        }
-        headers.sort_unstable_by_key(|(h, _)| *h);
-        for (index, &block) in blocks.iter().enumerate() {
-            for inst in llvm::instructions(block) {
-                if llvm::is_call(inst)
-                    && llvm::called_function(inst)
-                        .is_some_and(|f| llvm::value_name(f) == super::ALIGNED_BARRIER)
-                {
-                    let id = ids.next(space);
-                    plan.barriers.push(Barrier {
-                        site: id,
-                        call: inst,
-                        function,
-                        together: false,
-                    });
-                    plan.sites.push(site_of(
-                        id,
-                        inst,
-                        block_label(block, index),
-                        SiteKind::Barrier,
-                        0,
-                    ));
-                }
-            }
-        }
-        let calls: Vec<llvm::Value> = plan
-            .barriers
-            .iter()
-            .filter(|b| b.function == function)
-            .map(|b| b.call)
-            .collect();
-        let together = super::uniform::reached_together(function, &calls);
-        for barrier in plan.barriers.iter_mut().filter(|b| b.function == function) {
-            barrier.together = together.contains(&barrier.call);
-        }
+        let headers = loop_headers(part, &blocks);
+        self.plan_barriers(function, &blocks, space);
         let mut loops = Loops {
             function,
             loops: Vec::new(),
@@ -301,23 +299,90 @@ pub(super) fn plan(
                 .into_iter()
                 .find(|&i| !llvm::is_phi(i))
                 .expect("a block ends in a terminator");
-            let site = ids.next(space);
-            plan.sites.push(site_of(
+            let site = self.ids.next(space);
+            let guard_site = self.site_of(
                 site,
                 first,
                 block_label(blocks[h], h),
                 SiteKind::LoopHeader,
                 0,
-            ));
+            );
+            self.plan.sites.push(guard_site);
             loops.loops.push(Loop {
                 site,
                 header: blocks[h],
                 latches,
             });
         }
-        plan.loops.push(loops);
+        self.plan.loops.push(loops);
     }
-    plan
+
+    /// Adds `function`'s aligned barriers, each marked whether every lane
+    /// of a warp is proven to reach it together.
+    fn plan_barriers(&mut self, function: llvm::Value, blocks: &[llvm::Block], space: u32) {
+        for (index, &block) in blocks.iter().enumerate() {
+            for inst in llvm::instructions(block) {
+                if llvm::is_call(inst)
+                    && llvm::called_function(inst)
+                        .is_some_and(|f| llvm::value_name(f) == super::ALIGNED_BARRIER)
+                {
+                    let id = self.ids.next(space);
+                    self.plan.barriers.push(Barrier {
+                        site: id,
+                        call: inst,
+                        function,
+                        together: false,
+                    });
+                    let site =
+                        self.site_of(id, inst, block_label(block, index), SiteKind::Barrier, 0);
+                    self.plan.sites.push(site);
+                }
+            }
+        }
+        let calls: Vec<llvm::Value> = self
+            .plan
+            .barriers
+            .iter()
+            .filter(|b| b.function == function)
+            .map(|b| b.call)
+            .collect();
+        let together = super::uniform::reached_together(function, &calls);
+        for barrier in self
+            .plan
+            .barriers
+            .iter_mut()
+            .filter(|b| b.function == function)
+        {
+            barrier.together = together.contains(&barrier.call);
+        }
+    }
+}
+
+/// The loop headers of a function's `blocks`, each with its latches (the
+/// blocks whose back edges reach it), by the header's index.
+fn loop_headers(
+    part: &super::super::Part,
+    blocks: &[llvm::Block],
+) -> Vec<(usize, Vec<llvm::Block>)> {
+    let mut headers: Vec<(usize, Vec<llvm::Block>)> = Vec::new();
+    for (b, &block) in blocks.iter().enumerate() {
+        for succ in llvm::successors(block) {
+            let h = blocks
+                .iter()
+                .position(|x| *x == succ)
+                .expect("a successor is a block of the function");
+            // A back edge: its target dominates its source.
+            if part.dom.is_reachable(b) && part.dom.dominates(h, b) {
+                match headers.iter_mut().find(|(x, _)| *x == h) {
+                    Some((_, latches)) if !latches.contains(&block) => latches.push(block),
+                    Some(_) => {}
+                    None => headers.push((h, vec![block])),
+                }
+            }
+        }
+    }
+    headers.sort_unstable_by_key(|(h, _)| *h);
+    headers
 }
 
 /// What an access's pointer is computed from.

@@ -18,78 +18,82 @@ impl Lowering {
         };
         let name = llvm::value_name(callee);
         let base = intrinsic_base(&name);
-        let ty = llvm::type_of(call);
         if let Some(kind) = base.strip_prefix("llvm.vector.reduce.") {
-            let (ordered, vector) = match kind {
-                "fadd" | "fmul" => (true, llvm::operand(call, 1)),
-                _ => (false, llvm::operand(call, 0)),
-            };
-            let lanes = self.lanes(vector)?;
-            enum Step {
-                Int(IntOp),
-                Float(FloatOp),
-            }
-            let op = match kind {
-                "add" => Some(Step::Int(IntOp::Add)),
-                "mul" => Some(Step::Int(IntOp::Mul)),
-                "and" => Some(Step::Int(IntOp::And)),
-                "or" => Some(Step::Int(IntOp::Or)),
-                "xor" => Some(Step::Int(IntOp::Xor)),
-                "smax" => Some(Step::Int(IntOp::SMax)),
-                "smin" => Some(Step::Int(IntOp::SMin)),
-                "umax" => Some(Step::Int(IntOp::UMax)),
-                "umin" => Some(Step::Int(IntOp::UMin)),
-                "fadd" => Some(Step::Float(FloatOp::Add)),
-                "fmul" => Some(Step::Float(FloatOp::Mul)),
-                "fmax" => Some(Step::Float(FloatOp::Max)),
-                "fmin" => Some(Step::Float(FloatOp::Min)),
-                "fmaximum" => Some(Step::Float(FloatOp::Maximum)),
-                "fminimum" => Some(Step::Float(FloatOp::Minimum)),
-                _ => None,
-            };
-            let Some(op) = op else {
-                self.emit(Op::Unsupported(format!("call to @{name}")), dst);
-                return Ok(true);
-            };
-            // In element order (fadd/fmul from their start value), so the
-            // result does not depend on reassociation.
-            let mut operands = Vec::new();
-            if ordered {
-                operands.push(self.reg(llvm::operand(call, 0))?);
-            }
-            operands.extend(lanes);
-            let mut acc = operands[0];
-            if operands.len() == 1 {
-                self.copy(dst, acc);
-            }
-            for (k, &next) in operands.iter().enumerate().skip(1) {
-                let t = if k + 1 == operands.len() {
-                    dst
-                } else {
-                    self.fresh()
-                };
-                let op = match op {
-                    Step::Int(op) => Op::Int {
-                        op,
-                        bits: self.bits_of(ty)?,
-                        a: acc,
-                        b: next,
-                    },
-                    Step::Float(op) => Op::Float {
-                        op,
-                        width: self.float_width(ty)?,
-                        a: acc,
-                        b: next,
-                    },
-                };
-                self.emit(op, t);
-                acc = t;
-            }
+            self.lower_reduce(call, &name, kind, dst)?;
             return Ok(true);
         }
         let Some(kind) = base.strip_suffix(".with.overflow") else {
             return Ok(false);
         };
+        self.lower_with_overflow(call, &name, kind, dst)?;
+        Ok(true)
+    }
+
+    /// A `llvm.vector.reduce.<kind>`, as a chain of binary operations in
+    /// element order (fadd/fmul from their start value), so the result
+    /// does not depend on reassociation.
+    fn lower_reduce(
+        &mut self,
+        call: Value,
+        name: &str,
+        kind: &str,
+        dst: Reg,
+    ) -> Result<(), IrError> {
+        let ty = llvm::type_of(call);
+        let (ordered, vector) = match kind {
+            "fadd" | "fmul" => (true, llvm::operand(call, 1)),
+            _ => (false, llvm::operand(call, 0)),
+        };
+        let lanes = self.lanes(vector)?;
+        let Some(op) = reduce_step(kind) else {
+            self.emit(Op::Unsupported(format!("call to @{name}")), dst);
+            return Ok(());
+        };
+        let mut operands = Vec::new();
+        if ordered {
+            operands.push(self.reg(llvm::operand(call, 0))?);
+        }
+        operands.extend(lanes);
+        let mut acc = operands[0];
+        if operands.len() == 1 {
+            self.copy(dst, acc);
+        }
+        for (k, &next) in operands.iter().enumerate().skip(1) {
+            let t = if k + 1 == operands.len() {
+                dst
+            } else {
+                self.fresh()
+            };
+            let op = match op {
+                ReduceStep::Int(op) => Op::Int {
+                    op,
+                    bits: self.bits_of(ty)?,
+                    a: acc,
+                    b: next,
+                },
+                ReduceStep::Float(op) => Op::Float {
+                    op,
+                    width: self.float_width(ty)?,
+                    a: acc,
+                    b: next,
+                },
+            };
+            self.emit(op, t);
+            acc = t;
+        }
+        Ok(())
+    }
+
+    /// A `llvm.<kind>.with.overflow`: the result into `dst`, the overflow
+    /// flag into `dst + 1`.
+    fn lower_with_overflow(
+        &mut self,
+        call: Value,
+        name: &str,
+        kind: &str,
+        dst: Reg,
+    ) -> Result<(), IrError> {
+        let ty = llvm::type_of(call);
         let known = matches!(
             kind,
             "llvm.uadd" | "llvm.sadd" | "llvm.usub" | "llvm.ssub" | "llvm.umul" | "llvm.smul"
@@ -99,7 +103,7 @@ impl Lowering {
         let field = has_fields.then(|| llvm::struct_field_type(ty, 0));
         let Some(field) = field.filter(|&f| known && !is_aggregate(f)) else {
             self.emit(Op::Unsupported(format!("call to @{name}")), dst);
-            return Ok(true);
+            return Ok(());
         };
         let bits = self.bits_of(field)?;
         let a = self.reg(llvm::operand(call, 0))?;
@@ -158,7 +162,7 @@ impl Lowering {
                 self.icmp(ICmp::Ne, bits, high, sign, flag);
             }
         }
-        Ok(true)
+        Ok(())
     }
 
     pub(super) fn lower_call(
@@ -202,6 +206,36 @@ impl Lowering {
         self.emit(op, dst);
         Ok(())
     }
+}
+
+/// One step of a vector reduction: an integer or a float operation.
+#[derive(Clone, Copy)]
+enum ReduceStep {
+    Int(IntOp),
+    Float(FloatOp),
+}
+
+/// The step of `llvm.vector.reduce.<kind>`; none for an unknown kind.
+fn reduce_step(kind: &str) -> Option<ReduceStep> {
+    use ReduceStep::{Float, Int};
+    Some(match kind {
+        "add" => Int(IntOp::Add),
+        "mul" => Int(IntOp::Mul),
+        "and" => Int(IntOp::And),
+        "or" => Int(IntOp::Or),
+        "xor" => Int(IntOp::Xor),
+        "smax" => Int(IntOp::SMax),
+        "smin" => Int(IntOp::SMin),
+        "umax" => Int(IntOp::UMax),
+        "umin" => Int(IntOp::UMin),
+        "fadd" => Float(FloatOp::Add),
+        "fmul" => Float(FloatOp::Mul),
+        "fmax" => Float(FloatOp::Max),
+        "fmin" => Float(FloatOp::Min),
+        "fmaximum" => Float(FloatOp::Maximum),
+        "fminimum" => Float(FloatOp::Minimum),
+        _ => return None,
+    })
 }
 
 /// `llvm.smax.i32` -> `llvm.smax`; libdevice and nvvm names are kept whole.

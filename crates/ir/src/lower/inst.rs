@@ -59,47 +59,7 @@ impl Lowering {
             _ => {}
         }
         if is_aggregate(ty) {
-            let elementwise = matches!(
-                opcode,
-                LLVMAdd
-                    | LLVMSub
-                    | LLVMMul
-                    | LLVMUDiv
-                    | LLVMSDiv
-                    | LLVMURem
-                    | LLVMSRem
-                    | LLVMShl
-                    | LLVMLShr
-                    | LLVMAShr
-                    | LLVMAnd
-                    | LLVMOr
-                    | LLVMXor
-                    | LLVMFAdd
-                    | LLVMFSub
-                    | LLVMFMul
-                    | LLVMFDiv
-                    | LLVMFRem
-                    | LLVMFNeg
-                    | LLVMICmp
-                    | LLVMFCmp
-                    | LLVMTrunc
-                    | LLVMZExt
-                    | LLVMSExt
-                    | LLVMFPToUI
-                    | LLVMFPToSI
-                    | LLVMUIToFP
-                    | LLVMSIToFP
-                    | LLVMFPTrunc
-                    | LLVMFPExt
-                    | LLVMBitCast
-                    | LLVMPtrToInt
-                    | LLVMIntToPtr
-                    | LLVMAddrSpaceCast
-                    | LLVMSelect
-                    | LLVMFreeze
-                    | LLVMCall
-            );
-            if !elementwise {
+            if !is_elementwise(opcode) {
                 let what = format!("{opcode:?} of a vector or struct").replace("LLVM", "");
                 self.emit(Op::Unsupported(what), dst);
                 return Ok(());
@@ -130,37 +90,14 @@ impl Lowering {
         let op = |l: &mut Self, i: u32| l.lane_reg(llvm::operand(inst, i), lane);
         let op = match opcode {
             LLVMAdd | LLVMSub | LLVMMul | LLVMUDiv | LLVMSDiv | LLVMURem | LLVMSRem | LLVMShl
-            | LLVMLShr | LLVMAShr | LLVMAnd | LLVMOr | LLVMXor => {
-                let int_op = match opcode {
-                    LLVMAdd => IntOp::Add,
-                    LLVMSub => IntOp::Sub,
-                    LLVMMul => IntOp::Mul,
-                    LLVMUDiv => IntOp::UDiv,
-                    LLVMSDiv => IntOp::SDiv,
-                    LLVMURem => IntOp::URem,
-                    LLVMSRem => IntOp::SRem,
-                    LLVMShl => IntOp::Shl,
-                    LLVMLShr => IntOp::LShr,
-                    LLVMAShr => IntOp::AShr,
-                    LLVMAnd => IntOp::And,
-                    LLVMOr => IntOp::Or,
-                    _ => IntOp::Xor,
-                };
-                Op::Int {
-                    op: int_op,
-                    bits: self.bits_of(ty)?,
-                    a: op(self, 0)?,
-                    b: op(self, 1)?,
-                }
-            }
+            | LLVMLShr | LLVMAShr | LLVMAnd | LLVMOr | LLVMXor => Op::Int {
+                op: int_op(opcode),
+                bits: self.bits_of(ty)?,
+                a: op(self, 0)?,
+                b: op(self, 1)?,
+            },
             LLVMFAdd | LLVMFSub | LLVMFMul | LLVMFDiv | LLVMFRem => Op::Float {
-                op: match opcode {
-                    LLVMFAdd => FloatOp::Add,
-                    LLVMFSub => FloatOp::Sub,
-                    LLVMFMul => FloatOp::Mul,
-                    LLVMFDiv => FloatOp::Div,
-                    _ => FloatOp::Rem,
-                },
+                op: float_op(opcode),
                 width: self.float_width(ty)?,
                 a: op(self, 0)?,
                 b: op(self, 1)?,
@@ -186,20 +123,7 @@ impl Lowering {
             | LLVMFPTrunc | LLVMFPExt | LLVMBitCast | LLVMPtrToInt | LLVMIntToPtr
             | LLVMAddrSpaceCast => {
                 let from = scalar_type(llvm::type_of(llvm::operand(inst, 0)));
-                let cast = match opcode {
-                    LLVMTrunc => Cast::Trunc,
-                    LLVMZExt => Cast::ZExt,
-                    LLVMSExt => Cast::SExt,
-                    LLVMFPToUI => Cast::FpToUi,
-                    LLVMFPToSI => Cast::FpToSi,
-                    LLVMUIToFP => Cast::UiToFp,
-                    LLVMSIToFP => Cast::SiToFp,
-                    LLVMFPTrunc => Cast::FpTrunc,
-                    LLVMFPExt => Cast::FpExt,
-                    // ptrtoint/inttoptr to narrower or wider integers truncate or zero-extend.
-                    LLVMPtrToInt | LLVMIntToPtr => Cast::ZExt,
-                    _ => Cast::Bits,
-                };
+                let cast = cast_of(opcode);
                 let (from_bits, to_bits) = (self.bits_of(from)?, self.bits_of(ty)?);
                 let cast = if cast == Cast::ZExt && to_bits < from_bits {
                     Cast::Trunc
@@ -239,6 +163,103 @@ impl Lowering {
         };
         self.emit(op, dst);
         Ok(())
+    }
+}
+
+/// Whether an instruction of `opcode` on vectors or structs is lowered
+/// once per element.
+fn is_elementwise(opcode: LLVMOpcode) -> bool {
+    use LLVMOpcode::*;
+    matches!(
+        opcode,
+        LLVMAdd
+            | LLVMSub
+            | LLVMMul
+            | LLVMUDiv
+            | LLVMSDiv
+            | LLVMURem
+            | LLVMSRem
+            | LLVMShl
+            | LLVMLShr
+            | LLVMAShr
+            | LLVMAnd
+            | LLVMOr
+            | LLVMXor
+            | LLVMFAdd
+            | LLVMFSub
+            | LLVMFMul
+            | LLVMFDiv
+            | LLVMFRem
+            | LLVMFNeg
+            | LLVMICmp
+            | LLVMFCmp
+            | LLVMTrunc
+            | LLVMZExt
+            | LLVMSExt
+            | LLVMFPToUI
+            | LLVMFPToSI
+            | LLVMUIToFP
+            | LLVMSIToFP
+            | LLVMFPTrunc
+            | LLVMFPExt
+            | LLVMBitCast
+            | LLVMPtrToInt
+            | LLVMIntToPtr
+            | LLVMAddrSpaceCast
+            | LLVMSelect
+            | LLVMFreeze
+            | LLVMCall
+    )
+}
+
+/// The integer operation of a binary integer instruction.
+fn int_op(opcode: LLVMOpcode) -> IntOp {
+    use LLVMOpcode::*;
+    match opcode {
+        LLVMAdd => IntOp::Add,
+        LLVMSub => IntOp::Sub,
+        LLVMMul => IntOp::Mul,
+        LLVMUDiv => IntOp::UDiv,
+        LLVMSDiv => IntOp::SDiv,
+        LLVMURem => IntOp::URem,
+        LLVMSRem => IntOp::SRem,
+        LLVMShl => IntOp::Shl,
+        LLVMLShr => IntOp::LShr,
+        LLVMAShr => IntOp::AShr,
+        LLVMAnd => IntOp::And,
+        LLVMOr => IntOp::Or,
+        _ => IntOp::Xor,
+    }
+}
+
+/// The float operation of a binary float instruction.
+fn float_op(opcode: LLVMOpcode) -> FloatOp {
+    use LLVMOpcode::*;
+    match opcode {
+        LLVMFAdd => FloatOp::Add,
+        LLVMFSub => FloatOp::Sub,
+        LLVMFMul => FloatOp::Mul,
+        LLVMFDiv => FloatOp::Div,
+        _ => FloatOp::Rem,
+    }
+}
+
+/// The cast of a cast instruction, before narrowing picks truncation.
+fn cast_of(opcode: LLVMOpcode) -> Cast {
+    use LLVMOpcode::*;
+    match opcode {
+        LLVMTrunc => Cast::Trunc,
+        LLVMZExt => Cast::ZExt,
+        LLVMSExt => Cast::SExt,
+        LLVMFPToUI => Cast::FpToUi,
+        LLVMFPToSI => Cast::FpToSi,
+        LLVMUIToFP => Cast::UiToFp,
+        LLVMSIToFP => Cast::SiToFp,
+        LLVMFPTrunc => Cast::FpTrunc,
+        LLVMFPExt => Cast::FpExt,
+        // ptrtoint/inttoptr to narrower or wider integers truncate or zero-extend.
+        LLVMPtrToInt | LLVMIntToPtr => Cast::ZExt,
+        _ => Cast::Bits,
     }
 }
 

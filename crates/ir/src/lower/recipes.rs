@@ -70,19 +70,7 @@ impl Lowering {
                 b: args[1],
                 c: args[2],
             },
-            Recipe::Rcp => {
-                let width = self.float_width(ty)?;
-                let one = self.const_reg(match width {
-                    FloatWidth::F32 => u64::from(1f32.to_bits()),
-                    FloatWidth::F64 => 1f64.to_bits(),
-                });
-                Op::Float {
-                    op: FloatOp::Div,
-                    width,
-                    a: one,
-                    b: a,
-                }
-            }
+            Recipe::Rcp => self.reciprocal(ty, a)?,
             Recipe::Int(op) => Op::Int {
                 op,
                 bits: self.bits_of(ty)?,
@@ -102,27 +90,7 @@ impl Lowering {
                 a,
             },
             Recipe::ToInt { signed, rounding } => {
-                let width = self.float_width(types[0])?;
-                let round = match rounding {
-                    Rounding::Zero => None, // the conversion truncates
-                    Rounding::Nearest => Some(FloatFn::RoundEven),
-                    Rounding::Down => Some(FloatFn::Floor),
-                    Rounding::Up => Some(FloatFn::Ceil),
-                };
-                let a = match round {
-                    Some(f) => {
-                        let t = self.fresh();
-                        self.emit(Op::FloatUnary { f, width, a }, t);
-                        t
-                    }
-                    None => a,
-                };
-                Op::Cast {
-                    cast: if signed { Cast::FpToSi } else { Cast::FpToUi },
-                    from_bits: self.bits_of(types[0])?,
-                    to_bits: self.bits_of(ty)?,
-                    a,
-                }
+                self.float_to_int(signed, rounding, types[0], ty, a)?
             }
             Recipe::ToFloat { signed } => Op::Cast {
                 cast: if signed { Cast::SiToFp } else { Cast::UiToFp },
@@ -130,40 +98,14 @@ impl Lowering {
                 to_bits: self.bits_of(ty)?,
                 a,
             },
-            Recipe::FloatResize => {
-                let (from_bits, to_bits) = (self.bits_of(types[0])?, self.bits_of(ty)?);
-                Op::Cast {
-                    cast: if to_bits < from_bits {
-                        Cast::FpTrunc
-                    } else {
-                        Cast::FpExt
-                    },
-                    from_bits,
-                    to_bits,
-                    a,
-                }
-            }
+            Recipe::FloatResize => self.float_resize(types[0], ty, a)?,
             Recipe::Copy => Op::Cast {
                 cast: Cast::Bits,
                 from_bits: 64,
                 to_bits: self.bits_of(ty)?,
                 a,
             },
-            Recipe::HalvesToDouble { high_first } => {
-                let (low, high) = if high_first {
-                    (args[1], a)
-                } else {
-                    (a, args[1])
-                };
-                let (shifted, amount) = (self.fresh(), self.const_reg(32));
-                self.int(IntOp::Shl, 64, high, amount, shifted);
-                Op::Int {
-                    op: IntOp::Or,
-                    bits: 64,
-                    a: shifted,
-                    b: low,
-                }
-            }
+            Recipe::HalvesToDouble { high_first } => self.halves_to_double(high_first, a, args[1]),
             Recipe::DoubleLo => Op::Cast {
                 cast: Cast::Trunc,
                 from_bits: 64,
@@ -176,25 +118,7 @@ impl Lowering {
                 a,
                 b: self.const_reg(32),
             },
-            Recipe::Sad { signed } => {
-                // |a - b| + c as max - min, which cannot overflow.
-                let bits = self.bits_of(ty)?;
-                let (high, low, diff) = (self.fresh(), self.fresh(), self.fresh());
-                let (max, min) = if signed {
-                    (IntOp::SMax, IntOp::SMin)
-                } else {
-                    (IntOp::UMax, IntOp::UMin)
-                };
-                self.int(max, bits, a, args[1], high);
-                self.int(min, bits, a, args[1], low);
-                self.int(IntOp::Sub, bits, high, low, diff);
-                Op::Int {
-                    op: IntOp::Add,
-                    bits,
-                    a: diff,
-                    b: args[2],
-                }
-            }
+            Recipe::Sad { signed } => self.sad(signed, ty, a, args[1], args[2])?,
             Recipe::Prmt => Op::Prmt {
                 a,
                 b: args[1],
@@ -211,6 +135,104 @@ impl Lowering {
         };
         self.emit(op, dst);
         Ok(())
+    }
+
+    /// `1 / a`, at the float width of `ty`.
+    fn reciprocal(&mut self, ty: llvm::Type, a: Reg) -> Result<Op, IrError> {
+        let width = self.float_width(ty)?;
+        let one = self.const_reg(match width {
+            FloatWidth::F32 => u64::from(1f32.to_bits()),
+            FloatWidth::F64 => 1f64.to_bits(),
+        });
+        Ok(Op::Float {
+            op: FloatOp::Div,
+            width,
+            a: one,
+            b: a,
+        })
+    }
+
+    /// A float-to-integer conversion of `a` (of type `from`) to `ty`,
+    /// rounded first as `rounding` says.
+    fn float_to_int(
+        &mut self,
+        signed: bool,
+        rounding: Rounding,
+        from: llvm::Type,
+        ty: llvm::Type,
+        a: Reg,
+    ) -> Result<Op, IrError> {
+        let width = self.float_width(from)?;
+        let round = match rounding {
+            Rounding::Zero => None, // the conversion truncates
+            Rounding::Nearest => Some(FloatFn::RoundEven),
+            Rounding::Down => Some(FloatFn::Floor),
+            Rounding::Up => Some(FloatFn::Ceil),
+        };
+        let a = match round {
+            Some(f) => {
+                let t = self.fresh();
+                self.emit(Op::FloatUnary { f, width, a }, t);
+                t
+            }
+            None => a,
+        };
+        Ok(Op::Cast {
+            cast: if signed { Cast::FpToSi } else { Cast::FpToUi },
+            from_bits: self.bits_of(from)?,
+            to_bits: self.bits_of(ty)?,
+            a,
+        })
+    }
+
+    /// A float conversion of `a` (of type `from`) to the float type `ty`.
+    fn float_resize(&mut self, from: llvm::Type, ty: llvm::Type, a: Reg) -> Result<Op, IrError> {
+        let (from_bits, to_bits) = (self.bits_of(from)?, self.bits_of(ty)?);
+        Ok(Op::Cast {
+            cast: if to_bits < from_bits {
+                Cast::FpTrunc
+            } else {
+                Cast::FpExt
+            },
+            from_bits,
+            to_bits,
+            a,
+        })
+    }
+
+    /// The 64 bits whose halves are `a` and `b` (the high one first when
+    /// `high_first`).
+    fn halves_to_double(&mut self, high_first: bool, a: Reg, b: Reg) -> Op {
+        let (low, high) = if high_first { (b, a) } else { (a, b) };
+        let (shifted, amount) = (self.fresh(), self.const_reg(32));
+        self.int(IntOp::Shl, 64, high, amount, shifted);
+        Op::Int {
+            op: IntOp::Or,
+            bits: 64,
+            a: shifted,
+            b: low,
+        }
+    }
+
+    /// `|a - b| + c`, the difference taken as max - min, which cannot
+    /// overflow.
+    fn sad(&mut self, signed: bool, ty: llvm::Type, a: Reg, b: Reg, c: Reg) -> Result<Op, IrError> {
+        let bits = self.bits_of(ty)?;
+        let (high, low, diff) = (self.fresh(), self.fresh(), self.fresh());
+        let (max, min) = if signed {
+            (IntOp::SMax, IntOp::SMin)
+        } else {
+            (IntOp::UMax, IntOp::UMin)
+        };
+        self.int(max, bits, a, b, high);
+        self.int(min, bits, a, b, low);
+        self.int(IntOp::Sub, bits, high, low, diff);
+        Ok(Op::Int {
+            op: IntOp::Add,
+            bits,
+            a: diff,
+            b: c,
+        })
     }
 
     /// `fshl`/`fshr` of `hi:lo` by `amount` modulo the width, with shifts

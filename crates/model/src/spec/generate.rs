@@ -113,6 +113,9 @@ fn is_int(v: f64) -> bool {
     v.fract() == 0.0
 }
 
+/// A candidate's parameters and what it covers, before numbering.
+type Raw = (BTreeMap<String, f64>, String);
+
 /// The candidates, most telling first; `eval` keeps those the original
 /// runs cleanly, up to `Generation::max`.
 pub fn candidates(spec: &Spec) -> Vec<Candidate> {
@@ -128,109 +131,12 @@ pub fn candidates(spec: &Spec) -> Vec<Candidate> {
         .into_iter()
         .filter(|p| base.params.contains_key(p) && !g.fixed.contains(p))
         .collect();
-    let t = tile(spec, &base.params) as f64;
-    let mut out: Vec<(BTreeMap<String, f64>, String)> = Vec::new();
-    let with = |changes: &[(&str, f64)]| {
-        let mut p = base.params.clone();
-        for (k, v) in changes {
-            p.insert(k.to_string(), *v);
-        }
-        p
-    };
-    let all_sizes =
-        |v: f64| -> Vec<(&str, f64)> { sizes.iter().map(|s| (s.as_str(), v)).collect() };
-    let name_sizes = |v: f64| -> String {
-        sizes
-            .iter()
-            .map(|s| format!("{s} = {}", show(v)))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-
-    // Parameters equal in every user test, made unequal.
-    for (a, b) in equal_pairs(&tests, g) {
-        let va = base.params[&a];
-        let vb = if sizes.contains(&b) {
-            // A size: three quarters of it, or one less where that rounds back.
-            let v = (va * 0.75).round().max(1.0);
-            if v == va {
-                va + 1.0
-            } else {
-                v
-            }
-        } else if is_int(va) {
-            va + 1.0
-        } else if va == 0.0 {
-            0.5
-        } else {
-            va * 1.25
-        };
-        out.push((
-            with(&[(&b, vb)]),
-            format!("{a} != {b} ({a} = {}, {b} = {})", show(va), show(vb)),
-        ));
-    }
+    let mut out = unequal_pairs(base, &tests, g, &sizes);
     if !sizes.is_empty() {
-        let mut sized = |v: f64, what: &str| {
-            if v >= 1.0 {
-                out.push((with(&all_sizes(v)), format!("{}: {what}", name_sizes(v))));
-            }
-        };
-        if t > 2.0 {
-            let partial = [7.0, 5.0, 3.0].into_iter().find(|p| *p < t).unwrap_or(1.0);
-            sized(partial, "one partial block");
-        }
-        sized(1.0, "one element");
-        sized(t, "exactly one block");
-        sized(t + 1.0, "one block + 1");
-        sized(2.0 * t - 1.0, "two blocks - 1");
-        sized(2.0 * t, "two blocks");
-        sized(13.0, "a small prime");
-        let largest = |s: &str| {
-            spec.tests(TestSet::Train)
-                .iter()
-                .filter_map(|t| t.params.get(s).copied())
-                .fold(0.0, f64::max)
-        };
-        let grown: Vec<(&str, f64)> = sizes
-            .iter()
-            .map(|s| (s.as_str(), largest(s) + 7.0))
-            .collect();
-        let words = grown
-            .iter()
-            .map(|(s, v)| format!("{s} = {}", show(*v)))
-            .collect::<Vec<_>>()
-            .join(", ");
-        out.push((with(&grown), format!("{words}: the largest train size + 7")));
+        out.extend(size_candidates(spec, base, &sizes));
     }
-    // Other parameters varied around the user's.
-    for (name, &v) in &base.params {
-        if sizes.contains(name) || g.fixed.contains(name) {
-            continue;
-        }
-        let varied = if is_int(v) {
-            v + 1.0
-        } else if v == 0.0 {
-            0.5
-        } else {
-            v * 0.5
-        };
-        out.push((
-            with(&[(name, varied)]),
-            format!("{name} = {} (varied)", show(varied)),
-        ));
-    }
-    // Values an `allowed` list gives that no user test has.
-    for (name, values) in &g.allowed {
-        for v in values {
-            if !tests.iter().any(|t| t.params.get(name) == Some(v)) {
-                out.push((
-                    with(&[(name, *v)]),
-                    format!("{name} = {} (allowed)", show(*v)),
-                ));
-            }
-        }
-    }
+    out.extend(varied(base, g, &sizes));
+    out.extend(allowed_values(base, &tests, g));
 
     let mut seen: BTreeSet<Vec<(String, u64)>> = tests.iter().map(|t| key(&t.params)).collect();
     let mut result = Vec::new();
@@ -259,6 +165,140 @@ pub fn candidates(spec: &Spec) -> Vec<Candidate> {
             why,
         })
         .collect()
+}
+
+/// The base test's parameters with `changes` applied.
+fn with(base: &TestCase, changes: &[(&str, f64)]) -> BTreeMap<String, f64> {
+    let mut p = base.params.clone();
+    for (k, v) in changes {
+        p.insert(k.to_string(), *v);
+    }
+    p
+}
+
+/// Parameters equal in every user test, made unequal.
+fn unequal_pairs(
+    base: &TestCase,
+    tests: &[&TestCase],
+    g: &Generation,
+    sizes: &[String],
+) -> Vec<Raw> {
+    let mut out = Vec::new();
+    for (a, b) in equal_pairs(tests, g) {
+        let va = base.params[&a];
+        let vb = if sizes.contains(&b) {
+            // A size: three quarters of it, or one less where that rounds back.
+            let v = (va * 0.75).round().max(1.0);
+            if v == va {
+                va + 1.0
+            } else {
+                v
+            }
+        } else if is_int(va) {
+            va + 1.0
+        } else if va == 0.0 {
+            0.5
+        } else {
+            va * 1.25
+        };
+        out.push((
+            with(base, &[(&b, vb)]),
+            format!("{a} != {b} ({a} = {}, {b} = {})", show(va), show(vb)),
+        ));
+    }
+    out
+}
+
+/// Every size set to the values around the block that catch edge bugs,
+/// then to the largest train size plus a prime.
+fn size_candidates(spec: &Spec, base: &TestCase, sizes: &[String]) -> Vec<Raw> {
+    let t = tile(spec, &base.params) as f64;
+    let mut out = Vec::new();
+    let all_sizes =
+        |v: f64| -> Vec<(&str, f64)> { sizes.iter().map(|s| (s.as_str(), v)).collect() };
+    let name_sizes = |v: f64| -> String {
+        sizes
+            .iter()
+            .map(|s| format!("{s} = {}", show(v)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut sized = |v: f64, what: &str| {
+        if v >= 1.0 {
+            out.push((
+                with(base, &all_sizes(v)),
+                format!("{}: {what}", name_sizes(v)),
+            ));
+        }
+    };
+    if t > 2.0 {
+        let partial = [7.0, 5.0, 3.0].into_iter().find(|p| *p < t).unwrap_or(1.0);
+        sized(partial, "one partial block");
+    }
+    sized(1.0, "one element");
+    sized(t, "exactly one block");
+    sized(t + 1.0, "one block + 1");
+    sized(2.0 * t - 1.0, "two blocks - 1");
+    sized(2.0 * t, "two blocks");
+    sized(13.0, "a small prime");
+    let largest = |s: &str| {
+        spec.tests(TestSet::Train)
+            .iter()
+            .filter_map(|t| t.params.get(s).copied())
+            .fold(0.0, f64::max)
+    };
+    let grown: Vec<(&str, f64)> = sizes
+        .iter()
+        .map(|s| (s.as_str(), largest(s) + 7.0))
+        .collect();
+    let words = grown
+        .iter()
+        .map(|(s, v)| format!("{s} = {}", show(*v)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    out.push((
+        with(base, &grown),
+        format!("{words}: the largest train size + 7"),
+    ));
+    out
+}
+
+/// Other parameters varied around the user's.
+fn varied(base: &TestCase, g: &Generation, sizes: &[String]) -> Vec<Raw> {
+    let mut out = Vec::new();
+    for (name, &v) in &base.params {
+        if sizes.contains(name) || g.fixed.contains(name) {
+            continue;
+        }
+        let varied = if is_int(v) {
+            v + 1.0
+        } else if v == 0.0 {
+            0.5
+        } else {
+            v * 0.5
+        };
+        out.push((
+            with(base, &[(name, varied)]),
+            format!("{name} = {} (varied)", show(varied)),
+        ));
+    }
+    out
+}
+
+/// Values an `allowed` list gives that no user test has.
+fn allowed_values(base: &TestCase, tests: &[&TestCase], g: &Generation) -> Vec<Raw> {
+    let mut out = Vec::new();
+    for (name, values) in &g.allowed {
+        for v in values {
+            if !tests.iter().any(|t| t.params.get(name) == Some(v)) {
+                out.push((
+                    with(base, &[(name, *v)]),
+                    format!("{name} = {} (allowed)", show(*v)),
+                ));
+            }
+        }
+    }
+    out
 }
 
 fn key(p: &BTreeMap<String, f64>) -> Vec<(String, u64)> {

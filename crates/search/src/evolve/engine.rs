@@ -1,5 +1,7 @@
 //! The engine: one generation per `step`, all state in one serializable value.
 
+mod generation;
+
 use super::ahead::Bred;
 use super::diversity::{distinct_count, duplicate_count};
 use super::variation::{crossover, mutate};
@@ -8,14 +10,13 @@ use super::{
     Scope, Selection, Validated,
 };
 use gevo_ir::{KernelIr, Patch};
-use gevo_model::busy::{EngineSpent, Utilization};
+use gevo_model::busy::Utilization;
 use gevo_model::spec::TestSet;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Instant;
 
 /// What a cached fitness is valid for.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -209,126 +210,6 @@ impl Engine {
         let report = next.advance(ir, backend)?;
         *self = next;
         Ok(report)
-    }
-
-    fn advance(
-        &mut self,
-        ir: &KernelIr,
-        backend: &mut dyn Backend,
-    ) -> Result<GenerationReport, EvolveError> {
-        let before = self.counters.clone();
-        let generation = self.generations;
-        let (mut restarted, mut migrated) = (0, 0);
-        let mut spent = EngineSpent::default();
-        let mut clock = Instant::now();
-        let mut lap = |part: &mut f64| {
-            *part += clock.elapsed().as_secs_f64();
-            clock = Instant::now();
-        };
-        backend.race_against(Some(self.race_threshold()));
-        let (mut validated, mut promotion_failures) = (Vec::new(), Vec::new());
-        // Where the backend promotes beside its evaluations, the previous
-        // generation's candidates are promoted while the next batches are
-        // measured, none of which waits for it (docs/evolve.md, "Promotion
-        // beside the search").
-        let beside = backend.promotes_beside();
-        if beside && !self.population.is_empty() {
-            let (passed, rejected) = self.collect_gates(backend, None)?;
-            validated.extend(passed);
-            promotion_failures.extend(rejected);
-            self.take_ended_beside(backend, &mut validated, &mut promotion_failures, &mut spent)?;
-            if !backend.promotion_started() {
-                let promotion = self.promotion(generation.saturating_sub(1));
-                if !promotion.is_empty() {
-                    backend.start_promotion(promotion, ir.clone())?;
-                }
-            }
-        }
-        if self.population.is_empty() {
-            let initial = self.initial(ir, backend)?;
-            lap(&mut spent.breed_s);
-            self.population = self.evaluate(initial, backend)?;
-            lap(&mut spent.evaluate_s);
-        } else {
-            let Bred {
-                patches: batch,
-                plan,
-                restart,
-            } = self.batch_for_step(ir, backend);
-            let ranges = self.island_ranges();
-            lap(&mut spent.breed_s);
-            let mut evaluated = self
-                .evaluate_breeding_ahead(batch, ir, backend)?
-                .into_iter();
-            lap(&mut spent.evaluate_s);
-            let mut next = Vec::with_capacity(self.config.population);
-            for (range, (children, fresh)) in ranges.into_iter().zip(plan) {
-                let current = self.population[range.clone()].to_vec();
-                let children: Vec<Member> = evaluated.by_ref().take(children).collect();
-                let fresh: Vec<Member> = evaluated.by_ref().take(fresh).collect();
-                restarted += fresh.len();
-                next.extend(self.survivors(current, children, fresh, range.len()));
-            }
-            self.population = next;
-            if restart {
-                self.stagnant = 0;
-                self.restarts.push(generation);
-            }
-            migrated = self.migrate(generation);
-        }
-        self.update_archive();
-        self.update_pool();
-        self.note_progress();
-        lap(&mut spent.select_s);
-        if beside {
-            // A promotion that ended during this batch reports with it.
-            self.take_ended_beside(backend, &mut validated, &mut promotion_failures, &mut spent)?;
-        } else {
-            let (passed, rejected) = self.collect_gates(backend, None)?;
-            validated.extend(passed);
-            promotion_failures.extend(rejected);
-            let (promoted, failed) = self.promote(ir, backend, generation)?;
-            validated.extend(promoted);
-            promotion_failures.extend(failed);
-        }
-        lap(&mut spent.promote_s);
-        self.bound_state();
-        self.generations += 1;
-        Ok(GenerationReport {
-            generation,
-            evaluations: self.counters.evaluations - before.evaluations,
-            cache_hits: self.counters.cache_hits - before.cache_hits,
-            valid: self
-                .population
-                .iter()
-                .filter(|m| m.outcome.cost().is_some())
-                .count(),
-            best_cost: self.best_cost(),
-            validated,
-            promotion_failures,
-            rejections: self
-                .counters
-                .rejections
-                .iter()
-                .map(|(k, n)| {
-                    (
-                        k.clone(),
-                        n - before.rejections.get(k).copied().unwrap_or(0),
-                    )
-                })
-                .filter(|(_, n)| *n > 0)
-                .collect(),
-            distinct_ptx: distinct_count(&self.population),
-            restarted,
-            stagnant: self.stagnant,
-            migrated,
-            islands: self.island_reports(),
-            // Measured backends only: the simulator's reports stay free of
-            // wall times, so equal searches give equal reports.
-            utilization: backend
-                .take_utilization()
-                .map(|u| Utilization { engine: spent, ..u }),
-        })
     }
 
     /// Builds the initial population's patches (the seeds, then random

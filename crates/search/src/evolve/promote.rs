@@ -8,6 +8,7 @@ use super::{Backend, Engine, EvolveError, GateStart, Member, PromotionFailure, V
 use gevo_ir::{KernelIr, Patch};
 use gevo_model::assessment::Assessment;
 use gevo_model::spec::TestSet;
+use gevo_model::stats::Interval;
 use std::collections::BTreeSet;
 
 /// A promotion's results: the variants validated at once, and those that
@@ -167,125 +168,157 @@ impl Promotion {
         promoted
     }
 
+    /// Promotes each candidate still below the bar in turn, raising the bar
+    /// to each one validated.
     fn promote_each(
         &mut self,
         ir: &KernelIr,
         backend: &mut dyn Backend,
     ) -> Result<(), EvolveError> {
-        let generation = self.generation;
-        for Candidate {
-            patch,
-            ptx_hash,
-            train_cost,
-        } in std::mem::take(&mut self.candidates)
-        {
-            if train_cost >= self.bar {
+        for candidate in std::mem::take(&mut self.candidates) {
+            if candidate.train_cost >= self.bar {
                 continue; // an earlier candidate of this generation set a better bar
             }
-            self.tried.push(ptx_hash.clone());
-            let started = std::time::Instant::now();
-            let heldout = assess_one(backend, &patch, TestSet::Heldout)?;
-            tracing::debug!(
-                seconds = started.elapsed().as_secs_f64(),
-                edits = patch.edits.len(),
-                "promotion: held-out run"
-            );
-            let failure = |reason: String| PromotionFailure {
-                generation,
-                patch: patch.clone(),
-                ptx_hash: ptx_hash.clone(),
-                train_cost,
-                reason,
-                kind: "heldout".into(),
-            };
-            if let Some(reason) = heldout.first_failure() {
-                self.failures.push(failure(reason));
-                continue;
-            }
-            if let Some(reason) = generated_failure(backend, &patch)? {
-                self.failures.push(PromotionFailure {
-                    kind: "generated".into(),
-                    ..failure(reason)
-                });
-                continue;
-            }
-            let started = std::time::Instant::now();
-            let minimized = self.minimize(ir, backend, &patch)?;
-            tracing::debug!(
-                seconds = started.elapsed().as_secs_f64(),
-                edits = patch.edits.len(),
-                kept = minimized.edits.len(),
-                "promotion: minimized"
-            );
-            if minimized != patch {
-                if let Some(reason) = generated_failure(backend, &minimized)? {
-                    self.failures.push(PromotionFailure {
-                        kind: "generated".into(),
-                        ..failure(format!("the minimized patch: {reason}"))
-                    });
-                    continue;
+            self.tried.push(candidate.ptx_hash.clone());
+            match self.promote_one(ir, backend, &candidate)? {
+                Ok((v, gate)) => {
+                    self.bar = candidate.train_cost;
+                    if gate == GateStart::Started {
+                        self.gating.push(v);
+                    } else {
+                        self.validated.push(v);
+                    }
                 }
-            }
-            let heldout = if minimized == patch {
-                heldout
-            } else {
-                assess_one(backend, &minimized, TestSet::Heldout)?
-            };
-            // A speedup is claimed only when the whole confidence interval
-            // of the cost ratio lies below 1.0 (on the simulator, whose
-            // costs are exact, the interval is the point).
-            let interval = heldout.cost_interval();
-            let Some(interval) = interval.filter(|i| i.below(1.0)) else {
-                self.failures.push(failure(match interval {
-                    Some(i) => format!(
-                        "not faster with confidence on the held-out tests (cost ratio {:.4}, 95% interval {:.4}..{:.4})",
-                        i.estimate, i.lo, i.hi
-                    ),
-                    None => "no cost measured on the held-out tests".into(),
-                }));
-                continue;
-            };
-            // Faster on the whole is not enough: a user whose input looks
-            // like one held-out test must not get a slower program.
-            if let Some(reason) = heldout.first_regression(self.max_test_regression) {
-                self.failures.push(failure(reason));
-                continue;
-            }
-            let build = match backend.compile(std::slice::from_ref(&minimized))?.remove(0) {
-                Ok(b) => b,
-                Err(reason) => {
-                    self.failures.push(failure(format!(
-                        "the minimized patch does not compile: {reason}"
-                    )));
-                    continue;
-                }
-            };
-            let gate = backend.start_safety_check(&build)?;
-            if let GateStart::Verdict(Some(reason)) = gate {
-                self.failures.push(gate_failure(failure(reason)));
-                continue;
-            }
-            let speedup = interval.reciprocal();
-            self.bar = train_cost;
-            let v = Validated {
-                generation,
-                scope: backend.scope(),
-                patch: patch.clone(),
-                minimized,
-                ptx: build.ptx,
-                ptx_hash: build.ptx_hash,
-                train_cost,
-                speedup: speedup.estimate,
-                interval: (speedup.lo, speedup.hi),
-                heldout: heldout.tests,
-            };
-            if gate == GateStart::Started {
-                self.gating.push(v);
-            } else {
-                self.validated.push(v);
+                Err(failure) => self.failures.push(failure),
             }
         }
         Ok(())
+    }
+
+    /// One candidate through the held-out checks, the compile of its
+    /// minimized patch and the start of the safety gate: the validated
+    /// variant with how its gate started, or why it failed.
+    fn promote_one(
+        &self,
+        ir: &KernelIr,
+        backend: &mut dyn Backend,
+        c: &Candidate,
+    ) -> Result<Result<(Validated, GateStart), PromotionFailure>, EvolveError> {
+        let (minimized, heldout, interval) = match self.heldout_checks(ir, backend, c)? {
+            Ok(checked) => checked,
+            Err(failure) => return Ok(Err(failure)),
+        };
+        let build = match backend.compile(std::slice::from_ref(&minimized))?.remove(0) {
+            Ok(b) => b,
+            Err(reason) => {
+                return Ok(Err(self.failure(
+                    c,
+                    format!("the minimized patch does not compile: {reason}"),
+                )))
+            }
+        };
+        let gate = backend.start_safety_check(&build)?;
+        if let GateStart::Verdict(Some(reason)) = gate {
+            return Ok(Err(gate_failure(self.failure(c, reason))));
+        }
+        let speedup = interval.reciprocal();
+        let v = Validated {
+            generation: self.generation,
+            scope: backend.scope(),
+            patch: c.patch.clone(),
+            minimized,
+            ptx: build.ptx,
+            ptx_hash: build.ptx_hash,
+            train_cost: c.train_cost,
+            speedup: speedup.estimate,
+            interval: (speedup.lo, speedup.hi),
+            heldout: heldout.tests,
+        };
+        Ok(Ok((v, gate)))
+    }
+
+    /// Runs a candidate on the held-out (and generated) tests, minimizes
+    /// it and checks the minimized patch is faster with confidence and
+    /// regresses on no test: the minimized patch, its held-out assessment
+    /// and cost-ratio interval, or why it failed.
+    fn heldout_checks(
+        &self,
+        ir: &KernelIr,
+        backend: &mut dyn Backend,
+        c: &Candidate,
+    ) -> Result<Result<(Patch, Assessment, Interval), PromotionFailure>, EvolveError> {
+        let patch = &c.patch;
+        let started = std::time::Instant::now();
+        let heldout = assess_one(backend, patch, TestSet::Heldout)?;
+        tracing::debug!(
+            seconds = started.elapsed().as_secs_f64(),
+            edits = patch.edits.len(),
+            "promotion: held-out run"
+        );
+        if let Some(reason) = heldout.first_failure() {
+            return Ok(Err(self.failure(c, reason)));
+        }
+        if let Some(reason) = generated_failure(backend, patch)? {
+            return Ok(Err(self.failure_generated(c, reason)));
+        }
+        let started = std::time::Instant::now();
+        let minimized = self.minimize(ir, backend, patch)?;
+        tracing::debug!(
+            seconds = started.elapsed().as_secs_f64(),
+            edits = patch.edits.len(),
+            kept = minimized.edits.len(),
+            "promotion: minimized"
+        );
+        if minimized != *patch {
+            if let Some(reason) = generated_failure(backend, &minimized)? {
+                let reason = format!("the minimized patch: {reason}");
+                return Ok(Err(self.failure_generated(c, reason)));
+            }
+        }
+        let heldout = if minimized == *patch {
+            heldout
+        } else {
+            assess_one(backend, &minimized, TestSet::Heldout)?
+        };
+        // A speedup is claimed only when the whole confidence interval
+        // of the cost ratio lies below 1.0 (on the simulator, whose
+        // costs are exact, the interval is the point).
+        let interval = heldout.cost_interval();
+        let Some(interval) = interval.filter(|i| i.below(1.0)) else {
+            return Ok(Err(self.failure(c, match interval {
+                Some(i) => format!(
+                    "not faster with confidence on the held-out tests (cost ratio {:.4}, 95% interval {:.4}..{:.4})",
+                    i.estimate, i.lo, i.hi
+                ),
+                None => "no cost measured on the held-out tests".into(),
+            })));
+        };
+        // Faster on the whole is not enough: a user whose input looks
+        // like one held-out test must not get a slower program.
+        if let Some(reason) = heldout.first_regression(self.max_test_regression) {
+            return Ok(Err(self.failure(c, reason)));
+        }
+        Ok(Ok((minimized, heldout, interval)))
+    }
+
+    /// A held-out failure of candidate `c` in this promotion's generation.
+    fn failure(&self, c: &Candidate, reason: String) -> PromotionFailure {
+        PromotionFailure {
+            generation: self.generation,
+            patch: c.patch.clone(),
+            ptx_hash: c.ptx_hash.clone(),
+            train_cost: c.train_cost,
+            reason,
+            kind: "heldout".into(),
+        }
+    }
+
+    /// A failure of candidate `c` on the generated tests.
+    fn failure_generated(&self, c: &Candidate, reason: String) -> PromotionFailure {
+        PromotionFailure {
+            kind: "generated".into(),
+            ..self.failure(c, reason)
+        }
     }
 
     /// Drops, last edit first, each edit whose removal keeps the variant

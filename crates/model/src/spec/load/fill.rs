@@ -107,47 +107,8 @@ pub(super) fn read_fill(cx: &Cx, node: &Node, field: &str, elem: ElemType) -> Re
             }
             Fill::Normal { mean, stddev }
         }
-        "int_range" => {
-            let items = array(cx, n, &sub, "a pair of integers [lo, hi]")?;
-            if items.len() != 2 {
-                return Err(cx.err(
-                    &n.span,
-                    &sub,
-                    format!(
-                        "expected a pair of integers [lo, hi], found {} entries",
-                        items.len()
-                    ),
-                ));
-            }
-            let lo = integer(cx, &items[0], &format!("{sub}[0]"))?;
-            let hi = integer(cx, &items[1], &format!("{sub}[1]"))?;
-            if lo > hi {
-                return Err(cx.err(&n.span, &sub, format!("lo ({lo}) > hi ({hi})")));
-            }
-            check_fits(cx, &items[0].span, &format!("{sub}[0]"), lo, elem)?;
-            check_fits(cx, &items[1].span, &format!("{sub}[1]"), hi, elem)?;
-            Fill::IntRange { lo, hi }
-        }
-        "iota" | "constant" => {
-            let v = number(cx, n, &sub)?;
-            if !elem.is_float() {
-                match v {
-                    Number::Int(i) => check_fits(cx, &n.span, &sub, i, elem)?,
-                    Number::Float(f) => {
-                        return Err(cx.err(
-                            &n.span,
-                            &sub,
-                            format!("expected an integer for a {elem} buffer, found {f}"),
-                        ))
-                    }
-                }
-            }
-            if entry.key == "iota" {
-                Fill::Iota { start: v }
-            } else {
-                Fill::Constant(v)
-            }
-        }
+        "int_range" => read_int_range(cx, n, &sub, elem)?,
+        "iota" | "constant" => read_scalar_fill(cx, n, &sub, elem, entry.key == "iota")?,
         "file" => read_file_fill(cx, n, &sub, elem)?,
         other => {
             return Err(cx.err(
@@ -156,6 +117,52 @@ pub(super) fn read_fill(cx: &Cx, node: &Node, field: &str, elem: ElemType) -> Re
                 format!("{expected}, found `{other}`"),
             ))
         }
+    })
+}
+
+/// Reads `int_range = [lo, hi]`, both ends fitting the element type.
+fn read_int_range(cx: &Cx, n: &Node, sub: &str, elem: ElemType) -> Res<Fill> {
+    let items = array(cx, n, sub, "a pair of integers [lo, hi]")?;
+    if items.len() != 2 {
+        return Err(cx.err(
+            &n.span,
+            sub,
+            format!(
+                "expected a pair of integers [lo, hi], found {} entries",
+                items.len()
+            ),
+        ));
+    }
+    let lo = integer(cx, &items[0], &format!("{sub}[0]"))?;
+    let hi = integer(cx, &items[1], &format!("{sub}[1]"))?;
+    if lo > hi {
+        return Err(cx.err(&n.span, sub, format!("lo ({lo}) > hi ({hi})")));
+    }
+    check_fits(cx, &items[0].span, &format!("{sub}[0]"), lo, elem)?;
+    check_fits(cx, &items[1].span, &format!("{sub}[1]"), hi, elem)?;
+    Ok(Fill::IntRange { lo, hi })
+}
+
+/// Reads `iota = start` or `constant = v`: an integer that fits for an
+/// integer buffer, any number for a float one.
+fn read_scalar_fill(cx: &Cx, n: &Node, sub: &str, elem: ElemType, iota: bool) -> Res<Fill> {
+    let v = number(cx, n, sub)?;
+    if !elem.is_float() {
+        match v {
+            Number::Int(i) => check_fits(cx, &n.span, sub, i, elem)?,
+            Number::Float(f) => {
+                return Err(cx.err(
+                    &n.span,
+                    sub,
+                    format!("expected an integer for a {elem} buffer, found {f}"),
+                ))
+            }
+        }
+    }
+    Ok(if iota {
+        Fill::Iota { start: v }
+    } else {
+        Fill::Constant(v)
     })
 }
 
