@@ -172,7 +172,7 @@ struct PartsRow {
 const PART_VARIANTS: usize = 9;
 
 fn parts_rows(root: &Path, options: &CodegenOptions) -> Vec<PartsRow> {
-    use gevod::cuda::parts::{split, PartAssembler};
+    use gevod::cuda::part_assembly::{split, PartAssembler};
     use rand::SeedableRng;
     let Some(assembler) = gevod::cuda::toolkit::Assembler::find() else {
         return Vec::new();

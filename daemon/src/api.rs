@@ -12,7 +12,7 @@ use gevo_client::proto::{ErrorCode, Request, Response, MAX_MESSAGE_BYTES, PROTOC
 use limits::RequestError;
 use serde::Deserialize;
 use std::io;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -22,6 +22,13 @@ use std::time::{Duration, Instant};
 pub enum ApiError {
     #[error("{}: another gevod is already listening there", path.display())]
     InUse { path: PathBuf },
+    /// Something other than a socket is at the socket's path: it is left
+    /// alone.
+    #[error(
+        "{}: {kind}, not a socket; gevod replaces only a stale socket, so it leaves this alone (move it away or choose another socket path)",
+        path.display()
+    )]
+    NotASocket { path: PathBuf, kind: &'static str },
     #[error("{}: {what}: {source}", path.display())]
     Io {
         path: PathBuf,
@@ -81,6 +88,11 @@ pub trait Handler: Send + Sync + 'static {
 
 /// Binds `path`: creates its directory, removes a stale socket file (one no
 /// process accepts on) and makes the socket 0660.
+///
+/// Only a socket is ever removed, and only when connecting to it is refused
+/// (nobody listens): a live one is [`ApiError::InUse`]; a regular file, a
+/// directory, a symlink (even to a socket), a FIFO or a device at `path` is
+/// [`ApiError::NotASocket`] naming what it is, and nothing is removed.
 pub fn bind(path: &Path) -> Result<UnixListener, ApiError> {
     let io = |what| {
         move |source| ApiError::Io {
@@ -97,13 +109,33 @@ pub fn bind(path: &Path) -> Result<UnixListener, ApiError> {
                 .map_err(io("cannot set the socket directory's mode"))?;
         }
     }
-    if path.exists() {
-        if UnixStream::connect(path).is_ok() {
-            return Err(ApiError::InUse {
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io("cannot look at the socket's path")(e)),
+        Ok(meta) if !meta.file_type().is_socket() => {
+            return Err(ApiError::NotASocket {
                 path: path.to_path_buf(),
-            });
+                kind: gevo_client::files::kind_name(meta.file_type()),
+            })
         }
-        std::fs::remove_file(path).map_err(io("cannot remove the stale socket"))?;
+        Ok(_) => match UnixStream::connect(path) {
+            Ok(_) => {
+                return Err(ApiError::InUse {
+                    path: path.to_path_buf(),
+                })
+            }
+            // Nobody listens: a daemon that ended without removing it.
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                std::fs::remove_file(path).map_err(io("cannot remove the stale socket"))?;
+            }
+            // A full backlog (a live daemon), no permission: not known
+            // to be stale, so not removed.
+            Err(e) => {
+                return Err(io(
+                    "a socket is there and connecting to it failed; not removed",
+                )(e))
+            }
+        },
     }
     let listener = UnixListener::bind(path).map_err(io("cannot listen"))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
@@ -426,5 +458,55 @@ mod tests {
         assert!(matches!(bind(&path), Err(ApiError::InUse { .. })));
         drop(listener);
         bind(&path).unwrap();
+    }
+
+    /// Only a socket nobody answers on is removed: a regular file, a
+    /// directory, a symlink (to a stale socket too) or a FIFO at the path
+    /// is an error naming it and what it is, and stays as it was.
+    #[test]
+    fn what_is_not_a_socket_is_never_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = |name: &str| dir.path().join(name);
+        std::fs::write(at("file"), "precious").unwrap();
+        std::fs::create_dir(at("dir")).unwrap();
+        std::fs::write(at("dir/inside"), "kept").unwrap();
+        drop(UnixListener::bind(at("stale.sock")).unwrap());
+        std::os::unix::fs::symlink(at("stale.sock"), at("link")).unwrap();
+        std::os::unix::fs::symlink(at("nowhere"), at("dangling")).unwrap();
+        let fifo = std::ffi::CString::new(at("fifo").to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        for (name, kind) in [
+            ("file", "a regular file"),
+            ("dir", "a directory"),
+            ("link", "a symbolic link"),
+            ("dangling", "a symbolic link"),
+            ("fifo", "a FIFO"),
+        ] {
+            let path = at(name);
+            let before = std::fs::symlink_metadata(&path).unwrap();
+            let err = bind(&path).unwrap_err();
+            assert!(matches!(err, ApiError::NotASocket { .. }), "{name}: {err}");
+            let message = err.to_string();
+            assert!(
+                message.starts_with(&format!("{}: {kind}, not a socket", path.display())),
+                "{name}: {message}"
+            );
+            let after = std::fs::symlink_metadata(&path).unwrap();
+            assert_eq!(
+                (before.file_type(), before.len()),
+                (after.file_type(), after.len()),
+                "{name}"
+            );
+        }
+        assert_eq!(std::fs::read_to_string(at("file")).unwrap(), "precious");
+        assert_eq!(std::fs::read_to_string(at("dir/inside")).unwrap(), "kept");
+        // The stale socket behind the link is still there, and is taken
+        // over when named itself.
+        assert!(std::fs::symlink_metadata(at("stale.sock"))
+            .unwrap()
+            .file_type()
+            .is_socket());
+        drop(bind(&at("stale.sock")).unwrap());
     }
 }

@@ -25,17 +25,17 @@
 //! pre-screen) lives beside the other worker pools, in `worker::gpu`.
 
 pub mod check;
-mod checked;
 pub mod compare;
+mod device_test;
 pub mod driver;
 pub mod guard_check;
 pub mod guard_cost;
 pub mod guarded;
 pub mod load;
 pub mod measure;
+mod output_check;
 mod pace;
-pub mod parts;
-mod staged;
+pub mod part_assembly;
 mod timing;
 pub mod toolkit;
 

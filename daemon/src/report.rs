@@ -72,7 +72,7 @@ pub struct ReportData {
     pub valid: u64,
     /// The GPU backend's workers over every committed generation (none on
     /// the simulator, or in stores from before it was recorded).
-    pub utilization: Option<gevo_model::busy::Utilization>,
+    pub utilization: Option<gevo_model::utilization::Utilization>,
     /// Rows of (what, value).
     pub environment: Vec<(String, String)>,
     /// What this store lacks (written by an older gevod), said once each.

@@ -45,13 +45,17 @@ fn one_edit_parts(
     options: &gevo_ir::CodegenOptions,
     seed: u64,
     count: usize,
-) -> Vec<(gevo_ir::Patch, gevo_ir::Guarded, gevod::cuda::parts::Parts)> {
+) -> Vec<(
+    gevo_ir::Patch,
+    gevo_ir::Guarded,
+    gevod::cuda::part_assembly::Parts,
+)> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     (0..count)
         .filter_map(|_| {
             let patch = ir.mutate(&mut rng, 1).unwrap();
             let variant = ir.compile_guarded(&patch, options).ok()?;
-            let parts = gevod::cuda::parts::split(&variant.ptx)?;
+            let parts = gevod::cuda::part_assembly::split(&variant.ptx)?;
             Some((patch, variant, parts))
         })
         .collect()
@@ -59,8 +63,8 @@ fn one_edit_parts(
 
 /// The kernels whose parts differ between two splits of one module.
 fn changed_kernels<'a>(
-    a: &'a gevod::cuda::parts::Parts,
-    b: &gevod::cuda::parts::Parts,
+    a: &'a gevod::cuda::part_assembly::Parts,
+    b: &gevod::cuda::part_assembly::Parts,
 ) -> Vec<&'a str> {
     a.kernels
         .iter()
@@ -545,7 +549,7 @@ fn a_pipelines_guarded_build_is_assembled_a_kernel_at_a_time() {
     }
     for (name, ir) in pipelines() {
         let original = ir.compile_guarded(&ir.empty_patch(), &options).unwrap().ptx;
-        let parts = gevod::cuda::parts::split(&original)
+        let parts = gevod::cuda::part_assembly::split(&original)
             .unwrap_or_else(|| panic!("{name}: the guarded build does not split"));
         let mut names: Vec<&str> = parts.kernels.iter().map(|(k, _)| k.as_str()).collect();
         names.sort_unstable();
@@ -555,7 +559,7 @@ fn a_pipelines_guarded_build_is_assembled_a_kernel_at_a_time() {
         let Some(assembler) = assembler.clone().filter(|_| linking) else {
             continue;
         };
-        let mut parts_assembler = gevod::cuda::parts::PartAssembler::new(assembler);
+        let mut parts_assembler = gevod::cuda::part_assembly::PartAssembler::new(assembler);
         let cubin = parts_assembler.assemble(&original, &options.arch).unwrap();
         for kernel in &kernels {
             assert!(
@@ -609,7 +613,7 @@ fn an_edit_changes_only_its_own_kernels_guarded_part() {
                 None => assert_eq!(space, 0, "{name}: {site:?}"),
             }
         }
-        let parts = gevod::cuda::parts::split(&original.ptx).unwrap();
+        let parts = gevod::cuda::part_assembly::split(&original.ptx).unwrap();
         let variants = one_edit_parts(&ir, &options, 11, 40);
         let (mut site_counts_changed, mut spread) = (0, 0);
         for (patch, variant, split) in &variants {

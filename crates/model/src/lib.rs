@@ -5,10 +5,10 @@
 
 pub mod access;
 pub mod assessment;
-pub mod busy;
 pub mod device;
 pub mod own_processes;
 pub mod ranges;
 pub mod sim;
 pub mod spec;
 pub mod stats;
+pub mod utilization;

@@ -5,7 +5,6 @@
 //! compiling and running belong to the backend, persisting to `store`.
 
 mod ahead;
-mod beside;
 pub mod bounds;
 mod diversity;
 mod engine;
@@ -13,6 +12,7 @@ mod gating;
 mod islands;
 pub mod nsga;
 mod promote;
+mod promotion_beside;
 pub mod ranges;
 mod restart;
 mod variation;
@@ -22,8 +22,8 @@ pub use promote::Promotion;
 
 use gevo_ir::{IrError, KernelIr, Patch};
 use gevo_model::assessment::{Assessment, TestSummary};
-use gevo_model::busy::Utilization;
 use gevo_model::spec::TestSet;
+use gevo_model::utilization::Utilization;
 use serde::{Deserialize, Serialize};
 
 /// Search parameters. The defaults are GEVO's, except where

@@ -33,7 +33,16 @@ pub fn read_patch(path: &Path) -> Result<Patch> {
 }
 
 /// Writes `text` to `path` atomically (nothing is left behind on failure), or
-/// to stdout.
+/// to stdout. Every `-o` of gevod comes here.
+///
+/// Only a missing path or a regular file is replaced: a symlink, FIFO,
+/// socket, directory or device at `path` is refused with one line naming
+/// the path and its kind, and left as it is (the rename would replace the
+/// node itself: as root, `-o /dev/zero` used to leave an HTML file in its
+/// place). The check is `gevo-client`'s (`files::check_output`). The text
+/// goes to a temporary file beside `path`, created exclusively under a
+/// random name (`O_EXCL`: a link planted there is never followed), and is
+/// renamed over `path`.
 pub fn write_output(path: Option<&Path>, text: &str) -> Result<()> {
     let Some(path) = path else {
         // Source lines and names in it may carry others' control bytes.
@@ -41,6 +50,7 @@ pub fn write_output(path: Option<&Path>, text: &str) -> Result<()> {
         std::io::stdout().write_all(shown.as_bytes())?;
         return Ok(());
     };
+    gevo_client::files::check_output(path)?;
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())

@@ -1,7 +1,7 @@
 //! `gevod evolve`'s output: a progress line per generation on stderr, and
 //! the final report (text or JSON) on stdout.
 
-use gevo_model::busy::Utilization;
+use gevo_model::utilization::Utilization;
 use gevo_search::drive::Exported;
 use gevo_search::evolve::{Engine, GenerationReport, Validated};
 use gevo_search::store::JobRecord;
@@ -423,7 +423,7 @@ fn pareto_rows(points: &[(f64, f64, usize)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::{pareto_rows, Progress};
-    use gevo_model::busy::{Spent, Utilization};
+    use gevo_model::utilization::{Spent, Utilization};
     use gevo_search::evolve::{Config, Engine, GenerationReport};
     use std::time::Instant;
 

@@ -327,7 +327,7 @@ impl GpuGuardCheckArgs {
             return Ok(0);
         }
         let mut parts = match self.parts {
-            true => Some(gevod::cuda::parts::PartAssembler::new(
+            true => Some(gevod::cuda::part_assembly::PartAssembler::new(
                 gevod::cuda::toolkit::Assembler::find().context("--parts needs ptxas")?,
             )),
             false => None,

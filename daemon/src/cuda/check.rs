@@ -4,9 +4,9 @@
 //! compared here: the variant's measurement already did that; the
 //! sanitizer's report is the verdict.
 
+use super::device_test::StagedTest;
 use super::driver::{Context, Event, Kernel};
 use super::pace::Pacer;
-use super::staged::StagedTest;
 use super::CudaError;
 use gevo_model::spec::{Spec, SpecError};
 use std::time::Duration;

@@ -5,12 +5,12 @@
 //! finds one (the same fault class, argument and side of the buffer); after
 //! each fault, the original's guarded build still runs in the same context.
 
+use super::device_test::StagedTest;
 use super::driver::{Context, Event, Kernel};
 use super::guarded::{Budget, GuardedKernel};
 use super::load::Loader;
 use super::pace::Pacer;
-use super::parts::PartAssembler;
-use super::staged::StagedTest;
+use super::part_assembly::PartAssembler;
 use super::CudaError;
 use gevo_ir::{CodegenOptions, KernelIr, Patch};
 use gevo_model::assessment::Failure;

@@ -11,12 +11,12 @@
 //! `output check` seconds less these are launch, comparison and read-back
 //! overhead.
 
+use super::device_test::StagedTest;
 use super::driver::{Context, Event, Kernel};
 use super::guard_check::GuardCheckError;
 use super::guarded::{Budget, GuardedKernel};
 use super::load::Loader;
 use super::pace::Pacer;
-use super::staged::StagedTest;
 use super::CudaError;
 use gevo_ir::{CodegenOptions, KernelIr};
 use gevo_model::spec::{ArgValue, Role, Spec, TestSet};

@@ -11,9 +11,9 @@
 //! and [`TIME_BUDGET_FACTOR`] times that run's time, so that a loop whose
 //! trips are slow ends before the worker's watchdog does.
 
+use super::device_test::StagedTest;
 use super::driver::{Kernel, Symbol};
 use super::load::Loader;
-use super::staged::StagedTest;
 use super::toolkit::Cubin;
 use super::CudaError;
 use gevo_ir::guard::{self, FaultKind, GuardSite};

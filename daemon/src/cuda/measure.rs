@@ -7,21 +7,21 @@
 //! kernels (`compare`) judge each variant's outputs without copying them
 //! back; without those kernels the outputs are compared on the host.
 
-use super::checked::{CheckedBuild, Guarded};
 use super::compare::DeviceComparison;
+use super::device_test::StagedTest;
 use super::driver::{Context, DeviceBuffer, Event, Kernel};
 use super::guarded::{GuardedBuild, GuardedKernel};
 use super::load::{Loader, Prepared};
+use super::output_check::{CheckedBuild, Guarded};
 use super::pace::Pacer;
-use super::staged::StagedTest;
 use super::toolkit::Cubin;
 use super::CudaError;
 pub use crate::config::Measurement;
 use gevo_model::assessment::{Assessment, TestSummary};
-use gevo_model::busy::{Spent, StartUp};
 use gevo_model::device::DeviceInfo;
 use gevo_model::spec::{Spec, SpecError, TestSet};
 use gevo_model::stats::{self, Timing};
+use gevo_model::utilization::{Spent, StartUp};
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 

@@ -3,9 +3,9 @@
 //! inputs restored and L2 flushed before each run), and a pipeline's time
 //! per kernel from runs with an event after every launch.
 
+use super::device_test::StagedTest;
 use super::driver::{Event, Kernel};
 use super::measure::Measurer;
-use super::staged::StagedTest;
 use super::CudaError;
 use gevo_model::assessment::KernelTime;
 use gevo_model::stats::{self, Timing};

@@ -4,7 +4,7 @@
 use super::{edits, BestVariant, GenerationPoint, ReportData, ReportError, TestRow};
 use gevo_ir::{KernelIr, SourceFiles};
 use gevo_model::access::Reader;
-use gevo_model::busy::Utilization;
+use gevo_model::utilization::Utilization;
 use gevo_search::evolve::{Engine, PromotionFailure, Validated};
 use gevo_search::store::{GenerationRecord, JobRecord, Store};
 use std::collections::BTreeMap;
@@ -396,7 +396,7 @@ mod tests {
                 wall_s: 10.0,
                 gpu_workers: 1,
                 compile_workers: 15,
-                spent: gevo_model::busy::Spent {
+                spent: gevo_model::utilization::Spent {
                     compile_s: 30.0,
                     check_s: 1.5,
                     timing_s: 7.5,
@@ -413,11 +413,11 @@ mod tests {
                 gpu_starts: 2,
                 gpu_start_s: 3.0,
                 gpu_idle_s: 1.0,
-                gpu_start_parts: gevo_model::busy::StartUp {
+                gpu_start_parts: gevo_model::utilization::StartUp {
                     inputs_s: 2.0,
                     ..Default::default()
                 },
-                engine: gevo_model::busy::EngineSpent {
+                engine: gevo_model::utilization::EngineSpent {
                     breed_s: 0.5,
                     evaluate_s: 6.0,
                     select_s: 0.5,

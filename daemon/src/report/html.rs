@@ -3,7 +3,7 @@
 //! (`html-escape`); the SVG comes from plotters.
 
 use super::{plots, BestVariant, ReportData};
-use gevo_model::busy::Utilization;
+use gevo_model::utilization::Utilization;
 use html_escape::encode_text as esc;
 use std::fmt::Write as _;
 
@@ -361,7 +361,7 @@ fn utilization_section(out: &mut String, u: &Utilization) {
     *out += "</table>\n<p>Compile and pre-screen run on the compile workers, the rest on the GPU: a GPU worker's start-up (uploading the tests, making the references) measures nothing; compute-sanitizer checks variants about to be validated. Held-out measurements for promotion are included.</p>\n";
     engine_table(out, u);
     let p = &u.gpu_start_parts;
-    if *p != gevo_model::busy::StartUp::default() {
+    if *p != gevo_model::utilization::StartUp::default() {
         let _ = writeln!(
             out,
             "<p>GPU worker starts (spares included), by part: set-up {:.1} s, CUDA context {:.1} s, generating inputs {:.1} s, uploading {:.1} s, references {:.1} s.</p>",

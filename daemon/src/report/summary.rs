@@ -23,6 +23,6 @@ pub fn summary_json(data: &ReportData) -> Value {
             "speedup": b.speedup,
             "interval": [b.interval.0, b.interval.1],
         })),
-        "utilization": data.utilization.as_ref().map(gevo_model::busy::Utilization::to_json),
+        "utilization": data.utilization.as_ref().map(gevo_model::utilization::Utilization::to_json),
     })
 }

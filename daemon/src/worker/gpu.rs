@@ -13,21 +13,21 @@ use super::{Handler, Request, Response};
 use crate::cuda::measure::{Measurement, Measurer};
 use gevo_ir::{KernelIr, Patch};
 use gevo_model::assessment::Assessment;
-use gevo_model::busy::{StartUp, Utilization};
 use gevo_model::device::DeviceInfo;
 use gevo_model::spec::{Spec, TestSet, TestTarget};
 use gevo_model::stats::Decided;
+use gevo_model::utilization::{StartUp, Utilization};
 use gevo_search::evolve::{
     Backend, BackendError, Build, EndedPromotion, Evaluated, GateStart, Promotion, Scope,
 };
 
 mod ahead;
-mod feeds;
-mod lane;
+mod batch_sides;
 mod pipeline;
+mod promotion_lane;
 use ahead::{CompiledAhead, MeasuredAhead};
-use feeds::{compile_failure, Purpose};
-use lane::{LaneSetup, Running};
+use batch_sides::{compile_failure, Purpose};
+use promotion_lane::{LaneSetup, Running};
 use std::sync::atomic::AtomicBool;
 use std::sync::{mpsc, Arc};
 use std::time::Instant;

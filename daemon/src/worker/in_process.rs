@@ -4,13 +4,13 @@
 
 use super::{Handler, Request, Response};
 use crate::cuda::guarded::GuardedBuild;
-use crate::cuda::parts::PartAssembler;
+use crate::cuda::part_assembly::PartAssembler;
 use crate::cuda::toolkit::{Assembler, Cubin};
 use crate::harness::{HarnessEvaluator, Runner};
 use gevo_ir::{CodegenOptions, Patch};
 use gevo_model::assessment::{Assessment, TestResult};
-use gevo_model::busy::Spent;
 use gevo_model::spec::{Spec, TestCase, TestSet};
+use gevo_model::utilization::Spent;
 use gevo_search::eval::Evaluator;
 use gevo_search::evolve::{Backend, BackendError, Build, Scope};
 use std::time::Instant;

@@ -107,7 +107,7 @@ pub struct WorkerPool {
     pub idle_s: f64,
     /// What the workers that greeted said their start took, summed (GPU
     /// workers; spares included); the GPU backend takes it per generation.
-    pub start_parts: gevo_model::busy::StartUp,
+    pub start_parts: gevo_model::utilization::StartUp,
     /// Workers (Slurm steps) that vanished or could not be replaced.
     pub lost: u64,
     /// Only the worker started with this slot takes requests ([`pin`]).

@@ -6,9 +6,9 @@ use crate::cuda::guarded::GuardedBuild;
 use crate::cuda::toolkit::Cubin;
 use gevo_ir::Patch;
 use gevo_model::assessment::Assessment;
-use gevo_model::busy::{Spent, StartUp};
 use gevo_model::device::DeviceInfo;
 use gevo_model::spec::TestSet;
+use gevo_model::utilization::{Spent, StartUp};
 use gevo_search::evolve::{Build, Scope};
 use serde::{Deserialize, Serialize};
 

@@ -1,8 +1,8 @@
 //! A worker process's loop: the greeting, then one answer per request line.
 
 use super::{Fault, FaultKind, Request, Response, PROTOCOL};
-use gevo_model::busy::StartUp;
 use gevo_model::device::DeviceInfo;
+use gevo_model::utilization::StartUp;
 use gevo_search::evolve::Scope;
 use std::io::{BufRead, Write};
 

@@ -10,8 +10,8 @@ use super::{
     Scope, Selection, Validated,
 };
 use gevo_ir::{KernelIr, Patch};
-use gevo_model::busy::Utilization;
 use gevo_model::spec::TestSet;
+use gevo_model::utilization::Utilization;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

@@ -4,18 +4,18 @@
 
 use super::{MeasureError, MeasureOptions, Measurer, Programs};
 use crate::cuda::compare::DeviceComparison;
+use crate::cuda::device_test::StagedTest;
 use crate::cuda::driver::{Context, DeviceBuffer, Event};
 use crate::cuda::guarded::{Budget, GuardedKernel};
 use crate::cuda::load::Loader;
 use crate::cuda::pace::Pacer;
-use crate::cuda::staged::StagedTest;
 use crate::cuda::timing::PROFILE_MAX_LAUNCHES;
 use crate::cuda::toolkit::Assembler;
 use crate::cuda::CudaError;
-use gevo_model::busy::StartUp;
 use gevo_model::device::DeviceInfo;
 use gevo_model::spec::{Spec, TestCase, TestSet};
 use gevo_model::stats;
+use gevo_model::utilization::StartUp;
 use std::time::{Duration, Instant};
 
 /// The original runs under this limit when the references are made.

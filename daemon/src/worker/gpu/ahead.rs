@@ -7,7 +7,7 @@
 //! work is compiled when it starts, and the compile workers do not wait
 //! for the GPUs' last variants.
 
-use super::feeds::Answer;
+use super::batch_sides::Answer;
 use crate::worker::Request;
 use gevo_ir::Patch;
 use gevo_model::assessment::Assessment;

@@ -3,7 +3,7 @@
 //! measured ahead for the batch, and the lanes of the promotion beside it.
 
 use super::ahead::{CompiledAhead, MeasuredAhead};
-use super::feeds::{Answer, BatchEnd, Fed, Forward, LaneInbox, Measuring, Purpose};
+use super::batch_sides::{Answer, BatchEnd, Fed, Forward, LaneInbox, Measuring, Purpose};
 use super::CudaBackend;
 use crate::worker::pool::WorkerPool;
 use crate::worker::Request;
@@ -21,7 +21,7 @@ impl CudaBackend {
     /// ([`Measuring`]), so no GPU worker waits for another's variant. Each
     /// distinct PTX that `known` does not answer is measured once. The
     /// promotion running beside the search
-    /// ([`Running`](super::lane::Running)) has its requests taken
+    /// ([`Running`](super::promotion_lane::Running)) has its requests taken
     /// meanwhile, ahead of the batch's; the batch ends when its own
     /// variants are measured, or, `until_promotion_ends`, when that
     /// promotion ended.

@@ -8,7 +8,7 @@ use super::super::diversity::distinct_count;
 use super::super::{Backend, Counters, EvolveError, Member, PromotionFailure, Validated};
 use super::{Engine, GenerationReport};
 use gevo_ir::KernelIr;
-use gevo_model::busy::{EngineSpent, Utilization};
+use gevo_model::utilization::{EngineSpent, Utilization};
 use std::collections::BTreeMap;
 use std::time::Instant;
 

@@ -1,7 +1,7 @@
 //! The two sides of a batch in [`CudaBackend::pipeline`](super::CudaBackend):
 //! the compile workers' feed ([`Forward`]) and the GPU workers'
 //! ([`Measuring`]). Each also takes promotion's requests from a
-//! lane ([`super::lane::Running`]) while the batch runs ([`LaneInbox`]),
+//! lane ([`super::promotion_lane::Running`]) while the batch runs ([`LaneInbox`]),
 //! queued ahead of the batch's own, and sends their answers back. A batch
 //! ends when its own variants are measured, whatever the lane still asks
 //! (that waits for the next batch) and whatever of its measurements is
@@ -11,13 +11,13 @@
 use super::super::pool::{assessment_of, Carry, Feed, Placement, Waker};
 use super::super::{Request, Response};
 use super::ahead::{CompiledAhead, MeasuredAhead};
-use super::lane::LaneJob;
+use super::promotion_lane::LaneJob;
 use crate::cuda::guarded::GuardedBuild;
 use crate::cuda::toolkit::Cubin;
 use gevo_ir::Patch;
 use gevo_model::assessment::Assessment;
-use gevo_model::busy::Utilization;
 use gevo_model::spec::TestSet;
+use gevo_model::utilization::Utilization;
 use gevo_search::evolve::{Build, Evaluated};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -4,10 +4,10 @@
 //! came (`guarded`), whose recorded fault is then the verdict.
 
 use super::compare::{DeviceComparison, Pair};
+use super::device_test::StagedTest;
 use super::driver::Kernel;
 use super::guarded::GuardedKernel;
 use super::measure::{Measured, Measurer};
-use super::staged::StagedTest;
 use super::CudaError;
 use gevo_ir::GuardSite;
 use gevo_model::assessment::{compare_outputs, outputs_verdict, Failure, TestSummary};

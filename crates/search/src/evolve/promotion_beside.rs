@@ -9,7 +9,7 @@ use super::{
     Backend, BackendError, EndedPromotion, Engine, EvolveError, PromotionFailure, Validated,
 };
 use gevo_ir::KernelIr;
-use gevo_model::busy::EngineSpent;
+use gevo_model::utilization::EngineSpent;
 
 impl Engine {
     /// The end of a search on a backend that promotes beside its

@@ -1,5 +1,5 @@
 //! Promotion beside the search: a [`Backend`] whose requests go to the
-//! pools of whichever batch runs ([`LaneInbox`](super::feeds::LaneInbox)),
+//! pools of whichever batch runs ([`LaneInbox`](super::batch_sides::LaneInbox)),
 //! ahead of the batch's own, and wait between batches; it runs in a thread
 //! of its own ([`Running`]), so neither the GPU between generations nor a
 //! batch waits for a promotion (docs/evolve.md, "Promotion beside the
@@ -7,11 +7,11 @@
 
 use super::super::pool::{assessment_of, build_of, hash_of, Waker};
 use super::super::Request;
-use super::feeds::{compile_failure, Answer, Compiled, LaneInbox};
+use super::batch_sides::{compile_failure, Answer, Compiled, LaneInbox};
 use gevo_ir::{KernelIr, Patch};
 use gevo_model::assessment::Assessment;
-use gevo_model::busy::{Spent, Utilization};
 use gevo_model::spec::TestSet;
+use gevo_model::utilization::{Spent, Utilization};
 use gevo_search::evolve::{
     Backend, BackendError, Build, EndedPromotion, GateStart, Promotion, Scope,
 };
