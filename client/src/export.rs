@@ -6,13 +6,22 @@
 //! the record second, each atomically (temporary file and rename), and the
 //! record carries the PTX's hash, so a reader never takes a PTX that does
 //! not belong to its record.
+//!
+//! Kernel names and targets become path components here, so each is
+//! checked first ([`check_kernel_name`], [`check_target`]): a name never
+//! leaves `<state>/exports`. A reader also checks who could have written
+//! what it reads ([`read`], [`read_report`]): the directories from
+//! `exports` down and the file itself must be owned by the state
+//! directory's owner or root and not writable by everyone; anything else is
+//! [`ExportError::Untrusted`], and the export is not used.
 
 use crate::files::{self, FileError};
 use crate::proto::{Best, BestRecord};
 use sha2::{Digest, Sha256};
 use std::ffi::OsString;
+use std::fs::Metadata;
 use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 pub const EXPORTS_DIR: &str = "exports";
@@ -34,6 +43,22 @@ pub enum ExportError {
         #[source]
         source: serde_json::Error,
     },
+    /// A kernel name or target that cannot name a directory or file of the
+    /// export (`..`, an absolute path, an empty component, a character
+    /// outside `[A-Za-z0-9._-]`).
+    #[error("bad {what} {name:?}: {why} ({rule})")]
+    BadName {
+        /// "kernel name" or "target".
+        what: &'static str,
+        name: String,
+        why: String,
+        rule: &'static str,
+    },
+    /// A file or directory of the export that someone other than the state
+    /// directory's owner or root owns, or that everyone may write: someone
+    /// else could have planted it.
+    #[error("{}: {why}", path.display())]
+    Untrusted { path: PathBuf, why: String },
     #[error("{}: the PTX does not match its record's hash (a write was cut short?)", path.display())]
     HashMismatch { path: PathBuf },
     #[error("no exported variant of {kernel} in {}", dir.display())]
@@ -65,16 +90,177 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
-fn kernel_dir(state: &Path, kernel: &str) -> PathBuf {
-    state.join(EXPORTS_DIR).join(kernel)
+/// What a kernel name may be: the daemon's `<project>/<name>` (each part
+/// made of these characters, serve/scan.rs's `sanitize`), or a bare
+/// `<name>` that one project has.
+const KERNEL_RULE: &str =
+    "a kernel is <project>/<name> or <name>, of letters, digits, '.', '_' and '-'";
+const TARGET_RULE: &str = "a target is one name of letters, digits, '.', '_' and '-', like sm_90";
+
+/// Why `name` cannot be a path of at most `parts` components below a
+/// directory, or `None` when it can.
+fn name_fault(name: &str, parts: usize) -> Option<String> {
+    if name.is_empty() {
+        return Some("it is empty".into());
+    }
+    if name.contains('\0') {
+        return Some("it holds a NUL byte".into());
+    }
+    if name.starts_with('/') {
+        return Some("it is an absolute path".into());
+    }
+    let components: Vec<&str> = name.split('/').collect();
+    for part in &components {
+        match *part {
+            "" => return Some("it has an empty component".into()),
+            "." | ".." => return Some(format!("it has a {part:?} component")),
+            _ => {}
+        }
+        let allowed = |c: &char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+        if let Some(c) = part.chars().find(|c| !allowed(c)) {
+            return Some(format!("it holds {c:?}"));
+        }
+    }
+    if components.len() > parts {
+        return Some(format!("it has {} components", components.len()));
+    }
+    None
+}
+
+/// A kernel name as a command line or a request gives it: `<project>/<name>`
+/// or `<name>`, each part of `[A-Za-z0-9._-]` and neither `.` nor `..`.
+/// Anything else (`../x`, `/abs/x`, `a//b`, `a/../../b`) is
+/// [`ExportError::BadName`] quoting it: it would name a directory outside
+/// the export.
+pub fn check_kernel_name(name: &str) -> Result<(), ExportError> {
+    match name_fault(name, 2) {
+        None => Ok(()),
+        Some(why) => Err(ExportError::BadName {
+            what: "kernel name",
+            name: name.to_string(),
+            why,
+            rule: KERNEL_RULE,
+        }),
+    }
+}
+
+/// A target (`sm_90`) as `--arch` or a record gives it: one file name's
+/// worth of `[A-Za-z0-9._-]`.
+pub fn check_target(target: &str) -> Result<(), ExportError> {
+    match name_fault(target, 1) {
+        None => Ok(()),
+        Some(why) => Err(ExportError::BadName {
+            what: "target",
+            name: target.to_string(),
+            why,
+            rule: TARGET_RULE,
+        }),
+    }
+}
+
+fn kernel_dir(state: &Path, kernel: &str) -> Result<PathBuf, ExportError> {
+    check_kernel_name(kernel)?;
+    Ok(state.join(EXPORTS_DIR).join(kernel))
+}
+
+/// Who may have written what a reader takes from the export: the state
+/// directory's owner (the daemon's user) or root, and not everyone.
+#[derive(Debug, Clone, Copy)]
+struct Writer {
+    uid: u32,
+}
+
+impl Writer {
+    /// The owner of `state`.
+    fn of_state(state: &Path) -> Result<Writer, ExportError> {
+        let meta = std::fs::metadata(state).map_err(|source| ExportError::Io {
+            path: state.to_path_buf(),
+            source,
+        })?;
+        Ok(Writer { uid: meta.uid() })
+    }
+
+    /// `meta` (of `path`) is owned by the state's owner or root, and not
+    /// writable by everyone.
+    fn judge(self, path: &Path, meta: &Metadata) -> Result<(), ExportError> {
+        let uid = meta.uid();
+        let why = if uid != self.uid && uid != 0 {
+            format!(
+                "owned by uid {uid}, not by the state directory's owner (uid {}) or root",
+                self.uid
+            )
+        } else if meta.mode() & 0o002 != 0 {
+            format!("writable by everyone (mode {:04o})", meta.mode() & 0o7777)
+        } else {
+            return Ok(());
+        };
+        Err(ExportError::Untrusted {
+            path: path.to_path_buf(),
+            why,
+        })
+    }
+
+    /// The directory at `path` (symlinks followed: what it leads to is
+    /// judged).
+    fn dir(self, path: &Path) -> Result<(), ExportError> {
+        let meta = std::fs::metadata(path).map_err(|source| ExportError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        self.judge(path, &meta)
+    }
+
+    /// The text of the regular file at `path`, judged on its open
+    /// descriptor (the file read is the file judged), at most `cap` bytes.
+    fn read_text(self, path: &Path, cap: u64) -> Result<String, ExportError> {
+        let (file, meta) = files::open_regular(path).map_err(ExportError::File)?;
+        self.judge(path, &meta)?;
+        let bytes = files::read_open_capped(path, file, &meta, cap).map_err(ExportError::File)?;
+        String::from_utf8(bytes).map_err(|_| {
+            ExportError::File(FileError::NotText {
+                path: path.to_path_buf(),
+            })
+        })
+    }
+}
+
+/// The directory of `kernel`'s export with its full name, each directory
+/// from `exports` down judged for `writer`.
+fn trusted_kernel_dir(
+    state: &Path,
+    kernel: &str,
+    writer: Writer,
+) -> Result<(String, PathBuf), ExportError> {
+    let root = state.join(EXPORTS_DIR);
+    let missing = |e: &ExportError, kernel: &str| match e {
+        ExportError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+            Some(ExportError::NotFound {
+                kernel: kernel.to_string(),
+                dir: root.clone(),
+            })
+        }
+        _ => None,
+    };
+    writer
+        .dir(&root)
+        .map_err(|e| missing(&e, kernel).unwrap_or(e))?;
+    let full = resolve(state, kernel)?;
+    let dir = kernel_dir(state, &full)?;
+    let project = dir.parent().expect("<project>/<name>");
+    for d in [project, &dir] {
+        writer.dir(d).map_err(|e| missing(&e, &full).unwrap_or(e))?;
+    }
+    Ok((full, dir))
 }
 
 /// Who may read the files the daemon writes in its state directory (the
 /// exports, the job snapshots) and the directories it makes for them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Readers {
-    /// Everyone: files 0666 and directories 0777, less the umask (0644 and
-    /// 0755 with the usual 022), as `File::create` and `mkdir` would.
+    /// Everyone: files 0664 and directories 0775, less the umask (0644 and
+    /// 0755 with the usual 022), as `File::create` and `mkdir` would but
+    /// never writable by others, even with umask 0 (a reader refuses an
+    /// export everyone may write).
     #[default]
     Everyone,
     /// The owner and the members of the file's group (the daemon's):
@@ -85,14 +271,14 @@ pub enum Readers {
 impl Readers {
     pub fn file_mode(self) -> u32 {
         match self {
-            Readers::Everyone => 0o666,
+            Readers::Everyone => 0o664,
             Readers::Group => 0o640,
         }
     }
 
     pub fn dir_mode(self) -> u32 {
         match self {
-            Readers::Everyone => 0o777,
+            Readers::Everyone => 0o775,
             Readers::Group => 0o750,
         }
     }
@@ -144,8 +330,9 @@ pub fn write_atomic_for(path: &Path, text: &[u8], readers: Readers) -> Result<()
 
 /// Exports `best` for its kernel (`<project>/<name>`) and target.
 pub fn write(state: &Path, best: &Best, readers: Readers) -> Result<(), ExportError> {
-    let dir = kernel_dir(state, &best.record.kernel);
+    let dir = kernel_dir(state, &best.record.kernel)?;
     let target = &best.record.target;
+    check_target(target)?;
     let ptx = dir.join(format!("{target}.ptx"));
     write_atomic_for(&ptx, best.ptx.as_bytes(), readers)?;
     let record = serde_json::to_string_pretty(&best.record).expect("records serialize") + "\n";
@@ -159,7 +346,8 @@ pub fn write(state: &Path, best: &Best, readers: Readers) -> Result<(), ExportEr
 /// Removes the export of `kernel` for `target`, when there is one: the
 /// kernel's code changed and nothing validated for the new code yet.
 pub fn remove(state: &Path, kernel: &str, target: &str) -> Result<(), ExportError> {
-    let dir = kernel_dir(state, kernel);
+    let dir = kernel_dir(state, kernel)?;
+    check_target(target)?;
     // The record first: without it the PTX is never read.
     for name in [format!("{target}.json"), format!("{target}.ptx")] {
         let path = dir.join(name);
@@ -183,31 +371,40 @@ pub fn write_report(
     html: &str,
     readers: Readers,
 ) -> Result<(), ExportError> {
-    let path = kernel_dir(state, kernel).join(REPORT_FILE);
+    let path = kernel_dir(state, kernel)?.join(REPORT_FILE);
     write_atomic_for(&path, html.as_bytes(), readers)
 }
 
 /// The exported HTML report of `kernel` (`<project>/<name>` or a unique
-/// `<name>`), with its path.
+/// `<name>`), with its path. Its directories and the file must be the
+/// state directory owner's or root's ([`ExportError::Untrusted`]).
 pub fn read_report(state: &Path, kernel: &str) -> Result<(String, PathBuf), ExportError> {
-    let full = resolve(state, kernel)?;
-    let path = kernel_dir(state, &full).join(REPORT_FILE);
-    match files::read_text_capped(&path, files::REPORT_CAP) {
+    check_kernel_name(kernel)?;
+    let writer = Writer::of_state(state)?;
+    let (full, dir) = trusted_kernel_dir(state, kernel, writer)?;
+    let path = dir.join(REPORT_FILE);
+    match writer.read_text(&path, files::REPORT_CAP) {
         Ok(html) => Ok((html, path)),
-        Err(e) if e.is_not_found() => Err(ExportError::NotFound {
+        Err(ExportError::File(e)) if e.is_not_found() => Err(ExportError::NotFound {
             kernel: full,
             dir: state.join(EXPORTS_DIR),
         }),
-        Err(e) => Err(ExportError::File(e)),
+        Err(e) => Err(e),
     }
 }
 
 /// Reads the exported best variant of `kernel` (`<project>/<name>` or a
 /// unique `<name>`) for `arch`, or for any target when `arch` is `None`
-/// (the highest speedup).
+/// (the highest speedup). The directories from `exports` down, the records
+/// and the PTX must be the state directory owner's or root's and not
+/// writable by everyone ([`ExportError::Untrusted`]).
 pub fn read(state: &Path, kernel: &str, arch: Option<&str>) -> Result<Best, ExportError> {
-    let full = resolve(state, kernel)?;
-    let dir = kernel_dir(state, &full);
+    check_kernel_name(kernel)?;
+    if let Some(arch) = arch {
+        check_target(arch)?;
+    }
+    let writer = Writer::of_state(state)?;
+    let (full, dir) = trusted_kernel_dir(state, kernel, writer)?;
     let mut records = Vec::new();
     let entries = std::fs::read_dir(&dir).map_err(|source| ExportError::Io {
         path: dir.clone(),
@@ -216,8 +413,7 @@ pub fn read(state: &Path, kernel: &str, arch: Option<&str>) -> Result<Best, Expo
     for entry in entries.flatten() {
         let path = entry.path();
         if path.extension().is_some_and(|e| e == "json") {
-            let text =
-                files::read_text_capped(&path, files::RECORD_CAP).map_err(ExportError::File)?;
+            let text = writer.read_text(&path, files::RECORD_CAP)?;
             let record: BestRecord =
                 serde_json::from_str(&text).map_err(|source| ExportError::Record {
                     path: path.clone(),
@@ -246,15 +442,17 @@ pub fn read(state: &Path, kernel: &str, arch: Option<&str>) -> Result<Best, Expo
             },
         });
     };
+    // A record names its own target: a file name, never a path.
+    check_target(&record.target)?;
     let ptx_path = dir.join(format!("{}.ptx", record.target));
-    let ptx = files::read_text_capped(&ptx_path, files::PTX_CAP).map_err(ExportError::File)?;
+    let ptx = writer.read_text(&ptx_path, files::PTX_CAP)?;
     if ptx_hash(&ptx) != record.ptx_hash {
         return Err(ExportError::HashMismatch { path: ptx_path });
     }
     Ok(Best { record, ptx })
 }
 
-/// `<project>/<name>` for a kernel given either way.
+/// `<project>/<name>` for a kernel given either way (a checked name).
 fn resolve(state: &Path, kernel: &str) -> Result<String, ExportError> {
     if kernel.contains('/') {
         return Ok(kernel.to_string());
@@ -263,11 +461,12 @@ fn resolve(state: &Path, kernel: &str) -> Result<String, ExportError> {
     let mut candidates = Vec::new();
     if let Ok(projects) = std::fs::read_dir(&root) {
         for project in projects.flatten() {
-            if project.path().join(kernel).is_dir() {
-                candidates.push(format!(
-                    "{}/{kernel}",
-                    project.file_name().to_string_lossy()
-                ));
+            // Only a directory the daemon could have made is a project.
+            let Some(name) = project.file_name().to_str().map(str::to_string) else {
+                continue;
+            };
+            if check_kernel_name(&name).is_ok() && project.path().join(kernel).is_dir() {
+                candidates.push(format!("{name}/{kernel}"));
             }
         }
     }
@@ -408,7 +607,124 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// Everyone's by default (0644 in 0755 directories with umask 022);
+    #[test]
+    fn kernel_names_and_targets_never_leave_the_export() {
+        for good in ["stencil", "app/stencil", "my-app_2/k.v1", "_x/.y"] {
+            check_kernel_name(good).unwrap();
+        }
+        for (bad, why) in [
+            ("", "it is empty"),
+            ("../x", "it has a \"..\" component"),
+            ("a/../../b", "it has a \"..\" component"),
+            ("../../elsewhere/fake", "it has a \"..\" component"),
+            ("./k", "it has a \".\" component"),
+            ("/abs/x", "it is an absolute path"),
+            ("a//b", "it has an empty component"),
+            ("a/", "it has an empty component"),
+            ("a\0b", "it holds a NUL byte"),
+            ("a b", "it holds ' '"),
+            ("a/b/c", "it has 3 components"),
+        ] {
+            let err = check_kernel_name(bad).unwrap_err().to_string();
+            let head = format!("bad kernel name {bad:?}: {why} (a kernel is <project>/<name>");
+            assert!(err.starts_with(&head), "{bad:?}: {err}");
+        }
+        check_target("sm_90").unwrap();
+        for bad in ["", "..", "../sm_90", "sm/90", "/sm_90"] {
+            let err = check_target(bad).unwrap_err().to_string();
+            assert!(err.starts_with(&format!("bad target {bad:?}: ")), "{err}");
+        }
+        // Nothing is read, written or removed under a bad name.
+        let state = temp_dir("bad-names");
+        let err = write(&state, &best("../k", "sm_90", 1.2, "x"), Readers::Everyone).unwrap_err();
+        assert!(matches!(err, ExportError::BadName { .. }), "{err}");
+        let err = write(&state, &best("p/k", "../x", 1.2, "x"), Readers::Everyone).unwrap_err();
+        assert!(matches!(err, ExportError::BadName { .. }), "{err}");
+        assert!(!state.exists());
+        assert!(matches!(
+            remove(&state, "/abs/k", "sm_90"),
+            Err(ExportError::BadName { .. })
+        ));
+        assert!(matches!(
+            read(&state, "a/../../b", None),
+            Err(ExportError::BadName { .. })
+        ));
+        assert!(matches!(
+            read_report(&state, "../x",),
+            Err(ExportError::BadName { .. })
+        ));
+    }
+
+    /// A record with a target that is a path is not followed out of the
+    /// kernel's directory.
+    #[test]
+    fn a_record_naming_a_path_as_its_target_is_refused() {
+        let state = temp_dir("record-target");
+        write(
+            &state,
+            &best("p/k", "sm_90", 1.2, ".entry k"),
+            Readers::Everyone,
+        )
+        .unwrap();
+        let record = state.join("exports/p/k/sm_90.json");
+        let text = std::fs::read_to_string(&record).unwrap();
+        std::fs::write(
+            &record,
+            text.replace("\"target\": \"sm_90\"", "\"target\": \"../../../x\""),
+        )
+        .unwrap();
+        let err = read(&state, "p/k", None).unwrap_err().to_string();
+        assert!(err.starts_with("bad target \"../../../x\""), "{err}");
+        std::fs::remove_dir_all(&state).unwrap();
+    }
+
+    /// An export file or directory everyone may write is not used: anyone
+    /// could have put it there.
+    #[test]
+    fn a_world_writable_export_is_not_used() {
+        let state = temp_dir("world-writable");
+        write(
+            &state,
+            &best("p/k", "sm_90", 1.2, ".entry k"),
+            Readers::Everyone,
+        )
+        .unwrap();
+        write_report(&state, "p/k", "<html>", Readers::Everyone).unwrap();
+        read(&state, "p/k", None).unwrap();
+        read_report(&state, "k").unwrap();
+        let kernel = state.join("exports/p/k");
+        let chmod = |p: &Path, mode| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap()
+        };
+        for (path, mode, normal) in [
+            (kernel.join("sm_90.ptx"), 0o666, 0o644),
+            (kernel.join("sm_90.json"), 0o646, 0o644),
+            (kernel.clone(), 0o777, 0o755),
+            (state.join("exports/p"), 0o757, 0o755),
+            (state.join("exports"), 0o1777, 0o755),
+        ] {
+            chmod(&path, mode);
+            let err = read(&state, "p/k", Some("sm_90")).unwrap_err();
+            let message = err.to_string();
+            assert!(matches!(err, ExportError::Untrusted { .. }), "{message}");
+            assert_eq!(
+                message,
+                format!(
+                    "{}: writable by everyone (mode {:04o})",
+                    path.display(),
+                    mode
+                )
+            );
+            chmod(&path, normal);
+        }
+        chmod(&kernel.join(REPORT_FILE), 0o666);
+        let err = read_report(&state, "p/k").unwrap_err();
+        assert!(matches!(err, ExportError::Untrusted { .. }), "{err}");
+        std::fs::remove_dir_all(&state).unwrap();
+    }
+
+    /// Everyone's by default (0644 in 0755 directories with umask 022, and
+    /// never writable by others);
     /// the owner's and the group's when private (0640 in 0750).
     #[test]
     fn exports_are_readable_by_whom_the_daemon_says() {
@@ -421,7 +737,7 @@ mod tests {
             .unwrap();
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         for (readers, file, dirs) in [
-            (Readers::Everyone, 0o666, 0o777),
+            (Readers::Everyone, 0o664, 0o775),
             (Readers::Group, 0o640, 0o750),
         ] {
             let state = temp_dir(&format!("mode-{readers:?}"));

@@ -3,7 +3,8 @@
 //! directory, the old content of a `best -o` target. A FIFO there would
 //! block the read for good, `/dev/zero` would eat memory, a terminal could
 //! become the client's controlling one. Every such read goes through
-//! [`read_capped`]: regular files only, at most a cap.
+//! [`read_capped`]: regular files only, at most a cap. Every output a
+//! command replaces (`-o FILE`) is checked by [`check_output`] first.
 
 use std::fs::{File, FileType, Metadata, OpenOptions};
 use std::io::{self, Read};
@@ -78,11 +79,22 @@ pub fn kind_name(file_type: FileType) -> &'static str {
 /// is an error naming its kind, and so is a file over the cap
 /// ("PATH: larger than N bytes"); neither blocks nor reads past the cap.
 pub fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, FileError> {
+    let (file, meta) = open_regular(path)?;
+    read_open_capped(path, file, &meta, cap)
+}
+
+/// [`read_capped`] of a file [`open_regular`] opened (`meta` its
+/// metadata), for a caller that judges the file before reading it.
+pub fn read_open_capped(
+    path: &Path,
+    file: File,
+    meta: &Metadata,
+    cap: u64,
+) -> Result<Vec<u8>, FileError> {
     let io = |error| FileError::Io {
         path: path.to_path_buf(),
         error,
     };
-    let (file, meta) = open_regular(path)?;
     let too_large = || FileError::TooLarge {
         path: path.to_path_buf(),
         cap,
@@ -135,6 +147,29 @@ pub fn open_regular(path: &Path) -> Result<(File, Metadata), FileError> {
         return Err(not_regular(meta.file_type()));
     }
     Ok((file, meta))
+}
+
+/// Whether a command may replace what is at `path` with a file it writes
+/// (`-o FILE`): only when nothing is there or a regular file is. A symbolic
+/// link, a FIFO, a socket, a directory or a device is an error naming the
+/// path and its kind ("PATH: a FIFO, not a regular file"), and the caller
+/// writes nothing: the rename that replaces an output would replace the
+/// link or the node itself (as root, `-o /dev/null` would leave a regular
+/// file where the device was). The link is judged, not what it points to
+/// (`lstat`). `gevo-client` and `gevod` check every output path here.
+pub fn check_output(path: &Path) -> Result<(), FileError> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_file() => Ok(()),
+        Ok(meta) => Err(FileError::NotRegular {
+            path: path.to_path_buf(),
+            kind: kind_name(meta.file_type()),
+        }),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(error) => Err(FileError::Io {
+            path: path.to_path_buf(),
+            error,
+        }),
+    }
 }
 
 /// [`read_capped`] for a text file: its content must be UTF-8.
@@ -214,6 +249,38 @@ mod tests {
         assert!(read_capped(&dir.join("missing"), 1)
             .unwrap_err()
             .is_not_found());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn only_a_missing_path_or_a_regular_file_may_be_replaced() {
+        let dir = scratch("outputs");
+        let fifo = dir.join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        std::fs::write(dir.join("file"), "old").unwrap();
+        std::fs::create_dir(dir.join("dir")).unwrap();
+        std::os::unix::fs::symlink(dir.join("file"), dir.join("link")).unwrap();
+        std::os::unix::fs::symlink("/dev/null", dir.join("null")).unwrap();
+        let _socket = std::os::unix::net::UnixListener::bind(dir.join("sock")).unwrap();
+        check_output(&dir.join("file")).unwrap();
+        check_output(&dir.join("missing")).unwrap();
+        for (name, kind) in [
+            ("fifo", "a FIFO"),
+            ("dir", "a directory"),
+            ("link", "a symbolic link"),
+            ("null", "a symbolic link"),
+            ("sock", "a socket"),
+            ("/dev/null", "a character device"),
+        ] {
+            let path = dir.join(name);
+            let err = check_output(&path).unwrap_err().to_string();
+            assert_eq!(
+                err,
+                format!("{}: {kind}, not a regular file", path.display())
+            );
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

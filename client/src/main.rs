@@ -129,6 +129,24 @@ enum Cmd {
     Shutdown,
 }
 
+impl Cmd {
+    /// The kernel the command names, and the target: checked before
+    /// anything is asked or read ([`gevo_client::export::check_kernel_name`]).
+    fn names(&self) -> (Option<&str>, Option<&str>) {
+        match self {
+            Cmd::Best { kernel, arch, .. } => (Some(kernel), arch.as_deref()),
+            Cmd::Patch { kernel, .. }
+            | Cmd::Pareto { kernel }
+            | Cmd::Explain { kernel, .. }
+            | Cmd::Report { kernel, .. } => (Some(kernel), None),
+            Cmd::Jobs { kernel } | Cmd::Pause { kernel } | Cmd::Resume { kernel } => {
+                (kernel.as_deref(), None)
+            }
+            Cmd::Status | Cmd::Watch { .. } | Cmd::Unwatch { .. } | Cmd::Shutdown => (None, None),
+        }
+    }
+}
+
 fn parse_seconds(s: &str) -> Result<Duration, String> {
     let secs: f64 = s.parse().map_err(|e| format!("{e}"))?;
     if !(secs > 0.0 && secs.is_finite()) {
@@ -178,6 +196,15 @@ fn main() {
 }
 
 fn run(cli: Cli) -> Result<()> {
+    // A kernel name becomes a path in the export: `../x`, `/x` and the like
+    // are refused before the daemon or a state directory is asked.
+    let (kernel, arch) = cli.command.names();
+    if let Some(kernel) = kernel {
+        gevo_client::export::check_kernel_name(kernel)?;
+    }
+    if let Some(arch) = arch {
+        gevo_client::export::check_target(arch)?;
+    }
     let settings = settings(&cli)?;
     let json = cli.json;
     let request = match cli.command {

@@ -223,8 +223,10 @@ fn a_user_client_tries_its_own_daemon_then_the_system_daemon_and_names_both() {
     let ptx = ".version 8.0\n.target sm_90\n";
     let state = dir.join("xdg-state/gevo");
     export::write(&state, &best_record(ptx), export::Readers::Everyone).unwrap();
+    // Readable by the client's user; not writable by everyone, or the
+    // client would not trust the export.
     for entry in walk(&dir.join("xdg-state")) {
-        let mode = if entry.is_dir() { 0o777 } else { 0o644 };
+        let mode = if entry.is_dir() { 0o755 } else { 0o644 };
         std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(mode)).unwrap();
     }
     let run = gevo(&dir, true, &[], &["best", "app/k", "--arch", "sm_90"]);

@@ -39,6 +39,7 @@ mod generated;
 mod guard_barriers;
 mod guard_builds;
 mod harness;
+mod outputs;
 mod pipelines_ir;
 mod random_patches;
 mod relies_on;

@@ -6,7 +6,7 @@ use super::render::{json_text, reply_kind};
 use crate::{exit, print_out, say, EXIT_ERROR, EXIT_NO_VARIANT, EXIT_UNREACHABLE};
 use anyhow::{bail, Context, Result};
 use gevo_client::export::{self, ExportError};
-use gevo_client::files::{self, FileError};
+use gevo_client::files;
 use gevo_client::proto::{Best, Body, Command, ErrorCode, Reply, Request};
 use std::path::{Path, PathBuf};
 
@@ -238,6 +238,12 @@ fn export_failure(e: &ExportError, kernel: &str, state: &Path) -> String {
                 state.join(export::EXPORTS_DIR).display()
             )
         }
+        // Someone else's file is no export at all: as if there were none,
+        // and why.
+        ExportError::Untrusted { .. } => format!(
+            "no exported variant of {kernel} in {} (not using {e})",
+            state.join(export::EXPORTS_DIR).display()
+        ),
         _ => format!("cannot use the export: {e}"),
     }
 }
@@ -254,16 +260,9 @@ fn write_if_changed(path: &Path, content: &[u8]) -> Result<bool> {
     Ok(true)
 }
 
-/// An output path that names a FIFO, a device or a directory is a mistake:
-/// the rename would replace it (as root, `-o /dev/null` would replace the
-/// device with a PTX).
+/// An output path that names a symlink, a FIFO, a device or a directory is
+/// a mistake: the rename would replace it (as root, `-o /dev/null` would
+/// replace the device with a PTX). The check gevod's `-o` makes too.
 fn refuse_special(path: &Path) -> Result<()> {
-    match std::fs::metadata(path) {
-        Ok(meta) if !meta.is_file() => Err(FileError::NotRegular {
-            path: path.to_path_buf(),
-            kind: files::kind_name(meta.file_type()),
-        }
-        .into()),
-        _ => Ok(()),
-    }
+    Ok(files::check_output(path)?)
 }
