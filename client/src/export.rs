@@ -24,6 +24,12 @@ use std::io::Write;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+mod names;
+mod trust;
+
+pub use names::{check_kernel_name, check_target};
+use trust::{trusted_kernel_dir, Writer};
+
 pub const EXPORTS_DIR: &str = "exports";
 
 #[derive(Debug, thiserror::Error)]
@@ -90,167 +96,9 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
-/// What a kernel name may be: the daemon's `<project>/<name>` (each part
-/// made of these characters, serve/scan.rs's `sanitize`), or a bare
-/// `<name>` that one project has.
-const KERNEL_RULE: &str =
-    "a kernel is <project>/<name> or <name>, of letters, digits, '.', '_' and '-'";
-const TARGET_RULE: &str = "a target is one name of letters, digits, '.', '_' and '-', like sm_90";
-
-/// Why `name` cannot be a path of at most `parts` components below a
-/// directory, or `None` when it can.
-fn name_fault(name: &str, parts: usize) -> Option<String> {
-    if name.is_empty() {
-        return Some("it is empty".into());
-    }
-    if name.contains('\0') {
-        return Some("it holds a NUL byte".into());
-    }
-    if name.starts_with('/') {
-        return Some("it is an absolute path".into());
-    }
-    let components: Vec<&str> = name.split('/').collect();
-    for part in &components {
-        match *part {
-            "" => return Some("it has an empty component".into()),
-            "." | ".." => return Some(format!("it has a {part:?} component")),
-            _ => {}
-        }
-        let allowed = |c: &char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
-        if let Some(c) = part.chars().find(|c| !allowed(c)) {
-            return Some(format!("it holds {c:?}"));
-        }
-    }
-    if components.len() > parts {
-        return Some(format!("it has {} components", components.len()));
-    }
-    None
-}
-
-/// A kernel name as a command line or a request gives it: `<project>/<name>`
-/// or `<name>`, each part of `[A-Za-z0-9._-]` and neither `.` nor `..`.
-/// Anything else (`../x`, `/abs/x`, `a//b`, `a/../../b`) is
-/// [`ExportError::BadName`] quoting it: it would name a directory outside
-/// the export.
-pub fn check_kernel_name(name: &str) -> Result<(), ExportError> {
-    match name_fault(name, 2) {
-        None => Ok(()),
-        Some(why) => Err(ExportError::BadName {
-            what: "kernel name",
-            name: name.to_string(),
-            why,
-            rule: KERNEL_RULE,
-        }),
-    }
-}
-
-/// A target (`sm_90`) as `--arch` or a record gives it: one file name's
-/// worth of `[A-Za-z0-9._-]`.
-pub fn check_target(target: &str) -> Result<(), ExportError> {
-    match name_fault(target, 1) {
-        None => Ok(()),
-        Some(why) => Err(ExportError::BadName {
-            what: "target",
-            name: target.to_string(),
-            why,
-            rule: TARGET_RULE,
-        }),
-    }
-}
-
 fn kernel_dir(state: &Path, kernel: &str) -> Result<PathBuf, ExportError> {
     check_kernel_name(kernel)?;
     Ok(state.join(EXPORTS_DIR).join(kernel))
-}
-
-/// Who may have written what a reader takes from the export: the state
-/// directory's owner (the daemon's user) or root, and not everyone.
-#[derive(Debug, Clone, Copy)]
-struct Writer {
-    uid: u32,
-}
-
-impl Writer {
-    /// The owner of `state`.
-    fn of_state(state: &Path) -> Result<Writer, ExportError> {
-        let meta = std::fs::metadata(state).map_err(|source| ExportError::Io {
-            path: state.to_path_buf(),
-            source,
-        })?;
-        Ok(Writer { uid: meta.uid() })
-    }
-
-    /// `meta` (of `path`) is owned by the state's owner or root, and not
-    /// writable by everyone.
-    fn judge(self, path: &Path, meta: &Metadata) -> Result<(), ExportError> {
-        let uid = meta.uid();
-        let why = if uid != self.uid && uid != 0 {
-            format!(
-                "owned by uid {uid}, not by the state directory's owner (uid {}) or root",
-                self.uid
-            )
-        } else if meta.mode() & 0o002 != 0 {
-            format!("writable by everyone (mode {:04o})", meta.mode() & 0o7777)
-        } else {
-            return Ok(());
-        };
-        Err(ExportError::Untrusted {
-            path: path.to_path_buf(),
-            why,
-        })
-    }
-
-    /// The directory at `path` (symlinks followed: what it leads to is
-    /// judged).
-    fn dir(self, path: &Path) -> Result<(), ExportError> {
-        let meta = std::fs::metadata(path).map_err(|source| ExportError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        self.judge(path, &meta)
-    }
-
-    /// The text of the regular file at `path`, judged on its open
-    /// descriptor (the file read is the file judged), at most `cap` bytes.
-    fn read_text(self, path: &Path, cap: u64) -> Result<String, ExportError> {
-        let (file, meta) = files::open_regular(path).map_err(ExportError::File)?;
-        self.judge(path, &meta)?;
-        let bytes = files::read_open_capped(path, file, &meta, cap).map_err(ExportError::File)?;
-        String::from_utf8(bytes).map_err(|_| {
-            ExportError::File(FileError::NotText {
-                path: path.to_path_buf(),
-            })
-        })
-    }
-}
-
-/// The directory of `kernel`'s export with its full name, each directory
-/// from `exports` down judged for `writer`.
-fn trusted_kernel_dir(
-    state: &Path,
-    kernel: &str,
-    writer: Writer,
-) -> Result<(String, PathBuf), ExportError> {
-    let root = state.join(EXPORTS_DIR);
-    let missing = |e: &ExportError, kernel: &str| match e {
-        ExportError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
-            Some(ExportError::NotFound {
-                kernel: kernel.to_string(),
-                dir: root.clone(),
-            })
-        }
-        _ => None,
-    };
-    writer
-        .dir(&root)
-        .map_err(|e| missing(&e, kernel).unwrap_or(e))?;
-    let full = resolve(state, kernel)?;
-    let dir = kernel_dir(state, &full)?;
-    let project = dir.parent().expect("<project>/<name>");
-    for d in [project, &dir] {
-        writer.dir(d).map_err(|e| missing(&e, &full).unwrap_or(e))?;
-    }
-    Ok((full, dir))
 }
 
 /// Who may read the files the daemon writes in its state directory (the
