@@ -308,6 +308,7 @@ impl HarnessEvaluator {
         }
         let request = RunRequest {
             argv: self.harness.argv(test, &files.ptx, &out),
+            program: self.harness.program.as_ref().map(|p| p.fd.clone()),
             workdir: self.harness.workdir.clone(),
             env: self.environment(test, files, &out, &tmp),
             timeout,

@@ -21,6 +21,7 @@ mod generated;
 mod handler;
 mod register;
 pub mod registry;
+mod rights;
 mod runner;
 mod scan;
 pub mod seed;
@@ -37,7 +38,7 @@ use gevo_model::device::DeviceInfo;
 use gevo_model::spec::Spec;
 use gevo_search::evolve::{Backend, Scope};
 use gevo_search::store::{Store, StoreError};
-use registry::{Registry, Root, SlotState};
+use registry::{Registry, SlotState};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
@@ -293,8 +294,7 @@ pub fn serve(
         slots: vec![SlotState::default(); slots.len()],
         ..Registry::default()
     };
-    let client_roots: Vec<PathBuf> = store.setting("watch_roots")?.unwrap_or_default();
-    registry.roots = merge_roots(&options.roots(&config), &client_roots);
+    registry.roots = registry::load_roots(&store, &options.roots(&config))?;
     scan::load_jobs(&store, &state_dir, readers, &mut registry)?;
     if stopped() {
         return Ok(());
@@ -359,11 +359,10 @@ pub fn serve(
             let _ = sd_notify::notify(&[sd_notify::NotifyState::Reloading]);
             match options.load_config() {
                 Ok(config) => {
-                    let client_roots: Vec<PathBuf> =
-                        shared.store.setting("watch_roots")?.unwrap_or_default();
+                    let roots = registry::load_roots(&shared.store, &options.roots(&config))?;
                     {
                         let mut registry = shared.registry();
-                        registry.roots = merge_roots(&options.roots(&config), &client_roots);
+                        registry.roots = roots;
                         // A reload is also the way to retry jobs that failed.
                         for job in registry.jobs.values_mut() {
                             job.error = None;
@@ -410,30 +409,15 @@ pub fn serve(
         let _ = r.join();
     }
     let _ = explainer.join();
-    let _ = std::fs::remove_file(&socket);
+    // Only a socket: whatever replaced ours since (a file, a link) stays.
+    use std::os::unix::fs::FileTypeExt;
+    if std::fs::symlink_metadata(&socket).is_ok_and(|m| m.file_type().is_socket()) {
+        let _ = std::fs::remove_file(&socket);
+    }
     tracing::info!("stopped; every job is checkpointed at its last generation");
     Ok(())
 }
 
 fn absolute(p: &Path) -> PathBuf {
     std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
-}
-
-fn merge_roots(config: &[PathBuf], client: &[PathBuf]) -> Vec<Root> {
-    let mut roots: Vec<Root> = config
-        .iter()
-        .map(|p| Root {
-            path: p.clone(),
-            from_client: false,
-        })
-        .collect();
-    for p in client {
-        if !roots.iter().any(|r| &r.path == p) {
-            roots.push(Root {
-                path: p.clone(),
-                from_client: true,
-            });
-        }
-    }
-    roots
 }

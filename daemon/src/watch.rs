@@ -22,12 +22,35 @@ pub struct Found {
     pub spec: PathBuf,
 }
 
-/// Every `*.gevo.toml` under `roots`, sorted. Hidden directories (`.git`,
-/// gevod's own state) are skipped; unreadable directories are skipped
-/// silently (a build tree changes while it is scanned).
-pub fn scan(roots: &[PathBuf]) -> Vec<Found> {
+/// Whose spec files a watch root adopts (docs/daemon.md, "Who may do
+/// what").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Adopts {
+    /// Every owner's: a root from the configuration, or one that root or
+    /// the daemon's own user added.
+    Everyone,
+    /// Only those this uid owns: a root that user added over the socket.
+    /// The walk goes only where they may list and search themselves.
+    OnlyOf(u32),
+}
+
+/// Every `*.gevo.toml` under `roots` that its root adopts, sorted. Hidden
+/// directories (`.git`, gevod's own state) are skipped; unreadable
+/// directories are skipped silently (a build tree changes while it is
+/// scanned), and so are, for a root adopting one user's specs, the
+/// directories that user may not list and the other owners' specs.
+pub fn scan(roots: &[(PathBuf, Adopts)]) -> Vec<Found> {
+    use gevo_model::access::{Identity, READ, SEARCH};
+    use std::os::unix::fs::MetadataExt;
     let mut found = Vec::new();
-    for root in roots {
+    for (root, adopts) in roots {
+        let only = match adopts {
+            Adopts::Everyone => None,
+            Adopts::OnlyOf(uid) => Some(Identity::of(*uid)),
+        };
+        if only.as_ref().is_some_and(|id| id.may_list(root).is_err()) {
+            continue;
+        }
         let mut stack = vec![(root.clone(), 0usize)];
         while let Some((dir, depth)) = stack.pop() {
             let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -36,15 +59,22 @@ pub fn scan(roots: &[PathBuf]) -> Vec<Found> {
             for entry in entries.flatten() {
                 let name = entry.file_name();
                 let name = name.to_string_lossy();
-                let Ok(kind) = entry.file_type() else {
+                // Not followed: a symlink is its maker's.
+                let Ok(meta) = entry.metadata() else {
                     continue;
                 };
                 let path = entry.path();
-                if kind.is_dir() {
-                    if !name.starts_with('.') && depth < MAX_DEPTH {
+                if meta.is_dir() {
+                    let theirs = only
+                        .as_ref()
+                        .is_none_or(|id| id.may(&path, &meta, READ | SEARCH));
+                    if !name.starts_with('.') && depth < MAX_DEPTH && theirs {
                         stack.push((path, depth + 1));
                     }
-                } else if name.ends_with(SPEC_SUFFIX) && name.len() > SPEC_SUFFIX.len() {
+                } else if name.ends_with(SPEC_SUFFIX)
+                    && name.len() > SPEC_SUFFIX.len()
+                    && only.as_ref().is_none_or(|id| meta.uid() == id.uid)
+                {
                     found.push(Found {
                         root: root.clone(),
                         spec: path,
@@ -186,7 +216,7 @@ mod tests {
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             std::fs::write(p, "").unwrap();
         }
-        let found: Vec<_> = scan(std::slice::from_ref(&root))
+        let found: Vec<_> = scan(&[(root.clone(), Adopts::Everyone)])
             .into_iter()
             .map(|f| f.spec.strip_prefix(&root).unwrap().to_path_buf())
             .collect();
@@ -198,7 +228,50 @@ mod tests {
             ]
         );
         assert_eq!(spec_stem(Path::new("x/stencil.gevo.toml")), "stencil");
-        assert!(scan(&[root.join("missing")]).is_empty());
+        assert!(scan(&[(root.join("missing"), Adopts::Everyone)]).is_empty());
+    }
+
+    #[test]
+    fn a_root_adopting_one_user_takes_only_their_specs_where_they_may_look() {
+        // SAFETY: geteuid cannot fail and touches no memory.
+        if unsafe { libc::geteuid() } != 0 {
+            println!("skipped: files of other owners need root to make");
+            return;
+        }
+        use std::os::unix::fs::{lchown, PermissionsExt};
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        std::fs::set_permissions(&root, PermissionsExt::from_mode(0o755)).unwrap();
+        let (theirs, others) = (4242, 4343);
+        for (f, owner) in [
+            ("mine.gevo.toml", theirs),
+            ("yours.gevo.toml", others),
+            ("sub/deep.gevo.toml", theirs),
+            ("closed/hidden.gevo.toml", theirs),
+        ] {
+            let p = root.join(f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, "").unwrap();
+            lchown(&p, Some(owner), None).unwrap();
+        }
+        std::fs::set_permissions(root.join("closed"), PermissionsExt::from_mode(0o700)).unwrap();
+        let names = |adopts| -> Vec<PathBuf> {
+            scan(&[(root.clone(), adopts)])
+                .into_iter()
+                .map(|f| f.spec.strip_prefix(&root).unwrap().to_path_buf())
+                .collect()
+        };
+        assert_eq!(
+            names(Adopts::OnlyOf(theirs)),
+            [
+                PathBuf::from("mine.gevo.toml"),
+                PathBuf::from("sub/deep.gevo.toml")
+            ]
+        );
+        assert_eq!(names(Adopts::Everyone).len(), 4);
+        // A root they may not list adopts nothing.
+        std::fs::set_permissions(&root, PermissionsExt::from_mode(0o700)).unwrap();
+        assert!(names(Adopts::OnlyOf(theirs)).is_empty());
     }
 
     #[test]

@@ -70,4 +70,3 @@ pub fn check_target(target: &str) -> Result<(), ExportError> {
         }),
     }
 }
-

@@ -93,4 +93,3 @@ pub(super) fn trusted_kernel_dir(
     }
     Ok((full, dir))
 }
-

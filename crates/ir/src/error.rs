@@ -12,6 +12,48 @@ pub enum IrError {
     },
     #[error(transparent)]
     Access(#[from] gevo_model::access::AccessError),
+    /// IR over [`crate::bounds::MAX_IR_BYTES`], refused before it is read
+    /// whole or reaches LLVM.
+    #[error("{name}: IR larger than {} MiB (gevo's limit)", limit >> 20)]
+    TooLarge { name: String, limit: u64 },
+    /// Text IR nesting brackets deeper than [`crate::bounds::MAX_NESTING`]:
+    /// LLVM's parser would recurse that deep.
+    #[error(
+        "{name}:{line}:{column}: nesting deeper than {limit} brackets (gevo's limit for untrusted IR)"
+    )]
+    TooDeep {
+        name: String,
+        line: u32,
+        column: u32,
+        limit: u32,
+    },
+    /// Text IR whose definitions refer to one another deeper than
+    /// [`crate::bounds::MAX_CHAIN`]: LLVM's metadata resolution, verifier
+    /// and type layout would recurse that deep.
+    #[error(
+        "{name}:{line}:{column}: {what} starts a chain of definitions {depth} deep, deeper than {limit} (gevo's limit for untrusted IR)"
+    )]
+    ChainTooDeep {
+        name: String,
+        line: u32,
+        column: u32,
+        what: String,
+        depth: u64,
+        limit: u64,
+    },
+    /// Text IR whose aliases refer to aliases so much that LLVM's verifier
+    /// would walk more than [`crate::bounds::MAX_ALIAS_WORK`] steps.
+    #[error(
+        "{name}:{line}:{column}: aliases of aliases, from {what} on, take LLVM's verifier {work} steps, more than {limit} (gevo's limit for untrusted IR)"
+    )]
+    AliasesTooDeep {
+        name: String,
+        line: u32,
+        column: u32,
+        what: String,
+        work: u64,
+        limit: u64,
+    },
     /// LLVM's own message, which names the buffer as `<file>:<line>:<col>`.
     #[error("{message}")]
     Parse { message: String },

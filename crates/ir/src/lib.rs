@@ -5,6 +5,7 @@
 //! so the same patch yields byte-identical IR text and PTX in any process.
 //! See ARCHITECTURE.md for the invariants.
 
+pub mod bounds;
 pub mod codegen;
 mod dom;
 mod edit;
@@ -91,15 +92,14 @@ impl KernelIr {
     /// Loads `.ll` or `.bc` from `path` and picks `kernel` (mangled or
     /// demangled name; may be omitted when the module has one kernel).
     pub fn load(path: &Path, kernel: Option<&str>) -> Result<Self, IrError> {
-        // FIFOs, devices and directories are refused before reading.
-        let bytes = gevo_model::access::Reader::Caller.read(path)?;
+        let bytes = read_ir(path)?;
         Self::parse(&path.display().to_string(), &bytes, kernel)
     }
 
     /// Loads `.ll` or `.bc` and picks several kernels (a pipeline's), in
     /// order; their instruction ids continue from one kernel to the next.
     pub fn load_kernels(path: &Path, kernels: &[String]) -> Result<Self, IrError> {
-        let bytes = gevo_model::access::Reader::Caller.read(path)?;
+        let bytes = read_ir(path)?;
         Self::parse_kernels(&path.display().to_string(), &bytes, kernels)
     }
 
@@ -116,7 +116,11 @@ impl KernelIr {
     }
 
     /// Like `load_kernels`, from bytes; no names means the module's only kernel.
+    /// The bytes are untrusted: over a limit of `bounds` (size, and for
+    /// text nesting and chains of definitions) they are refused before
+    /// LLVM reads them.
     pub fn parse_kernels(source: &str, bytes: &[u8], wanted: &[String]) -> Result<Self, IrError> {
+        bounds::check(source, bytes)?;
         let context = Context::create();
         let buffer = MemoryBuffer::create_from_memory_range_copy(bytes, source);
         let module = context
@@ -471,6 +475,21 @@ impl KernelIr {
         })?;
         then(&context, &module, &live)
     }
+}
+
+/// The IR file at `path`: FIFOs, devices and directories refused before
+/// reading, and a file over `bounds::MAX_IR_BYTES` before it is read whole.
+fn read_ir(path: &Path) -> Result<Vec<u8>, IrError> {
+    use gevo_model::access::{AccessError, Reader};
+    Reader::Caller
+        .read_capped(path, bounds::MAX_IR_BYTES)
+        .map_err(|e| match e {
+            AccessError::TooLarge { .. } => IrError::TooLarge {
+                name: path.display().to_string(),
+                limit: bounds::MAX_IR_BYTES,
+            },
+            other => other.into(),
+        })
 }
 
 fn parse_bitcode<'c>(context: &'c Context, bitcode: &[u8]) -> Result<Module<'c>, IrError> {

@@ -5,12 +5,13 @@
 //! every file it names is opened through a [`Reader`]: `Caller` (the command
 //! line: the user runs gevod as themselves) only refuses what is not a
 //! regular file; `OnBehalf` also refuses a file the spec's owner could not
-//! be trusted to read (docs/daemon.md, "Files a spec names"):
-//!
-//! - the file, symlinks followed, lies under the watch root holding the spec;
-//! - or it is owned by the spec file's owner;
-//! - or it is owned by root and readable by everyone (system headers,
-//!   libdevice, a toolkit's files).
+//! read themselves (docs/daemon.md, "Files a spec names"): the kernel's
+//! permission check, emulated for their uid and groups ([`Identity`]):
+//! search permission on every directory of the path as named (checked
+//! before opening, so "does not exist" is said only where they could look)
+//! and as the kernel resolved it (on the open descriptor), and read
+//! permission on the file. Where the file lies (inside the watch root or
+//! not) grants nothing: anyone with the socket may add a watch root.
 //!
 //! A file that decides what the daemon runs or computes (the spec, its IR,
 //! fill files, a harness program and the scripts its command names) must
@@ -23,6 +24,9 @@
 //! ([`Reader::read_for_display`]).
 //!
 //! Errors name the path and say why; they never hold a byte of the file.
+//! [`Reader::read_capped`] refuses a file over a cap from its size before
+//! reading it, and reads no more than the cap should it grow meanwhile;
+//! [`Reader::read_to_string`] (spec texts) is capped at [`TEXT_CAP`].
 //! A non-regular file (FIFO, device, directory, socket) is refused before it
 //! is opened for reading, and opened with `O_NONBLOCK` so that a FIFO
 //! swapped in afterwards cannot hang the daemon; the type is checked again
@@ -33,6 +37,13 @@ use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+mod identity;
+pub use identity::{Denial, Identity, READ, SEARCH};
+
+/// The most [`Reader::read_to_string`] reads: the texts gevo reads whole
+/// through a reader are specs, a few KiB each (16 MiB).
+pub const TEXT_CAP: u64 = 16 << 20;
+
 /// Who a file is read for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reader {
@@ -42,7 +53,9 @@ pub enum Reader {
     OnBehalf {
         /// The spec file's owner.
         uid: u32,
-        /// The watch root holding the spec, symlinks resolved.
+        /// The watch root holding the spec, symlinks resolved: where the
+        /// write-safety walk ([`Reader::open`]) stops for a file inside it.
+        /// It grants no reading.
         root: PathBuf,
     },
 }
@@ -54,11 +67,12 @@ pub enum AccessError {
     NotFound { path: PathBuf },
     #[error("{} is {what}, not a regular file", path.display())]
     NotRegular { path: PathBuf, what: &'static str },
-    #[error("{} refused: {}", path.display(), outside_root(root, *uid))]
+    /// The spec's owner could not read the file themselves.
+    #[error("{} refused: {}", path.display(), denial.describe(&owner(*uid)))]
     Refused {
         path: PathBuf,
-        root: PathBuf,
         uid: u32,
+        denial: Denial,
     },
     /// Someone besides the spec's owner and root could change the file.
     #[error("{} refused: {why}", path.display())]
@@ -70,13 +84,21 @@ pub enum AccessError {
     },
     #[error("{} is not UTF-8 text", path.display())]
     NotUtf8 { path: PathBuf },
+    #[error("{} is larger than {} (gevo's limit)", path.display(), size_text(*cap))]
+    TooLarge { path: PathBuf, cap: u64 },
 }
 
-fn outside_root(root: &Path, uid: u32) -> String {
-    format!(
-        "it is outside the watch root {} and not owned by the spec's owner (uid {uid}) or a world-readable root file",
-        root.display()
-    )
+/// A cap in words: `64 MiB`, else bytes.
+fn size_text(bytes: u64) -> String {
+    if bytes >= 1 << 20 && bytes % (1 << 20) == 0 {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        format!("{bytes} bytes")
+    }
+}
+
+fn owner(uid: u32) -> String {
+    format!("the spec's owner (uid {uid})")
 }
 
 impl AccessError {
@@ -88,7 +110,8 @@ impl AccessError {
             | AccessError::Refused { path, .. }
             | AccessError::Writable { path, .. }
             | AccessError::Io { path, .. }
-            | AccessError::NotUtf8 { path } => path,
+            | AccessError::NotUtf8 { path }
+            | AccessError::TooLarge { path, .. } => path,
         }
     }
 
@@ -102,12 +125,15 @@ impl AccessError {
         match self {
             AccessError::NotFound { .. } => "it does not exist".into(),
             AccessError::NotRegular { what, .. } => format!("it is {what}, not a regular file"),
-            AccessError::Refused { root, uid, .. } => {
-                format!("refused: {}", outside_root(root, *uid))
+            AccessError::Refused { uid, denial, .. } => {
+                format!("refused: {}", denial.describe(&owner(*uid)))
             }
             AccessError::Writable { why, .. } => format!("refused: {why}"),
             AccessError::Io { source, .. } => source.to_string(),
             AccessError::NotUtf8 { .. } => "not UTF-8 text".into(),
+            AccessError::TooLarge { cap, .. } => {
+                format!("it is larger than {} (gevo's limit)", size_text(*cap))
+            }
         }
     }
 }
@@ -135,9 +161,34 @@ impl Reader {
         read_all(path, self.open_readable(path)?)
     }
 
-    /// The file as text: bytes that are not UTF-8 are an error.
+    /// The whole file, when this reader may have it and may trust it, and
+    /// it holds at most `cap` bytes: a larger one is refused from its size,
+    /// before it is read.
+    pub fn read_capped(&self, path: &Path, cap: u64) -> Result<Vec<u8>, AccessError> {
+        let file = self.open(path)?;
+        let too_large = || AccessError::TooLarge {
+            path: path.to_path_buf(),
+            cap,
+        };
+        let size = file.metadata().map_err(|e| io_error(path, e))?.len();
+        if size > cap {
+            return Err(too_large());
+        }
+        // The file may grow while it is read: one byte past the cap tells.
+        let mut bytes = Vec::with_capacity(size as usize);
+        file.take(cap.saturating_add(1))
+            .read_to_end(&mut bytes)
+            .map_err(|e| io_error(path, e))?;
+        if bytes.len() as u64 > cap {
+            return Err(too_large());
+        }
+        Ok(bytes)
+    }
+
+    /// The file as text, at most [`TEXT_CAP`]: bytes that are not UTF-8
+    /// are an error.
     pub fn read_to_string(&self, path: &Path) -> Result<String, AccessError> {
-        let bytes = self.read(path)?;
+        let bytes = self.read_capped(path, TEXT_CAP)?;
         String::from_utf8(bytes).map_err(|_| AccessError::NotUtf8 {
             path: path.to_path_buf(),
         })
@@ -181,6 +232,21 @@ impl Reader {
     /// Opens a regular file this reader may read.
     fn open_readable(&self, path: &Path) -> Result<File, AccessError> {
         use gevo_client::files::FileError;
+        // The spec's owner, as the kernel would judge them.
+        let owner = match self {
+            Reader::OnBehalf { uid, .. } => Some(Identity::of(*uid)),
+            Reader::Caller => None,
+        };
+        let refuse = |denial| AccessError::Refused {
+            path: path.to_path_buf(),
+            uid: owner.as_ref().map_or(0, |o| o.uid),
+            denial,
+        };
+        // Before opening: whether the file exists, or what it is, is told
+        // only where they could have looked.
+        if let Some(owner) = &owner {
+            owner.may_reach(path).map_err(refuse)?;
+        }
         let (file, meta) = gevo_client::files::open_regular(path).map_err(|e| match e {
             FileError::NotRegular { kind, .. } => AccessError::NotRegular {
                 path: path.to_path_buf(),
@@ -193,17 +259,15 @@ impl Reader {
                 source: std::io::Error::other(other.to_string()),
             },
         })?;
-        if let Reader::OnBehalf { uid, root } = self {
-            let allowed = meta.uid() == *uid
-                || (meta.uid() == 0 && meta.mode() & 0o004 != 0)
-                || opened_path(&file).is_some_and(|p| p.starts_with(root));
-            if !allowed {
-                return Err(AccessError::Refused {
-                    path: path.to_path_buf(),
-                    root: root.clone(),
-                    uid: *uid,
-                });
-            }
+        // On the descriptor: the file the kernel opened, by the path it
+        // resolved, whatever the name points to now.
+        if let Some(owner) = &owner {
+            use std::os::fd::AsRawFd;
+            let resolved = opened_path(&file).ok_or_else(|| refuse(Denial::SearchResolved))?;
+            let on_descriptor = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+            owner
+                .may_open(&resolved, &meta, &on_descriptor, READ)
+                .map_err(refuse)?;
         }
         Ok(file)
     }
@@ -360,7 +424,10 @@ mod tests {
     }
 
     #[test]
-    fn on_behalf_of_an_owner_only_their_files_the_root_and_public_system_files() {
+    fn on_behalf_of_an_owner_only_what_they_could_read_themselves() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode =
+            |p: &Path, m: u32| std::fs::set_permissions(p, PermissionsExt::from_mode(m)).unwrap();
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("root");
         std::fs::create_dir(&root).unwrap();
@@ -368,12 +435,8 @@ mod tests {
         std::fs::write(&inside, "inside").unwrap();
         let outside = dir.path().join("secret");
         std::fs::write(&outside, "the secret").unwrap();
-        // Private: the world-readable root-file rule must not apply.
-        std::fs::set_permissions(
-            &outside,
-            std::os::unix::fs::PermissionsExt::from_mode(0o600),
-        )
-        .unwrap();
+        // Private: only its owner may read it.
+        mode(&outside, 0o600);
         let link = root.join("link");
         std::os::unix::fs::symlink(&outside, &link).unwrap();
         // SAFETY: geteuid cannot fail and touches no memory.
@@ -390,15 +453,30 @@ mod tests {
             uid: inside_owner + 1000,
             root: std::fs::canonicalize(&root).unwrap(),
         };
-        // Readable for display: it lies inside the root. Not trusted: its
-        // owner, not the stranger, could change it.
+        // Lying under the watch root grants nothing: the temporary
+        // directory (0700) is not the stranger's to search.
+        mode(dir.path(), 0o700);
+        let text = message(stranger.read_for_display(&inside));
+        assert!(text.contains("may not search its directory"), "{text}");
+        assert!(
+            text.contains(&format!("uid {}", inside_owner + 1000)),
+            "{text}"
+        );
+        // Nor is a missing file's absence told there.
+        let text = message(stranger.read_for_display(&root.join("missing")));
+        assert!(text.contains("refused"), "{text}");
+        mode(dir.path(), 0o755);
+        // Readable for display: its mode lets everyone read it. Not
+        // trusted: its owner, not the stranger, could change it.
         assert_eq!(stranger.read_for_display(&inside).unwrap(), b"inside");
         let text = message(stranger.read(&inside));
         assert!(text.contains("not the spec's owner"), "{text}");
+        mode(&inside, 0o640);
+        let text = message(stranger.read_for_display(&inside));
+        assert!(text.ends_with("may not read it"), "{text}");
         for path in [&outside, &link] {
             let text = message(stranger.read(path));
             assert!(text.contains("refused"), "{text}");
-            assert!(!text.contains("secret\""), "{text}");
             assert!(!text.contains("the secret"), "{text}");
         }
         let owner = Reader::OnBehalf {
@@ -466,6 +544,27 @@ mod tests {
         let before = owner.identity(&file).unwrap();
         std::fs::write(&file, "y").unwrap();
         assert_ne!(owner.identity(&file).unwrap(), before);
+    }
+
+    #[test]
+    fn a_capped_read_refuses_a_larger_file_from_its_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("k.ll");
+        // 3 GiB that take no disk: refused unread.
+        std::fs::File::create(&file)
+            .unwrap()
+            .set_len(3 << 30)
+            .unwrap();
+        let text = message(Reader::Caller.read_capped(&file, 64 << 20));
+        let expected = format!("{} is larger than 64 MiB (gevo's limit)", file.display());
+        assert_eq!(text, expected);
+        std::fs::write(&file, "0123456789").unwrap();
+        assert_eq!(
+            Reader::Caller.read_capped(&file, 10).unwrap(),
+            b"0123456789"
+        );
+        let err = Reader::Caller.read_capped(&file, 9).unwrap_err();
+        assert_eq!(err.about(&file), "it is larger than 9 bytes (gevo's limit)");
     }
 
     #[test]

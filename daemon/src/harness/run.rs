@@ -1,21 +1,27 @@
-//! Running one harness command: a scrubbed environment, its own process
-//! group (so a timeout kills whatever it started), an optional drop to an
-//! unprivileged user, a wall-clock limit and capped output.
+//! Running one harness command: the program opened (and checked) when the
+//! spec loaded, executed from that descriptor; a scrubbed environment, its
+//! own process group (so a timeout kills whatever it started), an optional
+//! drop to an unprivileged user, a wall-clock limit and capped output.
 
 use std::io::Read;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 /// The `PATH` a harness command sees.
-pub const HARNESS_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+pub const HARNESS_PATH: &str = gevo_model::spec::Harness::PATH;
 
 /// One run's command and limits.
 #[derive(Debug, Clone)]
 pub struct RunRequest {
     pub argv: Vec<String>,
+    /// The program as opened when the spec loaded (`Harness::program`):
+    /// when given, this file runs, under the name `argv[0]`, whatever
+    /// `argv[0]` names by now; else `argv[0]` is looked up as usual.
+    pub program: Option<Arc<OwnedFd>>,
     pub workdir: PathBuf,
     /// The whole environment (nothing is inherited).
     pub env: Vec<(String, String)>,
@@ -71,6 +77,31 @@ fn drain(mut stream: impl Read, cap: u64) -> (Vec<u8>, bool) {
     (kept, overflowed)
 }
 
+/// A command that executes the open file `fd` (not a path that could name
+/// another file by now) as `name`. It runs `/proc/self/fd/N` with the
+/// descriptor kept open across the exec, in the child only: a script's
+/// interpreter opens that same path (the kernel passes it as the script),
+/// which an `fexecve` of a close-on-exec descriptor would leave dangling.
+/// Close-on-exec stays set in this process, so no other thread's children
+/// inherit it. The descriptor is `O_PATH`: the program cannot read through
+/// it what its user could not read anyway.
+fn exec_descriptor(name: &str, fd: &Arc<OwnedFd>) -> Command {
+    let raw = fd.as_raw_fd();
+    let mut command = Command::new(format!("/proc/self/fd/{raw}"));
+    command.arg0(name);
+    // SAFETY: fcntl(2) is async-signal-safe and touches no memory; `raw`
+    // is open in the child, a copy of this process whose `request` holds it.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::fcntl(raw, libc::F_SETFD, 0) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    command
+}
+
 /// Runs the command to its end or its timeout. `Err` only when it cannot
 /// be started at all (no such program, no working directory).
 pub fn run(request: &RunRequest) -> Result<RunOutcome, String> {
@@ -78,7 +109,10 @@ pub fn run(request: &RunRequest) -> Result<RunOutcome, String> {
         .argv
         .split_first()
         .ok_or_else(|| "empty command".to_string())?;
-    let mut command = Command::new(program);
+    let mut command = match &request.program {
+        None => Command::new(program),
+        Some(fd) => exec_descriptor(program, fd),
+    };
     command
         .args(args)
         .env_clear()
@@ -150,6 +184,7 @@ mod tests {
     fn request(script: &str) -> RunRequest {
         RunRequest {
             argv: vec!["/bin/sh".into(), "-c".into(), script.into()],
+            program: None,
             workdir: std::env::temp_dir(),
             env: vec![
                 ("PATH".into(), HARNESS_PATH.into()),
@@ -225,6 +260,68 @@ mod tests {
         r.argv = vec!["/nonexistent/app".into()];
         let e = run(&r).unwrap_err();
         assert!(e.contains("/nonexistent/app"), "{e}");
+    }
+
+    /// The file opened runs, not what its path names by the time of the
+    /// run: a script (its interpreter opens `/proc/self/fd/N`) and a
+    /// binary (under its own name), and as another user.
+    #[test]
+    fn the_opened_file_runs_whatever_its_path_names_now() {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, text: &str| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, text).unwrap();
+            std::fs::set_permissions(&p, PermissionsExt::from_mode(0o755)).unwrap();
+            p
+        };
+        let opened = |p: &std::path::Path| -> Arc<OwnedFd> {
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_PATH)
+                .open(p)
+                .unwrap();
+            Arc::new(file.into())
+        };
+        let app = write("app.sh", "#!/bin/sh\necho checked \"$1\"\n");
+        let fd = opened(&app);
+        let other = write("other.sh", "#!/bin/sh\necho swapped\n");
+        std::fs::rename(&other, &app).unwrap();
+        let mut r = request("");
+        r.argv = vec!["./app.sh".into(), "x".into()];
+        r.workdir = dir.path().to_path_buf();
+        r.program = Some(fd.clone());
+        let out = run(&r).unwrap();
+        assert_eq!(out.ending, Ending::Exited(0), "{}", out.stderr_tail(3));
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "checked x\n");
+        // Without the descriptor, the path's file.
+        r.program = None;
+        assert_eq!(run(&r).unwrap().stdout, b"swapped\n");
+
+        let mut r = request("echo $0; id -u");
+        r.program = Some(opened(std::path::Path::new("/bin/sh")));
+        r.argv[0] = "my-sh".into();
+        let out = run(&r).unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).lines().next(),
+            Some("my-sh")
+        );
+        // SAFETY: geteuid cannot fail and touches no memory.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: changing the user needs root");
+            return;
+        }
+        r.user = Some((65534, 65534));
+        r.workdir = PathBuf::from("/");
+        let out = run(&r).unwrap();
+        assert_eq!(out.ending, Ending::Exited(0), "{}", out.stderr_tail(3));
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "my-sh\n65534\n");
+        // A script too: its interpreter, already another user, opens it.
+        r.argv = vec!["./app.sh".into(), "y".into()];
+        r.program = Some(fd);
+        let out = run(&r).unwrap();
+        assert_eq!(out.ending, Ending::Exited(0), "{}", out.stderr_tail(3));
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "checked y\n");
     }
 
     /// As root, the command runs as the given unprivileged user.

@@ -1,7 +1,7 @@
 //! What each API request does, against the shared registry.
 
-use super::registry::Lookup;
-use super::Shared;
+use super::registry::{daemon_or_root, Lookup};
+use super::{rights, Shared};
 use crate::api::limits::{quote, quote_path};
 use crate::api::{Access, Handler, Peer};
 use gevo_client::proto::{
@@ -9,6 +9,7 @@ use gevo_client::proto::{
     PatchFile, Reply, ReportPage, Request, Response, SlotInfo, Status, TestRatio, WatchRoot,
 };
 use gevo_ir::KernelIr;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -25,7 +26,7 @@ impl Handler for ApiHandler {
 
     fn handle(&self, request: Request, peer: &Peer) -> Response {
         tracing::debug!(?request.command, uid = peer.uid, "request");
-        match self.command(request.command) {
+        match self.command(request.command, peer.uid) {
             Ok(reply) => Response::ok(reply),
             Err((code, message)) => Response::error(code, message),
         }
@@ -36,9 +37,13 @@ type Outcome = Result<Reply, (ErrorCode, String)>;
 
 /// The store's setting of the directories a user unwatched.
 const UNWATCHED: &str = "unwatched_roots";
+/// Who unwatched each of them.
+const UNWATCHED_BY: &str = "unwatched_roots_by";
 
 impl ApiHandler {
-    fn command(&self, command: Command) -> Outcome {
+    /// `uid`: the requesting peer's, whose rights the request has
+    /// (`super::rights`).
+    fn command(&self, command: Command, uid: u32) -> Outcome {
         match command {
             Command::Status => Ok(Reply::Status(self.status())),
             Command::Jobs { kernel: None } => Ok(Reply::Jobs(self.shared.registry().infos())),
@@ -61,11 +66,12 @@ impl ApiHandler {
             Command::Pareto { kernel } => self.pareto(&kernel),
             Command::Explain { kernel } => self.explain(&kernel),
             Command::Report { kernel } => self.report(&kernel),
-            Command::Watch { dir, from_build } => self.watch(dir, true, from_build),
-            Command::Unwatch { dir } => self.watch(dir, false, false),
-            Command::Pause { kernel } => self.pause(kernel.as_deref(), true),
-            Command::Resume { kernel } => self.pause(kernel.as_deref(), false),
+            Command::Watch { dir, from_build } => self.watch(dir, true, from_build, uid),
+            Command::Unwatch { dir } => self.watch(dir, false, false, uid),
+            Command::Pause { kernel } => self.pause(kernel.as_deref(), true, uid),
+            Command::Resume { kernel } => self.pause(kernel.as_deref(), false, uid),
             Command::Shutdown => {
+                rights::may_run_the_daemon(uid, "shut gevod down")?;
                 self.shared.shutdown.store(true, Ordering::Relaxed);
                 Ok(Reply::Done("gevod is shutting down".into()))
             }
@@ -379,6 +385,9 @@ impl ApiHandler {
     /// will not make a job as it is. Only paths and the daemon's own
     /// messages: never a byte of the file.
     fn spec_note(&self, spec: &Path) -> Option<(bool, String)> {
+        use std::os::unix::fs::MetadataExt;
+        // Whose it is (a symlink's maker), for the roots that adopt it.
+        let owner = std::fs::symlink_metadata(spec).ok().map(|m| m.uid());
         let registry = self.shared.registry();
         let settle = self.shared.config().daemon.settle;
         let shown = quote_path(spec);
@@ -396,8 +405,25 @@ impl ApiHandler {
         if let Some(problem) = registry.problems.get(spec) {
             return Some((false, format!("{shown}: {}", problem.message)));
         }
-        let Some(root) = registry.roots.iter().find(|r| spec.starts_with(&r.path)) else {
-            let dir = spec.parent().unwrap_or(spec);
+        let dir = spec.parent().unwrap_or(spec);
+        let covering: Vec<_> = registry
+            .roots
+            .iter()
+            .filter(|r| spec.starts_with(&r.path))
+            .collect();
+        let adopted = owner.is_none_or(|owner| covering.iter().any(|r| r.adopts_specs_of(owner)));
+        if let (Some(root), false) = (covering.first(), adopted) {
+            return Some((
+                false,
+                format!(
+                    "{shown} is not taken: gevod watches {} for the specs of the user who added it \
+                     only (`gevo-client watch {}` as the spec's owner)",
+                    quote_path(&root.path),
+                    quote_path(dir)
+                ),
+            ));
+        }
+        let Some(root) = covering.first() else {
             return Some((
                 false,
                 format!(
@@ -475,16 +501,21 @@ impl ApiHandler {
             .collect()
     }
 
-    /// Watch or unwatch `dir`. A directory the user unwatched is
-    /// remembered (the store's `unwatched_roots`) until a `watch` that is
-    /// not `from_build`: a build's registration (CMake's configure) leaves
-    /// it unwatched.
-    fn watch(&self, dir: PathBuf, add: bool, from_build: bool) -> Outcome {
+    /// Watch or unwatch `dir` for `uid`. A directory the user unwatched is
+    /// remembered (the store's `unwatched_roots`, with who unwatched it)
+    /// until a `watch` that is not `from_build`: a build's registration
+    /// (CMake's configure) leaves it unwatched, when that user or an
+    /// administrator unwatched it. Who may add and remove which roots, and
+    /// whose specs a root adopts: `super::rights`, `Root::adopts`.
+    fn watch(&self, dir: PathBuf, add: bool, from_build: bool, uid: u32) -> Outcome {
         if !dir.is_absolute() {
             return Err((
                 ErrorCode::BadDirectory,
                 format!("{}: give an absolute path", quote_path(&dir)),
             ));
+        }
+        if add {
+            rights::may_add_root(uid, &dir)?;
         }
         if add && !dir.is_dir() {
             return Err((
@@ -498,71 +529,65 @@ impl ApiHandler {
             .setting(UNWATCHED)
             .map_err(internal)?
             .unwrap_or_default();
+        let mut unwatched_by: BTreeMap<PathBuf, u32> = store
+            .setting(UNWATCHED_BY)
+            .map_err(internal)?
+            .unwrap_or_default();
+        // An unwatch from before who unwatched was stored counts for all.
+        let unwatched_for_them = unwatched.contains(&dir)
+            && unwatched_by
+                .get(&dir)
+                .is_none_or(|&by| by == uid || daemon_or_root(by));
         let mut registry = self.shared.registry();
-        let existing = registry.roots.iter().position(|r| r.path == dir);
-        let message = match (add, existing) {
-            (true, Some(_)) => format!("already watching {}", dir.display()),
-            (true, None) if from_build && unwatched.contains(&dir) => {
-                return Ok(Reply::Done(format!(
-                    "not watching {}: it was unwatched with `gevo-client unwatch`; \
-                     `gevo-client watch {}` watches it again",
-                    dir.display(),
-                    dir.display()
-                )))
-            }
-            (true, None) => {
-                registry.roots.push(super::registry::Root {
-                    path: dir.clone(),
-                    from_client: true,
-                });
-                format!("watching {}", dir.display())
-            }
-            (false, Some(i)) if !registry.roots[i].from_client => {
-                return Err((
-                    ErrorCode::BadDirectory,
-                    format!(
-                        "{} is watched by the configuration; remove it there and reload",
-                        dir.display()
-                    ),
-                ))
-            }
-            (false, Some(i)) => {
-                registry.roots.remove(i);
-                format!(
-                    "no longer watching {} (its jobs are kept, removed)",
-                    dir.display()
-                )
-            }
-            (false, None) => {
-                return Err((
-                    ErrorCode::BadDirectory,
-                    format!("{} is not watched", quote_path(&dir)),
-                ))
-            }
-        };
-        let client_roots: Vec<PathBuf> = registry
-            .roots
-            .iter()
-            .filter(|r| r.from_client)
-            .map(|r| r.path.clone())
-            .collect();
+        let watched = registry.roots.iter().any(|r| r.path == dir);
+        if add && from_build && !watched && unwatched_for_them {
+            return Ok(Reply::Done(format!(
+                "not watching {}: it was unwatched with `gevo-client unwatch`; \
+                 `gevo-client watch {}` watches it again",
+                dir.display(),
+                dir.display()
+            )));
+        }
+        let (message, removed) = rights::change_roots(&mut registry.roots, &dir, add, uid)?;
+        let roots = registry.roots.clone();
         drop(registry);
         if add {
             unwatched.retain(|d| d != &dir);
-        } else if !unwatched.contains(&dir) {
-            unwatched.push(dir.clone());
+            unwatched_by.remove(&dir);
+        } else if removed {
+            if !unwatched.contains(&dir) {
+                unwatched.push(dir.clone());
+            }
+            unwatched_by.insert(dir.clone(), uid);
         }
-        store
-            .put_setting("watch_roots", &client_roots)
-            .map_err(internal)?;
+        super::registry::save_client_roots(store, &roots).map_err(internal)?;
         store.put_setting(UNWATCHED, &unwatched).map_err(internal)?;
+        store
+            .put_setting(UNWATCHED_BY, &unwatched_by)
+            .map_err(internal)?;
         self.shared.rescan.store(true, Ordering::Relaxed);
         Ok(Reply::Done(message))
     }
 
-    fn pause(&self, kernel: Option<&str>, pause: bool) -> Outcome {
+    /// Pauses or resumes one kernel's jobs (its spec's owner may), or
+    /// every job (the daemon's user or root may), for `uid`.
+    fn pause(&self, kernel: Option<&str>, pause: bool, uid: u32) -> Outcome {
         let kernel = kernel.map(|k| self.resolve(k)).transpose()?;
         let mut registry = self.shared.registry();
+        match &kernel {
+            None => rights::may_run_the_daemon(
+                uid,
+                &format!("{} every job", if pause { "pause" } else { "resume" }),
+            )?,
+            Some(k) => rights::may_control(
+                uid,
+                k,
+                registry
+                    .jobs
+                    .values()
+                    .filter(|j| !j.daemon.superseded && &j.daemon.kernel == k),
+            )?,
+        }
         let mut changed = Vec::new();
         for job in registry.jobs.values_mut() {
             if job.daemon.superseded || kernel.as_ref().is_some_and(|k| &job.daemon.kernel != k) {

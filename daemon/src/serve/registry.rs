@@ -19,6 +19,9 @@ pub struct JobEntry {
     pub ir_snapshot: PathBuf,
     /// Its spec file is not (or no longer) among the scanned ones.
     pub removed: bool,
+    /// The uid owning its spec file as last read (a symlink's maker): who
+    /// may pause and resume it. `None` until a scan or start-up saw it.
+    pub owner: Option<u32>,
     pub finished: bool,
     pub error: Option<String>,
     /// The slot running it.
@@ -55,6 +58,7 @@ impl JobEntry {
             record,
             ir_snapshot,
             removed,
+            owner: None,
             finished: false,
             error: None,
             running_on: None,
@@ -182,6 +186,108 @@ pub struct Problem {
 pub struct Root {
     pub path: PathBuf,
     pub from_client: bool,
+    /// The uids that added it over the socket (`gevo-client watch`), in
+    /// order; none for the configuration's roots.
+    pub added_by: Vec<u32>,
+}
+
+impl Root {
+    /// A root from the configuration file or `--watch`.
+    pub fn configured(path: PathBuf) -> Root {
+        Root {
+            path,
+            from_client: false,
+            added_by: Vec::new(),
+        }
+    }
+
+    /// Whose specs it adopts: everyone's when the configuration, root or
+    /// the daemon's user added it; else each of its adders' own (one walk
+    /// each).
+    pub fn adopts(&self) -> Vec<crate::watch::Adopts> {
+        use crate::watch::Adopts;
+        if !self.from_client || self.added_by.iter().any(|&uid| daemon_or_root(uid)) {
+            return vec![Adopts::Everyone];
+        }
+        self.added_by
+            .iter()
+            .map(|&uid| Adopts::OnlyOf(uid))
+            .collect()
+    }
+
+    /// Whether it adopts the specs `owner` owns.
+    pub fn adopts_specs_of(&self, owner: u32) -> bool {
+        self.adopts().iter().any(|a| match a {
+            crate::watch::Adopts::Everyone => true,
+            crate::watch::Adopts::OnlyOf(uid) => *uid == owner,
+        })
+    }
+}
+
+/// The daemon's own user (its effective uid).
+pub fn daemon_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// Root or the daemon's own user: who may do anything over the socket.
+pub fn daemon_or_root(uid: u32) -> bool {
+    uid == 0 || uid == daemon_uid()
+}
+
+/// The store's settings of the roots clients added: their paths (as every
+/// gevod version reads them) and who added each.
+const CLIENT_ROOTS: &str = "watch_roots";
+const ADDED_BY: &str = "watch_roots_added_by";
+
+/// The watch roots: the configuration's (`config`), then those clients
+/// added (from the store) that the configuration does not name. A client
+/// root a gevod from before roots had adders stored is taken as added by
+/// its directory's owner; one that root or the daemon's user owns (or that
+/// is gone), which could have been anyone's `watch`, is dropped with a
+/// warning: a `gevo-client watch` adds it again.
+pub fn load_roots(
+    store: &gevo_search::store::Store,
+    config: &[PathBuf],
+) -> Result<Vec<Root>, gevo_search::store::StoreError> {
+    use std::os::unix::fs::MetadataExt;
+    let paths: Vec<PathBuf> = store.setting(CLIENT_ROOTS)?.unwrap_or_default();
+    let added_by: BTreeMap<PathBuf, Vec<u32>> = store.setting(ADDED_BY)?.unwrap_or_default();
+    let mut roots: Vec<Root> = config.iter().cloned().map(Root::configured).collect();
+    for path in paths {
+        if roots.iter().any(|r| r.path == path) {
+            continue;
+        }
+        let adders = added_by.get(&path).cloned().or_else(|| {
+            let owner = std::fs::metadata(&path).ok().map(|m| m.uid());
+            let kept = owner.filter(|&uid| !daemon_or_root(uid));
+            if kept.is_none() {
+                tracing::warn!(root = %path.display(), "not watching a client's root stored without who added it: `gevo-client watch` adds it again");
+            }
+            kept.map(|uid| vec![uid])
+        });
+        if let Some(added_by) = adders.filter(|a| !a.is_empty()) {
+            roots.push(Root {
+                path,
+                from_client: true,
+                added_by,
+            });
+        }
+    }
+    Ok(roots)
+}
+
+/// Stores the roots clients added, with who added each.
+pub fn save_client_roots(
+    store: &gevo_search::store::Store,
+    roots: &[Root],
+) -> Result<(), gevo_search::store::StoreError> {
+    let client: Vec<&Root> = roots.iter().filter(|r| r.from_client).collect();
+    let paths: Vec<&PathBuf> = client.iter().map(|r| &r.path).collect();
+    let added_by: BTreeMap<&PathBuf, &Vec<u32>> =
+        client.iter().map(|r| (&r.path, &r.added_by)).collect();
+    store.put_setting(CLIENT_ROOTS, &paths)?;
+    store.put_setting(ADDED_BY, &added_by)
 }
 
 #[derive(Debug, Clone, Default)]
@@ -334,5 +440,62 @@ impl Registry {
     /// Virtual time for a job becoming runnable now.
     pub fn entry_vtime(&self) -> f64 {
         crate::sched::entry_vtime(self.jobs.values().filter(|j| j.runnable()).map(|j| j.vtime))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::watch::Adopts;
+    use std::os::unix::fs::chown;
+
+    #[test]
+    fn client_roots_keep_who_added_them_and_old_ones_go_to_their_owner() {
+        if daemon_uid() != 0 {
+            println!("skipped: directories of other owners need root to make");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let store = gevo_search::store::Store::open(&dir.path().join("state")).unwrap();
+        let theirs = dir.path().join("theirs");
+        let roots_own = dir.path().join("root-owned");
+        let configured = dir.path().join("configured");
+        for d in [&theirs, &roots_own, &configured] {
+            std::fs::create_dir(d).unwrap();
+        }
+        chown(&theirs, Some(4242), None).unwrap();
+        // As a gevod from before adders were stored left them: paths only.
+        let old = vec![theirs.clone(), roots_own.clone(), configured.clone()];
+        store.put_setting(CLIENT_ROOTS, &old).unwrap();
+        let mut roots = load_roots(&store, std::slice::from_ref(&configured)).unwrap();
+        let added = |path: &PathBuf, uids: &[u32]| Root {
+            path: path.clone(),
+            from_client: true,
+            added_by: uids.to_vec(),
+        };
+        // Root's directory could have been anyone's `watch`: dropped.
+        assert_eq!(
+            roots,
+            [
+                Root::configured(configured.clone()),
+                added(&theirs, &[4242])
+            ]
+        );
+        assert_eq!(roots[0].adopts(), [Adopts::Everyone]);
+        assert_eq!(roots[1].adopts(), [Adopts::OnlyOf(4242)]);
+        assert!(roots[1].adopts_specs_of(4242) && !roots[1].adopts_specs_of(4343));
+        // Stored with who added them, they come back so, whoever owns the
+        // directory by then.
+        roots[1].added_by.push(4343);
+        roots.push(added(&roots_own, &[4242, 0]));
+        save_client_roots(&store, &roots).unwrap();
+        chown(&theirs, Some(4343), None).unwrap();
+        let loaded = load_roots(&store, std::slice::from_ref(&configured)).unwrap();
+        assert_eq!(loaded, roots);
+        assert_eq!(
+            loaded[1].adopts(),
+            [Adopts::OnlyOf(4242), Adopts::OnlyOf(4343)]
+        );
+        assert_eq!(loaded[2].adopts(), [Adopts::Everyone]);
     }
 }

@@ -131,8 +131,12 @@ pub fn load_jobs(
                 tracing::error!(error = %e, "restoring a job's IR snapshot");
             }
         }
-        // Removed until a scan finds the spec again.
+        // Removed until a scan finds the spec again. Its owner, until then:
+        // the spec file's, if it is still there.
         let mut entry = JobEntry::new(daemon, record, ir_snapshot, true, 0.0);
+        entry.owner = std::fs::symlink_metadata(&entry.record.spec_path)
+            .ok()
+            .map(|m| std::os::unix::fs::MetadataExt::uid(&m));
         if let Some(engine) = engine {
             entry.absorb(&engine);
             // Keep the export's time when it is this variant's.
@@ -159,11 +163,13 @@ pub fn rescan(
     config: &ServeConfig,
     now: Instant,
 ) -> Option<Duration> {
-    let roots: Vec<PathBuf> = shared
+    // Each root adopts the specs of whom it is for: a root a user added,
+    // only theirs (`Root::adopts`).
+    let roots: Vec<(PathBuf, crate::watch::Adopts)> = shared
         .registry()
         .roots
         .iter()
-        .map(|r| r.path.clone())
+        .flat_map(|r| r.adopts().into_iter().map(|a| (r.path.clone(), a)))
         .collect();
     let found = crate::watch::scan(&roots);
     let present: BTreeSet<PathBuf> = found.iter().map(|f| f.spec.clone()).collect();
@@ -172,8 +178,12 @@ pub fn rescan(
     for f in &found {
         // Every file the spec names, the spec included, is read for the
         // spec's owner.
-        let read = Reader::for_spec(&f.spec, &f.root)
-            .and_then(|reader| Ok((reader.read(&f.spec)?, reader)));
+        let read = Reader::for_spec(&f.spec, &f.root).and_then(|reader| {
+            Ok((
+                reader.read_capped(&f.spec, gevo_model::access::TEXT_CAP)?,
+                reader,
+            ))
+        });
         let (spec_bytes, reader) = match read {
             Ok(read) => read,
             Err(e) => {
@@ -193,7 +203,10 @@ pub fn rescan(
         };
         let spec_text = String::from_utf8_lossy(&spec_bytes).into_owned();
         let parsed = gevo_model::spec::parse_as(&f.spec, &spec_text, &reader);
-        let ir_bytes = parsed.as_ref().ok().map(|s| reader.read(&s.ir));
+        let ir_bytes = parsed
+            .as_ref()
+            .ok()
+            .map(|s| reader.read_capped(&s.ir, gevo_ir::bounds::MAX_IR_BYTES));
         // What a harness command runs is part of the version: a replaced
         // program makes a new one.
         let programs: Vec<String> = parsed
@@ -234,6 +247,7 @@ pub fn rescan(
             if let Some(job) = known {
                 job.removed = false;
                 registry.problems.remove(&f.spec);
+                set_owner(&mut registry, &f.spec, &reader);
                 continue;
             }
         }
@@ -257,13 +271,16 @@ pub fn rescan(
             };
             super::register::register(shared, config, found)
         });
-        if let Err(message) = outcome {
-            let problem = Problem {
-                kernel,
-                message,
-                fingerprint,
-            };
-            record_problem(shared, &f.spec, problem);
+        match outcome {
+            Ok(()) => set_owner(&mut shared.registry(), &f.spec, &reader),
+            Err(message) => {
+                let problem = Problem {
+                    kernel,
+                    message,
+                    fingerprint,
+                };
+                record_problem(shared, &f.spec, problem);
+            }
         }
     }
     let mut registry = shared.registry();
@@ -274,6 +291,18 @@ pub fn rescan(
         }
     }
     pending
+}
+
+/// Records whom the jobs of the spec file `spec` belong to: the owner its
+/// files were read for (who may pause and resume them).
+fn set_owner(registry: &mut Registry, spec: &Path, reader: &Reader) {
+    if let Reader::OnBehalf { uid, .. } = reader {
+        for job in registry.jobs.values_mut() {
+            if job.record.spec_path == spec {
+                job.owner = Some(*uid);
+            }
+        }
+    }
 }
 
 /// Shows `problem` for `spec`, logging it once per spec content and

@@ -55,6 +55,11 @@ pub struct Harness {
     /// The files the command runs: the program when given as a path, and
     /// arguments naming files (scripts), resolved against `workdir`.
     pub programs: Vec<PathBuf>,
+    /// The program, opened when the spec loaded (and, for the daemon,
+    /// checked on that descriptor): every run executes this file, never
+    /// what `command[0]` names by then. `None` only for the command line's
+    /// own specs whose program could not be opened then (the run says why).
+    pub program: Option<CheckedProgram>,
     /// Where the command runs (resolved against the spec's directory).
     pub workdir: PathBuf,
     /// Longest a run may take before it is killed (and the variant rejected).
@@ -69,6 +74,24 @@ pub struct Harness {
     pub outputs: Vec<HarnessOutput>,
 }
 
+/// A harness program as opened when its spec loaded.
+#[derive(Debug, Clone)]
+pub struct CheckedProgram {
+    /// Where `command[0]` led: resolved against the workdir, or found on
+    /// [`Harness::PATH`].
+    pub path: PathBuf,
+    /// An `O_PATH` descriptor of the file (close-on-exec): runs execute it.
+    pub fd: Arc<std::os::fd::OwnedFd>,
+    /// The file's device and inode.
+    pub id: (u64, u64),
+}
+
+impl PartialEq for CheckedProgram {
+    fn eq(&self, other: &Self) -> bool {
+        self.path == other.path && self.id == other.id
+    }
+}
+
 /// One output file of a harness run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HarnessOutput {
@@ -81,6 +104,10 @@ pub struct HarnessOutput {
 pub const HARNESS_PLACEHOLDERS: [&str; 4] = ["ptx", "out", "test", "seed"];
 
 impl Harness {
+    /// The `PATH` a harness command sees, where a program named without a
+    /// `/` is looked up.
+    pub const PATH: &'static str = "/usr/local/bin:/usr/bin:/bin";
+
     /// The command line for one run: placeholders replaced.
     pub fn argv(
         &self,
