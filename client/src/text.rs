@@ -8,17 +8,30 @@
 use std::borrow::Cow;
 use std::fmt::Write;
 
-/// `s` with every control character (C0, DEL, C1) written as `\u{..}`, and
+/// Characters that reorder or hide what a terminal shows without being
+/// control characters: the bidirectional overrides, embeddings and
+/// isolates (U+202A..U+202E, U+2066..U+2069), the directional marks
+/// (U+200E, U+200F, U+061C), and the line and paragraph separators. A
+/// right-to-left override in a file name can make `evil.cu` read as
+/// another name.
+fn reorders_text(c: char) -> bool {
+    matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{061c}' | '\u{2028}' | '\u{2029}')
+}
+
+/// `s` with every control character (C0, DEL, C1) and every character that
+/// reorders text ([`reorders_text`]) written as `\u{..}`, and
 /// backslashes that could be read as such an escape doubled. Borrowed when
 /// there is nothing to escape.
 pub fn escape_controls(s: &str) -> Cow<'_, str> {
-    escape(s, |c| c.is_control())
+    escape(s, |c| c.is_control() || reorders_text(c))
 }
 
 /// [`escape_controls`] for multi-line text (a report, an error with its
 /// source excerpt): newlines and tabs are kept.
 pub fn escape_terminal(s: &str) -> Cow<'_, str> {
-    escape(s, |c| c.is_control() && c != '\n' && c != '\t')
+    escape(s, |c| {
+        (c.is_control() && c != '\n' && c != '\t') || reorders_text(c)
+    })
 }
 
 fn escape(s: &str, escaped: impl Fn(char) -> bool) -> Cow<'_, str> {
@@ -138,6 +151,9 @@ mod tests {
             ("a\nb\tc\rd", "a\\u{a}b\\u{9}c\\u{d}d"),
             ("del\x7f c1\u{9b}", "del\\u{7f} c1\\u{9b}"),
             ("stencil.cu:41 // é ✓", "stencil.cu:41 // é ✓"),
+            // A right-to-left override, an isolate and a mark.
+            ("a\u{202e}uc.live", "a\\u{202e}uc.live"),
+            ("x\u{2067}y\u{200f}z", "x\\u{2067}y\\u{200f}z"),
             // A backslash is doubled only where escaping happened, so an
             // escaped string cannot pass for another one's escape.
             ("C:\\x\x1b", "C:\\\\x\\u{1b}"),
