@@ -5,7 +5,7 @@
 //! The whole exchange runs against one deadline, so a daemon that accepts
 //! and then stalls cannot hold a build script longer than the timeout.
 
-use crate::proto::{Request, Response, MAX_MESSAGE_BYTES, PROTOCOL_VERSION};
+use crate::proto::{Body, ErrorCode, Request, Response, MAX_MESSAGE_BYTES, PROTOCOL_VERSION};
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
 use std::os::unix::net::UnixStream;
@@ -19,10 +19,26 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// How many characters of an unparsable response an error quotes.
 const PREFIX_CHARS: usize = 80;
 
-/// What went wrong with a call. The first three mean no usable daemon
-/// answered ([`CallError::is_unreachable`]); their messages all read
-/// "cannot reach gevod at <socket>: <reason>", except for a path that is
-/// not a socket: "<socket> is a FIFO, not a socket".
+/// How the daemon's answer to a connection beyond its caps (connections in
+/// all, or of one uid) begins; its code is `internal`. Such a daemon did
+/// not read the request: [`CallError::Busy`].
+pub const TURNED_AWAY: &str = "too many connections";
+
+/// The message of `response` when it is the daemon turning the connection
+/// away ([`TURNED_AWAY`]), not an answer to the request.
+pub fn turned_away(response: &Response) -> Option<&str> {
+    match &response.body {
+        Body::Error(e) if e.code == ErrorCode::Internal && e.message.starts_with(TURNED_AWAY) => {
+            Some(&e.message)
+        }
+        _ => None,
+    }
+}
+
+/// What went wrong with a call. The first three and the last two mean no
+/// usable daemon answered ([`CallError::is_unreachable`]); the first three's
+/// messages read "cannot reach gevod at <socket>: <reason>", except for a
+/// path that is not a socket: "<socket> is a FIFO, not a socket".
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {
     /// Nothing answered: no socket, a stale one, no permission, or a file
@@ -56,6 +72,11 @@ pub enum CallError {
     /// the one named by `GEVO_SOCKET` or a config): each with why.
     #[error("{}", nowhere(tried))]
     Nowhere { tried: Vec<Tried> },
+    /// The daemon turned the connection away without reading the request:
+    /// it serves as many connections as it will (in all, or of this uid).
+    /// Like a daemon that is down, for what falls back on the export.
+    #[error("gevod at {} turned this client away: {message}", socket.display())]
+    Busy { socket: PathBuf, message: String },
 }
 
 /// A socket that did not accept a connection, and why.
@@ -129,9 +150,11 @@ fn not_a_socket(e: &io::Error) -> Option<&'static str> {
 }
 
 impl CallError {
-    /// True when no usable daemon answered at all, as opposed to a daemon
-    /// that answered something this client cannot use. `best` falls back
-    /// on the exported variant in the first case.
+    /// True when no usable daemon answered at all (none listens, the
+    /// connection broke or timed out before an answer, or the daemon turned
+    /// it away as busy), as opposed to a daemon that answered something this
+    /// client cannot use. `best` and `report` fall back on the export in the
+    /// first case.
     pub fn is_unreachable(&self) -> bool {
         matches!(
             self,
@@ -139,7 +162,14 @@ impl CallError {
                 | CallError::Io { .. }
                 | CallError::Timeout { .. }
                 | CallError::Nowhere { .. }
+                | CallError::Busy { .. }
         )
+    }
+
+    /// True when the daemon turned the connection away: it runs, and
+    /// serves as many connections as it will.
+    pub fn is_busy(&self) -> bool {
+        matches!(self, CallError::Busy { .. })
     }
 
     /// True when connecting failed (nothing listens), as opposed to a
@@ -184,6 +214,7 @@ impl CallError {
             CallError::Timeout { after, .. } => {
                 format!("no answer within {} s", after.as_secs_f64())
             }
+            CallError::Busy { message, .. } => message.clone(),
             CallError::Nowhere { tried } => match &tried[..] {
                 [one] if not_a_socket(&one.source).is_some() => {
                     unreachable_at(&one.named(), &one.socket, &one.source)
@@ -285,16 +316,30 @@ fn exchange(
 
     let mut line = serde_json::to_vec(request).expect("requests serialize");
     line.push(b'\n');
-    send(stream, &line, deadline).map_err(fail)?;
-
-    let answer = receive(stream, deadline).map_err(fail)?;
+    let answer = match send(stream, &line, deadline) {
+        Ok(()) => receive(stream, deadline).map_err(fail)?,
+        Err(e) if is_timeout(&e) => return Err(fail(e)),
+        // The daemon may have answered before closing (a turned-away
+        // connection): that answer says more than the broken pipe.
+        Err(e) => match receive(stream, deadline) {
+            Ok(Some(answer)) if parse(&answer).is_ok() => Some(answer),
+            _ => return Err(fail(e)),
+        },
+    };
     let Some(answer) = answer else {
         return Err(CallError::TooLong {
             socket: socket.to_path_buf(),
             limit: MAX_MESSAGE_BYTES,
         });
     };
-    parse(&answer)
+    let response = parse(&answer)?;
+    if let Some(message) = turned_away(&response) {
+        return Err(CallError::Busy {
+            socket: socket.to_path_buf(),
+            message: message.to_string(),
+        });
+    }
+    Ok(response)
 }
 
 /// `UnixStream::connect` with a timeout. A daemon that stopped accepting

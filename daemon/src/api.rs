@@ -6,10 +6,13 @@
 
 pub mod limits;
 
-pub use limits::{ANSWER_DEADLINE, MAX_CONNECTIONS, MAX_REQUEST_BYTES, REQUEST_DEADLINE};
+pub use limits::{
+    ANSWER_DEADLINE, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_UID, MAX_REQUEST_BYTES, REQUEST_DEADLINE,
+};
 
 use gevo_client::proto::{ErrorCode, Request, Response, MAX_MESSAGE_BYTES, PROTOCOL_VERSION};
-use limits::RequestError;
+use gevo_client::transport::TURNED_AWAY;
+use limits::{Full, RequestError};
 use serde::Deserialize;
 use std::io;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
@@ -144,22 +147,22 @@ pub fn bind(path: &Path) -> Result<UnixListener, ApiError> {
 }
 
 /// Accepts connections until the listener fails: one thread per connection,
-/// so a slow client never holds up the others, up to
-/// [`MAX_CONNECTIONS`]; the ones beyond get an answer and are closed.
+/// so a slow client never holds up the others, up to [`MAX_CONNECTIONS`] in
+/// all and [`MAX_CONNECTIONS_PER_UID`] per peer uid (root and the daemon's
+/// own user too), so that one user's idle connections leave the others
+/// room; the ones beyond get an answer ([`turned_away`]) and are closed.
 pub fn serve(listener: UnixListener, handler: Arc<dyn Handler>) {
-    let busy = Response::error(
-        ErrorCode::Internal,
-        format!("too many connections ({MAX_CONNECTIONS}); try again"),
-    );
-    let turn_away = match limits::TurnAway::start(line_of(&busy)) {
+    let all_taken: Arc<[u8]> = line_of(&turned_away(Full::All, 0)).into();
+    let turn_away = match limits::TurnAway::start() {
         Ok(t) => t,
         Err(e) => {
             tracing::error!(error = %e, "cannot start the API's thread for turned-away clients");
             return;
         }
     };
-    let connections = limits::Connections::new(MAX_CONNECTIONS);
-    let mut warned: Option<Instant> = None;
+    let connections = limits::Connections::new(MAX_CONNECTIONS, MAX_CONNECTIONS_PER_UID);
+    // When each kind of turning away was last logged.
+    let (mut warned_all, mut warned_uid): (Option<Instant>, Option<Instant>) = (None, None);
     for stream in listener.incoming() {
         let stream = match stream {
             Ok(stream) => stream,
@@ -171,24 +174,50 @@ pub fn serve(listener: UnixListener, handler: Arc<dyn Handler>) {
             }
         };
         let accepted = Instant::now();
-        let Some(permit) = connections.take() else {
-            // Once a minute at most: a flood must not fill the log either.
-            if warned.is_none_or(|w| w.elapsed() > Duration::from_secs(60)) {
-                tracing::warn!(
-                    max = MAX_CONNECTIONS,
-                    "turning clients away: too many connections"
-                );
-                warned = Some(accepted);
+        // The uid only (no /proc read here): the accept loop stays quick.
+        let cred = match peer_cred(&stream) {
+            Ok(cred) => cred,
+            Err(e) => {
+                tracing::debug!(error = %e, "a client's credentials");
+                continue;
             }
-            turn_away.hand_over(stream);
-            continue;
+        };
+        let permit = match connections.take(cred.uid) {
+            Ok(permit) => permit,
+            Err(full) => {
+                // Once a minute at most: a flood must not fill the log either.
+                let (warned, answer) = match full {
+                    Full::All => (&mut warned_all, all_taken.clone()),
+                    Full::Uid => (
+                        &mut warned_uid,
+                        line_of(&turned_away(full, cred.uid)).into(),
+                    ),
+                };
+                if warned.is_none_or(|w| w.elapsed() > Duration::from_secs(60)) {
+                    match full {
+                        Full::All => tracing::warn!(
+                            max = MAX_CONNECTIONS,
+                            "turning clients away: too many connections"
+                        ),
+                        Full::Uid => tracing::warn!(
+                            uid = cred.uid,
+                            max = MAX_CONNECTIONS_PER_UID,
+                            "turning clients away: too many connections from one uid"
+                        ),
+                    }
+                    *warned = Some(accepted);
+                }
+                turn_away.hand_over(stream, answer);
+                continue;
+            }
         };
         let handler = handler.clone();
         let spawned = std::thread::Builder::new()
             .name("gevod-api".into())
             .spawn(move || {
                 let _permit = permit;
-                if let Err(e) = connection(stream, accepted, handler.as_ref()) {
+                let peer = with_groups(cred);
+                if let Err(e) = connection(stream, &peer, accepted, handler.as_ref()) {
                     tracing::debug!(error = %e, "client connection");
                 }
             });
@@ -198,14 +227,31 @@ pub fn serve(listener: UnixListener, handler: Arc<dyn Handler>) {
     }
 }
 
-fn connection(stream: UnixStream, accepted: Instant, handler: &dyn Handler) -> io::Result<()> {
-    let peer = peer_of(&stream)?;
+/// The answer to a connection beyond a cap (code `internal`). It starts
+/// with [`TURNED_AWAY`], by which the client tells "busy, try again" (it
+/// falls back on the export) from the daemon's other errors.
+fn turned_away(full: Full, uid: u32) -> Response {
+    let message = match full {
+        Full::All => format!("{TURNED_AWAY} ({MAX_CONNECTIONS}); try again"),
+        Full::Uid => format!(
+            "{TURNED_AWAY} from uid {uid} (at most {MAX_CONNECTIONS_PER_UID} at once per uid); try again"
+        ),
+    };
+    Response::error(ErrorCode::Internal, message)
+}
+
+fn connection(
+    stream: UnixStream,
+    peer: &Peer,
+    accepted: Instant,
+    handler: &dyn Handler,
+) -> io::Result<()> {
     // The request is read even from a refused peer: closing before the
     // client finished writing would cost it our answer (its write fails).
     let deadline = accepted + REQUEST_DEADLINE;
     let line = limits::read_line(&stream, MAX_REQUEST_BYTES, deadline, REQUEST_DEADLINE);
     let too_long = matches!(line, Err(RequestError::TooLong { .. }));
-    let response = if !handler.access().allows(&peer) {
+    let response = if !handler.access().allows(peer) {
         tracing::warn!(uid = peer.uid, pid = peer.pid, "refused a client");
         Response::error(
             ErrorCode::Refused,
@@ -217,7 +263,7 @@ fn connection(stream: UnixStream, accepted: Instant, handler: &dyn Handler) -> i
     } else {
         match line {
             Ok(line) => match parse(line) {
-                Ok(request) => handler.handle(request, &peer),
+                Ok(request) => handler.handle(request, peer),
                 Err((code, message)) => Response::error(code, message),
             },
             Err(RequestError::Io(e)) => return Err(e),
@@ -311,9 +357,9 @@ fn json_kind(value: &serde_json::Value) -> &'static str {
     }
 }
 
-/// The peer's credentials (SO_PEERCRED) and its supplementary groups from
-/// /proc (the kernel reports only the primary group).
-fn peer_of(stream: &UnixStream) -> std::io::Result<Peer> {
+/// The peer's credentials (SO_PEERCRED: as the kernel took them when it
+/// connected).
+fn peer_cred(stream: &UnixStream) -> std::io::Result<libc::ucred> {
     use std::os::fd::AsRawFd;
     let mut cred = libc::ucred {
         pid: 0,
@@ -334,6 +380,12 @@ fn peer_of(stream: &UnixStream) -> std::io::Result<Peer> {
     if rc != 0 {
         return Err(std::io::Error::last_os_error());
     }
+    Ok(cred)
+}
+
+/// The peer of `cred`, with its supplementary groups from /proc (the kernel
+/// reports only the primary group).
+fn with_groups(cred: libc::ucred) -> Peer {
     let mut gids = vec![cred.gid];
     if let Ok(status) = std::fs::read_to_string(format!("/proc/{}/status", cred.pid)) {
         if let Some(line) = status.lines().find(|l| l.starts_with("Groups:")) {
@@ -344,11 +396,11 @@ fn peer_of(stream: &UnixStream) -> std::io::Result<Peer> {
             );
         }
     }
-    Ok(Peer {
+    Peer {
         pid: cred.pid as u32,
         uid: cred.uid,
         gids,
-    })
+    }
 }
 
 #[cfg(test)]
@@ -383,10 +435,30 @@ mod tests {
     #[test]
     fn peer_credentials_are_our_own() {
         let (a, _b) = UnixStream::pair().unwrap();
-        let peer = peer_of(&a).unwrap();
+        let peer = with_groups(peer_cred(&a).unwrap());
         assert_eq!(peer.pid, std::process::id());
         assert_eq!(peer.uid, unsafe { libc::geteuid() });
         assert!(peer.gids.contains(&unsafe { libc::getegid() }));
+    }
+
+    /// Both turned-away answers are what the client takes for "busy" (it
+    /// then falls back on the export), and name the limit.
+    #[test]
+    fn turned_away_answers_are_told_apart_by_the_client() {
+        for (full, limit) in [
+            (Full::All, format!("({MAX_CONNECTIONS})")),
+            (
+                Full::Uid,
+                format!("from uid 1000 (at most {MAX_CONNECTIONS_PER_UID} at once per uid)"),
+            ),
+        ] {
+            let response = turned_away(full, 1000);
+            let message = gevo_client::transport::turned_away(&response)
+                .unwrap_or_else(|| panic!("{response:?} is not taken for busy"));
+            assert!(message.contains(&limit), "{message}");
+        }
+        let other = Response::error(ErrorCode::Internal, "j1: the store failed");
+        assert!(gevo_client::transport::turned_away(&other).is_none());
     }
 
     /// `parse`'s answer to `line`: `Ok` with the command, or the error's

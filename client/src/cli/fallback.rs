@@ -1,5 +1,6 @@
 //! The commands a build runs, `best` and `report`: the daemon's answer,
-//! else the export in a state directory when the daemon cannot be reached.
+//! else the export in a state directory when the daemon cannot be reached
+//! or turns the client away as busy (`CallError::is_unreachable`).
 
 use super::daemon::{call, Settings};
 use super::render::{json_text, reply_kind};
@@ -8,13 +9,22 @@ use anyhow::{bail, Context, Result};
 use gevo_client::export::{self, ExportError};
 use gevo_client::files;
 use gevo_client::proto::{Best, Body, Command, ErrorCode, Reply, Request};
+use gevo_client::transport::CallError;
 use std::path::{Path, PathBuf};
 
 /// Where a `best` answer came from.
 enum Source {
     Daemon,
-    /// The export in this state dir; the daemon was unreachable for this reason.
+    /// The export in this state dir; why the daemon did not answer
+    /// ([`no_answer`]).
     Export(PathBuf, String),
+}
+
+/// Why the daemon did not answer, as the fallback says it: "daemon
+/// unreachable: no socket there", "daemon busy: too many connections ...".
+fn no_answer(e: &CallError) -> String {
+    let what = if e.is_busy() { "busy" } else { "unreachable" };
+    format!("daemon {what}: {}", e.reason())
 }
 
 /// The first usable export of kernel among the places' state directories,
@@ -74,7 +84,7 @@ pub fn best(settings: &Settings, query: &Query, output: Option<&Path>, json: boo
             }
         },
         Err(e) if e.is_unreachable() => match read_export(settings, kernel, arch) {
-            Ok((best, state)) => (best, Source::Export(state, e.reason())),
+            Ok((best, state)) => (best, Source::Export(state, no_answer(&e))),
             Err(why) => return Err(exit(EXIT_UNREACHABLE, format!("{e}; {why}"))),
         },
         Err(e) => return Err(e.into()),
@@ -85,10 +95,9 @@ pub fn best(settings: &Settings, query: &Query, output: Option<&Path>, json: boo
     let (lo, hi) = r.interval;
     let from = match &source {
         Source::Daemon => "from the daemon".to_string(),
-        Source::Export(state, why) => format!(
-            "from the export in {}, daemon unreachable: {why}",
-            state.display()
-        ),
+        Source::Export(state, why) => {
+            format!("from the export in {}, {why}", state.display())
+        }
     };
     let mut note = format!(
         "{} {}: validated variant, speedup {:.3}x [{lo:.2}, {hi:.2}]{} ({from})",
@@ -185,9 +194,9 @@ pub fn report(settings: &Settings, kernel: &str, output: Option<&Path>) -> Resul
                 Some((html, path)) => (
                     html,
                     format!(
-                        "the report exported with the best variant, {}; daemon unreachable: {}",
+                        "the report exported with the best variant, {}; {}",
                         path.display(),
-                        e.reason()
+                        no_answer(&e)
                     ),
                 ),
                 None => return Err(exit(EXIT_UNREACHABLE, format!("{e}; {}", why.join("; ")))),

@@ -1,22 +1,29 @@
 //! The socket's resource bounds. One allowed client (a build script gone
 //! wrong will do) must not grow the daemon, hold its threads, or read its
-//! own input back at length: connections served at once are capped and the
-//! rest turned away with an answer, a request has one deadline from accept
+//! own input back at length: connections served at once are capped, in all
+//! and per peer uid (so one user's idle connections leave room for the
+//! others), and the rest turned away with an answer, a request has one deadline from accept
 //! to its newline and a size far below the protocol's, and error messages
 //! quote at most a short prefix of what the client sent.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Connections served at once, each on its own thread; the next one is
 /// answered "too many connections" and closed.
 pub const MAX_CONNECTIONS: usize = 64;
+
+/// Connections of one peer uid served at once (root and the daemon's own
+/// user included), well below [`MAX_CONNECTIONS`]: one user's idle or slow
+/// connections cannot take every place; the next one of that uid is
+/// answered "too many connections from uid N" and closed.
+pub const MAX_CONNECTIONS_PER_UID: usize = 16;
 
 /// From accept to the request's newline: a per-read timeout would let a
 /// client sending a byte every few seconds hold its thread forever.
@@ -78,39 +85,84 @@ pub fn quoted_value(value: &serde_json::Value) -> serde_json::Value {
     }
 }
 
-/// Counts the connections being served; a [`Permit`] is one of them.
+/// Counts the connections being served, in all and per peer uid; a
+/// [`Permit`] is one of them.
 #[derive(Debug, Clone)]
 pub struct Connections {
-    active: Arc<AtomicUsize>,
+    counts: Arc<Mutex<Counts>>,
     max: usize,
+    per_uid: usize,
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    total: usize,
+    /// Only uids with a connection served: at most `max` entries.
+    by_uid: HashMap<u32, usize>,
+}
+
+/// Why a connection got no place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Full {
+    /// Its uid already has its `per_uid` connections served.
+    Uid,
+    /// All `max` places are taken.
+    All,
 }
 
 /// One connection's place among the [`Connections`], given back on drop.
 #[derive(Debug)]
-pub struct Permit(Arc<AtomicUsize>);
+pub struct Permit {
+    counts: Arc<Mutex<Counts>>,
+    uid: u32,
+}
+
+/// The counts, also after a panic elsewhere (they are updated in one step).
+fn lock(counts: &Mutex<Counts>) -> MutexGuard<'_, Counts> {
+    counts
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 impl Connections {
-    pub fn new(max: usize) -> Connections {
+    pub fn new(max: usize, per_uid: usize) -> Connections {
         Connections {
-            active: Arc::new(AtomicUsize::new(0)),
+            counts: Arc::default(),
             max,
+            per_uid,
         }
     }
 
-    /// A place, or `None` when all `max` are taken.
-    pub fn take(&self) -> Option<Permit> {
-        let taken = self.active.fetch_add(1, Ordering::AcqRel);
-        if taken >= self.max {
-            self.active.fetch_sub(1, Ordering::AcqRel);
-            return None;
+    /// A place for a connection of `uid`, or why there is none: its uid's
+    /// share is taken (said first: that is the asker's own doing), or all
+    /// places are.
+    pub fn take(&self, uid: u32) -> Result<Permit, Full> {
+        let mut counts = lock(&self.counts);
+        if counts.by_uid.get(&uid).copied().unwrap_or(0) >= self.per_uid {
+            return Err(Full::Uid);
         }
-        Some(Permit(self.active.clone()))
+        if counts.total >= self.max {
+            return Err(Full::All);
+        }
+        counts.total += 1;
+        *counts.by_uid.entry(uid).or_insert(0) += 1;
+        Ok(Permit {
+            counts: self.counts.clone(),
+            uid,
+        })
     }
 }
 
 impl Drop for Permit {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        let mut counts = lock(&self.counts);
+        counts.total -= 1;
+        if let Some(n) = counts.by_uid.get_mut(&self.uid) {
+            *n -= 1;
+            if *n == 0 {
+                counts.by_uid.remove(&self.uid);
+            }
+        }
     }
 }
 
@@ -213,39 +265,38 @@ fn is_timeout(e: &io::Error) -> bool {
     )
 }
 
-/// Answers the connections beyond the cap, all on one thread: each gets its
+/// Answers the connections beyond the caps, all on one thread: each gets its
 /// answer at once and is kept open a moment, reading, since closing a
 /// connection whose client has not written its request yet would fail that
 /// write before the client reads the answer.
 pub struct TurnAway {
-    queue: SyncSender<UnixStream>,
-    answer: Arc<[u8]>,
+    queue: SyncSender<(UnixStream, Arc<[u8]>)>,
 }
 
 impl TurnAway {
-    /// Starts the thread; every connection handed over gets `answer`.
-    pub fn start(answer: Vec<u8>) -> io::Result<TurnAway> {
-        let answer: Arc<[u8]> = answer.into();
+    /// Starts the thread.
+    pub fn start() -> io::Result<TurnAway> {
         let (queue, arrivals) = std::sync::mpsc::sync_channel(TURNED_AWAY_HELD);
-        let theirs = answer.clone();
         std::thread::Builder::new()
             .name("gevod-api-busy".into())
-            .spawn(move || turn_away(arrivals, &theirs))?;
-        Ok(TurnAway { queue, answer })
+            .spawn(move || turn_away(arrivals))?;
+        Ok(TurnAway { queue })
     }
 
-    /// Answers `stream` and closes it, now or after the grace period.
-    pub fn hand_over(&self, stream: UnixStream) {
-        match self.queue.try_send(stream) {
+    /// Answers `stream` with `answer` (one line) and closes it, now or after
+    /// the grace period.
+    pub fn hand_over(&self, stream: UnixStream, answer: Arc<[u8]>) {
+        match self.queue.try_send((stream, answer)) {
             Ok(()) => {}
-            Err(TrySendError::Full(stream) | TrySendError::Disconnected(stream)) => {
-                let _ = answer_now(&stream, &self.answer);
+            Err(TrySendError::Full((stream, answer)))
+            | Err(TrySendError::Disconnected((stream, answer))) => {
+                let _ = answer_now(&stream, &answer);
             }
         }
     }
 }
 
-fn turn_away(arrivals: Receiver<UnixStream>, answer: &[u8]) {
+fn turn_away(arrivals: Receiver<(UnixStream, Arc<[u8]>)>) {
     let mut held: Vec<(UnixStream, Instant)> = Vec::new();
     loop {
         // Block only while nothing is held; else wake to read and expire.
@@ -257,8 +308,8 @@ fn turn_away(arrivals: Receiver<UnixStream>, answer: &[u8]) {
         } else {
             arrivals.recv_timeout(TURN_AWAY_TICK).ok()
         };
-        for stream in first.into_iter().chain(arrivals.try_iter()) {
-            if answer_now(&stream, answer).is_ok() && held.len() < TURNED_AWAY_HELD {
+        for (stream, answer) in first.into_iter().chain(arrivals.try_iter()) {
+            if answer_now(&stream, &answer).is_ok() && held.len() < TURNED_AWAY_HELD {
                 held.push((stream, Instant::now() + TURN_AWAY_GRACE));
             }
         }
@@ -323,15 +374,38 @@ mod tests {
 
     #[test]
     fn connections_are_counted_up_to_the_cap() {
-        let connections = Connections::new(2);
-        let a = connections.take().unwrap();
-        let b = connections.take().unwrap();
-        assert!(connections.take().is_none());
+        let connections = Connections::new(2, 2);
+        let a = connections.take(7).unwrap();
+        let b = connections.take(7).unwrap();
+        assert_eq!(connections.take(8).unwrap_err(), Full::All);
         drop(a);
-        let c = connections.take().unwrap();
-        assert!(connections.take().is_none());
+        let c = connections.take(8).unwrap();
+        assert_eq!(connections.take(8).unwrap_err(), Full::All);
         drop((b, c));
-        assert_eq!(connections.active.load(Ordering::Acquire), 0);
+        let counts = lock(&connections.counts);
+        assert_eq!((counts.total, counts.by_uid.len()), (0, 0));
+    }
+
+    /// One uid's share is full while others still get places, up to the
+    /// cap in all; its places come back as its connections end.
+    #[test]
+    fn one_uid_cannot_take_every_place() {
+        let connections = Connections::new(5, 2);
+        let hog: Vec<Permit> = (0..2).map(|_| connections.take(0).unwrap()).collect();
+        assert_eq!(connections.take(0).unwrap_err(), Full::Uid);
+        let others: Vec<Permit> = [1000, 1000, 1001]
+            .into_iter()
+            .map(|uid| connections.take(uid).unwrap())
+            .collect();
+        // All five taken: a uid with room is told so; a full one, its share.
+        assert_eq!(connections.take(1002).unwrap_err(), Full::All);
+        assert_eq!(connections.take(1000).unwrap_err(), Full::Uid);
+        drop(hog);
+        assert_eq!(connections.take(1000).unwrap_err(), Full::Uid);
+        let again = connections.take(0).unwrap();
+        drop((others, again));
+        let counts = lock(&connections.counts);
+        assert_eq!((counts.total, counts.by_uid.len()), (0, 0));
     }
 
     /// What `read_line` makes of `sent` (the writer then closes its end).
@@ -377,9 +451,9 @@ mod tests {
 
     #[test]
     fn a_turned_away_client_gets_its_answer_and_then_the_end() {
-        let turn_away = TurnAway::start(b"busy\n".to_vec()).unwrap();
+        let turn_away = TurnAway::start().unwrap();
         let (ours, theirs) = UnixStream::pair().unwrap();
-        turn_away.hand_over(ours);
+        turn_away.hand_over(ours, b"busy\n".to_vec().into());
         (&theirs).write_all(b"{\"version\":1}\n").unwrap();
         theirs
             .set_read_timeout(Some(Duration::from_secs(5)))
