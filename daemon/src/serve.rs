@@ -269,6 +269,9 @@ pub fn serve(
         return Ok(());
     }
     let store = Store::open(&state_dir)?;
+    // Its job snapshots are named like specs: never found as the user's,
+    // wherever the state directory lies.
+    crate::watch::skip_own_state(&state_dir);
     let readers = state_readers(&state_dir, config.daemon.private)?;
     let (scope, arch) = match devices.first() {
         Some(Some(SlotGpus { first: d, .. })) => {

@@ -2,11 +2,14 @@
 //! `*.gevo.toml`, a settle rule (a spec and its IR count only once their
 //! content stayed the same for a while, so a half-written build output never
 //! starts a job), and file events (notify) that tell the daemon when to scan
-//! again between its periodic full scans.
+//! again between its periodic full scans. The daemon's own state directory
+//! is neither searched nor watched for changes, wherever it lies: its job
+//! snapshots are named like specs.
 
 use std::collections::{BTreeMap, HashMap};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::{mpsc, RwLock};
 use std::time::{Duration, Instant};
 
 pub const SPEC_SUFFIX: &str = ".gevo.toml";
@@ -14,6 +17,61 @@ pub const SPEC_SUFFIX: &str = ".gevo.toml";
 /// Directories deeper than this under a root are not searched (a guard
 /// against symlink loops and huge trees).
 const MAX_DEPTH: usize = 24;
+
+/// The daemon's own state directory ([`skip_own_state`]).
+static OWN_STATE: RwLock<Option<Own>> = RwLock::new(None);
+
+/// A directory the scan skips: its canonical path and its identity.
+#[derive(Debug, Clone)]
+struct Own {
+    path: PathBuf,
+    id: Option<(u64, u64)>,
+}
+
+impl Own {
+    fn of(dir: &Path) -> Own {
+        let path = std::fs::canonicalize(dir)
+            .unwrap_or_else(|_| std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()));
+        let id = std::fs::metadata(&path).ok().map(|m| (m.dev(), m.ino()));
+        Own { path, id }
+    }
+
+    /// Whether a directory met in a scan, at `path` with `meta` (not
+    /// followed), is this one.
+    fn is(&self, path: &Path, meta: &std::fs::Metadata) -> bool {
+        match self.id {
+            Some(id) => id == (meta.dev(), meta.ino()),
+            None => path == self.path,
+        }
+    }
+
+    /// How the paths under it are spelled from `roots` (as file events
+    /// name them), its canonical path included.
+    fn spellings(&self, roots: &[PathBuf]) -> Vec<PathBuf> {
+        let mut out = vec![self.path.clone()];
+        for root in roots {
+            let Ok(canonical) = std::fs::canonicalize(root) else {
+                continue;
+            };
+            if let Ok(rest) = self.path.strip_prefix(&canonical) {
+                out.push(root.join(rest));
+            }
+        }
+        out
+    }
+}
+
+/// The daemon's state directory `dir`: from now on no scan searches it and
+/// no file event under it asks for a scan, even where it lies under a
+/// watched root (its job snapshots `jobs/<job>/spec.gevo.toml` are not the
+/// user's specs, and its store changes at every generation).
+pub fn skip_own_state(dir: &Path) {
+    *OWN_STATE.write().unwrap_or_else(|e| e.into_inner()) = Some(Own::of(dir));
+}
+
+fn own_state() -> Option<Own> {
+    OWN_STATE.read().unwrap_or_else(|e| e.into_inner()).clone()
+}
 
 /// A spec file found under a watched root.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -35,15 +93,23 @@ pub enum Adopts {
 }
 
 /// Every `*.gevo.toml` under `roots` that its root adopts, sorted. Hidden
-/// directories (`.git`, gevod's own state) are skipped; unreadable
+/// directories (`.git`) and the daemon's own state directory
+/// ([`skip_own_state`]) are skipped; unreadable
 /// directories are skipped silently (a build tree changes while it is
 /// scanned), and so are, for a root adopting one user's specs, the
 /// directories that user may not list and the other owners' specs.
 pub fn scan(roots: &[(PathBuf, Adopts)]) -> Vec<Found> {
+    scan_skipping(roots, own_state().as_ref())
+}
+
+fn scan_skipping(roots: &[(PathBuf, Adopts)], own: Option<&Own>) -> Vec<Found> {
     use gevo_model::access::{Identity, READ, SEARCH};
-    use std::os::unix::fs::MetadataExt;
     let mut found = Vec::new();
     for (root, adopts) in roots {
+        // A root inside the state directory (or the directory itself).
+        if own.is_some_and(|o| std::fs::canonicalize(root).is_ok_and(|c| c.starts_with(&o.path))) {
+            continue;
+        }
         let only = match adopts {
             Adopts::Everyone => None,
             Adopts::OnlyOf(uid) => Some(Identity::of(*uid)),
@@ -68,7 +134,8 @@ pub fn scan(roots: &[(PathBuf, Adopts)]) -> Vec<Found> {
                     let theirs = only
                         .as_ref()
                         .is_none_or(|id| id.may(&path, &meta, READ | SEARCH));
-                    if !name.starts_with('.') && depth < MAX_DEPTH && theirs {
+                    let own_state = own.is_some_and(|o| o.is(&path, &meta));
+                    if !name.starts_with('.') && depth < MAX_DEPTH && theirs && !own_state {
                         stack.push((path, depth + 1));
                     }
                 } else if name.ends_with(SPEC_SUFFIX)
@@ -152,11 +219,22 @@ pub struct Events {
 impl Events {
     /// Watches `roots` recursively. A root that cannot be watched (missing,
     /// too many inotify watches) is logged; periodic scans still cover it.
+    /// Events only under the daemon's own state directory are not changes.
     pub fn watch(roots: &[PathBuf]) -> Events {
         use notify::Watcher as _;
         let (sender, receiver) = mpsc::channel();
+        let own = own_state().map_or_else(Vec::new, |o| o.spellings(roots));
         let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-            if event.is_ok() {
+            let Ok(event) = event else {
+                return;
+            };
+            // An event naming no path (a rescan) counts.
+            let ours = !event.paths.is_empty()
+                && event
+                    .paths
+                    .iter()
+                    .all(|p| own.iter().any(|o| p.starts_with(o)));
+            if !ours {
                 let _ = sender.send(());
             }
         });

@@ -22,6 +22,7 @@ mod daemon_adoption;
 mod daemon_cpu;
 mod daemon_explain;
 mod daemon_generated;
+mod daemon_hygiene;
 mod daemon_shared;
 mod daemon_socket;
 mod daemon_transplant;

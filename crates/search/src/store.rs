@@ -12,14 +12,18 @@
 //! in a table of its own so that dropping one frees whole pages. Promotion
 //! failures are kept for the last [`KEPT_FAILURES`] per job. Resume needs
 //! only the engine (the checkpoint), transplant its population and
-//! validated variants. The file is compacted when the store is opened.
+//! validated variants. The file is compacted when the store is opened, and
+//! after a generation once it grew enough since (`compact`).
 
 use crate::evolve::{Engine, GenerationReport, Member, PromotionFailure, Validated};
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, TableHandle};
+use redb::{Database, ReadableTable, TableDefinition, TableHandle};
 use serde::{de::DeserializeOwned, Serialize};
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, RwLock};
 
+mod compact;
 mod records;
+pub use compact::{GROWTH_MIN, GROWTH_PERCENT};
 pub use records::{DaemonJob, GenerationRecord, JobRecord, Origin};
 
 /// The schema this build writes. Older stores are migrated on open; newer
@@ -80,7 +84,9 @@ pub enum StoreError {
 
 pub struct Store {
     path: PathBuf,
-    db: Database,
+    /// Transactions hold it for reading, compaction for writing (`compact`).
+    db: RwLock<Database>,
+    compaction: Mutex<compact::Compaction>,
 }
 
 impl Store {
@@ -98,7 +104,12 @@ impl Store {
         if let Err(e) = db.compact() {
             tracing::warn!(store = %path.display(), error = %e, "compacting the store");
         }
-        let store = Store { path, db };
+        let len = std::fs::metadata(&path).map_or(0, |m| m.len());
+        let store = Store {
+            path,
+            db: RwLock::new(db),
+            compaction: Mutex::new(compact::Compaction::new(len)),
+        };
         store.migrate()?;
         Ok(store)
     }
@@ -111,7 +122,7 @@ impl Store {
     /// first; a later version adds its step here (read old records, write
     /// new ones, bump the version) inside the same transaction.
     fn migrate(&self) -> Result<(), StoreError> {
-        let txn = self.db.begin_write().map_err(|e| self.err(e))?;
+        let txn = self.begin_write()?;
         {
             let mut meta = txn.open_table(META).map_err(|e| self.err(e))?;
             let found = meta
@@ -148,7 +159,7 @@ impl Store {
 
     /// Every job's id, in order.
     pub fn jobs(&self) -> Result<Vec<String>, StoreError> {
-        let txn = self.db.begin_read().map_err(|e| self.err(e))?;
+        let txn = self.begin_read()?;
         let t = txn.open_table(JOBS).map_err(|e| self.err(e))?;
         let mut ids = Vec::new();
         for entry in t.iter().map_err(|e| self.err(e))? {
@@ -208,7 +219,7 @@ impl Store {
             seconds,
             gevod: Some(env!("CARGO_PKG_VERSION").to_string()),
         };
-        let txn = self.db.begin_write().map_err(|e| self.err(e))?;
+        let txn = self.begin_write()?;
         {
             let mut engines = txn.open_table(ENGINES).map_err(|e| self.err(e))?;
             engines
@@ -231,7 +242,9 @@ impl Store {
             append_promotions(&txn, job, &report.validated, &report.promotion_failures)
                 .map_err(|e| self.err(e))?;
         }
-        txn.commit().map_err(|e| self.err(e))
+        txn.commit().map_err(|e| self.err(e))?;
+        self.compact_if_grown();
+        Ok(())
     }
 
     /// Commits promotions decided outside a generation (the safety gate's
@@ -244,7 +257,7 @@ impl Store {
         validated: &[Validated],
         failures: &[PromotionFailure],
     ) -> Result<(), StoreError> {
-        let txn = self.db.begin_write().map_err(|e| self.err(e))?;
+        let txn = self.begin_write()?;
         {
             let mut engines = txn.open_table(ENGINES).map_err(|e| self.err(e))?;
             engines
@@ -272,7 +285,7 @@ impl Store {
         engine: &Engine,
         entry: Option<&DaemonJob>,
     ) -> Result<(), StoreError> {
-        let txn = self.db.begin_write().map_err(|e| self.err(e))?;
+        let txn = self.begin_write()?;
         {
             let mut jobs = txn.open_table(JOBS).map_err(|e| self.err(e))?;
             jobs.insert(job.id.as_str(), to_json(job).as_slice())
@@ -303,7 +316,7 @@ impl Store {
 
     /// Every daemon job, by id.
     pub fn daemon_jobs(&self) -> Result<Vec<(String, DaemonJob)>, StoreError> {
-        let txn = self.db.begin_read().map_err(|e| self.err(e))?;
+        let txn = self.begin_read()?;
         let t = txn.open_table(DAEMON_JOBS).map_err(|e| self.err(e))?;
         let mut out = Vec::new();
         for entry in t.iter().map_err(|e| self.err(e))? {
@@ -348,7 +361,7 @@ impl Store {
         key: &str,
         value: &T,
     ) -> Result<(), StoreError> {
-        let txn = self.db.begin_write().map_err(|e| self.err(e))?;
+        let txn = self.begin_write()?;
         {
             let mut t = txn.open_table(table).map_err(|e| self.err(e))?;
             t.insert(key, to_json(value).as_slice())
@@ -360,7 +373,7 @@ impl Store {
     /// Generation `n` of a job, with its population when it is among the
     /// last [`FULL_GENERATIONS`].
     pub fn generation(&self, job: &str, n: u64) -> Result<Option<GenerationRecord>, StoreError> {
-        let txn = self.db.begin_read().map_err(|e| self.err(e))?;
+        let txn = self.begin_read()?;
         let table = txn.open_table(GENERATIONS).map_err(|e| self.err(e))?;
         let value = table.get((job, n)).map_err(|e| self.err(e))?;
         let Some(mut record) = value
@@ -402,7 +415,7 @@ impl Store {
         table: TableDefinition<&str, &[u8]>,
         key: &str,
     ) -> Result<Option<T>, StoreError> {
-        let txn = self.db.begin_read().map_err(|e| self.err(e))?;
+        let txn = self.begin_read()?;
         let t = txn.open_table(table).map_err(|e| self.err(e))?;
         let value = t.get(key).map_err(|e| self.err(e))?;
         value
@@ -428,7 +441,7 @@ impl Store {
         table: TableDefinition<(&str, u64), &[u8]>,
         job: &str,
     ) -> Result<Vec<(u64, T)>, StoreError> {
-        let txn = self.db.begin_read().map_err(|e| self.err(e))?;
+        let txn = self.begin_read()?;
         let t = txn.open_table(table).map_err(|e| self.err(e))?;
         let mut out = Vec::new();
         for entry in t
@@ -596,7 +609,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         {
             let store = Store::open(dir.path()).unwrap();
-            let txn = store.db.begin_write().unwrap();
+            let txn = store.begin_write().unwrap();
             txn.open_table(META)
                 .unwrap()
                 .insert("schema_version", SCHEMA_VERSION + 1)

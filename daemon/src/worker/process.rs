@@ -192,15 +192,82 @@ fn stop_worker(launcher: &Launcher, child: &mut Child) {
     let _ = child.kill();
 }
 
+/// The start of a worker's temporary directory's name: then the pid of the
+/// process that made it, a dash and random characters.
+const SCRATCH_PREFIX: &str = "gevo-worker-";
+
 /// A worker's private temporary directory. Others may pass through it
 /// (0711) to the scratch directories a worker makes for a harness program
-/// running as another user, but not list it.
+/// running as another user, but not list it. Its name carries this
+/// process's pid, so that the first worker a later process starts removes
+/// the ones a killed process left ([`remove_stale_scratch`]).
 fn worker_scratch() -> Result<tempfile::TempDir, BackendError> {
+    static CLEANED: std::sync::Once = std::sync::Once::new();
+    CLEANED.call_once(|| {
+        remove_stale_scratch(&std::env::temp_dir());
+    });
     tempfile::Builder::new()
-        .prefix("gevo-worker-")
+        .prefix(&format!("{SCRATCH_PREFIX}{}-", std::process::id()))
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o711))
         .tempdir()
         .map_err(|e| BackendError::Failed(format!("creating a worker's temporary directory: {e}")))
+}
+
+/// Removes the worker directories in `tmp` that a killed gevod left (its
+/// workers' directories are removed with them, but not after a SIGKILL):
+/// named `gevo-worker-<pid>-...` by a process that no longer runs, a
+/// directory (a link is never followed) that this effective user owns.
+/// Another user's, a live process's and those named otherwise (an older
+/// gevod's) stay. Returns how many went.
+fn remove_stale_scratch(tmp: &std::path::Path) -> usize {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid cannot fail and touches no memory.
+    let euid = unsafe { libc::geteuid() };
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(scratch_pid) else {
+            continue;
+        };
+        let path = entry.path();
+        // lstat: a link is itself, never what it points to.
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if !meta.file_type().is_dir() || meta.uid() != euid || process_runs(pid) {
+            continue;
+        }
+        // Not following links inside either; in a sticky temporary
+        // directory nobody but its owner (or root) can swap it meanwhile.
+        match std::fs::remove_dir_all(&path) {
+            Ok(()) => removed += 1,
+            Err(e) => tracing::warn!(dir = %path.display(), error = %e,
+                "cannot remove a killed worker's temporary directory"),
+        }
+    }
+    if removed > 0 {
+        tracing::info!(removed, tmp = %tmp.display(), "removed temporary directories of killed workers");
+    }
+    removed
+}
+
+/// The pid in a worker directory's name, `gevo-worker-<pid>-<random>`.
+fn scratch_pid(name: &str) -> Option<i32> {
+    let (pid, random) = name.strip_prefix(SCRATCH_PREFIX)?.split_once('-')?;
+    if random.is_empty() || pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    pid.parse().ok().filter(|&pid: &i32| pid > 0)
+}
+
+/// Whether process `pid` exists (a zombie does; anything but "no such
+/// process" counts as existing, so a directory is kept when in doubt).
+fn process_runs(pid: i32) -> bool {
+    // SAFETY: kill(2) with signal 0 sends nothing; it only checks the pid.
+    let status = unsafe { libc::kill(pid, 0) };
+    status == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
 fn last_line(text: &str) -> String {
