@@ -283,14 +283,15 @@ fn a_spec_symlink_is_judged_for_its_maker() {
     }
 }
 
-/// Control bytes in a spec's file name and in an unknown key reach
-/// `status`, `jobs` and the log escaped; `--json` keeps them.
+/// Control bytes (and a right-to-left override) in a spec's file name and
+/// in an unknown key reach `status`, `jobs` and the log escaped; `--json`
+/// keeps them.
 #[test]
 fn control_bytes_from_files_never_reach_a_terminal_raw() {
     let dir = tempfile::tempdir().unwrap();
     let build = dir.path().join("app").join("build");
     std::fs::create_dir_all(&build).unwrap();
-    let name = "t\x1b]0;owned\x07.gevo.toml";
+    let name = "t\x1b]0;owned\x07\u{202e}.gevo.toml";
     std::fs::write(
         build.join(name),
         format!(
@@ -306,12 +307,16 @@ fn control_bytes_from_files_never_reach_a_terminal_raw() {
             .find(|j| j.state == JobState::Error && j.message.is_some())
     });
     let raw = |b: &[u8]| b.iter().any(|&c| c == 0x1b || c == 0x07);
+    // U+202E in UTF-8.
+    let override_bytes = |b: &[u8]| b.windows(3).any(|w| w == [0xe2, 0x80, 0xae]);
     for args in [&["status"][..], &["jobs"]] {
         let out = d.client(args);
         assert!(out.status.success(), "{args:?}: {out:?}");
         assert!(!raw(&out.stdout) && !raw(&out.stderr), "{args:?}: {out:?}");
+        assert!(!override_bytes(&out.stdout), "{args:?}: {out:?}");
         let text = common::text(&out.stdout);
         assert!(text.contains("\\u{1b}"), "{args:?}: {text}");
+        assert!(text.contains("\\u{202e}"), "{args:?}: {text}");
     }
     let json = d.client(&["--json", "jobs"]);
     let jobs: Vec<JobInfo> = serde_json::from_slice(&json.stdout).unwrap();
