@@ -36,6 +36,7 @@ mod evolve_quality;
 mod evolve_search;
 mod explain_edits;
 mod findings;
+mod generality;
 mod generated;
 mod guard_barriers;
 mod guard_builds;

@@ -9,6 +9,7 @@ pub mod bounds;
 mod diversity;
 mod engine;
 mod gating;
+mod generality;
 mod islands;
 pub mod nsga;
 mod promote;
@@ -90,6 +91,12 @@ pub struct Config {
     /// population can still be validated when the train-best fails the
     /// held-out tests (0: the population only).
     pub promotion_pool: usize,
+    /// Valid variants that may enter the next population (at or under the
+    /// elite's train cost, or onto the Pareto front) run the generated
+    /// held-out tests, where the backend has them; one that fails is
+    /// rejected for selection as a train failure is (docs/evolve.md,
+    /// "Generality in selection").
+    pub generality_in_selection: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -121,6 +128,7 @@ impl Default for Config {
             migration_interval: 4,
             migrants: 2,
             promotion_pool: 16,
+            generality_in_selection: true,
         }
     }
 }
@@ -140,6 +148,7 @@ impl Config {
             stagnation_generations: 0,
             islands: 1,
             promotion_pool: 0,
+            generality_in_selection: false,
             ..Config::default()
         }
     }
@@ -484,6 +493,10 @@ pub struct Counters {
     pub crossover_fallbacks: u64,
     /// Mutations that found no valid edit within the tries.
     pub mutation_failures: u64,
+    /// Variants run on the generated held-out tests for selection
+    /// (`generality_in_selection`), each PTX once.
+    #[serde(default)]
+    pub generality_checks: u64,
     /// Rejected evaluations by the failure's kind (cache hits included).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub rejections: std::collections::BTreeMap<String, u64>,

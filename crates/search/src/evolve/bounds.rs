@@ -3,10 +3,11 @@
 //! from generation to generation. Both rules are functions of the state
 //! alone, so a resumed search still continues exactly as if never stopped.
 
-use super::Engine;
-use std::collections::BTreeSet;
+use super::{CacheKey, Engine};
+use std::collections::{BTreeMap, BTreeSet};
 
-/// Fitness cache entries an engine keeps at most. Over it, the entries no
+/// Fitness cache entries (and as many generated-test verdicts) an engine
+/// keeps at most. Over it, the entries no
 /// member of the population, archive or promotion pool uses are dropped, in
 /// key (PTX hash) order, down to three quarters of it: a variant seen again
 /// after that is evaluated again.
@@ -21,28 +22,37 @@ impl Engine {
             let excess = self.promotion_failures.len() - KEPT_PROMOTION_FAILURES;
             self.promotion_failures.drain(..excess);
         }
-        if self.cache.len() <= CACHE_LIMIT {
+        if self.cache.len() <= CACHE_LIMIT && self.generality.len() <= CACHE_LIMIT {
             return;
         }
-        let used: BTreeSet<&str> = self
+        let used: BTreeSet<String> = self
             .population
             .iter()
             .chain(&self.archive)
             .chain(&self.pool)
-            .filter_map(|m| m.ptx_hash.as_deref())
+            .filter_map(|m| m.ptx_hash.clone())
             .collect();
-        let target = CACHE_LIMIT * 3 / 4;
-        let excess = self.cache.len().saturating_sub(target);
-        let gone: Vec<_> = self
-            .cache
-            .keys()
-            .filter(|k| !used.contains(k.ptx_hash.as_str()))
-            .take(excess)
-            .cloned()
-            .collect();
-        for key in gone {
-            self.cache.remove(&key);
-        }
+        evict_unused(&mut self.cache, &used);
+        evict_unused(&mut self.generality, &used);
+    }
+}
+
+/// Over `CACHE_LIMIT` entries, drops those of PTX hashes not in `used`, in
+/// key order, down to three quarters of it.
+fn evict_unused<V>(map: &mut BTreeMap<CacheKey, V>, used: &BTreeSet<String>) {
+    if map.len() <= CACHE_LIMIT {
+        return;
+    }
+    let target = CACHE_LIMIT * 3 / 4;
+    let excess = map.len().saturating_sub(target);
+    let gone: Vec<CacheKey> = map
+        .keys()
+        .filter(|k| !used.contains(&k.ptx_hash))
+        .take(excess)
+        .cloned()
+        .collect();
+    for key in gone {
+        map.remove(&key);
     }
 }
 
@@ -76,6 +86,7 @@ mod tests {
         };
         for i in 0..CACHE_LIMIT + 10 {
             engine.cache.insert(key(i), valid.clone());
+            engine.generality.insert(key(i), None);
         }
         // The smallest key, which eviction would take first, is in use.
         engine.population.push(Member {
@@ -99,6 +110,8 @@ mod tests {
         assert_eq!(engine.cache.len(), CACHE_LIMIT * 3 / 4);
         assert!(engine.cache.contains_key(&key(0)), "a member's entry stays");
         assert!(!engine.cache.contains_key(&key(1)));
+        assert_eq!(engine.generality.len(), CACHE_LIMIT * 3 / 4);
+        assert!(engine.generality.contains_key(&key(0)));
         assert_eq!(engine.promotion_failures.len(), KEPT_PROMOTION_FAILURES);
         assert_eq!(
             engine.promotion_failures[0].generation, 5,

@@ -41,6 +41,11 @@ pub struct Engine {
     pub(super) archive: Vec<Member>,
     #[serde(with = "pairs")]
     pub(super) cache: BTreeMap<CacheKey, Outcome>,
+    /// Generated-test verdicts of the variants selection saw (why one
+    /// failed, `None`: it passed), by the same keys as the cache
+    /// (`generality.rs`).
+    #[serde(default, with = "pairs", skip_serializing_if = "BTreeMap::is_empty")]
+    pub(super) generality: BTreeMap<CacheKey, Option<String>>,
     pub(super) counters: Counters,
     /// PTX hashes already tried on the held-out tests.
     pub(super) promoted: BTreeSet<String>,
@@ -130,6 +135,7 @@ impl Engine {
             population: Vec::new(),
             archive: Vec::new(),
             cache: BTreeMap::new(),
+            generality: BTreeMap::new(),
             counters: Counters::default(),
             promoted: BTreeSet::new(),
             validated: Vec::new(),
@@ -411,6 +417,9 @@ impl Engine {
             scope: scope.clone(),
             test_set_hash: test_set_hash.clone(),
         };
+        // The threshold of the population the batch competes with, taken
+        // before it changes.
+        let threshold = self.race_threshold();
         let cache = &self.cache;
         let known = |hash: &str| cache.contains_key(&key(hash));
         let evaluated = backend.evaluate(&patches, TestSet::Train, &known)?;
@@ -450,6 +459,10 @@ impl Engine {
                     }
                 }
             };
+            members.push(member);
+        }
+        self.select_on_generality(&mut members, threshold, backend)?;
+        for member in &members {
             match &member.outcome {
                 Outcome::Valid { cost, error } => {
                     self.counters.valid += 1;
@@ -465,7 +478,6 @@ impl Engine {
                     tracing::debug!(edits = member.patch.edits.len(), %reason, "rejected")
                 }
             }
-            members.push(member);
         }
         Ok(members)
     }
