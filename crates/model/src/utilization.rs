@@ -40,6 +40,9 @@ summed_struct! {
         pub prescreen_s: f64,
         /// ptxas assembling variants for the GPU (compile workers).
         pub assemble_s: f64,
+        /// The simulator's runs of the generated held-out tests (compile
+        /// workers): selection's generality checks and promotion's.
+        pub generated_s: f64,
         /// Loading the variant into the GPU worker's context: the JIT for PTX,
         /// or a cubin (assembled by the GPU worker itself when none came).
         pub jit_load_s: f64,
@@ -68,7 +71,7 @@ impl Spent {
 
     /// Seconds of a compile worker's.
     pub fn compile_worker_s(&self) -> f64 {
-        self.compile_s + self.prescreen_s + self.assemble_s
+        self.compile_s + self.prescreen_s + self.assemble_s + self.generated_s
     }
 }
 
@@ -218,12 +221,13 @@ impl Utilization {
     }
 
     /// The phases in the order a variant goes through them, for tables.
-    pub fn phases(&self) -> [(&'static str, f64); 9] {
+    pub fn phases(&self) -> [(&'static str, f64); 10] {
         let s = &self.spent;
         [
             ("compile", s.compile_s),
             ("pre-screen", s.prescreen_s),
             ("ptxas", s.assemble_s),
+            ("generated tests", s.generated_s),
             ("GPU worker start-up", self.gpu_start_s),
             ("module load", s.jit_load_s),
             ("output check", s.check_s),

@@ -33,6 +33,13 @@ pub struct Milestone {
     pub new_variants: u64,
     /// The best validated speedup so far (none yet: null).
     pub best_speedup: Option<f64>,
+    /// The population's lowest train cost ratio (what selection sees),
+    /// beside the validated best.
+    pub train_best_cost: Option<f64>,
+    /// Variants selection has run on the generated tests so far, and of
+    /// all evaluations those rejected by one.
+    pub generality_checks: u64,
+    pub generality_rejections: u64,
     /// On the GPU: this generation's GPU busy share, and the seconds its
     /// GPU workers held no request (where in a search the GPUs wait).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -81,6 +88,9 @@ impl Progress {
             evaluations: c.evaluations,
             new_variants: c.evaluations - c.cache_hits,
             best_speedup: engine.best_validated().map(|v| v.speedup),
+            train_best_cost: report.best_cost,
+            generality_checks: c.generality_checks,
+            generality_rejections: c.rejections.get("generated").copied().unwrap_or(0),
             gpu_busy_share: report.utilization.as_ref().map(Utilization::gpu_busy_share),
             gpu_idle_s: report.utilization.as_ref().map(|u| u.gpu_idle_s),
         });

@@ -367,7 +367,9 @@ impl Backend for CudaBackend {
     /// tests run on the simulator, in the compile workers.
     fn assess(&mut self, patches: &[Patch], set: TestSet) -> Result<Vec<Assessment>, BackendError> {
         if set == TestSet::Generated {
-            return self.compile.assess(patches, set);
+            let out = self.compile.assess(patches, set);
+            self.utilization.spent += &self.compile.take_assess_spent();
+            return out;
         }
         self.gpu.pin(Some(0));
         let out = self.assess_each(patches, set);

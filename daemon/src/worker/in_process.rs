@@ -310,15 +310,23 @@ impl Handler for InProcess {
                     Err(reason) => Response::CompileFailed { id, reason, spent },
                 }
             }
-            Request::Assess { id, patch, set } => Response::Assessed {
+            Request::Assess { id, patch, set } => {
+                let started = Instant::now();
+                let assessment = self.assess_one(&patch, set).map_err(|e| e.to_string())?;
+                let mut spent = Spent::default();
+                if set == TestSet::Generated {
+                    spent.generated_s = started.elapsed().as_secs_f64();
+                }
+                Response::Assessed {
                 id,
-                assessment: self.assess_one(&patch, set).map_err(|e| e.to_string())?,
+                assessment,
                 exiting: false,
-                spent: Spent::default(),
+                spent,
                 rounds: 0,
                 stopped_early: false,
                 stopped_better: false,
-            },
+                }
+            }
             Request::Measure { .. } => {
                 return Err("this worker has no GPU; measure requests go to gpu-worker".into())
             }

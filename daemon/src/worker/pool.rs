@@ -14,6 +14,7 @@ use super::{Request, Response, PROTOCOL};
 use crate::config::CpuPriority;
 use gevo_ir::Patch;
 use gevo_model::assessment::Assessment;
+use gevo_model::utilization::Spent;
 use gevo_model::spec::{Spec, TestSet};
 use gevo_search::evolve::{Backend, BackendError, Build, Scope};
 use run::Batch;
@@ -117,6 +118,9 @@ pub struct WorkerPool {
     spares: Vec<Worker>,
     /// Replacements that were a spare already greeted.
     pub standby_swaps: u64,
+    /// What the workers said `assess` requests cost, since the last
+    /// [`take_assess_spent`](Self::take_assess_spent).
+    assess_spent: Spent,
     /// Requests a run ended with unanswered that its feed let outlive it
     /// ([`Feed::may_carry`]): the next run takes them first.
     carried: Vec<run::CarriedRequest>,
@@ -158,6 +162,7 @@ impl WorkerPool {
             spares: Vec::new(),
             carried: Vec::new(),
             standby_swaps: 0,
+            assess_spent: Spent::default(),
         };
         for slot in 0..pool.options.workers.max(1) {
             let w = pool.spawn(slot)?;
@@ -172,6 +177,12 @@ impl WorkerPool {
             pool.settle_spares();
         }
         Ok(pool)
+    }
+
+    /// What `assess` requests cost the workers since the last call (the
+    /// compile workers' generated tests, for the GPU backend's utilization).
+    pub fn take_assess_spent(&mut self) -> Spent {
+        std::mem::take(&mut self.assess_spent)
     }
 
     /// Starts a spare for worker slot `slot`; one that cannot start is
@@ -563,7 +574,11 @@ impl Backend for WorkerPool {
             },
             patches,
         );
-        Ok(self.run(requests)?.into_iter().map(assessment_of).collect())
+        let answers = self.run(requests)?;
+        for spent in answers.iter().flatten().filter_map(Response::spent) {
+            self.assess_spent += spent;
+        }
+        Ok(answers.into_iter().map(assessment_of).collect())
     }
 }
 

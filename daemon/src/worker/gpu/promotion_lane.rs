@@ -6,7 +6,7 @@
 //! search").
 
 use super::super::pool::{assessment_of, build_of, hash_of, Waker};
-use super::super::Request;
+use super::super::{Request, Response};
 use super::batch_sides::{compile_failure, Answer, Compiled, LaneInbox};
 use gevo_ir::{KernelIr, Patch};
 use gevo_model::assessment::Assessment;
@@ -237,6 +237,11 @@ impl Backend for Lane {
                 })
                 .collect();
             let answers = self.ask(&self.compile, requests)?;
+            let mut spent = Spent::default();
+            for s in answers.iter().flatten().filter_map(Response::spent) {
+                spent += s;
+            }
+            self.share(&spent);
             return Ok(answers.into_iter().map(assessment_of).collect());
         }
         let requests = patches
