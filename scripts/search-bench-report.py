@@ -12,6 +12,10 @@ import platform
 import re
 import statistics
 import subprocess
+import sys
+
+sys.path.insert(0, "scripts/lib")
+from tables import write_section  # noqa: E402
 
 # The best seed of 3 of the search before distinct selection, restarts,
 # islands and the promotion pool (BENCHMARKS.md, bench:evolve, 2026-11-21):
@@ -99,18 +103,6 @@ def load(runs, fixture, budget, seed, search):
 
 def pct(v):
     return "-" if v is None else f"{100 * v:.1f}%"
-
-
-def write_section(path, name, body):
-    begin, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
-    section = f"{begin}\n{body}{end}"
-    old = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
-    b, e = old.find(begin), old.find(end)
-    if b >= 0 and e > b:
-        new = old[:b] + section + old[e + len(end):]
-    else:
-        new = old.rstrip() + "\n\n" + section + "\n"
-    open(path, "w").write(new)
 
 
 def main():

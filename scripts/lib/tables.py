@@ -25,3 +25,18 @@ def header(columns):
     """A Markdown table's header row and its separator."""
     print("| " + " | ".join(columns) + " |")
     print("|" + "---|" * len(columns))
+
+
+def write_section(path, name, body):
+    """Replaces the text between `<!-- bench:NAME -->` and its end marker in
+    the Markdown file `path` with `body` (appends the section where there is
+    none)."""
+    begin, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
+    section = f"{begin}\n{body}{end}"
+    old = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
+    b, e = old.find(begin), old.find(end)
+    if b >= 0 and e > b:
+        new = old[:b] + section + old[e + len(end):]
+    else:
+        new = old.rstrip() + "\n\n" + section + "\n"
+    open(path, "w").write(new)
