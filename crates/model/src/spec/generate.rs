@@ -45,6 +45,8 @@ impl Default for Generation {
 pub struct Candidate {
     pub test: TestCase,
     pub why: String,
+    /// The parameters it changes from the user's test it starts from.
+    pub changed: BTreeSet<String>,
 }
 
 /// Parameters that size something: named by a buffer's `len` or a launch's
@@ -157,6 +159,11 @@ pub fn candidates(spec: &Spec) -> Vec<Candidate> {
         .into_iter()
         .enumerate()
         .map(|(i, (params, why))| Candidate {
+            changed: params
+                .iter()
+                .filter(|(k, v)| base.params.get(*k) != Some(*v))
+                .map(|(k, _)| k.clone())
+                .collect(),
             test: TestCase {
                 name: format!("generated[{i}]"),
                 seed: SEED_BASE + i as u64,
@@ -232,8 +239,7 @@ fn size_candidates(spec: &Spec, base: &TestCase, sizes: &[String]) -> Vec<Raw> {
         }
     };
     if t > 2.0 {
-        let partial = [7.0, 5.0, 3.0].into_iter().find(|p| *p < t).unwrap_or(1.0);
-        sized(partial, "one partial block");
+        sized(partial_block(t), "one partial block");
     }
     sized(1.0, "one element");
     sized(t, "exactly one block");
@@ -260,7 +266,32 @@ fn size_candidates(spec: &Spec, base: &TestCase, sizes: &[String]) -> Vec<Raw> {
         with(base, &grown),
         format!("{words}: the largest train size + 7"),
     ));
+    // Each size alone, the others at the user's values: where sizes are
+    // tied (a grid of `cols` by `rows` blocks of `ph`), all at one value may
+    // make no sense where one at a time does.
+    if sizes.len() > 1 {
+        for s in sizes {
+            let mut alone = |v: f64, what: &str| {
+                if v >= 1.0 {
+                    out.push((
+                        with(base, &[(s.as_str(), v)]),
+                        format!("{s} = {} alone: {what}", show(v)),
+                    ));
+                }
+            };
+            if t > 2.0 {
+                alone(partial_block(t), "one partial block");
+            }
+            alone(t + 1.0, "one block + 1");
+        }
+    }
     out
+}
+
+/// A size below one block of `t` (> 2): 7, or 5 or 3 below a block that
+/// small.
+fn partial_block(t: f64) -> f64 {
+    [7.0, 5.0, 3.0].into_iter().find(|p| *p < t).unwrap_or(1.0)
 }
 
 /// Other parameters varied around the user's.

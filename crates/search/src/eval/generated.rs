@@ -9,6 +9,7 @@ use gevo_model::assessment::TestResult;
 use gevo_model::sim::Limits;
 use gevo_model::spec::generate::{self, Candidate};
 use gevo_model::spec::{TestCase, TestSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// A generated test costs at most this many times the original's cost on
@@ -34,6 +35,8 @@ pub struct GeneratedTests {
 pub struct Kept {
     pub test: TestCase,
     pub why: String,
+    /// The parameters it changes from the user's test.
+    pub changed: BTreeSet<String>,
     /// The original's simulator cost on it.
     pub cost: u64,
 }
@@ -43,6 +46,8 @@ pub struct Kept {
 pub struct Dropped {
     pub test: TestCase,
     pub why: String,
+    /// The parameters it changes from the user's test.
+    pub changed: BTreeSet<String>,
     pub reason: String,
 }
 
@@ -95,10 +100,11 @@ impl Evaluator {
             cost_cap,
             ..GeneratedTests::default()
         };
-        for Candidate { test, why } in generate::candidates(spec) {
+        for Candidate { test, why, changed } in generate::candidates(spec) {
             let drop = |reason: String| Dropped {
                 test: test.clone(),
                 why: why.clone(),
+                changed: changed.clone(),
                 reason,
             };
             if out.kept.len() >= max {
@@ -148,10 +154,16 @@ impl Evaluator {
                             protected,
                         }),
                     );
-                    out.kept.push(Kept { test, why, cost });
+                    out.kept.push(Kept {
+                        test,
+                        why,
+                        changed,
+                        cost,
+                    });
                 }
             }
         }
+        out.lints.extend(fixed_advice(&out));
         Ok(out)
     }
 
@@ -166,5 +178,114 @@ impl Evaluator {
             r.test = format!("{} ({})", k.test.name, k.why);
         }
         Ok(results)
+    }
+}
+
+/// When many generated tests were dropped because the original or the
+/// spec cannot run them: the parameters every candidate changing them alone
+/// was dropped for, and the `[tests] fixed` line that says they must keep
+/// the user's values (a size tied to another, a step that must divide a
+/// length).
+fn fixed_advice(g: &GeneratedTests) -> Option<String> {
+    let refused: Vec<&Dropped> = g
+        .dropped
+        .iter()
+        .filter(|d| d.reason.starts_with("the original fails") || d.reason.starts_with("the spec"))
+        .collect();
+    let run = g.kept.len() + refused.len();
+    if refused.len() < 2 || refused.len() * 2 < run {
+        return None;
+    }
+    let alone = |d: &BTreeSet<String>| (d.len() == 1).then(|| d.iter().next().cloned()).flatten();
+    let tried: BTreeSet<String> = refused.iter().filter_map(|d| alone(&d.changed)).collect();
+    let kept: BTreeSet<String> = g.kept.iter().filter_map(|k| alone(&k.changed)).collect();
+    let fix: Vec<String> = tried.difference(&kept).map(|p| format!("\"{p}\"")).collect();
+    if fix.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "{} of {run} generated tests were dropped (the original or the spec cannot run them), and every one changing {} alone: if it must keep the user's values, say so ([tests] fixed = [{}])",
+        refused.len(),
+        fix.join(", ").replace('"', ""),
+        fix.join(", ")
+    ))
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn case(name: &str, changed: &[&str]) -> (TestCase, String, BTreeSet<String>) {
+        let test = TestCase {
+            name: name.into(),
+            seed: 1,
+            params: Default::default(),
+        };
+        let changed = changed.iter().map(|s| s.to_string()).collect();
+        (test, name.into(), changed)
+    }
+
+    fn kept(name: &str, changed: &[&str]) -> Kept {
+        let (test, why, changed) = case(name, changed);
+        Kept {
+            test,
+            why,
+            changed,
+            cost: 1,
+        }
+    }
+
+    fn dropped(name: &str, changed: &[&str], reason: &str) -> Dropped {
+        let (test, why, changed) = case(name, changed);
+        Dropped {
+            test,
+            why,
+            changed,
+            reason: reason.into(),
+        }
+    }
+
+    /// Each case: kept and dropped candidates, and the advice (or none).
+    #[test]
+    fn fixed_is_advised_for_what_fails_wherever_it_changes_alone() {
+        let fails = "the original fails there: out of bounds";
+        let no_grid = "the spec does not make it: grid is negative";
+        let cases: Vec<(Vec<Kept>, Vec<Dropped>, Option<&str>)> = vec![
+            // ph alone always dropped, cols alone kept: fix ph.
+            (
+                vec![kept("a", &["cols"]), kept("s", &[])],
+                vec![
+                    dropped("all", &["cols", "ph", "rows"], no_grid),
+                    dropped("b", &["ph"], fails),
+                    dropped("c", &["ph"], no_grid),
+                    dropped("d", &["rows", "cols"], fails),
+                ],
+                Some("4 of 6 generated tests were dropped (the original or the spec cannot run them), and every one changing ph alone: if it must keep the user's values, say so ([tests] fixed = [\"ph\"])"),
+            ),
+            // Few dropped: no advice.
+            (
+                vec![kept("a", &["cols"]), kept("b", &["rows"]), kept("c", &[])],
+                vec![dropped("d", &["ph"], fails), dropped("e", &["ph"], fails)],
+                None,
+            ),
+            // Dropped for the cap, not for running: no advice.
+            (
+                vec![kept("a", &["cols"])],
+                vec![
+                    dropped("b", &["ph"], "not run: 8 kept already"),
+                    dropped("c", &["ph"], "over the cost cap (...)"),
+                ],
+                None,
+            ),
+        ];
+        for (kept, dropped, expect) in cases {
+            let g = GeneratedTests {
+                kept,
+                dropped,
+                ..GeneratedTests::default()
+            };
+            assert_eq!(fixed_advice(&g).as_deref(), expect);
+        }
     }
 }

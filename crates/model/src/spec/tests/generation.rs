@@ -56,6 +56,39 @@ fn candidates_cover_partial_blocks_unequal_scalars_and_another_seed() {
     );
 }
 
+/// Two sizes: after every size at once, each alone (the other at the
+/// user's value), and each candidate names what it changed.
+#[test]
+fn two_sizes_are_varied_together_then_one_at_a_time() {
+    let dir = ir_dir();
+    let text = "version = 1\nir = \"k.ll\"\nkernel = \"k\"\n[launch]\ngrid = [\"cdiv(nx, 16)\", \"cdiv(ny, 16)\"]\nblock = [16, 16]\n\
+        [[args]]\nname = \"out\"\nkind = \"buffer\"\ntype = \"f32\"\nlen = \"nx * ny\"\nrole = \"out\"\n\
+        [tests]\ntrain = [{ nx = 64, ny = 32, seed = 1 }]\nheldout = [{ nx = 128, ny = 64, seed = 2 }]\n\
+        [acceptance]\nmetric = \"max_abs\"\ntolerance = 0.001\n";
+    let spec = parse(&dir.path().join("k.gevo.toml"), text).unwrap();
+    let c = candidates(&spec);
+    let got: Vec<(&str, Vec<&str>)> = c
+        .iter()
+        .map(|c| (c.why.as_str(), c.changed.iter().map(String::as_str).collect()))
+        .collect();
+    let expect: [(&str, &[&str]); 5] = [
+        ("nx = 7, ny = 7: one partial block", &["nx", "ny"]),
+        ("nx = 7 alone: one partial block", &["nx"]),
+        ("nx = 17 alone: one block + 1", &["nx"]),
+        ("ny = 7 alone: one partial block", &["ny"]),
+        ("ny = 17 alone: one block + 1", &["ny"]),
+    ];
+    for (why, changed) in expect {
+        assert!(
+            got.iter().any(|(w, c)| *w == why && c == changed),
+            "`{why}` changing {changed:?} missing from {got:?}"
+        );
+    }
+    let at = |why: &str| got.iter().position(|(w, _)| *w == why).unwrap();
+    assert!(at("nx = 13, ny = 13: a small prime") < at("nx = 7 alone: one partial block"));
+    assert!(c.last().unwrap().changed.is_empty(), "another seed changes no parameter");
+}
+
 /// Each case: the generation keys, and what must (not) be among the
 /// candidates.
 #[test]
