@@ -79,7 +79,10 @@ function(_gevo_watch dir)
   if(rc STREQUAL "0")
     message(STATUS "gevo: gevod: ${out}")
   else()
-    message(STATUS "gevo: could not register ${dir} with gevod (${err}); builds use the "
-      "original kernels until it is: start gevod, then re-run cmake or `gevo-client watch ${dir}`")
+    # Builds still read the daemon's exports while it is down (gevo-client
+    # best falls back on them): say so, rather than promise the original.
+    message(STATUS "gevo: could not register ${dir} with gevod (${err}); until it is, builds use "
+      "the best variant gevod exported for this build's spec where there is one, else the original "
+      "kernels: start gevod, then re-run cmake or `gevo-client watch ${dir}`")
   endif()
 endfunction()

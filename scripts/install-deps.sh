@@ -5,8 +5,11 @@
 #
 #   scripts/install-deps.sh build   what building gevod and gevo-client and
 #                                   running them need (scripts/run.sh)
-#   scripts/install-deps.sh test    that, and what the checks and tests need
-#                                   besides (scripts/test.sh, CI); the default
+#   scripts/install-deps.sh cmake   that, and what gevo_optimize() needs in a
+#                                   CMake project: clang-19, cmake, make and
+#                                   the distribution's CUDA toolkit (docs/cmake.md)
+#   scripts/install-deps.sh test    build's and cmake's, and what the checks and
+#                                   tests need besides (scripts/test.sh, CI); the default
 #   ... --list                      print what the purpose installs, install nothing
 set -euo pipefail
 
@@ -14,33 +17,43 @@ purpose=test
 list=
 for arg in "$@"; do
     case $arg in
-        build | test) purpose=$arg ;;
+        build | cmake | test) purpose=$arg ;;
         --list) list=1 ;;
-        -h | --help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        *) echo "install-deps: unknown argument '$arg' (build, test, --list)" >&2; exit 2 ;;
+        -h | --help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "install-deps: unknown argument '$arg' (build, cmake, test, --list)" >&2; exit 2 ;;
     esac
 done
 
 # Building and running: LLVM 19 for inkwell (linked statically), its link
 # libraries, and g++ for the C++ runtime and cc, rustc's linker.
 build_packages=(llvm-19-dev libpolly-19-dev libzstd-dev libffi-dev zlib1g-dev g++)
-# Testing besides: clang-19, cmake and make for the fixtures and the CMake
-# tests (daemon/tests/cmake_*.rs); slurmctld, slurmd, slurm-client and munge
-# for the single-node cluster of daemon/tests/slurm.rs (scripts/slurm-cluster.sh).
-test_packages=(clang-19 cmake make slurmctld slurmd slurm-client munge)
-# Testing also: systemd-analyze (scripts/verify-systemd.sh), the
-# distribution's CUDA toolkit, a headless chromium, rustfmt and clippy
-# (below, each only where missing).
-test_extras=(systemd-analyze nvidia-cuda-toolkit chromium rustfmt clippy)
+# A CMake project using gevo_optimize(), and the fixtures and CMake tests
+# (daemon/tests/cmake_*.rs): clang-19 for the kernels' IR, cmake and make;
+# also the distribution's CUDA toolkit where none is installed (below), for
+# MODE REPLACE.
+cmake_packages=(clang-19 cmake make)
+cmake_extras=(nvidia-cuda-toolkit)
+# Testing besides: slurmctld, slurmd, slurm-client and munge for the
+# single-node cluster of daemon/tests/slurm.rs (scripts/slurm-cluster.sh).
+test_packages=(slurmctld slurmd slurm-client munge)
+# Testing also: systemd-analyze (scripts/verify-systemd.sh), a headless
+# chromium, rustfmt and clippy (below, each only where missing).
+test_extras=(systemd-analyze chromium rustfmt clippy)
 
 packages=("${build_packages[@]}")
+extras=()
+if [ "$purpose" = cmake ] || [ "$purpose" = test ]; then
+    packages+=("${cmake_packages[@]}")
+    extras+=("${cmake_extras[@]}")
+fi
 if [ "$purpose" = test ]; then
     packages+=("${test_packages[@]}")
+    extras+=("${test_extras[@]}")
 fi
 if [ -n "$list" ]; then
     echo "apt: ${packages[*]}"
-    if [ "$purpose" = test ]; then
-        echo "also, where missing: ${test_extras[*]}"
+    if ((${#extras[@]})); then
+        echo "also, where missing: ${extras[*]}"
     fi
     exit 0
 fi
@@ -87,7 +100,8 @@ fi
 
 # The distribution's CUDA toolkit (nvidia-cuda-toolkit: ptxas, fatbinary,
 # cuobjdump, headers, cudart, libdevice; no GPU or driver needed), with which
-# the CMake tests build MODE REPLACE for real. Skipped where a toolkit is
+# a CMake project's MODE REPLACE builds (and the CMake tests build it for
+# real): the cmake and test purposes. Skipped where a toolkit is
 # installed already (NVIDIA's /usr/local/cuda, a ptxas on the PATH) and with
 # GEVO_NO_CUDA_TOOLKIT=1. It is in Debian's non-free component (its driver
 # library needs contrib) and Ubuntu's multiverse (the driver library is in
@@ -145,7 +159,7 @@ enable_components() {
     return $changed
 }
 
-if [ "$purpose" = test ] && [ -z "${GEVO_NO_CUDA_TOOLKIT:-}" ] && [ ! -x /usr/local/cuda/bin/ptxas ] && ! command -v ptxas >/dev/null &&
+if [ "$purpose" != build ] && [ -z "${GEVO_NO_CUDA_TOOLKIT:-}" ] && [ ! -x /usr/local/cuda/bin/ptxas ] && ! command -v ptxas >/dev/null &&
     ! dpkg-query -W -f='${Status}' "$cuda_package" 2>/dev/null | grep -q "install ok installed"; then
     want=$cuda_package
     case "$(. /etc/os-release && echo "${ID:-}")" in
@@ -161,13 +175,13 @@ if [ "$purpose" = test ] && [ -z "${GEVO_NO_CUDA_TOOLKIT:-}" ] && [ ! -x /usr/lo
         apt_get update || true
     fi
     if ! installable "$cuda_package"; then
-        echo "install-deps: warning: $cuda_package cannot be installed from apt; the CMake tests of MODE REPLACE will skip" >&2
+        echo "install-deps: warning: $cuda_package cannot be installed from apt; without a CUDA toolkit MODE REPLACE is off (MODE AUTO builds EMBED) and its CMake tests skip" >&2
     else
         echo "install-deps: installing $cuda_package" >&2
         # Quiet unless it fails (debconf chatters on stderr).
         if ! said=$(apt_get install -y --no-install-recommends "$cuda_package" 2>&1); then
             echo "$said" >&2
-            echo "install-deps: warning: installing $cuda_package failed; the CMake tests of MODE REPLACE will skip" >&2
+            echo "install-deps: warning: installing $cuda_package failed; without a CUDA toolkit MODE REPLACE is off (MODE AUTO builds EMBED) and its CMake tests skip" >&2
         fi
     fi
 fi

@@ -12,6 +12,7 @@ pub mod files;
 pub mod locate;
 pub mod paths;
 pub mod proto;
+pub mod record;
 pub mod text;
 pub mod transport;
 

@@ -1,7 +1,8 @@
 //! scripts/install-deps.sh by purpose: the main job (scripts/run.sh)
-//! installs what building and running need, the test command
-//! (scripts/test.sh, which CI runs) everything else besides. Read through
-//! the script's own `--list`, which installs nothing.
+//! installs what building and running need, a CMake user (docs/cmake.md)
+//! that and what gevo_optimize() needs, the test command (scripts/test.sh,
+//! which CI runs) everything else besides. Read through the script's own
+//! `--list`, which installs nothing.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -39,6 +40,78 @@ const TEST_ONLY: &[&str] = &[
     "systemd-analyze",
 ];
 const BUILD: &[&str] = &["llvm-19-dev", "libpolly-19-dev", "libzstd-dev", "g++"];
+/// What a CMake project using gevo_optimize() needs besides building gevo.
+const CMAKE: &[&str] = &["clang-19", "cmake", "make", "nvidia-cuda-toolkit"];
+/// What the tests need and a CMake project does not.
+const NOT_FOR_CMAKE: &[&str] = &[
+    "slurmctld",
+    "slurmd",
+    "slurm-client",
+    "munge",
+    "chromium",
+    "systemd-analyze",
+    "rustfmt",
+    "clippy",
+];
+
+#[test]
+fn the_cmake_purpose_installs_what_a_cmake_project_needs_and_no_test_tools() {
+    let (cmake, code) = list(&["cmake"]);
+    assert_eq!(code, Some(0));
+    // Building gevo (scripts/install.sh builds it), then the CMake side.
+    for w in BUILD.iter().chain(CMAKE) {
+        assert!(cmake.iter().any(|x| x == w), "cmake lacks {w}: {cmake:?}");
+    }
+    for u in NOT_FOR_CMAKE {
+        assert!(
+            !cmake.iter().any(|x| x == u),
+            "cmake installs {u}: {cmake:?}"
+        );
+    }
+    // The test purpose has all of it.
+    let (test, _) = list(&["test"]);
+    for w in &cmake {
+        assert!(test.iter().any(|x| x == w), "test lacks {w}: {test:?}");
+    }
+}
+
+/// Every `scripts/install-deps.sh <purpose>` the front door and the docs
+/// tell a reader to run names a purpose the script knows, and the CMake
+/// quick starts use the cmake purpose.
+#[test]
+fn the_docs_name_purposes_the_script_knows() {
+    let mut docs = vec![repo().join("README.md"), repo().join("CONTRIBUTING.md")];
+    for entry in std::fs::read_dir(repo().join("docs")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "md") {
+            docs.push(path);
+        }
+    }
+    let mut named = 0;
+    for doc in &docs {
+        let text = std::fs::read_to_string(doc).unwrap();
+        for (at, _) in text.match_indices("install-deps.sh ") {
+            let word: String = text[at + "install-deps.sh ".len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                .collect();
+            if word.is_empty() || word.starts_with("--") {
+                continue;
+            }
+            named += 1;
+            let (_, code) = list(&[&word]);
+            assert_eq!(code, Some(0), "{}: install-deps.sh {word}", doc.display());
+        }
+    }
+    assert!(named > 0, "no purpose named in {docs:?}");
+    for doc in ["README.md", "docs/cmake.md"] {
+        let text = std::fs::read_to_string(repo().join(doc)).unwrap();
+        assert!(
+            text.contains("scripts/install-deps.sh cmake"),
+            "{doc} does not use the cmake purpose"
+        );
+    }
+}
 
 #[test]
 fn the_main_job_installs_what_building_needs_and_the_tests_the_rest() {

@@ -128,7 +128,9 @@ fn resolve(choice: BackendChoice, device: &DeviceSelector) -> Result<Option<Devi
 
 /// Parses the command line, runs the command, and exits with its status.
 pub fn main() {
-    let cli = Cli::parse();
+    use clap::{CommandFactory, FromArgMatches};
+    let matches = serve::with_defaults(Cli::command()).get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     init_logging(matches!(cli.command, Some(Command::Serve(_))));
     match dispatch(cli) {
         Ok(0) => {}

@@ -319,6 +319,12 @@ pub fn serve(
     });
 
     let listener = crate::api::bind(&socket)?;
+    // Beside the socket, the state directory its clients read exports from
+    // while this daemon is down (kept after it stops).
+    match gevo_client::record::write(&socket, &shared.state_dir) {
+        Ok(path) => tracing::debug!(record = %path.display(), "daemon record written"),
+        Err(e) => tracing::warn!(error = %e, "no daemon record beside the socket"),
+    }
     let api_handler: Arc<dyn crate::api::Handler> = Arc::new(handler::ApiHandler {
         shared: shared.clone(),
     });

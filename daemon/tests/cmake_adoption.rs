@@ -4,14 +4,17 @@
 //! configure remembers the running daemon's state directory so that a
 //! build with the daemon down reads its exports there, and a build right
 //! after configure does not send the user to re-register a directory the
-//! daemon is only about to take.
+//! daemon is only about to take. Third round: after an unwatch of a build
+//! whose job exists, the build says the daemon does not watch it (and how
+//! to undo the unwatch), and a failed registration does not promise the
+//! original PTX to a build that then uses the export.
 
 use crate::common;
 
 use common::cmake::{run, Project};
 use common::daemon::{client_binary, s, Daemon};
 use common::have_tools;
-use gevo_client::proto::{Best, BestRecord, Command, Reply};
+use gevo_client::proto::{Best, BestRecord, Command, JobState, Reply};
 use std::path::{Path, PathBuf};
 
 fn flat(log: &str) -> String {
@@ -54,9 +57,24 @@ fn an_unwatched_build_stays_unwatched_and_gevo_watch_off_registers_nothing() {
     let gevo = p.build.join("gevo").canonicalize().unwrap();
     assert_said(&log, &format!("gevod: watching {}", gevo.display()));
     assert!(watched(&d).contains(&gevo));
+    // The first build writes the IR and the spec, and the daemon makes the
+    // job: the build after the unwatch meets a removed job, not no job.
+    p.build();
+    let spec = gevo.join("stencil.gevo.toml");
+    d.wait_for("the build's job", |d| {
+        d.jobs().into_iter().find(|j| j.spec == spec)
+    });
 
     let run_client = d.client(&["unwatch", s(&gevo)]);
     assert!(run_client.status.success(), "{run_client:?}");
+    let said = String::from_utf8_lossy(&run_client.stdout).into_owned()
+        + &String::from_utf8_lossy(&run_client.stderr);
+    assert_said(&said, "the jobs of its specs stop");
+    d.wait_for("the job removed", |d| {
+        d.jobs()
+            .into_iter()
+            .find(|j| j.spec == spec && j.state == JobState::Removed)
+    });
     // Reconfiguring (as editing the spec does) registers the build again:
     // the unwatch stands, and configure says so.
     for _ in 0..2 {
@@ -70,6 +88,15 @@ fn an_unwatched_build_stays_unwatched_and_gevo_watch_off_registers_nothing() {
     let log = p.build();
     assert_said(&log, "gevod does not watch this build:");
     assert_said(&log, "is in no directory gevod watches");
+    assert_said(
+        &log,
+        &format!(
+            "{} was unwatched with `gevo-client unwatch`; `gevo-client watch {}` watches it again",
+            gevo.display(),
+            gevo.display()
+        ),
+    );
+    assert!(!log.contains("no validated variant yet"), "{log}");
     // The user's watch undoes it.
     let run_client = d.client(&["watch", s(&gevo)]);
     assert!(run_client.status.success(), "{run_client:?}");
@@ -146,6 +173,13 @@ fn configure_remembers_the_daemons_state_directory_for_builds_while_it_is_down()
              state directory it named at an earlier configure",
             s(&d.state)
         ),
+    );
+    // Registering fails, and configure does not promise the original PTX
+    // to a build that is about to use the export.
+    assert_said(
+        &log,
+        "until it is, builds use the best variant gevod exported for this build's spec where \
+         there is one, else the original kernels",
     );
     let log = p.build();
     assert_said(&log, "using the evolved PTX");

@@ -7,8 +7,10 @@
 //! Three faults are the spec's (shortbuf: a buffer too short for the
 //! launch; blockshape: a block the kernel's static shared tile was not
 //! written for; argorder: buffers in another order): their advice names the
-//! spec line and comes before "Fix the kernel"; the kernels' own faults
-//! (pastend, rowbefore, sharedrace) get no such advice.
+//! spec line and the finding ends with "Fix the spec: <field>", never
+//! sending the user to the kernel; the kernels' own faults (pastend,
+//! rowbefore, sharedrace) get no such advice and end with "Fix the kernel
+//! at <source line>".
 
 use crate::common;
 
@@ -50,6 +52,20 @@ fn each_planted_fault_is_a_finding_in_the_users_words() {
             stderr.matches("The spec may").count(),
             expected.matches("The spec may").count(),
             "{}: spec advice only where the spec is the cause:\n{stderr}",
+            expect.display()
+        );
+        // One piece of advice at the end: the spec's field, or the kernel.
+        let spec_cause = expected.contains("The spec may");
+        assert_eq!(
+            stderr.contains("Fix the spec: "),
+            spec_cause,
+            "{}:\n{stderr}",
+            expect.display()
+        );
+        assert_eq!(
+            stderr.contains("Fix the kernel"),
+            !spec_cause,
+            "{}: the kernel is not what to fix when the spec is:\n{stderr}",
             expect.display()
         );
     }

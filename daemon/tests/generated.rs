@@ -257,7 +257,8 @@ fn a_variant_writing_an_input_buffer_fails_naming_it_and_the_line() {
 
 /// `gevod run --tests generated` lists the tests kept and dropped (with
 /// why) and the lint lines, then the variant's results; a plain run says
-/// the lint lines on stderr.
+/// the same list and lint lines on stderr, after its results on stdout,
+/// and with `--json` its stdout is still the results array alone.
 #[test]
 fn gevod_run_lists_generated_tests_and_lints() {
     let run = |args: &[&str]| {
@@ -320,4 +321,42 @@ fn gevod_run_lists_generated_tests_and_lints() {
         stderr.contains("lint: rx and ry are equal in every test"),
         "{stderr}"
     );
+    // A plain run, text and JSON: the results on stdout, the generated
+    // tests kept and dropped (with why) and the lints on stderr.
+    let spec = general("nocheck.gevo.toml");
+    for json in [false, true] {
+        let mut args = vec!["run", common::s(&spec), "--backend", "sim"];
+        if json {
+            args.push("--json");
+        }
+        let (ok, stdout, stderr) = run(&args);
+        assert!(ok, "{stderr}");
+        for words in [
+            "generated tests: ",
+            "kept     generated[",
+            "n = 64: exactly one block",
+            "dropped  generated[",
+            "n = 7: one partial block: the original fails there: out-of-bounds",
+            "lint: no test has a partial block (n below or off a multiple of the block)",
+        ] {
+            assert!(
+                stderr.contains(words),
+                "json {json}: `{words}` not in:\n{stderr}"
+            );
+            assert!(
+                !stdout.contains(words),
+                "json {json}: `{words}` on stdout:\n{stdout}"
+            );
+        }
+        if json {
+            let rows: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+            let rows = rows.as_array().expect("the results array");
+            assert!(
+                !rows.is_empty() && rows.iter().all(|r| r["passed"] == true),
+                "{stdout}"
+            );
+        } else {
+            assert!(stdout.starts_with("test "), "{stdout}");
+        }
+    }
 }

@@ -71,7 +71,8 @@ fn a_scalar_of_the_wrong_type_is_refused_naming_both_types() {
         ],
         3,
         &[
-            "args[3]: `n`: type = \"f32\", but the kernel's parameter 3 is `int` (a 32-bit integer)",
+            "args[3]: `n`: type = \"f32\", but parameter 3 of kernel \
+             scaled(float const*, float*, float, int) is `int` (a 32-bit integer)",
             "would read the value's bits as a 32-bit integer",
         ],
     );
@@ -84,7 +85,10 @@ fn a_scalar_of_the_wrong_type_is_refused_naming_both_types() {
             ("n", scalar("i64", "\"n\"")),
         ],
         3,
-        &["args[3]: `n`: type = \"i64\", but the kernel's parameter 3 is `int` (a 32-bit integer)"],
+        &[
+            "args[3]: `n`: type = \"i64\", but parameter 3 of kernel scaled(float const*, float*, \
+           float, int) is `int` (a 32-bit integer)",
+        ],
     );
     // A buffer where the kernel takes a float.
     check(
@@ -95,7 +99,8 @@ fn a_scalar_of_the_wrong_type_is_refused_naming_both_types() {
             ("n", scalar("i32", "\"n\"")),
         ],
         2,
-        &["args[2]: `k`: a buffer, but the kernel's parameter 2 is `float` (a 32-bit float): pass a scalar"],
+        &["args[2]: `k`: a buffer, but parameter 2 of kernel scaled(float const*, float*, float, int) \
+           is `float` (a 32-bit float): pass a scalar"],
     );
 }
 
@@ -112,7 +117,8 @@ fn arguments_in_another_order_are_named_in_the_kernels_order() {
         ],
         2,
         &[
-            "args[2]: `n`: type = \"i32\", but the kernel's parameter 2 is `float` (a 32-bit float)",
+            "args[2]: `n`: type = \"i32\", but parameter 2 of kernel scaled(float const*, float*, \
+             float, int) is `float` (a 32-bit float)",
             "the spec's arguments have the kernel's types in another order: the kernel takes \
              src (buffer), dst (buffer), k (f32 scalar), n (i32 scalar)",
         ],
@@ -143,4 +149,43 @@ fn a_wrong_argument_count_names_the_spec_line_and_the_demangled_kernel() {
         4,
         &["args[4]: the spec lists 5 arguments but kernel scaled(float const*, float*, float, int) takes 4"],
     );
+}
+
+/// The pipeline form names the kernel as the spec writes it (here its
+/// mangled symbol): the refusal names it demangled all the same, once, at
+/// the launch's argument.
+#[test]
+fn a_pipeline_launch_names_a_mangled_kernel_demangled() {
+    let dir = tempfile::tempdir().unwrap();
+    let ir = common::repo_root().join("tests/fixtures/spec_init/params.ll");
+    let mut text = format!(
+        "version = 1\nir = {:?}\nkernel = [\"_Z6scaledPKfPffi\"]\n\n\
+         [[launches]]\nkernel = \"_Z6scaledPKfPffi\"\ngrid = [\"cdiv(n, 64)\"]\nblock = [64]\n\
+         args = [\"src\", \"dst\", \"k\", {{ name = \"count\", type = \"f32\", value = \"n\" }}]\n",
+        ir.display().to_string()
+    );
+    for (name, body) in [
+        ("src", BUFFER_IN.to_string()),
+        ("dst", BUFFER_OUT.to_string()),
+        ("k", scalar("f32", "2.0")),
+    ] {
+        text += &format!("\n[[args]]\nname = \"{name}\"\n{body}\n");
+    }
+    text += "\n[tests]\ntrain = [{ n = 100, seed = 1 }]\nheldout = [{ n = 300, seed = 2 }]\n\
+             \n[acceptance]\nmetric = \"max_abs\"\ntolerance = 1e-6\n";
+    let path = dir.path().join("k.gevo.toml");
+    std::fs::write(&path, &text).unwrap();
+    let spec = gevo_model::spec::load(&path).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let message = match Evaluator::new(spec, 1) {
+        Ok(_) => panic!("accepted:\n{text}"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        message.contains(
+            "launches[0].args[3]: `count`: type = \"f32\", but parameter 3 of kernel \
+             scaled(float const*, float*, float, int) is `int` (a 32-bit integer)"
+        ),
+        "{message}"
+    );
+    assert!(!message.contains("_Z6scaled"), "mangled: {message}");
 }

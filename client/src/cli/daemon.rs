@@ -6,6 +6,7 @@ use crate::{exit, say, Cli, EXIT_ERROR, EXIT_UNREACHABLE};
 use anyhow::{bail, Context, Result};
 use gevo_client::locate::{self, Place};
 use gevo_client::proto::{Body, Command, Reply, Request, Response};
+use gevo_client::record;
 use gevo_client::transport::{self, CallError};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -15,6 +16,15 @@ use std::time::Duration;
 pub struct Settings {
     places: Vec<Place>,
     timeout: Duration,
+    /// `--state` was given: that directory, and no daemon's record.
+    named_state: bool,
+}
+
+/// A state directory whose exports may stand in for the daemon, and the
+/// daemon record that named it, if one did.
+pub struct ExportDir {
+    pub state: PathBuf,
+    pub record: Option<PathBuf>,
 }
 
 impl Settings {
@@ -26,16 +36,36 @@ impl Settings {
             .collect()
     }
 
-    /// The state directories whose exports stand in for the daemon, in the
-    /// places' order, each once.
-    pub fn states(&self) -> Vec<&Path> {
-        let mut states: Vec<&Path> = Vec::new();
+    /// The state directories whose exports stand in for the daemon, each
+    /// once: the places' own, in their order, then, unless `--state` named
+    /// one, those recorded beside the places' sockets by the daemons that
+    /// last listened there (`gevo_client::record`); and why a record
+    /// looked for could not be used (none there, not trusted).
+    pub fn export_dirs(&self) -> (Vec<ExportDir>, Vec<String>) {
+        let mut dirs: Vec<ExportDir> = Vec::new();
+        let mut notes = Vec::new();
         for place in &self.places {
-            if !states.contains(&place.state.as_path()) {
-                states.push(&place.state);
+            if !dirs.iter().any(|d| d.state == place.state) {
+                dirs.push(ExportDir {
+                    state: place.state.clone(),
+                    record: None,
+                });
             }
         }
-        states
+        if self.named_state {
+            return (dirs, notes);
+        }
+        for place in &self.places {
+            match record::read(&place.socket) {
+                Ok(r) if dirs.iter().any(|d| d.state == r.state_dir) => {}
+                Ok(r) => dirs.push(ExportDir {
+                    state: r.state_dir,
+                    record: Some(record::path_for(&place.socket)),
+                }),
+                Err(e) => notes.push(e.to_string()),
+            }
+        }
+        (dirs, notes)
     }
 }
 
@@ -48,6 +78,7 @@ pub fn settings(cli: &Cli) -> Result<Settings> {
     Ok(Settings {
         places: located.places,
         timeout: cli.timeout.unwrap_or(transport::DEFAULT_TIMEOUT),
+        named_state: cli.state.is_some(),
     })
 }
 

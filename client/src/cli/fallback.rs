@@ -2,7 +2,7 @@
 //! else the export in a state directory when the daemon cannot be reached
 //! or turns the client away as busy (`CallError::is_unreachable`).
 
-use super::daemon::{call, Settings};
+use super::daemon::{call, ExportDir, Settings};
 use super::render::{json_text, reply_kind};
 use crate::{exit, print_out, say, EXIT_ERROR, EXIT_NO_VARIANT, EXIT_UNREACHABLE};
 use anyhow::{bail, Context, Result};
@@ -10,14 +10,14 @@ use gevo_client::export::{self, ExportError};
 use gevo_client::files;
 use gevo_client::proto::{Best, Body, Command, ErrorCode, Reply, Request};
 use gevo_client::transport::CallError;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Where a `best` answer came from.
 enum Source {
     Daemon,
-    /// The export in this state dir; why the daemon did not answer
-    /// ([`no_answer`]).
-    Export(PathBuf, String),
+    /// The export in this state dir (with the daemon record that named
+    /// it); why the daemon did not answer ([`no_answer`]).
+    Export(ExportDir, String),
 }
 
 /// Why the daemon did not answer, as the fallback says it: "daemon
@@ -27,21 +27,43 @@ fn no_answer(e: &CallError) -> String {
     format!("daemon {what}: {}", e.reason())
 }
 
-/// The first usable export of kernel among the places' state directories,
-/// with its directory; else why none could be used, each directory's reason.
-fn read_export(
+/// The first export `read` takes among the state directories the
+/// settings name (`Settings::export_dirs`), with its directory; else why
+/// none could be used: each directory's reason, and each daemon record's
+/// that could not be used.
+fn first_export<T>(
     settings: &Settings,
     kernel: &str,
-    arch: Option<&str>,
-) -> Result<(Best, PathBuf), String> {
+    read: impl Fn(&Path) -> Result<T, ExportError>,
+) -> Result<(T, ExportDir), String> {
+    let (dirs, notes) = settings.export_dirs();
     let mut why = Vec::new();
-    for state in settings.states() {
-        match export::read(state, kernel, arch) {
-            Ok(best) => return Ok((best, state.to_path_buf())),
-            Err(e) => why.push(export_failure(&e, kernel, state)),
+    for dir in dirs {
+        match read(&dir.state) {
+            Ok(found) => return Ok((found, dir)),
+            Err(e) => {
+                let failure = export_failure(&e, kernel, &dir.state);
+                why.push(match &dir.record {
+                    Some(r) => format!("{failure} (the state directory {} names)", r.display()),
+                    None => failure,
+                });
+            }
         }
     }
+    why.extend(notes);
     Err(why.join("; "))
+}
+
+/// `in <state>`, and the record that named it.
+fn export_place(dir: &ExportDir) -> String {
+    match &dir.record {
+        Some(r) => format!(
+            "{} (the state directory {} names)",
+            dir.state.display(),
+            r.display()
+        ),
+        None => dir.state.display().to_string(),
+    }
 }
 
 /// The most of a spec file `best --spec` reads to hash it (specs are a few
@@ -83,10 +105,12 @@ pub fn best(settings: &Settings, query: &Query, output: Option<&Path>, json: boo
                 return Err(exit(code, e.message));
             }
         },
-        Err(e) if e.is_unreachable() => match read_export(settings, kernel, arch) {
-            Ok((best, state)) => (best, Source::Export(state, no_answer(&e))),
-            Err(why) => return Err(exit(EXIT_UNREACHABLE, format!("{e}; {why}"))),
-        },
+        Err(e) if e.is_unreachable() => {
+            match first_export(settings, kernel, |state| export::read(state, kernel, arch)) {
+                Ok((best, dir)) => (best, Source::Export(dir, no_answer(&e))),
+                Err(why) => return Err(exit(EXIT_UNREACHABLE, format!("{e}; {why}"))),
+            }
+        }
         Err(e) => return Err(e.into()),
     };
     check_best(&best, arch)?;
@@ -95,9 +119,7 @@ pub fn best(settings: &Settings, query: &Query, output: Option<&Path>, json: boo
     let (lo, hi) = r.interval;
     let from = match &source {
         Source::Daemon => "from the daemon".to_string(),
-        Source::Export(state, why) => {
-            format!("from the export in {}, {why}", state.display())
-        }
+        Source::Export(dir, why) => format!("from the export in {}, {why}", export_place(dir)),
     };
     let mut note = format!(
         "{} {}: validated variant, speedup {:.3}x [{lo:.2}, {hi:.2}]{} ({from})",
@@ -179,27 +201,22 @@ pub fn report(settings: &Settings, kernel: &str, output: Option<&Path>) -> Resul
             Body::Error(e) => return Err(exit(EXIT_ERROR, e.message)),
         },
         Err(e) if e.is_unreachable() => {
-            let mut why = Vec::new();
-            let mut found = None;
-            for state in settings.states() {
-                match export::read_report(state, kernel) {
-                    Ok(page) => {
-                        found = Some(page);
-                        break;
-                    }
-                    Err(err) => why.push(export_failure(&err, kernel, state)),
+            match first_export(settings, kernel, |state| export::read_report(state, kernel)) {
+                Ok(((html, path), dir)) => {
+                    let named = match &dir.record {
+                        Some(r) => format!(" (the state directory {} names)", r.display()),
+                        None => String::new(),
+                    };
+                    (
+                        html,
+                        format!(
+                            "the report exported with the best variant, {}{named}; {}",
+                            path.display(),
+                            no_answer(&e)
+                        ),
+                    )
                 }
-            }
-            match found {
-                Some((html, path)) => (
-                    html,
-                    format!(
-                        "the report exported with the best variant, {}; {}",
-                        path.display(),
-                        no_answer(&e)
-                    ),
-                ),
-                None => return Err(exit(EXIT_UNREACHABLE, format!("{e}; {}", why.join("; ")))),
+                Err(why) => return Err(exit(EXIT_UNREACHABLE, format!("{e}; {why}"))),
             }
         }
         Err(e) => return Err(e.into()),

@@ -18,6 +18,7 @@ mod arguments;
 mod blame;
 mod generated;
 
+pub use blame::SpecCause;
 pub use generated::{Dropped, GeneratedTests, Kept, COST_CAP_FACTOR};
 
 /// A variant may run this many times the original's steps per block before
@@ -38,24 +39,24 @@ pub enum EvalError {
     },
     /// A finding about the user's kernel, not gevo's error: one block of
     /// text saying what is wrong, on which test, where, and what to do.
-    /// The spec's part comes first: `spec_causes` are lines naming the
-    /// spec line of what in the spec made the fault (a change that clears
-    /// it was tried), before the advice to fix the kernel.
+    /// When a change to the spec clears the fault (`spec_cause`: tried, not
+    /// guessed), the advice names that spec line and ends by sending the
+    /// user to that field; otherwise it ends by sending them to the
+    /// kernel's line.
     #[error(
         "{}: {test}: the original kernel fails on the simulator: {verdict}\n\
          The kernel does this before gevo changes anything. On a GPU it may run without a visible \
          error (memory next to a buffer is often mapped; some GPUs tolerate a divergent barrier), \
          but its result is then undefined, and there is no reference to judge variants against.\n\
-         {}Fix the kernel{}, or give tests that do not reach the fault.",
+         {}",
         spec.display(),
-        spec_causes.iter().map(|c| format!("{c}\n")).collect::<String>(),
-        verdict.context.source.as_deref().map_or(String::new(), |s| format!(" at {s}"))
+        blame::what_to_do(spec_cause.as_ref(), verdict)
     )]
     OriginalFails {
         spec: std::path::PathBuf,
         test: String,
         verdict: Box<Verdict>,
-        spec_causes: Vec<String>,
+        spec_cause: Option<SpecCause>,
     },
 }
 
@@ -130,7 +131,7 @@ impl Evaluator {
         };
         let (stats, outputs, protected) =
             self.run_original(&instance, limits).map_err(|verdict| {
-                let spec_causes = blame::spec_causes(
+                let spec_cause = blame::spec_cause(
                     &self.spec,
                     &self.original,
                     &instance,
@@ -141,7 +142,7 @@ impl Evaluator {
                     spec: self.spec.path.clone(),
                     test: test.name.clone(),
                     verdict: Box::new(self.located(verdict)),
-                    spec_causes,
+                    spec_cause,
                 }
             })?;
         let r = Arc::new(Reference {

@@ -187,11 +187,15 @@ impl RunArgs {
             (_, false) => results_table(&results),
         };
         write_output(None, &text)?;
-        if set != TestSet::Generated && !self.json {
-            // Cheap (no run): what the user's tests miss.
-            for line in gevo_model::spec::generate::lints(evaluator.spec()) {
-                eprintln!("lint: {}", gevo_client::text::escape_terminal(&line));
-            }
+        if set != TestSet::Generated {
+            // What validation adds to the user's tests, and what they miss:
+            // on stderr, so that stdout (the table, or `--json`'s array) is
+            // the variant's results alone.
+            let summary = match evaluator.generated() {
+                Ok(g) => generated_summary(&g),
+                Err(e) => format!("generated tests: none made: {e}\n"),
+            };
+            eprint!("{}", gevo_client::text::escape_terminal(&summary));
         }
         let failed = results.iter().filter(|r| !r.passed()).count();
         if failed > 0 {
@@ -344,6 +348,13 @@ fn generated_text(g: &GeneratedTests, results: &[TestResult], json: bool) -> Str
         });
         return serde_json::to_string_pretty(&v).expect("JSON of plain values") + "\n";
     }
+    generated_summary(g) + &results_table(results)
+}
+
+/// The generated tests kept (with the original's cost) and dropped (with
+/// why), then the lint lines: what `--tests generated` lists first and
+/// every other run on the simulator says on stderr.
+fn generated_summary(g: &GeneratedTests) -> String {
     let mut out = format!(
         "generated tests: {} kept, {} dropped; the original costs {} on the kept ones (cap {} each)\n",
         g.kept.len(),
@@ -360,5 +371,5 @@ fn generated_text(g: &GeneratedTests, results: &[TestResult], json: bool) -> Str
     for l in &g.lints {
         out += &format!("lint: {l}\n");
     }
-    out + &results_table(results)
+    out
 }

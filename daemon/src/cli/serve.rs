@@ -27,6 +27,37 @@ pub struct ServeArgs {
     libdevice: Option<PathBuf>,
 }
 
+/// `gevod serve --help` with the socket and state directory a daemon
+/// started by this user takes when neither a flag nor the config sets
+/// them: the system daemon's as root, else the user daemon's (the paths
+/// gevo-client searches, `gevo_client::paths`).
+pub fn with_defaults(cli: clap::Command) -> clap::Command {
+    use gevo_client::paths::{Defaults, Mode};
+    let here = Defaults::current();
+    let system = Defaults::for_mode(Mode::System);
+    let default = |path: &std::path::Path, systems: &std::path::Path| match here.mode {
+        Mode::System => format!("{}, the system daemon's (run as root)", path.display()),
+        Mode::User => format!(
+            "{}, your user daemon's; as root {}",
+            path.display(),
+            systems.display()
+        ),
+    };
+    let socket = format!(
+        "API socket (overrides [daemon] socket) [default: {}]",
+        default(&here.socket, &system.socket)
+    );
+    let state = format!(
+        "State directory (overrides [daemon] state_dir) [default: {}]",
+        default(&here.state, &system.state)
+    );
+    cli.mut_subcommand("serve", |serve| {
+        serve
+            .mut_arg("socket", |a| a.help(socket))
+            .mut_arg("state", |a| a.help(state))
+    })
+}
+
 /// The file and whether it must exist: one given on the command line must;
 /// the mode's default may be absent (then every key has its default).
 fn config_path(config: Option<PathBuf>) -> (PathBuf, bool) {

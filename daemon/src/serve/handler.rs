@@ -171,35 +171,36 @@ impl ApiHandler {
             .filter(|s| self.shared.registry().pending.contains_key(*s))
             .and_then(|s| self.spec_note(s))
             .or_else(|| self.unseen_change(&kernel, spec?, spec_hash?));
-        let registry = self.shared.registry();
-        let versions = registry.versions(&kernel);
-        let found = versions.iter().take(1).find_map(|j| {
-            registry
-                .best_of(j)
-                .filter(|(_, r)| arch.is_none_or(|a| r.target == a))
-        });
-        match found {
-            Some((v, record)) => Ok(Reply::Best(Best { record, ptx: v.ptx })),
-            None => {
-                let newest = versions.first();
-                let progress = newest.map_or(String::new(), |j| {
-                    format!(
-                        " (version {} is {:?} at generation {}, target {})",
-                        j.daemon.version,
-                        j.state(),
-                        j.generations,
-                        j.record.target
-                    )
-                    .to_lowercase()
-                });
-                let for_arch = arch.map_or(String::new(), |a| format!(" for {}", quote(a)));
-                let message = format!("{kernel}: no validated variant{for_arch} yet{progress}");
-                Err(match pending {
-                    Some((_, note)) => (ErrorCode::Pending, format!("{message}; {note}")),
-                    None => (ErrorCode::NoValidated, message),
-                })
-            }
+        let (found, progress, removed) = {
+            let registry = self.shared.registry();
+            let versions = registry.versions(&kernel);
+            let found = versions.iter().take(1).find_map(|j| {
+                registry
+                    .best_of(j)
+                    .filter(|(_, r)| arch.is_none_or(|a| r.target == a))
+            });
+            let newest = versions.first();
+            (
+                found,
+                newest.map_or(String::new(), |j| progress(j)),
+                newest.is_some_and(|j| j.removed),
+            )
+        };
+        if let Some((v, record)) = found {
+            return Ok(Reply::Best(Best { record, ptx: v.ptx }));
         }
+        // The kernel's jobs are removed and the build's spec is in no
+        // watched directory (the build was unwatched): that is the news,
+        // not the removed job's progress.
+        if let (true, Some((false, note))) = (removed, spec.and_then(|s| self.spec_note(s))) {
+            return Err((ErrorCode::UnknownKernel, format!("{kernel}: {note}")));
+        }
+        let for_arch = arch.map_or(String::new(), |a| format!(" for {}", quote(a)));
+        let message = format!("{kernel}: no validated variant{for_arch} yet{progress}");
+        Err(match pending {
+            Some((_, note)) => (ErrorCode::Pending, format!("{message}; {note}")),
+            None => (ErrorCode::NoValidated, message),
+        })
     }
 
     fn pareto(&self, kernel: &str) -> Outcome {
@@ -424,12 +425,26 @@ impl ApiHandler {
             ));
         }
         let Some(root) = covering.first() else {
+            drop(registry);
+            // Configure does not undo a user's unwatch: say how to.
+            let unwatched: Vec<PathBuf> = self
+                .shared
+                .store
+                .setting(UNWATCHED)
+                .ok()
+                .flatten()
+                .unwrap_or_default();
+            let how = match unwatched.iter().find(|d| spec.starts_with(d)) {
+                Some(d) => format!(
+                    "{} was unwatched with `gevo-client unwatch`; `gevo-client watch {}` watches it again",
+                    quote_path(d),
+                    quote_path(d)
+                ),
+                None => format!("re-run cmake, or `gevo-client watch {}`", quote_path(dir)),
+            };
             return Some((
                 false,
-                format!(
-                    "{shown} is in no directory gevod watches (re-run cmake, or `gevo-client watch {}`)",
-                    quote_path(dir)
-                ),
+                format!("{shown} is in no directory gevod watches ({how})"),
             ));
         };
         if registry.jobs.values().any(|j| j.record.spec_path == spec) {
@@ -623,4 +638,27 @@ pub fn report_html(
         gevo_model::access::Reader::for_spec(spec_path, root).map_err(|e| e.to_string())?;
     let data = crate::report::gather(store, id, reader).map_err(|e| e.to_string())?;
     Ok(crate::report::render(&data))
+}
+
+/// A version's progress as `best` says it when nothing is validated:
+/// ` (version 1 is running at generation 2, target sm_90)`; a removed one
+/// says why it no longer runs.
+fn progress(j: &super::registry::JobEntry) -> String {
+    if j.removed && j.error.is_none() && !j.daemon.superseded {
+        return format!(
+            " (version {} is removed: its spec {} is gone or in no directory gevod watches; it \
+             stopped at generation {})",
+            j.daemon.version,
+            quote_path(&j.record.spec_path),
+            j.generations
+        );
+    }
+    format!(
+        " (version {} is {:?} at generation {}, target {})",
+        j.daemon.version,
+        j.state(),
+        j.generations,
+        j.record.target
+    )
+    .to_lowercase()
 }

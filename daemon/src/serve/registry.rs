@@ -349,23 +349,31 @@ pub enum Lookup {
 }
 
 impl Registry {
-    /// `<project>/<name>` for a kernel given either way.
+    /// `<project>/<name>` for a kernel given either way. A `<name>` that
+    /// several projects have names the one whose spec is still watched
+    /// when the others' jobs are all removed (an unwatched build's, a
+    /// deleted spec's): those are kept for their history, not to make a
+    /// name ambiguous; their full names still find them.
     pub fn resolve(&self, kernel: &str) -> Lookup {
-        let mut names: Vec<&str> = self
+        let matches = |k: &str| {
+            k == kernel || (!kernel.contains('/') && k.rsplit('/').next() == Some(kernel))
+        };
+        // Each matching name, and whether a job or problem of it is present.
+        let mut names: BTreeMap<&str, bool> = BTreeMap::new();
+        let jobs = self
             .jobs
             .values()
-            .map(|j| j.daemon.kernel.as_str())
-            .chain(self.problems.values().map(|p| p.kernel.as_str()))
-            .filter(|k| {
-                *k == kernel || (!kernel.contains('/') && k.rsplit('/').next() == Some(kernel))
-            })
-            .collect();
-        names.sort();
-        names.dedup();
-        match names.as_slice() {
-            [] => Lookup::Unknown,
-            [one] => Lookup::Found(one.to_string()),
-            many => Lookup::Ambiguous(many.iter().map(|s| s.to_string()).collect()),
+            .map(|j| (j.daemon.kernel.as_str(), !j.removed));
+        let problems = self.problems.values().map(|p| (p.kernel.as_str(), true));
+        for (name, present) in jobs.chain(problems).filter(|(k, _)| matches(k)) {
+            *names.entry(name).or_default() |= present;
+        }
+        let present: Vec<&str> = names.iter().filter(|(_, p)| **p).map(|(n, _)| *n).collect();
+        match (names.len(), present.as_slice()) {
+            (0, _) => Lookup::Unknown,
+            (1, _) => Lookup::Found(names.keys().next().expect("one").to_string()),
+            (_, [one]) => Lookup::Found(one.to_string()),
+            _ => Lookup::Ambiguous(names.keys().map(|s| s.to_string()).collect()),
         }
     }
 
@@ -395,9 +403,11 @@ impl Registry {
         let mut out: Vec<JobInfo> = self
             .jobs
             .values()
+            // A follower shows its leader's search while it answers for
+            // its kernel; removed or replaced, its own state.
             .map(|j| match self.leader_of(j) {
-                Some(leader) => j.info_sharing(leader),
-                None => j.info(),
+                Some(leader) if j.live() => j.info_sharing(leader),
+                _ => j.info(),
             })
             .collect();
         out.extend(self.problems.iter().map(|(path, p)| JobInfo {

@@ -145,7 +145,8 @@ pub(super) fn change_roots(
             Unwatch::Root => {
                 roots.remove(i);
                 let message = format!(
-                    "no longer watching {shown} (its jobs that no other root adopts are kept, removed)"
+                    "no longer watching {shown}: the jobs of its specs stop, unless another \
+                     watched directory holds them, and stay listed as removed"
                 );
                 Ok((message, true))
             }
@@ -153,7 +154,8 @@ pub(super) fn change_roots(
                 roots[i].added_by.retain(|&u| u != uid);
                 let message = format!(
                     "no longer watching {shown} for the specs of uid {uid} (others watch it for \
-                     theirs; your jobs no other root adopts are kept, removed)"
+                     theirs): your jobs there stop, unless another watched directory holds their \
+                     specs, and stay listed as removed"
                 );
                 Ok((message, false))
             }

@@ -1,7 +1,8 @@
 //! A spec's launch arguments against its kernels' parameters: number, kind
 //! (buffer or scalar) and, for scalars, type. Each refusal names the spec
-//! line, the argument, the spec's type and the kernel's, and says when the
-//! spec's arguments have the kernel's types in another order.
+//! line, the argument, the spec's type and the kernel's, the kernel by its
+//! demangled name (in either spec form), and says when the spec's
+//! arguments have the kernel's types in another order.
 
 use super::EvalError;
 use gevo_ir::{display_name, source_parameter_types};
@@ -103,16 +104,14 @@ impl Arg {
 pub(super) fn check(spec: &Spec, programs: &[Program]) -> Result<(), EvalError> {
     for launch in spec.launch_specs() {
         let program = &programs[launch.kernel];
+        // Demangled, whichever way the spec names it.
         let kernel = display_name(&program.kernel);
-        // The single-kernel form's messages name `args[i]` as before; a
-        // pipeline's name the launch's (`launches[1].args[2]`) and kernel.
-        let (prefix, field) = if spec.is_single_launch() {
-            (String::new(), "args".to_string())
+        // The single-kernel form's messages name `args[i]`; a pipeline's
+        // name the launch's (`launches[1].args[2]`).
+        let field = if spec.is_single_launch() {
+            "args".to_string()
         } else {
-            (
-                format!("kernel {}: ", spec.kernels[launch.kernel]),
-                format!("{}.args", launch.field),
-            )
+            format!("{}.args", launch.field)
         };
         let args: Vec<Arg> = launch
             .args
@@ -120,9 +119,7 @@ pub(super) fn check(spec: &Spec, programs: &[Program]) -> Result<(), EvalError> 
             .enumerate()
             .map(|(i, a)| Arg::of(spec, launch, &field, i, a))
             .collect();
-        let error = |at: &Location, message: String| {
-            EvalError::Spec(at.error(&spec.path, format!("{prefix}{message}")))
-        };
+        let error = |at: &Location, message: String| EvalError::Spec(at.error(&spec.path, message));
         let (given, wanted) = (args.len(), program.params.len());
         if given != wanted {
             // The first argument too many, or the last one given.
@@ -159,16 +156,16 @@ pub(super) fn check(spec: &Spec, programs: &[Program]) -> Result<(), EvalError> 
         let arg = &args[i];
         let what = match (arg.ty, params[i]) {
             (None, _) => format!(
-                "a buffer, but the kernel's parameter {i} is {}: pass a scalar (kind = \"scalar\")",
+                "a buffer, but parameter {i} of kernel {kernel} is {}: pass a scalar (kind = \"scalar\")",
                 kernel_type(i)
             ),
             (Some(_), Class::Pointer) => format!(
-                "a scalar, but the kernel's parameter {i} is {}: pass a buffer (kind = \"buffer\")",
+                "a scalar, but parameter {i} of kernel {kernel} is {}: pass a buffer (kind = \"buffer\")",
                 kernel_type(i)
             ),
             (Some(ty), _) => format!(
-                "type = \"{}\", but the kernel's parameter {i} is {}: the kernel would read the \
-                 value's bits as {}",
+                "type = \"{}\", but parameter {i} of kernel {kernel} is {}: the kernel would read \
+                 the value's bits as {}",
                 ty.name(),
                 kernel_type(i),
                 params[i].ir_words()

@@ -5,7 +5,9 @@
 //! run again with that one thing changed (the buffer longer, the block
 //! shaped like the array with the grid covering as many threads, the two
 //! buffers exchanged), and only a change that makes the fault go away is
-//! reported, naming the spec line. Runs only on this error path.
+//! reported, naming the spec line, and the finding then ends by sending
+//! the user to that spec field rather than to the kernel. Runs only on
+//! this error path.
 
 use super::simulate;
 use gevo_model::sim::code::Program;
@@ -20,19 +22,46 @@ use gevo_model::spec::{
 /// it failed).
 const TRIAL_BLOCK_BUDGET: u64 = 50_000_000;
 
-/// Advice, one line each, naming the spec line of what in the spec made
-/// the original fault on `instance`; empty when no change to the spec
-/// clears the fault.
-pub(super) fn spec_causes(
+/// What in the spec made the original fault, found by a change that
+/// clears it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecCause {
+    /// One line: what the spec gives, what was tried, and the spec line.
+    pub advice: String,
+    /// The spec field to fix, with its line: `args[1].len, the length of
+    /// \`grid\` (k.gevo.toml:16)`.
+    pub field: String,
+}
+
+/// The finding's last lines: the spec cause and the field to fix, or,
+/// without one, the kernel's line to fix.
+pub(super) fn what_to_do(cause: Option<&SpecCause>, verdict: &Verdict) -> String {
+    match cause {
+        Some(c) => format!(
+            "{}\nFix the spec: {}, or give tests that do not reach the fault.",
+            c.advice, c.field
+        ),
+        None => format!(
+            "Fix the kernel{}, or give tests that do not reach the fault.",
+            verdict
+                .context
+                .source
+                .as_deref()
+                .map_or(String::new(), |s| format!(" at {s}"))
+        ),
+    }
+}
+
+/// What in the spec made the original fault on `instance`, naming its
+/// spec line; `None` when no change to the spec clears the fault.
+pub(super) fn spec_cause(
     spec: &Spec,
     programs: &[Program],
     instance: &Instance,
     verdict: &Verdict,
     workers: usize,
-) -> Vec<String> {
-    let Some(launch) = faulting_launch(instance, verdict) else {
-        return Vec::new();
-    };
+) -> Option<SpecCause> {
+    let launch = faulting_launch(instance, verdict)?;
     let trial = Trial {
         spec,
         programs,
@@ -40,7 +69,7 @@ pub(super) fn spec_causes(
         launch,
         workers,
     };
-    let found = match &verdict.fault {
+    match &verdict.fault {
         Fault::OutOfBounds {
             space: "global",
             buffer,
@@ -55,8 +84,7 @@ pub(super) fn spec_causes(
         | Fault::SharedRace { .. }
         | Fault::UninitializedShared { .. } => trial.block_shape(verdict),
         _ => None,
-    };
-    found.into_iter().collect()
+    }
 }
 
 /// The launch instance the verdict names (the first one of that label).
@@ -128,7 +156,7 @@ impl Trial<'_> {
 
     /// Another buffer of the launch, of the same element type and long
     /// enough for the faulting access, exchanged with the short one.
-    fn another_order(&self, slot: usize, offset: u64) -> Option<String> {
+    fn another_order(&self, slot: usize, offset: u64) -> Option<SpecCause> {
         let element = self.past_end(slot, offset)?;
         let (position, arg, len, _) = self.buffer(slot)?;
         let elem_of = |s: usize| match &self.instance.args[s] {
@@ -154,16 +182,29 @@ impl Trial<'_> {
                 continue;
             }
             let name = |a: usize| &self.spec.args[a].name;
-            return Some(format!(
-                "The spec may pass arguments in another order: the kernel's parameter {position} \
-                 gets `{}` ({len} elements, {}) and parameter {other_position} gets `{}` \
-                 ({other_len} elements, {}); with the two exchanged the original runs this test \
-                 without a fault. Check the order of [[args]] against the kernel's parameters.",
-                name(arg),
-                self.at(&self.spec.args[arg].at),
-                name(other_arg),
-                self.at(&self.spec.args[other_arg].at),
-            ));
+            let list = match launch_spec(self.spec, self.launch) {
+                Some(l) if !self.spec.is_single_launch() => format!("{}.args", l.field),
+                _ => "[[args]]".to_string(),
+            };
+            return Some(SpecCause {
+                advice: format!(
+                    "The spec may pass arguments in another order: the kernel's parameter \
+                     {position} gets `{}` ({len} elements, {}) and parameter {other_position} \
+                     gets `{}` ({other_len} elements, {}); with the two exchanged the original \
+                     runs this test without a fault. Check the order of {list} against the \
+                     kernel's parameters.",
+                    name(arg),
+                    self.at(&self.spec.args[arg].at),
+                    name(other_arg),
+                    self.at(&self.spec.args[other_arg].at),
+                ),
+                field: format!(
+                    "the order of {list}, which passes `{}` as parameter {position} and `{}` as \
+                     parameter {other_position}",
+                    name(arg),
+                    name(other_arg)
+                ),
+            });
         }
         None
     }
@@ -173,7 +214,7 @@ impl Trial<'_> {
     /// elements (1/64 more, at least one) already clear it: a kernel that
     /// reads just past what its own bounds check allows (`in[i + 1]` for
     /// `i < n`) is the kernel's to fix.
-    fn too_short(&self, slot: usize, offset: u64) -> Option<String> {
+    fn too_short(&self, slot: usize, offset: u64) -> Option<SpecCause> {
         let element = self.past_end(slot, offset)?;
         let (_, arg, len, size) = self.buffer(slot)?;
         if self.clears(&self.longer(slot, len + len / 64 + 1, size)?) {
@@ -193,15 +234,22 @@ impl Trial<'_> {
         let ArgKind::Buffer { len: written, .. } = &self.spec.args[arg].kind else {
             return None;
         };
-        Some(format!(
-            "The spec may be the cause: `{}` holds {len} elements (len = \"{}\" at {}), and this \
-             launch of {threads} threads reaches element {element}; with the buffer longer the \
-             original runs this test without a fault. Give `len` the size the kernel indexes for \
-             this grid.",
-            self.spec.args[arg].name,
-            written.value,
-            self.at(&written.at),
-        ))
+        let name = &self.spec.args[arg].name;
+        Some(SpecCause {
+            advice: format!(
+                "The spec may be the cause: `{name}` holds {len} elements (len = \"{}\" at {}), \
+                 and this launch of {threads} threads reaches element {element}; with the buffer \
+                 longer the original runs this test without a fault. Give `len` the size the \
+                 kernel indexes for this grid.",
+                written.value,
+                self.at(&written.at),
+            ),
+            field: format!(
+                "{}, the length of `{name}` ({})",
+                written.at.field,
+                self.at(&written.at)
+            ),
+        })
     }
 
     /// The instance with buffer `slot` `len` elements of `size` bytes long
@@ -220,7 +268,7 @@ impl Trial<'_> {
 
     /// A block shaped like the static shared array the fault is in (or
     /// like any of them, when the access is outside all).
-    fn block_shape(&self, verdict: &Verdict) -> Option<String> {
+    fn block_shape(&self, verdict: &Verdict) -> Option<SpecCause> {
         let program = &self.programs[self.launch.kernel];
         let named = verdict.context.shared.as_ref().map(|(n, _)| n.as_str());
         let geometry = launch_spec(self.spec, self.launch)?;
@@ -245,16 +293,25 @@ impl Trial<'_> {
                 continue;
             }
             let dims: String = var.dims.iter().map(|d| format!("[{d}]")).collect();
-            return Some(format!(
-                "The spec may be the cause: block = {} at {} does not match the kernel's static \
-                 __shared__ array `{}{dims}`; with block = {} (the grid covering as many threads) \
-                 the original runs this test without a fault. Give the block shape the kernel \
-                 was written for.",
-                shown(self.launch.block),
-                self.at(&geometry.geometry.block_at),
-                var.name,
-                shown(block),
-            ));
+            let block_at = &geometry.geometry.block_at;
+            return Some(SpecCause {
+                advice: format!(
+                    "The spec may be the cause: block = {} at {} does not match the kernel's \
+                     static __shared__ array `{}{dims}`; with block = {} (the grid covering as \
+                     many threads) the original runs this test without a fault. Give the block \
+                     shape the kernel was written for.",
+                    shown(self.launch.block),
+                    self.at(block_at),
+                    var.name,
+                    shown(block),
+                ),
+                field: format!(
+                    "{} ({}), for the shape of `{}{dims}`",
+                    block_at.field,
+                    self.at(block_at),
+                    var.name
+                ),
+            });
         }
         None
     }
