@@ -55,14 +55,17 @@ def fmt(v, spec="{:.3f}"):
 
 def main():
     ap = argparse.ArgumentParser()
-    for a in ["mode", "runs", "specs", "seeds", "arms", "out", "command"]:
+    for a in ["mode", "runs", "specs", "seeds", "arms", "out", "command", "commit", "host"]:
         ap.add_argument("--" + a, default="")
     a = ap.parse_args()
     gpu = a.mode == "gpu"
     date = subprocess.run(["date", "-u", "+%Y-%m-%d"], capture_output=True, text=True).stdout.strip()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip() or "unknown"
-    lines = [f"Date: {date}. Commit: {commit}. {host() if gpu else 'Simulator, this machine.'}",
+    # A report written later from a KEEP directory names the runs' commit and
+    # host with --commit and --host.
+    commit = a.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                        text=True).stdout.strip() or "unknown"
+    machine = a.host or (host() if gpu else "Simulator, this machine.")
+    lines = [f"Date: {date}. Commit: {commit}. {machine}",
              f"Command: `{a.command}`. `on`: generated tests in selection (the default); `off`:",
              "at promotion only (the search before). Late: after the first quarter of the run's seconds.",
              "",
