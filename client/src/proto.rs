@@ -397,6 +397,12 @@ pub struct Explanation {
     /// Whether the kernel's IR has line tables.
     #[serde(default)]
     pub line_tables: bool,
+    /// The generated held-out tests the variant passed, each with what it
+    /// covers (`generated[0] (n = 7: one partial block)`): run on the
+    /// simulator, at promotion or in selection (empty for a harness spec,
+    /// or from a daemon that predates it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub generated_passed: Vec<String>,
     /// The edit contributions `gevod explain-edits` stored for this
     /// variant, when it ran (absent from a daemon that predates them).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -124,6 +124,7 @@ fn status_and_jobs_print_tables() {
         origin: None,
         transplanted: Vec::new(),
         source_edits: vec![],
+        generated_passed: vec!["generated[0] (nx = 7, ny = 7: one partial block)".into()],
         line_tables: false,
         contributions: None,
     };
@@ -144,6 +145,7 @@ fn status_and_jobs_print_tables() {
         tests: Vec::new(),
         rejections: Vec::new(),
         diff: String::new(),
+        generated_passed: Vec::new(),
         ..explanation.clone()
     };
     // From a daemon that tells the edits in source terms.
@@ -163,6 +165,7 @@ fn status_and_jobs_print_tables() {
             kernel: None,
         }],
         line_tables: true,
+        generated_passed: Vec::new(),
         ..explanation.clone()
     };
     // With the contributions `gevod explain-edits` stored.
@@ -249,6 +252,8 @@ app/stencil (job j1): speedup 1.250x on the simulator (a cost-model ratio, not a
 held-out tests (cost ratio, variant over original, 95% interval):
   heldout[0]   0.8000  [0.7900, 0.8100]
   heldout[1]   0.9500  [0.9500, 0.9500]
+generated held-out tests passed (on the simulator):
+  generated[0] (nx = 7, ny = 7: one partial block)
 latest rejected candidates:
   - heldout[1]: slower with confidence on this test
 
@@ -315,6 +320,7 @@ fn explain_shows_the_changed_instructions_unless_asked_for_the_full_diff() {
         origin: None,
         transplanted: vec![],
         source_edits: vec![],
+        generated_passed: vec![],
         line_tables: false,
         contributions: None,
     };
@@ -427,6 +433,7 @@ fn control_characters_from_the_daemon_are_escaped_in_text_and_kept_in_json() {
             repairs: vec![evil("%3 now %2")],
             kernel: Some(evil("stencil5")),
         }],
+        generated_passed: vec![evil("generated[0] (n = 7)")],
         line_tables: true,
         contributions: Some(ContributionSummary {
             backend: evil("sim"),

@@ -80,6 +80,12 @@ fn an_ended_job_gets_its_edit_contributions_measured_and_explain_shows_them() {
     let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     let edits = json["edits"].as_array().unwrap().len();
     assert!(edits > 0, "{json}");
+    // The generated tests the served variant passed, with what each covers.
+    let passed = json["generated_passed"].as_array().unwrap();
+    assert!(!passed.is_empty(), "{json}");
+    let first = passed[0].as_str().unwrap();
+    assert!(first.starts_with("generated[0] (") && said.contains(first), "{said}");
+    assert!(said.contains("generated held-out tests passed (on the simulator):\n"), "{said}");
     // One class line per edit of the minimized patch, in order.
     let class_lines: Vec<&str> = said
         .lines()

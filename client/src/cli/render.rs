@@ -344,6 +344,12 @@ fn render_explain(e: &Explanation, full_diff: bool) -> String {
             );
         }
     }
+    if !e.generated_passed.is_empty() {
+        out += "generated held-out tests passed (on the simulator):\n";
+        for t in &e.generated_passed {
+            out += &format!("  {}\n", esc(t));
+        }
+    }
     if let Some(c) = &e.contributions {
         out += &render_contributions(c);
     }

@@ -219,7 +219,7 @@ impl ApiHandler {
 
     fn explain(&self, kernel: &str) -> Outcome {
         let kernel = self.resolve(kernel)?;
-        let (id, validated, ir_text, spec_path, spec_text, root, origin, backend) = {
+        let (id, validated, ir_text, spec_path, spec_text, root, origin, backend, generated) = {
             let registry = self.shared.registry();
             // A version sharing another's search explains that one's.
             let versions: Vec<_> = registry
@@ -255,6 +255,10 @@ impl ApiHandler {
                 job.daemon.root.clone(),
                 job.daemon.origin.clone(),
                 job.record.backend.clone(),
+                // A validated variant passed every kept generated test.
+                job.generated.as_ref().map_or_else(Vec::new, |g| {
+                    g.kept.iter().map(|t| format!("{} ({})", t.test, t.why)).collect()
+                }),
             )
         };
         let internal = |e: String| (ErrorCode::Internal, format!("{id}: {e}"));
@@ -317,6 +321,7 @@ impl ApiHandler {
             }),
             origin: origin.map(|o| o.info),
             source_edits,
+            generated_passed: generated,
             line_tables: ir.has_line_tables(),
             contributions,
         }))
