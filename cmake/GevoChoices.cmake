@@ -285,13 +285,27 @@ function(_gevo_spec_skeleton target name user_spec shown source ll prebuilt clan
     endif()
     set(ir "${ll}")
   endif()
+  # Where the kernel's <<<...>>> launches may be: SOURCE and the target's
+  # other C, C++ and CUDA sources (spec init reads them as text for the
+  # skeleton's grid, block and launch loops).
+  set(source_args --source "${source}")
+  get_target_property(target_sources ${target} SOURCES)
+  get_target_property(target_dir ${target} SOURCE_DIR)
+  foreach(s IN LISTS target_sources)
+    if(s AND NOT s MATCHES "\\$<" AND s MATCHES "\\.(cu|cuh|cpp|cc|cxx|c|h|hpp)$")
+      get_filename_component(s "${s}" ABSOLUTE BASE_DIR "${target_dir}")
+      if(EXISTS "${s}" AND NOT s STREQUAL source)
+        list(APPEND source_args --source "${s}")
+      endif()
+    endif()
+  endforeach()
   get_filename_component(spec_dir "${user_spec}" DIRECTORY)
   file(MAKE_DIRECTORY "${spec_dir}")
-  execute_process(COMMAND "${GEVOD}" spec init "${ir}" -o "${user_spec}"
+  execute_process(COMMAND "${GEVOD}" spec init "${ir}" ${source_args} -o "${user_spec}"
     RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)
     # Several kernels in the file: the one named like KERNEL, if any.
-    execute_process(COMMAND "${GEVOD}" spec init "${ir}" --kernel "${name}" -o "${user_spec}"
+    execute_process(COMMAND "${GEVOD}" spec init "${ir}" --kernel "${name}" ${source_args} -o "${user_spec}"
       RESULT_VARIABLE rc2 OUTPUT_QUIET ERROR_QUIET)
     if(NOT rc2 EQUAL 0)
       string(STRIP "${err}" err)

@@ -40,7 +40,8 @@ findings=("$FDIR"/*.cu)
 PDIR=tests/fixtures/pipelines
 pipelines=("$PDIR"/*.cu)
 # tests/fixtures/spec_init/: kernels with awkward parameter lists (comments,
-# macros, directives) for `gevod spec init`.
+# macros, directives), and stepper.cu, whose host code launches its kernel in
+# a loop, for `gevod spec init`.
 SIDIR=tests/fixtures/spec_init
 spec_init=("$SIDIR"/*.cu)
 # tests/fixtures/general/: kernels whose planted variants pass the user's

@@ -14,6 +14,7 @@ mod report;
 mod run;
 mod serve;
 mod spec_init;
+mod spec_init_sources;
 mod tables;
 mod transplant;
 mod workers;

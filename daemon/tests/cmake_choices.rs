@@ -352,6 +352,21 @@ fn a_missing_spec_gets_a_skeleton_and_the_build_uses_the_original_until_it_is_fi
         );
     }
     assert!(!skeleton.contains("arg0"), "{skeleton}");
+    // Configure gave spec init SOURCE and the target's sources to read
+    // launches from; this program launches through the driver API, so the
+    // skeleton says where it looked and points at [[launches]].
+    let looked = skeleton
+        .lines()
+        .find(|l| l.starts_with("# No <<<...>>> launch of stencil5 in "))
+        .unwrap_or_else(|| panic!("{skeleton}"));
+    assert!(
+        looked.contains("kernels/stencil.cu") && looked.contains("src/main.cpp"),
+        "{looked}"
+    );
+    assert!(
+        skeleton.contains("docs/spec.md#pipelines-launches"),
+        "{skeleton}"
+    );
     // It is the user's file now: the next configure keeps it and says what
     // is left.
     let log = p.configure();

@@ -140,3 +140,104 @@ fn skeletons_of_awkward_parameter_lists_read_back() {
         assert!(!err.contains("invalid TOML"), "{}: {err}", case.kernel);
     }
 }
+
+/// The skeleton's placeholders (string values starting with `"TODO`,
+/// outside comments) replaced by `values`, in order.
+fn filled(skeleton: &str, values: &[&str]) -> String {
+    let mut values = values.iter();
+    let mut out = String::new();
+    for line in skeleton.split_inclusive('\n') {
+        match line.find("\"TODO").filter(|_| !line.starts_with('#')) {
+            // Placeholders are whole values: the rest of the line is the
+            // string and perhaps a comment.
+            Some(at) => {
+                let value = values.next().expect("a value for every placeholder");
+                out += &format!("{}{value}\n", &line[..at]);
+            }
+            None => out += line,
+        }
+    }
+    assert!(values.next().is_none(), "more values than placeholders");
+    out
+}
+
+/// `gevod spec init` on IR whose debug info names a source that launches
+/// the kernel in a host loop (tests/fixtures/spec_init/stepper.cu): the
+/// skeleton is a [[launches]] pipeline with the loop, the swap, the
+/// per-step scalar inline and the grid in the spec's terms; with its
+/// placeholders filled in, `gevod run` runs it on the simulator.
+#[test]
+fn a_host_launch_loop_becomes_launches() {
+    let ir = common::repo_root().join("tests/fixtures/spec_init/stepper.ll");
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("stepper.gevo.toml");
+    let args = ["spec", "init", s(&ir), "-o", s(&spec)];
+    let out = Command::new(env!("CARGO_BIN_EXE_gevod"))
+        .args(args)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let out = common::succeeded(out, &args);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("(5 parameters); launches read from ") && said.contains("stepper.cu;"),
+        "{said}"
+    );
+    let text = std::fs::read_to_string(&spec).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut at = 0;
+    for want in [
+        "[[launches]]",
+        "for = \"s\"",
+        "to = \"steps\"",
+        "swap = [[\"in\", \"out\"]]",
+        "[[launches.body]]",
+        "grid = [\"cdiv(n, 128)\"]",
+        "block = [128]",
+        "  \"in\",",
+        "  \"out\",",
+        "  \"n\",",
+        "  \"rate\",",
+        "  { name = \"step\", type = \"i32\", value = \"s\" },",
+        "# The expressions above use n, rate, steps: every test gives each a value.",
+    ] {
+        match lines[at..].iter().position(|l| *l == want) {
+            Some(i) => at += i + 1,
+            None => panic!("no line {want} in order in:\n{text}"),
+        }
+    }
+    let table: toml::Table = toml::from_str(&text).unwrap();
+    let names: Vec<&str> = table["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["in", "out", "n", "rate"], "{text}");
+
+    let full = filled(
+        &text,
+        &[
+            "\"n\"",
+            "{ uniform = [0.0, 1.0] }",
+            "\"n\"",
+            "[{ n = 300, rate = 0.25, steps = 3, seed = 1 }]",
+            "[{ n = 7, rate = 0.5, steps = 2, seed = 2 }]",
+            "\"max_abs\"",
+            "1e-5",
+        ],
+    );
+    std::fs::write(&spec, &full).unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_gevod"))
+        .args(["run", s(&spec), "--backend", "sim", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}\n{full}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&run.stdout).unwrap();
+    assert!(rows.len() >= 2, "{rows:?}");
+    assert!(rows.iter().all(|r| r["passed"] == true), "{rows:?}");
+}

@@ -6,6 +6,7 @@
 //! See ARCHITECTURE.md for the invariants.
 
 pub mod bounds;
+mod canonical;
 pub mod codegen;
 mod dom;
 mod edit;
@@ -22,6 +23,7 @@ mod signature;
 pub mod source;
 pub mod transplant;
 
+pub use canonical::hash_without_build_directories;
 pub use codegen::{libdevice_candidates, CodegenOptions, DEFAULT_ARCH};
 pub use dom::DomTree;
 pub use error::{EditError, IrError};

@@ -32,6 +32,15 @@ pub struct Param {
 
 impl KernelIr {
     /// The kernel's parameters, in order.
+    /// The CUDA source file defining the kernel, as its debug info names
+    /// it, where that file can be read: the path itself, or a relative
+    /// path under the IR file's directory (see [`source_parameters`]).
+    /// `None` without debug info or when no such file exists.
+    pub fn kernel_source(&self) -> Option<std::path::PathBuf> {
+        let (path, _, _) = declaration(&self.text, &self.kernel)?;
+        locate(&path, std::path::Path::new(&self.source).parent())
+    }
+
     pub fn parameters(&self) -> Result<Vec<Param>, IrError> {
         let context = Context::create();
         let module = parse_bitcode(&context, &self.bitcode)?;
@@ -206,11 +215,7 @@ fn source_parameters(
     let Some((path, line, name)) = declaration(text, kernel) else {
         return Vec::new();
     };
-    let read = std::fs::read_to_string(&path).or_else(|e| match ir_dir {
-        Some(dir) if path.is_relative() => std::fs::read_to_string(dir.join(&path)),
-        _ => Err(e),
-    });
-    let Ok(source) = read else {
+    let Some(Ok(source)) = locate(&path, ir_dir).map(std::fs::read_to_string) else {
         return Vec::new();
     };
     let from_line: String = source
@@ -220,6 +225,22 @@ fn source_parameters(
         .collect::<Vec<_>>()
         .join("\n");
     parse_declaration(&from_line, &name).unwrap_or_default()
+}
+
+/// A source path from debug info as it can be read: from here, else (when
+/// relative) from the IR's directory.
+fn locate(path: &std::path::Path, ir_dir: Option<&std::path::Path>) -> Option<std::path::PathBuf> {
+    // `./k.cu` (a compilation directory of `.`) is `k.cu`.
+    let plain = |p: &std::path::Path| -> std::path::PathBuf {
+        p.components()
+            .filter(|c| !matches!(c, std::path::Component::CurDir))
+            .collect()
+    };
+    if path.is_file() {
+        return Some(plain(path));
+    }
+    let beside = plain(&ir_dir.filter(|_| path.is_relative())?.join(path));
+    beside.is_file().then_some(beside)
 }
 
 /// The file, line and name of the kernel's `DISubprogram`.

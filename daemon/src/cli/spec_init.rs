@@ -4,15 +4,16 @@ use super::output::write_output;
 use anyhow::{bail, Result};
 use gevo_ir::{KernelIr, Param};
 use gevo_model::spec::skeleton::{
-    elem_from_c_type, elem_from_ir_type, guess_role, render_checked, ParamSketch, Sketch,
-    SketchKind,
+    elem_from_c_type, elem_from_ir_type, guess_role, render_checked, LaunchSource, ParamSketch,
+    Sketch, SketchKind,
 };
 use std::path::{Component, Path, PathBuf};
 
 #[derive(clap::Subcommand)]
 pub enum SpecCommand {
     /// Write a spec skeleton for a kernel: one [[args]] per parameter, in
-    /// order, with kinds and types from the IR, and placeholders for the rest.
+    /// order, with kinds and types from the IR, the launches from the CUDA
+    /// source that makes them, and placeholders for the rest.
     Init(InitArgs),
 }
 
@@ -26,6 +27,11 @@ pub struct InitArgs {
     /// Target arch to record in the spec.
     #[arg(long)]
     arch: Option<String>,
+    /// A CUDA or C++ source to read the kernel's <<<...>>> launches from
+    /// (repeatable; default: the file the IR's debug info names, then the
+    /// other .cu files beside it).
+    #[arg(long = "source", value_name = "FILE")]
+    sources: Vec<PathBuf>,
     /// The spec file to write (default: stdout). An existing file is left
     /// alone unless --force.
     #[arg(short, long)]
@@ -51,20 +57,30 @@ impl InitArgs {
         }
         let ir = KernelIr::load(&self.kernel_ir, self.kernel.as_deref())?;
         let params = ir.parameters()?;
+        let launches = super::spec_init_sources::launches(&ir, &self.sources)?;
+        let said = match &launches {
+            LaunchSource::Found(f) => format!("launches read from {}", f.file),
+            LaunchSource::NotFound { searched } => {
+                format!("no launch found in {}", searched.join(", "))
+            }
+            LaunchSource::NoSource => "no CUDA source to read launches from".to_string(),
+        };
         let sketch = Sketch {
             ir: ir_path_from(self.output.as_deref(), &self.kernel_ir),
             kernel: ir.kernel().to_string(),
             arch: self.arch.clone(),
             params: params.iter().enumerate().map(sketch_param).collect(),
+            launches,
         };
         // Read back before anything is written or "wrote" is said.
         let text = render_checked(&sketch)?;
         write_output(self.output.as_deref(), &text)?;
         if let Some(out) = &self.output {
             eprintln!(
-                "wrote {} ({} parameters); fill in its TODO values, then `gevod run {}`",
+                "wrote {} ({} parameters); {}; fill in its TODO values, then `gevod run {}`",
                 out.display(),
                 params.len(),
+                gevo_client::text::escape_terminal(&said),
                 out.display()
             );
         }

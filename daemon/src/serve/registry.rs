@@ -155,7 +155,7 @@ impl JobEntry {
 
 impl JobEntry {
     /// This job's line where it shares `leader`'s search: the leader's
-    /// state and progress, and which kernel's search it is.
+    /// state and progress, and which kernel's (and job's) search it is.
     pub fn info_sharing(&self, leader: &JobEntry) -> JobInfo {
         let own = self.info();
         JobInfo {
@@ -164,8 +164,8 @@ impl JobEntry {
             version: own.version,
             spec: own.spec,
             message: Some(format!(
-                "shares the search of {} (the same code, spec and target)",
-                leader.daemon.kernel
+                "shares the search of {} (job {}: the same code, spec and target)",
+                leader.daemon.kernel, leader.id
             )),
             origin: None,
             ..leader.info()

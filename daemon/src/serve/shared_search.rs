@@ -14,14 +14,16 @@
 use super::registry::{JobEntry, Registry};
 use super::scan::record_for;
 use gevo_client::proto::BestRecord;
-use gevo_ir::content_hash;
+use gevo_ir::{content_hash, hash_without_build_directories};
 use gevo_model::spec::{ArgKind, Fill, Spec};
 use gevo_search::evolve::Validated;
 
 /// What two jobs must have in common to share a search, hashed: the spec
-/// text without its `project` line, the contents of the files it fills
-/// buffers from, the IR without its debug info's directory names, the
-/// backend and the PTX target. `None` for a harness spec.
+/// as data without its `project` key (comments and layout aside: the copy
+/// gevo's CMake writes records its IR's hash in a comment), the contents
+/// of the files it fills buffers from, the IR without its debug info's
+/// directory names, the backend and the PTX target. `None` for a harness
+/// spec.
 pub fn key(
     spec: &Spec,
     spec_text: &str,
@@ -32,11 +34,6 @@ pub fn key(
     if spec.harness.is_some() {
         return None;
     }
-    let spec_text: String = spec_text
-        .lines()
-        .filter(|l| !is_project_line(l))
-        .flat_map(|l| [l, "\n"])
-        .collect();
     let files: String = spec
         .args
         .iter()
@@ -50,10 +47,30 @@ pub fn key(
         .collect();
     let identity = format!(
         "{}\n{files}{}\n{backend}\n{arch}",
-        content_hash(spec_text.as_bytes()),
-        content_hash(without_directories(ir_text).as_bytes())
+        content_hash(spec_data(spec_text).as_bytes()),
+        hash_without_build_directories(ir_text)
     );
     Some(content_hash(identity.as_bytes()))
+}
+
+/// The spec's TOML as data, `project` removed, written back in one
+/// canonical form (keys sorted, comments gone).
+fn spec_data(spec_text: &str) -> String {
+    let canonical = toml::from_str::<toml::Table>(spec_text)
+        .ok()
+        .and_then(|mut t| {
+            t.remove("project");
+            toml::to_string(&t).ok()
+        });
+    // The daemon parsed the spec already; should TOML still refuse it,
+    // its text without comment lines and `project` stands in.
+    canonical.unwrap_or_else(|| {
+        spec_text
+            .lines()
+            .filter(|l| !is_project_line(l) && !l.trim_start().starts_with('#'))
+            .flat_map(|l| [l, "\n"])
+            .collect()
+    })
 }
 
 /// `project = ...`, the key that names the kernel (and differs between
@@ -62,23 +79,6 @@ fn is_project_line(line: &str) -> bool {
     line.trim_start()
         .strip_prefix("project")
         .is_some_and(|rest| rest.trim_start().starts_with('='))
-}
-
-/// The IR text with every `directory: "..."` field of its debug info
-/// removed (clang records the directory it ran in).
-fn without_directories(ir: &str) -> String {
-    const FIELD: &str = "directory: \"";
-    let mut out = String::with_capacity(ir.len());
-    let mut rest = ir;
-    while let Some(at) = rest.find(FIELD) {
-        out.push_str(&rest[..at]);
-        let value = &rest[at + FIELD.len()..];
-        // The value ends at the first quote not escaped (`\22` in LLVM).
-        let end = value.find('"').unwrap_or(value.len());
-        rest = &value[(end + 1).min(value.len())..];
-    }
-    out.push_str(rest);
-    out
 }
 
 impl Registry {
@@ -136,25 +136,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_project_line_and_debug_directories_do_not_count() {
+    fn the_project_key_and_comments_do_not_count() {
         assert!(is_project_line("project = \"app.1a2b\""));
         assert!(is_project_line("  project=\"x\""));
         assert!(!is_project_line("projection = 1"));
         assert!(!is_project_line("# project = \"x\""));
-        let ir = |dir: &str| {
-            format!("!1 = !DIFile(filename: \"/src/k.cu\", directory: \"{dir}\")\n!2 = !{{}}\n")
+        let spec = |project: &str, comment: &str| {
+            format!(
+                "# Written by gevo_optimize() from /src/app/k.gevo.toml\nversion = 1\n\
+                 project = \"{project}\"\n# ir sha256: {comment}\n[launch]\ngrid = [1] # one\n"
+            )
         };
-        assert_eq!(
-            without_directories(&ir("/b/debug")),
-            without_directories(&ir("/b/release"))
-        );
-        assert_eq!(
-            without_directories(&ir("/b/debug")),
-            "!1 = !DIFile(filename: \"/src/k.cu\", )\n!2 = !{}\n"
+        let debug = spec_data(&spec("app.1a2b", "aaaa"));
+        assert_eq!(debug, spec_data(&spec("app.9f3c", "bbbb")));
+        assert!(
+            !debug.contains("project") && !debug.contains('#'),
+            "{debug}"
         );
         assert_ne!(
-            without_directories(&ir("/b")),
-            without_directories(&ir("/b").replace("k.cu", "other.cu"))
+            debug,
+            spec_data(&spec("app.1a2b", "aaaa").replace("[1]", "[2]"))
         );
+        // Text TOML refuses still counts, without comments and project.
+        assert_eq!(spec_data("x = \n# c\nproject = 1\ny"), "x = \ny\n");
     }
 }

@@ -5,7 +5,19 @@
 //! are string values starting with [`PLACEHOLDER`]; loading a spec that
 //! still has any fails with one line naming every field left.
 
+mod cexpr;
+mod defs;
+mod launches;
+mod lex;
+mod sites;
+mod stmts;
+mod translate;
+
 use super::model::{ElemType, Role};
+pub use launches::PIPELINES_DOC;
+pub use sites::{
+    find as find_launches, Expr, HostArg, HostLaunch, HostLaunches, HostLoop, HostStep,
+};
 
 /// What marks a value the user still has to write.
 pub const PLACEHOLDER: &str = "TODO";
@@ -37,6 +49,19 @@ pub struct Sketch {
     pub kernel: String,
     pub arch: Option<String>,
     pub params: Vec<ParamSketch>,
+    /// What the host source says about the kernel's launches.
+    pub launches: LaunchSource,
+}
+
+/// Where the skeleton's launches come from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LaunchSource {
+    /// No CUDA source was found to read.
+    NoSource,
+    /// These files were read, and none launches the kernel.
+    NotFound { searched: Vec<String> },
+    /// The launches of the first function that launches it.
+    Found(HostLaunches),
 }
 
 fn quoted(s: &str) -> String {
@@ -81,15 +106,33 @@ pub fn render_checked(sketch: &Sketch) -> Result<String, SkeletonError> {
                 .map(|a| a.get("name").and_then(toml::Value::as_str))
                 .collect()
         });
+    let plan = launches::plan(sketch);
     let wanted: Vec<Option<&str>> = sketch
         .params
         .iter()
-        .map(|p| Some(p.name.as_str()))
+        .zip(&plan.declared)
+        .filter(|(_, declared)| **declared)
+        .map(|(p, _)| Some(p.name.as_str()))
         .collect();
     if names != wanted {
         return Err(error(format!(
             "[[args]] names {names:?}, the kernel's parameters {wanted:?}"
         )));
+    }
+    let form = match plan.pipeline {
+        Some(_) => table
+            .get("launches")
+            .and_then(toml::Value::as_array)
+            .is_some(),
+        None => table
+            .get("launch")
+            .and_then(toml::Value::as_table)
+            .is_some(),
+    };
+    if !form {
+        return Err(error(
+            "no [launch] table or [[launches]] array as planned".into(),
+        ));
     }
     Ok(text)
 }
@@ -116,14 +159,19 @@ pub fn render(sketch: &Sketch) -> String {
     if let Some(arch) = &sketch.arch {
         out += &format!("arch = {}\n", quoted(arch));
     }
-    out += &format!(
-        "\n[launch]\n# 1 to 3 expressions (x, y, z) over the tests' parameters.\n\
-         grid = [{}]\nblock = [{}]\n",
-        todo("blocks per grid, e.g. cdiv(n, 256)"),
-        todo("threads per block, e.g. 256"),
-    );
-    out += "\n# One [[args]] per kernel parameter, in the kernel's order.\n";
+    let plan = launches::plan(sketch);
+    if plan.pipeline.is_none() {
+        out += &launches::single(sketch, &plan);
+    }
+    out += "\n# One [[args]] per kernel parameter, in the kernel's order";
+    out += match plan.declared.iter().all(|d| *d) {
+        true => ".\n",
+        false => ",\n# except the scalars each launch passes inline.\n",
+    };
     for (i, p) in sketch.params.iter().enumerate() {
+        if !plan.declared[i] {
+            continue;
+        }
         out += &format!(
             "\n[[args]]\n# parameter {i}: {}\nname = {}\n",
             comment(&p.described),
@@ -145,12 +193,21 @@ pub fn render(sketch: &Sketch) -> String {
             SketchKind::Scalar { ty } => {
                 out += "kind = \"scalar\"\n";
                 out += &format!("type = {}\n", type_value(*ty));
-                out += &format!("value = {}\n", todo("the value, e.g. n"));
+                out += &format!("value = {}\n", launches::scalar_value(&plan, i));
             }
         }
     }
+    out += &launches::pipeline(sketch, &plan);
+    let used = launches::test_parameters(sketch, &plan);
+    let hint = match used.is_empty() {
+        true => String::new(),
+        false => format!(
+            "# The expressions above use {}: every test gives each a value.\n",
+            comment(&used.join(", "))
+        ),
+    };
     out += &format!(
-        "\n[tests]\n# Small train tests (run for every candidate), larger held-out ones with\n\
+        "\n[tests]\n{hint}# Small train tests (run for every candidate), larger held-out ones with\n\
          # sizes the train tests do not have. Each test is {{ <parameters>, seed = <n> }}.\n\
          # Include a partial block (a size below one block, as n = 7 with blocks of 256)\n\
          # and scalars that differ from each other; gevo adds generated tests too\n\
@@ -286,6 +343,7 @@ mod tests {
                     described: "int".into(),
                 },
             ],
+            launches: LaunchSource::NoSource,
         }
     }
 

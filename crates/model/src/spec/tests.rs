@@ -8,6 +8,7 @@ mod expressions;
 mod fills;
 mod generation;
 mod loading;
+mod skeleton_launches;
 
 use super::*;
 use std::collections::BTreeMap;
