@@ -84,8 +84,14 @@ fn an_ended_job_gets_its_edit_contributions_measured_and_explain_shows_them() {
     let passed = json["generated_passed"].as_array().unwrap();
     assert!(!passed.is_empty(), "{json}");
     let first = passed[0].as_str().unwrap();
-    assert!(first.starts_with("generated[0] (") && said.contains(first), "{said}");
-    assert!(said.contains("generated held-out tests passed (on the simulator):\n"), "{said}");
+    assert!(
+        first.starts_with("generated[0] (") && said.contains(first),
+        "{said}"
+    );
+    assert!(
+        said.contains("generated held-out tests passed (on the simulator):\n"),
+        "{said}"
+    );
     // One class line per edit of the minimized patch, in order.
     let class_lines: Vec<&str> = said
         .lines()

@@ -257,7 +257,10 @@ impl ApiHandler {
                 job.record.backend.clone(),
                 // A validated variant passed every kept generated test.
                 job.generated.as_ref().map_or_else(Vec::new, |g| {
-                    g.kept.iter().map(|t| format!("{} ({})", t.test, t.why)).collect()
+                    g.kept
+                        .iter()
+                        .map(|t| format!("{} ({})", t.test, t.why))
+                        .collect()
                 }),
             )
         };

@@ -318,13 +318,13 @@ impl Handler for InProcess {
                     spent.generated_s = started.elapsed().as_secs_f64();
                 }
                 Response::Assessed {
-                id,
-                assessment,
-                exiting: false,
-                spent,
-                rounds: 0,
-                stopped_early: false,
-                stopped_better: false,
+                    id,
+                    assessment,
+                    exiting: false,
+                    spent,
+                    rounds: 0,
+                    stopped_early: false,
+                    stopped_better: false,
                 }
             }
             Request::Measure { .. } => {

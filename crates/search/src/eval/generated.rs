@@ -199,7 +199,10 @@ fn fixed_advice(g: &GeneratedTests) -> Option<String> {
     let alone = |d: &BTreeSet<String>| (d.len() == 1).then(|| d.iter().next().cloned()).flatten();
     let tried: BTreeSet<String> = refused.iter().filter_map(|d| alone(&d.changed)).collect();
     let kept: BTreeSet<String> = g.kept.iter().filter_map(|k| alone(&k.changed)).collect();
-    let fix: Vec<String> = tried.difference(&kept).map(|p| format!("\"{p}\"")).collect();
+    let fix: Vec<String> = tried
+        .difference(&kept)
+        .map(|p| format!("\"{p}\""))
+        .collect();
     if fix.is_empty() {
         return None;
     }
@@ -210,7 +213,6 @@ fn fixed_advice(g: &GeneratedTests) -> Option<String> {
         fix.join(", ")
     ))
 }
-
 
 #[cfg(test)]
 mod tests {

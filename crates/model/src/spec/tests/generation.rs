@@ -69,7 +69,12 @@ fn two_sizes_are_varied_together_then_one_at_a_time() {
     let c = candidates(&spec);
     let got: Vec<(&str, Vec<&str>)> = c
         .iter()
-        .map(|c| (c.why.as_str(), c.changed.iter().map(String::as_str).collect()))
+        .map(|c| {
+            (
+                c.why.as_str(),
+                c.changed.iter().map(String::as_str).collect(),
+            )
+        })
         .collect();
     let expect: [(&str, &[&str]); 5] = [
         ("nx = 7, ny = 7: one partial block", &["nx", "ny"]),
@@ -86,7 +91,10 @@ fn two_sizes_are_varied_together_then_one_at_a_time() {
     }
     let at = |why: &str| got.iter().position(|(w, _)| *w == why).unwrap();
     assert!(at("nx = 13, ny = 13: a small prime") < at("nx = 7 alone: one partial block"));
-    assert!(c.last().unwrap().changed.is_empty(), "another seed changes no parameter");
+    assert!(
+        c.last().unwrap().changed.is_empty(),
+        "another seed changes no parameter"
+    );
 }
 
 /// Each case: the generation keys, and what must (not) be among the
