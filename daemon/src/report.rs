@@ -6,16 +6,20 @@
 //! `gather` reads what a report shows from a store, `plots` draws it
 //! (plotters' SVG backend), `html` assembles the page; `edits` tells a
 //! patch in source terms for the terminal, the API and the page alike;
-//! `summary` gives the numbers as JSON for scripts.
+//! `course` says how the train best went against the validated best;
+//! `generated` derives the job's generated held-out tests; `summary` gives
+//! the numbers as JSON for scripts.
 
+pub mod course;
 pub mod diff;
 pub mod edits;
 mod gather;
+mod generated;
 mod html;
 mod plots;
 mod summary;
 
-pub use gather::{gather, pick_job};
+pub use gather::{gather, gather_with, pick_job};
 pub use html::render;
 pub use summary::summary_json;
 
@@ -73,10 +77,55 @@ pub struct ReportData {
     /// The GPU backend's workers over every committed generation (none on
     /// the simulator, or in stores from before it was recorded).
     pub utilization: Option<gevo_model::utilization::Utilization>,
+    /// The job's generated held-out tests and selection's use of them.
+    pub generated: Generated,
     /// Rows of (what, value).
     pub environment: Vec<(String, String)>,
     /// What this store lacks (written by an older gevod), said once each.
     pub notes: Vec<String>,
+}
+
+/// A job's generated held-out tests (docs/evolve.md): those the best
+/// validated variant passed, and how selection used them.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Generated {
+    /// The generated tests the original runs cleanly (kept); a validated
+    /// variant passed every one, at promotion or in selection.
+    pub kept: KeptTests,
+    /// Whether selection ran them (`[evolve] generality_in_selection`).
+    pub in_selection: bool,
+    /// Variants selection ran on them (`generality_in_selection`), each
+    /// PTX once (`Counters::generality_checks`).
+    pub checks: u64,
+    /// Evaluations selection rejected for failing one, cache hits
+    /// included (`Counters::rejections["generated"]`).
+    pub rejected: u64,
+    /// Train-best variants promotion refused for failing one.
+    pub refused_at_promotion: u64,
+}
+
+/// The kept generated tests, or why the report has none to list.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum KeptTests {
+    /// Derived from the job's spec and IR snapshots (or known to the
+    /// daemon): each test's name and what it covers.
+    Listed(Vec<GeneratedTest>),
+    /// No validated variant: none passed any.
+    #[default]
+    NoBest,
+    /// A harness spec runs the user's program: gevo generates no tests.
+    Harness,
+    /// The spec or the simulator could not make them here (why).
+    NotDerived(String),
+}
+
+/// One generated held-out test.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GeneratedTest {
+    /// `generated[0]`.
+    pub test: String,
+    /// What it covers: `nx = 7, ny = 7: one partial block`.
+    pub why: String,
 }
 
 /// The best validated variant.

@@ -92,6 +92,29 @@ fn an_ended_job_gets_its_edit_contributions_measured_and_explain_shows_them() {
         said.contains("generated held-out tests passed (on the simulator):\n"),
         "{said}"
     );
+    // The daemon's report lists the same tests, each passed.
+    let page = dir.path().join("report.html");
+    let run = d.client(&["report", "stencil", "-o", s(&page)]);
+    assert!(run.status.success(), "{run:?}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    let table = html
+        .split("<table id=\"generated-tests\">")
+        .nth(1)
+        .and_then(|t| t.split("</table>").next())
+        .expect("no generated-tests table");
+    assert_eq!(
+        table.matches("<td>pass</td>").count(),
+        passed.len(),
+        "{table}"
+    );
+    for t in passed {
+        let (test, why) = t.as_str().unwrap().split_once(" (").unwrap();
+        let row = format!(
+            "<tr><td>{test}</td><td>{}</td><td>pass</td></tr>",
+            why.strip_suffix(')').unwrap()
+        );
+        assert!(table.contains(&row), "{row} not in {table}");
+    }
     // One class line per edit of the minimized patch, in order.
     let class_lines: Vec<&str> = said
         .lines()

@@ -2,8 +2,10 @@
 //! by `gevod report`, then rendered by a real browser (headless chromium,
 //! which scripts/install-deps.sh installs on Debian) to text and to a PNG.
 //! The page must hold the barrier edit in CUDA source terms, its edit
-//! contributions (`gevod explain-edits`) and the four plots, in the DOM and
-//! on the screenshot. Only the browser part skips,
+//! contributions (`gevod explain-edits`), the four plots (the cost plot's
+//! train and validated series with a point per generation), the generated
+//! held-out tests the variant passed and selection's generality counts, in
+//! the DOM and on the screenshot. Only the browser part skips,
 //! with its reason, where no chromium can start.
 //!
 //! `GEVO_REPORT_SCREENSHOT=<file.png>` keeps the screenshot (docs/report.md
@@ -61,6 +63,20 @@ fn the_terminal_and_html_reports_name_the_barrier_at_its_source_line() {
         "{terminal}"
     );
 
+    // Beside the validated best, how the train best went since, and the
+    // generated tests it passed.
+    assert!(
+        terminal.contains(
+            "\ntrain best against validated best: Nothing new validated in the 3 generations ("
+        ),
+        "{terminal}"
+    );
+    assert!(
+        terminal
+            .contains("  generated held-out tests passed (on the simulator):\n    generated[0] ("),
+        "{terminal}"
+    );
+
     // The edit contributions, measured before the report is written.
     let explained = gevod(&["explain-edits", s(&state)]);
     let explained = String::from_utf8(explained.stdout).unwrap();
@@ -81,6 +97,7 @@ fn the_terminal_and_html_reports_name_the_barrier_at_its_source_line() {
         "{table:.600}"
     );
     assert!(html.contains("<span class=\"hit\">   61 |     __syncthreads();"));
+    train_against_validated(&state, &html);
     // The deleted barrier's ordered accesses, and its twin that orders them.
     let relies = html
         .split("<table id=\"relies-table\">")
@@ -167,6 +184,8 @@ fn the_terminal_and_html_reports_name_the_barrier_at_its_source_line() {
     assert_eq!(dom.matches("<svg").count(), 4, "{dom}");
     assert!(dom.contains("Edit contributions") && dom.contains("patch without the edit"));
     assert!(dom.contains("What each edit relies on") && dom.contains("now orders them"));
+    assert!(dom.contains("Generated held-out tests") && dom.contains("generated[0]"));
+    assert!(dom.contains("Generality in selection: "), "{dom}");
 
     let png = dir.path().join("report.png");
     run(&[
@@ -190,6 +209,102 @@ fn the_terminal_and_html_reports_name_the_barrier_at_its_source_line() {
         let n = pixels.iter().filter(|p| close(**p, rgb)).count();
         assert!(n > 50, "{what}: {n} pixels of {rgb:?} on the screenshot");
     }
+}
+
+/// The cost plot's series against the report's numbers (`gevod report
+/// --json`): the train best and the validated best (1 / the best's
+/// speedup) a point per generation;
+/// the sentence under the plot; the generated tests the variant passed,
+/// each a row; selection's counts.
+fn train_against_validated(state: &Path, html: &str) {
+    let json = gevod(&["report", s(state), "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let course = json["course"].as_array().unwrap();
+    assert_eq!(course.len(), 4, "generations 0 to 3: {json}");
+    let count = |key: &str| course.iter().filter(|g| g[key].is_f64()).count();
+    assert_eq!(count("train_best"), 4, "{json}");
+    // The planted patch validates in generation 0: both series have a
+    // point in every generation.
+    assert_eq!(json["best"]["generation"], 0, "{json}");
+    assert_eq!(count("validated_best"), 4, "{json}");
+    let speedup = json["best"]["speedup"].as_f64().unwrap();
+    let last = course[3]["validated_best"].as_f64().unwrap();
+    assert!(
+        (last - 1.0 / speedup).abs() < 1e-12,
+        "{last} against {speedup}"
+    );
+
+    let plot = html
+        .split("<figure id=\"plot-cost\">")
+        .nth(1)
+        .and_then(|f| f.split("</figure>").next())
+        .expect("no cost plot");
+    // Train: blue, radius 2; validated: green, radius 3. Each series is a
+    // line through its points, then its legend's two-point line.
+    assert_eq!(points(plot, "#1F77B4", 2), 4, "{plot}");
+    assert_eq!(points(plot, "#2CA02C", 3), 4, "{plot}");
+    assert_eq!(lines(plot, "#1F77B4"), [4, 2], "{plot}");
+    assert_eq!(lines(plot, "#2CA02C"), [4, 2], "{plot}");
+    let sentence = json["since_validated"].as_str().unwrap();
+    assert!(
+        html.contains(&format!("<p id=\"train-validated\">{sentence}</p>")),
+        "{sentence}"
+    );
+
+    let generated = &json["generated"];
+    let passed = generated["passed"].as_array().unwrap();
+    assert!(!passed.is_empty(), "{json}");
+    let table = html
+        .split("<table id=\"generated-tests\">")
+        .nth(1)
+        .and_then(|t| t.split("</table>").next())
+        .expect("no generated-tests table");
+    assert_eq!(
+        table.matches("<td>pass</td>").count(),
+        passed.len(),
+        "{table}"
+    );
+    for t in passed {
+        let row = format!(
+            "<tr><td>{}</td><td>{}</td><td>pass</td></tr>",
+            t["test"].as_str().unwrap(),
+            t["why"].as_str().unwrap()
+        );
+        assert!(table.contains(&row), "{row} not in {table}");
+    }
+    assert!(
+        table.contains("<tr><td>generated[0]</td><td>nx = 7, ny = 7: one partial block</td>"),
+        "{table}"
+    );
+    let checks = generated["selection_checks"].as_u64().unwrap();
+    assert!(
+        checks > 0,
+        "the planted variant ran them in selection: {json}"
+    );
+    assert!(
+        html.contains(&format!(
+            "<p id=\"generality\">Generality in selection: {checks} variant{} ran the generated held-out tests in selection (each PTX once); {} evaluation",
+            if checks == 1 { "" } else { "s" },
+            generated["selection_rejections"].as_u64().unwrap()
+        )),
+        "{:.400}",
+        html.split("<p id=\"generality\">").nth(1).unwrap_or("no generality paragraph")
+    );
+}
+
+/// The points of a plot drawn as filled circles of `fill` and radius `r`.
+fn points(svg: &str, fill: &str, r: u32) -> usize {
+    svg.matches(&format!("r=\"{r}\" opacity=\"1\" fill=\"{fill}\""))
+        .count()
+}
+
+/// The vertex counts of a plot's lines of `stroke` drawn 2 wide.
+fn lines(svg: &str, stroke: &str) -> Vec<usize> {
+    let style = format!("stroke=\"{stroke}\" stroke-width=\"2\" points=\"");
+    svg.lines()
+        .filter_map(|l| l.split(&style).nth(1))
+        .map(|points| points.split('"').next().unwrap().split_whitespace().count())
+        .collect()
 }
 
 /// The browser to run: `GEVO_CHROMIUM`, else chromium or chrome on the

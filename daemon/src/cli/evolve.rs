@@ -347,6 +347,7 @@ impl EvolveArgs {
             gate,
             interrupted,
             origin: origin.as_ref(),
+            gathered: &data,
         };
         if self.json {
             println!("{}", serde_json::to_string_pretty(&report.json())?);

@@ -5,6 +5,7 @@ use gevo_model::utilization::Utilization;
 use gevo_search::drive::Exported;
 use gevo_search::evolve::{Engine, GenerationReport, Validated};
 use gevo_search::store::JobRecord;
+use gevod::report::KeptTests;
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::time::Instant;
@@ -149,6 +150,9 @@ pub struct Report<'a> {
     pub interrupted: bool,
     /// The earlier version of the kernel this job was seeded from.
     pub origin: Option<&'a gevo_search::store::Origin>,
+    /// What the HTML report shows, read back from the store: the train
+    /// best against the validated best, the generated held-out tests.
+    pub gathered: &'a gevod::report::ReportData,
 }
 
 impl Report<'_> {
@@ -160,6 +164,7 @@ impl Report<'_> {
     pub fn text(&self) -> String {
         let mut out = self.summary_text();
         out += &self.best_text();
+        out += &self.course_text();
         out += &self.failures_text();
         out += &format!("\nHTML report: {}\n", self.html.display());
         out += "\nPareto front (train cost ratio vs error):\n  cost ratio        error  edits\n";
@@ -251,6 +256,7 @@ impl Report<'_> {
             let verdict = t.failure.as_ref().map_or("pass", |f| f.0.as_str());
             out += &format!("    {:<12} {verdict:<8} cost ratio {ratio}\n", t.test);
         }
+        out += &self.generated_text();
         out += &self.edits_text(v);
         out += &format!(
             "  PTX:             {}\n  patch:           {}\n  minimized patch: {}\n",
@@ -288,6 +294,43 @@ impl Report<'_> {
                     out += &format!("  edit: {e}{}\n", carried(e));
                 }
             }
+        }
+        out
+    }
+
+    /// The generated held-out tests the best variant passed, one a line.
+    fn generated_text(&self) -> String {
+        match &self.gathered.generated.kept {
+            KeptTests::Listed(tests) if !tests.is_empty() => {
+                let mut out = "  generated held-out tests passed (on the simulator):\n".to_string();
+                for t in tests {
+                    out += &format!("    {} ({})\n", t.test, t.why);
+                }
+                out
+            }
+            KeptTests::NotDerived(why) => {
+                format!("  generated held-out tests: not listed ({why})\n")
+            }
+            _ => String::new(),
+        }
+    }
+
+    /// The train best against the validated best since the latter last
+    /// changed, and selection's generated-test rejections.
+    fn course_text(&self) -> String {
+        let mut out = String::new();
+        if let Some(since) = gevod::report::course::since(&self.gathered.generations) {
+            out += &format!(
+                "\ntrain best against validated best: {}\n",
+                since.sentence()
+            );
+        }
+        let g = &self.gathered.generated;
+        if g.in_selection && g.checks > 0 {
+            out += &format!(
+                "generality in selection: {} variants ran the generated held-out tests, {} evaluations rejected for failing one\n",
+                g.checks, g.rejected
+            );
         }
         out
     }
@@ -379,6 +422,11 @@ impl Report<'_> {
             "report": self.html,
             "counters": c,
             "origin": self.origin.map(|o| &o.info),
+            "since_validated": gevod::report::course::since(&self.gathered.generations).map(|s| s.sentence()),
+            "generated_passed": match &self.gathered.generated.kept {
+                KeptTests::Listed(tests) => tests.iter().map(|t| format!("{} ({})", t.test, t.why)).collect(),
+                _ => Vec::new(),
+            },
         })
     }
 }

@@ -1,7 +1,9 @@
 //! What a report shows, read from a store: the job's record and checkpoint,
 //! its generation records, and the CUDA sources its line tables name.
 
-use super::{edits, BestVariant, GenerationPoint, ReportData, ReportError, TestRow};
+use super::{
+    edits, generated, BestVariant, GeneratedTest, GenerationPoint, ReportData, ReportError, TestRow,
+};
 use gevo_ir::{KernelIr, SourceFiles};
 use gevo_model::access::Reader;
 use gevo_model::utilization::Utilization;
@@ -55,8 +57,20 @@ pub fn pick_job(store: &Store, wanted: Option<&str>) -> Result<String, ReportErr
     })
 }
 
-/// Gathers the report of job `id`; CUDA sources are read as `reader`.
+/// Gathers the report of job `id`; CUDA sources are read as `reader`, and
+/// the job's generated held-out tests derived from its snapshots.
 pub fn gather(store: &Store, id: &str, reader: Reader) -> Result<ReportData, ReportError> {
+    gather_with(store, id, reader, None)
+}
+
+/// As [`gather`], with the job's kept generated tests where the caller
+/// knows them (the daemon derives them once per job).
+pub fn gather_with(
+    store: &Store,
+    id: &str,
+    reader: Reader,
+    known_generated: Option<Vec<GeneratedTest>>,
+) -> Result<ReportData, ReportError> {
     let unknown = || ReportError::UnknownJob {
         store: store.path().to_path_buf(),
         job: id.to_string(),
@@ -79,6 +93,7 @@ pub fn gather(store: &Store, id: &str, reader: Reader) -> Result<ReportData, Rep
         .unwrap_or_else(|| spec_key(&job.spec_text, "kernel").unwrap_or_else(|| id.to_string()));
 
     let mut notes = Vec::new();
+    let generated = generated::generated(&job, &engine, &failures, &reader, known_generated);
     let best = match engine.best_validated() {
         None => None,
         Some(v) => Some(best_variant(store, &job, v, reader, &mut notes)?),
@@ -110,6 +125,7 @@ pub fn gather(store: &Store, id: &str, reader: Reader) -> Result<ReportData, Rep
         cache_hits: counters.cache_hits,
         valid: counters.valid,
         utilization: utilization(&records),
+        generated,
         notes,
     })
 }
@@ -360,6 +376,7 @@ mod tests {
         let data = gather(&store, "k-1", Reader::Caller).unwrap();
         assert_eq!(data.kernel, "k");
         assert_eq!(data.best, None);
+        assert_eq!(data.generated.kept, super::super::KeptTests::NoBest);
         assert_eq!(data.generations.len(), 2);
         assert_eq!(data.generations[1].best_train, Some(0.99));
         assert!(

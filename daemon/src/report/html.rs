@@ -2,7 +2,7 @@
 //! external resource. Every text from the store or the sources is escaped
 //! (`html-escape`); the SVG comes from plotters.
 
-use super::{plots, BestVariant, ReportData};
+use super::{plots, BestVariant, Generated, KeptTests, ReportData};
 use gevo_model::utilization::Utilization;
 use html_escape::encode_text as esc;
 use std::fmt::Write as _;
@@ -39,7 +39,7 @@ pub fn render(data: &ReportData) -> String {
         esc(&title),
         esc(&data.job)
     );
-    best_section(&mut out, data.best.as_ref(), &data.backend);
+    best_section(&mut out, data.best.as_ref(), &data.backend, &data.generated);
     progress_section(&mut out, data);
     if let Some(u) = &data.utilization {
         utilization_section(&mut out, u);
@@ -87,7 +87,12 @@ fn kernel_times(out: &mut String, tests: &[super::TestRow]) {
 
 /// The headline: the speedup, and where it was measured (a simulator cost
 /// ratio is not a GPU speedup).
-fn best_section(out: &mut String, best: Option<&BestVariant>, backend: &str) {
+fn best_section(
+    out: &mut String,
+    best: Option<&BestVariant>,
+    backend: &str,
+    generated: &Generated,
+) {
     *out += "<h2 id=\"best\">Best validated variant</h2>\n";
     let Some(b) = best else {
         *out += "<p class=\"none\">No validated variant yet: nothing passed the held-out tests faster with confidence.</p>\n";
@@ -111,6 +116,7 @@ fn best_section(out: &mut String, best: Option<&BestVariant>, backend: &str) {
         if b.edits.len() == 1 { "" } else { "s" }
     );
     heldout_tests(out, b);
+    generated_tests(out, &generated.kept);
     edits_list(out, b);
     contributions_section(out, b);
     source_excerpts(out, b);
@@ -137,6 +143,46 @@ fn heldout_tests(out: &mut String, b: &BestVariant) {
     }
     *out += "</table>\n";
     kernel_times(out, &b.tests);
+}
+
+/// The generated held-out tests the variant passed (every kept one: a
+/// validated variant passed them at promotion or in selection).
+fn generated_tests(out: &mut String, kept: &KeptTests) {
+    *out += "<h3 id=\"generated\">Generated held-out tests</h3>\n";
+    let tests = match kept {
+        KeptTests::Listed(tests) if !tests.is_empty() => tests,
+        KeptTests::Listed(_) => {
+            *out += "<p>None kept: the original runs no generated size cleanly within the caps (<code>gevod run --tests generated</code> says why of each).</p>\n";
+            return;
+        }
+        KeptTests::Harness => {
+            *out += "<p>None: a harness spec runs your program, for which gevo generates no tests.</p>\n";
+            return;
+        }
+        KeptTests::NotDerived(why) => {
+            let _ = writeln!(
+                out,
+                "<p class=\"note\">Not listed: they could not be derived here: {}</p>",
+                esc(why)
+            );
+            return;
+        }
+        KeptTests::NoBest => return,
+    };
+    let _ = writeln!(
+        out,
+        "<p>It passed all {} generated held-out tests, sizes no test of the spec uses (run on the simulator, whatever the backend):</p>\n<table id=\"generated-tests\">\n<tr><th>test</th><th>what it covers</th><th>verdict</th></tr>",
+        tests.len()
+    );
+    for t in tests {
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>pass</td></tr>",
+            esc(&t.test),
+            esc(&t.why)
+        );
+    }
+    *out += "</table>\n";
 }
 
 /// Each edit: its summary, source lines, repairs and IR.
@@ -325,8 +371,15 @@ fn progress_section(out: &mut String, data: &ReportData) {
         out,
         "plot-cost",
         plots::cost(&data.generations).map(Some),
-        "Best cost ratio per generation: the population's cheapest valid variant on the train tests, and the best validated variant's held-out cost so far (below 1.0 is faster than the original).",
+        "The train best against the validated best, per generation: the population's cheapest valid variant on the train tests (blue), and the best variant validated so far, its cost ratio 1 / speedup on the held-out tests (green). Below 1.0 is faster than the original; a blue line that keeps falling while the green stays flat is train gains that do not validate.",
     );
+    if let Some(since) = super::course::since(&data.generations) {
+        let _ = writeln!(
+            out,
+            "<p id=\"train-validated\">{}</p>",
+            esc(&since.sentence())
+        );
+    }
     figure(
         out,
         "plot-pareto",
@@ -420,6 +473,24 @@ fn rejections_section(out: &mut String, data: &ReportData) {
         );
     }
     *out += "</table>\n<p>Counted per evaluation (cache hits included); held-out and sanitizer rejections are train-best variants that failed promotion.</p>\n";
+    let g = &data.generated;
+    let selection = if g.in_selection {
+        format!(
+            "{} variant{} ran the generated held-out tests in selection (each PTX once); {} evaluation{} rejected for failing one",
+            g.checks,
+            if g.checks == 1 { "" } else { "s" },
+            g.rejected,
+            if g.rejected == 1 { " was" } else { "s were" },
+        )
+    } else {
+        "off (<code>[evolve] generality_in_selection = false</code>)".into()
+    };
+    let _ = writeln!(
+        out,
+        "<p id=\"generality\">Generality in selection: {selection}; {} train-best variant{} refused at promotion for failing one.</p>",
+        g.refused_at_promotion,
+        if g.refused_at_promotion == 1 { "" } else { "s" },
+    );
 }
 
 fn table_section(out: &mut String, title: &str, id: &str, rows: &[(String, String)]) {
@@ -459,6 +530,7 @@ mod tests {
             cache_hits: 0,
             valid: 0,
             utilization: None,
+            generated: super::super::Generated::default(),
             environment: Vec::new(),
             notes: Vec::new(),
         }
@@ -520,6 +592,39 @@ mod tests {
         let at = |s: &str| html.find(s).unwrap();
         assert!(at("id=\"tests\"") < at("id=\"kernel-times\""));
         assert!(at("id=\"kernel-times\"") < at("id=\"edits\""));
+    }
+
+    /// The generated tests the variant passed, escaped; a harness spec and
+    /// tests not derived say why there is no list; selection's counts.
+    #[test]
+    fn generated_tests_are_listed_or_said_why_not() {
+        use super::super::{Generated, GeneratedTest, KeptTests};
+        let mut data = report("sim", vec![row("heldout[0]", &[])]);
+        data.generated = Generated {
+            kept: KeptTests::Listed(vec![GeneratedTest {
+                test: "generated[0]".into(),
+                why: "n = 7: n < 8".into(),
+            }]),
+            in_selection: true,
+            checks: 1,
+            rejected: 5,
+            refused_at_promotion: 0,
+        };
+        let html = super::render(&data);
+        assert!(html.contains("<p>It passed all 1 generated held-out tests"));
+        assert!(
+            html.contains("<tr><td>generated[0]</td><td>n = 7: n &lt; 8</td><td>pass</td></tr>")
+        );
+        assert!(html.contains("Generality in selection: 1 variant ran the generated held-out tests in selection (each PTX once); 5 evaluations were rejected for failing one; 0 train-best variants refused"));
+        data.generated.kept = KeptTests::Harness;
+        data.generated.in_selection = false;
+        let html = super::render(&data);
+        assert!(html.contains("a harness spec runs your program"));
+        assert!(html.contains("Generality in selection: off"));
+        data.generated.kept = KeptTests::NotDerived("spec <gone>".into());
+        let html = super::render(&data);
+        assert!(html.contains("could not be derived here: spec &lt;gone&gt;"));
+        assert!(!html.contains("generated-tests"));
     }
 
     /// Without per-kernel times (the simulator, one kernel) no such table.

@@ -334,7 +334,7 @@ impl ApiHandler {
     /// variant, else of its newest version.
     fn report(&self, kernel: &str) -> Outcome {
         let kernel = self.resolve(kernel)?;
-        let (id, spec_path, root) = {
+        let (id, spec_path, root, generated) = {
             let registry = self.shared.registry();
             let versions: Vec<_> = registry
                 .versions(&kernel)
@@ -353,10 +353,17 @@ impl ApiHandler {
                 job.id.clone(),
                 job.record.spec_path.clone(),
                 job.daemon.root.clone(),
+                job.generated.clone(),
             )
         };
-        let html = report_html(&self.shared.store, &id, &spec_path, &root)
-            .map_err(|e| (ErrorCode::Internal, format!("{id}: {e}")))?;
+        let html = report_html(
+            &self.shared.store,
+            &id,
+            &spec_path,
+            &root,
+            generated.as_ref(),
+        )
+        .map_err(|e| (ErrorCode::Internal, format!("{id}: {e}")))?;
         Ok(Reply::Report(ReportPage {
             kernel,
             job: id,
@@ -635,16 +642,27 @@ impl ApiHandler {
     }
 }
 
-/// A job's HTML report, its CUDA sources read as the spec's owner.
+/// A job's HTML report, its CUDA sources read as the spec's owner; the
+/// generated tests the job's entry holds are listed, not derived again.
 pub fn report_html(
     store: &gevo_search::store::Store,
     id: &str,
     spec_path: &std::path::Path,
     root: &std::path::Path,
+    generated: Option<&gevo_client::proto::GeneratedTests>,
 ) -> Result<String, String> {
     let reader =
         gevo_model::access::Reader::for_spec(spec_path, root).map_err(|e| e.to_string())?;
-    let data = crate::report::gather(store, id, reader).map_err(|e| e.to_string())?;
+    let known = generated.map(|g| {
+        g.kept
+            .iter()
+            .map(|t| crate::report::GeneratedTest {
+                test: t.test.clone(),
+                why: t.why.clone(),
+            })
+            .collect()
+    });
+    let data = crate::report::gather_with(store, id, reader, known).map_err(|e| e.to_string())?;
     Ok(crate::report::render(&data))
 }
 

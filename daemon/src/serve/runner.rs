@@ -300,6 +300,7 @@ impl Publish for ToRegistry<'_> {
         job.best = best_record(job, engine, unix_now());
         let (validated, record) = job.best.clone().expect("just set");
         let (spec_path, root) = (job.record.spec_path.clone(), job.daemon.root.clone());
+        let generated = job.generated.clone();
         drop(registry);
         tracing::info!(
             speedup = validated.speedup,
@@ -328,11 +329,17 @@ impl Publish for ToRegistry<'_> {
         }
         // The report beside it answers `gevo-client report` while the daemon is
         // down; it is as of this best.
-        let report = super::handler::report_html(&shared.store, self.id, &spec_path, &root)
-            .and_then(|html| {
-                gevo_client::export::write_report(&shared.state_dir, &kernel, &html, shared.readers)
-                    .map_err(|e| e.to_string())
-            });
+        let report = super::handler::report_html(
+            &shared.store,
+            self.id,
+            &spec_path,
+            &root,
+            generated.as_ref(),
+        )
+        .and_then(|html| {
+            gevo_client::export::write_report(&shared.state_dir, &kernel, &html, shared.readers)
+                .map_err(|e| e.to_string())
+        });
         if let Err(e) = report {
             tracing::error!(error = %e, "exporting the report");
         }
