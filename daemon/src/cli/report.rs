@@ -149,6 +149,9 @@ pub struct Report<'a> {
     pub interrupted: bool,
     /// The earlier version of the kernel this job was seeded from.
     pub origin: Option<&'a gevo_search::store::Origin>,
+    /// The best variant's edit contributions, measured at the end of the
+    /// search on its backend (none with `--no-explain`).
+    pub contributions: Option<&'a gevo_search::contrib::Contributions>,
 }
 
 impl Report<'_> {
@@ -252,6 +255,10 @@ impl Report<'_> {
             out += &format!("    {:<12} {verdict:<8} cost ratio {ratio}\n", t.test);
         }
         out += &self.edits_text(v);
+        if let Some(c) = self.contributions {
+            // Numbered as the edits above; their IR form.
+            out += &super::explain_edits::contributions_text(&self.job.id, c, &[]);
+        }
         out += &format!(
             "  PTX:             {}\n  patch:           {}\n  minimized patch: {}\n",
             files.ptx.display(),
@@ -379,6 +386,7 @@ impl Report<'_> {
             "report": self.html,
             "counters": c,
             "origin": self.origin.map(|o| &o.info),
+            "contributions": self.contributions,
         })
     }
 }
