@@ -346,6 +346,73 @@ fn explain_shows_the_changed_instructions_unless_asked_for_the_full_diff() {
     }
 }
 
+/// A GPU job's contributions measured on the simulator say so; measured on
+/// the GPU, no such line.
+#[test]
+fn a_gpu_speedup_explained_by_the_simulator_says_so() {
+    let dir = scratch("explain-backend");
+    let summary = |backend: &str| ContributionSummary {
+        backend: backend.into(),
+        set: "heldout".into(),
+        full: 0.94,
+        edits: vec![EditContributionLine {
+            index: 0,
+            kernel: "k".into(),
+            class: "neutral".into(),
+            why: "removing it changes nothing measurable".into(),
+            relies_on: vec![],
+        }],
+    };
+    let base = Explanation {
+        kernel: "app/k".into(),
+        job: "j1".into(),
+        speedup: 1.065,
+        edits: vec!["delete i7".into()],
+        diff: String::new(),
+        changes: String::new(),
+        backend: "cuda".into(),
+        tests: vec![],
+        rejections: vec![],
+        origin: None,
+        transplanted: vec![],
+        source_edits: vec![],
+        generated_passed: vec![],
+        line_tables: false,
+        contributions: None,
+    };
+    let note = "(measured on the simulator, not on the GPU that found the speedup";
+    for (i, (job_backend, measured, noted)) in [
+        ("cuda", "sim", true),
+        ("cuda", "cuda", false),
+        ("sim", "sim", false),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let explanation = Explanation {
+            backend: job_backend.into(),
+            contributions: Some(summary(measured)),
+            ..base.clone()
+        };
+        let socket = dir.join(format!("d{i}.sock"));
+        let _daemon = FakeDaemon::replying(&socket, vec![ok(Reply::Explain(explanation))]);
+        let run = gevo(&dir, &["--socket", s(&socket), "explain", "k"]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        assert!(
+            run.stdout
+                .contains(&format!("edit contributions ({measured}, ")),
+            "{}",
+            run.stdout
+        );
+        assert_eq!(
+            run.stdout.contains(note),
+            noted,
+            "{job_backend}/{measured}: {}",
+            run.stdout
+        );
+    }
+}
+
 #[test]
 fn json_prints_the_reply_payload() {
     let dir = scratch("json");

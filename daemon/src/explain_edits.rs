@@ -144,6 +144,23 @@ pub fn measure(
     Ok(c)
 }
 
+/// The contributions of `patch` measured on `backend`, the one whose search
+/// found the variant (`gevod evolve` at the end of its search: a GPU job's
+/// on its GPU), with the relies-on lines attached from the simulator (they
+/// are correctness facts, not timings).
+pub fn on_backend(
+    job: &JobRecord,
+    ir: &KernelIr,
+    backend: &mut dyn Backend,
+    patch: &Patch,
+    options: &Options,
+) -> Result<Contributions, ExplainError> {
+    let mut c = contrib::analyze(ir, backend, patch, options)?;
+    let sim = Simulated::new(job, &Reader::Caller, patch)?;
+    c.attach_relies(sim.relies_on(&c.patch)?);
+    Ok(c)
+}
+
 /// The in-process simulator, asking `stop` before each variant.
 struct Stoppable<'s> {
     inner: InProcess,

@@ -72,6 +72,18 @@ fn evolve_finds_and_exports_a_validated_stencil_variant() {
     assert!(!report["pareto"].as_array().unwrap().is_empty());
     // Progress went to stderr, one line per generation.
     assert_eq!(text(&out.stderr).matches("generation ").count(), 21);
+    // The best variant's edit contributions, measured at the end on the
+    // search's backend: one class per minimized edit, some carrying speed.
+    let c = &report["contributions"];
+    assert_eq!(c["scope"]["backend"], "sim", "{report}");
+    let classes: Vec<&str> = c["edits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["class"].as_str().unwrap())
+        .collect();
+    assert_eq!(classes.len() as u64, best["edits_after"].as_u64().unwrap());
+    assert!(classes.contains(&"carries_speed"), "{c}");
 
     // `gevod report --json` reads the same numbers back from the store.
     let summary = gevod()

@@ -352,6 +352,11 @@ fn render_explain(e: &Explanation, full_diff: bool) -> String {
     }
     if let Some(c) = &e.contributions {
         out += &render_contributions(c);
+        // A GPU speedup is never explained by the simulator's cost model
+        // without saying so: it does not see what a barrier costs a GPU.
+        if e.backend == "cuda" && c.backend == "sim" {
+            out += "  (measured on the simulator, not on the GPU that found the speedup: its cost model does not see what barriers and memory cost a GPU, so the GPU's classes may differ; `gevod explain-edits --backend cuda` measures them there)\n";
+        }
     }
     if !e.rejections.is_empty() {
         out += "latest rejected candidates:\n";

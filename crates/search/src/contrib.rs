@@ -12,17 +12,21 @@
 //! replay on the original IR (an edit names an instruction another edit
 //! creates) is recorded as such and never run.
 //!
-//! The classification rule, with `F` the full patch's cost-ratio interval
-//! and `t` the threshold (minimization's, 1%):
+//! The classification rule, relative to the full patch's gain: with `F` the
+//! full patch's cost-ratio interval, `t` the threshold (minimization's, 1%)
+//! and `m = t * (1 - F.estimate)` (that share of the gain, so a small full
+//! gain is judged at its own scale):
 //! - **carries speed**: the patch without the edit passes every test and
-//!   is slower than the full patch with confidence (its interval's low end
-//!   above `F.hi * (1 + t)`), or the edit alone passes and is faster than
-//!   the original with confidence (its interval's high end below `1 - t`);
+//!   is slower than the full patch with confidence, by more than `m` (its
+//!   interval's low end above `F.hi + m`), or the edit alone passes and is
+//!   faster than the original with confidence (its interval's high end
+//!   below `1 - m`);
 //! - **enabling**: not carrying speed, and another edit needs it: the patch
 //!   without it fails a test or does not replay, or (pairs measured) for an
 //!   edit `j` that carries speed but alone fails or is not faster than the
 //!   original with confidence, the pair of the two passes and is;
-//! - **neutral**: neither.
+//! - **neutral**: neither: removing it changes nothing measurable (within
+//!   the intervals, or by less than `m`).
 //!
 //! What each edit relies on (a barrier's ordered accesses, a removed
 //! store's unread value, motion across barriers and loops, the tests'
@@ -201,9 +205,14 @@ pub struct ReliesCost {
 
 impl Contributions {
     /// Puts each edit's relies-on lines beside its contribution.
+    /// Each line once per edit: two findings can word the same fact.
     pub fn attach_relies(&mut self, r: ReliesOn) {
         for (e, lines) in self.edits.iter_mut().zip(r.edits) {
-            e.relies_on = lines;
+            let mut seen = std::collections::BTreeSet::new();
+            e.relies_on = lines
+                .into_iter()
+                .filter(|l| seen.insert(l.line.clone()))
+                .collect();
         }
         self.relies_cost = Some(ReliesCost {
             runs: r.runs,
@@ -335,15 +344,26 @@ impl Judge<'_> {
         self.outcomes[&without(self.all, i)].clone()
     }
 
+    /// The smallest difference that counts: the threshold's share of the
+    /// full patch's gain (zero for a patch that gains nothing).
+    fn margin(&self) -> f64 {
+        self.t * (1.0 - self.full.estimate).max(0.0)
+    }
+
     /// Whether `o` passed and is faster than the original with confidence.
     fn faster_than_original(&self, o: &Outcome) -> bool {
-        o.cost().is_some_and(|c| c.hi < 1.0 - self.t)
+        o.cost().is_some_and(|c| c.hi < 1.0 - self.margin())
     }
 
     /// Whether `o` passed and is slower than the full patch with confidence.
     fn slower_than_full(&self, o: &Outcome) -> bool {
         o.cost()
-            .is_some_and(|c| c.lo > self.full.hi * (1.0 + self.t))
+            .is_some_and(|c| c.lo > self.full.hi + self.margin())
+    }
+
+    /// The full patch's cost, with its interval where it has one.
+    fn full_phrase(&self) -> String {
+        Outcome::Passes { cost: self.full }.phrase()
     }
 
     /// Whether edit `i` carries speed (see the module's rule).
@@ -371,9 +391,10 @@ impl Judge<'_> {
     ) -> (Class, String) {
         if carries {
             let why = match w.cost() {
-                Some(c) if self.slower_than_full(w) => format!(
-                    "without it the cost ratio rises from {:.4} to {:.4}",
-                    self.full.estimate, c.estimate
+                Some(_) if self.slower_than_full(w) => format!(
+                    "without it the patch loses its gain: {} rises to {}",
+                    self.full_phrase(),
+                    w.phrase()
                 ),
                 _ => format!("alone it is faster than the original ({})", a.phrase()),
             };
@@ -394,9 +415,10 @@ impl Judge<'_> {
             (Class::Enabling, why)
         } else {
             let why = format!(
-                "without it {}, alone {}: within {:.0}% of the full patch",
+                "removing it changes nothing measurable: without it {}, alone {}, the full patch {} (a change must exceed {:.0}% of its gain)",
                 w.phrase(),
                 a.phrase(),
+                self.full_phrase(),
                 self.t * 100.0
             );
             (Class::Neutral, why)

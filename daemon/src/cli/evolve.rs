@@ -11,9 +11,10 @@ use gevo_model::access::Reader;
 use gevo_model::device::{DeviceInfo, DeviceSelector};
 use gevo_model::ranges::Invalid;
 use gevo_model::spec;
+use gevo_search::contrib::{Contributions, Options};
 use gevo_search::drive::{export_to, Driver, Ended, Identity, Limits, Publish, Start};
-use gevo_search::evolve::{BackendError, Engine, GenerationReport, Validated};
-use gevo_search::store::Store;
+use gevo_search::evolve::{Backend, BackendError, Engine, GenerationReport, Validated};
+use gevo_search::store::{JobRecord, Store};
 use gevod::config::{parse_duration, ranges, EvolveFile, LauncherKind};
 use gevod::cuda::driver;
 use gevod::cuda::measure::Measurement;
@@ -85,6 +86,10 @@ pub struct EvolveArgs {
     fresh: bool,
     #[arg(long)]
     json: bool,
+    /// Skip measuring the best variant's edit contributions at the end of
+    /// the search (on the search's own backend: the GPU for a GPU job).
+    #[arg(long)]
+    no_explain: bool,
     /// TOML file with an [evolve] table of search parameters.
     #[arg(long)]
     config: Option<PathBuf>,
@@ -309,6 +314,15 @@ impl EvolveArgs {
                 .with_context(|| self.spec.display().to_string())?;
             interrupted = matches!(ended, Ended::Stopped | Ended::Interrupted);
         }
+        let contributions = match (backend.as_mut(), driver.engine().best_validated()) {
+            // A harness spec's subsets would each run the user's program.
+            (Some(backend), Some(best))
+                if !interrupted && !self.no_explain && spec.harness.is_none() =>
+            {
+                explain_best(&store, &job, driver.ir(), backend.as_mut(), best)
+            }
+            _ => None,
+        };
         let respawns = backend.as_ref().map_or(0, |b| b.respawns());
         let gate = backend.as_ref().and_then(|b| b.safety_gate());
         drop(backend);
@@ -348,6 +362,7 @@ impl EvolveArgs {
             interrupted,
             origin: origin.as_ref(),
             gathered: &data,
+            contributions: contributions.as_ref(),
         };
         if self.json {
             println!("{}", serde_json::to_string_pretty(&report.json())?);
@@ -365,4 +380,31 @@ impl Publish for Progress {
         self.generation(engine, report);
     }
     fn new_best(&mut self, _engine: &Engine, _best: &Validated) {}
+}
+
+/// The best variant's edit contributions, measured on the search's own
+/// backend and stored beside it (the report and `--json` show them); a
+/// harness spec or a failed measurement leaves none, with a warning.
+fn explain_best(
+    store: &Store,
+    job: &JobRecord,
+    ir: &KernelIr,
+    backend: &mut dyn Backend,
+    best: &Validated,
+) -> Option<Contributions> {
+    let edits = best.minimized.edits.len();
+    tracing::info!(job = %job.id, edits, backend = %backend.scope().backend, "measuring edit contributions");
+    let measured =
+        gevod::explain_edits::on_backend(job, ir, backend, &best.minimized, &Options::default());
+    let c = match measured {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(job = %job.id, error = %e, "edit contributions not measured");
+            return None;
+        }
+    };
+    if let Err(e) = store.put_contributions(&job.id, &best.ptx_hash, &c) {
+        tracing::warn!(job = %job.id, error = %e, "edit contributions not stored");
+    }
+    Some(c)
 }

@@ -145,7 +145,7 @@ impl ExplainEditsArgs {
                 .into_iter()
                 .map(|story| story.summary)
                 .collect();
-            print!("{}", text(&id, &result, &summaries));
+            print!("{}", contributions_text(&id, &result, &summaries));
         }
         Ok(())
     }
@@ -202,8 +202,9 @@ fn pareto_member(store: &Store, id: &str, n: usize) -> Result<(String, Patch)> {
     Ok((hash, member.patch.clone()))
 }
 
-/// The result as a table, one edit a line, then the pairs.
-fn text(job: &str, c: &Contributions, summaries: &[String]) -> String {
+/// The result as a table, one edit a line, then the pairs (`gevod
+/// explain-edits`, and `gevod evolve`'s report).
+pub(super) fn contributions_text(job: &str, c: &Contributions, summaries: &[String]) -> String {
     let mut out = format!(
         "edit contributions of job {job}: {} edits, full patch cost ratio {:.4} on the {} tests ({} {}); {} variants measured in {:.1} s\n",
         c.edits.len(),

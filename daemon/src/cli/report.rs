@@ -153,6 +153,9 @@ pub struct Report<'a> {
     /// What the HTML report shows, read back from the store: the train
     /// best against the validated best, the generated held-out tests.
     pub gathered: &'a gevod::report::ReportData,
+    /// The best variant's edit contributions, measured at the end of the
+    /// search on its backend (none with `--no-explain`).
+    pub contributions: Option<&'a gevo_search::contrib::Contributions>,
 }
 
 impl Report<'_> {
@@ -258,6 +261,10 @@ impl Report<'_> {
         }
         out += &self.generated_text();
         out += &self.edits_text(v);
+        if let Some(c) = self.contributions {
+            // Numbered as the edits above; their IR form.
+            out += &super::explain_edits::contributions_text(&self.job.id, c, &[]);
+        }
         out += &format!(
             "  PTX:             {}\n  patch:           {}\n  minimized patch: {}\n",
             files.ptx.display(),
@@ -427,6 +434,7 @@ impl Report<'_> {
                 KeptTests::Listed(tests) => tests.iter().map(|t| format!("{} ({})", t.test, t.why)).collect(),
                 _ => Vec::new(),
             },
+            "contributions": self.contributions,
         })
     }
 }

@@ -158,6 +158,19 @@ fn edits_are_classified_by_the_documented_rule() {
             ],
             [Neutral, Enabling, CarriesSpeed],
         ),
+        (
+            "a small full gain (0.6%) is judged at its own scale: without 0 it is gone",
+            &[
+                (&[0, 1, 2], Some(0.994)),
+                (&[0], Some(0.994)),
+                (&[1], Some(1.0)),
+                (&[2], Some(1.0)),
+                (&[1, 2], Some(1.0)),
+                (&[0, 2], Some(0.994)),
+                (&[0, 1], Some(0.994)),
+            ],
+            [CarriesSpeed, Neutral, Neutral],
+        ),
     ];
     let (ir, patch) = three_edits();
     for (name, rows, expected) in cases {
@@ -240,4 +253,39 @@ fn a_failing_full_patch_or_an_empty_one_is_an_error() {
     );
     let err = analyze(&ir, &mut backend, &ir.empty_patch(), &Options::default()).unwrap_err();
     assert!(matches!(err, ContribError::Empty), "{err}");
+}
+
+/// Two findings worded the same way are one line of the edit's.
+#[test]
+fn each_relies_on_line_is_attached_once() {
+    let (ir, patch) = three_edits();
+    let rows: BTreeMap<Vec<usize>, Option<f64>> = wanted_subsets(3, true)
+        .into_iter()
+        .map(|s| (s, Some(0.9)))
+        .collect();
+    let mut backend = Table {
+        patch: patch.clone(),
+        rows,
+        runs: 0,
+        noise: 0.0,
+    };
+    let mut c = analyze(&ir, &mut backend, &patch, &Options::default()).unwrap();
+    let line = |kind, text: &str| Reliance {
+        kind,
+        line: text.into(),
+    };
+    let barrier = line(RelianceKind::Barrier, "the barrier at k.cu:4 ordered ...");
+    let sizes = line(RelianceKind::TestSizes, "holds at the tests' sizes");
+    c.attach_relies(ReliesOn {
+        edits: vec![
+            vec![barrier.clone(), sizes.clone(), barrier.clone()],
+            vec![sizes.clone()],
+            vec![],
+        ],
+        runs: 2,
+        seconds: 0.1,
+    });
+    assert_eq!(c.edits[0].relies_on, [barrier, sizes.clone()]);
+    assert_eq!(c.edits[1].relies_on, [sizes]);
+    assert!(c.edits[2].relies_on.is_empty());
 }
