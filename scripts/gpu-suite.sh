@@ -372,16 +372,39 @@ print(f'| {sys.argv[2]} | {secs:.0f} | {r["generations"]} | {r["evaluations"]} |
       f'{r["validated"]} | {speed} | {gate} |')
 PY
 }
+# A validated best's edit contributions, measured at the end of the search
+# on the GPU (docs/evolve.md, step 6): some edit carries the speed.
+contributions() { # fixture
+    python3 - "$work/$1.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+if not r.get("best"):
+    print("    no validated variant: nothing to explain")
+    sys.exit(0)
+c = r.get("contributions")
+if not c:
+    sys.exit("the validated best has no edit contributions")
+print(f'    on {c["scope"]["backend"]} {c["scope"]["target"]}: '
+      + ", ".join(e["class"] for e in c["edits"])
+      + f' ({c["variants_measured"]} variants in {c["seconds"]:.1f} s)')
+if c["scope"]["backend"] != "cuda":
+    sys.exit("measured on " + c["scope"]["backend"])
+if not any(e["class"] == "carries_speed" for e in c["edits"]):
+    sys.exit("no edit carries the speed")
+PY
+}
 if want evolve; then
 rows=()
 for f in stencil nw; do
     check "$f: timed evolve on the GPU ($evolve_time)" evolve $f "$evolve_time"
+    check "$f: edit contributions on the GPU" contributions $f; cat "$work/log"
     grep -v DEBUG "$work/$f.err" | tail -3
     echo "  $f: commonest rejections"; rejections $f
     rows+=("$(summary $f)")
 done
 for f in "${pipelines[@]}"; do
     check "$f (pipeline): timed evolve on the GPU ($pipeline_time)" evolve $f "$pipeline_time" $pk
+    check "$f (pipeline): edit contributions on the GPU" contributions $f; cat "$work/log"
     grep -v DEBUG "$work/$f.err" | tail -3
     echo "  $f: commonest rejections"; rejections $f
     rows+=("$(summary $f)")
