@@ -333,7 +333,11 @@ fn the_threshold_is_the_users_and_is_stored_with_the_result() {
         .iter()
         .find(|e| e.class == Class::Neutral)
         .expect("the swap stays neutral");
-    assert!(neutral.why.contains("within 50%"), "{}", neutral.why);
+    assert!(
+        neutral.why.contains("exceed 50% of its gain"),
+        "{}",
+        neutral.why
+    );
     assert_eq!(stored(&state, &id, "planted").as_ref(), Some(&half));
     let again = gevod(&["explain-edits", s(&state), "--threshold", "0.5", "--json"]);
     assert_eq!(again.stdout, out.stdout, "answered from the store");

@@ -92,9 +92,14 @@ impl ExplainEditsArgs {
             ..Options::default()
         };
         let stored = store.contributions(&id, &ptx_hash)?;
-        // A stored result from another backend or threshold is measured again.
+        // A stored result from another backend or threshold, or of another
+        // patch of the same PTX (`gevod evolve` explains the minimized one;
+        // `--pareto` asks for the patch as found), is measured again.
         let result = match stored.filter(|c| {
-            !self.again && c.scope.backend == wanted && c.threshold == options.threshold
+            !self.again
+                && c.scope.backend == wanted
+                && c.threshold == options.threshold
+                && c.patch == patch
         }) {
             // Stored before the relies-on lines existed: add them.
             Some(mut c) if c.relies_cost.is_none() => {
