@@ -249,6 +249,25 @@ pub struct JobInfo {
     /// that predates them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generated: Option<GeneratedTests>,
+    /// Set while the scheduler gives the job less than a plain job's share
+    /// of the slots because its search stopped finding (docs/daemon.md,
+    /// "Scheduling and idle GPUs"); absent at a full share and from a
+    /// daemon that predates it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reduced_share: Option<ReducedShare>,
+}
+
+/// Why a job's share of the slots is reduced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReducedShare {
+    /// Its stride weight: 1 is a plain job's share, 0.25 a quarter of it.
+    pub weight: f64,
+    /// Committed generations since its search last found a lower train
+    /// cost or its best validated variant.
+    pub generations_without: u64,
+    /// That generation; absent when nothing was found yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_found: Option<u64>,
 }
 
 /// A job's generated held-out tests (docs/evolve.md): derived from the
@@ -523,8 +542,13 @@ mod tests {
 
         let old_job = r#"{"kernel":"app/k","job":"j1","version":1,"spec":"/s.gevo.toml","state":"running","backend":"sim","target":"sm_90","generations":2,"evaluations":10,"validated":0}"#;
         let job: JobInfo = serde_json::from_str(old_job).unwrap();
-        assert_eq!(job.generated, None);
+        assert_eq!((&job.generated, &job.reduced_share), (&None, &None));
         let mut new = job.clone();
+        new.reduced_share = Some(ReducedShare {
+            weight: 0.25,
+            generations_without: 120,
+            last_found: Some(3),
+        });
         new.generated = Some(GeneratedTests {
             kept: vec![GeneratedTest {
                 test: "generated[0]".into(),

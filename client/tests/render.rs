@@ -7,7 +7,7 @@ use common::*;
 use gevo_client::explain::{SourceEdit, SourceLine};
 use gevo_client::proto::{
     ContributionSummary, EditContributionLine, Explanation, JobInfo, JobOrigin, JobState, Pareto,
-    ParetoPoint, Reply, SlotInfo, Status, TestRatio, WatchRoot,
+    ParetoPoint, ReducedShare, Reply, SlotInfo, Status, TestRatio, WatchRoot,
 };
 fn job(kernel: &str, state: JobState, speedup: Option<f64>, message: Option<&str>) -> JobInfo {
     JobInfo {
@@ -25,6 +25,7 @@ fn job(kernel: &str, state: JobState, speedup: Option<f64>, message: Option<&str
         best_speedup: speedup,
         origin: None,
         generated: None,
+        reduced_share: None,
     }
 }
 
@@ -344,6 +345,69 @@ fn explain_shows_the_changed_instructions_unless_asked_for_the_full_diff() {
         assert_eq!(run.code, 0, "{}", run.stderr);
         assert_eq!(run.stdout, expect, "{args:?}");
     }
+}
+
+/// A job whose search stopped finding: `jobs` shows its reduced share,
+/// `jobs <kernel>` why; `--json` keeps the numbers.
+#[test]
+fn a_reduced_share_shows_with_why() {
+    let dir = scratch("share");
+    let mut stalled = job("app/stencil", JobState::Running, Some(1.1), None);
+    stalled.reduced_share = Some(ReducedShare {
+        weight: 0.25,
+        generations_without: 230,
+        last_found: Some(120),
+    });
+    let mut never = job("app/reduce", JobState::Queued, None, None);
+    never.reduced_share = Some(ReducedShare {
+        weight: 0.3,
+        generations_without: 60,
+        last_found: None,
+    });
+    let jobs = vec![
+        stalled.clone(),
+        never,
+        job("app/scan", JobState::Queued, None, None),
+    ];
+    let table = "\
+KERNEL       VERSION  STATE    GENERATIONS  EVALUATIONS  VALIDATED  BEST                     BACKEND/TARGET  SHARE
+app/stencil  1        running  12           3400         2          1.100x on the simulator  sim/sm_90       1/4 (found nothing in 230 gen.)
+app/reduce   1        queued   12           3400         0          -                        sim/sm_90       0.30 (found nothing in 60 gen.)
+app/scan     1        queued   12           3400         0          -                        sim/sm_90       -
+";
+    let one = "\
+KERNEL       VERSION  STATE    GENERATIONS  EVALUATIONS  VALIDATED  BEST                     BACKEND/TARGET  SHARE
+app/stencil  1        running  12           3400         2          1.100x on the simulator  sim/sm_90       1/4 (found nothing in 230 gen.)
+
+app/stencil version 1: generated held-out tests: not derived yet (they are when the job first runs; none for harness specs)
+share of the slots: 1/4 of a plain job's: no lower train cost and no better validated variant since generation 120 (230 generations)
+";
+    for (i, (args, reply, expect)) in [
+        (vec!["jobs"], jobs.clone(), table),
+        (vec!["jobs", "app/stencil"], vec![stalled], one),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let socket = dir.join(format!("d{i}.sock"));
+        let _daemon = FakeDaemon::replying(&socket, vec![ok(Reply::Jobs(reply))]);
+        let run = gevo(&dir, &[&["--socket", s(&socket)], args.as_slice()].concat());
+        assert_eq!(run.code, 0, "{args:?}: {}", run.stderr);
+        assert_eq!(run.stdout, expect, "{args:?}");
+    }
+    let socket = dir.join("json.sock");
+    let _daemon = FakeDaemon::replying(&socket, vec![ok(Reply::Jobs(jobs))]);
+    let run = gevo(&dir, &["--socket", s(&socket), "jobs", "--json"]);
+    let got: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(
+        got[0]["reduced_share"],
+        serde_json::json!({"weight": 0.25, "generations_without": 230, "last_found": 120})
+    );
+    assert_eq!(
+        got[1]["reduced_share"]["last_found"],
+        serde_json::Value::Null
+    );
+    assert!(got[2].get("reduced_share").is_none(), "{}", got[2]);
 }
 
 /// A GPU job's contributions measured on the simulator say so; measured on

@@ -1,11 +1,13 @@
 //! Who runs next: stride scheduling over the runnable jobs. Each job has a
 //! virtual time; the job with the least runs next and, after its slice, is
-//! charged the wall time it used divided by its weight. A job that improved
-//! recently has a larger weight, so it gets proportionally more GPU time
-//! while every runnable job still gets some. Pure policy, no I/O: the
-//! daemon's registry supplies the jobs, the clock and the outcome.
+//! charged the wall time it used divided by its weight ([`share`]: larger
+//! for a job that found something recently, smaller for one that stopped
+//! finding), so it gets proportionally more or less GPU time while every
+//! runnable job still gets some. Pure policy, no I/O: the daemon's
+//! registry supplies the jobs, the clock and the outcome.
 
 pub mod idle;
+pub mod share;
 
 use std::time::Duration;
 
@@ -22,20 +24,6 @@ pub fn pick<'a>(candidates: &[Candidate<'a>]) -> Option<&'a str> {
         .iter()
         .min_by(|a, b| a.vtime.total_cmp(&b.vtime).then_with(|| a.id.cmp(b.id)))
         .map(|c| c.id)
-}
-
-/// Weight of a job: `improved_weight` when its best train cost improved
-/// within the last `recent` generations, else 1.
-pub fn weight(
-    generations: u64,
-    last_improvement: Option<u64>,
-    recent: u64,
-    improved_weight: f64,
-) -> f64 {
-    match last_improvement {
-        Some(g) if generations.saturating_sub(g) <= recent => improved_weight,
-        _ => 1.0,
-    }
 }
 
 /// Virtual time after running `used` at `weight`.
@@ -84,14 +72,6 @@ mod tests {
         ] {
             assert_eq!(simulate(&weights, 100), expected, "{weights:?}");
         }
-    }
-
-    #[test]
-    fn recent_improvement_raises_the_weight() {
-        assert_eq!(weight(50, Some(45), 10, 4.0), 4.0);
-        assert_eq!(weight(50, Some(40), 10, 4.0), 4.0);
-        assert_eq!(weight(50, Some(39), 10, 4.0), 1.0);
-        assert_eq!(weight(50, None, 10, 4.0), 1.0);
     }
 
     #[test]

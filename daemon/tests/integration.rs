@@ -24,6 +24,7 @@ mod daemon_explain;
 mod daemon_generated;
 mod daemon_hygiene;
 mod daemon_record;
+mod daemon_share;
 mod daemon_shared;
 mod daemon_socket;
 mod daemon_transplant;

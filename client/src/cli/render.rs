@@ -12,7 +12,7 @@
 use gevo_client::explain::{SourceEdit, SourceLine};
 use gevo_client::proto::{
     measured_on, measured_on_long, ContributionSummary, Explanation, JobInfo, JobState, Pareto,
-    Reply, Status,
+    ReducedShare, Reply, Status,
 };
 use gevo_client::text::{escape_controls, escape_path, escape_terminal};
 
@@ -132,6 +132,7 @@ fn render_jobs(jobs: &[JobInfo]) -> String {
     }
     let with_message = jobs.iter().any(|j| j.message.is_some());
     let with_origin = jobs.iter().any(|j| j.origin.is_some());
+    let with_share = jobs.iter().any(|j| j.reduced_share.is_some());
     let mut header = vec![
         "KERNEL",
         "VERSION",
@@ -144,6 +145,9 @@ fn render_jobs(jobs: &[JobInfo]) -> String {
     ];
     if with_origin {
         header.push("FROM");
+    }
+    if with_share {
+        header.push("SHARE");
     }
     if with_message {
         header.push("MESSAGE");
@@ -174,6 +178,19 @@ fn render_jobs(jobs: &[JobInfo]) -> String {
                 row.push(j.origin.as_ref().map_or_else(
                     || "-".into(),
                     |o| format!("v{} ({} kept, {} dropped)", o.version, o.kept, o.dropped),
+                ));
+            }
+            if with_share {
+                // Reduced because the search stopped finding.
+                row.push(j.reduced_share.as_ref().map_or_else(
+                    || "-".into(),
+                    |r| {
+                        format!(
+                            "{} (found nothing in {} gen.)",
+                            fraction(r.weight),
+                            r.generations_without
+                        )
+                    },
                 ));
             }
             if with_message {
@@ -216,39 +233,70 @@ pub fn render_job_details(reply: &Reply) -> String {
             continue;
         }
         out += &format!("\n{} version {}: ", esc(&j.kernel), j.version);
-        let Some(g) = &j.generated else {
-            out += "generated held-out tests: not derived yet (they are when the job first runs; none for harness specs)\n";
-            continue;
-        };
+        out += &generated_lines(j);
+        if let Some(r) = &j.reduced_share {
+            out += &share_line(r);
+        }
+    }
+    out
+}
+
+/// A weight as a share of a plain job's: `1/4`, else `0.30`.
+fn fraction(weight: f64) -> String {
+    let inverse = 1.0 / weight;
+    if inverse.fract() == 0.0 && inverse < 1e6 {
+        format!("1/{inverse}")
+    } else {
+        format!("{weight:.2}")
+    }
+}
+
+/// `jobs <kernel>`'s line on a reduced share: how much and why.
+fn share_line(r: &ReducedShare) -> String {
+    let since = r
+        .last_found
+        .map_or_else(|| "ever".into(), |g| format!("since generation {g}"));
+    format!(
+        "share of the slots: {} of a plain job's: no lower train cost and no better validated variant {since} ({} generations)\n",
+        fraction(r.weight),
+        r.generations_without
+    )
+}
+
+/// A job's generated held-out tests, kept and dropped, and the lint lines.
+fn generated_lines(j: &JobInfo) -> String {
+    let Some(g) = &j.generated else {
+        return "generated held-out tests: not derived yet (they are when the job first runs; none for harness specs)\n".into();
+    };
+    let mut out = String::new();
+    out += &format!(
+        "generated held-out tests: {} kept, {} dropped; the original costs {} on the kept ones (per validation)\n",
+        g.kept.len(),
+        g.dropped.len(),
+        g.cost_per_validation
+    );
+    let width = g
+        .kept
+        .iter()
+        .chain(&g.dropped)
+        .map(|t| t.test.len())
+        .max()
+        .unwrap_or(0);
+    for t in &g.kept {
+        let cost = t.cost.map_or(String::new(), |c| format!(" (cost {c})"));
+        out += &format!("kept     {:<width$}  {}{cost}\n", esc(&t.test), esc(&t.why));
+    }
+    for t in &g.dropped {
+        let reason = t.reason.as_deref().unwrap_or("-");
         out += &format!(
-            "generated held-out tests: {} kept, {} dropped; the original costs {} on the kept ones (per validation)\n",
-            g.kept.len(),
-            g.dropped.len(),
-            g.cost_per_validation
+            "dropped  {:<width$}  {}: {}\n",
+            esc(&t.test),
+            esc(&t.why),
+            esc(reason)
         );
-        let width = g
-            .kept
-            .iter()
-            .chain(&g.dropped)
-            .map(|t| t.test.len())
-            .max()
-            .unwrap_or(0);
-        for t in &g.kept {
-            let cost = t.cost.map_or(String::new(), |c| format!(" (cost {c})"));
-            out += &format!("kept     {:<width$}  {}{cost}\n", esc(&t.test), esc(&t.why));
-        }
-        for t in &g.dropped {
-            let reason = t.reason.as_deref().unwrap_or("-");
-            out += &format!(
-                "dropped  {:<width$}  {}: {}\n",
-                esc(&t.test),
-                esc(&t.why),
-                esc(reason)
-            );
-        }
-        for l in &g.lints {
-            out += &format!("lint: {}\n", esc(l));
-        }
+    }
+    for l in &g.lints {
+        out += &format!("lint: {}\n", esc(l));
     }
     out
 }

@@ -26,6 +26,10 @@ pub const IMPROVED_WEIGHT: SettingRange<f64> =
     SettingRange::new("schedule.improved_weight", 1.0, 1000.0);
 pub const RECENT_GENERATIONS: SettingRange<u64> =
     SettingRange::new("schedule.recent_generations", 0, 1_000_000);
+pub const STALLED_GENERATIONS: SettingRange<u64> =
+    SettingRange::new("schedule.stalled_generations", 0, 1_000_000);
+/// Above 0: a stalled job still gets some of the slots.
+pub const STALLED_FLOOR: SettingRange<f64> = SettingRange::new("schedule.stalled_floor", 0.01, 1.0);
 pub const DEVICES_PER_JOB: SettingRange<usize> = SettingRange::new("gpu.devices_per_job", 1, 64);
 pub const IDLE_UTILIZATION: SettingRange<u32> = SettingRange::new("gpu.idle_utilization", 0, 100);
 pub const IDLE_GRACE: Every = Every::new("gpu.idle_grace", s(0), DAY);
@@ -56,6 +60,8 @@ pub fn documented() -> Vec<(&'static str, String)> {
     }
     all.push((IMPROVED_WEIGHT.key, IMPROVED_WEIGHT.text()));
     all.push((RECENT_GENERATIONS.key, RECENT_GENERATIONS.text()));
+    all.push((STALLED_GENERATIONS.key, STALLED_GENERATIONS.text()));
+    all.push((STALLED_FLOOR.key, STALLED_FLOOR.text()));
     all.push((IDLE_UTILIZATION.key, IDLE_UTILIZATION.text()));
     all.extend(gevo_search::evolve::ranges::documented());
     all

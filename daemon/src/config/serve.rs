@@ -101,10 +101,16 @@ pub struct ScheduleSection {
     /// except by a busy GPU, a pause or shutdown.
     #[serde(deserialize_with = "duration")]
     pub slice: Duration,
-    /// A job whose best train cost improved within `recent_generations`
-    /// gets this many times the share of one that did not.
+    /// A job that found something (a lower train cost, its best validated
+    /// variant) within `recent_generations` gets this many times the share
+    /// of one that did not.
     pub improved_weight: f64,
     pub recent_generations: u64,
+    /// A job that found nothing for this many generations gets half the
+    /// share of one that did, a quarter after twice as many, and so on
+    /// down to `stalled_floor`; 0: never reduced (`sched::share`).
+    pub stalled_generations: u64,
+    pub stalled_floor: f64,
 }
 
 impl Default for ScheduleSection {
@@ -113,6 +119,8 @@ impl Default for ScheduleSection {
             slice: Duration::from_secs(60),
             improved_weight: 4.0,
             recent_generations: 10,
+            stalled_generations: 50,
+            stalled_floor: 0.25,
         }
     }
 }
@@ -178,6 +186,8 @@ impl ServeConfig {
         ranges::SLICE.check(schedule.slice)?;
         ranges::IMPROVED_WEIGHT.check(schedule.improved_weight)?;
         ranges::RECENT_GENERATIONS.check(schedule.recent_generations)?;
+        ranges::STALLED_GENERATIONS.check(schedule.stalled_generations)?;
+        ranges::STALLED_FLOOR.check(schedule.stalled_floor)?;
         ranges::DEVICES_PER_JOB.check(gpu.devices_per_job)?;
         ranges::IDLE_UTILIZATION.check(gpu.idle_utilization)?;
         ranges::IDLE_GRACE.check(gpu.idle_grace)?;
@@ -267,6 +277,14 @@ mod tests {
             (
                 "[schedule]\nimproved_weight = nan",
                 "schedule.improved_weight: nan is out of range (1 to 1000)",
+            ),
+            (
+                "[schedule]\nstalled_floor = 0",
+                "schedule.stalled_floor: 0 is out of range (0.01 to 1)",
+            ),
+            (
+                "[schedule]\nstalled_generations = 2000000",
+                "schedule.stalled_generations: 2000000 is out of range (0 to 1000000)",
             ),
             (
                 "[cluster]\ngpu_steps = 0",

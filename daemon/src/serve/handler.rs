@@ -46,12 +46,18 @@ impl ApiHandler {
     fn command(&self, command: Command, uid: u32) -> Outcome {
         match command {
             Command::Status => Ok(Reply::Status(self.status())),
-            Command::Jobs { kernel: None } => Ok(Reply::Jobs(self.shared.registry().infos())),
+            Command::Jobs { kernel: None } => {
+                let schedule = self.shared.config().schedule;
+                Ok(Reply::Jobs(self.shared.registry().infos(&schedule)))
+            }
             Command::Jobs {
                 kernel: Some(kernel),
             } => {
                 let kernel = self.resolve(&kernel)?;
-                Ok(Reply::Jobs(self.shared.registry().infos_of(&kernel)))
+                let schedule = self.shared.config().schedule;
+                Ok(Reply::Jobs(
+                    self.shared.registry().infos_of(&kernel, &schedule),
+                ))
             }
             Command::Best {
                 kernel,
@@ -79,6 +85,7 @@ impl ApiHandler {
     }
 
     fn status(&self) -> Status {
+        let schedule = self.shared.config().schedule;
         let registry = self.shared.registry();
         let now = std::time::Instant::now();
         let slots = self
@@ -116,7 +123,7 @@ impl ApiHandler {
                 })
                 .collect(),
             slots,
-            jobs: registry.infos(),
+            jobs: registry.infos(&schedule),
         }
     }
 

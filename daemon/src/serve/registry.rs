@@ -3,7 +3,11 @@
 //! behind one mutex in [`super::Shared`]; the control loop, the runners and
 //! the API handler each hold the lock only to read or update a few fields.
 
-use gevo_client::proto::{BestRecord, GeneratedTests, JobInfo, JobState, ParetoPoint};
+use crate::config::serve::ScheduleSection;
+use crate::sched::share::{Progress, Share};
+use gevo_client::proto::{
+    BestRecord, GeneratedTests, JobInfo, JobState, ParetoPoint, ReducedShare,
+};
 use gevo_search::evolve::{Engine, Validated};
 use gevo_search::store::{DaemonJob, JobRecord};
 use std::collections::BTreeMap;
@@ -30,9 +34,8 @@ pub struct JobEntry {
     pub generations: u64,
     pub evaluations: u64,
     pub validated: usize,
-    pub best_cost: Option<f64>,
-    /// The generation whose best train cost was the last improvement.
-    pub last_improvement: Option<u64>,
+    /// What its search found when, for its share of the slots.
+    pub progress: Progress,
     pub best: Option<(Validated, BestRecord)>,
     pub pareto: Vec<ParetoPoint>,
     /// The generated held-out tests, once a runner has started the job
@@ -66,8 +69,7 @@ impl JobEntry {
             generations: 0,
             evaluations: 0,
             validated: 0,
-            best_cost: None,
-            last_improvement: None,
+            progress: Progress::default(),
             best: None,
             pareto: Vec::new(),
             generated: None,
@@ -107,19 +109,16 @@ impl JobEntry {
             && !self.finished
     }
 
-    /// Counters, best and Pareto front from the engine after a generation.
+    /// Counters, best validated variant's generation and Pareto front from
+    /// the engine after a generation (its train cost goes to `progress`
+    /// with the generation's report).
     pub fn absorb(&mut self, engine: &Engine) {
         let c = engine.counters();
         self.generations = engine.generations().saturating_sub(1);
         self.evaluations = c.evaluations;
         self.validated = engine.validated().len();
-        let best_cost = engine.best_cost();
-        if let Some(b) = best_cost {
-            if self.best_cost.is_none_or(|old| b < old) {
-                self.last_improvement = Some(self.generations);
-            }
-        }
-        self.best_cost = best_cost;
+        self.progress
+            .validated(engine.best_validated().map(|v| v.generation));
         self.pareto = engine
             .archive()
             .iter()
@@ -133,7 +132,22 @@ impl JobEntry {
             .collect();
     }
 
-    pub fn info(&self) -> JobInfo {
+    /// Its share of the slots under `schedule`.
+    pub fn share(&self, schedule: &ScheduleSection) -> Share {
+        crate::sched::share::share(&self.progress, schedule)
+    }
+
+    /// Its status line; `schedule` tells whether its share is reduced.
+    pub fn info(&self, schedule: &ScheduleSection) -> JobInfo {
+        let share = self.share(schedule);
+        let reduced_share = share
+            .stalled_for
+            .filter(|_| self.live() && !self.finished)
+            .map(|generations_without| ReducedShare {
+                weight: share.weight,
+                generations_without,
+                last_found: self.progress.last_found(),
+            });
         JobInfo {
             kernel: self.daemon.kernel.clone(),
             job: self.id.clone(),
@@ -149,6 +163,7 @@ impl JobEntry {
             best_speedup: self.best.as_ref().map(|(v, _)| v.speedup),
             origin: self.daemon.origin.as_ref().map(|o| o.info.clone()),
             generated: self.generated.clone(),
+            reduced_share,
         }
     }
 }
@@ -156,8 +171,8 @@ impl JobEntry {
 impl JobEntry {
     /// This job's line where it shares `leader`'s search: the leader's
     /// state and progress, and which kernel's (and job's) search it is.
-    pub fn info_sharing(&self, leader: &JobEntry) -> JobInfo {
-        let own = self.info();
+    pub fn info_sharing(&self, leader: &JobEntry, schedule: &ScheduleSection) -> JobInfo {
+        let own = self.info(schedule);
         JobInfo {
             kernel: own.kernel,
             job: own.job,
@@ -168,7 +183,7 @@ impl JobEntry {
                 leader.daemon.kernel, leader.id
             )),
             origin: None,
-            ..leader.info()
+            ..leader.info(schedule)
         }
     }
 }
@@ -392,22 +407,23 @@ impl Registry {
 
     /// Status lines for one kernel's jobs (each version, and a problem
     /// spec of that kernel).
-    pub fn infos_of(&self, kernel: &str) -> Vec<JobInfo> {
-        let mut out = self.infos();
+    pub fn infos_of(&self, kernel: &str, schedule: &ScheduleSection) -> Vec<JobInfo> {
+        let mut out = self.infos(schedule);
         out.retain(|j| j.kernel == kernel);
         out
     }
 
-    /// Status lines for every job and every problem spec.
-    pub fn infos(&self) -> Vec<JobInfo> {
+    /// Status lines for every job and every problem spec; `schedule`
+    /// tells whose share is reduced.
+    pub fn infos(&self, schedule: &ScheduleSection) -> Vec<JobInfo> {
         let mut out: Vec<JobInfo> = self
             .jobs
             .values()
             // A follower shows its leader's search while it answers for
             // its kernel; removed or replaced, its own state.
             .map(|j| match self.leader_of(j) {
-                Some(leader) if j.live() => j.info_sharing(leader),
-                _ => j.info(),
+                Some(leader) if j.live() => j.info_sharing(leader, schedule),
+                _ => j.info(schedule),
             })
             .collect();
         out.extend(self.problems.iter().map(|(path, p)| JobInfo {
@@ -425,6 +441,7 @@ impl Registry {
             best_speedup: None,
             origin: None,
             generated: None,
+            reduced_share: None,
         }));
         out.sort_by(|a, b| a.kernel.cmp(&b.kernel).then(b.version.cmp(&a.version)));
         out

@@ -98,14 +98,10 @@ fn release(shared: &Shared, slot: usize, id: &str, took: Duration) {
     }
 }
 
-/// A job's virtual time advances by `took` over its weight.
+/// A job's virtual time advances by `took` over its weight, from its
+/// progress as of the slice's end (`sched::share`).
 fn charge_entry(job: &mut JobEntry, took: Duration, config: &ServeConfig) {
-    let weight = crate::sched::weight(
-        job.generations,
-        job.last_improvement,
-        config.schedule.recent_generations,
-        config.schedule.improved_weight,
-    );
+    let weight = job.share(&config.schedule).weight;
     job.vtime = crate::sched::charge(job.vtime, took, weight);
 }
 
@@ -276,6 +272,7 @@ struct ToRegistry<'a> {
 impl Publish for ToRegistry<'_> {
     fn committed(&mut self, engine: &Engine, report: &GenerationReport, done: bool) {
         if let Some(job) = self.shared.registry().jobs.get_mut(self.id) {
+            job.progress.committed(report.generation, report.best_cost);
             job.absorb(engine);
             job.finished = done;
         }
@@ -288,6 +285,10 @@ impl Publish for ToRegistry<'_> {
         let Some(job) = registry.jobs.get_mut(self.id) else {
             return;
         };
+        // Also where a search's last verdicts validated it, after its
+        // last generation.
+        job.progress
+            .validated(engine.best_validated().map(|v| v.generation));
         // The registry's best survives restarts: a driver's first best may
         // be the one it published already.
         if job

@@ -138,6 +138,21 @@ pub fn load_jobs(
             .ok()
             .map(|m| std::os::unix::fs::MetadataExt::uid(&m));
         if let Some(engine) = engine {
+            // What the job found when, as the runners saw it commit each
+            // generation: its share of the slots survives the restart.
+            match store.generations(&id) {
+                Ok(records) => {
+                    for g in records {
+                        let report = g.report;
+                        entry
+                            .progress
+                            .committed(report.generation, report.best_cost);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(job = %id, error = %e, "reading the generation records: the job's share of the slots is counted afresh from its next generation")
+                }
+            }
             entry.absorb(&engine);
             // Keep the export's time when it is this variant's.
             let at = gevo_client::export::read(
