@@ -18,6 +18,7 @@ pub mod npy;
 mod pipeline;
 pub mod skeleton;
 mod tree;
+pub mod tune;
 
 pub use compare::{compare, REL_TINY};
 pub use error::{Location, SpecError};
@@ -90,6 +91,16 @@ impl Spec {
             train: o.train.clone().unwrap_or_else(|| written.train.clone()),
             heldout: o.heldout.clone().unwrap_or_else(|| written.heldout.clone()),
             ..self.clone()
+        }
+    }
+
+    /// The text of this spec made to run `config` of its `[tune]` (an
+    /// ordinary spec, which workers and the store take like any other);
+    /// `None` without `[tune]`, or when the spec chose one already.
+    pub fn configured_text(&self, config: &tune::Configuration) -> Option<String> {
+        match &self.tune {
+            Some(t) if !t.chosen_written => Some(tune::configured_text(&self.text, config)),
+            _ => None,
         }
     }
 

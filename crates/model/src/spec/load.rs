@@ -11,6 +11,7 @@ mod pipeline;
 mod placeholders;
 mod read;
 mod test_cases;
+mod tune;
 
 use super::error::Locator;
 use super::model::{ArgSpec, Spec};
@@ -42,6 +43,7 @@ const TOP_KEYS: &[&str] = &[
     "tests",
     "acceptance",
     "harness",
+    "tune",
 ];
 /// The element type names, as listed in messages.
 const TYPE_NAMES: &str = "f32, f64, i8, i16, i32, i64, u8, u16, u32, u64";
@@ -104,7 +106,22 @@ fn read_root(cx: &Cx, root: &Node, text: &str) -> Res<Spec> {
     };
 
     let tests_node = top.req(cx, "tests", "a [tests] table with train and heldout arrays")?;
-    let written = read_tests(cx, tests_node)?;
+    let mut written = read_tests(cx, tests_node)?;
+    let (ir, tune) = match top.get("tune") {
+        None => (ir, None),
+        Some(node) => {
+            if let Some(h) = harness_node {
+                return Err(cx.err(
+                    &h.span,
+                    "harness",
+                    "[tune] needs [launch] or [[launches]]: in harness mode the application launches the kernel with its own constants",
+                ));
+            }
+            let tune = tune::read_tune(cx, node)?;
+            tune::add_constants(cx, node, &tune, &mut written)?;
+            (tune::chosen_ir(cx, node, &tune, ir)?, Some(tune))
+        }
+    };
 
     let acc_node = top.req(
         cx,
@@ -130,6 +147,7 @@ fn read_root(cx: &Cx, root: &Node, text: &str) -> Res<Spec> {
         written,
         acceptance,
         harness,
+        tune,
         text: text.to_string(),
     })
 }

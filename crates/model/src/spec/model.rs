@@ -42,6 +42,9 @@ pub struct Spec {
     /// spec has no `[launch]` or `[[args]]`: its pipeline is one trivial 1x1
     /// launch without arguments, and nothing launches it.
     pub harness: Option<Harness>,
+    /// `[tune]`: the constants gevo may choose and the configuration this
+    /// spec runs (its constants are every test's parameters, its IR `ir`).
+    pub tune: Option<super::tune::Tune>,
     /// The spec file's text (for `content_hash`).
     pub(crate) text: String,
 }

@@ -9,6 +9,7 @@ mod fills;
 mod generation;
 mod loading;
 mod skeleton_launches;
+mod tuning;
 
 use super::*;
 use std::collections::BTreeMap;
