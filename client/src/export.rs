@@ -339,6 +339,7 @@ mod tests {
     fn best(kernel: &str, target: &str, speedup: f64, ptx: &str) -> Best {
         Best {
             record: BestRecord {
+                configuration: None,
                 kernel: kernel.into(),
                 job: "j".into(),
                 version: 1,

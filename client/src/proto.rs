@@ -353,6 +353,10 @@ pub struct BestRecord {
     pub ir_hash: String,
     /// Seconds since the Unix epoch.
     pub validated_at: u64,
+    /// The `[tune]` constants the PTX was built with (docs/spec.md): a
+    /// build that uses it defines them so; none for an untuned kernel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub configuration: Option<std::collections::BTreeMap<String, i64>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -167,6 +167,7 @@ fn gevo_socket_names_the_daemon_between_the_flag_and_the_config() {
 fn best_record(ptx: &str) -> Best {
     Best {
         record: BestRecord {
+            configuration: None,
             kernel: "app/k".into(),
             job: "j1".into(),
             version: 1,

@@ -148,6 +148,7 @@ fn configure_remembers_the_daemons_state_directory_for_builds_while_it_is_down()
     let ptx = p.original() + "// the exported variant\n";
     let best = Best {
         record: BestRecord {
+            configuration: None,
             kernel: p.kernel("stencil"),
             job: "planted".into(),
             version: 1,

@@ -24,6 +24,7 @@ fn best_finds_the_export_of_a_stopped_daemon_that_ran_with_state() {
     let ptx = ".version 8.0\n.target sm_90\n.entry stencil() { ret; }\n".to_string();
     let best = Best {
         record: BestRecord {
+            configuration: None,
             kernel: "app/stencil".into(),
             job: "planted".into(),
             version: 1,

@@ -465,6 +465,7 @@ fn export_stencil(state: &Path) -> String {
     let ptx = ".version 8.0\n.target sm_90\n.entry stencil5() { ret; }\n// exported\n";
     let best = Best {
         record: BestRecord {
+            configuration: None,
             kernel: "app/stencil".into(),
             job: "exported".into(),
             version: 1,

@@ -145,6 +145,7 @@ pub fn s(p: &Path) -> &str {
 pub fn best(kernel: &str, target: &str, speedup: f64, ptx: &str) -> Best {
     Best {
         record: BestRecord {
+            configuration: None,
             kernel: kernel.into(),
             job: "j1".into(),
             version: 2,

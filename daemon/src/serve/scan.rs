@@ -83,6 +83,7 @@ pub fn record_for(
     validated_at: u64,
 ) -> BestRecord {
     BestRecord {
+        configuration: None,
         kernel: entry.daemon.kernel.clone(),
         job: entry.id.clone(),
         version: entry.daemon.version,
