@@ -5,6 +5,7 @@
 //! they concern and become one line on stderr.
 
 mod evolve;
+mod evolve_tune;
 mod explain_edits;
 mod explain_gpu;
 mod html_report;
@@ -17,6 +18,7 @@ mod spec_init;
 mod spec_init_sources;
 mod tables;
 mod transplant;
+mod tune;
 mod workers;
 
 use anyhow::Result;
@@ -53,6 +55,9 @@ enum Command {
     Run(run::RunArgs),
     /// Evolve faster variants of a spec's kernel; checkpoints in --state.
     Evolve(evolve::EvolveArgs),
+    /// Time every configuration of a spec's [tune] constants (checked
+    /// against the source's outputs) and write the fastest one's spec.
+    Tune(tune::TuneArgs),
     /// Evaluation worker (started by `gevod evolve`; speaks JSON lines on stdio).
     #[command(hide = true)]
     EvalWorker(workers::EvalWorkerArgs),
@@ -198,6 +203,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Ptx(args) => args.run().map(|()| 0),
         Command::Run(args) => args.run().map(|()| 0),
         Command::Evolve(args) => args.run(),
+        Command::Tune(args) => args.run().map(|()| 0),
         Command::EvalWorker(args) => args.run().map(|()| 0),
         Command::SimLaunch(args) => args.run().map(|()| 0),
         Command::GpuWorker(args) => args.run().map(|()| 0),

@@ -11,5 +11,6 @@ pub mod harness;
 pub mod report;
 pub mod sched;
 pub mod serve;
+pub mod tune;
 pub mod watch;
 pub mod worker;

@@ -4,7 +4,7 @@
 
 use super::output::{default_workers, read_patch, write_output};
 use super::report::{Progress, Report};
-use super::{resolve, BackendChoice};
+use super::{evolve_tune, resolve, BackendChoice};
 use anyhow::{bail, Context as _, Result};
 use gevo_ir::{KernelIr, Patch};
 use gevo_model::access::Reader;
@@ -19,6 +19,7 @@ use gevod::config::{parse_duration, ranges, EvolveFile, LauncherKind};
 use gevod::cuda::driver;
 use gevod::cuda::measure::Measurement;
 use gevod::worker::sanitize::SanitizeMode;
+use gevod::tune::Timer;
 use gevod::worker::setup::{arch_for, SetupError, WorkerSetup};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -196,7 +197,7 @@ impl EvolveArgs {
         }
         let worker_timeout = self.check_ranges()?;
         let (device, more_devices) = self.devices()?;
-        let spec = spec::load(&self.spec)?;
+        let tuned = spec::load(&self.spec)?;
         let file = match &self.config {
             Some(path) => EvolveFile::load(path)?,
             None => EvolveFile::default(),
@@ -211,20 +212,8 @@ impl EvolveArgs {
             cluster.gpu_steps = n;
         }
         let launcher = gevod::worker::launch::Launcher::from(&cluster);
-        let ir = KernelIr::load_kernels(&spec.ir, &spec.kernels)
-            .with_context(|| self.spec.display().to_string())?;
-        let start: Vec<Patch> = self
-            .start_from
-            .iter()
-            .map(|path| {
-                let patch = read_patch(path)?;
-                ir.check(&patch)
-                    .with_context(|| format!("--start-from {}", path.display()))?;
-                Ok(patch)
-            })
-            .collect::<Result<_>>()?;
-        let arch = arch_for(&spec, self.arch.clone(), device.as_ref());
-        let setup = WorkerSetup {
+        let arch = arch_for(&tuned, self.arch.clone(), device.as_ref());
+        let mut setup = WorkerSetup {
             spec_path: &self.spec,
             spec_text: None,
             ir: None,
@@ -244,6 +233,43 @@ impl EvolveArgs {
             // Harness commands run as the invoking user: it is their own spec.
             harness_user: None,
         };
+        let store = Store::open(&self.state)?;
+        // A spec with [tune] and no configuration chosen: the sweep picks one.
+        let chosen = match &tuned.tune {
+            Some(t) if !t.chosen_written => {
+                let timer = match &device {
+                    None => Timer::Simulator {
+                        workers: setup.workers,
+                    },
+                    Some(d) => Timer::Gpu {
+                        setup: WorkerSetup {
+                            measurement: Measurement::Fixed,
+                            sanitize: SanitizeMode::Off,
+                            ..setup.clone()
+                        },
+                        device: d.clone(),
+                    },
+                };
+                Some(evolve_tune::choose(
+                    &self.spec, &tuned, &timer, &store, &self.state,
+                )?)
+            }
+            _ => None,
+        };
+        let spec = chosen.as_ref().map_or(tuned, |c| c.spec.clone());
+        setup.spec_text = chosen.as_ref().map(|c| c.text_file.as_path());
+        let ir = KernelIr::load_kernels(&spec.ir, &spec.kernels)
+            .with_context(|| self.spec.display().to_string())?;
+        let start: Vec<Patch> = self
+            .start_from
+            .iter()
+            .map(|path| {
+                let patch = read_patch(path)?;
+                ir.check(&patch)
+                    .with_context(|| format!("--start-from {}", path.display()))?;
+                Ok(patch)
+            })
+            .collect::<Result<_>>()?;
         let evaluators = setup.evaluators(&spec, device.as_ref())?;
         let job = Identity {
             spec_path: &self.spec,
@@ -256,7 +282,6 @@ impl EvolveArgs {
         }
         .record();
 
-        let store = Store::open(&self.state)?;
         let mut driver = match (store.job(&job.id)?, self.resume) {
             (Some(_), true) => Driver::resume(&store, &job.id, ir)?,
             (Some(_), false) => bail!(
@@ -363,6 +388,7 @@ impl EvolveArgs {
             origin: origin.as_ref(),
             gathered: &data,
             contributions: contributions.as_ref(),
+            tuned: chosen.as_ref().map(|c| &c.sweep),
         };
         if self.json {
             println!("{}", serde_json::to_string_pretty(&report.json())?);

@@ -156,6 +156,8 @@ pub struct Report<'a> {
     /// The best variant's edit contributions, measured at the end of the
     /// search on its backend (none with `--no-explain`).
     pub contributions: Option<&'a gevo_search::contrib::Contributions>,
+    /// The configuration sweep that chose the spec's `[tune]` values.
+    pub tuned: Option<&'a gevod::tune::Sweep>,
 }
 
 impl Report<'_> {
@@ -229,6 +231,9 @@ impl Report<'_> {
                 "restarts after stagnation: generations {:?}\n\n",
                 e.restarts()
             );
+        }
+        if let Some(b) = self.tuned.and_then(|t| t.best.as_ref().map(|b| (t, b))) {
+            out += &tuned_text(b.0, b.1, self.best().map(|v| v.speedup));
         }
         out
     }
@@ -418,6 +423,7 @@ impl Report<'_> {
             "worker_respawns": self.respawns,
             "safety_gate": self.gate,
             "best_cost": e.best_cost(),
+            "tune": self.tuned,
             "distinct_ptx": e.distinct_ptx(),
             "restarts": e.restarts(),
             "validated": e.validated().len(),
@@ -547,4 +553,34 @@ mod tests {
             ]
         );
     }
+}
+
+/// The configuration the sweep chose, and what the search adds on top of
+/// it: the speedups multiply (the sweep's on the train tests, the variant's
+/// validated against that configuration's original).
+fn tuned_text(
+    sweep: &gevod::tune::Sweep,
+    best: &gevod::tune::Best,
+    validated: Option<f64>,
+) -> String {
+    use gevo_model::spec::tune::describe;
+    let measured = sweep.configurations.iter().filter(|m| m.why.is_none());
+    let mut out = format!(
+        "configuration {} ({} of {} configurations measured on the {} tests, `gevod tune` shows them): {:.3}x [{:.3}, {:.3}] over the source's ({})\n",
+        describe(&best.configuration),
+        measured.count(),
+        sweep.configurations.len(),
+        sweep.tests,
+        best.speedup,
+        best.interval.0,
+        best.interval.1,
+        describe(&sweep.source)
+    );
+    if let Some(v) = validated {
+        out += &format!(
+            "  with the validated variant's {v:.3}x over that configuration's original: about {:.3}x over the source's kernel and launch\n",
+            v * best.speedup
+        );
+    }
+    out + "\n"
 }

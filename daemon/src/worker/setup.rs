@@ -135,6 +135,7 @@ impl Evaluators {
 }
 
 /// What the worker processes need to know.
+#[derive(Clone)]
 pub struct WorkerSetup<'a> {
     pub spec_path: &'a Path,
     /// The spec's text the workers use instead of reading `spec_path`

@@ -1,0 +1,71 @@
+//! `gevod evolve` on a spec with `[tune]` and no configuration chosen: the
+//! sweep first (every configuration's original timed on the search's
+//! backend, `gevod::tune`), then the search on the fastest configuration.
+//! The sweep is kept in the state directory, so that `--resume` continues
+//! the same configuration's job instead of timing them all again.
+
+use anyhow::{Context as _, Result};
+use gevo_model::spec::tune::describe;
+use gevo_model::spec::{self, Spec, TestSet};
+use gevo_search::store::Store;
+use gevod::tune::{sweep, sweep_key, Sweep, Timer};
+use std::path::{Path, PathBuf};
+
+/// The configuration the search runs on: its spec, the file holding its
+/// text (the workers read it), and the sweep that chose it.
+pub(super) struct Chosen {
+    pub spec: Spec,
+    pub text_file: PathBuf,
+    pub sweep: Sweep,
+}
+
+/// Sweeps `tuned` on `timer` (train tests) unless `store` has its sweep on
+/// this backend, and writes the fastest configuration's spec text under
+/// `state/tune/`.
+pub(super) fn choose(
+    spec_path: &Path,
+    tuned: &Spec,
+    timer: &Timer,
+    store: &Store,
+    state: &Path,
+) -> Result<Chosen> {
+    let backend = match timer {
+        Timer::Simulator { .. } => "sim",
+        Timer::Gpu { .. } => "cuda",
+    };
+    let key = sweep_key(&tuned.content_hash(), backend);
+    let dir = state.join("tune");
+    std::fs::create_dir_all(&dir).with_context(|| dir.display().to_string())?;
+    let swept = match store.setting::<Sweep>(&key)? {
+        Some(s) => {
+            eprintln!("configurations: the sweep of this spec stored in {}", state.display());
+            s
+        }
+        None => {
+            let scratch = tempfile::tempdir_in(&dir).context("a scratch directory")?;
+            let s = sweep(spec_path, tuned, timer, TestSet::Train, scratch.path())?;
+            store.put_setting(&key, &s)?;
+            s
+        }
+    };
+    let Some(best) = &swept.best else {
+        anyhow::bail!("{}: no configuration could be measured", spec_path.display());
+    };
+    eprintln!(
+        "configurations: {} of {} measured; searching on {}, {:.3}x over the source's ({})",
+        swept.configurations.iter().filter(|m| m.why.is_none()).count(),
+        swept.configurations.len(),
+        describe(&best.configuration),
+        best.speedup,
+        describe(&swept.source)
+    );
+    let text = swept.best_text(tuned).expect("a tuned spec");
+    let spec = spec::parse(spec_path, &text)?;
+    let text_file = dir.join(format!("{}.gevo.toml", spec.content_hash()));
+    gevo_client::export::write_atomic(&text_file, text.as_bytes())?;
+    Ok(Chosen {
+        spec,
+        text_file,
+        sweep: swept,
+    })
+}
