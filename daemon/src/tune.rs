@@ -124,12 +124,11 @@ pub fn sweep(
         return Err(TuneError::AlreadyChosen(spec_path.to_path_buf()));
     }
     let dir = spec_path.parent().unwrap_or(Path::new("."));
-    let reference = check::Reference::of(tuned, timer_workers(timer)).map_err(|why| {
-        TuneError::Source {
+    let reference =
+        check::Reference::of(tuned, timer_workers(timer)).map_err(|why| TuneError::Source {
             configuration: describe(&tune.source),
             why,
-        }
-    })?;
+        })?;
     let mut configurations = Vec::new();
     for config in tune.configurations() {
         let ir = tune
@@ -293,7 +292,10 @@ fn measure_one(
             let (_, assessment) = run.results.into_iter().next().expect("one variant");
             if let Some(t) = assessment.tests.iter().find(|t| t.failure.is_some()) {
                 let (kind, message) = t.failure.clone().expect("a failure");
-                return Err(Dropped::Why(format!("{} on the GPU: {kind}: {message}", t.test)));
+                return Err(Dropped::Why(format!(
+                    "{} on the GPU: {kind}: {message}",
+                    t.test
+                )));
             }
             let tests = assessment
                 .tests
@@ -306,7 +308,12 @@ fn measure_one(
             let rounds = assessment
                 .tests
                 .iter()
-                .map(|t| t.timing.as_ref().map(|t| t.original_ns.clone()).unwrap_or_default())
+                .map(|t| {
+                    t.timing
+                        .as_ref()
+                        .map(|t| t.original_ns.clone())
+                        .unwrap_or_default()
+                })
                 .collect();
             Ok((tests, rounds))
         }

@@ -18,8 +18,8 @@ use gevo_search::store::{JobRecord, Store};
 use gevod::config::{parse_duration, ranges, EvolveFile, LauncherKind};
 use gevod::cuda::driver;
 use gevod::cuda::measure::Measurement;
-use gevod::worker::sanitize::SanitizeMode;
 use gevod::tune::Timer;
+use gevod::worker::sanitize::SanitizeMode;
 use gevod::worker::setup::{arch_for, SetupError, WorkerSetup};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -251,7 +251,11 @@ impl EvolveArgs {
                     },
                 };
                 Some(evolve_tune::choose(
-                    &self.spec, &tuned, &timer, &store, &self.state,
+                    &self.spec,
+                    &tuned,
+                    &timer,
+                    &store,
+                    &self.state,
                 )?)
             }
             _ => None,

@@ -38,7 +38,10 @@ pub(super) fn choose(
     std::fs::create_dir_all(&dir).with_context(|| dir.display().to_string())?;
     let swept = match store.setting::<Sweep>(&key)? {
         Some(s) => {
-            eprintln!("configurations: the sweep of this spec stored in {}", state.display());
+            eprintln!(
+                "configurations: the sweep of this spec stored in {}",
+                state.display()
+            );
             s
         }
         None => {
@@ -49,11 +52,18 @@ pub(super) fn choose(
         }
     };
     let Some(best) = &swept.best else {
-        anyhow::bail!("{}: no configuration could be measured", spec_path.display());
+        anyhow::bail!(
+            "{}: no configuration could be measured",
+            spec_path.display()
+        );
     };
     eprintln!(
         "configurations: {} of {} measured; searching on {}, {:.3}x over the source's ({})",
-        swept.configurations.iter().filter(|m| m.why.is_none()).count(),
+        swept
+            .configurations
+            .iter()
+            .filter(|m| m.why.is_none())
+            .count(),
         swept.configurations.len(),
         describe(&best.configuration),
         best.speedup,

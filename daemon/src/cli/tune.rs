@@ -83,7 +83,10 @@ impl TuneArgs {
         };
         write_output(None, &text)?;
         if result.best.is_none() {
-            bail!("{}: no configuration could be measured", self.spec.display());
+            bail!(
+                "{}: no configuration could be measured",
+                self.spec.display()
+            );
         }
         Ok(())
     }
@@ -93,7 +96,10 @@ impl TuneArgs {
 /// written in the same directory.
 fn check_beside(spec: &Path, write: &Path) -> Result<()> {
     let dir = |p: &Path| {
-        let d = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let d = p
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
         std::fs::canonicalize(d).with_context(|| d.display().to_string())
     };
     if dir(spec)? != dir(write)? {
@@ -120,7 +126,10 @@ fn table(sweep: &Sweep, written: Option<&Path>) -> String {
     );
     let best = sweep.best.as_ref().map(|b| &b.configuration);
     for m in &sweep.configurations {
-        let mark = match (Some(&m.configuration) == best, m.configuration == sweep.source) {
+        let mark = match (
+            Some(&m.configuration) == best,
+            m.configuration == sweep.source,
+        ) {
             (true, _) => "* ",
             (false, true) => "s ",
             _ => "  ",

@@ -1,0 +1,192 @@
+//! `gevod tune` and `gevod evolve` on a spec with `[tune]`, on the simulator:
+//! the configurations the sweep measures and drops (and why), the spec it
+//! writes, the search on the fastest configuration, and the sweep kept for
+//! `--resume`.
+
+use crate::common::{repo_root, s, succeeded, text};
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn gevod(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gevod"))
+        .env_remove("GEVOD_LOG")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// The fixture's directory copied to a temporary one (the sweep writes the
+/// chosen configuration's spec beside the spec).
+fn fixture() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let from = repo_root().join("tests/fixtures/tune");
+    std::fs::create_dir(dir.path().join("blockscale.tune")).unwrap();
+    for name in ["blockscale.gevo.toml", "blockscale.ll"] {
+        std::fs::copy(from.join(name), dir.path().join(name)).unwrap();
+    }
+    for entry in std::fs::read_dir(from.join("blockscale.tune")).unwrap() {
+        let entry = entry.unwrap();
+        let to = dir.path().join("blockscale.tune").join(entry.file_name());
+        std::fs::copy(entry.path(), to).unwrap();
+    }
+    let spec = dir.path().join("blockscale.gevo.toml");
+    (dir, spec)
+}
+
+#[test]
+fn the_sweep_measures_each_configuration_and_drops_the_faulting_ones() {
+    let (dir, spec) = fixture();
+    let chosen = dir.path().join("chosen.gevo.toml");
+    let args = [
+        "tune",
+        s(&spec),
+        "--backend",
+        "sim",
+        "--json",
+        "--write",
+        s(&chosen),
+    ];
+    let out = succeeded(gevod(&args), &args);
+    let sweep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let configs = sweep["configurations"].as_array().unwrap();
+    assert_eq!(configs.len(), 6, "{sweep}");
+    assert_eq!(
+        sweep["source"],
+        serde_json::json!({"BLOCK": 32, "ITEMS": 1})
+    );
+    for c in configs {
+        let block = c["configuration"]["BLOCK"].as_i64().unwrap();
+        if block > 64 {
+            // The kernel's shared tile holds 64 floats.
+            assert_eq!(c["status"], "dropped", "{c}");
+            let why = c["why"].as_str().unwrap();
+            assert!(
+                why.contains("out-of-bounds") && why.contains("shared"),
+                "{why}"
+            );
+            assert!(!why.contains('\n'), "{why}");
+        } else {
+            assert_eq!(c["status"], "measured", "{c}");
+            assert_eq!(c["tests"].as_array().unwrap().len(), 2, "{c}");
+        }
+    }
+    let source = configs
+        .iter()
+        .find(|c| c["configuration"] == sweep["source"])
+        .unwrap();
+    assert_eq!(source["mean_ratio"], 1.0);
+    let best = &sweep["best"];
+    let ratios: Vec<f64> = configs
+        .iter()
+        .filter_map(|c| c["mean_ratio"].as_f64())
+        .collect();
+    let fastest = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+    assert!(
+        (best["speedup"].as_f64().unwrap() - 1.0 / fastest).abs() < 1e-9,
+        "{sweep}"
+    );
+
+    // The written spec runs the fastest configuration.
+    let written = std::fs::read_to_string(&chosen).unwrap();
+    assert!(written.contains("[tune.chosen]"), "{written}");
+    let loaded = gevo_model::spec::load(&chosen).unwrap();
+    let tune = loaded.tune.unwrap();
+    assert!(tune.chosen_written);
+    assert_eq!(serde_json::json!(tune.chosen), best["configuration"]);
+
+    // The table says the same, one line per configuration.
+    let args = ["tune", s(&spec), "--backend", "sim"];
+    let table = text(&succeeded(gevod(&args), &args).stdout);
+    assert!(
+        table.contains("  BLOCK=128 ITEMS=1            dropped: "),
+        "{table}"
+    );
+    assert!(table.contains("s BLOCK=32 ITEMS=1 "), "{table}");
+    assert!(table.lines().any(|l| l.starts_with("fastest: ")), "{table}");
+}
+
+#[test]
+fn tune_refuses_what_it_cannot_sweep() {
+    let (dir, spec) = fixture();
+    let other = tempfile::tempdir().unwrap();
+    let elsewhere = other.path().join("x.gevo.toml");
+    let out = gevod(&[
+        "tune",
+        s(&spec),
+        "--backend",
+        "sim",
+        "--write",
+        s(&elsewhere),
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("write it beside"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!elsewhere.exists());
+
+    let plain = repo_root().join("tests/fixtures/kernels/stencil.gevo.toml");
+    let out = gevod(&["tune", s(&plain), "--backend", "sim"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("no [tune] table"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let chosen = dir.path().join("chosen.gevo.toml");
+    let configured =
+        std::fs::read_to_string(&spec).unwrap() + "\n[tune.chosen]\nBLOCK = 64\nITEMS = 1\n";
+    std::fs::write(&chosen, configured).unwrap();
+    let out = gevod(&["tune", s(&chosen), "--backend", "sim"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("runs one configuration already"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn evolve_searches_the_fastest_configuration_and_resumes_it() {
+    let (dir, spec) = fixture();
+    let state = dir.path().join("state");
+    let run = |generations: &str, resume: bool| {
+        let mut args = vec![
+            "evolve",
+            s(&spec),
+            "--backend",
+            "sim",
+            "--generations",
+            generations,
+            "--state",
+            s(&state),
+            "--json",
+            "--no-explain",
+            "--workers",
+            "2",
+        ];
+        if resume {
+            args.push("--resume");
+        }
+        let out = succeeded(gevod(&args), &args);
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (report, text(&out.stderr))
+    };
+    let (first, said) = run("1", false);
+    let best = first["tune"]["best"]["configuration"].clone();
+    assert!(best.is_object(), "{first}");
+    assert!(said.contains("searching on "), "{said}");
+    // The job runs the chosen configuration's spec text.
+    let store = gevo_search::store::Store::open(&state).unwrap();
+    let job = store.job(first["job"].as_str().unwrap()).unwrap().unwrap();
+    assert!(job.spec_text.contains("[tune.chosen]"), "{}", job.spec_text);
+    drop(store);
+
+    let (second, said) = run("2", true);
+    assert!(said.contains("the sweep of this spec stored in"), "{said}");
+    assert_eq!(second["job"], first["job"]);
+    assert_eq!(second["tune"]["best"]["configuration"], best);
+    assert_eq!(second["generations"], 2);
+}
