@@ -27,6 +27,7 @@ mod scan;
 pub mod seed;
 mod shared_search;
 mod slots;
+mod tuned;
 
 pub use crate::config::ServeConfig;
 pub use slots::{slots_for, WorkerFactory};
@@ -34,8 +35,9 @@ pub use slots::{slots_for, WorkerFactory};
 use crate::worker::setup::WorkerSetup;
 use control::Control;
 use gevo_client::export::Readers;
+use gevo_model::access::Reader;
 use gevo_model::device::DeviceInfo;
-use gevo_model::spec::Spec;
+use gevo_model::spec::{Spec, TestSet};
 use gevo_search::evolve::{Backend, Scope};
 use gevo_search::store::{Store, StoreError};
 use registry::{Registry, SlotState};
@@ -91,6 +93,27 @@ pub trait BackendFactory: Send + Sync {
         device: Option<&DeviceInfo>,
         stop: Arc<AtomicBool>,
     ) -> Result<Box<dyn Backend>, String>;
+
+    /// Sweeps a tuned spec's configurations (`crate::tune`) on `device`
+    /// (the simulator when `None`), reading its files for `reader`; here,
+    /// on the simulator with `workers` threads.
+    fn sweep(
+        &self,
+        spec_path: &Path,
+        tuned: &Spec,
+        _device: Option<&DeviceInfo>,
+        reader: &Reader,
+        workers: usize,
+    ) -> Result<crate::tune::Sweep, String> {
+        let scratch = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let files = crate::tune::Files {
+            reader,
+            scratch: scratch.path(),
+        };
+        let timer = crate::tune::Timer::Simulator { workers };
+        crate::tune::sweep(spec_path, tuned, &timer, TestSet::Train, &files)
+            .map_err(|e| e.to_string())
+    }
 }
 
 /// The GPUs of one slot: the first (which measures promotions) and the

@@ -10,6 +10,7 @@ mod check;
 use crate::worker::gpu_run::{measure_on_gpu, GpuRunError, Variants};
 use crate::worker::setup::WorkerSetup;
 use gevo_ir::KernelIr;
+use gevo_model::access::Reader;
 use gevo_model::device::DeviceInfo;
 use gevo_model::spec::tune::{describe, Configuration};
 use gevo_model::spec::{self, Spec, SpecError, TestSet, TestTarget};
@@ -100,21 +101,50 @@ pub fn sweep_key(spec_hash: &str, backend: &str) -> String {
 }
 
 impl Sweep {
+    /// A sweep that could not run (the GPU failed): nothing measured, the
+    /// source's configuration stays.
+    pub fn failed(spec: &Path, source: Configuration, why: &str) -> Sweep {
+        Sweep {
+            spec: spec.to_path_buf(),
+            backend: String::new(),
+            tests: String::new(),
+            configurations: vec![Measured {
+                configuration: source.clone(),
+                ir: PathBuf::new(),
+                status: "dropped".into(),
+                why: Some(format!("the sweep failed: {why}")),
+                tests: Vec::new(),
+                mean_ratio: None,
+                rounds: Vec::new(),
+            }],
+            source,
+            best: None,
+        }
+    }
+
     /// The best configuration's spec text: the tuned spec made to run it.
     pub fn best_text(&self, tuned: &Spec) -> Option<String> {
         tuned.configured_text(&self.best.as_ref()?.configuration)
     }
 }
 
+/// What the sweep reads the configurations' files for, and where it puts
+/// its copies: each configuration's spec text and IR go to `scratch` (read
+/// for `reader`, the spec's owner in the daemon), and the workers read
+/// those copies, never the paths.
+pub struct Files<'a> {
+    pub reader: &'a Reader,
+    pub scratch: &'a Path,
+}
+
 /// Sweeps every configuration of `tuned` (loaded from `spec_path`, no
-/// `[tune.chosen]`) on `set`; `scratch` is a directory for the
-/// configurations' spec texts the GPU workers read.
+/// `[tune.chosen]`) on `set`.
 pub fn sweep(
     spec_path: &Path,
     tuned: &Spec,
     timer: &Timer,
     set: TestSet,
-    scratch: &Path,
+    files: &Files,
 ) -> Result<Sweep, TuneError> {
     let tune = tuned
         .tune
@@ -135,7 +165,7 @@ pub fn sweep(
             .ir_path(dir, &config)
             .unwrap_or_else(|| tuned.ir.clone());
         let text = tuned.configured_text(&config).expect("a tuned spec");
-        let measured = match measure_one(spec_path, &text, &reference, timer, set, scratch) {
+        let measured = match measure_one(spec_path, &text, &reference, timer, set, files) {
             Ok((tests, rounds)) => Measured {
                 configuration: config,
                 ir,
@@ -252,9 +282,11 @@ fn measure_one(
     reference: &check::Reference,
     timer: &Timer,
     set: TestSet,
-    scratch: &Path,
+    files: &Files,
 ) -> Result<Costs, Dropped> {
-    let spec = spec::parse(spec_path, text)?;
+    let mut spec = spec::parse_as(spec_path, text, files.reader)?;
+    let (text_file, ir_file) = copy_to_scratch(&spec, text, files)?;
+    spec.ir = ir_file.clone();
     let sim = Evaluator::new(spec.for_backend(TestTarget::Sim), timer_workers(timer))?;
     reference
         .check(&sim)
@@ -272,15 +304,9 @@ fn measure_one(
             Ok((tests, Vec::new()))
         }
         Timer::Gpu { setup, device } => {
-            let path = scratch.join(format!("{}.gevo.toml", spec.content_hash()));
-            std::fs::write(&path, text).map_err(|source| {
-                Dropped::Fatal(TuneError::Write {
-                    path: path.clone(),
-                    source,
-                })
-            })?;
             let setup = WorkerSetup {
-                spec_text: Some(&path),
+                spec_text: Some(&text_file),
+                ir: Some(&ir_file),
                 ..setup.clone()
             };
             let gpu_spec = spec.for_backend(TestTarget::Gpu);
@@ -318,6 +344,27 @@ fn measure_one(
             Ok((tests, rounds))
         }
     }
+}
+
+/// The configuration's spec text and IR (read for the spec's owner) written
+/// to the scratch directory: the files its evaluators and workers load.
+fn copy_to_scratch(spec: &Spec, text: &str, files: &Files) -> Result<(PathBuf, PathBuf), Dropped> {
+    let ir = files
+        .reader
+        .read_capped(&spec.ir, gevo_ir::bounds::MAX_IR_BYTES)
+        .map_err(|e| Dropped::Why(format!("IR {}", e.about(&spec.ir))))?;
+    let stem = spec.content_hash();
+    let text_file = files.scratch.join(format!("{stem}.gevo.toml"));
+    let ir_file = files.scratch.join(format!("{stem}.ll"));
+    for (path, bytes) in [(&text_file, text.as_bytes()), (&ir_file, &ir[..])] {
+        std::fs::write(path, bytes).map_err(|source| {
+            Dropped::Fatal(TuneError::Write {
+                path: path.clone(),
+                source,
+            })
+        })?;
+    }
+    Ok((text_file, ir_file))
 }
 
 /// The geometric mean of `tests`' costs over `source`'s, test by test.

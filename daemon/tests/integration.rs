@@ -28,6 +28,7 @@ mod daemon_share;
 mod daemon_shared;
 mod daemon_socket;
 mod daemon_transplant;
+mod daemon_tune;
 mod daemon_unwatch;
 mod daemon_writable;
 mod drive;

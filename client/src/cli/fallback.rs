@@ -128,6 +128,13 @@ pub fn best(settings: &Settings, query: &Query, output: Option<&Path>, json: boo
         r.speedup,
         gevo_client::proto::measured_on_long(&r.backend)
     );
+    if let Some(c) = &r.configuration {
+        let constants: Vec<String> = c.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        note += &format!(
+            "; built with {} (the spec's [tune] constants: a build that uses this PTX defines them so)",
+            constants.join(" ")
+        );
+    }
     if let Some(path) = output {
         let changed = write_if_changed(path, best.ptx.as_bytes())?;
         let verb = if changed { "wrote" } else { "unchanged:" };

@@ -24,7 +24,7 @@ use std::sync::{Mutex, RwLock};
 mod compact;
 mod records;
 pub use compact::{GROWTH_MIN, GROWTH_PERCENT};
-pub use records::{DaemonJob, GenerationRecord, JobRecord, Origin};
+pub use records::{DaemonJob, GenerationRecord, JobRecord, Origin, Tuned};
 
 /// The schema this build writes. Older stores are migrated on open; newer
 /// ones are refused.

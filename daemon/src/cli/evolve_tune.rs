@@ -5,10 +5,11 @@
 //! the same configuration's job instead of timing them all again.
 
 use anyhow::{Context as _, Result};
+use gevo_model::access::Reader;
 use gevo_model::spec::tune::describe;
 use gevo_model::spec::{self, Spec, TestSet};
 use gevo_search::store::Store;
-use gevod::tune::{sweep, sweep_key, Sweep, Timer};
+use gevod::tune::{sweep, sweep_key, Files, Sweep, Timer};
 use std::path::{Path, PathBuf};
 
 /// The configuration the search runs on: its spec, the file holding its
@@ -46,7 +47,11 @@ pub(super) fn choose(
         }
         None => {
             let scratch = tempfile::tempdir_in(&dir).context("a scratch directory")?;
-            let s = sweep(spec_path, tuned, timer, TestSet::Train, scratch.path())?;
+            let files = Files {
+                reader: &Reader::Caller,
+                scratch: scratch.path(),
+            };
+            let s = sweep(spec_path, tuned, timer, TestSet::Train, &files)?;
             store.put_setting(&key, &s)?;
             s
         }

@@ -49,7 +49,7 @@ pub fn measure(
     let setup = WorkerSetup {
         spec_text: Some(&spec_path),
         ir: Some(&ir_path),
-        ..super::run::measuring_setup(&job.spec_path, &arch, libdevice, workers)
+        ..gevod::worker::setup::measuring_setup(&job.spec_path, &arch, libdevice, workers)
     };
     let mut backend = setup.cuda_backend(&spec, device, true, Arc::new(AtomicBool::new(false)))?;
     let ir = KernelIr::parse_for_patch(&job.id, job.ir_text.as_bytes(), patch)?;

@@ -7,16 +7,13 @@ use super::tables::{gpu_table, results_json, results_table};
 use super::{resolve, BackendChoice};
 use anyhow::{bail, Result};
 use gevo_ir::{CodegenOptions, KernelIr};
-use gevo_model::access::Reader;
 use gevo_model::device::{DeviceInfo, DeviceSelector};
 use gevo_model::spec::{self, Spec, TestSet, TestTarget};
 use gevo_search::eval::{Assessment, Evaluator, GeneratedTests, TestResult};
 use gevod::worker::gpu_run::{compare_with_simulator, measure_on_gpu, Agreement, GpuRun, Variants};
-use gevod::worker::launch::Launcher;
 use gevod::worker::sanitize::SanitizeMode;
-use gevod::worker::setup::{arch_for, harness_runner, HarnessTarget, WorkerSetup};
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use gevod::worker::setup::{arch_for, harness_runner, measuring_setup, HarnessTarget, WorkerSetup};
+use std::path::PathBuf;
 
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum Tests {
@@ -233,34 +230,6 @@ impl RunArgs {
             bail!("{}: {failure}", self.spec.display());
         }
         Ok(())
-    }
-}
-
-/// The workers of a command that measures a few variants on this machine
-/// for its user (`gevod run`, `gevod explain-edits --backend cuda`): fixed
-/// rounds, no safety gate, at the user's CPU priority.
-pub(super) fn measuring_setup<'a>(
-    spec_path: &'a Path,
-    arch: &'a str,
-    libdevice: Option<&'a Path>,
-    workers: usize,
-) -> WorkerSetup<'a> {
-    WorkerSetup {
-        ir: None,
-        spec_path,
-        spec_text: None,
-        arch,
-        libdevice,
-        workers,
-        reader: &Reader::Caller,
-        timeout: Duration::from_secs(120),
-        sanitize: SanitizeMode::Off,
-        measurement: gevod::cuda::measure::Measurement::Fixed,
-        launcher: &Launcher::Local,
-        cpu: gevod::config::CpuPriority::Normal,
-        more_devices: &[],
-        prescreen: true,
-        harness_user: None,
     }
 }
 

@@ -3,14 +3,15 @@
 //! configuration's spec written for `gevod evolve` to search on.
 
 use super::output::{default_workers, write_output};
-use super::run::measuring_setup;
 use super::{resolve, BackendChoice};
 use anyhow::{bail, Context as _, Result};
+use gevo_model::access::Reader;
 use gevo_model::device::DeviceSelector;
 use gevo_model::spec::tune::describe;
 use gevo_model::spec::{self, TestSet};
-use gevod::tune::{sweep, Sweep, Timer};
+use gevod::tune::{sweep, Files, Sweep, Timer};
 use gevod::worker::setup::arch_for;
+use gevod::worker::setup::measuring_setup;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -69,7 +70,11 @@ impl TuneArgs {
             Tests::Heldout => TestSet::Heldout,
         };
         let scratch = tempfile::tempdir().context("a scratch directory")?;
-        let result = sweep(&self.spec, &tuned, &timer, set, scratch.path())?;
+        let files = Files {
+            reader: &Reader::Caller,
+            scratch: scratch.path(),
+        };
+        let result = sweep(&self.spec, &tuned, &timer, set, &files)?;
         if let (Some(w), Some(text)) = (&self.write, result.best_text(&tuned)) {
             write_output(Some(w), &text)?;
         }

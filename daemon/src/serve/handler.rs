@@ -493,7 +493,11 @@ impl ApiHandler {
             .iter()
             .filter(|j| j.record.spec_path == spec)
             .collect();
-        if from_this_file.is_empty() || from_this_file.iter().any(|j| j.record.spec_hash == hash) {
+        let made_of = |j: &&&super::registry::JobEntry| {
+            j.record.spec_hash == hash
+                || j.daemon.tuned.as_ref().is_some_and(|t| t.spec_hash == hash)
+        };
+        if from_this_file.is_empty() || from_this_file.iter().any(made_of) {
             return None;
         }
         Some((

@@ -23,6 +23,9 @@ pub(super) struct Found<'a> {
     pub spec_text: &'a str,
     pub ir_bytes: &'a [u8],
     pub fingerprint: &'a str,
+    /// A `[tune]` spec's chosen configuration (`spec` and `spec_text` are
+    /// then its configured spec).
+    pub tuned: Option<gevo_search::store::Tuned>,
 }
 
 /// A version's identity: its job id and what makes it.
@@ -223,6 +226,7 @@ fn create(
         origin,
         search_key: version.search_key,
         follows,
+        tuned: found.tuned.clone(),
     };
     let id = version.id;
     let ir_snapshot = super::scan::snapshot_path(&shared.state_dir, &id);

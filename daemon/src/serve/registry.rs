@@ -44,6 +44,9 @@ pub struct JobEntry {
     /// The PTX hash of the best whose edit contributions this daemon run
     /// measured or tried (`super::explain`): never tried twice.
     pub explained: Option<String>,
+    /// Its sweep chose another configuration of its `[tune]` spec: the next
+    /// scan makes that the kernel's version, and this one waits.
+    pub configuring: bool,
 }
 
 impl JobEntry {
@@ -73,6 +76,7 @@ impl JobEntry {
             best: None,
             pareto: Vec::new(),
             generated: None,
+            configuring: false,
             explained: None,
         }
     }
@@ -103,6 +107,7 @@ impl JobEntry {
 
     pub fn runnable(&self) -> bool {
         self.error.is_none()
+            && !self.configuring
             && !self.daemon.superseded
             && !self.removed
             && !self.daemon.paused

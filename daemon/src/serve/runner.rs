@@ -37,6 +37,11 @@ pub fn run(shared: &Shared, slot: usize, factory: &dyn BackendFactory) {
         let _enter = span.enter();
         if current.as_ref().is_none_or(|c| c.driver.id() != id) {
             current = None; // stops the previous job's workers
+            let workers = job_workers(&shared.config());
+            if super::tuned::sweep_first(shared, slot, &id, factory, workers) {
+                release(shared, slot, &id, started.elapsed());
+                continue;
+            }
             match start(shared, slot, &id, factory) {
                 Ok(c) => current = Some(c),
                 Err(message) => {
@@ -163,11 +168,7 @@ fn start(
     // The workers read the spec text the daemon checked, never the path.
     super::scan::write_spec_snapshot(&snapshot, &record.spec_text, shared.readers)?;
     let config = shared.config();
-    let workers = if config.workers.count == 0 {
-        std::thread::available_parallelism().map_or(1, |n| n.get())
-    } else {
-        config.workers.count
-    };
+    let workers = job_workers(&config);
     // Once per job, for the job view: promotion's workers derive the same.
     let derived = shared
         .registry()
@@ -216,6 +217,14 @@ fn start(
     let backend = factory.start(&setup, &spec, shared.slots[slot].device.as_ref(), stop)?;
     tracing::info!(generation = driver.engine().generations(), "job started");
     Ok(Current { driver, backend })
+}
+
+/// Worker processes per job: `[workers] count`, 0 for one per core.
+fn job_workers(config: &ServeConfig) -> usize {
+    match config.workers.count {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    }
 }
 
 /// Drives the job until the slice is used or the runner is told to stop.

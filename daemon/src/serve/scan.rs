@@ -82,8 +82,9 @@ pub fn record_for(
     v: &gevo_search::evolve::Validated,
     validated_at: u64,
 ) -> BestRecord {
+    let tuned = entry.daemon.tuned.as_ref();
     BestRecord {
-        configuration: None,
+        configuration: tuned.map(|t| t.configuration.clone()),
         kernel: entry.daemon.kernel.clone(),
         job: entry.id.clone(),
         version: entry.daemon.version,
@@ -99,7 +100,10 @@ pub fn record_for(
         interval: v.interval,
         generation: v.generation,
         ptx_hash: v.ptx_hash.clone(),
-        spec_hash: entry.record.spec_hash.clone(),
+        // What the build's spec copy hashes to: the file's, for a tuned spec.
+        spec_hash: tuned
+            .map_or(&entry.record.spec_hash, |t| &t.spec_hash)
+            .clone(),
         ir_hash: entry.record.ir_hash.clone(),
         validated_at,
     }
@@ -218,7 +222,23 @@ pub fn rescan(
             }
         };
         let spec_text = String::from_utf8_lossy(&spec_bytes).into_owned();
-        let parsed = gevo_model::spec::parse_as(&f.spec, &spec_text, &reader);
+        let parsed =
+            gevo_model::spec::parse_as(&f.spec, &spec_text, &reader).map_err(|e| e.to_string());
+        // A tuned spec whose sweep chose a configuration: that one's spec
+        // (and its IR, read below) make the version.
+        let configured = parsed
+            .as_ref()
+            .ok()
+            .and_then(|s| super::tuned::configured(shared, s, &reader));
+        let (parsed, spec_text, tuned) = match configured {
+            None => (parsed, spec_text, None),
+            Some(Ok(c)) => (Ok(c.spec), c.text, Some(c.tuned)),
+            Some(Err(message)) => (
+                Err(format!("{}: {message}", f.spec.display())),
+                spec_text,
+                None,
+            ),
+        };
         let ir_bytes = parsed
             .as_ref()
             .ok()
@@ -247,6 +267,10 @@ pub fn rescan(
                     .iter()
                     .map(|p| format!("\n{p}"))
                     .collect::<String>()
+                    + &tuned.as_ref().map_or(String::new(), |t| format!(
+                        "\nconfiguration {}",
+                        gevo_model::spec::tune::describe(&t.configuration)
+                    ))
             )
             .as_bytes(),
         );
@@ -272,7 +296,7 @@ pub fn rescan(
             pending = Some(pending.map_or(wait, |p| p.min(wait)));
             continue;
         }
-        let outcome = parsed.map_err(|e| e.to_string()).and_then(|spec| {
+        let outcome = parsed.and_then(|spec| {
             let ir_bytes = ir_bytes
                 .expect("read for every parsed spec")
                 .map_err(|e| format!("{}: ir: {e}", f.spec.display()))?;
@@ -284,6 +308,7 @@ pub fn rescan(
                 spec_text: &spec_text,
                 ir_bytes: &ir_bytes,
                 fingerprint: &fingerprint,
+                tuned,
             };
             super::register::register(shared, config, found)
         });

@@ -6,8 +6,9 @@ use super::{BackendFactory, SlotGpus};
 use crate::config::{BackendSetting, ServeConfig, WithoutGpu};
 use crate::cuda::driver;
 use crate::worker::setup::WorkerSetup;
+use gevo_model::access::Reader;
 use gevo_model::device::{DeviceInfo, DeviceSelector};
-use gevo_model::spec::Spec;
+use gevo_model::spec::{Spec, TestSet};
 use gevo_search::evolve::Backend;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -108,6 +109,35 @@ impl BackendFactory for WorkerFactory {
         };
         setup
             .start_backend(spec, device, stop)
+            .map_err(|e| e.to_string())
+    }
+
+    fn sweep(
+        &self,
+        spec_path: &std::path::Path,
+        tuned: &Spec,
+        device: Option<&DeviceInfo>,
+        reader: &Reader,
+        workers: usize,
+    ) -> Result<crate::tune::Sweep, String> {
+        let scratch = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let files = crate::tune::Files {
+            reader,
+            scratch: scratch.path(),
+        };
+        let arch = crate::worker::setup::arch_for(tuned, None, device);
+        let timer = match device {
+            None => crate::tune::Timer::Simulator { workers },
+            Some(device) => crate::tune::Timer::Gpu {
+                setup: WorkerSetup {
+                    libdevice: self.libdevice.as_deref(),
+                    reader,
+                    ..crate::worker::setup::measuring_setup(spec_path, &arch, None, workers)
+                },
+                device: device.clone(),
+            },
+        };
+        crate::tune::sweep(spec_path, tuned, &timer, TestSet::Train, &files)
             .map_err(|e| e.to_string())
     }
 }

@@ -522,3 +522,31 @@ pub fn start_measurer(
         source: Box::new(source),
     })
 }
+
+/// The workers of a command that measures a few variants on this machine
+/// for its user (`gevod run`, `gevod explain-edits --backend cuda`): fixed
+/// rounds, no safety gate, at the user's CPU priority.
+pub fn measuring_setup<'a>(
+    spec_path: &'a Path,
+    arch: &'a str,
+    libdevice: Option<&'a Path>,
+    workers: usize,
+) -> WorkerSetup<'a> {
+    WorkerSetup {
+        ir: None,
+        spec_path,
+        spec_text: None,
+        arch,
+        libdevice,
+        workers,
+        reader: &Reader::Caller,
+        timeout: Duration::from_secs(120),
+        sanitize: SanitizeMode::Off,
+        measurement: crate::cuda::measure::Measurement::Fixed,
+        launcher: &Launcher::Local,
+        cpu: crate::config::CpuPriority::Normal,
+        more_devices: &[],
+        prescreen: true,
+        harness_user: None,
+    }
+}

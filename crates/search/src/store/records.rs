@@ -72,6 +72,18 @@ pub struct DaemonJob {
     /// The job whose search this one shares instead of running its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub follows: Option<String>,
+    /// A `[tune]` spec's version that runs the configuration its sweep
+    /// chose: the record's spec text is the configured one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tuned: Option<Tuned>,
+}
+
+/// The configuration a version of a `[tune]` spec runs, and the spec file's
+/// own hash (builds compare their spec copy's hash with it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tuned {
+    pub configuration: std::collections::BTreeMap<String, i64>,
+    pub spec_hash: String,
 }
 
 /// What a job version took over from the one before it.
