@@ -100,6 +100,12 @@ pub fn sweep_key(spec_hash: &str, backend: &str) -> String {
     format!("tune/{spec_hash}/{backend}")
 }
 
+/// The store setting with the sweep that chose a job's configuration (the
+/// report's table and plot of the configurations).
+pub fn job_sweep_key(job: &str) -> String {
+    format!("tune/job/{job}")
+}
+
 impl Sweep {
     /// A sweep that could not run (the GPU failed): nothing measured, the
     /// source's configuration stays.

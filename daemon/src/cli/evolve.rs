@@ -313,6 +313,9 @@ impl EvolveArgs {
                 driver
             }
         };
+        if let Some(c) = &chosen {
+            store.put_setting(&gevod::tune::job_sweep_key(&job.id), &c.sweep)?;
+        }
         let origin: Option<gevo_search::store::Origin> =
             store.setting(&gevo_search::seed::origin_key(&job.id))?;
 

@@ -233,6 +233,14 @@ fn create(
     gevo_client::export::write_atomic_for(&ir_snapshot, record.ir_text.as_bytes(), shared.readers)
         .map_err(|e| e.to_string())?;
     (shared.store.create_daemon_job(&record, &engine, &daemon)).map_err(|e| e.to_string())?;
+    if let Some(tuned) = &daemon.tuned {
+        // The sweep that chose it, for the job's report.
+        let key = crate::tune::sweep_key(&tuned.spec_hash, &shared.scope.backend);
+        if let Ok(Some(sweep)) = shared.store.setting::<crate::tune::Sweep>(&key) {
+            let job_key = crate::tune::job_sweep_key(&id);
+            (shared.store.put_setting(&job_key, &sweep)).map_err(|e| e.to_string())?;
+        }
+    }
     match &daemon.follows {
         Some(leader) => {
             tracing::info!(job = %id, version = daemon.version, %leader, "new job, sharing the search of another build directory's job of the same code")
