@@ -5,7 +5,10 @@
 //! "Tunable constants"). A configuration that does not load, faults, or
 //! computes other outputs is dropped with why.
 
+mod carry;
 mod check;
+
+pub use carry::{carry, Carried};
 
 use crate::worker::gpu_run::{measure_on_gpu, GpuRunError, Variants};
 use crate::worker::setup::WorkerSetup;

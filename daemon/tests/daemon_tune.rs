@@ -62,4 +62,10 @@ fn the_swept_configuration_becomes_the_served_version() {
     assert_eq!(answer["configuration"]["ITEMS"], 4);
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(said.contains("built with BLOCK=32 ITEMS=4"), "{said}");
+
+    // The export builds read while the daemon is down holds it too.
+    let export = d.state.join("exports/app/blockscale/sm_90.json");
+    let exported: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&export).unwrap()).unwrap();
+    assert_eq!(exported["configuration"], best["configuration"], "{exported}");
 }
