@@ -1,9 +1,12 @@
 # GevoBuildStep.cmake: the build-time steps of gevo_optimize(), run as
 #   cmake -DGEVO_STEP=<step> -D... -P GevoBuildStep.cmake
 #
-#   spec      USER_SPEC OUT LL ARCH PROJECT: writes the spec gevod reads: the
-#             user's spec with `ir`, `arch` and `project` set, and the IR's
+#   spec      USER_SPEC OUT LL ARCH PROJECT TUNE: writes the spec gevod reads:
+#             the user's spec with `ir`, `arch` and `project` set, and the IR's
 #             SHA-256 in a comment (so the spec's hash names this exact IR).
+#             With TUNE (the tune file gevo_optimize(... TUNE) writes), also
+#             [tune]'s `ir` pattern and [tune.source], and the SHA-256 of the
+#             configurations' IR files.
 #   original  LL OUT ARCH GEVOD CLANG ENTRY: the original kernel's PTX, with
 #             `gevod ptx` when GEVOD is set, else (or when it fails) clang;
 #             CLANG is empty with prebuilt IR on a machine without clang.
@@ -16,6 +19,10 @@
 #             With PTXAS set (MODE REPLACE), an evolved PTX is chosen only
 #             if it has every entry of the original (the source's launches
 #             need them all) and ptxas assembles it for ARCH.
+#             With TUNE, an answer is used only if its configuration names
+#             the TUNE constants (or none: the source's values), and the
+#             header of the tune file gets its values, rewritten only when
+#             its content changes.
 #   embed     PTX ORIGIN NAME ENTRY OUT: the C source holding the PTX.
 #   fatbin    PTX OUT CUBIN ARCH PTXAS FATBINARY STYLE COMPRESS: assembles the
 #             PTX (ptxas) and packs cubin and PTX into the fatbin OUT
@@ -36,6 +43,66 @@ endfunction()
 
 include("${CMAKE_CURRENT_LIST_DIR}/GevoCommon.cmake")
 
+# The tune file of gevo_optimize(... TUNE) (GevoTune.cmake): sets tune_name
+# (the kernel's gevo name), tune_names
+# and tune_source (lists of NAME and NAME=value), tune_pattern, tune_header
+# and tune_irs (the configurations' IR, relative to the spec's directory).
+macro(_gevo_read_tune file)
+  file(STRINGS "${file}" tune_lines)
+  set(tune_irs "")
+  foreach(line IN LISTS tune_lines)
+    if(line MATCHES "^(name|names|source|pattern|header)=(.*)$")
+      string(REPLACE "," ";" tune_${CMAKE_MATCH_1} "${CMAKE_MATCH_2}")
+    elseif(line MATCHES "^ir=(.*)$")
+      list(APPEND tune_irs "${CMAKE_MATCH_1}")
+    endif()
+  endforeach()
+endmacro()
+
+# The spec text after its top-level keys (tail, starting at a table header)
+# with [tune]'s `ir` (and any `source` key) replaced by the tune file's
+# pattern and [tune.source] by the source's values.
+function(_gevo_tune_spec_tail tail out)
+  _gevo_read_tune("${TUNE}")
+  _gevo_toml_chunks("${tail}" chunk)
+  set(text "")
+  set(found FALSE)
+  math(EXPR last "${chunk_count} - 1")
+  foreach(i RANGE 0 ${last})
+    set(c "${chunk_${i}}")
+    _gevo_toml_chunk_is("${c}" tune is_tune)
+    _gevo_toml_chunk_is("${c}" tune.source is_source)
+    if(is_source)
+      continue()
+    elseif(is_tune)
+      set(found TRUE)
+      if(NOT c MATCHES "\n")
+        string(APPEND c "\n")
+      endif()
+      string(REGEX REPLACE "\n[ \t]*(ir|source)[ \t]*=[^\n]*" "" c "${c}")
+      # After the header line (REGEX REPLACE's ^ would match after each line).
+      string(FIND "${c}" "\n" at)
+      math(EXPR at "${at} + 1")
+      string(SUBSTRING "${c}" 0 ${at} header)
+      string(SUBSTRING "${c}" ${at} -1 keys)
+      set(c "${header}# Set by gevo_optimize():\nir = \"${tune_pattern}\"\n${keys}")
+      string(REGEX REPLACE "\n+$" "" c "${c}")
+      string(APPEND c "\n\n")
+      string(APPEND c "# Set by gevo_optimize(): the values the source defines.\n[tune.source]\n")
+      foreach(pair IN LISTS tune_source)
+        string(REPLACE "=" " = " pair "${pair}")
+        string(APPEND c "${pair}\n")
+      endforeach()
+      string(APPEND c "\n")
+    endif()
+    string(APPEND text "${c}")
+  endforeach()
+  if(NOT found)
+    message(FATAL_ERROR "gevo: ${USER_SPEC} has no [tune] table, which TUNE needs: re-run cmake")
+  endif()
+  set(${out} "${text}" PARENT_SCOPE)
+endfunction()
+
 function(_gevo_step_spec)
   file(READ "${USER_SPEC}" text)
   file(SHA256 "${LL}" ir_sha256)
@@ -55,6 +122,20 @@ function(_gevo_step_spec)
   endforeach()
   string(REGEX REPLACE "^\n" "" head "${head}")
   string(REGEX REPLACE "[ \t\n]+$" "" head "${head}")
+  # TUNE: the configurations' IR, by one SHA-256 of their files' hashes.
+  set(tune_hash "")
+  if(TUNE)
+    _gevo_tune_spec_tail("${tail}" tail)
+    _gevo_read_tune("${TUNE}")
+    get_filename_component(dir "${OUT}" DIRECTORY)
+    set(hashes "")
+    foreach(ir IN LISTS tune_irs)
+      file(SHA256 "${dir}/${ir}" hash)
+      string(APPEND hashes "${hash}  ${ir}\n")
+    endforeach()
+    string(SHA256 hashes "${hashes}")
+    set(tune_hash "# tune ir sha256: ${hashes} (of the configurations' IR: sha256sum's lines)\n")
+  endif()
   set(out "# Written by gevo_optimize() from ${USER_SPEC}: edit that file, not this one.\n")
   string(APPEND out "${head}\n\n"
     "# Set by gevo_optimize():\n"
@@ -62,6 +143,7 @@ function(_gevo_step_spec)
     "arch = \"${ARCH}\"\n"
     "project = \"${PROJECT}\"\n"
     "# ir sha256: ${ir_sha256}\n"
+    "${tune_hash}"
     "${tail}")
   # gevod goes by content: rewriting the same text starts nothing.
   file(WRITE "${OUT}" "${out}")
@@ -160,7 +242,60 @@ function(_gevo_replace_check best out)
   set(${out} "${why}" PARENT_SCOPE)
 endfunction()
 
+# The configuration of the answer json (the `[tune]` constants its PTX was
+# built with) as a list of NAME=value in name order, "" for none (an
+# untuned variant: the source's values); why it cannot be used, or "": it
+# must name exactly the TUNE constants (tune_names), with integers.
+function(_gevo_answer_configuration json out why_out)
+  set(config "")
+  set(why "")
+  string(JSON type ERROR_VARIABLE missing TYPE "${json}" configuration)
+  if(NOT missing AND type STREQUAL "OBJECT")
+    string(JSON count LENGTH "${json}" configuration)
+    set(names "")
+    if(count GREATER 0)
+      math(EXPR last "${count} - 1")
+      foreach(i RANGE ${last})
+        string(JSON n MEMBER "${json}" configuration ${i})
+        string(JSON v GET "${json}" configuration "${n}")
+        if(NOT v MATCHES "^-?[0-9]+$")
+          set(why "the variant's configuration is unreadable: ${n} = ${v} is not an integer")
+        endif()
+        list(APPEND names "${n}")
+        list(APPEND config "${n}=${v}")
+      endforeach()
+    endif()
+    list(SORT config)
+    list(SORT names)
+    set(wanted "${tune_names}")
+    list(SORT wanted)
+    string(REPLACE ";" " " shown "${config}")
+    if(why STREQUAL "" AND NOT names STREQUAL wanted)
+      if(wanted STREQUAL "")
+        string(CONCAT why "the variant was built with the configuration ${shown}, but "
+          "gevo_optimize() names no TUNE constants to build it with")
+      else()
+        string(REPLACE ";" " " wanted "${wanted}")
+        string(CONCAT why "the variant was built with the configuration ${shown}, which does "
+          "not set exactly the TUNE constants (${wanted})")
+      endif()
+    endif()
+  elseif(NOT missing AND NOT type STREQUAL "NULL")
+    set(why "the variant's configuration is unreadable: a ${type}, not an object")
+  endif()
+  if(NOT why STREQUAL "")
+    set(config "")
+  endif()
+  set(${out} "${config}" PARENT_SCOPE)
+  set(${why_out} "${why}" PARENT_SCOPE)
+endfunction()
+
 function(_gevo_step_select)
+  set(tune_names "")
+  if(TUNE)
+    _gevo_read_tune("${TUNE}")
+  endif()
+  set(configuration "")
   set(best "${OUT}.best")
   file(REMOVE "${best}")
   set(why "")
@@ -194,8 +329,11 @@ function(_gevo_step_select)
           "its spec, none of this one yet (${said})")
       elseif(NOT EXISTS "${best}")
         set(why "gevo-client exited 0 but wrote no PTX")
-      elseif(PTXAS)
-        _gevo_replace_check("${best}" why)
+      else()
+        _gevo_answer_configuration("${json}" configuration why)
+        if(why STREQUAL "" AND PTXAS)
+          _gevo_replace_check("${best}" why)
+        endif()
       endif()
     elseif(rc STREQUAL "3")
       set(why "no validated variant yet: ${said}")
@@ -226,10 +364,15 @@ function(_gevo_step_select)
       set(speedup ", ${CMAKE_MATCH_1}")
     endif()
     set(origin "evolved: ${KERNEL} ${target}${speedup} (backend ${backend}), ${job} generation ${generation}")
+    if(NOT configuration STREQUAL "")
+      string(REPLACE ";" " " shown "${configuration}")
+      string(APPEND origin ", configuration ${shown}")
+    endif()
     set(chosen "${best}")
   else()
     set(origin "original")
     set(chosen "${ORIGINAL}")
+    set(configuration "")
   endif()
   file(SHA256 "${chosen}" new_hash)
   set(changed "changed")
@@ -243,10 +386,32 @@ function(_gevo_step_select)
   _gevo_write_if_different("${ORIGIN}" "${origin}\n")
   file(REMOVE "${best}")
   get_filename_component(out_name "${OUT}" NAME)
+  set(files "${out_name} ${changed}")
+  # TUNE: the header with the chosen configuration, or none (the source's).
+  if(TUNE)
+    get_filename_component(header_name "${tune_header}" NAME)
+    _gevo_tune_header_text("${tune_name}" "${tune_names}" "${configuration}" header)
+    set(header_changed "changed")
+    if(EXISTS "${tune_header}")
+      file(READ "${tune_header}" old)
+      if(old STREQUAL header)
+        set(header_changed "unchanged")
+      endif()
+    endif()
+    _gevo_write_if_different("${tune_header}" "${header}")
+    if(configuration STREQUAL "")
+      string(REPLACE ";" " " shown "${tune_source}")
+      set(shown "the source's configuration ${shown}")
+    else()
+      string(REPLACE ";" " " shown "${configuration}")
+      set(shown "configuration ${shown}")
+    endif()
+    set(files "${shown}; ${files}, ${header_name} ${header_changed}")
+  endif()
   if(why STREQUAL "")
-    message(STATUS "gevo: ${KERNEL} ${ARCH}: using the evolved PTX: ${said}; ${out_name} ${changed}")
+    message(STATUS "gevo: ${KERNEL} ${ARCH}: using the evolved PTX: ${said}; ${files}")
   else()
-    message(STATUS "gevo: ${KERNEL} ${ARCH}: using the original PTX: ${why}; ${out_name} ${changed}")
+    message(STATUS "gevo: ${KERNEL} ${ARCH}: using the original PTX: ${why}; ${files}")
   endif()
 endfunction()
 

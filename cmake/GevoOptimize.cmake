@@ -2,7 +2,8 @@
 #
 #   include(path/to/gevo/cmake/GevoOptimize.cmake)      # or: find_package(gevo)
 #   gevo_optimize(<target> KERNEL <name> [<name>...] SOURCE <file.cu> SPEC <file.gevo.toml>
-#                 [ARCH sm_XX] [MODE AUTO|EMBED|REPLACE] [CLANG <path>] [PROJECT <project>])
+#                 [ARCH sm_XX] [MODE AUTO|EMBED|REPLACE] [CLANG <path>] [PROJECT <project>]
+#                 [TUNE <NAME>...])
 #
 # Several KERNEL names: a pipeline of the source's kernels, evolved together
 # as one PTX module; the first name names the files and the daemon's job, and
@@ -36,6 +37,11 @@
 #      MODE AUTO (the default) is REPLACE where the target compiles SOURCE
 #      and REPLACE's needs are met, else EMBED.
 #
+# TUNE names preprocessor constants gevo may choose (GevoTune.cmake): step 1
+# also emits the IR of each configuration of the spec's `[tune]` values, and
+# step 3 writes gevo_<name>_tune.h with the chosen PTX's values, which the
+# target's sources force-include.
+#
 # With GEVO_IR_DIR set, step 1 copies <GEVO_IR_DIR>/<name>.ll instead of
 # running clang (build machines without clang), and gevod makes the PTX.
 #
@@ -59,6 +65,7 @@ cmake_policy(VERSION 3.20...3.31)
 include("${CMAKE_CURRENT_LIST_DIR}/GevoReplace.cmake")
 include("${CMAKE_CURRENT_LIST_DIR}/GevoChoices.cmake")
 include("${CMAKE_CURRENT_LIST_DIR}/GevoDaemon.cmake")
+include("${CMAKE_CURRENT_LIST_DIR}/GevoTune.cmake")
 
 # Installed (scripts/install.sh: <prefix>/lib/cmake/gevo), the binaries
 # installed with this module come first.
@@ -230,10 +237,44 @@ function(_gevo_nothing_compiles target source off_why)
     "builds ${source} when REPLACE is off (docs/cmake.md, \"When REPLACE is off\").")
 endfunction()
 
+# The rule that emits the device IR output (depfile beside it in
+# CMakeFiles/gevo), in gevo_optimize()'s scope (a macro: it reads its
+# variables); defs are more -D flags (a TUNE configuration), what the
+# comment adds to "device IR of <name> for <arch>".
+macro(_gevo_ir_rule output depfile defs what)
+  add_custom_command(
+    OUTPUT "${output}"
+    COMMAND "${clang}" -x cuda --cuda-device-only -emit-llvm -O3 -S "--cuda-gpu-arch=${arch}"
+            ${cuda_flags}
+            "$<$<BOOL:${GEVO_LINE_TABLES}>:-gline-tables-only>"
+            "$<$<BOOL:${includes}>:-I$<JOIN:${includes},;-I>>"
+            "$<$<BOOL:${defines}>:-D$<JOIN:${defines},;-D>>"
+            ${defs}
+            -MD -MF "${depfile}" -MT "${output}"
+            "${source}" -o "${output}"
+    DEPENDS "${source}" "${flags}"
+    DEPFILE "${depfile}"
+    COMMENT "gevo: device IR of ${name} for ${arch}${what}"
+    COMMAND_EXPAND_LISTS VERBATIM)
+endmacro()
+
+# Prebuilt IR (GEVO_IR_DIR): the rule that copies from to to. Copy, then
+# touch: the copy may keep the source's time, which would leave the IR older
+# than the stamp and rerun this at every build.
+macro(_gevo_ir_copy from to)
+  add_custom_command(
+    OUTPUT "${to}"
+    COMMAND "${CMAKE_COMMAND}" -E copy "${from}" "${to}"
+    COMMAND "${CMAKE_COMMAND}" -E touch "${to}"
+    DEPENDS "${from}" "${flags}"
+    COMMENT "gevo: device IR of ${name} from ${from}"
+    VERBATIM)
+endmacro()
+
 function(gevo_optimize target)
-  cmake_parse_arguments(PARSE_ARGV 1 G "" "SOURCE;SPEC;ARCH;MODE;CLANG;PROJECT" "KERNEL")
+  cmake_parse_arguments(PARSE_ARGV 1 G "" "SOURCE;SPEC;ARCH;MODE;CLANG;PROJECT" "KERNEL;TUNE")
   string(CONCAT usage "gevo_optimize(<target> KERNEL <name> [<name>...] SOURCE <file.cu> SPEC <file.gevo.toml> "
-    "[ARCH sm_XX] [MODE AUTO|EMBED|REPLACE] [CLANG <path>] [PROJECT <project>])")
+    "[ARCH sm_XX] [MODE AUTO|EMBED|REPLACE] [CLANG <path>] [PROJECT <project>] [TUNE <NAME>...])")
   if(G_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "gevo_optimize: unexpected arguments: ${G_UNPARSED_ARGUMENTS}\n${usage}")
   endif()
@@ -329,6 +370,18 @@ function(gevo_optimize target)
   if(NOT EXISTS "${source}")
     message(FATAL_ERROR "gevo_optimize(${target}): ${source} does not exist")
   endif()
+  # TUNE: the source's value of each constant (GevoTune.cmake).
+  foreach(n IN LISTS G_TUNE)
+    if(NOT n MATCHES "^[A-Za-z_][A-Za-z0-9_]*$")
+      message(FATAL_ERROR "gevo_optimize(${target}): TUNE ${n} is not a preprocessor "
+        "constant's name (letters, digits and _, not first a digit)")
+    endif()
+  endforeach()
+  list(REMOVE_DUPLICATES G_TUNE)
+  if(G_TUNE)
+    _gevo_tune_check_definitions(${target} "${G_TUNE}")
+    _gevo_tune_source_values(${target} "${source}" "${G_SOURCE}" "${G_TUNE}" tune_source)
+  endif()
 
   get_property(cmake_dir GLOBAL PROPERTY GEVO_CMAKE_DIR)
   set(step "${cmake_dir}/GevoBuildStep.cmake")
@@ -415,15 +468,7 @@ function(gevo_optimize target)
     message(STATUS "gevo: ${name}: device IR from ${prebuilt} (GEVO_IR_DIR); clang is not run for it")
     # GEVO_IR_DIR may be <build>/gevo itself: then the IR is already in place.
     if(NOT prebuilt STREQUAL ll)
-      # copy, then touch: the copy may keep the source's time, which would
-      # leave the IR older than the stamp and rerun this at every build.
-      add_custom_command(
-        OUTPUT "${ll}"
-        COMMAND "${CMAKE_COMMAND}" -E copy "${prebuilt}" "${ll}"
-        COMMAND "${CMAKE_COMMAND}" -E touch "${ll}"
-        DEPENDS "${prebuilt}" "${flags}"
-        COMMENT "gevo: device IR of ${name} from ${prebuilt}"
-        VERBATIM)
+      _gevo_ir_copy("${prebuilt}" "${ll}")
     endif()
   else()
     if(replaced)
@@ -454,8 +499,16 @@ function(gevo_optimize target)
   if(NOT EXISTS "${user_spec}")
     _gevo_spec_skeleton(${target} "${name}" "${user_spec}" "${G_SPEC}" "${source}" "${ll}"
       "${prebuilt}" "${clang}" "${arch}" "${cuda_flags}")
+    if(G_TUNE)
+      _gevo_tune_skeleton("${user_spec}" "${G_TUNE}" tune_source)
+    endif()
   endif()
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${user_spec}")
+  if(G_TUNE)
+    _gevo_tune_spec_values(${target} "${user_spec}" "${G_TUNE}" tune_values)
+  else()
+    _gevo_tune_not_named(${target} "${user_spec}")
+  endif()
   _gevo_toml_top_key("${user_spec}" kernel entry)
   if(entry STREQUAL "")
     message(FATAL_ERROR "gevo_optimize(${target}): ${user_spec} has no `kernel = \"...\"`")
@@ -483,27 +536,26 @@ function(gevo_optimize target)
   else()
     file(GENERATE OUTPUT "${flags}" CONTENT
       "clang=${clang}\narch=${arch}\ncuda=${cuda_flags}\nproject=${project}\ngevod=${GEVOD}\nincludes=${includes}\ndefines=${defines}\nline_tables=${GEVO_LINE_TABLES}\n")
+    _gevo_ir_rule("${ll}" "${private}/${name}.ll.d" "" "")
+  endif()
 
-    add_custom_command(
-      OUTPUT "${ll}"
-      COMMAND "${clang}" -x cuda --cuda-device-only -emit-llvm -O3 -S "--cuda-gpu-arch=${arch}"
-              ${cuda_flags}
-              "$<$<BOOL:${GEVO_LINE_TABLES}>:-gline-tables-only>"
-              "$<$<BOOL:${includes}>:-I$<JOIN:${includes},;-I>>"
-              "$<$<BOOL:${defines}>:-D$<JOIN:${defines},;-D>>"
-              -MD -MF "${private}/${name}.ll.d" -MT "${ll}"
-              "${source}" -o "${ll}"
-      DEPENDS "${source}" "${flags}"
-      DEPFILE "${private}/${name}.ll.d"
-      COMMENT "gevo: device IR of ${name} for ${arch}"
-      COMMAND_EXPAND_LISTS VERBATIM)
+  # TUNE: each configuration's IR, the tune file the spec and select steps
+  # read, and the header the target's sources force-include.
+  set(tune_file "")
+  set(tune_irs "")
+  set(tune_include "")
+  if(G_TUNE)
+    _gevo_tune_rules()
+    set(tune_include -include "${tune_header}")
+  else()
+    set(tune_header "")
   endif()
 
   add_custom_command(
     OUTPUT "${spec}"
     COMMAND "${CMAKE_COMMAND}" -DGEVO_STEP=spec "-DUSER_SPEC=${user_spec}" "-DOUT=${spec}"
-            "-DLL=${ll}" "-DARCH=${arch}" "-DPROJECT=${project}" -P "${step}"
-    DEPENDS "${user_spec}" "${ll}" "${step}" "${flags}"
+            "-DLL=${ll}" "-DARCH=${arch}" "-DPROJECT=${project}" "-DTUNE=${tune_file}" -P "${step}"
+    DEPENDS "${user_spec}" "${ll}" "${step}" "${flags}" ${tune_file} ${tune_irs}
     COMMENT "gevo: spec of ${name} for gevod"
     VERBATIM)
 
@@ -529,10 +581,10 @@ function(gevo_optimize target)
             "-DCLIENT=${GEVO_CLIENT}" "-DSOCKET=${socket}" "-DSTATE=${state}"
             "-DUSE_EVOLVED=${GEVO_USE_EVOLVED}" "-DSPEC=${spec}" "-DUSER_SPEC=${user_spec}"
             "-DORIGINAL=${original}"
-            "-DOUT=${ptx}" "-DORIGIN=${origin}" "-DPTXAS=${select_ptxas}"
+            "-DOUT=${ptx}" "-DORIGIN=${origin}" "-DPTXAS=${select_ptxas}" "-DTUNE=${tune_file}"
             -P "${step}"
     DEPENDS "${original}" "${spec}"
-    BYPRODUCTS "${ptx}" "${origin}"
+    BYPRODUCTS "${ptx}" "${origin}" ${tune_header}
     COMMENT "gevo: choosing the PTX of ${name}"
     VERBATIM)
   add_dependencies(${target} gevo_select_${name})
@@ -630,78 +682,5 @@ static inline CUresult gevo_load_@NAME@(CUmodule *module, CUfunction *function)
   # For the caller: whether the launches run the chosen PTX.
   set(GEVO_${name}_REPLACED ${replaced} PARENT_SCOPE)
 endfunction()
-
-# The build rules of MODE REPLACE, in gevo_optimize()'s scope (a macro: it
-# reads and sets gevo_optimize()'s variables):
-#   <name>.ptx -> ptxas, fatbinary -> <build>/gevo/<name>.fatbin
-#   SOURCE -> clang --cuda-host-only -fcuda-include-gpubinary <name>.fatbin
-#          -> CMakeFiles/gevo/<name>.host.o, linked into the target instead
-#             of the target's own compilation of SOURCE.
-macro(_gevo_replace_rules)
-  set(fatbin "${dir}/${name}.fatbin")
-  set(cubin "${private}/${name}.cubin")
-  set(host_object "${private}/${name}.host.o")
-  get_filename_component(source_name "${source}" NAME)
-
-  _gevo_cuda_clang_flags("${replace_root}" host_cuda_flags)
-  _gevo_replace_config_flags(host_config_flags)
-  set(host_pic "$<$<BOOL:$<TARGET_PROPERTY:${target},POSITION_INDEPENDENT_CODE>>:-fPIC>")
-  if(type STREQUAL "SHARED_LIBRARY" OR type STREQUAL "MODULE_LIBRARY")
-    set(host_pic -fPIC)
-  endif()
-  # The language standard the target asks for, CUDA's first.
-  set(cuda_std "$<TARGET_PROPERTY:${target},CUDA_STANDARD>")
-  set(cxx_std "$<TARGET_PROPERTY:${target},CXX_STANDARD>")
-  set(host_std "$<IF:$<BOOL:${cuda_std}>,-std=c++${cuda_std},$<$<BOOL:${cxx_std}>:-std=c++${cxx_std}>>")
-
-  # As for the IR: a stamp of the command lines, so that a changed toolchain
-  # or flag rebuilds (Makefiles do not compare command lines).
-  set(replace_flags "${private}/${name}-$<CONFIG>.replace.flags")
-  file(GENERATE OUTPUT "${replace_flags}" CONTENT
-    "clang=${host_clang}\nroot=${replace_root}\narch=${arch}\nptxas=${replace_ptxas}\nfatbinary=${replace_fatbinary}\nstyle=${replace_style}\ncompress=${replace_compress}\nflags=${host_cuda_flags};${host_config_flags};${host_pic};${host_std}\nincludes=${includes}\ndefines=${defines}\n")
-
-  add_custom_command(
-    OUTPUT "${fatbin}"
-    BYPRODUCTS "${cubin}"
-    COMMAND "${CMAKE_COMMAND}" -DGEVO_STEP=fatbin "-DPTX=${ptx}" "-DOUT=${fatbin}"
-            "-DCUBIN=${cubin}" "-DARCH=${arch}" "-DPTXAS=${replace_ptxas}"
-            "-DFATBINARY=${replace_fatbinary}" "-DSTYLE=${replace_style}"
-            "-DCOMPRESS=${replace_compress}" -P "${step}"
-    DEPENDS "${ptx}" "${step}" "${replace_flags}"
-    COMMENT "gevo: fatbin of ${name}.ptx for ${arch}"
-    VERBATIM)
-
-  add_custom_command(
-    OUTPUT "${host_object}"
-    COMMAND "${host_clang}" -x cuda --cuda-host-only "--cuda-gpu-arch=${arch}" ${host_cuda_flags}
-            ${host_config_flags} "${host_pic}" "${host_std}"
-            "$<$<BOOL:${includes}>:-I$<JOIN:${includes},;-I>>"
-            "$<$<BOOL:${defines}>:-D$<JOIN:${defines},;-D>>"
-            -Xclang -fcuda-include-gpubinary -Xclang "${fatbin}"
-            -MD -MF "${private}/${name}.host.o.d" -MT "${host_object}"
-            -c "${source}" -o "${host_object}"
-    DEPENDS "${source}" "${fatbin}" "${replace_flags}"
-    DEPFILE "${private}/${name}.host.o.d"
-    COMMENT "gevo: host side of ${source_name} with ${name}.fatbin"
-    COMMAND_EXPAND_LISTS VERBATIM)
-
-  # The target's own compilation of SOURCE would define the same host
-  # functions: no target of this directory compiles it now.
-  set_source_files_properties("${source}" PROPERTIES HEADER_FILE_ONLY ON)
-  set_source_files_properties("${host_object}" PROPERTIES EXTERNAL_OBJECT ON GENERATED ON)
-  target_sources(${target} PRIVATE "${host_object}")
-  if(replace_runtime)
-    set(runtime_libs "${replace_runtime}")
-    if(replace_kind STREQUAL "static")
-      # What libcudart_static needs, as CMake's CUDA language links it.
-      find_package(Threads REQUIRED)
-      list(APPEND runtime_libs Threads::Threads ${CMAKE_DL_LIBS})
-      if(UNIX AND NOT APPLE)
-        list(APPEND runtime_libs rt)
-      endif()
-    endif()
-    target_link_libraries(${target} PRIVATE ${runtime_libs})
-  endif()
-endmacro()
 
 cmake_policy(POP)

@@ -226,3 +226,79 @@ function(_gevo_replace_config_flags out)
   list(APPEND genex ${extra})
   set(${out} "${genex}" PARENT_SCOPE)
 endfunction()
+
+# The build rules of MODE REPLACE, in gevo_optimize()'s scope (a macro: it
+# reads and sets gevo_optimize()'s variables):
+#   <name>.ptx -> ptxas, fatbinary -> <build>/gevo/<name>.fatbin
+#   SOURCE -> clang --cuda-host-only -fcuda-include-gpubinary <name>.fatbin
+#          -> CMakeFiles/gevo/<name>.host.o, linked into the target instead
+#             of the target's own compilation of SOURCE.
+# With TUNE the host side force-includes gevo_<name>_tune.h, as the
+# target's own sources do (GevoTune.cmake).
+macro(_gevo_replace_rules)
+  set(fatbin "${dir}/${name}.fatbin")
+  set(cubin "${private}/${name}.cubin")
+  set(host_object "${private}/${name}.host.o")
+  get_filename_component(source_name "${source}" NAME)
+
+  _gevo_cuda_clang_flags("${replace_root}" host_cuda_flags)
+  _gevo_replace_config_flags(host_config_flags)
+  set(host_pic "$<$<BOOL:$<TARGET_PROPERTY:${target},POSITION_INDEPENDENT_CODE>>:-fPIC>")
+  if(type STREQUAL "SHARED_LIBRARY" OR type STREQUAL "MODULE_LIBRARY")
+    set(host_pic -fPIC)
+  endif()
+  # The language standard the target asks for, CUDA's first.
+  set(cuda_std "$<TARGET_PROPERTY:${target},CUDA_STANDARD>")
+  set(cxx_std "$<TARGET_PROPERTY:${target},CXX_STANDARD>")
+  set(host_std "$<IF:$<BOOL:${cuda_std}>,-std=c++${cuda_std},$<$<BOOL:${cxx_std}>:-std=c++${cxx_std}>>")
+
+  # As for the IR: a stamp of the command lines, so that a changed toolchain
+  # or flag rebuilds (Makefiles do not compare command lines).
+  set(replace_flags "${private}/${name}-$<CONFIG>.replace.flags")
+  file(GENERATE OUTPUT "${replace_flags}" CONTENT
+    "clang=${host_clang}\nroot=${replace_root}\narch=${arch}\nptxas=${replace_ptxas}\nfatbinary=${replace_fatbinary}\nstyle=${replace_style}\ncompress=${replace_compress}\nflags=${host_cuda_flags};${host_config_flags};${host_pic};${host_std}\nincludes=${includes}\ndefines=${defines}\ntune=${tune_include}\n")
+
+  add_custom_command(
+    OUTPUT "${fatbin}"
+    BYPRODUCTS "${cubin}"
+    COMMAND "${CMAKE_COMMAND}" -DGEVO_STEP=fatbin "-DPTX=${ptx}" "-DOUT=${fatbin}"
+            "-DCUBIN=${cubin}" "-DARCH=${arch}" "-DPTXAS=${replace_ptxas}"
+            "-DFATBINARY=${replace_fatbinary}" "-DSTYLE=${replace_style}"
+            "-DCOMPRESS=${replace_compress}" -P "${step}"
+    DEPENDS "${ptx}" "${step}" "${replace_flags}"
+    COMMENT "gevo: fatbin of ${name}.ptx for ${arch}"
+    VERBATIM)
+
+  add_custom_command(
+    OUTPUT "${host_object}"
+    COMMAND "${host_clang}" -x cuda --cuda-host-only "--cuda-gpu-arch=${arch}" ${host_cuda_flags}
+            ${host_config_flags} "${host_pic}" "${host_std}"
+            "$<$<BOOL:${includes}>:-I$<JOIN:${includes},;-I>>"
+            "$<$<BOOL:${defines}>:-D$<JOIN:${defines},;-D>>"
+            ${tune_include}
+            -Xclang -fcuda-include-gpubinary -Xclang "${fatbin}"
+            -MD -MF "${private}/${name}.host.o.d" -MT "${host_object}"
+            -c "${source}" -o "${host_object}"
+    DEPENDS "${source}" "${fatbin}" "${replace_flags}" ${tune_header}
+    DEPFILE "${private}/${name}.host.o.d"
+    COMMENT "gevo: host side of ${source_name} with ${name}.fatbin"
+    COMMAND_EXPAND_LISTS VERBATIM)
+
+  # The target's own compilation of SOURCE would define the same host
+  # functions: no target of this directory compiles it now.
+  set_source_files_properties("${source}" PROPERTIES HEADER_FILE_ONLY ON)
+  set_source_files_properties("${host_object}" PROPERTIES EXTERNAL_OBJECT ON GENERATED ON)
+  target_sources(${target} PRIVATE "${host_object}")
+  if(replace_runtime)
+    set(runtime_libs "${replace_runtime}")
+    if(replace_kind STREQUAL "static")
+      # What libcudart_static needs, as CMake's CUDA language links it.
+      find_package(Threads REQUIRED)
+      list(APPEND runtime_libs Threads::Threads ${CMAKE_DL_LIBS})
+      if(UNIX AND NOT APPLE)
+        list(APPEND runtime_libs rt)
+      endif()
+    endif()
+    target_link_libraries(${target} PRIVATE ${runtime_libs})
+  endif()
+endmacro()

@@ -14,6 +14,7 @@ mod cmake_install;
 mod cmake_names;
 mod cmake_pipeline;
 mod cmake_toolkit;
+mod cmake_tune;
 mod cuda_backend;
 mod cuda_promotion;
 mod daemon;

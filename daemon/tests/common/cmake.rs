@@ -166,6 +166,19 @@ pub fn example_copy(dir: &Path, example: &str, copy: &str) -> Project {
     p
 }
 
+/// A copy of the CMake project tests/fixtures/<fixture> (its project and
+/// program named like it) in dir/<fixture>, built in dir/<build>.
+pub fn fixture_project(dir: &Path, fixture: &str, build: &str) -> Project {
+    let source = dir.join(fixture);
+    if !source.exists() {
+        copy_dir(
+            &super::repo_root().join("tests/fixtures").join(fixture),
+            &source,
+        );
+    }
+    Project::new(dir, fixture, build)
+}
+
 /// Replaces the first `from` in the file with `to`.
 pub fn edit(path: &Path, from: &str, to: &str) {
     let text = std::fs::read_to_string(path).unwrap();
