@@ -69,4 +69,5 @@ mod spec_kernel;
 mod special_files;
 mod transplant;
 mod trust;
+mod tune_fixture;
 mod worker_pool;
