@@ -8,7 +8,7 @@
 # The package step also writes .dist/e2e/stencil.ll, the device IR of
 # examples/stencil-app (emitted here by gevo_optimize() with clang-19), which
 # the e2e section builds with. SECTIONS picks what runs (default
-# "kernels guards gate explain evolve daemon e2e harness"; "devices" runs only when named).
+# "kernels guards gate explain evolve daemon tune e2e harness"; "devices" runs only when named).
 #
 # Checks, each counted:
 #  - gevod carries no libLLVM; every fixture's PTX (libdevice linked from the
@@ -53,6 +53,9 @@
 #    stops and frees the GPU when another process (tests/fixtures/gpu/busy.cu)
 #    computes, resumes after the grace period, and serves a validated
 #    variant through gevo-client; SIGTERM exits 0 within 10 s;
+#  - tunable constants (scripts/gpu-tune.sh): `gevod tune` and `gevod evolve`
+#    on the [tune] fixture, and the daemon sweeping it and serving the
+#    chosen configuration;
 #  - end to end (scripts/gpu-e2e.sh): examples/stencil-app configured and
 #    built against `gevod serve` with the cuda backend (nvcc's toolkit, the
 #    IR from .dist/e2e, or E2E_IR) embeds the original PTX and runs it; once
@@ -75,7 +78,7 @@ cd "$(dirname "$0")/.."
 
 package=${1:-.dist/gevod.gz}
 client_package=${2:-.dist/gevo-client.gz}
-sections=" ${SECTIONS:-kernels guards gate explain evolve daemon e2e harness} "
+sections=" ${SECTIONS:-kernels guards gate explain evolve daemon tune e2e harness} "
 want() { [[ $sections == *" $1 "* ]]; }
 seeds=${SEEDS:-20}
 evolve_time=${EVOLVE_TIME:-120s}
@@ -502,6 +505,13 @@ if want daemon; then
     failed=$((failed + $(grep -c '^FAIL ' "$work/daemon.out")))
     [ "$daemon_rc" -eq 0 ] || [ "$(grep -c '^FAIL ' "$work/daemon.out")" -gt 0 ] || failed=$((failed + 1))
     grep '^|' "$work/daemon.out" >> "$report" || true
+fi
+
+if want tune; then
+    scripts/gpu-tune.sh "$gevod" "$client_package" "$work/tune" > "$work/tune.out" 2>&1
+    cat "$work/tune.out"
+    passed=$((passed + $(grep -c '^ok ' "$work/tune.out")))
+    failed=$((failed + $(grep -c '^FAIL ' "$work/tune.out")))
 fi
 
 if want e2e; then

@@ -29,7 +29,8 @@ done
 
 # The committed fixture IR is exactly what the script makes from the sources.
 scripts/gen-fixtures.sh >/dev/null
-git diff --exit-code --stat -- tests/fixtures || { echo "test: fixtures differ from scripts/gen-fixtures.sh output" >&2; exit 1; }
+scripts/tune-fixture-ir.sh >/dev/null
+git diff --exit-code --stat -- tests/fixtures || { echo "test: fixtures differ from scripts/gen-fixtures.sh and scripts/tune-fixture-ir.sh output" >&2; exit 1; }
 
 cargo test --workspace
 

@@ -72,4 +72,5 @@ mod special_files;
 mod transplant;
 mod trust;
 mod tune;
+mod tune_fixture;
 mod worker_pool;

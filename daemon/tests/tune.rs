@@ -189,4 +189,16 @@ fn evolve_searches_the_fastest_configuration_and_resumes_it() {
     assert_eq!(second["job"], first["job"]);
     assert_eq!(second["tune"]["best"]["configuration"], best);
     assert_eq!(second["generations"], 2);
+
+    // The validated variant's edits, carried to the next-fastest
+    // configurations and measured there.
+    assert!(second["best"].is_object(), "{second}");
+    let carried = second["carried"].as_array().unwrap();
+    assert_eq!(carried.len(), 3, "{second}");
+    for c in carried {
+        assert_ne!(c["configuration"], best, "{c}");
+        assert!(c["kept"].as_u64().unwrap() <= c["edits"].as_u64().unwrap(), "{c}");
+        assert!(c["of_source"].is_f64() != c["why"].is_string(), "{c}");
+    }
+    assert!(carried.iter().any(|c| c["of_source"].is_f64()), "{second}");
 }

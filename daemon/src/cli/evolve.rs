@@ -18,7 +18,6 @@ use gevo_search::store::{JobRecord, Store};
 use gevod::config::{parse_duration, ranges, EvolveFile, LauncherKind};
 use gevod::cuda::driver;
 use gevod::cuda::measure::Measurement;
-use gevod::tune::Timer;
 use gevod::worker::sanitize::SanitizeMode;
 use gevod::worker::setup::{arch_for, SetupError, WorkerSetup};
 use std::path::PathBuf;
@@ -91,6 +90,11 @@ pub struct EvolveArgs {
     /// the search (on the search's own backend: the GPU for a GPU job).
     #[arg(long)]
     no_explain: bool,
+    /// A spec with [tune]: after the search, carry the best variant's edits
+    /// to this many of the next-fastest configurations and measure them
+    /// there (0: none).
+    #[arg(long, default_value_t = 3)]
+    carry: usize,
     /// TOML file with an [evolve] table of search parameters.
     #[arg(long)]
     config: Option<PathBuf>,
@@ -235,32 +239,18 @@ impl EvolveArgs {
         };
         let store = Store::open(&self.state)?;
         // A spec with [tune] and no configuration chosen: the sweep picks one.
+        let timer = evolve_tune::timer(&setup, device.as_ref());
         let chosen = match &tuned.tune {
-            Some(t) if !t.chosen_written => {
-                let timer = match &device {
-                    None => Timer::Simulator {
-                        workers: setup.workers,
-                    },
-                    Some(d) => Timer::Gpu {
-                        setup: WorkerSetup {
-                            measurement: Measurement::Fixed,
-                            sanitize: SanitizeMode::Off,
-                            ..setup.clone()
-                        },
-                        device: d.clone(),
-                    },
-                };
-                Some(evolve_tune::choose(
-                    &self.spec,
-                    &tuned,
-                    &timer,
-                    &store,
-                    &self.state,
-                )?)
-            }
+            Some(t) if !t.chosen_written => Some(evolve_tune::choose(
+                &self.spec,
+                &tuned,
+                &timer,
+                &store,
+                &self.state,
+            )?),
             _ => None,
         };
-        let spec = chosen.as_ref().map_or(tuned, |c| c.spec.clone());
+        let spec = chosen.as_ref().map_or_else(|| tuned.clone(), |c| c.spec.clone());
         setup.spec_text = chosen.as_ref().map(|c| c.text_file.as_path());
         let ir = KernelIr::load_kernels(&spec.ir, &spec.kernels)
             .with_context(|| self.spec.display().to_string())?;
@@ -358,6 +348,14 @@ impl EvolveArgs {
         let respawns = backend.as_ref().map_or(0, |b| b.respawns());
         let gate = backend.as_ref().and_then(|b| b.safety_gate());
         drop(backend);
+        // The best patch on the next-fastest configurations (their own
+        // workers, once the search's are gone).
+        let carried = match (&chosen, driver.engine().best_validated()) {
+            (Some(c), Some(best)) if !interrupted && self.carry > 0 => {
+                evolve_tune::carry(&self.spec, &tuned, c, driver.ir(), &best.minimized, &timer, self.carry)
+            }
+            _ => Vec::new(),
+        };
         progress.finish();
         let engine = driver.engine();
         let job_dir = self.state.join(&job.id);
@@ -396,6 +394,7 @@ impl EvolveArgs {
             gathered: &data,
             contributions: contributions.as_ref(),
             tuned: chosen.as_ref().map(|c| &c.sweep),
+            carried: &carried,
         };
         if self.json {
             println!("{}", serde_json::to_string_pretty(&report.json())?);

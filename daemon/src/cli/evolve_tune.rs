@@ -9,7 +9,12 @@ use gevo_model::access::Reader;
 use gevo_model::spec::tune::describe;
 use gevo_model::spec::{self, Spec, TestSet};
 use gevo_search::store::Store;
-use gevod::tune::{sweep, sweep_key, Files, Sweep, Timer};
+use gevo_ir::{KernelIr, Patch};
+use gevo_model::device::DeviceInfo;
+use gevod::cuda::measure::Measurement;
+use gevod::tune::{sweep, sweep_key, Carried, Files, Sweep, Timer};
+use gevod::worker::sanitize::SanitizeMode;
+use gevod::worker::setup::WorkerSetup;
 use std::path::{Path, PathBuf};
 
 /// The configuration the search runs on: its spec, the file holding its
@@ -83,4 +88,48 @@ pub(super) fn choose(
         text_file,
         sweep: swept,
     })
+}
+
+/// Where the sweep and the carried patches are timed: the search's GPU
+/// with fixed rounds and no safety gate, or the simulator.
+pub(super) fn timer<'a>(setup: &WorkerSetup<'a>, device: Option<&DeviceInfo>) -> Timer<'a> {
+    match device {
+        None => Timer::Simulator {
+            workers: setup.workers,
+        },
+        Some(d) => Timer::Gpu {
+            setup: WorkerSetup {
+                measurement: Measurement::Fixed,
+                sanitize: SanitizeMode::Off,
+                ..setup.clone()
+            },
+            device: d.clone(),
+        },
+    }
+}
+
+/// The best variant's edits (`patch`, of `ir`) carried to the `limit`
+/// next-fastest configurations of the sweep; a failure to make the scratch
+/// directory leaves none, with a warning.
+pub(super) fn carry(
+    spec_path: &Path,
+    tuned: &Spec,
+    chosen: &Chosen,
+    ir: &KernelIr,
+    patch: &Patch,
+    timer: &Timer,
+    limit: usize,
+) -> Vec<Carried> {
+    let scratch = match tempfile::tempdir() {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "edits not carried to other configurations");
+            return Vec::new();
+        }
+    };
+    let files = Files {
+        reader: &Reader::Caller,
+        scratch: scratch.path(),
+    };
+    gevod::tune::carry(spec_path, tuned, &chosen.sweep, ir, patch, timer, &files, limit)
 }

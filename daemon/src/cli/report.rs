@@ -158,6 +158,8 @@ pub struct Report<'a> {
     pub contributions: Option<&'a gevo_search::contrib::Contributions>,
     /// The configuration sweep that chose the spec's `[tune]` values.
     pub tuned: Option<&'a gevod::tune::Sweep>,
+    /// The best variant's edits on the next-fastest configurations.
+    pub carried: &'a [gevod::tune::Carried],
 }
 
 impl Report<'_> {
@@ -234,6 +236,7 @@ impl Report<'_> {
         }
         if let Some(b) = self.tuned.and_then(|t| t.best.as_ref().map(|b| (t, b))) {
             out += &tuned_text(b.0, b.1, self.best().map(|v| v.speedup));
+            out += &carried_text(self.carried, b.1, self.best().map(|v| v.train_cost));
         }
         out
     }
@@ -424,6 +427,7 @@ impl Report<'_> {
             "safety_gate": self.gate,
             "best_cost": e.best_cost(),
             "tune": self.tuned,
+            "carried": self.carried,
             "distinct_ptx": e.distinct_ptx(),
             "restarts": e.restarts(),
             "validated": e.validated().len(),
@@ -581,6 +585,36 @@ fn tuned_text(
             "  with the validated variant's {v:.3}x over that configuration's original: about {:.3}x over the source's kernel and launch\n",
             v * best.speedup
         );
+    }
+    out + "\n"
+}
+
+/// The best variant's edits on other configurations, each one's train cost
+/// over the source's against the chosen configuration's with the variant.
+fn carried_text(
+    carried: &[gevod::tune::Carried],
+    best: &gevod::tune::Best,
+    train_cost: Option<f64>,
+) -> String {
+    use gevo_model::spec::tune::describe;
+    if carried.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("the variant's edits carried to the next-fastest configurations (train tests, cost over the source's original):\n");
+    if let Some(cost) = train_cost {
+        out += &format!(
+            "  {:<28} {:.3}  (the search's configuration with its variant)\n",
+            describe(&best.configuration),
+            cost / best.speedup
+        );
+    }
+    for c in carried {
+        let line = match (c.of_source, &c.why) {
+            (Some(cost), _) => format!("{cost:.3}  ({} of {} edits carried)", c.kept, c.edits),
+            (None, Some(why)) => format!("not measured: {why}"),
+            (None, None) => "not measured".into(),
+        };
+        out += &format!("  {:<28} {line}\n", describe(&c.configuration));
     }
     out + "\n"
 }
