@@ -492,6 +492,36 @@ fn pareto_rows(points: &[(f64, f64, usize)]) -> String {
         .collect()
 }
 
+/// The configuration the sweep chose, and what the search adds on top of
+/// it: the speedups multiply (the sweep's on the train tests, the variant's
+/// validated against that configuration's original).
+fn tuned_text(
+    sweep: &gevod::tune::Sweep,
+    best: &gevod::tune::Best,
+    validated: Option<f64>,
+) -> String {
+    use gevo_model::spec::tune::describe;
+    let measured = sweep.configurations.iter().filter(|m| m.why.is_none());
+    let mut out = format!(
+        "configuration {} ({} of {} configurations measured on the {} tests, `gevod tune` shows them): {:.3}x [{:.3}, {:.3}] over the source's ({})\n",
+        describe(&best.configuration),
+        measured.count(),
+        sweep.configurations.len(),
+        sweep.tests,
+        best.speedup,
+        best.interval.0,
+        best.interval.1,
+        describe(&sweep.source)
+    );
+    if let Some(v) = validated {
+        out += &format!(
+            "  with the validated variant's {v:.3}x over that configuration's original: about {:.3}x over the source's kernel and launch\n",
+            v * best.speedup
+        );
+    }
+    out + "\n"
+}
+
 #[cfg(test)]
 mod tests {
     use super::{pareto_rows, Progress};
@@ -553,34 +583,4 @@ mod tests {
             ]
         );
     }
-}
-
-/// The configuration the sweep chose, and what the search adds on top of
-/// it: the speedups multiply (the sweep's on the train tests, the variant's
-/// validated against that configuration's original).
-fn tuned_text(
-    sweep: &gevod::tune::Sweep,
-    best: &gevod::tune::Best,
-    validated: Option<f64>,
-) -> String {
-    use gevo_model::spec::tune::describe;
-    let measured = sweep.configurations.iter().filter(|m| m.why.is_none());
-    let mut out = format!(
-        "configuration {} ({} of {} configurations measured on the {} tests, `gevod tune` shows them): {:.3}x [{:.3}, {:.3}] over the source's ({})\n",
-        describe(&best.configuration),
-        measured.count(),
-        sweep.configurations.len(),
-        sweep.tests,
-        best.speedup,
-        best.interval.0,
-        best.interval.1,
-        describe(&sweep.source)
-    );
-    if let Some(v) = validated {
-        out += &format!(
-            "  with the validated variant's {v:.3}x over that configuration's original: about {:.3}x over the source's kernel and launch\n",
-            v * best.speedup
-        );
-    }
-    out + "\n"
 }
