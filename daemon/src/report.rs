@@ -7,8 +7,9 @@
 //! (plotters' SVG backend), `html` assembles the page; `edits` tells a
 //! patch in source terms for the terminal, the API and the page alike;
 //! `course` says how the train best went against the validated best;
-//! `generated` derives the job's generated held-out tests; `summary` gives
-//! the numbers as JSON for scripts.
+//! `generated` derives the job's generated held-out tests; `tune` shows a
+//! tuned job's launch configuration; `summary` gives the numbers as JSON
+//! for scripts.
 
 pub mod course;
 pub mod diff;
@@ -18,6 +19,7 @@ mod generated;
 mod html;
 mod plots;
 mod summary;
+pub mod tune;
 
 pub use gather::{gather, gather_with, pick_job};
 pub use html::render;
@@ -79,6 +81,9 @@ pub struct ReportData {
     pub utilization: Option<gevo_model::utilization::Utilization>,
     /// The job's generated held-out tests and selection's use of them.
     pub generated: Generated,
+    /// The configuration sweep that chose a tuned job's launch
+    /// configuration (none for untuned jobs and older stores).
+    pub launch: Option<tune::Launch>,
     /// Rows of (what, value).
     pub environment: Vec<(String, String)>,
     /// What this store lacks (written by an older gevod), said once each.

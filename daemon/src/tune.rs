@@ -39,6 +39,8 @@ pub enum TuneError {
 }
 
 /// Where the sweep times the configurations.
+// One per sweep: boxing the GPU's setup would buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Timer<'a> {
     /// The simulator's cost model, with this many threads.
     Simulator { workers: usize },
@@ -50,7 +52,7 @@ pub enum Timer<'a> {
 }
 
 /// One configuration's original, as the sweep saw it.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Measured {
     pub configuration: Configuration,
     /// Its IR file.
@@ -68,7 +70,7 @@ pub struct Measured {
     rounds: Vec<Vec<f64>>,
 }
 
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct TestCost {
     pub test: String,
     pub cost: f64,
@@ -77,14 +79,14 @@ pub struct TestCost {
 /// The fastest configuration and its speedup over the source's, with the
 /// 95% interval (GPU: a bootstrap over both configurations' rounds, timed
 /// one after the other; simulator: the exact point).
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Best {
     pub configuration: Configuration,
     pub speedup: f64,
     pub interval: (f64, f64),
 }
 
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Sweep {
     pub spec: PathBuf,
     /// "cuda" or "sim".

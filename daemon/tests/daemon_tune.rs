@@ -2,7 +2,7 @@
 //! constants"): the first version runs the source's configuration until a
 //! runner sweeps them; the fastest becomes the kernel's next version, whose
 //! answers carry the configuration and the spec file's own hash, as builds
-//! compare it.
+//! compare it; its report shows the sweep.
 
 use crate::common;
 
@@ -67,5 +67,16 @@ fn the_swept_configuration_becomes_the_served_version() {
     let export = d.state.join("exports/app/blockscale/sm_90.json");
     let exported: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&export).unwrap()).unwrap();
-    assert_eq!(exported["configuration"], best["configuration"], "{exported}");
+    assert_eq!(
+        exported["configuration"], best["configuration"],
+        "{exported}"
+    );
+    // The report of the served version shows the sweep that chose it.
+    let page = dir.path().join("report.html");
+    let out = d.client(&["report", "blockscale", "-o", s(&page)]);
+    assert!(out.status.success(), "{out:?}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    let chosen = "<tr class=\"chosen\"><td><code>BLOCK=32 ITEMS=4</code></td><td>measured</td>";
+    assert!(html.contains(chosen), "{html}");
+    assert!(html.contains("<figure id=\"plot-launch\">\n<svg"), "{html}");
 }

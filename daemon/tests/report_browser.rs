@@ -97,6 +97,8 @@ fn the_terminal_and_html_reports_name_the_barrier_at_its_source_line() {
         "{table:.600}"
     );
     assert!(html.contains("<span class=\"hit\">   61 |     __syncthreads();"));
+    // No [tune] in its spec: no launch configuration section.
+    assert!(!html.contains("id=\"launch\""), "{html}");
     train_against_validated(&state, &html);
     // The deleted barrier's ordered accesses, and its twin that orders them.
     let relies = html

@@ -197,8 +197,106 @@ fn evolve_searches_the_fastest_configuration_and_resumes_it() {
     assert_eq!(carried.len(), 3, "{second}");
     for c in carried {
         assert_ne!(c["configuration"], best, "{c}");
-        assert!(c["kept"].as_u64().unwrap() <= c["edits"].as_u64().unwrap(), "{c}");
+        assert!(
+            c["kept"].as_u64().unwrap() <= c["edits"].as_u64().unwrap(),
+            "{c}"
+        );
         assert!(c["of_source"].is_f64() != c["why"].is_string(), "{c}");
     }
     assert!(carried.iter().any(|c| c["of_source"].is_f64()), "{second}");
+}
+
+/// `gevod report` of a tuned search: the section "Launch configuration"
+/// with a row per configuration the sweep timed (its ratio, or dropped and
+/// why), the chosen one marked, the plot with a row label per measured
+/// configuration and the served variant's point, and the numbers in
+/// `--json`. (An untuned job's report has no such section:
+/// report_browser.rs.)
+#[test]
+fn the_report_shows_the_launch_configuration() {
+    let (dir, spec) = fixture();
+    let state = dir.path().join("state");
+    let args = [
+        "evolve",
+        s(&spec),
+        "--backend",
+        "sim",
+        "--generations",
+        "3",
+        "--state",
+        s(&state),
+        "--json",
+        "--no-explain",
+        "--workers",
+        "2",
+    ];
+    let evolved: serde_json::Value =
+        serde_json::from_slice(&succeeded(gevod(&args), &args).stdout).unwrap();
+    let sweep = &evolved["tune"];
+    let best = evolved["best"]["speedup"]
+        .as_f64()
+        .expect("a validated variant");
+    let html_path = dir.path().join("report.html");
+    let args = ["report", s(&state), "-o", s(&html_path)];
+    succeeded(gevod(&args), &args);
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    let section = html
+        .split("<h2 id=\"launch\">Launch configuration</h2>")
+        .nth(1)
+        .expect("no launch configuration section");
+    let section = &section[..section.find("<h2").unwrap()];
+
+    let describe = |c: &serde_json::Value| {
+        gevo_model::spec::tune::describe(&serde_json::from_value(c.clone()).unwrap())
+    };
+    let chosen = describe(&sweep["best"]["configuration"]);
+    assert!(
+        section.contains(&format!("The search ran on <code>{chosen}</code>")),
+        "{section}"
+    );
+    let mut chosen_ratio = None;
+    let mut measured = Vec::new();
+    for c in sweep["configurations"].as_array().unwrap() {
+        let constants = describe(&c["configuration"]);
+        let cell = format!("<td><code>{constants}</code></td>");
+        let row = section.split(&cell).nth(1).expect(&cell);
+        let row = &row[..row.find("</tr>").unwrap()];
+        match c["mean_ratio"].as_f64() {
+            Some(ratio) => {
+                assert!(row.starts_with("<td>measured</td>"), "{row}");
+                assert!(row.contains(&format!("{ratio:.3}")), "{row}");
+                measured.push(constants.clone());
+            }
+            None => assert!(
+                row.starts_with("<td>dropped: train[0]: the original kernel fails on the simulator: out-of-bounds"),
+                "{row}"
+            ),
+        }
+        let marked = section.contains(&format!("<tr class=\"chosen\">{cell}"));
+        assert_eq!(marked, constants == chosen, "{constants}: {section}");
+        if constants == chosen {
+            chosen_ratio = c["mean_ratio"].as_f64();
+        }
+    }
+    assert_eq!(measured.len(), 4, "{section}");
+    let figure = section
+        .split("<figure id=\"plot-launch\">")
+        .nth(1)
+        .expect("no launch plot");
+    assert!(figure.trim_start().starts_with("<svg"), "{figure:.200}");
+    for label in &measured {
+        assert!(figure.contains(&format!("\n{label}\n</text>")), "{label}");
+    }
+    assert!(figure.contains("<polygon"), "the served variant's point");
+
+    let args = ["report", s(&state), "--json"];
+    let summary: serde_json::Value =
+        serde_json::from_slice(&succeeded(gevod(&args), &args).stdout).unwrap();
+    let launch = &summary["launch"];
+    assert_eq!(launch["chosen"], sweep["best"]["configuration"]);
+    let served = launch["served_cost_ratio"].as_f64().unwrap();
+    assert!(
+        (served - chosen_ratio.unwrap() / best).abs() < 1e-9,
+        "{launch}"
+    );
 }

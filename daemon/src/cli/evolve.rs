@@ -250,7 +250,9 @@ impl EvolveArgs {
             )?),
             _ => None,
         };
-        let spec = chosen.as_ref().map_or_else(|| tuned.clone(), |c| c.spec.clone());
+        let spec = chosen
+            .as_ref()
+            .map_or_else(|| tuned.clone(), |c| c.spec.clone());
         setup.spec_text = chosen.as_ref().map(|c| c.text_file.as_path());
         let ir = KernelIr::load_kernels(&spec.ir, &spec.kernels)
             .with_context(|| self.spec.display().to_string())?;
@@ -351,9 +353,15 @@ impl EvolveArgs {
         // The best patch on the next-fastest configurations (their own
         // workers, once the search's are gone).
         let carried = match (&chosen, driver.engine().best_validated()) {
-            (Some(c), Some(best)) if !interrupted && self.carry > 0 => {
-                evolve_tune::carry(&self.spec, &tuned, c, driver.ir(), &best.minimized, &timer, self.carry)
-            }
+            (Some(c), Some(best)) if !interrupted && self.carry > 0 => evolve_tune::carry(
+                &self.spec,
+                &tuned,
+                c,
+                driver.ir(),
+                &best.minimized,
+                &timer,
+                self.carry,
+            ),
             _ => Vec::new(),
         };
         progress.finish();

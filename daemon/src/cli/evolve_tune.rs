@@ -5,12 +5,12 @@
 //! the same configuration's job instead of timing them all again.
 
 use anyhow::{Context as _, Result};
+use gevo_ir::{KernelIr, Patch};
 use gevo_model::access::Reader;
+use gevo_model::device::DeviceInfo;
 use gevo_model::spec::tune::describe;
 use gevo_model::spec::{self, Spec, TestSet};
 use gevo_search::store::Store;
-use gevo_ir::{KernelIr, Patch};
-use gevo_model::device::DeviceInfo;
 use gevod::cuda::measure::Measurement;
 use gevod::tune::{sweep, sweep_key, Carried, Files, Sweep, Timer};
 use gevod::worker::sanitize::SanitizeMode;
@@ -131,5 +131,14 @@ pub(super) fn carry(
         reader: &Reader::Caller,
         scratch: scratch.path(),
     };
-    gevod::tune::carry(spec_path, tuned, &chosen.sweep, ir, patch, timer, &files, limit)
+    gevod::tune::carry(
+        spec_path,
+        tuned,
+        &chosen.sweep,
+        ir,
+        patch,
+        timer,
+        &files,
+        limit,
+    )
 }

@@ -496,6 +496,66 @@ fn pareto_rows(points: &[(f64, f64, usize)]) -> String {
         .collect()
 }
 
+/// The configuration the sweep chose, and what the search adds on top of
+/// it: the speedups multiply (the sweep's on the train tests, the variant's
+/// validated against that configuration's original).
+fn tuned_text(
+    sweep: &gevod::tune::Sweep,
+    best: &gevod::tune::Best,
+    validated: Option<f64>,
+) -> String {
+    use gevo_model::spec::tune::describe;
+    let measured = sweep.configurations.iter().filter(|m| m.why.is_none());
+    let mut out = format!(
+        "configuration {} ({} of {} configurations measured on the {} tests, `gevod tune` shows them): {:.3}x [{:.3}, {:.3}] over the source's ({})\n",
+        describe(&best.configuration),
+        measured.count(),
+        sweep.configurations.len(),
+        sweep.tests,
+        best.speedup,
+        best.interval.0,
+        best.interval.1,
+        describe(&sweep.source)
+    );
+    if let Some(v) = validated {
+        out += &format!(
+            "  with the validated variant's {v:.3}x over that configuration's original: about {:.3}x over the source's kernel and launch\n",
+            v * best.speedup
+        );
+    }
+    out + "\n"
+}
+
+/// The best variant's edits on other configurations, each one's train cost
+/// over the source's against the chosen configuration's with the variant.
+fn carried_text(
+    carried: &[gevod::tune::Carried],
+    best: &gevod::tune::Best,
+    train_cost: Option<f64>,
+) -> String {
+    use gevo_model::spec::tune::describe;
+    if carried.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("the variant's edits carried to the next-fastest configurations (train tests, cost over the source's original):\n");
+    if let Some(cost) = train_cost {
+        out += &format!(
+            "  {:<28} {:.3}  (the search's configuration with its variant)\n",
+            describe(&best.configuration),
+            cost / best.speedup
+        );
+    }
+    for c in carried {
+        let line = match (c.of_source, &c.why) {
+            (Some(cost), _) => format!("{cost:.3}  ({} of {} edits carried)", c.kept, c.edits),
+            (None, Some(why)) => format!("not measured: {why}"),
+            (None, None) => "not measured".into(),
+        };
+        out += &format!("  {:<28} {line}\n", describe(&c.configuration));
+    }
+    out + "\n"
+}
+
 #[cfg(test)]
 mod tests {
     use super::{pareto_rows, Progress};
@@ -557,64 +617,4 @@ mod tests {
             ]
         );
     }
-}
-
-/// The configuration the sweep chose, and what the search adds on top of
-/// it: the speedups multiply (the sweep's on the train tests, the variant's
-/// validated against that configuration's original).
-fn tuned_text(
-    sweep: &gevod::tune::Sweep,
-    best: &gevod::tune::Best,
-    validated: Option<f64>,
-) -> String {
-    use gevo_model::spec::tune::describe;
-    let measured = sweep.configurations.iter().filter(|m| m.why.is_none());
-    let mut out = format!(
-        "configuration {} ({} of {} configurations measured on the {} tests, `gevod tune` shows them): {:.3}x [{:.3}, {:.3}] over the source's ({})\n",
-        describe(&best.configuration),
-        measured.count(),
-        sweep.configurations.len(),
-        sweep.tests,
-        best.speedup,
-        best.interval.0,
-        best.interval.1,
-        describe(&sweep.source)
-    );
-    if let Some(v) = validated {
-        out += &format!(
-            "  with the validated variant's {v:.3}x over that configuration's original: about {:.3}x over the source's kernel and launch\n",
-            v * best.speedup
-        );
-    }
-    out + "\n"
-}
-
-/// The best variant's edits on other configurations, each one's train cost
-/// over the source's against the chosen configuration's with the variant.
-fn carried_text(
-    carried: &[gevod::tune::Carried],
-    best: &gevod::tune::Best,
-    train_cost: Option<f64>,
-) -> String {
-    use gevo_model::spec::tune::describe;
-    if carried.is_empty() {
-        return String::new();
-    }
-    let mut out = String::from("the variant's edits carried to the next-fastest configurations (train tests, cost over the source's original):\n");
-    if let Some(cost) = train_cost {
-        out += &format!(
-            "  {:<28} {:.3}  (the search's configuration with its variant)\n",
-            describe(&best.configuration),
-            cost / best.speedup
-        );
-    }
-    for c in carried {
-        let line = match (c.of_source, &c.why) {
-            (Some(cost), _) => format!("{cost:.3}  ({} of {} edits carried)", c.kept, c.edits),
-            (None, Some(why)) => format!("not measured: {why}"),
-            (None, None) => "not measured".into(),
-        };
-        out += &format!("  {:<28} {line}\n", describe(&c.configuration));
-    }
-    out + "\n"
 }

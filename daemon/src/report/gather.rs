@@ -98,6 +98,7 @@ pub fn gather_with(
         None => None,
         Some(v) => Some(best_variant(store, &job, v, reader, &mut notes)?),
     };
+    let launch = super::tune::gather(store, &job, &mut notes);
     let generations = points(&records, &engine);
     notes.extend(old_store_notes(&records, &engine));
     let counters = engine.counters();
@@ -126,6 +127,7 @@ pub fn gather_with(
         valid: counters.valid,
         utilization: utilization(&records),
         generated,
+        launch,
         notes,
     })
 }

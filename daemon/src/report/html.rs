@@ -17,6 +17,7 @@ table { border-collapse: collapse; margin: 0.6em 0; }
 th, td { border: 1px solid #ddd; padding: 0.3em 0.7em; text-align: left; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 th { background: #f4f4f4; }
+tr.chosen td { background: #eaf6ea; } #launch-table code { white-space: nowrap; }
 ol.edits > li { margin-bottom: 0.8em; }
 .summary { font-weight: 600; }
 code, pre { font-family: ui-monospace, monospace; font-size: 0.92em; }
@@ -40,6 +41,9 @@ pub fn render(data: &ReportData) -> String {
         esc(&data.job)
     );
     best_section(&mut out, data.best.as_ref(), &data.backend, &data.generated);
+    if let Some(launch) = &data.launch {
+        super::tune::section(&mut out, launch, data.best.as_ref(), &data.backend);
+    }
     progress_section(&mut out, data);
     if let Some(u) = &data.utilization {
         utilization_section(&mut out, u);
@@ -447,7 +451,12 @@ fn engine_table(out: &mut String, u: &Utilization) {
     );
 }
 
-fn figure(out: &mut String, id: &str, svg: Result<Option<String>, String>, caption: &str) {
+pub(super) fn figure(
+    out: &mut String,
+    id: &str,
+    svg: Result<Option<String>, String>,
+    caption: &str,
+) {
     let _ = writeln!(out, "<figure id=\"{id}\">");
     match svg {
         Ok(Some(svg)) => *out += &svg,
@@ -531,6 +540,7 @@ mod tests {
             valid: 0,
             utilization: None,
             generated: super::super::Generated::default(),
+            launch: None,
             environment: Vec::new(),
             notes: Vec::new(),
         }

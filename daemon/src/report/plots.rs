@@ -46,9 +46,18 @@ type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64
 /// One plot as SVG text: `draw` on a white canvas of [`SIZE`]; errors name
 /// the plot (`what`).
 fn svg(what: &str, draw: impl FnOnce(&Area) -> Result<(), String>) -> Result<String, String> {
+    svg_sized(what, SIZE, draw)
+}
+
+/// As [`svg`], on a canvas of `size`.
+fn svg_sized(
+    what: &str,
+    size: (u32, u32),
+    draw: impl FnOnce(&Area) -> Result<(), String>,
+) -> Result<String, String> {
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
         root.fill(&WHITE).map_err(|e| failed(what, e))?;
         draw(&root)?;
         root.present().map_err(|e| failed(what, e))?;
@@ -328,6 +337,103 @@ pub fn contributions(c: &gevo_search::contrib::Contributions) -> Result<String, 
     })
 }
 
+/// One configuration of a tuned spec on the launch plot: its constants and
+/// its original's cost ratio to the source configuration's.
+pub struct LaunchPoint {
+    pub label: String,
+    pub ratio: f64,
+}
+
+/// The launch configurations (`[tune]`): one row per measured
+/// configuration, labelled by its constants, at its original's cost ratio
+/// to the source configuration's (blue); the chosen one (`chosen`, an index
+/// into `points`) in green, and the served variant's ratio on it (`served`:
+/// the chosen ratio times its edits' cost ratio) as a red triangle, joined
+/// to it: the launch's gain, then the edits' on top.
+pub fn launch(
+    points: &[LaunchPoint],
+    chosen: Option<usize>,
+    served: Option<f64>,
+) -> Result<String, String> {
+    let what = "launch configuration";
+    let n = points.len();
+    // A row per configuration, the first at the top.
+    let y = |i: usize| (n - 1 - i) as f64;
+    let height = (110 + 30 * n as u32).clamp(260, 4000);
+    // Room for the longest label, about 6 pixels a character.
+    let label_area = points.iter().map(|p| p.label.len()).max().unwrap_or(0) as u32 * 6 + 24;
+    svg_sized(what, (SIZE.0, height), |root| {
+        let values = points.iter().map(|p| p.ratio).chain(served).chain([1.0]);
+        let (lo, hi) = range(values, Some(0.0));
+        // The right part left empty for the legend.
+        let hi = hi + (hi - lo) * 0.6;
+        // Labels at whole rows only (plotters may put ticks between them).
+        let labels = |v: &f64| {
+            let k = v.round();
+            if (v - k).abs() > 1e-9 || k < 0.0 || k >= n as f64 {
+                return String::new();
+            }
+            points[n - 1 - k as usize].label.clone()
+        };
+        let mut chart = ChartBuilder::on(root)
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(label_area.min(SIZE.0 / 2))
+            .build_cartesian_2d(lo..hi, -0.6f64..n as f64 - 0.4)
+            .map_err(|e| failed(what, e))?;
+        chart
+            .configure_mesh()
+            .x_desc("cost ratio (configuration's original / the source configuration's)")
+            .y_labels(n + 1)
+            .y_label_formatter(&labels)
+            .light_line_style(WHITE.mix(0.0))
+            .draw()
+            .map_err(|e| failed(what, e))?;
+        chart
+            .draw_series(LineSeries::new(
+                [(1.0, -0.6), (1.0, n as f64 - 0.4)],
+                OTHERS.stroke_width(1),
+            ))
+            .map_err(|e| failed(what, e))?
+            .label("the source's configuration")
+            .legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], OTHERS));
+        chart
+            .draw_series(
+                points
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| Circle::new((p.ratio, y(i)), 5, TRAIN.filled())),
+            )
+            .map_err(|e| failed(what, e))?
+            .label("configuration's original")
+            .legend(|(x, y)| Circle::new((x + 8, y), 5, TRAIN.filled()));
+        let Some((at, p)) = chosen.and_then(|i| Some((i, points.get(i)?))) else {
+            return legend(&mut chart, what);
+        };
+        if let Some(served) = served {
+            chart
+                .draw_series(LineSeries::new(
+                    [(p.ratio, y(at)), (served, y(at))],
+                    FRONT.stroke_width(1),
+                ))
+                .map_err(|e| failed(what, e))?;
+        }
+        chart
+            .draw_series([Circle::new((p.ratio, y(at)), 7, VALIDATED.filled())])
+            .map_err(|e| failed(what, e))?
+            .label("chosen: the search ran on it")
+            .legend(|(x, y)| Circle::new((x + 8, y), 7, VALIDATED.filled()));
+        if let Some(served) = served {
+            chart
+                .draw_series([TriangleMarker::new((served, y(at)), 8, FRONT.filled())])
+                .map_err(|e| failed(what, e))?
+                .label("served variant: the chosen with its edits")
+                .legend(|(x, y)| TriangleMarker::new((x + 8, y), 8, FRONT.filled()));
+        }
+        legend(&mut chart, what)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -361,6 +467,32 @@ mod tests {
             ..point(0, 1.0, None)
         }];
         assert_eq!(rate(&untimed).unwrap(), None);
+    }
+
+    /// A row per measured configuration, labelled by its constants; the
+    /// chosen one marked, the served variant a triangle only when there is
+    /// one.
+    #[test]
+    fn the_launch_plot_has_a_row_per_configuration() {
+        let points: Vec<LaunchPoint> = [("B=32", 1.0), ("B=64", 0.8), ("B=256", 1.3)]
+            .into_iter()
+            .map(|(label, ratio)| LaunchPoint {
+                label: label.into(),
+                ratio,
+            })
+            .collect();
+        let svg = launch(&points, Some(1), Some(0.6)).unwrap();
+        assert!(svg.starts_with("<svg"), "{svg}");
+        for label in ["B=32", "B=64", "B=256", "served variant"] {
+            assert!(svg.contains(&format!("\n{label}")), "{label}: {svg}");
+        }
+        // Three configurations and the chosen one, and two legend markers;
+        // the served variant and its legend marker.
+        assert_eq!(svg.matches("<circle").count(), 6, "{svg}");
+        assert_eq!(svg.matches("<polygon").count(), 2, "{svg}");
+        let svg = launch(&points, Some(1), None).unwrap();
+        assert_eq!(svg.matches("<polygon").count(), 0, "{svg}");
+        assert!(!svg.contains("served variant"));
     }
 
     #[test]

@@ -8,7 +8,8 @@ use serde_json::{json, Value};
 /// workers' utilization over every committed generation (with the shares
 /// and rates derived from it, as `gevod evolve --json` writes them); the
 /// train best against the validated best per generation (`course`, the
-/// cost plot's points), and the generated held-out tests.
+/// cost plot's points), the generated held-out tests, and a tuned job's
+/// launch configuration (`tune::json`).
 pub fn summary_json(data: &ReportData) -> Value {
     let seconds: f64 = data.generations.iter().filter_map(|g| g.seconds).sum();
     let course: Vec<Value> = data
@@ -55,5 +56,6 @@ pub fn summary_json(data: &ReportData) -> Value {
             "selection_rejections": g.rejected,
             "promotion_rejections": g.refused_at_promotion,
         },
+        "launch": data.launch.as_ref().map(|l| super::tune::json(l, data.best.as_ref())),
     })
 }

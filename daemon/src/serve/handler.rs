@@ -493,11 +493,7 @@ impl ApiHandler {
             .iter()
             .filter(|j| j.record.spec_path == spec)
             .collect();
-        let made_of = |j: &&&super::registry::JobEntry| {
-            j.record.spec_hash == hash
-                || j.daemon.tuned.as_ref().is_some_and(|t| t.spec_hash == hash)
-        };
-        if from_this_file.is_empty() || from_this_file.iter().any(made_of) {
+        if from_this_file.is_empty() || from_this_file.iter().any(|j| j.file_spec_hash() == hash) {
             return None;
         }
         Some((

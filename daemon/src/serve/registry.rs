@@ -105,6 +105,16 @@ impl JobEntry {
         self.error.is_none() && !self.daemon.superseded && !self.removed
     }
 
+    /// The hash of the spec file's content the job was made from: the
+    /// record's, or for a `[tune]` spec's configured version the file's
+    /// (the record holds the configured text).
+    pub fn file_spec_hash(&self) -> &str {
+        self.daemon
+            .tuned
+            .as_ref()
+            .map_or(&self.record.spec_hash, |t| &t.spec_hash)
+    }
+
     pub fn runnable(&self) -> bool {
         self.error.is_none()
             && !self.configuring

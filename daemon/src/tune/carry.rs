@@ -63,7 +63,9 @@ pub fn carry(
                 of_source: None,
                 why: None,
             };
-            let text = tuned.configured_text(&m.configuration).expect("a tuned spec");
+            let text = tuned
+                .configured_text(&m.configuration)
+                .expect("a tuned spec");
             match carry_one(spec_path, &text, from, patch, timer, files) {
                 Ok((kept, cost)) => {
                     carried.kept = kept;
@@ -103,7 +105,10 @@ fn carry_one(
         .map_err(|e| why(&e))?;
     let kept = moved.kept.len();
     if kept == 0 {
-        return Err((0, "no edit has a counterpart in this configuration's IR".into()));
+        return Err((
+            0,
+            "no edit has a counterpart in this configuration's IR".into(),
+        ));
     }
     let results: Vec<(String, Option<(String, String)>, Option<u64>, u64)> = match timer {
         Timer::Simulator { workers } => {
@@ -115,7 +120,10 @@ fn carry_one(
             results
                 .iter()
                 .map(|r| {
-                    let failure = r.failure.as_ref().map(|f| (f.kind().to_string(), f.to_string()));
+                    let failure = r
+                        .failure
+                        .as_ref()
+                        .map(|f| (f.kind().to_string(), f.to_string()));
                     (r.test.clone(), failure, r.cost, r.original_cost)
                 })
                 .collect()
