@@ -101,9 +101,7 @@ pub fn record_for(
         generation: v.generation,
         ptx_hash: v.ptx_hash.clone(),
         // What the build's spec copy hashes to: the file's, for a tuned spec.
-        spec_hash: tuned
-            .map_or(&entry.record.spec_hash, |t| &t.spec_hash)
-            .clone(),
+        spec_hash: entry.file_spec_hash().to_string(),
         ir_hash: entry.record.ir_hash.clone(),
         validated_at,
     }
