@@ -37,7 +37,7 @@ use control::Control;
 use gevo_client::export::Readers;
 use gevo_model::access::Reader;
 use gevo_model::device::DeviceInfo;
-use gevo_model::spec::{Spec, TestSet};
+use gevo_model::spec::Spec;
 use gevo_search::evolve::{Backend, Scope};
 use gevo_search::store::{Store, StoreError};
 use registry::{Registry, SlotState};
@@ -105,14 +105,8 @@ pub trait BackendFactory: Send + Sync {
         reader: &Reader,
         workers: usize,
     ) -> Result<crate::tune::Sweep, String> {
-        let scratch = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let files = crate::tune::Files {
-            reader,
-            scratch: scratch.path(),
-        };
         let timer = crate::tune::Timer::Simulator { workers };
-        crate::tune::sweep(spec_path, tuned, &timer, TestSet::Train, &files)
-            .map_err(|e| e.to_string())
+        crate::tune::sweep_in_scratch(spec_path, tuned, &timer, reader)
     }
 }
 

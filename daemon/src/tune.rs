@@ -8,7 +8,7 @@
 mod carry;
 mod check;
 
-pub use carry::{carry, Carried};
+pub use carry::{carry, Carried, Configurations};
 
 use crate::worker::gpu_run::{measure_on_gpu, GpuRunError, Variants};
 use crate::worker::setup::WorkerSetup;
@@ -240,6 +240,22 @@ pub fn sweep(
         configurations,
         best,
     })
+}
+
+/// [`sweep`] on the train tests with a scratch directory of its own, for
+/// the daemon (whose errors are strings).
+pub fn sweep_in_scratch(
+    spec_path: &Path,
+    tuned: &Spec,
+    timer: &Timer,
+    reader: &Reader,
+) -> Result<Sweep, String> {
+    let scratch = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let files = Files {
+        reader,
+        scratch: scratch.path(),
+    };
+    sweep(spec_path, tuned, timer, TestSet::Train, &files).map_err(|e| e.to_string())
 }
 
 fn timer_workers(timer: &Timer) -> usize {

@@ -11,17 +11,8 @@ use gevo_client::export::sha256_hex;
 
 /// `dir/app/build` with the tunable fixture and its configurations' IR.
 fn tuned_build(dir: &std::path::Path) -> std::path::PathBuf {
-    let from = common::repo_root().join("tests/fixtures/tune");
     let build = dir.join("app/build");
-    std::fs::create_dir_all(build.join("blockscale.tune")).unwrap();
-    for name in ["blockscale.gevo.toml", "blockscale.ll", "blockscale.cu"] {
-        std::fs::copy(from.join(name), build.join(name)).unwrap();
-    }
-    for entry in std::fs::read_dir(from.join("blockscale.tune")).unwrap() {
-        let entry = entry.unwrap();
-        let to = build.join("blockscale.tune").join(entry.file_name());
-        std::fs::copy(entry.path(), to).unwrap();
-    }
+    common::copy_blockscale(&build);
     build
 }
 

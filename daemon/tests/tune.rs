@@ -3,7 +3,7 @@
 //! writes, the search on the fastest configuration, and the sweep kept for
 //! `--resume`.
 
-use crate::common::{repo_root, s, succeeded, text};
+use crate::common::{copy_blockscale, repo_root, s, succeeded, text};
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
@@ -19,17 +19,7 @@ fn gevod(args: &[&str]) -> Output {
 /// chosen configuration's spec beside the spec).
 fn fixture() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
-    let from = repo_root().join("tests/fixtures/tune");
-    std::fs::create_dir(dir.path().join("blockscale.tune")).unwrap();
-    for name in ["blockscale.gevo.toml", "blockscale.ll"] {
-        std::fs::copy(from.join(name), dir.path().join(name)).unwrap();
-    }
-    for entry in std::fs::read_dir(from.join("blockscale.tune")).unwrap() {
-        let entry = entry.unwrap();
-        let to = dir.path().join("blockscale.tune").join(entry.file_name());
-        std::fs::copy(entry.path(), to).unwrap();
-    }
-    let spec = dir.path().join("blockscale.gevo.toml");
+    let spec = copy_blockscale(dir.path());
     (dir, spec)
 }
 

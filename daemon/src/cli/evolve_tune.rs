@@ -12,7 +12,7 @@ use gevo_model::spec::tune::describe;
 use gevo_model::spec::{self, Spec, TestSet};
 use gevo_search::store::Store;
 use gevod::cuda::measure::Measurement;
-use gevod::tune::{sweep, sweep_key, Carried, Files, Sweep, Timer};
+use gevod::tune::{sweep, sweep_key, Carried, Configurations, Files, Sweep, Timer};
 use gevod::worker::sanitize::SanitizeMode;
 use gevod::worker::setup::WorkerSetup;
 use std::path::{Path, PathBuf};
@@ -131,14 +131,11 @@ pub(super) fn carry(
         reader: &Reader::Caller,
         scratch: scratch.path(),
     };
-    gevod::tune::carry(
+    let at = Configurations {
         spec_path,
         tuned,
-        &chosen.sweep,
-        ir,
-        patch,
         timer,
-        &files,
-        limit,
-    )
+        files: &files,
+    };
+    gevod::tune::carry(&at, &chosen.sweep, ir, patch, limit)
 }

@@ -8,7 +8,7 @@ use crate::cuda::driver;
 use crate::worker::setup::WorkerSetup;
 use gevo_model::access::Reader;
 use gevo_model::device::{DeviceInfo, DeviceSelector};
-use gevo_model::spec::{Spec, TestSet};
+use gevo_model::spec::Spec;
 use gevo_search::evolve::Backend;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -120,11 +120,6 @@ impl BackendFactory for WorkerFactory {
         reader: &Reader,
         workers: usize,
     ) -> Result<crate::tune::Sweep, String> {
-        let scratch = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let files = crate::tune::Files {
-            reader,
-            scratch: scratch.path(),
-        };
         let arch = crate::worker::setup::arch_for(tuned, None, device);
         let timer = match device {
             None => crate::tune::Timer::Simulator { workers },
@@ -137,8 +132,7 @@ impl BackendFactory for WorkerFactory {
                 device: device.clone(),
             },
         };
-        crate::tune::sweep(spec_path, tuned, &timer, TestSet::Train, &files)
-            .map_err(|e| e.to_string())
+        crate::tune::sweep_in_scratch(spec_path, tuned, &timer, reader)
     }
 }
 

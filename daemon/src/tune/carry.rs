@@ -31,18 +31,34 @@ pub struct Carried {
     pub why: Option<String>,
 }
 
+/// A tuned spec's configurations and where they are measured.
+pub struct Configurations<'a> {
+    pub spec_path: &'a Path,
+    /// The spec with `[tune]`, no configuration chosen.
+    pub tuned: &'a Spec,
+    pub timer: &'a Timer<'a>,
+    pub files: &'a Files<'a>,
+}
+
+/// One test of a carried patch: its name, why it failed, its cost and the
+/// configuration's original's.
+struct TestOutcome {
+    test: String,
+    failure: Option<(String, String)>,
+    cost: Option<u64>,
+    original: u64,
+}
+
 /// `patch` (of `from`, the IR of the sweep's best configuration) carried to
-/// the `limit` next-fastest measured configurations of `tuned`.
+/// the `limit` next-fastest measured configurations.
 pub fn carry(
-    spec_path: &Path,
-    tuned: &Spec,
+    at: &Configurations,
     sweep: &Sweep,
     from: &KernelIr,
     patch: &Patch,
-    timer: &Timer,
-    files: &Files,
     limit: usize,
 ) -> Vec<Carried> {
+    let (spec_path, tuned, timer, files) = (at.spec_path, at.tuned, at.timer, at.files);
     let chosen = sweep.best.as_ref().map(|b| &b.configuration);
     let mut others: Vec<_> = sweep
         .configurations
@@ -110,7 +126,7 @@ fn carry_one(
             "no edit has a counterpart in this configuration's IR".into(),
         ));
     }
-    let results: Vec<(String, Option<(String, String)>, Option<u64>, u64)> = match timer {
+    let results: Vec<TestOutcome> = match timer {
         Timer::Simulator { workers } => {
             let sim = Evaluator::new(spec.for_backend(TestTarget::Sim), *workers)
                 .map_err(|e| (kept, e.to_string()))?;
@@ -119,12 +135,14 @@ fn carry_one(
                 .map_err(|e| (kept, e.to_string()))?;
             results
                 .iter()
-                .map(|r| {
-                    let failure = r
+                .map(|r| TestOutcome {
+                    test: r.test.clone(),
+                    failure: r
                         .failure
                         .as_ref()
-                        .map(|f| (f.kind().to_string(), f.to_string()));
-                    (r.test.clone(), failure, r.cost, r.original_cost)
+                        .map(|f| (f.kind().to_string(), f.to_string())),
+                    cost: r.cost,
+                    original: r.original_cost,
                 })
                 .collect()
         }
@@ -141,12 +159,23 @@ fn carry_one(
             let (_, a) = run.results.into_iter().next().expect("one variant");
             a.tests
                 .into_iter()
-                .map(|t| (t.test, t.failure, t.cost, t.original_cost))
+                .map(|t| TestOutcome {
+                    test: t.test,
+                    failure: t.failure,
+                    cost: t.cost,
+                    original: t.original_cost,
+                })
                 .collect()
         }
     };
     let mut logs = Vec::new();
-    for (test, failure, cost, original) in results {
+    for TestOutcome {
+        test,
+        failure,
+        cost,
+        original,
+    } in results
+    {
         if let Some((kind, message)) = failure {
             return Err((kept, format!("{test}: {kind}: {message}")));
         }

@@ -61,6 +61,22 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// The `[tune]` fixture blockscale (spec, source, the IR of every
+/// configuration) copied into `to`; its spec's path there.
+pub fn copy_blockscale(to: &Path) -> PathBuf {
+    let from = repo_root().join("tests/fixtures/tune");
+    std::fs::create_dir_all(to.join("blockscale.tune")).unwrap();
+    for name in ["blockscale.gevo.toml", "blockscale.ll", "blockscale.cu"] {
+        std::fs::copy(from.join(name), to.join(name)).unwrap();
+    }
+    for entry in std::fs::read_dir(from.join("blockscale.tune")).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join("blockscale.tune").join(entry.file_name());
+        std::fs::copy(entry.path(), target).unwrap();
+    }
+    to.join("blockscale.gevo.toml")
+}
+
 pub fn kernel_fixture(name: &str) -> PathBuf {
     repo_root()
         .join("tests/fixtures/kernels")
