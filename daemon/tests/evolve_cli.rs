@@ -39,13 +39,33 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// Opens the store of a gevod just killed. A worker it was starting may
+/// hold the store's file for a moment (a child process shares its parent's
+/// descriptors between fork and exec), so a lock still held is retried for
+/// up to 5 s; any other error fails at once.
+fn open_after_kill(state: &Path) -> Store {
+    let started = std::time::Instant::now();
+    loop {
+        match Store::open(state) {
+            Ok(store) => return store,
+            Err(e)
+                if format!("{e:?}").contains("DatabaseAlreadyOpen")
+                    && started.elapsed().as_secs() < 5 =>
+            {
+                std::thread::sleep(Duration::from_millis(50))
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
 /// The only job in a state directory, and its engine.
 fn checkpoint(state: &Path) -> Option<(String, gevo_search::evolve::Engine)> {
-    let store = Store::open(state).unwrap();
+    let store = open_after_kill(state);
     let jobs = store.jobs().unwrap();
     assert!(jobs.len() <= 1, "{jobs:?}");
     let id = jobs.into_iter().next()?;
@@ -245,7 +265,7 @@ fn sigkill_at_random_moments_never_loses_a_committed_generation() {
         // The store opens, every committed generation is there and readable,
         // and nothing committed before was lost.
         if let Some((job, engine)) = checkpoint(&state) {
-            let store = Store::open(&state).unwrap();
+            let store = open_after_kill(&state);
             assert!(engine.generations() >= committed, "kill {kills}: went back");
             for g in 0..engine.generations() {
                 assert!(
