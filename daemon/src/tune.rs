@@ -51,6 +51,16 @@ pub enum Timer<'a> {
     },
 }
 
+impl Timer<'_> {
+    /// The backend's name, as scopes and the store's keys spell it.
+    pub fn backend(&self) -> &'static str {
+        match self {
+            Timer::Simulator { .. } => "sim",
+            Timer::Gpu { .. } => "cuda",
+        }
+    }
+}
+
 /// One configuration's original, as the sweep saw it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Measured {
@@ -112,6 +122,14 @@ pub fn job_sweep_key(job: &str) -> String {
 }
 
 impl Sweep {
+    /// How many configurations were measured (the others were dropped).
+    pub fn measured(&self) -> usize {
+        self.configurations
+            .iter()
+            .filter(|m| m.why.is_none())
+            .count()
+    }
+
     /// A sweep that could not run (the GPU failed): nothing measured, the
     /// source's configuration stays.
     pub fn failed(spec: &Path, source: Configuration, why: &str) -> Sweep {
@@ -230,11 +248,7 @@ pub fn sweep(
         });
     Ok(Sweep {
         spec: spec_path.to_path_buf(),
-        backend: match timer {
-            Timer::Simulator { .. } => "sim",
-            Timer::Gpu { .. } => "cuda",
-        }
-        .into(),
+        backend: timer.backend().into(),
         tests: set_name(set).into(),
         source: tune.source.clone(),
         configurations,
@@ -396,12 +410,21 @@ fn copy_to_scratch(spec: &Spec, text: &str, files: &Files) -> Result<(PathBuf, P
 
 /// The geometric mean of `tests`' costs over `source`'s, test by test.
 fn mean_ratio(tests: &[TestCost], source: &[TestCost]) -> f64 {
-    let logs: Vec<f64> = tests
-        .iter()
-        .zip(source)
-        .map(|(t, s)| (t.cost / s.cost.max(f64::MIN_POSITIVE)).ln())
-        .collect();
-    (logs.iter().sum::<f64>() / logs.len().max(1) as f64).exp()
+    geometric_mean(
+        tests
+            .iter()
+            .zip(source)
+            .map(|(t, s)| t.cost / s.cost.max(f64::MIN_POSITIVE)),
+    )
+}
+
+/// The geometric mean of cost ratios (1 for none): how the sweep and the
+/// carried patches sum up their tests.
+fn geometric_mean(ratios: impl IntoIterator<Item = f64>) -> f64 {
+    let (sum, n) = ratios
+        .into_iter()
+        .fold((0.0, 0usize), |(sum, n), r| (sum + r.ln(), n + 1));
+    (sum / n.max(1) as f64).exp()
 }
 
 /// The speedup's interval over the source: from both configurations' GPU

@@ -35,11 +35,7 @@ pub(super) fn choose(
     store: &Store,
     state: &Path,
 ) -> Result<Chosen> {
-    let backend = match timer {
-        Timer::Simulator { .. } => "sim",
-        Timer::Gpu { .. } => "cuda",
-    };
-    let key = sweep_key(&tuned.content_hash(), backend);
+    let key = sweep_key(&tuned.content_hash(), timer.backend());
     let dir = state.join("tune");
     std::fs::create_dir_all(&dir).with_context(|| dir.display().to_string())?;
     let swept = match store.setting::<Sweep>(&key)? {
@@ -69,11 +65,7 @@ pub(super) fn choose(
     };
     eprintln!(
         "configurations: {} of {} measured; searching on {}, {:.3}x over the source's ({})",
-        swept
-            .configurations
-            .iter()
-            .filter(|m| m.why.is_none())
-            .count(),
+        swept.measured(),
         swept.configurations.len(),
         describe(&best.configuration),
         best.speedup,

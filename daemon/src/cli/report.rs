@@ -505,11 +505,11 @@ fn tuned_text(
     validated: Option<f64>,
 ) -> String {
     use gevo_model::spec::tune::describe;
-    let measured = sweep.configurations.iter().filter(|m| m.why.is_none());
+    let measured = sweep.measured();
     let mut out = format!(
         "configuration {} ({} of {} configurations measured on the {} tests, `gevod tune` shows them): {:.3}x [{:.3}, {:.3}] over the source's ({})\n",
         describe(&best.configuration),
-        measured.count(),
+        measured,
         sweep.configurations.len(),
         sweep.tests,
         best.speedup,

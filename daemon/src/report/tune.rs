@@ -53,9 +53,7 @@ impl Launch {
     }
 
     fn measured(&self) -> usize {
-        (self.sweep.configurations.iter())
-            .filter(|m| m.why.is_none())
-            .count()
+        self.sweep.measured()
     }
 }
 

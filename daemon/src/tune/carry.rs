@@ -4,7 +4,7 @@
 //! configuration's original. What it says: whether another configuration
 //! with the same edits would beat the one the search ran on.
 
-use super::{copy_to_scratch, Dropped, Files, Sweep, Timer};
+use super::{copy_to_scratch, geometric_mean, Dropped, Files, Sweep, Timer};
 use crate::worker::gpu_run::{measure_on_gpu, Variants};
 use crate::worker::setup::WorkerSetup;
 use gevo_ir::transplant::Transplanter;
@@ -168,7 +168,7 @@ fn carry_one(
                 .collect()
         }
     };
-    let mut logs = Vec::new();
+    let mut ratios = Vec::new();
     for TestOutcome {
         test,
         failure,
@@ -180,8 +180,7 @@ fn carry_one(
             return Err((kept, format!("{test}: {kind}: {message}")));
         }
         let cost = cost.ok_or_else(|| (kept, format!("{test}: not measured")))?;
-        logs.push((cost as f64 / original.max(1) as f64).ln());
+        ratios.push(cost as f64 / original.max(1) as f64);
     }
-    let mean = (logs.iter().sum::<f64>() / logs.len().max(1) as f64).exp();
-    Ok((kept, mean))
+    Ok((kept, geometric_mean(ratios)))
 }
