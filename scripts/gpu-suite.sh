@@ -8,7 +8,8 @@
 # The package step also writes .dist/e2e/stencil.ll, the device IR of
 # examples/stencil-app (emitted here by gevo_optimize() with clang-19), which
 # the e2e section builds with. SECTIONS picks what runs (default
-# "kernels guards gate explain evolve daemon tune e2e harness"; "devices" runs only when named).
+# "kernels guards gate explain evolve daemon daemon-explain tune e2e harness"; "devices" runs only
+# when named).
 #
 # Checks, each counted:
 #  - gevod carries no libLLVM; every fixture's PTX (libdevice linked from the
@@ -53,6 +54,10 @@
 #    stops and frees the GPU when another process (tests/fixtures/gpu/busy.cu)
 #    computes, resumes after the grace period, and serves a validated
 #    variant through gevo-client; SIGTERM exits 0 within 10 s;
+#  - the daemon's edit contributions on its GPU (scripts/gpu-daemon-explain.sh):
+#    each served variant's measured on the GPU within 120 s of its first
+#    service, an edit carrying the speed of a faster patch, and what the
+#    measurements cost the search;
 #  - tunable constants (scripts/gpu-tune.sh): `gevod tune` and `gevod evolve`
 #    on the [tune] fixture, and the daemon sweeping it and serving the
 #    chosen configuration;
@@ -78,7 +83,7 @@ cd "$(dirname "$0")/.."
 
 package=${1:-.dist/gevod.gz}
 client_package=${2:-.dist/gevo-client.gz}
-sections=" ${SECTIONS:-kernels guards gate explain evolve daemon tune e2e harness} "
+sections=" ${SECTIONS:-kernels guards gate explain evolve daemon daemon-explain tune e2e harness} "
 want() { [[ $sections == *" $1 "* ]]; }
 seeds=${SEEDS:-20}
 evolve_time=${EVOLVE_TIME:-120s}
@@ -505,6 +510,14 @@ if want daemon; then
     failed=$((failed + $(grep -c '^FAIL ' "$work/daemon.out")))
     [ "$daemon_rc" -eq 0 ] || [ "$(grep -c '^FAIL ' "$work/daemon.out")" -gt 0 ] || failed=$((failed + 1))
     grep '^|' "$work/daemon.out" >> "$report" || true
+fi
+
+if want daemon-explain; then
+    scripts/gpu-daemon-explain.sh "$gevod" "$client_package" "$work/daemon-explain" > "$work/daemon-explain.out" 2>&1
+    cat "$work/daemon-explain.out"
+    passed=$((passed + $(grep -c '^ok ' "$work/daemon-explain.out")))
+    failed=$((failed + $(grep -c '^FAIL ' "$work/daemon-explain.out")))
+    grep '^|' "$work/daemon-explain.out" >> "$report" || true
 fi
 
 if want tune; then

@@ -437,6 +437,10 @@ pub struct Explanation {
 pub struct ContributionSummary {
     /// Where they were measured: `sim` or `cuda`.
     pub backend: String,
+    /// The device or arch they were measured on (`NVIDIA H200`, `sm_90`);
+    /// empty from a daemon that predates it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub target: String,
     /// The tests: `heldout`, `train`, `all`.
     pub set: String,
     /// The full patch's cost ratio.
@@ -489,6 +493,10 @@ pub struct TestRatio {
     pub ratio: f64,
     pub lo: f64,
     pub hi: f64,
+    /// The test's sizes (`n = 4096, m = 64`); empty from a daemon that
+    /// predates them.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub sizes: String,
 }
 
 #[cfg(test)]

@@ -113,12 +113,15 @@ fn status_and_jobs_print_tables() {
                 ratio: 0.8,
                 lo: 0.79,
                 hi: 0.81,
+                sizes: "nx = 4096, ny = 4096".into(),
             },
             TestRatio {
                 test: "heldout[1]".into(),
                 ratio: 0.95,
                 lo: 0.95,
                 hi: 0.95,
+                // From a daemon that predates the sizes.
+                sizes: String::new(),
             },
         ],
         rejections: vec!["heldout[1]: slower with confidence on this test".into()],
@@ -173,6 +176,7 @@ fn status_and_jobs_print_tables() {
     let with_contributions = Explanation {
         contributions: Some(ContributionSummary {
             backend: "sim".into(),
+            target: "sm_90".into(),
             set: "heldout".into(),
             full: 0.81,
             edits: vec![EditContributionLine {
@@ -251,7 +255,7 @@ app/stencil (job j1): speedup 1.250x on the simulator (a cost-model ratio, not a
   1. delete %12
   2. swap %3 %4
 held-out tests (cost ratio, variant over original, 95% interval):
-  heldout[0]   0.8000  [0.7900, 0.8100]
+  heldout[0]   0.8000  [0.7900, 0.8100]  (nx = 4096, ny = 4096)
   heldout[1]   0.9500  [0.9500, 0.9500]
 generated held-out tests passed (on the simulator):
   generated[0] (nx = 7, ny = 7: one partial block)
@@ -417,6 +421,7 @@ fn a_gpu_speedup_explained_by_the_simulator_says_so() {
     let dir = scratch("explain-backend");
     let summary = |backend: &str| ContributionSummary {
         backend: backend.into(),
+        target: "NVIDIA H200".into(),
         set: "heldout".into(),
         full: 0.94,
         edits: vec![EditContributionLine {
@@ -463,8 +468,14 @@ fn a_gpu_speedup_explained_by_the_simulator_says_so() {
         let run = gevo(&dir, &["--socket", s(&socket), "explain", "k"]);
         assert_eq!(run.code, 0, "{}", run.stderr);
         assert!(
-            run.stdout
-                .contains(&format!("edit contributions ({measured}, ")),
+            run.stdout.contains(&format!(
+                "edit contributions ({measured}{}, ",
+                if measured == "cuda" {
+                    " on NVIDIA H200"
+                } else {
+                    ""
+                }
+            )),
             "{}",
             run.stdout
         );
@@ -550,6 +561,7 @@ fn control_characters_from_the_daemon_are_escaped_in_text_and_kept_in_json() {
             ratio: 0.8,
             lo: 0.79,
             hi: 0.81,
+            sizes: evil("n = 7"),
         }],
         rejections: vec![evil("heldout[1]: slower")],
         origin: job.origin.clone(),
@@ -567,7 +579,8 @@ fn control_characters_from_the_daemon_are_escaped_in_text_and_kept_in_json() {
         generated_passed: vec![evil("generated[0] (n = 7)")],
         line_tables: true,
         contributions: Some(ContributionSummary {
-            backend: evil("sim"),
+            backend: evil("cuda"),
+            target: evil("NVIDIA H200"),
             set: evil("heldout"),
             full: 0.8,
             edits: vec![EditContributionLine {

@@ -156,9 +156,21 @@ pub fn on_backend(
     options: &Options,
 ) -> Result<Contributions, ExplainError> {
     let mut c = contrib::analyze(ir, backend, patch, options)?;
-    let sim = Simulated::new(job, &Reader::Caller, patch)?;
-    c.attach_relies(sim.relies_on(&c.patch)?);
+    attach_relies(job, &Reader::Caller, &mut c)?;
     Ok(c)
+}
+
+/// Attaches the relies-on lines of `c`'s patch, from the simulator, to
+/// contributions measured elsewhere (a GPU's); the files the spec names are
+/// read for `reader`.
+pub fn attach_relies(
+    job: &JobRecord,
+    reader: &Reader,
+    c: &mut Contributions,
+) -> Result<(), ExplainError> {
+    let sim = Simulated::new(job, reader, &c.patch)?;
+    c.attach_relies(sim.relies_on(&c.patch)?);
+    Ok(())
 }
 
 /// The in-process simulator, asking `stop` before each variant.

@@ -21,7 +21,7 @@ mod plots;
 mod summary;
 pub mod tune;
 
-pub use gather::{gather, gather_with, pick_job};
+pub use gather::{gather, gather_with, heldout_sizes, pick_job};
 pub use html::render;
 pub use summary::summary_json;
 
@@ -153,6 +153,8 @@ pub struct BestVariant {
 #[derive(Debug, Clone, PartialEq)]
 pub struct TestRow {
     pub test: String,
+    /// Its sizes (`n = 4096`); empty where the spec no longer parses.
+    pub sizes: String,
     /// `pass`, or the failure's kind.
     pub verdict: String,
     /// Cost ratio (variant over original) with its 95% interval.

@@ -17,6 +17,7 @@
 
 mod control;
 mod explain;
+mod explain_slot;
 mod generated;
 mod handler;
 mod register;

@@ -92,11 +92,22 @@ fn an_ended_job_gets_its_edit_contributions_measured_and_explain_shows_them() {
         said.contains("generated held-out tests passed (on the simulator):\n"),
         "{said}"
     );
+    // The held-out tests it passed, with their sizes (the spec's sim ones).
+    assert!(
+        said.lines()
+            .any(|l| l.starts_with("  heldout[0] ") && l.ends_with("  (nx = 300, ny = 200)")),
+        "{said}"
+    );
+    assert_eq!(json["tests"][1]["sizes"], "nx = 129, ny = 257", "{json}");
     // The daemon's report lists the same tests, each passed.
     let page = dir.path().join("report.html");
     let run = d.client(&["report", "stencil", "-o", s(&page)]);
     assert!(run.status.success(), "{run:?}");
     let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("<tr><td>heldout[1]</td><td>nx = 129, ny = 257</td><td>pass</td>"),
+        "{html}"
+    );
     let table = html
         .split("<table id=\"generated-tests\">")
         .nth(1)

@@ -384,11 +384,16 @@ fn render_explain(e: &Explanation, full_diff: bool) -> String {
         out += "held-out tests (cost ratio, variant over original, 95% interval):\n";
         for t in &e.tests {
             out += &format!(
-                "  {:<12} {:.4}  [{:.4}, {:.4}]\n",
+                "  {:<12} {:.4}  [{:.4}, {:.4}]{}\n",
                 esc(&t.test),
                 t.ratio,
                 t.lo,
-                t.hi
+                t.hi,
+                if t.sizes.is_empty() {
+                    String::new()
+                } else {
+                    format!("  ({})", esc(&t.sizes))
+                }
             );
         }
     }
@@ -403,7 +408,7 @@ fn render_explain(e: &Explanation, full_diff: bool) -> String {
         // A GPU speedup is never explained by the simulator's cost model
         // without saying so: it does not see what a barrier costs a GPU.
         if e.backend == "cuda" && c.backend == "sim" {
-            out += "  (measured on the simulator, not on the GPU that found the speedup: its cost model does not see what barriers and memory cost a GPU, so the GPU's classes may differ; `gevod explain-edits --backend cuda` measures them there)\n";
+            out += "  (measured on the simulator, not on the GPU that found the speedup: its cost model does not see what barriers and memory cost a GPU, so the GPU's classes may differ; the daemon measures them on the job's GPU at the end of its next slice, `gevod explain-edits --backend cuda` does now)\n";
         }
     }
     if !e.rejections.is_empty() {
@@ -437,8 +442,13 @@ fn render_explain(e: &Explanation, full_diff: bool) -> String {
 /// relies on.
 fn render_contributions(c: &ContributionSummary) -> String {
     let mut out = format!(
-        "edit contributions ({}, {} tests; full patch cost ratio {:.4}):\n",
+        "edit contributions ({}{}, {} tests; full patch cost ratio {:.4}):\n",
         esc(&c.backend),
+        if c.target.is_empty() || c.backend == "sim" {
+            String::new()
+        } else {
+            format!(" on {}", esc(&c.target))
+        },
         if c.set == "heldout" {
             "held-out".to_string()
         } else {

@@ -6,6 +6,7 @@ use super::{
 };
 use gevo_ir::{KernelIr, SourceFiles};
 use gevo_model::access::Reader;
+use gevo_model::spec::{self, generate, Spec, TestTarget};
 use gevo_model::utilization::Utilization;
 use gevo_search::evolve::{Engine, PromotionFailure, Validated};
 use gevo_search::store::{GenerationRecord, JobRecord, Store};
@@ -149,6 +150,7 @@ fn best_variant(
     };
     let ir =
         KernelIr::parse_for_patch(&job.id, job.ir_text.as_bytes(), &v.minimized).map_err(ir_err)?;
+    let sizes = job_heldout_sizes(job, &reader);
     let mut files = source_files(job, reader);
     let edits = edits::source_edits(&ir, &v.minimized, &mut files).map_err(ir_err)?;
     let excerpts = edits::excerpts(&ir, &v.minimized, &mut files).map_err(ir_err)?;
@@ -168,6 +170,7 @@ fn best_variant(
             .iter()
             .map(|t| TestRow {
                 test: t.test.clone(),
+                sizes: sizes.get(&t.test).cloned().unwrap_or_default(),
                 verdict: t.failure.as_ref().map_or("pass".into(), |f| f.0.clone()),
                 ratio: t.cost_interval().map(|i| (i.estimate, i.lo, i.hi)),
                 kernels: t.kernels.clone(),
@@ -178,6 +181,33 @@ fn best_variant(
         excerpts,
         contributions: store.contributions(&job.id, &v.ptx_hash)?,
     })
+}
+
+/// Each held-out test's sizes (`n = 4096, m = 64`), on the tests of the
+/// job's `backend` (a GPU job's GPU-sized ones).
+pub fn heldout_sizes(spec: &Spec, backend: &str) -> BTreeMap<String, String> {
+    let target = if backend.ends_with("cuda") {
+        TestTarget::Gpu
+    } else {
+        TestTarget::Sim
+    };
+    let spec = spec.clone().for_backend(target);
+    spec.heldout
+        .iter()
+        .map(|t| (t.name.clone(), generate::sizes(&spec, &t.params)))
+        .collect()
+}
+
+/// The sizes of `job`'s held-out tests, from its spec snapshot read for
+/// `reader`; none where it no longer parses.
+fn job_heldout_sizes(job: &JobRecord, reader: &Reader) -> BTreeMap<String, String> {
+    match spec::parse_as(&job.spec_path, &job.spec_text, reader) {
+        Ok(spec) => heldout_sizes(&spec, &job.backend),
+        Err(e) => {
+            tracing::debug!(error = %e, "held-out test sizes not shown");
+            BTreeMap::new()
+        }
+    }
 }
 
 /// What a store written by an older gevod lacks, where the report would

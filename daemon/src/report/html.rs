@@ -128,7 +128,7 @@ fn best_section(
 
 /// The held-out tests' verdicts and cost ratios, then each kernel's times.
 fn heldout_tests(out: &mut String, b: &BestVariant) {
-    *out += "<h3>Held-out tests</h3>\n<table id=\"tests\">\n<tr><th>test</th><th>verdict</th><th>cost ratio</th><th>95% interval</th><th>speedup</th></tr>\n";
+    *out += "<h3>Held-out tests</h3>\n<table id=\"tests\">\n<tr><th>test</th><th>sizes</th><th>verdict</th><th>cost ratio</th><th>95% interval</th><th>speedup</th></tr>\n";
     for t in &b.tests {
         let (ratio, interval, speedup) = match t.ratio {
             Some((r, lo, hi)) => (
@@ -140,8 +140,9 @@ fn heldout_tests(out: &mut String, b: &BestVariant) {
         };
         let _ = writeln!(
             out,
-            "<tr><td>{}</td><td>{}</td><td class=\"num\">{ratio}</td><td class=\"num\">{interval}</td><td class=\"num\">{speedup}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{ratio}</td><td class=\"num\">{interval}</td><td class=\"num\">{speedup}</td></tr>",
             esc(&t.test),
+            esc(&t.sizes),
             esc(&t.verdict)
         );
     }
@@ -549,6 +550,7 @@ mod tests {
     fn row(test: &str, kernels: &[(&str, f64, f64)]) -> TestRow {
         TestRow {
             test: test.into(),
+            sizes: "n = 4096".into(),
             verdict: "pass".into(),
             ratio: Some((0.95, 0.94, 0.96)),
             kernels: kernels

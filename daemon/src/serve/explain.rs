@@ -7,6 +7,12 @@
 //! cpu`) and no GPU: the job's search goes on meanwhile, and no slot waits
 //! for it.
 //!
+//! A GPU job's contributions are measured on its GPU by its slot
+//! (`super::explain_slot`); this thread then attaches their relies-on lines
+//! ([`Why::Relies`]), and measures on the simulator only where the GPU
+//! could not ([`Why::GpuFailed`]) or will not (a finished job no slot runs
+//! again, [`Why::Idle`]).
+//!
 //! When (the runners queue the job; docs/daemon.md, "Edit contributions"):
 //! - [`Why::Ended`]: the job's search has just ended (`Ended::Done`);
 //! - [`Why::Settled`]: a slice ended with the same best it started with
@@ -32,6 +38,10 @@ pub enum Why {
     Ended,
     Settled,
     Idle,
+    /// A slot stored GPU-measured contributions: their relies-on lines.
+    Relies,
+    /// A slot could not measure them on the GPU: the simulator's instead.
+    GpuFailed,
 }
 
 /// The job an idle slot may explain: live, unpaused, not running, leading
@@ -101,8 +111,11 @@ pub fn run(shared: &Shared) {
 /// variant, unless it has none, it was tried already, or the store holds
 /// them.
 fn job(shared: &Shared, id: &str, why: Why) {
+    if why == Why::Relies {
+        return relies(shared, id);
+    }
     // Claimed under the lock: no other slot takes the same variant.
-    let (record, root, hash, patch) = {
+    let (record, root, hash, patch, slot_measures) = {
         let mut registry = shared.registry();
         let Some(job) = registry.jobs.get_mut(id) else {
             return;
@@ -110,14 +123,27 @@ fn job(shared: &Shared, id: &str, why: Why) {
         let Some((best, _)) = job.best.as_ref() else {
             return;
         };
-        if !job.live() || job.daemon.paused || job.explained.as_ref() == Some(&best.ptx_hash) {
+        let tried = job.explained.as_ref() == Some(&best.ptx_hash) && why != Why::GpuFailed;
+        if !job.live() || job.daemon.paused || tried {
             return;
         }
         let (hash, patch) = (best.ptx_hash.clone(), best.minimized.clone());
+        // A GPU job's slot measures them on the GPU, unless it failed or
+        // no slot runs the job again.
+        let slot_measures = job.record.backend == super::explain_slot::ON_SLOT
+            && why != Why::GpuFailed
+            && !job.finished;
         job.explained = Some(hash.clone());
-        (job.record.clone(), job.daemon.root.clone(), hash, patch)
+        (
+            job.record.clone(),
+            job.daemon.root.clone(),
+            hash,
+            patch,
+            slot_measures,
+        )
     };
     match shared.store.contributions(id, &hash) {
+        Ok(None) if slot_measures => return,
         Ok(None) => {}
         Ok(Some(_)) => {
             tracing::debug!(ptx = %hash, "edit contributions already stored");
@@ -178,13 +204,57 @@ fn job(shared: &Shared, id: &str, why: Why) {
                 }
             }
         }
-        Err(e) => {
-            let chain =
-                std::iter::successors(Some(&e as &(dyn std::error::Error + 'static)), |e| {
-                    e.source()
-                });
-            let error = gevo_client::text::error_line(chain);
-            tracing::warn!(%error, "edit contributions not measured");
-        }
+        Err(e) => warn_not_measured(&e),
     }
+}
+
+/// Attaches the relies-on lines (simulator runs) to the GPU-measured
+/// contributions a slot stored for job `id`'s best, and stores them again.
+fn relies(shared: &Shared, id: &str) {
+    let (record, root, hash) = {
+        let registry = shared.registry();
+        let Some(job) = registry.jobs.get(id) else {
+            return;
+        };
+        let Some((best, _)) = job.best.as_ref() else {
+            return;
+        };
+        (
+            job.record.clone(),
+            job.daemon.root.clone(),
+            best.ptx_hash.clone(),
+        )
+    };
+    let mut c = match shared.store.contributions(id, &hash) {
+        Ok(Some(c)) if c.relies_cost.is_none() => c,
+        Ok(_) => return,
+        Err(e) => {
+            tracing::warn!(error = %e, "edit contributions: reading the store");
+            return;
+        }
+    };
+    let reader = match Reader::for_spec(&record.spec_path, &root) {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(error = %e, "relies-on lines not attached");
+            return;
+        }
+    };
+    match crate::explain_edits::attach_relies(&record, &reader, &mut c) {
+        Ok(()) => match shared.store.put_contributions(id, &hash, &c) {
+            Ok(()) => {
+                tracing::info!(ptx = %hash, "relies-on lines attached to the GPU's edit contributions")
+            }
+            Err(e) => tracing::warn!(error = %e, "edit contributions: storing them"),
+        },
+        Err(e) => warn_not_measured(&e),
+    }
+}
+
+fn warn_not_measured(e: &ExplainError) {
+    let chain = std::iter::successors(Some(e as &(dyn std::error::Error + 'static)), |e| {
+        e.source()
+    });
+    let error = gevo_client::text::error_line(chain);
+    tracing::warn!(%error, "edit contributions not measured");
 }

@@ -44,6 +44,9 @@ pub struct JobEntry {
     /// The PTX hash of the best whose edit contributions this daemon run
     /// measured or tried (`super::explain`): never tried twice.
     pub explained: Option<String>,
+    /// The PTX hash of the best whose contributions this daemon run
+    /// measured or tried on the job's GPU, in its slot (`super::explain_slot`).
+    pub explained_on_slot: Option<String>,
     /// Its sweep chose another configuration of its `[tune]` spec: the next
     /// scan makes that the kernel's version, and this one waits.
     pub configuring: bool,
@@ -78,6 +81,7 @@ impl JobEntry {
             generated: None,
             configuring: false,
             explained: None,
+            explained_on_slot: None,
         }
     }
 

@@ -64,7 +64,12 @@ pub fn run(shared: &Shared, slot: usize, factory: &dyn BackendFactory) {
             }
         }
         let best_before = best_hash(shared, &id);
-        let ended = slice(shared, slot, current.as_mut().expect("started above"));
+        let held = current.as_mut().expect("started above");
+        let ended = slice(shared, slot, held);
+        // A GPU job's best explained on its GPU, in its own time.
+        if matches!(ended, Some(Ended::TimeUp | Ended::Done)) {
+            super::explain_slot::measure(shared, &id, held.driver.ir(), held.backend.as_mut());
+        }
         if !matches!(ended, Some(Ended::TimeUp | Ended::Stopped)) {
             current = None;
         }

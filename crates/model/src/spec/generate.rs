@@ -66,6 +66,24 @@ pub fn size_params(spec: &Spec) -> BTreeSet<String> {
     out
 }
 
+/// A test's sizes in words (`n = 4096, m = 64`): its parameters that
+/// size something ([`size_params`]), or all of them where none does.
+pub fn sizes(spec: &Spec, params: &BTreeMap<String, f64>) -> String {
+    let sizing = size_params(spec);
+    let words = |only_sizes: bool| -> Vec<String> {
+        params
+            .iter()
+            .filter(|(name, _)| !only_sizes || sizing.contains(*name))
+            .map(|(name, value)| format!("{name} = {value}"))
+            .collect()
+    };
+    let shown = match words(true) {
+        none if none.is_empty() => words(false),
+        some => some,
+    };
+    shown.join(", ")
+}
+
 /// The block's x extent of the widest launch, evaluated on `params` (a
 /// block size using loop variables is skipped); 1 when none evaluates.
 fn tile(spec: &Spec, params: &BTreeMap<String, f64>) -> u64 {

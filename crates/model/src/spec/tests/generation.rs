@@ -176,3 +176,22 @@ fn generation_keys_refuse_what_they_do_not_know() {
         assert!(e.to_string().contains(expect), "{keys}: {e}");
     }
 }
+
+/// A test's sizes in words name the parameters that size a buffer or a
+/// grid, not the scalars; where none of its parameters does, all of them.
+#[test]
+fn a_tests_sizes_name_the_parameters_that_size_something() {
+    let dir = ir_dir();
+    let spec = spec_tests(dir.path(), SQUARE).unwrap();
+    let heldout = &spec.heldout[0];
+    assert_eq!(
+        crate::spec::generate::sizes(&spec, &heldout.params),
+        "n = 256"
+    );
+    let scalars_only: std::collections::BTreeMap<String, f64> =
+        [("a".to_string(), 3.0), ("b".to_string(), 0.5)].into();
+    assert_eq!(
+        crate::spec::generate::sizes(&spec, &scalars_only),
+        "a = 3, b = 0.5"
+    );
+}
