@@ -8,8 +8,8 @@
 # The package step also writes .dist/e2e/stencil.ll, the device IR of
 # examples/stencil-app (emitted here by gevo_optimize() with clang-19), which
 # the e2e section builds with. SECTIONS picks what runs (default
-# "kernels guards gate explain evolve daemon daemon-explain tune e2e harness"; "devices" runs only
-# when named).
+# "kernels guards poison gate explain evolve daemon daemon-explain tune e2e harness"; "devices" runs
+# only when named).
 #
 # Checks, each counted:
 #  - gevod carries no libLLVM; every fixture's PTX (libdevice linked from the
@@ -28,6 +28,13 @@
 #    simulator's argument and side, the context surviving each, and the GPU
 #    worker rejects such a variant by its guarded run without a restart; a
 #    variant writing an `in` buffer is rejected on the GPU (input_written);
+#  - shared memory poisoned in guarded builds (section poison): a variant
+#    reading shared memory its block never wrote (sharedtable's table store
+#    deleted) gives other outputs than the original once its guarded build
+#    poisons shared memory, and the GPU worker rejects it by its guarded
+#    run, saying so, without a restart; the original's guarded build still
+#    gives its unguarded outputs; informative: the variant's ordinary
+#    build's verdict, which poison does not touch;
 #  - planted faults (an out-of-bounds write, an endless loop, invalid PTX)
 #    are each rejected with their reason, and the variant after each still
 #    evaluates; a hang in the wavefront pipeline's first launch (thousands
@@ -83,7 +90,7 @@ cd "$(dirname "$0")/.."
 
 package=${1:-.dist/gevod.gz}
 client_package=${2:-.dist/gevo-client.gz}
-sections=" ${SECTIONS:-kernels guards gate explain evolve daemon daemon-explain tune e2e harness} "
+sections=" ${SECTIONS:-kernels guards poison gate explain evolve daemon daemon-explain tune e2e harness} "
 want() { [[ $sections == *" $1 "* ]]; }
 seeds=${SEEDS:-20}
 evolve_time=${EVOLVE_TIME:-120s}
@@ -207,6 +214,25 @@ check "an endless loop is rejected (the pre-screen's step budget, else a GPU tim
 sed 's/^/    /' "$work/endless.txt" | head -12
 fi
 
+# Through the GPU worker: the guarded verdict, and no restart.
+rejected_when_guarded() { # check name, spec, patch, texts the failure must hold...
+    local name=$1 spec=$2 patch=$3; shift 3
+    "$gevod" run "$spec" --backend cuda --tests train --no-prescreen --json \
+        --patch "$patch" > "$work/guarded.json" 2> "$work/guarded.err"
+    check "$name" python3 - "$work/guarded.json" "$work/guarded.err" "$@" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))
+err = open(sys.argv[2]).read()
+failure = rows[0]["failure"]
+print(failure[:200])
+assert not rows[0]["passed"], rows
+for text in sys.argv[3:]:
+    assert text in failure, (text, failure)
+assert "GPU worker restarts: 0" in err, err[-400:]
+PY
+    sed 's/^/    /' "$work/log" | head -2
+}
+
 if want guards; then
 # Guarded check builds (docs/evolve.md): every fixture original's guarded
 # build gives bit for bit what its unguarded build gives; planted faults
@@ -244,24 +270,6 @@ for spec in $k/reduce.gevo.toml $k/stencil.gevo.toml $pk/wavefront.gevo.toml $pk
         "$gevod" gpu-guard-check "$spec" --cost "${COST_RUNS:-7}"
     grep "^cost" "$work/log" | sed 's/^/    /'
 done
-# Through the GPU worker: the guarded verdict, and no restart.
-rejected_when_guarded() { # check name, spec, patch, texts the failure must hold...
-    local name=$1 spec=$2 patch=$3; shift 3
-    "$gevod" run "$spec" --backend cuda --tests train --no-prescreen --json \
-        --patch "$patch" > "$work/guarded.json" 2> "$work/guarded.err"
-    check "$name" python3 - "$work/guarded.json" "$work/guarded.err" "$@" <<'PY'
-import json, sys
-rows = json.load(open(sys.argv[1]))
-err = open(sys.argv[2]).read()
-failure = rows[0]["failure"]
-print(failure[:200])
-assert not rows[0]["passed"], rows
-for text in sys.argv[3:]:
-    assert text in failure, (text, failure)
-assert "GPU worker restarts: 0" in err, err[-400:]
-PY
-    sed 's/^/    /' "$work/log" | head -2
-}
 rejected_when_guarded "guards: the GPU worker rejects an out-of-bounds variant by its guarded run, no restart" \
     $k/vecadd.gevo.toml $k/vecadd.no-bounds-check.patch.json \
     "guarded run on the GPU: out-of-bounds" "past its end" "vecadd.cu:"
@@ -293,6 +301,27 @@ rejected_when_guarded "guards: a lane looping over a barrier alone costs no rest
     --patch tests/fixtures/general/scale2.writes-input.patch.json > "$work/input.txt" 2>&1
 check "inputs: a variant writing an input buffer is rejected on the GPU" grep -q "input_written" "$work/input.txt"
 sed 's/^/    /' "$work/input.txt" | head -4
+fi
+
+if want poison; then
+# Shared memory never written (docs/evolve.md, "Guarded check builds"): the
+# guarded build fills each block's shared memory with poison first, so a
+# read of bytes the block never wrote gives the poison, not what an earlier
+# block left there (here the very table needed).
+st=$k/sharedtable
+check "poison: sharedtable original, guarded outputs identical" "$gevod" gpu-guard-check $st.gevo.toml
+check "poison: sharedtable.unwritten's guarded outputs differ from the original's, as the simulator's verdict says" \
+    "$gevod" gpu-guard-check $st.gevo.toml --patch $st.unwritten.patch.json
+sed 's/^/    /' "$work/log" | head -2
+rejected_when_guarded "poison: the GPU worker rejects a read of shared memory never written, no restart" \
+    $st.gevo.toml $st.unwritten.patch.json \
+    "differs from the reference" "it reads shared memory its block never wrote"
+# Informative, not counted: the variant's ordinary build (no guards, no
+# poison), as a search without guarded builds would have checked it.
+"$gevod" ptx $st.ll --patch $st.unwritten.patch.json -o "$work/unwritten.ptx" &&
+    "$gevod" run $st.gevo.toml --backend cuda --tests train --ptx "$work/unwritten.ptx" > "$work/unwritten.txt" 2>&1
+echo "    (informative) the variant's ordinary build, unpoisoned:"
+sed 's/^/    /' "$work/unwritten.txt" | head -4
 fi
 
 if want gate; then

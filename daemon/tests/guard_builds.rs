@@ -248,7 +248,8 @@ fn loops_get_budgets_and_sites_keep_source_lines_and_parameters() {
             };
             assert!(aligned(&plain) > 0, "{name}: {plain}");
             assert_eq!(aligned(&guarded), 0, "{name}: {guarded}");
-            assert_eq!(unaligned(&guarded), aligned(&plain), "{name}");
+            // One more: after the shared-memory poison at the entry (poison.rs).
+            assert_eq!(unaligned(&guarded), aligned(&plain) + 1, "{name}");
             // Every lane of a warp reaches them together (uniform.rs): no
             // check, and no live lanes to keep.
             assert!(!guarded.contains("GEVO_POLL:"), "{name}: {guarded}");

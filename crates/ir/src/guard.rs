@@ -15,9 +15,12 @@
 //! (both asked every 64 trips), the thread exits (an exited thread counts
 //! as arrived at later barriers). A barrier that the lanes of a warp are
 //! not proven to reach together (`uniform`) is checked for lanes that
-//! reach it apart (`barriers`). The GPU worker fills `__gevo_guard_table`
-//! (the test's buffer ranges, which of them are read-only, and the
-//! budgets) before each guarded run and reads the state after.
+//! reach it apart (`barriers`). A kernel that uses shared memory first
+//! fills it with a poison pattern (`poison`), so that a read of bytes its
+//! block never wrote shows in its outputs. The GPU worker fills
+//! `__gevo_guard_table` (the test's buffer ranges, which of them are
+//! read-only, the budgets and the poison pattern) before each guarded run
+//! and reads the state after.
 
 use super::error::IrError;
 use super::llvm;
@@ -40,6 +43,7 @@ mod barriers;
 mod inline_check;
 mod loops;
 mod plan;
+mod poison;
 mod record;
 mod uniform;
 
@@ -57,12 +61,21 @@ pub const STATE_BLOCK: usize = 3;
 pub const STATE_ADDRESS: usize = 4;
 pub const STATE_MOST_TRIPS: usize = 5;
 /// Words of `__gevo_guard_table`: the trip budget, the range count, then
-/// begin/end pairs; next to last, which ranges are read-only (bit `k` for
-/// the `k`th pair); the last word, the time budget in nanoseconds.
+/// begin/end pairs; third to last, the shared-memory poison pattern (its
+/// low 32 bits); next to last, which ranges are read-only (bit `k` for the
+/// `k`th pair); the last word, the time budget in nanoseconds.
 pub const TABLE_WORDS: usize = 128;
-pub const MAX_RANGES: usize = (TABLE_WORDS - 3) / 2;
+pub const TABLE_POISON: usize = TABLE_WORDS - 3;
+pub const MAX_RANGES: usize = (TABLE_POISON - 2) / 2;
 pub const TABLE_READ_ONLY: usize = TABLE_WORDS - 2;
 pub const TABLE_TIME_BUDGET: usize = TABLE_WORDS - 1;
+/// The poison patterns shared memory is filled with (`TABLE_POISON`; the
+/// runtime mixes the block's index into the low 20 bits). The first, for
+/// every guarded run: all ones, so that a float or double read of a
+/// poisoned byte is a NaN and an integer one a large negative number. The
+/// second, finite and positive, for a run that asks whether the outputs
+/// change with the pattern.
+pub const POISON_PATTERNS: [u64; 2] = [0xFFFF_FFFF, 0x5A5A_5A5A];
 /// The globals the GPU worker reads and fills.
 pub const STATE_SYMBOL: &str = "__gevo_guard_state";
 pub const TABLE_SYMBOL: &str = "__gevo_guard_table";
@@ -176,6 +189,9 @@ pub struct Guarded {
     /// kept inputs as they were (docs/evolve.md, "Inputs the guarded run
     /// cannot write").
     pub protects_inputs: bool,
+    /// A kernel of the build fills its shared memory with the table's
+    /// poison pattern first (`poison`): its outputs may change with it.
+    pub poisons_shared: bool,
 }
 
 impl KernelIr {
@@ -187,7 +203,7 @@ impl KernelIr {
         options: &CodegenOptions,
     ) -> Result<Guarded, IrError> {
         self.with_patched(patch, |context, module, live| {
-            let (sites, unguarded, protects_inputs) =
+            let (sites, unguarded, protects_inputs, poisons_shared) =
                 guard_module(context, module, live, &self.parts, &options.arch)?;
             let ptx = codegen::emit_ptx_with_features(
                 context,
@@ -201,6 +217,7 @@ impl KernelIr {
                 sites,
                 unguarded,
                 protects_inputs,
+                poisons_shared,
             })
         })
     }
@@ -213,22 +230,24 @@ impl KernelIr {
         options: &CodegenOptions,
     ) -> Result<(String, Vec<GuardSite>), IrError> {
         self.with_patched(patch, |context, module, live| {
-            let (sites, _, _) = guard_module(context, module, live, &self.parts, &options.arch)?;
+            let (sites, ..) = guard_module(context, module, live, &self.parts, &options.arch)?;
             Ok((module.print_to_string().to_string(), sites))
         })
     }
 }
 
-/// Guards `module` in place: plans the sites, links the runtime in, inserts
-/// the checks (calls, never inlined: see `guard_runtime.ll`), verifies. Answers the sites and how many
-/// accesses were left unguarded.
+/// Guards `module` in place: plans the sites, links the runtime in, fills
+/// shared memory with poison at the kernels' entries, inserts the checks
+/// (calls, never inlined: see `guard_runtime.ll`), verifies. Answers the
+/// sites, how many accesses were left unguarded, whether the inputs are
+/// protected and whether shared memory is poisoned.
 fn guard_module<'c>(
     context: &'c Context,
     module: &Module<'c>,
     live: &super::LiveModule<'_>,
     parts: &[super::Part],
     arch: &str,
-) -> Result<(Vec<GuardSite>, usize, bool), IrError> {
+) -> Result<(Vec<GuardSite>, usize, bool, bool), IrError> {
     let plan = plan(module, &live.parts, parts);
     module.strip_debug_info();
     let runtime = context
@@ -242,6 +261,11 @@ fn guard_module<'c>(
     module
         .link_in_module(runtime)
         .map_err(|e| guard_error(format!("linking the guard runtime: {e}")))?;
+    // Before the guards: the fill is not guarded, and the guards' entry
+    // code goes in before it (poison.rs).
+    let kernels: Vec<llvm::Value> = live.parts.iter().map(|p| p.function()).collect();
+    let fills = poison::plan_fills(module, &kernels);
+    poison::insert_fills(context, module, &fills)?;
     // Which functions' checks call the runtime to record, decided once for
     // the accesses' checks and the barriers' (record.rs).
     let calling = record::calling_functions(&plan);
@@ -264,7 +288,12 @@ fn guard_module<'c>(
         message: format!("the guarded build: {}", super::one_line(&e.to_string())),
     })?;
     let protects_inputs = writes_inline && plan.too_wide == 0;
-    Ok((plan.sites, plan.too_wide, protects_inputs))
+    Ok((
+        plan.sites,
+        plan.too_wide,
+        protects_inputs,
+        !fills.is_empty(),
+    ))
 }
 
 fn guard_error(message: String) -> IrError {

@@ -23,10 +23,11 @@
 
 ; Filled in by the GPU worker before each guarded run of a test:
 ; [0] trip budget per thread (0: none), [1] range count, then begin/end
-; address pairs of every buffer the test owns (at most 62), [126] which of
-; them are read-only (bit k for the k-th pair: inputs the original leaves
-; as they were, which an inline-checked write refuses), and last, [127],
-; the run's time budget in nanoseconds (0: none).
+; address pairs of every buffer the test owns (at most 61), [125] the
+; shared-memory poison pattern (its low 32 bits), [126] which of them are
+; read-only (bit k for the k-th pair: inputs the original leaves as they
+; were, which an inline-checked write refuses), and last, [127], the run's
+; time budget in nanoseconds (0: none).
 @__gevo_guard_table = addrspace(4) externally_initialized global [128 x i64] zeroinitializer, align 8
 
 ; Where refused accesses go instead (the caller picks the address space).
@@ -45,6 +46,9 @@ declare i32 @llvm.nvvm.read.ptx.sreg.ctaid.y()
 declare i32 @llvm.nvvm.read.ptx.sreg.ctaid.z()
 declare i32 @llvm.nvvm.read.ptx.sreg.ntid.x()
 declare i32 @llvm.nvvm.read.ptx.sreg.ntid.y()
+declare i32 @llvm.nvvm.read.ptx.sreg.ntid.z()
+declare i32 @llvm.nvvm.read.ptx.sreg.nctaid.x()
+declare i32 @llvm.nvvm.read.ptx.sreg.nctaid.y()
 declare i32 @llvm.nvvm.read.ptx.sreg.laneid()
 declare i32 @llvm.nvvm.activemask()
 declare i32 @llvm.cttz.i32(i32, i1)
@@ -336,6 +340,81 @@ apart:
   ; with different barriers and could wait for each other for ever.
   call void asm sideeffect "exit;", ""()
   br label %done
+
+done:
+  ret void
+}
+
+; At a kernel's entry (ir/guard/poison.rs): the block's threads together
+; fill [%base, %base + %bytes) of shared memory with the poison word, so
+; that a read of bytes no thread of this block wrote gives the poison and
+; not what an earlier block left there. The word is the table's pattern
+; with its low 20 bits mixed with the block's index: the pattern's sign,
+; exponent and high mantissa bits stay (all ones make every float and
+; double read a NaN), and the low bits differ from block to block. Whole
+; words where %base is 4-aligned, then the remaining bytes.
+define void @__gevo_poison_shared(ptr addrspace(3) %base, i64 %bytes) #0 {
+entry:
+  %pattern64 = load i64, ptr addrspace(4) getelementptr inbounds ([128 x i64], ptr addrspace(4) @__gevo_guard_table, i64 0, i64 125), align 8
+  %pattern = trunc i64 %pattern64 to i32
+  %bx = call i32 @llvm.nvvm.read.ptx.sreg.ctaid.x()
+  %by = call i32 @llvm.nvvm.read.ptx.sreg.ctaid.y()
+  %bz = call i32 @llvm.nvvm.read.ptx.sreg.ctaid.z()
+  %gx = call i32 @llvm.nvvm.read.ptx.sreg.nctaid.x()
+  %gy = call i32 @llvm.nvvm.read.ptx.sreg.nctaid.y()
+  %bzy = mul i32 %bz, %gy
+  %brow = add i32 %bzy, %by
+  %brows = mul i32 %brow, %gx
+  %block = add i32 %brows, %bx
+  %hashed = mul i32 %block, -1640531535
+  %low = lshr i32 %hashed, 12
+  %word = xor i32 %pattern, %low
+  %linear = call i32 @__gevo_linear_thread()
+  %thread = zext i32 %linear to i64
+  %nx = call i32 @llvm.nvvm.read.ptx.sreg.ntid.x()
+  %ny = call i32 @llvm.nvvm.read.ptx.sreg.ntid.y()
+  %nz = call i32 @llvm.nvvm.read.ptx.sreg.ntid.z()
+  %nxy = mul i32 %nx, %ny
+  %n32 = mul i32 %nxy, %nz
+  %n = zext i32 %n32 to i64
+  %address = ptrtoint ptr addrspace(3) %base to i64
+  %misaligned = and i64 %address, 3
+  %aligned = icmp eq i64 %misaligned, 0
+  %all_words = lshr i64 %bytes, 2
+  %words = select i1 %aligned, i64 %all_words, i64 0
+  br label %word_loop
+
+word_loop:
+  %w = phi i64 [ %thread, %entry ], [ %w_next, %word_body ]
+  %more_words = icmp ult i64 %w, %words
+  br i1 %more_words, label %word_body, label %bytes_start
+
+word_body:
+  %w_at = getelementptr inbounds i32, ptr addrspace(3) %base, i64 %w
+  store i32 %word, ptr addrspace(3) %w_at, align 4
+  %w_next = add i64 %w, %n
+  br label %word_loop
+
+bytes_start:
+  %done_bytes = shl i64 %words, 2
+  %b_first = add i64 %done_bytes, %thread
+  br label %byte_loop
+
+byte_loop:
+  %b = phi i64 [ %b_first, %bytes_start ], [ %b_next, %byte_body ]
+  %more_bytes = icmp ult i64 %b, %bytes
+  br i1 %more_bytes, label %byte_body, label %done
+
+byte_body:
+  %b_lane = and i64 %b, 3
+  %b_shift64 = shl i64 %b_lane, 3
+  %b_shift = trunc i64 %b_shift64 to i32
+  %b_word = lshr i32 %word, %b_shift
+  %b_value = trunc i32 %b_word to i8
+  %b_at = getelementptr inbounds i8, ptr addrspace(3) %base, i64 %b
+  store i8 %b_value, ptr addrspace(3) %b_at, align 1
+  %b_next = add i64 %b, %n
+  br label %byte_loop
 
 done:
   ret void

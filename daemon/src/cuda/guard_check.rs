@@ -2,7 +2,9 @@
 //! kernel's (or a variant's) guarded build run on each of a spec's tests,
 //! against its unguarded build where the simulator finds no fault (every
 //! buffer's bytes identical), and against the simulator's verdict where it
-//! finds one (the same fault class, argument and side of the buffer); after
+//! finds one (the same fault class, argument and side of the buffer; for a
+//! read of shared memory never written, guarded outputs that differ from
+//! the original's, shared memory being poisoned in the guarded build); after
 //! each fault, the original's guarded build still runs in the same context.
 
 use super::device_test::StagedTest;
@@ -121,6 +123,9 @@ pub fn check(
                 )
             }
             (Some(s), Some(g)) => (same_fault(s, g), format!("GPU: {g} | simulator: {s}")),
+            (Some(s), None) if matches!(s.fault, Fault::UninitializedShared { .. }) => {
+                poisoned_outputs(&calibration, &test, &guarded_bytes, s)?
+            }
             (None, Some(g)) => (false, format!("GPU: {g} | simulator: no fault")),
             (Some(s), None) => (false, format!("GPU: no fault | simulator: {s}")),
         };
@@ -139,6 +144,29 @@ pub fn check(
         ));
     }
     Ok(found)
+}
+
+/// A read of shared memory never written, which the simulator found and
+/// the guarded build records no fault for: it agrees when the guarded
+/// outputs (shared memory poisoned first) differ from the original's
+/// guarded run's, as the output check then rejects it.
+fn poisoned_outputs(
+    original: &GuardedKernel,
+    test: &StagedTest,
+    guarded_bytes: &[Vec<u8>],
+    sim: &Verdict,
+) -> Result<(bool, String), CudaError> {
+    original.arm(test, Budget::NONE)?;
+    let original_bytes = run(&original.kernel, test)?;
+    let differ = original_bytes != guarded_bytes;
+    let what = match differ {
+        true => "differ from",
+        false => "are the SAME AS",
+    };
+    Ok((
+        differ,
+        format!("GPU: the guarded outputs (shared memory poisoned) {what} the original's | simulator: {sim}"),
+    ))
 }
 
 /// One run with the inputs restored; every argument's final bytes.

@@ -73,6 +73,11 @@ pub struct GuardedBuild {
     /// restored before it, nor compared after it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub protects_inputs: bool,
+    /// Its kernels fill shared memory with the table's poison pattern
+    /// first (`ir::Guarded::poisons_shared`): a mismatch may be run again
+    /// with another pattern to see whether it reads bytes never written.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub poisons_shared: bool,
 }
 
 /// A guarded build loaded, with its state and table on the device.
@@ -111,9 +116,19 @@ impl GuardedKernel {
         })
     }
 
-    /// Before a guarded run of `test`: its buffers' ranges and the budget
-    /// in the table, the state cleared.
+    /// Before a guarded run of `test`: its buffers' ranges, the budget and
+    /// the first poison pattern in the table, the state cleared.
     pub fn arm(&self, test: &StagedTest, budget: Budget) -> Result<(), CudaError> {
+        self.arm_poisoned(test, budget, guard::POISON_PATTERNS[0])
+    }
+
+    /// [`GuardedKernel::arm`] with shared memory poisoned by `pattern`.
+    pub fn arm_poisoned(
+        &self,
+        test: &StagedTest,
+        budget: Budget,
+        pattern: u64,
+    ) -> Result<(), CudaError> {
         let ranges: Vec<u64> = test
             .work
             .iter()
@@ -160,6 +175,7 @@ impl GuardedKernel {
             .enumerate()
             .filter(|(_, (slot, _))| protect && test.kept_inputs.contains(slot))
             .fold(0, |bits, (k, _)| bits | 1 << k);
+        table[guard::TABLE_POISON] = pattern;
         table[guard::TABLE_TIME_BUDGET] = budget.time.as_nanos().min(u64::MAX as u128) as u64;
         self.table.write(&table)?;
         self.state.write(&[0; guard::STATE_WORDS])

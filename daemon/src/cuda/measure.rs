@@ -342,6 +342,7 @@ impl Measurer {
                 kernel,
                 sites: &build.sites,
                 protects_inputs: build.protects_inputs,
+                poisons_shared: build.poisons_shared,
             }),
             Err(e) if e.poisons_context() => {
                 out.fatal = true;

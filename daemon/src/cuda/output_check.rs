@@ -29,7 +29,13 @@ pub(super) struct Guarded<'a> {
     pub sites: &'a [GuardSite],
     /// Its runs leave the kept inputs as they were (`GuardedBuild::protects_inputs`).
     pub protects_inputs: bool,
+    /// It fills shared memory with poison first (`GuardedBuild::poisons_shared`).
+    pub poisons_shared: bool,
 }
+
+/// Appended to a guarded run's mismatch whose outputs change with the
+/// shared-memory poison pattern.
+pub(super) const UNWRITTEN_SHARED: &str = "; the outputs change with the pattern shared memory is poisoned with: it reads shared memory its block never wrote";
 
 impl Measurer {
     /// One test's checked run: a passed summary (its error, no cost yet),
@@ -82,7 +88,13 @@ impl Measurer {
                 TestSummary::failed(&test.name, f.kind(), format!("guarded run on the GPU: {f}"))
             }
             Ok((None, (Some(f), error))) => {
-                let mut s = TestSummary::failed(&test.name, f.kind(), f.to_string());
+                let mut message = f.to_string();
+                if let CheckedBuild::Guarded(g) = build {
+                    if self.changes_with_poison(g, test, &f, out) {
+                        message += UNWRITTEN_SHARED;
+                    }
+                }
+                let mut s = TestSummary::failed(&test.name, f.kind(), message);
                 s.error = Some(error);
                 s
             }
@@ -98,6 +110,43 @@ impl Measurer {
         };
         summary.original_cost = test.original_ns as u64;
         summary
+    }
+
+    /// Whether a guarded run's output mismatch `first` (made with the first
+    /// poison pattern) is another verdict when shared memory is poisoned
+    /// with the second: then what the outputs hold came from shared bytes
+    /// the block never wrote. One more guarded run of a failing test, only
+    /// for a build that poisons shared memory (a race can change outputs
+    /// between runs too, which the simulator's pre-screen mostly rejects
+    /// before the GPU sees it).
+    fn changes_with_poison(
+        &self,
+        g: &Guarded,
+        test: &StagedTest,
+        first: &Failure,
+        out: &mut Measured,
+    ) -> bool {
+        if !g.poisons_shared || !matches!(first, Failure::Mismatch { .. }) {
+            return false;
+        }
+        let started = Instant::now();
+        let second = g
+            .kernel
+            .arm_poisoned(test, test.budget, gevo_ir::guard::POISON_PATTERNS[1])
+            .and_then(|()| {
+                let limit = self.guarded_limit(test);
+                self.check_outputs(&g.kernel.kernel, g.protects_inputs, test, limit)
+            });
+        out.spent.check_s += started.elapsed().as_secs_f64();
+        match second {
+            // Display, not PartialEq: an error of NaN in both is the same.
+            Ok((second, _)) => second.map(|f| f.to_string()) != Some(first.to_string()),
+            Err(e) => {
+                out.fatal |= e.poisons_context();
+                tracing::debug!("the second poison pattern's run: {e}");
+                false
+            }
+        }
     }
 
     /// The outputs' verdict after one run of `kernel` on `test`: compared

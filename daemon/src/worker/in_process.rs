@@ -182,6 +182,7 @@ impl InProcess {
             cubin,
             sites: guarded.sites,
             protects_inputs: guarded.protects_inputs,
+            poisons_shared: guarded.poisons_shared,
         })
     }
 

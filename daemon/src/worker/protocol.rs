@@ -13,8 +13,9 @@ use gevo_search::evolve::{Build, Scope};
 use serde::{Deserialize, Serialize};
 
 /// Wire protocol version, sent in the worker's greeting (5: guard sites
-/// carry their id).
-pub const PROTOCOL: u32 = 5;
+/// carry their id; 6: guarded builds poison shared memory, the guard
+/// table's pattern word the worker fills).
+pub const PROTOCOL: u32 = 6;
 
 /// A request from the engine's process.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -316,11 +317,12 @@ mod tests {
                             argument: Some(0),
                         }],
                         protects_inputs: true,
+                        poisons_shared: true,
                     }),
                     set: TestSet::Train,
                     race: Some(0.97),
                 },
-                r#"{"op":"measure","id":9,"ptx":"x","cubin":"f0VMRg==","guarded":{"ptx":"g","sites":[{"id":1048576,"kind":"load","instruction":12,"function":"k","block":"bb1","source":"k.cu:7","bytes":4,"argument":0}],"protects_inputs":true},"set":"train","race":0.97}"#,
+                r#"{"op":"measure","id":9,"ptx":"x","cubin":"f0VMRg==","guarded":{"ptx":"g","sites":[{"id":1048576,"kind":"load","instruction":12,"function":"k","block":"bb1","source":"k.cu:7","bytes":4,"argument":0}],"protects_inputs":true,"poisons_shared":true},"set":"train","race":0.97}"#,
             ),
             (
                 Request::Compile {
