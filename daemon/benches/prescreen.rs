@@ -57,6 +57,8 @@ fn cpu() -> Duration {
 #[derive(Default, Clone, Copy)]
 struct Side {
     runs: usize,
+    /// The buffer bytes of the tests run: the simulator's work, roughly.
+    bytes: u64,
     rejected: usize,
     cpu: Duration,
 }
@@ -93,18 +95,22 @@ fn reason(kind: &str) -> String {
     }
 }
 
-fn screen(
-    worker: &InProcess,
-    patch: &Patch,
-    placement: Prescreen,
-    side: &mut Side,
-) -> Option<String> {
+/// What a compile worker screens with: the worker, and its train tests'
+/// buffer bytes, least first (the order it runs them in).
+struct Screen {
+    worker: InProcess,
+    bytes: Vec<u64>,
+}
+
+fn screen(on: &Screen, patch: &Patch, placement: Prescreen, side: &mut Side) -> Option<String> {
     let started = cpu();
-    let screened = worker
+    let screened = on
+        .worker
         .screen(patch, placement)
         .expect("the pre-screen judges");
     side.cpu += cpu() - started;
     side.runs += screened.runs;
+    side.bytes += on.bytes[..screened.runs].iter().sum::<u64>();
     let kind = screened
         .rejected
         .map(|a| a.tests[0].failure.clone().expect("rejected").0);
@@ -114,7 +120,7 @@ fn screen(
 
 /// Both placements on `patch` (which first alternates with `seed`);
 /// whether `all` passed it.
-fn both(worker: &InProcess, ir: &KernelIr, patch: &Patch, seed: u64, kind: &mut Kind) -> bool {
+fn both(worker: &Screen, ir: &KernelIr, patch: &Patch, seed: u64, kind: &mut Kind) -> bool {
     kind.variants += 1;
     let started = cpu();
     let _ = ir.lower_all(patch);
@@ -148,10 +154,22 @@ fn measure(name: &str, variants: u64, codegen: &CodegenOptions) -> Row {
         .for_backend(TestTarget::Sim);
     let ir = KernelIr::load_kernels(&spec.ir, &spec.kernels).expect("fixture loads");
     let train = spec.tests(TestSet::Train).len();
-    let worker = InProcess::new(spec, codegen.clone()).expect("a compile worker");
+    let mut bytes: Vec<u64> = spec
+        .tests(TestSet::Train)
+        .into_iter()
+        .map(|t| spec.buffer_bytes(t).expect("sizes") as u64)
+        .collect();
+    bytes.sort();
+    let worker = Screen {
+        worker: InProcess::new(spec, codegen.clone()).expect("a compile worker"),
+        bytes,
+    };
     // The references are made once, on the first variant: the original's.
     let empty = ir.empty_patch();
-    let original = worker.screen(&empty, Prescreen::All).expect("screens");
+    let original = worker
+        .worker
+        .screen(&empty, Prescreen::All)
+        .expect("screens");
     assert!(
         original.rejected.is_none(),
         "{name}: the original is rejected"
@@ -222,6 +240,10 @@ fn lowering(k: &Kind) -> String {
     percent(k.lower.as_micros() as usize, k.all.cpu.as_micros() as usize)
 }
 
+fn bytes(k: &Kind) -> String {
+    format!("{:.2}", k.smallest.bytes as f64 / k.all.bytes.max(1) as f64)
+}
+
 fn ratio(k: &Kind) -> String {
     format!(
         "{:.2}",
@@ -235,6 +257,7 @@ fn add(total: &mut Kind, k: &Kind) {
     total.lower += k.lower;
     for (t, s) in [(&mut total.all, &k.all), (&mut total.smallest, &k.smallest)] {
         t.runs += s.runs;
+        t.bytes += s.bytes;
         t.rejected += s.rejected;
         t.cpu += s.cpu;
     }
@@ -253,11 +276,12 @@ fn table(rows: &[Row], variants: u64) -> String {
          (every train test, least input bytes first) against `smallest` (the first). Each cell: fresh variants (1 to 4 \
          random edits from the original, seeds 1 to {variants}) / children (one edit more on a fresh variant `all` \
          passed, as the search breeds). Runs and rejections are counts (the same on every machine); CPU is one thread's, \
-         the placements alternating per variant; lowering: the share of `all`'s CPU that replaying the patch and lowering it for \
+         the placements alternating per variant; bytes simulated: the buffer bytes of the tests run, the simulator's work \
+         roughly; lowering: the share of `all`'s CPU that replaying the patch and lowering it for \
          the simulator takes (both placements pay it once a variant; the rest is the simulator's runs). Rejected by `all`, by its verdict (loop: the step budget): how many, and \
          the share `smallest` rejects too (fresh and children together).\n\n\
-         | fixture | train tests | variants | runs/variant all | runs smallest | rejected all | rejected smallest | CPU smallest/all | lowering | rejected by `all` (smallest too) |\n\
-         |---|---|---|---|---|---|---|---|---|---|\n",
+         | fixture | train tests | variants | runs/variant all | runs smallest | rejected all | rejected smallest | bytes simulated smallest/all | CPU smallest/all | lowering | rejected by `all` (smallest too) |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|\n",
         report::machine(),
         report::today(),
         commit(),
@@ -269,7 +293,7 @@ fn table(rows: &[Row], variants: u64) -> String {
         add(&mut both, &r.fresh);
         add(&mut both, &r.children);
         body += &format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.name,
             r.train,
             pair(|k| k.variants.to_string(), r),
@@ -277,6 +301,7 @@ fn table(rows: &[Row], variants: u64) -> String {
             pair(|k| per(k.smallest.runs, k), r),
             pair(|k| k.all.rejected.to_string(), r),
             pair(|k| k.smallest.rejected.to_string(), r),
+            pair(bytes, r),
             pair(ratio, r),
             pair(lowering, r),
             reasons(&both.reasons),
@@ -288,8 +313,10 @@ fn table(rows: &[Row], variants: u64) -> String {
     add(&mut total, &fresh);
     add(&mut total, &children);
     body += &format!(
-        "\nAll fixtures: CPU smallest/all {} fresh, {} children (lowering {} and {} of `all`'s); `all` rejected {} and `smallest` {} of {} variants; \
+        "\nAll fixtures: buffer bytes simulated smallest/all {} fresh, {} children; CPU smallest/all {} and {} (lowering {} and {} of `all`'s); `all` rejected {} and `smallest` {} of {} variants; \
          by reason: {}.\n",
+        bytes(&fresh),
+        bytes(&children),
         ratio(&fresh),
         ratio(&children),
         lowering(&fresh),
