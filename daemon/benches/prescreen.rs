@@ -7,7 +7,7 @@
 //! seconds are this thread's, the two placements alternating per variant.
 //!
 //! Run with `cargo bench -p gevod --bench prescreen --profile dev` (`PRESCREEN_VARIANTS`:
-//! variants per fixture, 200 unless set); it rewrites its section of
+//! variants of each kind per fixture, 1000 unless set); it rewrites its section of
 //! BENCHMARKS.md.
 
 mod report;
@@ -231,8 +231,8 @@ fn reasons(r: &BTreeMap<String, (usize, usize)>) -> String {
 }
 
 /// A cell of both kinds: fresh / children.
-fn pair(f: impl Fn(&Kind) -> String, row: &Row) -> String {
-    format!("{} / {}", f(&row.fresh), f(&row.children))
+fn pair(f: impl Fn(&Kind) -> String, fresh: &Kind, children: &Kind) -> String {
+    format!("{} / {}", f(fresh), f(children))
 }
 
 /// The share of `all`'s CPU that is not the simulator's runs.
@@ -268,19 +268,40 @@ fn add(total: &mut Kind, k: &Kind) {
     }
 }
 
+/// A row of the table: both kinds of variant, and the reasons of both.
+fn line(name: &str, train: &str, fresh: &Kind, children: &Kind) -> String {
+    let per = |runs: usize, k: &Kind| format!("{:.2}", runs as f64 / k.variants.max(1) as f64);
+    let mut both = Kind::default();
+    add(&mut both, fresh);
+    add(&mut both, children);
+    format!(
+        "| {name} | {train} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+        pair(|k| k.variants.to_string(), fresh, children),
+        pair(|k| per(k.all.runs, k), fresh, children),
+        pair(|k| per(k.smallest.runs, k), fresh, children),
+        pair(|k| k.all.rejected.to_string(), fresh, children),
+        pair(|k| k.smallest.rejected.to_string(), fresh, children),
+        pair(bytes, fresh, children),
+        pair(ratio, fresh, children),
+        pair(lowering, fresh, children),
+        reasons(&both.reasons),
+    )
+}
+
 fn table(rows: &[Row], variants: u64) -> String {
     let mut body = format!(
         "## The pre-screen: `all` against `smallest` (simulator, in process)\n\n\
-         Machine: {}; date {}; commit {}. Command: `PRESCREEN_VARIANTS={variants} cargo bench -p gevod --bench prescreen --profile dev`.\n\n\
-         A compile worker's pre-screen, in process, on the sim train tests of each fixture with GPU-sized tests: `all` \
+         Machine: {}. Date: {}. Commit: {}. Command: `PRESCREEN_VARIANTS={variants} cargo bench -p gevod --bench prescreen \
+         --profile dev`. A compile worker's pre-screen on the sim train tests of each fixture with GPU-sized tests, `all` \
          (every train test, least input bytes first) against `smallest` (the first). Each cell: fresh variants (1 to 4 \
          random edits from the original, seeds 1 to {variants}) / children (one edit more on a fresh variant `all` \
          passed, as the search breeds). Runs and rejections are counts (the same on every machine); CPU is one thread's, \
-         the placements alternating per variant; bytes simulated: the buffer bytes of the tests run, the simulator's work \
-         roughly; lowering: the share of `all`'s CPU that replaying the patch and lowering it for \
-         the simulator takes (both placements pay it once a variant; the rest is the simulator's runs). Rejected by `all`, by its verdict (loop: the step budget): how many, and \
-         the share `smallest` rejects too (fresh and children together).\n\n\
-         | fixture | train tests | variants | runs/variant all | runs smallest | rejected all | rejected smallest | bytes simulated smallest/all | CPU smallest/all | lowering | rejected by `all` (smallest too) |\n\
+         the placements alternating per variant; bytes simulated: the buffer bytes of the tests run, roughly the \
+         simulator's work; lowering: the share of `all`'s CPU that replaying the patch and lowering it for the simulator \
+         takes (each placement pays it once a variant; the rest is the simulator's runs). Rejected by `all`, by its verdict \
+         (loop: the step budget), fresh and children together: how many, and the share `smallest` rejects too.\n\n\
+         | fixture | train tests | variants | runs/variant all | runs smallest | rejected all | rejected smallest | \
+         bytes simulated smallest/all | CPU smallest/all | lowering | rejected by `all` (smallest too) |\n\
          |---|---|---|---|---|---|---|---|---|---|---|\n",
         report::machine(),
         report::today(),
@@ -288,44 +309,11 @@ fn table(rows: &[Row], variants: u64) -> String {
     );
     let (mut fresh, mut children) = (Kind::default(), Kind::default());
     for r in rows {
-        let per = |runs: usize, k: &Kind| format!("{:.2}", runs as f64 / k.variants.max(1) as f64);
-        let mut both = Kind::default();
-        add(&mut both, &r.fresh);
-        add(&mut both, &r.children);
-        body += &format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
-            r.name,
-            r.train,
-            pair(|k| k.variants.to_string(), r),
-            pair(|k| per(k.all.runs, k), r),
-            pair(|k| per(k.smallest.runs, k), r),
-            pair(|k| k.all.rejected.to_string(), r),
-            pair(|k| k.smallest.rejected.to_string(), r),
-            pair(bytes, r),
-            pair(ratio, r),
-            pair(lowering, r),
-            reasons(&both.reasons),
-        );
+        body += &line(&r.name, &r.train.to_string(), &r.fresh, &r.children);
         add(&mut fresh, &r.fresh);
         add(&mut children, &r.children);
     }
-    let mut total = Kind::default();
-    add(&mut total, &fresh);
-    add(&mut total, &children);
-    body += &format!(
-        "\nAll fixtures: buffer bytes simulated smallest/all {} fresh, {} children; CPU smallest/all {} and {} (lowering {} and {} of `all`'s); `all` rejected {} and `smallest` {} of {} variants; \
-         by reason: {}.\n",
-        bytes(&fresh),
-        bytes(&children),
-        ratio(&fresh),
-        ratio(&children),
-        lowering(&fresh),
-        lowering(&children),
-        total.all.rejected,
-        total.smallest.rejected,
-        total.variants,
-        reasons(&total.reasons)
-    );
+    body += &line("**all**", "-", &fresh, &children);
     body
 }
 
@@ -335,7 +323,7 @@ fn main() {
         libdevice: Some(root.join("tests/fixtures/libdevice-stub.ll")),
         ..CodegenOptions::default()
     };
-    let variants = report::setting("PRESCREEN_VARIANTS", 200) as u64;
+    let variants = report::setting("PRESCREEN_VARIANTS", 1000) as u64;
     let rows: Vec<Row> = FIXTURES
         .iter()
         .map(|f| measure(f, variants, &codegen))
