@@ -59,11 +59,17 @@ pub struct RunArgs {
     /// the safety gate does before validating one; a report fails it.
     #[arg(long, value_enum, default_value = "off")]
     sanitize: SanitizeMode,
-    /// GPU only: the pre-screen on the simulator. The variants given are
-    /// judged as promotion's are: all and smallest both run every train
-    /// test; off: every variant reaches the GPU (checked through its
-    /// guarded build).
-    #[arg(long, value_enum, value_name = "PLACEMENT", default_value = "all")]
+    /// GPU only: the pre-screen on the simulator (all, smallest or off).
+    /// The variants given are judged as promotion's are: all and smallest
+    /// both run every train test; off: every variant reaches the GPU
+    /// (checked through its guarded build).
+    #[arg(
+        long,
+        value_enum,
+        value_name = "PLACEMENT",
+        default_value = "all",
+        hide_possible_values = true
+    )]
     prescreen: Prescreen,
     /// GPU only: `--prescreen off`.
     #[arg(long, conflicts_with = "prescreen")]
