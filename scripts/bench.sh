@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh test
 cargo bench -p gevod --bench ir_pipeline
 cargo bench -p gevod --bench guard_builds
+cargo bench -p gevod --bench prescreen --profile dev
 cargo bench -p gevod --bench sim_speed
 cargo bench -p gevod --bench inputs
 cargo bench -p gevod --bench evolve

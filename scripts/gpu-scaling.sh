@@ -3,8 +3,9 @@
 # on each of FIXTURES (default "stencil wavefront", their GPU-sized
 # [tests.gpu] sets) with each of MODES (default "one:0 two:0,1 all:all":
 # NAME:--devices), TIME (default 40s) each, one after the other on this
-# host. Prints "ok"/"FAIL" lines and a Markdown table: variants measured
-# per second and their ratio to the first mode, generations per second's
+# host (a FIXTURES entry may be a spec's path instead). Prints "ok"/"FAIL"
+# lines and a Markdown table: variants measured per second and their ratio
+# to the first mode, generations per second's
 # ratio (the search's pace: variants measured are unequal work where a
 # search that gets further sends more of its variants to the GPU), the
 # GPUs' and the compile workers' busy shares, the GPU seconds with no
@@ -13,7 +14,11 @@
 # that gets further times more of its variants, each costing its GPU
 # more), and what was done ahead (variants of the next batch measured where
 # a GPU would have waited, promotion's measurements a batch left under way
-# to the next).
+# to the next), the pre-screen's compile-worker seconds per variant measured,
+# and the validated speedup. PRESCREENS (e.g. "all smallest off"; default
+# none: gevod's default) runs each mode once per `--prescreen` placement
+# (docs/evolve.md, "The pre-screen"), its rows named MODE.PLACEMENT;
+# GEVOD_ARGS adds flags to every `gevod evolve`.
 #
 #   scripts/gpu-scaling.sh GEVOD WORKDIR
 #   scripts/gpu-scaling.sh --table WORKDIR    (the table of runs already made)
@@ -31,8 +36,8 @@ print()
 tables.header([
     "fixture", "devices", "seconds", "generations", "generations/s vs the first",
     "variants measured", "variants measured/s", "vs the first", "GPU busy",
-    "GPU idle (no request)", "compile busy", "timed", "timing rounds", "measured ahead",
-    "promotion carried"
+    "GPU idle (no request)", "compile busy", "pre-screen CPU s/measured", "timed", "timing rounds",
+    "measured ahead", "promotion carried", "validated"
 ])
 first = {}
 for path in sorted(glob.glob(os.path.join(work, "*.json")), key=os.path.getmtime):
@@ -54,12 +59,16 @@ for path in sorted(glob.glob(os.path.join(work, "*.json")), key=os.path.getmtime
     base, base_pace = first.setdefault(fixture, (rate, pace))
     idle = u.get("gpu_idle_s", 0.0)
     capacity = u.get("wall_s", 0.0) * u.get("gpu_workers", 0)
+    screen = (u.get("spent") or {}).get("prescreen_s", 0.0) / max(u.get("measured", 0), 1)
+    validated = (r.get("best") or {}).get("speedup")
+    validated = f"{validated:.3f}x" if validated else "-"
     print(f"| {fixture} | {mode} ({u.get('gpu_workers', 0)} GPU workers) | {seconds:.0f} | {r.get('generations', 0)} | "
           f"{pace / base_pace if base_pace else 0:.2f}x | "
           f"{u.get('measured', 0)} | {rate:.1f} | {rate / base if base else 0:.2f}x | "
           f"{100 * u.get('gpu_busy_share', 0):.0f}% | {idle:.1f} s of {capacity:.0f} | "
-          f"{100 * u.get('compile_busy_share', 0):.0f}% | "
-          f"{u.get('timed', 0)} | {u.get('rounds', 0)} | {u.get('measured_ahead', 0)} | {u.get('promotion_carried', 0)} |")
+          f"{100 * u.get('compile_busy_share', 0):.0f}% | {screen:.3f} | "
+          f"{u.get('timed', 0)} | {u.get('rounds', 0)} | {u.get('measured_ahead', 0)} | "
+          f"{u.get('promotion_carried', 0)} | {validated} |")
 PY
 }
 if [ "${1:-}" = --table ]; then
@@ -69,14 +78,26 @@ fi
 gevod=$(realpath "$1") work=$(realpath -m "$2")
 mkdir -p "$work"
 for f in ${FIXTURES:-stencil wavefront}; do
-    spec=$(fixture_spec "$f")
+    # A fixture's name, or any spec's path (named by its file).
+    spec=$f
+    if [ -f "$spec" ]; then
+        f=$(basename "$spec" .gevo.toml)
+    else
+        spec=$(fixture_spec "$f")
+    fi
     for mode in ${MODES:-one:0 two:0,1 all:all}; do
-        name=$f-${mode%%:*}
-        timeout -s INT "${LIMIT:-85}" "$gevod" evolve "$spec" --backend cuda --devices "${mode#*:}" \
-            --time "${TIME:-40s}" --seed "${SEED:-1}" --state "$work/state-$name" --json \
-            > "$work/$name.json" 2> "$work/$name.err"
-        search_result "$name: ${TIME:-40s} search on --devices ${mode#*:}" $? \
-            "$work/$name.json" "$work/$name.err"
+        for placement in ${PRESCREENS:--}; do
+            name=$f-${mode%%:*} flags=()
+            if [ "$placement" != - ]; then
+                name=$name.$placement flags=(--prescreen "$placement")
+            fi
+            # shellcheck disable=SC2086 # GEVOD_ARGS: flags, split on spaces
+            timeout -s INT "${LIMIT:-85}" "$gevod" evolve "$spec" --backend cuda --devices "${mode#*:}" \
+                --time "${TIME:-40s}" --seed "${SEED:-1}" --state "$work/state-$name" --json \
+                "${flags[@]}" ${GEVOD_ARGS:-} > "$work/$name.json" 2> "$work/$name.err"
+            search_result "$name: ${TIME:-40s} search on --devices ${mode#*:} ${flags[*]}" $? \
+                "$work/$name.json" "$work/$name.err"
+        done
     done
 done
 table "$work"

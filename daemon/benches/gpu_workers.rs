@@ -94,7 +94,7 @@ fn run(spec_path: &Path, patches: &[Vec<Patch>], workers: usize, ahead: bool, di
         cubin_for: None,
         // With the pre-screen most random variants stop on the simulator
         // as mismatches; what is emulated here is the GPU workers' side.
-        prescreen: false,
+        prescreen: gevod::config::Prescreen::Off,
         gate: None,
         measurement: Measurement::Adaptive,
     };

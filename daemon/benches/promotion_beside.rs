@@ -61,7 +61,7 @@ fn run(spec_path: &Path, carry: bool, dir: &Path) -> Run {
         device: workers::fake_device(),
         arch: "sm_90".into(),
         cubin_for: None,
-        prescreen: false,
+        prescreen: gevod::config::Prescreen::Off,
         gate: None,
         measurement: Measurement::Fixed,
     };

@@ -80,8 +80,9 @@ pub struct GpuSection {
     /// How often NVML is asked.
     #[serde(deserialize_with = "duration")]
     pub poll_interval: Duration,
-    /// Screen new variants on the simulator's train tests first.
-    pub prescreen: bool,
+    /// Which of the simulator's train tests new variants run on first.
+    #[serde(deserialize_with = "prescreen")]
+    pub prescreen: Prescreen,
     /// compute-sanitizer on each variant about to be validated on a GPU.
     pub sanitize: SanitizeMode,
     /// `adaptive`: new variants are timed in batches and stop once they are
@@ -100,11 +101,79 @@ impl Default for GpuSection {
             idle_utilization: 10,
             idle_grace: Duration::from_secs(30),
             poll_interval: Duration::from_secs(1),
-            prescreen: true,
+            prescreen: Prescreen::default(),
             sanitize: SanitizeMode::Auto,
             measurement: Measurement::Adaptive,
         }
     }
+}
+
+/// `[gpu] prescreen`, `gevod evolve --prescreen`: on the GPU backend,
+/// which of the simulator's train tests (least input bytes first) a compile
+/// worker runs each new variant on before it may cost GPU time
+/// (docs/evolve.md, "The pre-screen"). Promotion's variants run on all of
+/// them unless it is `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Prescreen {
+    /// Every train test: also the faults and runaway loops that show only
+    /// at a larger size.
+    All,
+    /// The smallest train test only.
+    #[default]
+    Smallest,
+    /// None: every variant reaches the GPU.
+    Off,
+}
+
+impl Prescreen {
+    /// The placement promotion's variants get: every train test, so that a
+    /// variant is never validated on less than `all` checked.
+    pub fn for_promotion(self) -> Prescreen {
+        match self {
+            Prescreen::Off => Prescreen::Off,
+            _ => Prescreen::All,
+        }
+    }
+
+    /// How many of the train tests, least input first, it runs (of `train`).
+    pub fn tests(self, train: usize) -> usize {
+        match self {
+            Prescreen::All => train,
+            Prescreen::Smallest => train.min(1),
+            Prescreen::Off => 0,
+        }
+    }
+}
+
+impl From<bool> for Prescreen {
+    /// The key's meaning when it was a switch: on, every train test.
+    fn from(on: bool) -> Self {
+        match on {
+            true => Prescreen::All,
+            false => Prescreen::Off,
+        }
+    }
+}
+
+/// A [`Prescreen`] by name, or `true`/`false` (`all`/`off`: the key was a
+/// switch before it had placements, and the worker protocol before 6).
+pub(crate) fn prescreen<'de, D: Deserializer<'de>>(d: D) -> Result<Prescreen, D::Error> {
+    struct Placement;
+    impl serde::de::Visitor<'_> for Placement {
+        type Value = Prescreen;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("gpu.prescreen: \"all\", \"smallest\", \"off\", true or false")
+        }
+        fn visit_bool<E: serde::de::Error>(self, on: bool) -> Result<Prescreen, E> {
+            Ok(on.into())
+        }
+        fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<Prescreen, E> {
+            <Prescreen as clap::ValueEnum>::from_str(name, false)
+                .map_err(|_| E::invalid_value(serde::de::Unexpected::Str(name), &self))
+        }
+    }
+    d.deserialize_any(Placement)
 }
 
 /// `[gpu] sanitize` and `gevod evolve --sanitize` (`worker::sanitize` runs it).

@@ -355,3 +355,30 @@ fn a_gpu_worker_never_waits_for_another_while_variants_are_queued() {
         "a variant waited for the stuck one: {text}"
     );
 }
+
+/// `smallest` screens a search's variants on the smallest train test
+/// only: loops' endless variant passes it (`iters = 0`) and reaches the
+/// GPU. A variant about to be validated still runs every train test:
+/// promotion's measurements (`assess`) reject it on the simulator.
+#[test]
+fn smallest_screens_the_search_on_one_test_and_promotion_on_all() {
+    let loops = common::spec_fixture("loops");
+    let dir = tempfile::tempdir().unwrap();
+    let counter = dir.path().join("requests");
+    let mut search = backend_for(&loops, "", &counter, gevod::config::Prescreen::Smallest);
+    search
+        .evaluate(&[kernel_patch("loops.endless")], TestSet::Train, &|_| false)
+        .unwrap();
+    assert!(counter.exists(), "the GPU worker saw no request");
+    let counter = dir.path().join("promotion");
+    let mut promotion = backend_for(&loops, "", &counter, gevod::config::Prescreen::Smallest);
+    let a = promotion
+        .assess(&[kernel_patch("loops.endless")], TestSet::Heldout)
+        .unwrap();
+    let failure = a[0].first_failure().expect("rejected");
+    assert!(
+        failure.starts_with("train[1]: pre-screen on the simulator: "),
+        "{failure}"
+    );
+    assert!(!counter.exists(), "the GPU worker saw a request");
+}

@@ -681,7 +681,7 @@ fn workers_run_and_key_their_backends_tests() {
         device: fake_device(),
         arch: "sm_90".into(),
         cubin_for: None,
-        prescreen: true,
+        prescreen: gevod::config::Prescreen::All,
         gate: None,
         measurement: gevod::cuda::measure::Measurement::Adaptive,
     };

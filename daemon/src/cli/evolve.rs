@@ -15,7 +15,7 @@ use gevo_search::contrib::{Contributions, Options};
 use gevo_search::drive::{export_to, Driver, Ended, Identity, Limits, Publish, Start};
 use gevo_search::evolve::{Backend, BackendError, Engine, GenerationReport, Validated};
 use gevo_search::store::{JobRecord, Store};
-use gevod::config::{parse_duration, ranges, EvolveFile, LauncherKind};
+use gevod::config::{parse_duration, ranges, EvolveFile, LauncherKind, Prescreen};
 use gevod::cuda::driver;
 use gevod::cuda::measure::Measurement;
 use gevod::worker::sanitize::SanitizeMode;
@@ -44,9 +44,13 @@ pub struct EvolveArgs {
     /// promotion run on the first.
     #[arg(long, conflicts_with = "device")]
     devices: Option<String>,
-    /// GPU only: do not run new variants on the simulator's smallest
-    /// train test before spending GPU time on them.
-    #[arg(long)]
+    /// GPU only: which of the simulator's train tests (least input first)
+    /// each new variant runs on before it may cost GPU time; promotion's
+    /// variants run on all of them unless off [default: smallest]
+    #[arg(long, value_enum, value_name = "PLACEMENT")]
+    prescreen: Option<Prescreen>,
+    /// GPU only: `--prescreen off`.
+    #[arg(long, conflicts_with = "prescreen")]
     no_prescreen: bool,
     /// GPU only: run each variant about to be validated once under
     /// compute-sanitizer (memcheck, racecheck, synccheck) on the smallest
@@ -233,7 +237,10 @@ impl EvolveArgs {
             launcher: &launcher,
             cpu: gevod::config::CpuPriority::Normal,
             more_devices: &more_devices,
-            prescreen: !self.no_prescreen,
+            prescreen: match self.no_prescreen {
+                true => Prescreen::Off,
+                false => self.prescreen.unwrap_or_default(),
+            },
             // Harness commands run as the invoking user: it is their own spec.
             harness_user: None,
         };

@@ -51,7 +51,12 @@ pub fn measure(
         ir: Some(&ir_path),
         ..gevod::worker::setup::measuring_setup(&job.spec_path, &arch, libdevice, workers)
     };
-    let mut backend = setup.cuda_backend(&spec, device, true, Arc::new(AtomicBool::new(false)))?;
+    let mut backend = setup.cuda_backend(
+        &spec,
+        device,
+        gevod::config::Prescreen::All,
+        Arc::new(AtomicBool::new(false)),
+    )?;
     let ir = KernelIr::parse_for_patch(&job.id, job.ir_text.as_bytes(), patch)?;
     let mut c = contrib::analyze(&ir, &mut backend, patch, options)
         .with_context(|| format!("job {}: edit contributions on the GPU", job.id))?;

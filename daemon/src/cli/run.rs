@@ -10,6 +10,7 @@ use gevo_ir::{CodegenOptions, KernelIr};
 use gevo_model::device::{DeviceInfo, DeviceSelector};
 use gevo_model::spec::{self, Spec, TestSet, TestTarget};
 use gevo_search::eval::{Assessment, Evaluator, GeneratedTests, TestResult};
+use gevod::config::Prescreen;
 use gevod::worker::gpu_run::{compare_with_simulator, measure_on_gpu, Agreement, GpuRun, Variants};
 use gevod::worker::sanitize::SanitizeMode;
 use gevod::worker::setup::{arch_for, harness_runner, measuring_setup, HarnessTarget, WorkerSetup};
@@ -58,9 +59,20 @@ pub struct RunArgs {
     /// the safety gate does before validating one; a report fails it.
     #[arg(long, value_enum, default_value = "off")]
     sanitize: SanitizeMode,
-    /// GPU only: no pre-screen on the simulator; every variant reaches the
-    /// GPU (checked through its guarded build).
-    #[arg(long)]
+    /// GPU only: the pre-screen on the simulator (all, smallest or off).
+    /// The variants given are judged as promotion's are: all and smallest
+    /// both run every train test; off: every variant reaches the GPU
+    /// (checked through its guarded build).
+    #[arg(
+        long,
+        value_enum,
+        value_name = "PLACEMENT",
+        default_value = "all",
+        hide_possible_values = true
+    )]
+    prescreen: Prescreen,
+    /// GPU only: `--prescreen off`.
+    #[arg(long, conflicts_with = "prescreen")]
     no_prescreen: bool,
     #[arg(long)]
     json: bool,
@@ -136,7 +148,10 @@ impl RunArgs {
         };
         let setup = WorkerSetup {
             sanitize: self.sanitize,
-            prescreen: !self.no_prescreen,
+            prescreen: match self.no_prescreen {
+                true => Prescreen::Off,
+                false => self.prescreen,
+            },
             ..measuring_setup(
                 &self.spec,
                 &arch,

@@ -301,6 +301,11 @@ mod tests {
             ),
             ("[gpu]\nbackend = \"opencl\"", "unknown variant `opencl`"),
             (
+                "[gpu]\nprescreen = \"largest\"",
+                "invalid value: string \"largest\", expected gpu.prescreen: \"all\", \"smallest\", \"off\", true or false",
+            ),
+            ("[gpu]\nprescreen = 1", "integer `1`, expected gpu.prescreen:"),
+            (
                 "[evolve]\nmutation_rate = 2.0",
                 "evolve.mutation_rate: 2 is out of range (0 to 1)",
             ),
@@ -309,6 +314,22 @@ mod tests {
             let err = parse(text).unwrap_err();
             assert!(err.contains(expected), "{text:?}: {err}");
             assert!(err.starts_with("gevod.toml"), "{err}");
+        }
+    }
+
+    #[test]
+    fn prescreen_takes_a_placement_or_a_switch() {
+        use crate::config::Prescreen;
+        for (value, placement) in [
+            ("\"all\"", Prescreen::All),
+            ("\"smallest\"", Prescreen::Smallest),
+            ("\"off\"", Prescreen::Off),
+            // The key's values before it had placements.
+            ("true", Prescreen::All),
+            ("false", Prescreen::Off),
+        ] {
+            let config = parse(&format!("[gpu]\nprescreen = {value}")).unwrap();
+            assert_eq!(config.gpu.prescreen, placement, "{value}");
         }
     }
 

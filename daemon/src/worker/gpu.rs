@@ -10,6 +10,7 @@ use super::background_gate::BackgroundGate;
 use super::pool::{assessment_of, PoolOptions, WorkerPool};
 use super::sanitize::SafetyGate;
 use super::{Handler, Request, Response};
+use crate::config::Prescreen;
 use crate::cuda::measure::{Measurement, Measurer};
 use gevo_ir::{KernelIr, Patch};
 use gevo_model::assessment::Assessment;
@@ -118,8 +119,8 @@ pub struct CudaOptions {
     /// The GPU architecture compile workers assemble variants for (with
     /// ptxas, where they find one), so the GPU worker does not JIT them.
     pub cubin_for: Option<String>,
-    /// Run each new variant on the simulator's train tests first.
-    pub prescreen: bool,
+    /// Which of the simulator's train tests each new variant runs on first.
+    pub prescreen: Prescreen,
     /// compute-sanitizer on each variant about to be validated.
     pub gate: Option<SafetyGate>,
     /// How the search's variants are timed.
@@ -131,7 +132,7 @@ pub struct CudaBackend {
     compile: WorkerPool,
     gpu: WorkerPool,
     scope: Scope,
-    prescreen: bool,
+    prescreen: Prescreen,
     cubin_for: Option<String>,
     /// Variants rejected by the pre-screen (since start).
     pub screened_out: u64,

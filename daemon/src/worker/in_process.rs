@@ -3,6 +3,7 @@
 //! an `eval-worker`'s request handler, and a backend for tests.
 
 use super::{Handler, Request, Response};
+use crate::config::Prescreen;
 use crate::cuda::guarded::GuardedBuild;
 use crate::cuda::part_assembly::PartAssembler;
 use crate::cuda::toolkit::{Assembler, Cubin};
@@ -44,6 +45,18 @@ const SCREENED_OUT: [&str; 7] = [
     "step_budget",
     "unreachable",
 ];
+
+/// What the pre-screen made of a variant.
+#[derive(Debug, Default)]
+pub struct Screened {
+    /// The assessment of the test whose fault or mismatch rejects it.
+    pub rejected: Option<Assessment>,
+    /// Whether it passed every train test it ran, outputs too: it likely
+    /// passes its GPU check.
+    pub passed: bool,
+    /// Train tests run on the simulator.
+    pub runs: usize,
+}
 
 /// How variants are run: the spec's own launches on the simulator, or the
 /// spec's harness command.
@@ -93,40 +106,50 @@ impl InProcess {
         })
     }
 
-    /// The pre-screen: the patch on the simulator's train tests, least
-    /// input first; the assessment of the first test where a fault rejects
-    /// the variant, and whether it passed every test (outputs too). Every
-    /// train test, not only the smallest: a loop that runs away or an index
-    /// that leaves its buffer often shows only at a larger size, and each
-    /// such variant that reaches the GPU costs a GPU worker (a timeout or a
-    /// lost context), whose replacement spends seconds uploading its tests;
-    /// compile workers have the time.
-    pub fn screen(&self, patch: &Patch) -> Result<(Option<Assessment>, bool), BackendError> {
+    /// The pre-screen: the patch on the simulator's train tests that
+    /// `placement` names, least input first (docs/evolve.md, "The
+    /// pre-screen"): `all` also sees a loop that runs away or an index that
+    /// leaves its buffer only at a larger size, each of which costs a GPU
+    /// worker (a timeout or a lost context) when it reaches the GPU;
+    /// `smallest` costs the compile workers a fraction of that.
+    pub fn screen(&self, patch: &Patch, placement: Prescreen) -> Result<Screened, BackendError> {
         let Evaluation::Kernel(evaluator) = &self.evaluation else {
-            return Ok((None, false));
+            return Ok(Screened::default());
         };
         let screened_out = |r: &TestResult| {
             r.failure
                 .as_ref()
                 .is_some_and(|f| SCREENED_OUT.contains(&f.kind()))
         };
-        let tests: Vec<&TestCase> = self.screen_tests.iter().collect();
+        let count = placement.tests(self.screen_tests.len());
+        if count == 0 {
+            return Ok(Screened::default());
+        }
+        let tests: Vec<&TestCase> = self.screen_tests[..count].iter().collect();
         let results = evaluator
             .evaluate_until(patch, &tests, screened_out)
             .map_err(|e| {
                 BackendError::Failed(format!(
-                    "the GPU backend's pre-screen (each new variant runs on the simulator's train tests before the GPU; --no-prescreen or [gpu] prescreen = false skips it) cannot judge variants: {e}"
+                    "the GPU backend's pre-screen (each new variant runs on the simulator's train tests before the GPU; --prescreen off or [gpu] prescreen = \"off\" skips it) cannot judge variants: {e}"
                 ))
             })?;
+        let runs = results.len();
         let Some(rejecting) = results.last().filter(|r| screened_out(r)) else {
-            let passed =
-                results.len() == tests.len() && results.iter().all(|r| r.failure.is_none());
-            return Ok((None, passed));
+            let passed = runs == count && results.iter().all(|r| r.failure.is_none());
+            return Ok(Screened {
+                rejected: None,
+                passed,
+                runs,
+            });
         };
         let mut a = Assessment::new(std::slice::from_ref(rejecting));
         let (kind, message) = a.tests[0].failure.take().expect("rejected");
         a.tests[0].failure = Some((kind, format!("pre-screen on the simulator: {message}")));
-        Ok((Some(a), false))
+        Ok(Screened {
+            rejected: Some(a),
+            passed: false,
+            runs,
+        })
     }
 
     /// `ptx` assembled for `arch`, or none where no ptxas is found or it
@@ -274,11 +297,8 @@ impl Handler for InProcess {
                 match built {
                     Ok(build) => {
                         let started = Instant::now();
-                        let (screened_out, passed_simulator) = if prescreen {
-                            self.screen(&patch).map_err(|e| e.to_string())?
-                        } else {
-                            (None, false)
-                        };
+                        let screened = self.screen(&patch, prescreen).map_err(|e| e.to_string())?;
+                        let (screened_out, passed_simulator) = (screened.rejected, screened.passed);
                         spent.prescreen_s = started.elapsed().as_secs_f64();
                         let guarded = match guarded && screened_out.is_none() {
                             true => self.guarded_build(&patch, cubin_for.as_deref(), &mut spent),
@@ -287,8 +307,8 @@ impl Handler for InProcess {
                         // Where the guarded build is assembled, the GPU
                         // worker may assemble the variant while that is
                         // checked (`Loader::prepare`): most fail it. One
-                        // that passed the simulator's train tests likely
-                        // passes, and its GPU check is over before ptxas
+                        // that passed the train tests its pre-screen ran
+                        // likely passes, and its GPU check is over before ptxas
                         // would be, so it comes assembled.
                         let deferred = defer_assembly
                             && !passed_simulator
@@ -333,5 +353,98 @@ impl Handler for InProcess {
             }
         };
         Ok((response, false))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gevo_model::spec;
+    use std::path::PathBuf;
+
+    fn fixture(name: &str) -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../tests/fixtures/kernels/{name}"))
+    }
+
+    fn worker(name: &str) -> InProcess {
+        let spec = spec::load(&fixture(&format!("{name}.gevo.toml"))).unwrap();
+        InProcess::new(spec, CodegenOptions::default()).unwrap()
+    }
+
+    fn planted(name: &str) -> Patch {
+        let text = std::fs::read_to_string(fixture(&format!("{name}.patch.json"))).unwrap();
+        Patch::from_json(&text).unwrap()
+    }
+
+    /// `smallest` runs one train test a variant, the least input's, and
+    /// still rejects one that computes something else there; `all` runs
+    /// each until one rejects, `off` none.
+    #[test]
+    fn each_placement_runs_its_train_tests() {
+        let vecadd = worker("vecadd");
+        let drops_b = planted("vecadd.drops-b");
+        let original = Patch {
+            edits: Vec::new(),
+            ..drops_b.clone()
+        };
+        let runs = |patch: &Patch, placement| {
+            let screened = vecadd.screen(patch, placement).unwrap();
+            let kind = screened
+                .rejected
+                .map(|a| a.tests[0].failure.clone().unwrap().0);
+            (screened.runs, kind, screened.passed)
+        };
+        assert_eq!(runs(&original, Prescreen::All), (3, None, true));
+        assert_eq!(runs(&original, Prescreen::Smallest), (1, None, true));
+        assert_eq!(runs(&original, Prescreen::Off), (0, None, false));
+        let mismatch = Some("mismatch".to_string());
+        assert_eq!(
+            runs(&drops_b, Prescreen::Smallest),
+            (1, mismatch.clone(), false)
+        );
+        assert_eq!(runs(&drops_b, Prescreen::All), (1, mismatch, false));
+        // What `smallest` misses: loops' endless variant passes its
+        // smallest test (`iters = 0` never enters the loop).
+        let loops = worker("loops");
+        let endless = planted("loops.endless");
+        let screened = loops.screen(&endless, Prescreen::Smallest).unwrap();
+        assert_eq!((screened.runs, screened.rejected.is_none()), (1, true));
+        let screened = loops.screen(&endless, Prescreen::All).unwrap();
+        let rejected = screened.rejected.expect("a larger test runs away");
+        assert_eq!(rejected.tests[0].failure.as_ref().unwrap().0, "step_budget");
+    }
+
+    /// Through the compile request a compile worker answers: a variant
+    /// `smallest` rejects comes back screened out, with no guarded build.
+    #[test]
+    fn a_compile_request_screens_with_its_placement() {
+        let mut vecadd = worker("vecadd");
+        let request = Request::compile_measured(
+            7,
+            planted("vecadd.drops-b"),
+            Prescreen::Smallest,
+            None,
+            true,
+        );
+        let (response, _) = vecadd.handle(request).unwrap();
+        let Response::Built {
+            id,
+            screened_out,
+            guarded,
+            ..
+        } = response
+        else {
+            panic!("not built: {response:?}");
+        };
+        assert_eq!(id, 7);
+        let screened = screened_out.expect("screened out");
+        assert_eq!(screened.tests.len(), 1);
+        let (kind, message) = screened.tests[0].failure.clone().unwrap();
+        assert_eq!(kind, "mismatch");
+        assert!(
+            message.starts_with("pre-screen on the simulator: "),
+            "{message}"
+        );
+        assert!(guarded.is_none());
     }
 }

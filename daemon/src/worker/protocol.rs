@@ -2,6 +2,7 @@
 //! JSON object per line, requests in, the greeting and answers out
 //! (ARCHITECTURE.md, "Worker protocol").
 
+use crate::config::Prescreen;
 use crate::cuda::guarded::GuardedBuild;
 use crate::cuda::toolkit::Cubin;
 use gevo_ir::Patch;
@@ -14,23 +15,25 @@ use serde::{Deserialize, Serialize};
 
 /// Wire protocol version, sent in the worker's greeting (5: guard sites
 /// carry their id; 6: guarded builds poison shared memory, the guard
-/// table's pattern word the worker fills).
-pub const PROTOCOL: u32 = 6;
+/// table's pattern word the worker fills; 7: `prescreen` names a
+/// placement).
+pub const PROTOCOL: u32 = 7;
 
 /// A request from the engine's process.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Request {
-    /// PTX for the patch; with `prescreen`, also runs of the train tests
-    /// on the simulator, whose memory and loop faults reject the variant
-    /// before it costs GPU time; with `cubin_for` (a GPU architecture,
+    /// PTX for the patch; with `prescreen` (a placement: `all`,
+    /// `smallest`; `true` and `false` read as `all` and `off`), also runs
+    /// of the train tests on the simulator, whose faults and mismatches
+    /// reject the variant before it costs GPU time; with `cubin_for` (a GPU architecture,
     /// `sm_90`), a variant that passes is also assembled by ptxas, when
     /// the worker finds one, so the GPU worker loads no PTX.
     Compile {
         id: u64,
         patch: Patch,
-        #[serde(default)]
-        prescreen: bool,
+        #[serde(default = "off", deserialize_with = "crate::config::prescreen")]
+        prescreen: Prescreen,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cubin_for: Option<String>,
         /// A variant that passes also gets its guarded build (and that
@@ -65,6 +68,10 @@ pub enum Request {
     },
 }
 
+fn off() -> Prescreen {
+    Prescreen::Off
+}
+
 fn is_zero(n: &u32) -> bool {
     *n == 0
 }
@@ -83,7 +90,7 @@ impl Request {
         Request::Compile {
             id,
             patch,
-            prescreen: false,
+            prescreen: Prescreen::Off,
             cubin_for: None,
             guarded: false,
             defer_assembly: false,
@@ -96,7 +103,7 @@ impl Request {
     pub fn compile_measured(
         id: u64,
         patch: Patch,
-        prescreen: bool,
+        prescreen: Prescreen,
         cubin_for: Option<String>,
         defer_assembly: bool,
     ) -> Request {
@@ -328,12 +335,12 @@ mod tests {
                 Request::Compile {
                     id: 10,
                     patch: empty_patch.clone(),
-                    prescreen: true,
+                    prescreen: Prescreen::Smallest,
                     cubin_for: Some("sm_90".into()),
                     guarded: true,
                     defer_assembly: true,
                 },
-                r#"{"op":"compile","id":10,"patch":{"format":1,"ir_hash":"00","kernel":"k","edits":[]},"prescreen":true,"cubin_for":"sm_90","guarded":true,"defer_assembly":true}"#,
+                r#"{"op":"compile","id":10,"patch":{"format":1,"ir_hash":"00","kernel":"k","edits":[]},"prescreen":"smallest","cubin_for":"sm_90","guarded":true,"defer_assembly":true}"#,
             ),
             (
                 Request::Assess {
@@ -353,7 +360,16 @@ mod tests {
         assert!(matches!(
             serde_json::from_str::<Request>(old).unwrap(),
             Request::Compile {
-                prescreen: false,
+                prescreen: Prescreen::Off,
+                ..
+            }
+        ));
+        // One from protocol 5 (a switch) reads as the placement it meant.
+        let switch = r#"{"op":"compile","id":3,"patch":{"format":1,"ir_hash":"00","kernel":"k","edits":[]},"prescreen":true}"#;
+        assert!(matches!(
+            serde_json::from_str::<Request>(switch).unwrap(),
+            Request::Compile {
+                prescreen: Prescreen::All,
                 ..
             }
         ));

@@ -8,7 +8,7 @@ use super::gpu::{CudaBackend, CudaOptions, GpuWorker};
 use super::launch::Launcher;
 use super::pool::{PoolOptions, WorkerPool};
 use super::sanitize::{find_sanitizer, SafetyGate, SanitizeMode};
-use crate::config::CpuPriority;
+use crate::config::{CpuPriority, Prescreen};
 use crate::cuda::measure::{MeasureError, MeasureOptions, Measurement, Measurer, Programs};
 use crate::cuda::toolkit::Assembler;
 use crate::cuda::{driver, CudaError};
@@ -160,9 +160,9 @@ pub struct WorkerSetup<'a> {
     pub more_devices: &'a [DeviceInfo],
     /// The compile and simulator workers' CPU priority.
     pub cpu: CpuPriority,
-    /// GPU only: new variants run on the simulator's train tests before
-    /// GPU time is spent on them.
-    pub prescreen: bool,
+    /// GPU only: which of the simulator's train tests new variants run on
+    /// before GPU time is spent on them.
+    pub prescreen: Prescreen,
     /// The uid/gid harness commands run as (a root daemon's `[harness]
     /// user`); `None`: as this process.
     pub harness_user: Option<(u32, u32)>,
@@ -316,7 +316,7 @@ impl WorkerSetup<'_> {
         &self,
         spec: &Spec,
         device: DeviceInfo,
-        prescreen: bool,
+        prescreen: Prescreen,
         stop: Arc<AtomicBool>,
     ) -> Result<CudaBackend, SetupError> {
         let mut compile = self.compile_pool()?;
@@ -546,7 +546,7 @@ pub fn measuring_setup<'a>(
         launcher: &Launcher::Local,
         cpu: crate::config::CpuPriority::Normal,
         more_devices: &[],
-        prescreen: true,
+        prescreen: Prescreen::All,
         harness_user: None,
     }
 }

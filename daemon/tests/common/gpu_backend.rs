@@ -8,6 +8,7 @@ use common::workers::{eval_workers, fake_device};
 use gevo_ir::Patch;
 use gevo_model::spec;
 use gevo_search::evolve::{Config, Engine, Evaluated};
+use gevod::config::Prescreen;
 use gevod::cuda::measure::Measurement;
 use gevod::worker::gpu::{CudaBackend, CudaOptions};
 use gevod::worker::pool::PoolOptions;
@@ -18,11 +19,16 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub fn backend(plan: &str, counter: &Path, prescreen: bool) -> CudaBackend {
+pub fn backend(plan: &str, counter: &Path, prescreen: impl Into<Prescreen>) -> CudaBackend {
     backend_for(&common::spec_fixture("vecadd"), plan, counter, prescreen)
 }
 
-pub fn backend_for(spec_path: &Path, plan: &str, counter: &Path, prescreen: bool) -> CudaBackend {
+pub fn backend_for(
+    spec_path: &Path,
+    plan: &str,
+    counter: &Path,
+    prescreen: impl Into<Prescreen>,
+) -> CudaBackend {
     start(spec_path, fake_gpu(plan, counter), prescreen)
 }
 
@@ -54,14 +60,14 @@ pub fn two_fake_gpus(dir: &Path) -> PoolOptions {
     gpu
 }
 
-pub fn start(spec_path: &Path, gpu: PoolOptions, prescreen: bool) -> CudaBackend {
+pub fn start(spec_path: &Path, gpu: PoolOptions, prescreen: impl Into<Prescreen>) -> CudaBackend {
     start_measuring(spec_path, gpu, prescreen, Measurement::Adaptive)
 }
 
 pub fn start_measuring(
     spec_path: &Path,
     gpu: PoolOptions,
-    prescreen: bool,
+    prescreen: impl Into<Prescreen>,
     measurement: Measurement,
 ) -> CudaBackend {
     let stop = Arc::new(AtomicBool::new(false));
@@ -72,7 +78,7 @@ pub fn start_measuring(
 pub fn start_stoppable(
     spec_path: &Path,
     gpu: PoolOptions,
-    prescreen: bool,
+    prescreen: impl Into<Prescreen>,
     measurement: Measurement,
     stop: Arc<AtomicBool>,
 ) -> CudaBackend {
@@ -83,7 +89,7 @@ pub fn start_stoppable(
         device: fake_device(),
         arch: "sm_90".into(),
         cubin_for: None,
-        prescreen,
+        prescreen: prescreen.into(),
         gate: None,
         measurement,
     };
@@ -95,7 +101,7 @@ pub fn start_stoppable(
 pub fn start_assembling(
     gpu: PoolOptions,
     compile_env: Vec<(OsString, OsString)>,
-    prescreen: bool,
+    prescreen: impl Into<Prescreen>,
 ) -> CudaBackend {
     let spec_path = common::spec_fixture("vecadd");
     let mut compile = eval_workers(&spec_path, 2);
@@ -106,7 +112,7 @@ pub fn start_assembling(
         device: fake_device(),
         arch: "sm_90".into(),
         cubin_for: Some("sm_90".into()),
-        prescreen,
+        prescreen: prescreen.into(),
         gate: None,
         measurement: Measurement::Adaptive,
     };

@@ -33,10 +33,14 @@ impl CudaBackend {
         purpose: Purpose,
         until_promotion_ends: bool,
     ) -> Result<Vec<Evaluated>, BackendError> {
-        let prescreen = self.prescreen;
         let (race, searching) = match purpose {
             Purpose::Search { race } => (race, true),
             Purpose::Promotion => (None, false),
+        };
+        // Validation never rests on less than every train test.
+        let prescreen = match searching {
+            true => self.prescreen,
+            false => self.prescreen.for_promotion(),
         };
         let ahead = self.take_ahead(patches, searching);
         let (compiled_ahead, compiled_ahead_in) = mpsc::channel();

@@ -8,6 +8,7 @@
 use super::super::pool::{assessment_of, build_of, hash_of, Waker};
 use super::super::{Request, Response};
 use super::batch_sides::{compile_failure, Answer, Compiled, LaneInbox};
+use crate::config::Prescreen;
 use gevo_ir::{KernelIr, Patch};
 use gevo_model::assessment::Assessment;
 use gevo_model::spec::TestSet;
@@ -36,7 +37,9 @@ struct PoolLine {
 pub(super) struct LaneSetup {
     pub(super) scope: Scope,
     pub(super) test_set_hashes: Vec<(TestSet, String)>,
-    pub(super) prescreen: bool,
+    /// The search's placement; promotion's variants take
+    /// [`Prescreen::for_promotion`].
+    pub(super) prescreen: Prescreen,
     pub(super) cubin_for: Option<String>,
     /// Whether the backend has a safety gate: checks a lane starts are
     /// queued and handed to it after a batch.
@@ -251,7 +254,7 @@ impl Backend for Lane {
                 let request = Request::compile_measured(
                     0,
                     p.clone(),
-                    self.setup.prescreen,
+                    self.setup.prescreen.for_promotion(),
                     self.setup.cubin_for.clone(),
                     false,
                 );
