@@ -117,10 +117,11 @@ impl Default for GpuSection {
 #[serde(rename_all = "snake_case")]
 pub enum Prescreen {
     /// Every train test: also the faults and runaway loops that show only
-    /// at a larger size.
+    /// at a larger size. The default: on the GPU, `smallest` measured more
+    /// variants but validated no more (docs/evolve.md, "The pre-screen").
+    #[default]
     All,
     /// The smallest train test only.
-    #[default]
     Smallest,
     /// None: every variant reaches the GPU.
     Off,
