@@ -255,6 +255,11 @@ pub struct JobInfo {
     /// daemon that predates it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reduced_share: Option<ReducedShare>,
+    /// The launch configuration a `[tune]` spec's version runs
+    /// (`BLOCK_X=64 BLOCK_Y=2`); absent for other specs and from a daemon
+    /// that predates it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub configuration: Option<String>,
 }
 
 /// Why a job's share of the slots is reduced.

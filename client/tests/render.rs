@@ -26,6 +26,7 @@ fn job(kernel: &str, state: JobState, speedup: Option<f64>, message: Option<&str
         origin: None,
         generated: None,
         reduced_share: None,
+        configuration: None,
     }
 }
 
@@ -352,7 +353,8 @@ fn explain_shows_the_changed_instructions_unless_asked_for_the_full_diff() {
 }
 
 /// A job whose search stopped finding: `jobs` shows its reduced share,
-/// `jobs <kernel>` why; `--json` keeps the numbers.
+/// `jobs <kernel>` why (and a `[tune]` version's launch configuration);
+/// `--json` keeps the numbers.
 #[test]
 fn a_reduced_share_shows_with_why() {
     let dir = scratch("share");
@@ -362,6 +364,7 @@ fn a_reduced_share_shows_with_why() {
         generations_without: 230,
         last_found: Some(120),
     });
+    stalled.configuration = Some("BLOCK_X=64 BLOCK_Y=2".into());
     let mut never = job("app/reduce", JobState::Queued, None, None);
     never.reduced_share = Some(ReducedShare {
         weight: 0.3,
@@ -384,6 +387,7 @@ KERNEL       VERSION  STATE    GENERATIONS  EVALUATIONS  VALIDATED  BEST        
 app/stencil  1        running  12           3400         2          1.100x on the simulator  sim/sm_90       1/4 (found nothing in 230 gen.)
 
 app/stencil version 1: generated held-out tests: not derived yet (they are when the job first runs; none for harness specs)
+launch configuration: BLOCK_X=64 BLOCK_Y=2 (the fastest its sweep measured)
 share of the slots: 1/4 of a plain job's: no lower train cost and no better validated variant since generation 120 (230 generations)
 ";
     for (i, (args, reply, expect)) in [

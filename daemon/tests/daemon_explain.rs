@@ -108,11 +108,7 @@ fn an_ended_job_gets_its_edit_contributions_measured_and_explain_shows_them() {
         html.contains("<tr><td>heldout[1]</td><td>nx = 129, ny = 257</td><td>pass</td>"),
         "{html}"
     );
-    let table = html
-        .split("<table id=\"generated-tests\">")
-        .nth(1)
-        .and_then(|t| t.split("</table>").next())
-        .expect("no generated-tests table");
+    let table = common::html_table(&html, "generated-tests");
     assert_eq!(
         table.matches("<td>pass</td>").count(),
         passed.len(),

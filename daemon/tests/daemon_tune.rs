@@ -40,6 +40,16 @@ fn the_swept_configuration_becomes_the_served_version() {
         gevo_client::proto::JobState::Superseded,
         "{first:?}"
     );
+    // The job view says which configuration each version runs.
+    let second = jobs.iter().find(|j| j.version == 2).expect("version 2");
+    assert_eq!(second.configuration.as_deref(), Some("BLOCK=32 ITEMS=4"));
+    assert_eq!(first.configuration, None, "{first:?}");
+    let view = d.client(&["jobs", "blockscale"]);
+    assert!(
+        String::from_utf8_lossy(&view.stdout)
+            .contains("launch configuration: BLOCK=32 ITEMS=4 (the fastest its sweep measured)"),
+        "{view:?}"
+    );
     let log = d.log_text();
     assert!(log.contains("configurations swept"), "{log}");
 

@@ -256,11 +256,7 @@ fn train_against_validated(state: &Path, html: &str) {
     let generated = &json["generated"];
     let passed = generated["passed"].as_array().unwrap();
     assert!(!passed.is_empty(), "{json}");
-    let table = html
-        .split("<table id=\"generated-tests\">")
-        .nth(1)
-        .and_then(|t| t.split("</table>").next())
-        .expect("no generated-tests table");
+    let table = common::html_table(&html, "generated-tests");
     assert_eq!(
         table.matches("<td>pass</td>").count(),
         passed.len(),

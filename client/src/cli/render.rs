@@ -234,6 +234,12 @@ pub fn render_job_details(reply: &Reply) -> String {
         }
         out += &format!("\n{} version {}: ", esc(&j.kernel), j.version);
         out += &generated_lines(j);
+        if let Some(c) = &j.configuration {
+            out += &format!(
+                "launch configuration: {} (the fastest its sweep measured)\n",
+                esc(c)
+            );
+        }
         if let Some(r) = &j.reduced_share {
             out += &share_line(r);
         }

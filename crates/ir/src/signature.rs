@@ -278,67 +278,11 @@ fn field(line: &str, key: &str) -> Option<String> {
     Some(value.trim().to_string())
 }
 
-/// `source` with its comments (`//` to the end of the line, `/* ... */`)
-/// and preprocessor lines (`#if`, `#define`, continued with `\\`) blanked
-/// out; string and character literals are kept whole.
+/// `source` with its comments and preprocessor lines blanked out; string
+/// and character literals are kept whole.
 fn without_comments(source: &str) -> String {
-    let mut out = String::with_capacity(source.len());
-    let mut chars = source.chars().peekable();
-    let mut line_start = true;
-    while let Some(c) = chars.next() {
-        match c {
-            '/' if chars.peek() == Some(&'/') => {
-                while chars.peek().is_some_and(|&n| n != '\n') {
-                    chars.next();
-                }
-                out.push(' ');
-            }
-            '/' if chars.peek() == Some(&'*') => {
-                chars.next();
-                let mut last = ' ';
-                for n in chars.by_ref() {
-                    if last == '*' && n == '/' {
-                        break;
-                    }
-                    last = n;
-                }
-                out.push(' ');
-            }
-            '#' if line_start => {
-                // A directive runs to the end of the line, or further after
-                // a backslash.
-                let mut last = '#';
-                while let Some(&n) = chars.peek() {
-                    if n == '\n' && last != '\\' {
-                        break;
-                    }
-                    last = if n.is_whitespace() && n != '\n' {
-                        last
-                    } else {
-                        n
-                    };
-                    chars.next();
-                }
-                out.push(' ');
-            }
-            '"' | '\'' => {
-                out.push(c);
-                while let Some(n) = chars.next() {
-                    out.push(n);
-                    if n == '\\' {
-                        if let Some(escaped) = chars.next() {
-                            out.push(escaped);
-                        }
-                    } else if n == c || n == '\n' {
-                        break;
-                    }
-                }
-            }
-            _ => out.push(c),
-        }
-        line_start = c == '\n' || (line_start && c.is_whitespace());
-    }
-    out
+    use gevo_model::c_source;
+    c_source::without_directives(&c_source::without_comments(source))
 }
 
 /// The parameters of `name(...)` in `source`: (type, name) each, defaults

@@ -5,6 +5,7 @@
 
 pub mod access;
 pub mod assessment;
+pub mod c_source;
 pub mod device;
 pub mod own_processes;
 pub mod ranges;

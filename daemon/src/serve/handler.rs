@@ -231,11 +231,7 @@ impl ApiHandler {
         let kernel = self.resolve(kernel)?;
         let (id, spec_path, root, generated) = {
             let registry = self.shared.registry();
-            let versions: Vec<_> = registry
-                .versions(&kernel)
-                .into_iter()
-                .map(|j| registry.shown(j))
-                .collect();
+            let versions = registry.shown_versions(&kernel);
             let job = versions
                 .iter()
                 .find(|j| j.best.is_some())

@@ -183,6 +183,11 @@ impl JobEntry {
             origin: self.daemon.origin.as_ref().map(|o| o.info.clone()),
             generated: self.generated.clone(),
             reduced_share,
+            configuration: self
+                .daemon
+                .tuned
+                .as_ref()
+                .map(|t| gevo_model::spec::tune::describe(&t.configuration)),
         }
     }
 }
@@ -461,6 +466,7 @@ impl Registry {
             origin: None,
             generated: None,
             reduced_share: None,
+            configuration: None,
         }));
         out.sort_by(|a, b| a.kernel.cmp(&b.kernel).then(b.version.cmp(&a.version)));
         out

@@ -110,6 +110,15 @@ impl Registry {
         self.leader_of(job).unwrap_or(job)
     }
 
+    /// `kernel`'s versions, newest first (`versions`), each as the job
+    /// whose search answers for it ([`Registry::shown`]).
+    pub fn shown_versions(&self, kernel: &str) -> Vec<&JobEntry> {
+        self.versions(kernel)
+            .into_iter()
+            .map(|j| self.shown(j))
+            .collect()
+    }
+
     /// The best validated variant `job`'s kernel serves, with `job`'s own
     /// record (kernel name, version, spec and IR hashes).
     pub fn best_of(&self, job: &JobEntry) -> Option<(Validated, BestRecord)> {

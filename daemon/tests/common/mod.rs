@@ -24,6 +24,15 @@ pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// The rows of the HTML table `<table id="ID">` in `html` (what lies
+/// between its opening tag and `</table>`); panics when there is none.
+pub fn html_table<'a>(html: &'a str, id: &str) -> &'a str {
+    html.split(&format!("<table id=\"{id}\">"))
+        .nth(1)
+        .and_then(|t| t.split("</table>").next())
+        .unwrap_or_else(|| panic!("no {id} table"))
+}
+
 /// `text` without the lines that start with `prefix`.
 pub fn without_lines(text: &str, prefix: &str) -> String {
     text.lines()

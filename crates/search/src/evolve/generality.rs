@@ -10,7 +10,7 @@
 //! once per job: the verdict is kept by PTX hash beside the fitness cache,
 //! and bounded with it.
 
-use super::{Backend, CacheKey, Engine, EvolveError, Member, Outcome};
+use super::{Backend, CacheKey, Engine, EvolveError, Member, Outcome, Scope};
 use gevo_model::spec::TestSet;
 use std::collections::BTreeSet;
 
@@ -104,9 +104,20 @@ impl Engine {
     /// Whether the generated tests are known to pass `ptx_hash`'s variant
     /// (checked in selection): promotion need not run them again.
     pub(super) fn known_general(&self, ptx_hash: &str) -> bool {
+        // The keys order by PTX hash first: the range from the least key
+        // of this hash holds all of its verdicts.
+        let least = CacheKey {
+            ptx_hash: ptx_hash.to_string(),
+            scope: Scope {
+                backend: String::new(),
+                target: String::new(),
+            },
+            test_set_hash: String::new(),
+        };
         self.generality
-            .iter()
-            .any(|(k, verdict)| k.ptx_hash == ptx_hash && verdict.is_none())
+            .range(least..)
+            .take_while(|(k, _)| k.ptx_hash == ptx_hash)
+            .any(|(_, verdict)| verdict.is_none())
     }
 }
 

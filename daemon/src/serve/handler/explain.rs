@@ -14,11 +14,7 @@ impl ApiHandler {
         let (id, validated, ir_text, spec_path, spec_text, root, origin, backend, generated) = {
             let registry = self.shared.registry();
             // A version sharing another's search explains that one's.
-            let versions: Vec<_> = registry
-                .versions(&kernel)
-                .into_iter()
-                .map(|j| registry.shown(j))
-                .collect();
+            let versions = registry.shown_versions(&kernel);
             let Some(job) = versions.iter().find(|j| j.best.is_some()) else {
                 // Why there is none: the job's error (a finding about the
                 // kernel, whole), else its latest rejected candidate.

@@ -146,7 +146,7 @@ struct Part {
 /// running to its line's end or further after a backslash. Comments are
 /// blanked first, keeping line breaks.
 fn split_directives(source: &str) -> Vec<Part> {
-    let clean = without_comments(source);
+    let clean = crate::c_source::without_comments(source);
     let mut parts: Vec<Part> = Vec::new();
     let mut lines = clean.split_inclusive('\n').enumerate();
     while let Some((i, l)) = lines.next() {
@@ -180,52 +180,6 @@ fn split_directives(source: &str) -> Vec<Part> {
         }
     }
     parts
-}
-
-/// `//` and `/* */` comments replaced by a space (line breaks inside kept);
-/// string and character literals untouched.
-fn without_comments(source: &str) -> String {
-    let mut out = String::with_capacity(source.len());
-    let mut chars = source.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '/' if chars.peek() == Some(&'/') => {
-                while chars.peek().is_some_and(|&n| n != '\n') {
-                    chars.next();
-                }
-                out.push(' ');
-            }
-            '/' if chars.peek() == Some(&'*') => {
-                chars.next();
-                let mut last = ' ';
-                for n in chars.by_ref() {
-                    if n == '\n' {
-                        out.push('\n');
-                    }
-                    if last == '*' && n == '/' {
-                        break;
-                    }
-                    last = n;
-                }
-                out.push(' ');
-            }
-            '"' | '\'' => {
-                out.push(c);
-                while let Some(n) = chars.next() {
-                    out.push(n);
-                    if n == '\\' {
-                        if let Some(escaped) = chars.next() {
-                            out.push(escaped);
-                        }
-                    } else if n == c || n == '\n' {
-                        break;
-                    }
-                }
-            }
-            _ => out.push(c),
-        }
-    }
-    out
 }
 
 /// Tokens of comment-free text starting at line `first`. A `(` directly
