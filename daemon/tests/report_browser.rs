@@ -256,7 +256,7 @@ fn train_against_validated(state: &Path, html: &str) {
     let generated = &json["generated"];
     let passed = generated["passed"].as_array().unwrap();
     assert!(!passed.is_empty(), "{json}");
-    let table = common::html_table(&html, "generated-tests");
+    let table = common::html_table(html, "generated-tests");
     assert_eq!(
         table.matches("<td>pass</td>").count(),
         passed.len(),
