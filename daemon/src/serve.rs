@@ -107,7 +107,14 @@ pub trait BackendFactory: Send + Sync {
         workers: usize,
     ) -> Result<crate::tune::Sweep, String> {
         let timer = crate::tune::Timer::Simulator { workers };
-        crate::tune::sweep_in_scratch(spec_path, tuned, &timer, reader)
+        crate::tune::sweep_in_scratch(
+            spec_path,
+            tuned,
+            &timer,
+            gevo_model::spec::TestSet::Train,
+            reader,
+        )
+        .map_err(|e| e.to_string())
     }
 }
 

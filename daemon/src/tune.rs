@@ -34,6 +34,8 @@ pub enum TuneError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("a scratch directory for the configurations' files: {0}")]
+    Scratch(#[source] std::io::Error),
     #[error(transparent)]
     Gpu(#[from] Box<GpuRunError>),
 }
@@ -256,20 +258,21 @@ pub fn sweep(
     })
 }
 
-/// [`sweep`] on the train tests with a scratch directory of its own, for
-/// the daemon (whose errors are strings).
+/// [`sweep`] with a scratch directory of its own, the spec's files read for
+/// `reader` (`gevod tune`'s and the daemon's sweeps).
 pub fn sweep_in_scratch(
     spec_path: &Path,
     tuned: &Spec,
     timer: &Timer,
+    set: TestSet,
     reader: &Reader,
-) -> Result<Sweep, String> {
-    let scratch = tempfile::tempdir().map_err(|e| e.to_string())?;
+) -> Result<Sweep, TuneError> {
+    let scratch = tempfile::tempdir().map_err(TuneError::Scratch)?;
     let files = Files {
         reader,
         scratch: scratch.path(),
     };
-    sweep(spec_path, tuned, timer, TestSet::Train, &files).map_err(|e| e.to_string())
+    sweep(spec_path, tuned, timer, set, &files)
 }
 
 fn timer_workers(timer: &Timer) -> usize {

@@ -9,7 +9,7 @@ use gevo_model::access::Reader;
 use gevo_model::device::DeviceSelector;
 use gevo_model::spec::tune::describe;
 use gevo_model::spec::{self, TestSet};
-use gevod::tune::{sweep, Files, Sweep, Timer};
+use gevod::tune::{sweep_in_scratch, Sweep, Timer};
 use gevod::worker::setup::arch_for;
 use gevod::worker::setup::measuring_setup;
 use std::fmt::Write as _;
@@ -69,12 +69,7 @@ impl TuneArgs {
             Tests::Train => TestSet::Train,
             Tests::Heldout => TestSet::Heldout,
         };
-        let scratch = tempfile::tempdir().context("a scratch directory")?;
-        let files = Files {
-            reader: &Reader::Caller,
-            scratch: scratch.path(),
-        };
-        let result = sweep(&self.spec, &tuned, &timer, set, &files)?;
+        let result = sweep_in_scratch(&self.spec, &tuned, &timer, set, &Reader::Caller)?;
         if let (Some(w), Some(text)) = (&self.write, result.best_text(&tuned)) {
             write_output(Some(w), &text)?;
         }

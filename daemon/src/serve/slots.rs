@@ -132,7 +132,14 @@ impl BackendFactory for WorkerFactory {
                 device: device.clone(),
             },
         };
-        crate::tune::sweep_in_scratch(spec_path, tuned, &timer, reader)
+        crate::tune::sweep_in_scratch(
+            spec_path,
+            tuned,
+            &timer,
+            gevo_model::spec::TestSet::Train,
+            reader,
+        )
+        .map_err(|e| e.to_string())
     }
 }
 
