@@ -3,7 +3,14 @@
 # the whole test suite, fixture regeneration and the packaging invariants.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each step's wall time on stderr, where CI's time goes (issue 56's budget).
+step_start=$SECONDS
+took() {
+    echo "test.sh: $1 took $((SECONDS - step_start)) s" >&2
+    step_start=$SECONDS
+}
 scripts/install-deps.sh test
+took "installing what is missing"
 
 # CI builds once from a clean clone: incremental caches would only double the
 # gevod crate's artifacts on a disk that has run full before.
@@ -13,7 +20,9 @@ fi
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
+took "fmt and clippy"
 cargo build --workspace --all-targets
+took "the build"
 scripts/verify-systemd.sh target/debug/gevod
 
 # gevod links LLVM statically; gevo-client has no LLVM at all.
@@ -31,8 +40,10 @@ done
 scripts/gen-fixtures.sh >/dev/null
 scripts/tune-fixture-ir.sh >/dev/null
 git diff --exit-code --stat -- tests/fixtures || { echo "test: fixtures differ from scripts/gen-fixtures.sh and scripts/tune-fixture-ir.sh output" >&2; exit 1; }
+took "the packaging checks and fixtures"
 
 cargo test --workspace
+took "the tests"
 
 if [ -n "${CI:-}" ]; then
     du -sh "${CARGO_TARGET_DIR:-target}" >&2
