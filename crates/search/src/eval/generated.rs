@@ -59,10 +59,16 @@ impl GeneratedTests {
     }
 }
 
+/// How many times the user's tests' largest block the original may run on
+/// a generated test: generated sizes are larger than the user's, so this is
+/// wider than a variant's budget against its own reference.
+const ORIGINAL_BUDGET_FACTOR: u64 = 20;
+
 impl Evaluator {
     /// The generated tests, made on first use: each candidate run on the
-    /// original (with a step budget of 20x the user's tests' largest block,
-    /// so a candidate where the original runs away is dropped, not hung).
+    /// original (with a step budget of `ORIGINAL_BUDGET_FACTOR` times the
+    /// user's tests' largest block, so a candidate where the original runs
+    /// away is dropped, not hung).
     pub fn generated(&self) -> Result<Arc<GeneratedTests>, EvalError> {
         let mut slot = self.generated.lock().expect("generated tests");
         if let Some(g) = &*slot {
@@ -91,7 +97,7 @@ impl Evaluator {
         let cost_cap = max_cost.saturating_mul(COST_CAP_FACTOR).max(1);
         let limits = Limits {
             block_step_budget: max_steps
-                .saturating_mul(super::DEFAULT_BUDGET_FACTOR)
+                .saturating_mul(ORIGINAL_BUDGET_FACTOR)
                 .max(MIN_BLOCK_BUDGET),
         };
         let max = spec.generation().max;
