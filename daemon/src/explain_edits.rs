@@ -144,6 +144,16 @@ pub fn measure(
     Ok(c)
 }
 
+/// How contributions are measured on `backend`: every subset on the
+/// simulator (exact and cheap), [`Options::on_gpu`] where each is timed.
+pub fn options_for(backend: &dyn Backend) -> Options {
+    if backend.scope().backend == "sim" {
+        Options::default()
+    } else {
+        Options::on_gpu()
+    }
+}
+
 /// The contributions of `patch` measured on `backend`, the one whose search
 /// found the variant (`gevod evolve` at the end of its search: a GPU job's
 /// on its GPU), with the relies-on lines attached from the simulator (they

@@ -96,26 +96,16 @@ pub trait BackendFactory: Send + Sync {
     ) -> Result<Box<dyn Backend>, String>;
 
     /// Sweeps a tuned spec's configurations (`crate::tune`) on `device`
-    /// (the simulator when `None`), reading its files for `reader`; here,
-    /// on the simulator with `workers` threads.
+    /// (the simulator, with `workers` threads, when `None`), reading its
+    /// files for `reader`.
     fn sweep(
         &self,
         spec_path: &Path,
         tuned: &Spec,
-        _device: Option<&DeviceInfo>,
+        device: Option<&DeviceInfo>,
         reader: &Reader,
         workers: usize,
-    ) -> Result<crate::tune::Sweep, String> {
-        let timer = crate::tune::Timer::Simulator { workers };
-        crate::tune::sweep_in_scratch(
-            spec_path,
-            tuned,
-            &timer,
-            gevo_model::spec::TestSet::Train,
-            reader,
-        )
-        .map_err(|e| e.to_string())
-    }
+    ) -> Result<crate::tune::Sweep, String>;
 }
 
 /// The GPUs of one slot: the first (which measures promotions) and the

@@ -10,7 +10,11 @@
 //! each edit (leave-one-out), and, for patches of up to
 //! [`Options::max_pair_edits`] edits, every pair. A subset that does not
 //! replay on the original IR (an edit names an instruction another edit
-//! creates) is recorded as such and never run.
+//! creates) is recorded as such and never run. With
+//! [`Options::alone_where_needed`] (the GPU's, where each subset costs
+//! half a second of GPU time) and no pairs, the leave-one-outs run first
+//! and an edit runs alone only where its leave-one-out did not show it
+//! carrying speed: the alone outcome decides nothing more there.
 //!
 //! The classification rule, relative to the full patch's gain: with `F` the
 //! full patch's cost-ratio interval, `t` the threshold (minimization's, 1%)
@@ -71,6 +75,10 @@ pub struct Options {
     pub threshold: f64,
     /// Every pair is measured for patches of at most this many edits.
     pub max_pair_edits: usize,
+    /// Where no pairs are measured: each edit alone only where the patch
+    /// without it is not slower than the full patch with confidence (its
+    /// alone outcome is then [`Outcome::NotMeasured`]).
+    pub alone_where_needed: bool,
 }
 
 impl Default for Options {
@@ -79,6 +87,20 @@ impl Default for Options {
             set: TestSet::Heldout,
             threshold: 0.01,
             max_pair_edits: 6,
+            alone_where_needed: false,
+        }
+    }
+}
+
+impl Options {
+    /// On a GPU every subset is timed (about 0.5 s of a pipeline's GPU
+    /// time each): pairs only for three edits (where they are the
+    /// leave-one-outs), and each edit alone only where needed.
+    pub fn on_gpu() -> Self {
+        Options {
+            max_pair_edits: 3,
+            alone_where_needed: true,
+            ..Options::default()
         }
     }
 }
@@ -94,6 +116,9 @@ pub enum Outcome {
     /// It passed every test: its cost ratio to the original, with the
     /// 95% interval.
     Passes { cost: Interval },
+    /// Not run: the other subsets already decided the edit's class
+    /// ([`Options::alone_where_needed`]).
+    NotMeasured,
 }
 
 impl Outcome {
@@ -114,6 +139,7 @@ impl Outcome {
             }
             Outcome::Fails { reason } => format!("fails: {reason}"),
             Outcome::NoReplay { reason } => format!("does not replay: {reason}"),
+            Outcome::NotMeasured => "not measured (the patch without it decided)".into(),
         }
     }
 }
@@ -234,14 +260,27 @@ pub fn analyze(
     }
     let all: Vec<usize> = (0..n).collect();
     let pairs_measured = n >= 3 && n <= options.max_pair_edits;
-    let wanted = wanted_subsets(n, pairs_measured);
+    let staged = options.alone_where_needed && !pairs_measured;
     let started = std::time::Instant::now();
-    let outcomes = measure(ir, backend, patch, &wanted, options.set)?;
-    let seconds = started.elapsed().as_secs_f64();
+    let mut outcomes = if staged {
+        measure(ir, backend, patch, &leave_one_out_subsets(n), options.set)?
+    } else {
+        measure(
+            ir,
+            backend,
+            patch,
+            &wanted_subsets(n, pairs_measured),
+            options.set,
+        )?
+    };
     let full = match &outcomes[&all] {
         Outcome::Passes { cost } => *cost,
         other => return Err(ContribError::FullFails(other.phrase())),
     };
+    if staged {
+        measure_alone_where_needed(ir, backend, patch, options, full, &mut outcomes)?;
+    }
+    let seconds = started.elapsed().as_secs_f64();
     let judge = Judge {
         outcomes: &outcomes,
         all: &all,
@@ -280,6 +319,10 @@ pub fn analyze(
         .values()
         .filter(|o| matches!(o, Outcome::NoReplay { .. }))
         .count();
+    let not_measured = outcomes
+        .values()
+        .filter(|o| matches!(o, Outcome::NotMeasured))
+        .count();
     Ok(Contributions {
         scope: backend.scope(),
         set: set_name(options.set).to_string(),
@@ -288,7 +331,7 @@ pub fn analyze(
         full,
         edits,
         pairs,
-        variants_measured: outcomes.len() - not_replayed,
+        variants_measured: outcomes.len() - not_replayed - not_measured,
         not_replayed,
         seconds,
         relies_cost: None,
@@ -310,6 +353,52 @@ fn wanted_subsets(n: usize, pairs: bool) -> Vec<Vec<usize>> {
         }
     }
     wanted
+}
+
+/// The full patch and each leave-one-out: the first stage where each edit
+/// alone runs only where needed.
+fn leave_one_out_subsets(n: usize) -> Vec<Vec<usize>> {
+    let all: Vec<usize> = (0..n).collect();
+    std::iter::once(all.clone())
+        .chain((0..n).map(|i| without(&all, i)))
+        .collect()
+}
+
+/// The second stage: each edit alone where the patch without it was not
+/// slower than the full patch with confidence; [`Outcome::NotMeasured`]
+/// for the others, whose class the leave-one-out decided.
+fn measure_alone_where_needed(
+    ir: &KernelIr,
+    backend: &mut dyn Backend,
+    patch: &Patch,
+    options: &Options,
+    full: Interval,
+    outcomes: &mut BTreeMap<Vec<usize>, Outcome>,
+) -> Result<(), ContribError> {
+    let all: Vec<usize> = (0..patch.edits.len()).collect();
+    let judge = Judge {
+        outcomes,
+        all: &all,
+        full,
+        t: options.threshold,
+    };
+    let (decided, needed): (Vec<usize>, Vec<usize>) = all
+        .iter()
+        .partition(|&&i| judge.slower_than_full(&judge.rest(i)));
+    // With one or two edits an edit alone is the full patch or a
+    // leave-one-out, measured already.
+    let alone: Vec<Vec<usize>> = needed
+        .iter()
+        .map(|&i| vec![i])
+        .filter(|s| !outcomes.contains_key(s))
+        .collect();
+    if !alone.is_empty() {
+        outcomes.extend(measure(ir, backend, patch, &alone, options.set)?);
+    }
+    for i in decided {
+        outcomes.entry(vec![i]).or_insert(Outcome::NotMeasured);
+    }
+    Ok(())
 }
 
 /// Every measured pair with its outcome, in index order.

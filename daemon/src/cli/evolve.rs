@@ -11,7 +11,7 @@ use gevo_model::access::Reader;
 use gevo_model::device::{DeviceInfo, DeviceSelector};
 use gevo_model::ranges::Invalid;
 use gevo_model::spec;
-use gevo_search::contrib::{Contributions, Options};
+use gevo_search::contrib::Contributions;
 use gevo_search::drive::{export_to, Driver, Ended, Identity, Limits, Publish, Start};
 use gevo_search::evolve::{Backend, BackendError, Engine, GenerationReport, Validated};
 use gevo_search::store::{JobRecord, Store};
@@ -441,8 +441,8 @@ fn explain_best(
 ) -> Option<Contributions> {
     let edits = best.minimized.edits.len();
     tracing::info!(job = %job.id, edits, backend = %backend.scope().backend, "measuring edit contributions");
-    let measured =
-        gevod::explain_edits::on_backend(job, ir, backend, &best.minimized, &Options::default());
+    let options = gevod::explain_edits::options_for(backend);
+    let measured = gevod::explain_edits::on_backend(job, ir, backend, &best.minimized, &options);
     let c = match measured {
         Ok(c) => c,
         Err(e) => {

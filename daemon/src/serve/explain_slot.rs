@@ -49,7 +49,7 @@ pub fn measure(shared: &Shared, id: &str, ir: &KernelIr, backend: &mut dyn Backe
     }
     tracing::info!(edits = patch.edits.len(), ptx = %hash, "measuring edit contributions on the slot's GPU");
     let started = Instant::now();
-    match contrib::analyze(ir, backend, &patch, &Options::default()) {
+    match contrib::analyze(ir, backend, &patch, &Options::on_gpu()) {
         Ok(c) => {
             let classes: Vec<&str> = c.edits.iter().map(|e| e.class.name()).collect();
             tracing::info!(

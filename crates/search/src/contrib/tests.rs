@@ -112,13 +112,13 @@ fn three_edits() -> (KernelIr, Patch) {
     panic!("no three independent edits found");
 }
 
+type Row = (&'static [usize], Option<f64>);
+
 /// Each case: the cost of every subset (`None`: fails a test), and the
 /// classes expected for edits 0, 1, 2.
-#[test]
-fn edits_are_classified_by_the_documented_rule() {
+fn planted_cases() -> &'static [(&'static str, &'static [Row], [Class; 3])] {
     use Class::*;
-    type Row = (&'static [usize], Option<f64>);
-    let cases: &[(&str, &[Row], [Class; 3])] = &[
+    &[
         (
             "0 carries the speed, 1 enables it, 2 is neutral",
             &[
@@ -171,9 +171,13 @@ fn edits_are_classified_by_the_documented_rule() {
             ],
             [CarriesSpeed, Neutral, Neutral],
         ),
-    ];
+    ]
+}
+
+#[test]
+fn edits_are_classified_by_the_documented_rule() {
     let (ir, patch) = three_edits();
-    for (name, rows, expected) in cases {
+    for (name, rows, expected) in planted_cases() {
         let mut backend = Table {
             patch: patch.clone(),
             rows: rows.iter().map(|(k, c)| (k.to_vec(), *c)).collect(),
@@ -288,4 +292,66 @@ fn each_relies_on_line_is_attached_once() {
     assert_eq!(c.edits[0].relies_on, [barrier, sizes.clone()]);
     assert_eq!(c.edits[1].relies_on, [sizes]);
     assert!(c.edits[2].relies_on.is_empty());
+}
+
+fn table(patch: &Patch, rows: &[Row]) -> Table {
+    Table {
+        patch: patch.clone(),
+        rows: rows.iter().map(|(k, c)| (k.to_vec(), *c)).collect(),
+        runs: 0,
+        noise: 0.0,
+    }
+}
+
+/// The GPU's plan without pairs: the leave-one-outs first, each edit alone
+/// only where its leave-one-out did not show it carrying speed. The classes
+/// are those of every subset measured, with fewer runs.
+#[test]
+fn alone_where_needed_gives_the_same_classes_with_fewer_runs() {
+    let every = Options {
+        max_pair_edits: 2,
+        ..Options::default()
+    };
+    let staged = Options {
+        alone_where_needed: true,
+        ..every.clone()
+    };
+    let all_carry: &[Row] = &[
+        (&[0, 1, 2], Some(0.5)),
+        (&[0], Some(0.8)),
+        (&[1], Some(0.8)),
+        (&[2], Some(0.9)),
+        (&[1, 2], Some(0.7)),
+        (&[0, 2], Some(0.7)),
+        (&[0, 1], Some(0.6)),
+    ];
+    let cases = planted_cases()
+        .iter()
+        .map(|(name, rows, _)| (*name, *rows))
+        .chain([("every edit carries without it", all_carry)]);
+    let (ir, patch) = three_edits();
+    for (name, rows) in cases {
+        let mut full = table(&patch, rows);
+        let expected = analyze(&ir, &mut full, &patch, &every).unwrap();
+        let mut backend = table(&patch, rows);
+        let c = analyze(&ir, &mut backend, &patch, &staged).unwrap();
+        let classes = |c: &Contributions| c.edits.iter().map(|e| e.class).collect::<Vec<_>>();
+        assert_eq!(classes(&c), classes(&expected), "{name}: {:#?}", c.edits);
+        let skipped = c
+            .edits
+            .iter()
+            .filter(|e| e.alone == Outcome::NotMeasured)
+            .count();
+        assert_eq!(backend.runs, 7 - skipped, "{name}");
+        assert_eq!(c.variants_measured, backend.runs, "{name}");
+        for e in &c.edits {
+            if e.alone == Outcome::NotMeasured {
+                assert_eq!(e.class, Class::CarriesSpeed, "{name}: {e:#?}");
+            }
+        }
+    }
+    let mut backend = table(&patch, all_carry);
+    let c = analyze(&ir, &mut backend, &patch, &staged).unwrap();
+    assert_eq!(backend.runs, 4, "the full patch and three leave-one-outs");
+    assert!(c.edits[0].alone.phrase().contains("not measured"));
 }
