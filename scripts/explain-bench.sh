@@ -2,14 +2,14 @@
 # What `gevod explain-edits` costs on the simulator: a short search of each
 # fixture (population 32, GENERATIONS generations, seed 1), then the edit
 # contributions of its best validated variant: edits, variants measured,
-# seconds, and what the relies-on lines cost (simulator test runs, seconds). Rewrites the bench:explain-edits section of BENCHMARKS.md (OUT=
+# seconds, and what the relies-on lines cost (simulator test runs, seconds). Rewrites the bench:explain-edits section of BENCHMARKS.md (BENCH_FILE=
 # another file). GEVOD=path/to/gevod (default target/release/gevod, built).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GEVOD=${GEVOD:-target/release/gevod}
 [ -x "$GEVOD" ] || cargo build --release -p gevod
 GENERATIONS=${GENERATIONS:-8}
-OUT=${OUT:-BENCHMARKS.md}
+BENCH_FILE=${BENCH_FILE:-BENCHMARKS.md}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 printf '[evolve]\npopulation = 32\n' >"$tmp/evolve.toml"
@@ -45,7 +45,7 @@ PY
             "$f" "$tmp/$f.err" >>"$rows"
     fi
 done
-python3 - "$rows" "$OUT" "$GENERATIONS" "$(git rev-parse --short HEAD)" "$GEVOD" <<'PY'
+python3 - "$rows" "$BENCH_FILE" "$GENERATIONS" "$(git rev-parse --short HEAD)" "$GEVOD" <<'PY'
 import datetime, json, os, platform, sys
 rows, out, generations, commit, gevod = sys.argv[1:6]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.machine())

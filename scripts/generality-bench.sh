@@ -14,7 +14,8 @@
 # Environment: SPECS (default: the whole-tile stencil and the pyramid
 # pipeline), SEEDS (default "1 2"), ARMS ("on off"), TIME, EVALUATIONS,
 # KEEP=DIR (each run's JSON and log; several commands can share one),
-# REPORT=0 (no report), OUT (default BENCHMARKS.md).
+# REPORT=0 (no report), BENCH_FILE (default BENCHMARKS.md; not OUT, which
+# the GPU machine sets to its output folder).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -71,5 +72,5 @@ for spec in $specs; do
 done
 [ "${REPORT:-1}" = 0 ] && exit 0
 python3 scripts/generality-bench-report.py --mode "$mode" --runs "$keep" \
-    --specs "$specs" --seeds "$seeds" --arms "$arms" --out "${OUT:-BENCHMARKS.md}" \
+    --specs "$specs" --seeds "$seeds" --arms "$arms" --out "${BENCH_FILE:-BENCHMARKS.md}" \
     --command "$command"
