@@ -353,7 +353,8 @@ fn explain_shows_the_changed_instructions_unless_asked_for_the_full_diff() {
 }
 
 /// A job whose search stopped finding: `jobs` shows its reduced share,
-/// `jobs <kernel>` why (and a `[tune]` version's launch configuration);
+/// `jobs <kernel>` why (and a `[tune]` version's launch configuration, a
+/// column of the table where any job has one);
 /// `--json` keeps the numbers.
 #[test]
 fn a_reduced_share_shows_with_why() {
@@ -377,14 +378,14 @@ fn a_reduced_share_shows_with_why() {
         job("app/scan", JobState::Queued, None, None),
     ];
     let table = "\
-KERNEL       VERSION  STATE    GENERATIONS  EVALUATIONS  VALIDATED  BEST                     BACKEND/TARGET  SHARE
-app/stencil  1        running  12           3400         2          1.100x on the simulator  sim/sm_90       1/4 (found nothing in 230 gen.)
-app/reduce   1        queued   12           3400         0          -                        sim/sm_90       0.30 (found nothing in 60 gen.)
-app/scan     1        queued   12           3400         0          -                        sim/sm_90       -
+KERNEL       VERSION  STATE    GENERATIONS  EVALUATIONS  VALIDATED  BEST                     BACKEND/TARGET  SHARE                            CONFIGURATION
+app/stencil  1        running  12           3400         2          1.100x on the simulator  sim/sm_90       1/4 (found nothing in 230 gen.)  BLOCK_X=64 BLOCK_Y=2
+app/reduce   1        queued   12           3400         0          -                        sim/sm_90       0.30 (found nothing in 60 gen.)  -
+app/scan     1        queued   12           3400         0          -                        sim/sm_90       -                                -
 ";
     let one = "\
-KERNEL       VERSION  STATE    GENERATIONS  EVALUATIONS  VALIDATED  BEST                     BACKEND/TARGET  SHARE
-app/stencil  1        running  12           3400         2          1.100x on the simulator  sim/sm_90       1/4 (found nothing in 230 gen.)
+KERNEL       VERSION  STATE    GENERATIONS  EVALUATIONS  VALIDATED  BEST                     BACKEND/TARGET  SHARE                            CONFIGURATION
+app/stencil  1        running  12           3400         2          1.100x on the simulator  sim/sm_90       1/4 (found nothing in 230 gen.)  BLOCK_X=64 BLOCK_Y=2
 
 app/stencil version 1: generated held-out tests: not derived yet (they are when the job first runs; none for harness specs)
 launch configuration: BLOCK_X=64 BLOCK_Y=2 (the fastest its sweep measured)

@@ -133,6 +133,7 @@ fn render_jobs(jobs: &[JobInfo]) -> String {
     let with_message = jobs.iter().any(|j| j.message.is_some());
     let with_origin = jobs.iter().any(|j| j.origin.is_some());
     let with_share = jobs.iter().any(|j| j.reduced_share.is_some());
+    let with_configuration = jobs.iter().any(|j| j.configuration.is_some());
     let mut header = vec![
         "KERNEL",
         "VERSION",
@@ -148,6 +149,9 @@ fn render_jobs(jobs: &[JobInfo]) -> String {
     }
     if with_share {
         header.push("SHARE");
+    }
+    if with_configuration {
+        header.push("CONFIGURATION");
     }
     if with_message {
         header.push("MESSAGE");
@@ -192,6 +196,10 @@ fn render_jobs(jobs: &[JobInfo]) -> String {
                         )
                     },
                 ));
+            }
+            if with_configuration {
+                // A `[tune]` spec's version: the constants it is built with.
+                row.push(j.configuration.as_deref().map_or_else(|| "-".into(), esc));
             }
             if with_message {
                 // A table row is one line: a finding's first line says what
