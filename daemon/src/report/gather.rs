@@ -6,7 +6,7 @@ use super::{
 };
 use gevo_ir::{KernelIr, SourceFiles};
 use gevo_model::access::Reader;
-use gevo_model::spec::{self, generate, Spec, TestTarget};
+use gevo_model::spec::{self, generate, Spec, SpecError, TestTarget};
 use gevo_model::utilization::Utilization;
 use gevo_search::evolve::{Engine, PromotionFailure, Validated};
 use gevo_search::store::{GenerationRecord, JobRecord, Store};
@@ -94,10 +94,13 @@ pub fn gather_with(
         .unwrap_or_else(|| spec_key(&job.spec_text, "kernel").unwrap_or_else(|| id.to_string()));
 
     let mut notes = Vec::new();
-    let generated = generated::generated(&job, &engine, &failures, &reader, known_generated);
+    // The job's spec snapshot, parsed once for the generated tests and the
+    // held-out tests' sizes.
+    let spec = spec::parse_as(&job.spec_path, &job.spec_text, &reader);
+    let generated = generated::generated(&job, &engine, &failures, &spec, known_generated);
     let best = match engine.best_validated() {
         None => None,
-        Some(v) => Some(best_variant(store, &job, v, reader, &mut notes)?),
+        Some(v) => Some(best_variant(store, &job, &spec, v, reader, &mut notes)?),
     };
     let launch = super::tune::gather(store, &job, &mut notes);
     let generations = points(&records, &engine);
@@ -140,6 +143,7 @@ pub fn gather_with(
 fn best_variant(
     store: &Store,
     job: &JobRecord,
+    spec: &Result<Spec, SpecError>,
     v: &Validated,
     reader: Reader,
     notes: &mut Vec<String>,
@@ -150,7 +154,13 @@ fn best_variant(
     };
     let ir =
         KernelIr::parse_for_patch(&job.id, job.ir_text.as_bytes(), &v.minimized).map_err(ir_err)?;
-    let sizes = job_heldout_sizes(job, &reader);
+    let sizes = match spec {
+        Ok(spec) => heldout_sizes(spec, &job.backend),
+        Err(e) => {
+            tracing::debug!(error = %e, "held-out test sizes not shown");
+            BTreeMap::new()
+        }
+    };
     let mut files = source_files(job, reader);
     let edits = edits::source_edits(&ir, &v.minimized, &mut files).map_err(ir_err)?;
     let excerpts = edits::excerpts(&ir, &v.minimized, &mut files).map_err(ir_err)?;
@@ -196,18 +206,6 @@ pub fn heldout_sizes(spec: &Spec, backend: &str) -> BTreeMap<String, String> {
         .iter()
         .map(|t| (t.name.clone(), generate::sizes(&spec, &t.params)))
         .collect()
-}
-
-/// The sizes of `job`'s held-out tests, from its spec snapshot read for
-/// `reader`; none where it no longer parses.
-fn job_heldout_sizes(job: &JobRecord, reader: &Reader) -> BTreeMap<String, String> {
-    match spec::parse_as(&job.spec_path, &job.spec_text, reader) {
-        Ok(spec) => heldout_sizes(&spec, &job.backend),
-        Err(e) => {
-            tracing::debug!(error = %e, "held-out test sizes not shown");
-            BTreeMap::new()
-        }
-    }
 }
 
 /// What a store written by an older gevod lacks, where the report would

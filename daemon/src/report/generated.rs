@@ -5,8 +5,7 @@
 //! selection's counts of the variants it ran on them and rejected.
 
 use super::{Generated, GeneratedTest, KeptTests};
-use gevo_model::access::Reader;
-use gevo_model::spec::{self, SpecError, TestTarget};
+use gevo_model::spec::{Spec, SpecError, TestTarget};
 use gevo_search::eval::{EvalError, Evaluator};
 use gevo_search::evolve::{Engine, PromotionFailure};
 use gevo_search::store::JobRecord;
@@ -19,8 +18,6 @@ enum DeriveError {
     #[error("writing the IR snapshot: {0}")]
     Snapshot(#[source] std::io::Error),
     #[error(transparent)]
-    Spec(#[from] SpecError),
-    #[error(transparent)]
     Eval(#[from] EvalError),
 }
 
@@ -30,14 +27,15 @@ pub fn generated(
     job: &JobRecord,
     engine: &Engine,
     failures: &[PromotionFailure],
-    reader: &Reader,
+    spec: &Result<Spec, SpecError>,
     known: Option<Vec<GeneratedTest>>,
 ) -> Generated {
-    let kept = match (engine.best_validated(), known) {
-        (None, _) => KeptTests::NoBest,
-        (Some(_), Some(known)) => KeptTests::Listed(known),
-        (Some(_), None) => {
-            derive(job, reader).unwrap_or_else(|e| KeptTests::NotDerived(e.to_string()))
+    let kept = match (engine.best_validated(), known, spec) {
+        (None, _, _) => KeptTests::NoBest,
+        (Some(_), Some(known), _) => KeptTests::Listed(known),
+        (Some(_), None, Err(e)) => KeptTests::NotDerived(e.to_string()),
+        (Some(_), None, Ok(spec)) => {
+            derive(job, spec).unwrap_or_else(|e| KeptTests::NotDerived(e.to_string()))
         }
     };
     let counters = engine.counters();
@@ -50,11 +48,10 @@ pub fn generated(
     }
 }
 
-/// The kept generated tests of `job`'s spec on its IR snapshot; the files
-/// the spec names are read as `reader`.
-fn derive(job: &JobRecord, reader: &Reader) -> Result<KeptTests, DeriveError> {
-    let mut spec =
-        spec::parse_as(&job.spec_path, &job.spec_text, reader)?.for_backend(TestTarget::Sim);
+/// The kept generated tests of `job`'s spec (its snapshot, parsed) on its
+/// IR snapshot.
+fn derive(job: &JobRecord, spec: &Spec) -> Result<KeptTests, DeriveError> {
+    let mut spec = spec.clone().for_backend(TestTarget::Sim);
     if spec.harness.is_some() {
         return Ok(KeptTests::Harness);
     }
