@@ -262,17 +262,12 @@ pub fn analyze(
     let pairs_measured = n >= 3 && n <= options.max_pair_edits;
     let staged = options.alone_where_needed && !pairs_measured;
     let started = std::time::Instant::now();
-    let mut outcomes = if staged {
-        measure(ir, backend, patch, &leave_one_out_subsets(n), options.set)?
+    let first = if staged {
+        leave_one_out_subsets(n)
     } else {
-        measure(
-            ir,
-            backend,
-            patch,
-            &wanted_subsets(n, pairs_measured),
-            options.set,
-        )?
+        wanted_subsets(n, pairs_measured)
     };
+    let mut outcomes = measure(ir, backend, patch, &first, options.set)?;
     let full = match &outcomes[&all] {
         Outcome::Passes { cost } => *cost,
         other => return Err(ContribError::FullFails(other.phrase())),

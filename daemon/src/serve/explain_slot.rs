@@ -21,7 +21,7 @@
 use super::explain::{self, Why};
 use super::Shared;
 use gevo_ir::KernelIr;
-use gevo_search::contrib::{self, ContribError, Options};
+use gevo_search::contrib::{self, ContribError};
 use gevo_search::evolve::{Backend, BackendError};
 use std::time::Instant;
 
@@ -49,7 +49,8 @@ pub fn measure(shared: &Shared, id: &str, ir: &KernelIr, backend: &mut dyn Backe
     }
     tracing::info!(edits = patch.edits.len(), ptx = %hash, "measuring edit contributions on the slot's GPU");
     let started = Instant::now();
-    match contrib::analyze(ir, backend, &patch, &Options::on_gpu()) {
+    let options = crate::explain_edits::options_for(backend);
+    match contrib::analyze(ir, backend, &patch, &options) {
         Ok(c) => {
             let classes: Vec<&str> = c.edits.iter().map(|e| e.class.name()).collect();
             tracing::info!(
