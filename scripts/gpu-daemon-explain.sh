@@ -127,19 +127,22 @@ print(f"     {replaced} served variants replaced by a better one within 120 s (n
 
 # What the measurements cost: the slot time each held, in its slice.
 stamp = re.compile(r"^(\S+Z)\s")
-measures = []
+measures, edits = [], "?"
 for line in open(log):
+    if "measuring edit contributions" in line:
+        n = re.search(r"edits=([0-9]+)", line)
+        edits = n.group(1) if n else "?"
     if "edit contributions measured on the GPU" in line:
         secs = re.search(r"seconds=([0-9.]+)", line)
-        edits = re.search(r"variants=([0-9]+)", line)
+        subsets = re.search(r"variants=([0-9]+)", line)
         if secs:
-            measures.append((float(secs.group(1)), int(edits.group(1)) if edits else 0))
+            measures.append((float(secs.group(1)), f"{subsets.group(1) if subsets else '?'} of {edits} edits"))
 slice_s = 60
 held = sum(c for c, _ in measures)
 print()
 print("| daemon: edit contributions on the GPU | value |")
 print("|---|---|")
-print(f"| measurements: seconds (subsets measured) | {', '.join(f'{c:.1f} ({n})' for c, n in measures) or '-'} |")
+print(f"| measurements: seconds (subsets measured of the patch's edits) | {', '.join(f'{c:.1f} ({n})' for c, n in measures) or '-'} |")
 print(f"| share of its {slice_s} s slice each held the slot (the search's loss in that minute) | {', '.join(f'{100 * c / slice_s:.1f}%' for c, _ in measures) or '-'} |")
 print(f"| slot time they took, share of the {run_time:.0f} s run | {held:.1f} s, {100 * held / run_time:.1f}% |")
 sys.exit(1 if bad else 0)

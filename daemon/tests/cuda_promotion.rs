@@ -554,3 +554,81 @@ fn a_lost_gpu_ends_a_step_whose_promotion_waits_for_it() {
         started.elapsed()
     );
 }
+
+/// Edit contributions on the GPU (`contrib::Options::on_gpu`): the full
+/// patch is timed in every held-out round first; then each leave-one-out
+/// races against the full patch's line and each edit alone against the
+/// original's, the stand-in worker told the threshold whose line (less the
+/// worker's margin) is the one the rule decides on.
+#[test]
+fn edit_contributions_race_their_held_out_subsets_against_their_lines() {
+    use gevo_search::contrib;
+    use rand::SeedableRng;
+    let dir = tempfile::tempdir().unwrap();
+    let races = dir.path().join("races.log");
+    let mut gpu = fake_gpu("", &dir.path().join("counter"));
+    gpu.env
+        .push(("FAKE_GPU_RACE_LOG".into(), races.clone().into()));
+    let spec = common::spec_fixture("vecadd");
+    let mut backend = start(&spec, gpu, false);
+    let ir = common::load("vecadd");
+    // Three edits that replay in every subset.
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+    let patch = (0..500)
+        .map(|_| {
+            let mut p = ir.empty_patch();
+            for _ in 0..3 {
+                p.edits.extend(ir.mutate(&mut rng, 1).unwrap().edits);
+            }
+            p
+        })
+        .find(|p| {
+            let distinct =
+                p.edits[0] != p.edits[1] && p.edits[1] != p.edits[2] && p.edits[0] != p.edits[2];
+            let replays = (0..3).all(|i| {
+                let mut one = p.clone();
+                one.edits = vec![p.edits[i].clone()];
+                let mut rest = p.clone();
+                rest.edits.remove(i);
+                ir.check(&one).is_ok() && ir.check(&rest).is_ok()
+            });
+            distinct && replays && ir.check(p).is_ok()
+        })
+        .expect("three edits that replay apart");
+    let c = contrib::analyze(&ir, &mut backend, &patch, &contrib::Options::on_gpu()).unwrap();
+    let log = std::fs::read_to_string(&races).unwrap();
+    let lines: Vec<(&str, Option<f64>)> = log
+        .lines()
+        .map(|l| {
+            let (set, race) = l.split_once(' ').unwrap();
+            (set, race.parse().ok())
+        })
+        .collect();
+    assert!(lines.iter().all(|(set, _)| *set == "heldout"), "{log}");
+    assert_eq!(
+        lines.len(),
+        7,
+        "the full patch, 3 without one, 3 alone: {log}"
+    );
+    assert_eq!(lines[0].1, None, "the full patch in full: {log}");
+    // The stand-in's made-up costs may make the full patch slower: no gain,
+    // no margin.
+    let m = 0.01 * (1.0 - c.full.estimate).max(0.0);
+    let margin = gevod::cuda::measure::MeasureOptions::default().race_margin;
+    let threshold = |line: f64| line / (1.0 - margin);
+    for (i, (_, race)) in lines[1..].iter().enumerate() {
+        let want = if i < 3 {
+            threshold(c.full.hi + m)
+        } else {
+            threshold(1.0 - m)
+        };
+        let got = race.unwrap_or_else(|| panic!("subset {} unraced: {log}", i + 1));
+        // The log holds the threshold as JSON wrote it.
+        assert!(
+            (got - want).abs() < 1e-9,
+            "subset {}: {got} against {want}",
+            i + 1
+        );
+    }
+    assert_eq!(c.variants_measured, 7);
+}

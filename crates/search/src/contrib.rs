@@ -14,7 +14,11 @@
 //! [`Options::alone_where_needed`] (the GPU's, where each subset costs
 //! half a second of GPU time) and no pairs, the leave-one-outs run first
 //! and an edit runs alone only where its leave-one-out did not show it
-//! carrying speed: the alone outcome decides nothing more there.
+//! carrying speed: the alone outcome decides nothing more there. With
+//! [`Options::race`] (the GPU's too) the full patch is timed in full first,
+//! and each other subset only until its interval lies on one side of the
+//! line that decides it ([`Backend::assess_against`]): a leave-one-out
+//! against `F.hi + m`, an edit alone against `1 - m` (the rule below).
 //!
 //! The classification rule, relative to the full patch's gain: with `F` the
 //! full patch's cost-ratio interval, `t` the threshold (minimization's, 1%)
@@ -79,6 +83,9 @@ pub struct Options {
     /// without it is not slower than the full patch with confidence (its
     /// alone outcome is then [`Outcome::NotMeasured`]).
     pub alone_where_needed: bool,
+    /// Each subset but the full patch measured against the line that
+    /// decides it, where the backend can stop early (the GPU's race).
+    pub race: bool,
 }
 
 impl Default for Options {
@@ -88,18 +95,21 @@ impl Default for Options {
             threshold: 0.01,
             max_pair_edits: 6,
             alone_where_needed: false,
+            race: false,
         }
     }
 }
 
 impl Options {
     /// On a GPU every subset is timed (about 0.5 s of a pipeline's GPU
-    /// time each): pairs only for three edits (where they are the
-    /// leave-one-outs), and each edit alone only where needed.
+    /// time each in full): pairs only for three edits (where they are the
+    /// leave-one-outs), each edit alone only where needed, and each subset
+    /// raced against the line that decides it.
     pub fn on_gpu() -> Self {
         Options {
             max_pair_edits: 3,
             alone_where_needed: true,
+            race: true,
             ..Options::default()
         }
     }
@@ -262,18 +272,41 @@ pub fn analyze(
     let pairs_measured = n >= 3 && n <= options.max_pair_edits;
     let staged = options.alone_where_needed && !pairs_measured;
     let started = std::time::Instant::now();
+    let plan = Plan {
+        ir,
+        patch,
+        set: options.set,
+        // Two edits or fewer: a subset is both an edit alone and a
+        // leave-one-out, with two lines; every one is measured in full.
+        race: options.race && n >= 3,
+    };
     let first = if staged {
         leave_one_out_subsets(n)
     } else {
         wanted_subsets(n, pairs_measured)
     };
-    let mut outcomes = measure(ir, backend, patch, &first, options.set)?;
+    // Racing, the full patch first: its interval sets the lines.
+    let at_once = if plan.race { 1 } else { first.len() };
+    let mut outcomes = plan.measure(backend, &first[..at_once], None)?;
     let full = match &outcomes[&all] {
         Outcome::Passes { cost } => *cost,
         other => return Err(ContribError::FullFails(other.phrase())),
     };
+    let m = margin(options.threshold, full);
+    let lines = Lines {
+        without: full.hi + m,
+        alone: 1.0 - m,
+    };
+    if plan.race {
+        // A leave-one-out decides against the full patch, any other
+        // subset (an edit alone, a pair) against the original.
+        let (without, other): (Vec<Vec<usize>>, Vec<Vec<usize>>) =
+            first[1..].iter().cloned().partition(|s| s.len() == n - 1);
+        outcomes.extend(plan.measure(backend, &without, Some(lines.without))?);
+        outcomes.extend(plan.measure(backend, &other, Some(lines.alone))?);
+    }
     if staged {
-        measure_alone_where_needed(ir, backend, patch, options, full, &mut outcomes)?;
+        plan.measure_alone_where_needed(backend, options.threshold, full, lines, &mut outcomes)?;
     }
     let seconds = started.elapsed().as_secs_f64();
     let judge = Judge {
@@ -359,41 +392,110 @@ fn leave_one_out_subsets(n: usize) -> Vec<Vec<usize>> {
         .collect()
 }
 
-/// The second stage: each edit alone where the patch without it was not
-/// slower than the full patch with confidence; [`Outcome::NotMeasured`]
-/// for the others, whose class the leave-one-out decided.
-fn measure_alone_where_needed(
-    ir: &KernelIr,
-    backend: &mut dyn Backend,
-    patch: &Patch,
-    options: &Options,
-    full: Interval,
-    outcomes: &mut BTreeMap<Vec<usize>, Outcome>,
-) -> Result<(), ContribError> {
-    let all: Vec<usize> = (0..patch.edits.len()).collect();
-    let judge = Judge {
-        outcomes,
-        all: &all,
-        full,
-        t: options.threshold,
-    };
-    let (decided, needed): (Vec<usize>, Vec<usize>) = all
-        .iter()
-        .partition(|&&i| judge.slower_than_full(&judge.rest(i)));
-    // With one or two edits an edit alone is the full patch or a
-    // leave-one-out, measured already.
-    let alone: Vec<Vec<usize>> = needed
-        .iter()
-        .map(|&i| vec![i])
-        .filter(|s| !outcomes.contains_key(s))
-        .collect();
-    if !alone.is_empty() {
-        outcomes.extend(measure(ir, backend, patch, &alone, options.set)?);
+/// The lines that decide a raced subset (the module's rule): a
+/// leave-one-out's against the full patch, an edit alone's against the
+/// original.
+#[derive(Debug, Clone, Copy)]
+struct Lines {
+    /// `F.hi + m`: slower than this with confidence, the edit carries speed.
+    without: f64,
+    /// `1 - m`: faster than this with confidence, the edit alone is faster.
+    alone: f64,
+}
+
+/// The smallest difference that counts: the threshold `t`'s share of the
+/// full patch's gain (zero for a patch that gains nothing).
+fn margin(t: f64, full: Interval) -> f64 {
+    t * (1.0 - full.estimate).max(0.0)
+}
+
+/// What the measurements run on: the original, the patch whose subsets
+/// they are, the test set, and whether subsets are raced.
+struct Plan<'a> {
+    ir: &'a KernelIr,
+    patch: &'a Patch,
+    set: TestSet,
+    race: bool,
+}
+
+impl Plan<'_> {
+    /// The second stage: each edit alone where the patch without it was
+    /// not slower than the full patch with confidence;
+    /// [`Outcome::NotMeasured`] for the others, whose class the
+    /// leave-one-out decided.
+    fn measure_alone_where_needed(
+        &self,
+        backend: &mut dyn Backend,
+        threshold: f64,
+        full: Interval,
+        lines: Lines,
+        outcomes: &mut BTreeMap<Vec<usize>, Outcome>,
+    ) -> Result<(), ContribError> {
+        let all: Vec<usize> = (0..self.patch.edits.len()).collect();
+        let judge = Judge {
+            outcomes,
+            all: &all,
+            full,
+            t: threshold,
+        };
+        let (decided, needed): (Vec<usize>, Vec<usize>) = all
+            .iter()
+            .partition(|&&i| judge.slower_than_full(&judge.rest(i)));
+        // With one or two edits an edit alone is the full patch or a
+        // leave-one-out, measured already.
+        let alone: Vec<Vec<usize>> = needed
+            .iter()
+            .map(|&i| vec![i])
+            .filter(|s| !outcomes.contains_key(s))
+            .collect();
+        outcomes.extend(self.measure(backend, &alone, Some(lines.alone))?);
+        for i in decided {
+            outcomes.entry(vec![i]).or_insert(Outcome::NotMeasured);
+        }
+        Ok(())
     }
-    for i in decided {
-        outcomes.entry(vec![i]).or_insert(Outcome::NotMeasured);
+
+    /// Runs each distinct subset in `wanted` that replays, in one batch;
+    /// raced against `line` where the plan races.
+    fn measure(
+        &self,
+        backend: &mut dyn Backend,
+        wanted: &[Vec<usize>],
+        line: Option<f64>,
+    ) -> Result<BTreeMap<Vec<usize>, Outcome>, ContribError> {
+        let mut outcomes = BTreeMap::new();
+        let mut to_run: Vec<(Vec<usize>, Patch)> = Vec::new();
+        for indices in wanted {
+            if outcomes.contains_key(indices) || to_run.iter().any(|(k, _)| k == indices) {
+                continue;
+            }
+            let p = subset(self.patch, indices);
+            match self.ir.check(&p) {
+                Ok(()) => to_run.push((indices.clone(), p)),
+                Err(e) => {
+                    outcomes.insert(
+                        indices.clone(),
+                        Outcome::NoReplay {
+                            reason: e.to_string(),
+                        },
+                    );
+                }
+            }
+        }
+        if to_run.is_empty() {
+            return Ok(outcomes);
+        }
+        let batch: Vec<Patch> = to_run.iter().map(|(_, p)| p.clone()).collect();
+        let results = match line.filter(|_| self.race) {
+            Some(line) => backend.assess_against(&batch, self.set, line)?,
+            None => backend.assess(&batch, self.set)?,
+        };
+        tracing::debug!(subsets = batch.len(), ?line, "edit contributions measured");
+        for ((indices, _), a) in to_run.into_iter().zip(results) {
+            outcomes.insert(indices, outcome_of(&a));
+        }
+        Ok(outcomes)
     }
-    Ok(())
 }
 
 /// Every measured pair with its outcome, in index order.
@@ -431,7 +533,7 @@ impl Judge<'_> {
     /// The smallest difference that counts: the threshold's share of the
     /// full patch's gain (zero for a patch that gains nothing).
     fn margin(&self) -> f64 {
-        self.t * (1.0 - self.full.estimate).max(0.0)
+        margin(self.t, self.full)
     }
 
     /// Whether `o` passed and is faster than the original with confidence.
@@ -537,42 +639,6 @@ fn subset(patch: &Patch, indices: &[usize]) -> Patch {
         edits: indices.iter().map(|&i| patch.edits[i].clone()).collect(),
         ..patch.clone()
     }
-}
-
-/// Runs each distinct subset that replays, in one batch.
-fn measure(
-    ir: &KernelIr,
-    backend: &mut dyn Backend,
-    patch: &Patch,
-    wanted: &[Vec<usize>],
-    set: TestSet,
-) -> Result<BTreeMap<Vec<usize>, Outcome>, ContribError> {
-    let mut outcomes = BTreeMap::new();
-    let mut to_run: Vec<(Vec<usize>, Patch)> = Vec::new();
-    for indices in wanted {
-        if outcomes.contains_key(indices) || to_run.iter().any(|(k, _)| k == indices) {
-            continue;
-        }
-        let p = subset(patch, indices);
-        match ir.check(&p) {
-            Ok(()) => to_run.push((indices.clone(), p)),
-            Err(e) => {
-                outcomes.insert(
-                    indices.clone(),
-                    Outcome::NoReplay {
-                        reason: e.to_string(),
-                    },
-                );
-            }
-        }
-    }
-    let batch: Vec<Patch> = to_run.iter().map(|(_, p)| p.clone()).collect();
-    let results = backend.assess(&batch, set)?;
-    tracing::debug!(subsets = batch.len(), "edit contributions measured");
-    for ((indices, _), a) in to_run.into_iter().zip(results) {
-        outcomes.insert(indices, outcome_of(&a));
-    }
-    Ok(outcomes)
 }
 
 fn outcome_of(a: &Assessment) -> Outcome {

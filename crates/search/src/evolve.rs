@@ -220,6 +220,19 @@ pub trait Backend {
     /// Each patch run on `set`.
     fn assess(&mut self, patches: &[Patch], set: TestSet) -> Result<Vec<Assessment>, BackendError>;
 
+    /// [`assess`](Self::assess), where timing a patch may stop once its
+    /// cost ratio's interval lies wholly on one side of `line` (the GPU's
+    /// race: a leave-one-out clearly slower than the full patch needs no
+    /// 40 rounds to say so). Exact backends measure in full.
+    fn assess_against(
+        &mut self,
+        patches: &[Patch],
+        set: TestSet,
+        _line: f64,
+    ) -> Result<Vec<Assessment>, BackendError> {
+        self.assess(patches, set)
+    }
+
     /// Whether `assess(.., TestSet::Generated)` runs generated held-out
     /// tests (the simulator's backends); promotion asks only those. The
     /// GPU backend does not, for now (docs/evolve.md).

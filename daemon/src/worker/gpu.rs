@@ -11,7 +11,7 @@ use super::pool::{assessment_of, PoolOptions, WorkerPool};
 use super::sanitize::SafetyGate;
 use super::{Handler, Request, Response};
 use crate::config::Prescreen;
-use crate::cuda::measure::{Measurement, Measurer};
+use crate::cuda::measure::{MeasureOptions, Measurement, Measurer};
 use gevo_ir::{KernelIr, Patch};
 use gevo_model::assessment::Assessment;
 use gevo_model::device::DeviceInfo;
@@ -262,13 +262,24 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// Every patch compiled at once and measured in turn.
+    /// Every patch compiled at once and measured in turn on the first
+    /// GPU (its measurements are compared with each other), raced against
+    /// `race` where given.
     fn assess_each(
         &mut self,
         patches: &[Patch],
         set: TestSet,
+        race: Option<f64>,
     ) -> Result<Vec<Assessment>, BackendError> {
-        let evaluated = self.pipeline(patches, set, &|_| false, Purpose::Promotion, false)?;
+        if set == TestSet::Generated {
+            let out = self.compile.assess(patches, set);
+            self.utilization.spent += &self.compile.take_assess_spent();
+            return out;
+        }
+        self.gpu.pin(Some(0));
+        let out = self.pipeline(patches, set, &|_| false, Purpose::Promotion { race }, false);
+        self.gpu.pin(None);
+        let evaluated = out?;
         Ok(evaluated
             .into_iter()
             .map(|e| match (e.build, e.assessment) {
@@ -367,15 +378,19 @@ impl Backend for CudaBackend {
     /// promotion's measurements, compared with each other. The generated
     /// tests run on the simulator, in the compile workers.
     fn assess(&mut self, patches: &[Patch], set: TestSet) -> Result<Vec<Assessment>, BackendError> {
-        if set == TestSet::Generated {
-            let out = self.compile.assess(patches, set);
-            self.utilization.spent += &self.compile.take_assess_spent();
-            return out;
-        }
-        self.gpu.pin(Some(0));
-        let out = self.assess_each(patches, set);
-        self.gpu.pin(None);
-        out
+        self.assess_each(patches, set, None)
+    }
+
+    /// The GPU worker races against a threshold less its margin: the
+    /// threshold whose line is `line`.
+    fn assess_against(
+        &mut self,
+        patches: &[Patch],
+        set: TestSet,
+        line: f64,
+    ) -> Result<Vec<Assessment>, BackendError> {
+        let threshold = line / (1.0 - MeasureOptions::default().race_margin);
+        self.assess_each(patches, set, Some(threshold))
     }
 
     fn evaluate(
@@ -437,7 +452,7 @@ impl Backend for CudaBackend {
             return Ok(None);
         }
         if wait {
-            self.pipeline(&[], TestSet::Train, &|_| false, Purpose::Promotion, true)?;
+            self.pipeline(&[], TestSet::Train, &|_| false, Purpose::PROMOTION, true)?;
         }
         let ended = match &self.promotion {
             Some(running) => running.ended(wait),

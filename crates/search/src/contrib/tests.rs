@@ -14,6 +14,10 @@ struct Table {
     /// 0: exact costs (the simulator); else GPU-like timing rounds, each
     /// off by up to this fraction, so each cost has a bootstrap interval.
     noise: f64,
+    /// Each raced subset and its line, in the order asked.
+    lines: Vec<(Vec<usize>, f64)>,
+    /// Timing rounds answered, over every subset.
+    rounds: usize,
 }
 
 /// 40 paired rounds (a held-out test's) around `cost`, off by up to
@@ -51,34 +55,65 @@ impl Backend for Table {
         unreachable!("contributions only assess")
     }
     fn assess(&mut self, patches: &[Patch], _: TestSet) -> Result<Vec<Assessment>, BackendError> {
-        self.runs += patches.len();
-        Ok(patches
-            .iter()
-            .map(|p| {
-                let key = self.indices(p);
-                let cost = *self
-                    .rows
-                    .get(&key)
-                    .unwrap_or_else(|| panic!("no row {key:?}"));
-                let seed = key.iter().fold(1u64, |h, i| h * 31 + *i as u64);
-                let timing = cost
-                    .filter(|_| self.noise > 0.0)
-                    .map(|c| rounds(c, self.noise, seed));
-                Assessment {
-                    tests: vec![TestSummary {
-                        test: "t".into(),
-                        failure: cost.is_none().then(|| ("race".into(), "planted".into())),
-                        cost: cost.map(|c| (c * 10000.0).round() as u64),
-                        original_cost: 10000,
-                        error: Some(0.0),
-                        timing,
-                        kernels: Vec::new(),
-                    }],
-                    device: None,
-                }
-            })
-            .collect())
+        Ok(patches.iter().map(|p| self.answer(p, None)).collect())
     }
+    fn assess_against(
+        &mut self,
+        patches: &[Patch],
+        _: TestSet,
+        line: f64,
+    ) -> Result<Vec<Assessment>, BackendError> {
+        Ok(patches.iter().map(|p| self.answer(p, Some(line))).collect())
+    }
+}
+
+impl Table {
+    /// The planted answer for `p`; raced against `line` like the GPU
+    /// worker: batches of 5 rounds until the interval leaves the line.
+    fn answer(&mut self, p: &Patch, line: Option<f64>) -> Assessment {
+        self.runs += 1;
+        let key = self.indices(p);
+        if let Some(line) = line {
+            self.lines.push((key.clone(), line));
+        }
+        let cost = *self
+            .rows
+            .get(&key)
+            .unwrap_or_else(|| panic!("no row {key:?}"));
+        let seed = key.iter().fold(1u64, |h, i| h * 31 + *i as u64);
+        let timing = cost
+            .filter(|_| self.noise > 0.0)
+            .map(|c| raced(rounds(c, self.noise, seed), line));
+        self.rounds += timing.as_ref().map_or(0, |t| t.variant_ns.len());
+        Assessment {
+            tests: vec![TestSummary {
+                test: "t".into(),
+                failure: cost.is_none().then(|| ("race".into(), "planted".into())),
+                cost: cost.map(|c| (c * 10000.0).round() as u64),
+                original_cost: 10000,
+                error: Some(0.0),
+                timing,
+                kernels: Vec::new(),
+            }],
+            device: None,
+        }
+    }
+}
+
+/// The first rounds of `full` that decide against `line`, 5 at a time
+/// (all of them unraced, or where none decides).
+fn raced(full: gevo_model::stats::Timing, line: Option<f64>) -> gevo_model::stats::Timing {
+    let Some(line) = line else { return full };
+    for k in (5..full.variant_ns.len()).step_by(5) {
+        let first = gevo_model::stats::Timing {
+            original_ns: full.original_ns[..k].to_vec(),
+            variant_ns: full.variant_ns[..k].to_vec(),
+        };
+        if gevo_model::stats::race(&[&first], line, 0.0).is_some() {
+            return first;
+        }
+    }
+    full
 }
 
 /// Three edits of the vecadd fixture that replay in every subset.
@@ -183,6 +218,8 @@ fn edits_are_classified_by_the_documented_rule() {
             rows: rows.iter().map(|(k, c)| (k.to_vec(), *c)).collect(),
             runs: 0,
             noise: 0.0,
+            lines: Vec::new(),
+            rounds: 0,
         };
         let c = analyze(&ir, &mut backend, &patch, &Options::default()).unwrap();
         let got: Vec<Class> = c.edits.iter().map(|e| e.class).collect();
@@ -221,6 +258,8 @@ fn on_noisy_timings_only_a_loss_beyond_the_intervals_carries_speed() {
             rows: rows.clone(),
             runs: 0,
             noise,
+            lines: Vec::new(),
+            rounds: 0,
         };
         let c = analyze(&ir, &mut backend, &patch, &Options::default()).unwrap();
         let got: Vec<Class> = c.edits.iter().map(|e| e.class).collect();
@@ -238,6 +277,8 @@ fn a_failing_full_patch_or_an_empty_one_is_an_error() {
         rows: BTreeMap::from([(vec![0, 1, 2], None)]),
         runs: 0,
         noise: 0.0,
+        lines: Vec::new(),
+        rounds: 0,
     };
     // Every subset must have a row: give the others one.
     for s in [
@@ -272,6 +313,8 @@ fn each_relies_on_line_is_attached_once() {
         rows,
         runs: 0,
         noise: 0.0,
+        lines: Vec::new(),
+        rounds: 0,
     };
     let mut c = analyze(&ir, &mut backend, &patch, &Options::default()).unwrap();
     let line = |kind, text: &str| Reliance {
@@ -300,6 +343,8 @@ fn table(patch: &Patch, rows: &[Row]) -> Table {
         rows: rows.iter().map(|(k, c)| (k.to_vec(), *c)).collect(),
         runs: 0,
         noise: 0.0,
+        lines: Vec::new(),
+        rounds: 0,
     }
 }
 
@@ -354,4 +399,71 @@ fn alone_where_needed_gives_the_same_classes_with_fewer_runs() {
     let c = analyze(&ir, &mut backend, &patch, &staged).unwrap();
     assert_eq!(backend.runs, 4, "the full patch and three leave-one-outs");
     assert!(c.edits[0].alone.phrase().contains("not measured"));
+}
+
+/// The GPU's plan races each subset but the full patch against the line
+/// that decides it: a leave-one-out against `F.hi + m`, an edit alone
+/// against `1 - m`. On noisy rounds it gives the classes of every round,
+/// in fewer rounds.
+#[test]
+fn raced_subsets_give_the_same_classes_in_fewer_rounds() {
+    let unraced = Options {
+        race: false,
+        ..Options::on_gpu()
+    };
+    let (ir, patch) = three_edits();
+    // Edit 0 carries the speed; 1 and 2 change nothing.
+    let rows: &[Row] = &[
+        (&[0, 1, 2], Some(0.60)),
+        (&[1, 2], Some(0.95)),
+        (&[0, 2], Some(0.60)),
+        (&[0, 1], Some(0.60)),
+        (&[0], Some(0.62)),
+        (&[1], Some(1.0)),
+        (&[2], Some(1.0)),
+    ];
+    for noise in [0.02, 0.08] {
+        let mut every = Table {
+            noise,
+            ..table(&patch, rows)
+        };
+        let expected = analyze(&ir, &mut every, &patch, &unraced).unwrap();
+        assert!(every.lines.is_empty(), "unraced: {:?}", every.lines);
+        let mut backend = Table {
+            noise,
+            ..table(&patch, rows)
+        };
+        let c = analyze(&ir, &mut backend, &patch, &Options::on_gpu()).unwrap();
+        let classes = |c: &Contributions| c.edits.iter().map(|e| e.class).collect::<Vec<_>>();
+        assert_eq!(
+            classes(&c),
+            classes(&expected),
+            "noise {noise}: {:#?}",
+            c.edits
+        );
+        assert_eq!(classes(&c)[0], Class::CarriesSpeed, "noise {noise}");
+        let m = 0.01 * (1.0 - c.full.estimate);
+        for (key, line) in &backend.lines {
+            let want = match key.len() {
+                2 => c.full.hi + m,
+                1 => 1.0 - m,
+                _ => panic!("the full patch is never raced: {key:?}"),
+            };
+            assert!(
+                (line - want).abs() < 1e-12,
+                "{key:?}: {line} against {want}"
+            );
+        }
+        assert_eq!(
+            backend.lines.len(),
+            backend.runs - 1,
+            "all but the full patch"
+        );
+        assert!(
+            backend.rounds < every.rounds,
+            "noise {noise}: {} rounds raced, {} in full",
+            backend.rounds,
+            every.rounds
+        );
+    }
 }

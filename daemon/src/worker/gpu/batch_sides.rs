@@ -25,11 +25,17 @@ use std::sync::{mpsc, Arc};
 
 /// Why variants are being measured: the search's (which may race them
 /// against the selection threshold, and whose counts the report shows), or
-/// promotion's (always the full rounds).
+/// promotion's and its like (every patch measured, equal PTX too; the full
+/// rounds unless raced, as edit contributions' subsets are).
 #[derive(Debug, Clone, Copy)]
 pub(super) enum Purpose {
     Search { race: Option<f64> },
-    Promotion,
+    Promotion { race: Option<f64> },
+}
+
+impl Purpose {
+    /// Promotion's: every round.
+    pub(super) const PROMOTION: Purpose = Purpose::Promotion { race: None };
 }
 
 /// An answer on its way: the request's result.
@@ -345,7 +351,7 @@ impl Measuring<'_> {
         let fresh = match (&build, self.purpose) {
             // Promotion measures every patch it is given (equal PTX too:
             // its measurements are compared with each other).
-            (Ok(_), Purpose::Promotion) => true,
+            (Ok(_), Purpose::Promotion { .. }) => true,
             (Ok(b), Purpose::Search { .. }) => {
                 !(self.known)(&b.ptx_hash) && self.seen.insert(b.ptx_hash.clone())
             }
@@ -454,7 +460,7 @@ impl Feed for Measuring<'_> {
                     return;
                 };
                 if let Some(patch) = &patch {
-                    account(self.utilization, &result, Purpose::Promotion, patch);
+                    account(self.utilization, &result, Purpose::PROMOTION, patch);
                 }
                 let _ = reply.send(result);
             }
@@ -489,7 +495,7 @@ impl Feed for Measuring<'_> {
         };
         let (reply, patch) = *reply;
         if let Some(patch) = &patch {
-            account(self.utilization, &result, Purpose::Promotion, patch);
+            account(self.utilization, &result, Purpose::PROMOTION, patch);
         }
         let _ = reply.send(result);
     }

@@ -35,7 +35,7 @@ impl CudaBackend {
     ) -> Result<Vec<Evaluated>, BackendError> {
         let (race, searching) = match purpose {
             Purpose::Search { race } => (race, true),
-            Purpose::Promotion => (None, false),
+            Purpose::Promotion { race } => (race, false),
         };
         // Validation never rests on less than every train test.
         let prescreen = match searching {
