@@ -14,7 +14,8 @@
 # that gets further times more of its variants, each costing its GPU
 # more), and what was done ahead (variants of the next batch measured where
 # a GPU would have waited, promotion's measurements a batch left under way
-# to the next), the pre-screen's compile-worker seconds per variant measured,
+# to the next), the compile workers' CPU seconds per variant measured by
+# phase (pre-screen, ptxas, code generation, generated held-out tests),
 # and the validated speedup. PRESCREENS (e.g. "all smallest off"; default
 # none: gevod's default) runs each mode once per `--prescreen` placement
 # (docs/evolve.md, "The pre-screen"), its rows named MODE.PLACEMENT;
@@ -36,7 +37,8 @@ print()
 tables.header([
     "fixture", "devices", "seconds", "generations", "generations/s vs the first",
     "variants measured", "variants measured/s", "vs the first", "GPU busy",
-    "GPU idle (no request)", "compile busy", "pre-screen CPU s/measured", "timed", "timing rounds",
+    "GPU idle (no request)", "compile busy",
+    "compile-worker CPU s/measured: pre-screen / ptxas / compile / generated", "timed", "timing rounds",
     "measured ahead", "promotion carried", "validated"
 ])
 first = {}
@@ -59,14 +61,16 @@ for path in sorted(glob.glob(os.path.join(work, "*.json")), key=os.path.getmtime
     base, base_pace = first.setdefault(fixture, (rate, pace))
     idle = u.get("gpu_idle_s", 0.0)
     capacity = u.get("wall_s", 0.0) * u.get("gpu_workers", 0)
-    screen = (u.get("spent") or {}).get("prescreen_s", 0.0) / max(u.get("measured", 0), 1)
+    spent, measured = u.get("spent") or {}, max(u.get("measured", 0), 1)
+    cpu = " / ".join(f"{spent.get(k, 0.0) / measured:.3f}"
+                     for k in ("prescreen_s", "assemble_s", "compile_s", "generated_s"))
     validated = (r.get("best") or {}).get("speedup")
     validated = f"{validated:.3f}x" if validated else "-"
     print(f"| {fixture} | {mode} ({u.get('gpu_workers', 0)} GPU workers) | {seconds:.0f} | {r.get('generations', 0)} | "
           f"{pace / base_pace if base_pace else 0:.2f}x | "
           f"{u.get('measured', 0)} | {rate:.1f} | {rate / base if base else 0:.2f}x | "
           f"{100 * u.get('gpu_busy_share', 0):.0f}% | {idle:.1f} s of {capacity:.0f} | "
-          f"{100 * u.get('compile_busy_share', 0):.0f}% | {screen:.3f} | "
+          f"{100 * u.get('compile_busy_share', 0):.0f}% | {cpu} | "
           f"{u.get('timed', 0)} | {u.get('rounds', 0)} | {u.get('measured_ahead', 0)} | "
           f"{u.get('promotion_carried', 0)} | {validated} |")
 PY
