@@ -101,3 +101,6 @@ fn unclaim(shared: &Shared, id: &str, hash: &str) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
