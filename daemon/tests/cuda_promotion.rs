@@ -22,10 +22,7 @@ use std::time::Duration;
 fn the_search_races_train_measurements_against_the_selection_threshold() {
     for measurement in [Measurement::Adaptive, Measurement::Fixed] {
         let dir = tempfile::tempdir().unwrap();
-        let races = dir.path().join("races.log");
-        let mut gpu = fake_gpu("", &dir.path().join("counter"));
-        gpu.env
-            .push(("FAKE_GPU_RACE_LOG".into(), races.clone().into()));
+        let (gpu, races) = fake_gpu_logging_races(dir.path());
         let spec = common::spec_fixture("vecadd");
         let mut backend = start_measuring(&spec, gpu, false, measurement);
         let config = Config {
@@ -565,12 +562,8 @@ fn edit_contributions_race_their_held_out_subsets_against_their_lines() {
     use gevo_search::contrib;
     use rand::SeedableRng;
     let dir = tempfile::tempdir().unwrap();
-    let races = dir.path().join("races.log");
-    let mut gpu = fake_gpu("", &dir.path().join("counter"));
-    gpu.env
-        .push(("FAKE_GPU_RACE_LOG".into(), races.clone().into()));
-    let spec = common::spec_fixture("vecadd");
-    let mut backend = start(&spec, gpu, false);
+    let (gpu, races) = fake_gpu_logging_races(dir.path());
+    let mut backend = start(&common::spec_fixture("vecadd"), gpu, false);
     let ir = common::load("vecadd");
     // Three edits that replay in every subset.
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);

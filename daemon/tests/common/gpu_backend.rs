@@ -49,6 +49,16 @@ pub fn fake_gpu(plan: &str, counter: &Path) -> PoolOptions {
     }
 }
 
+/// One stand-in GPU worker logging each request's test set and race
+/// threshold to the file returned (`FAKE_GPU_RACE_LOG`), under `dir`.
+pub fn fake_gpu_logging_races(dir: &Path) -> (PoolOptions, std::path::PathBuf) {
+    let races = dir.join("races.log");
+    let mut gpu = fake_gpu("", &dir.join("counter"));
+    gpu.env
+        .push(("FAKE_GPU_RACE_LOG".into(), races.clone().into()));
+    (gpu, races)
+}
+
 /// Two stand-in GPU workers, on devices GPU-A and GPU-B (`--devices A,B`).
 pub fn two_fake_gpus(dir: &Path) -> PoolOptions {
     let mut gpu = fake_gpu("", &dir.join("counter"));
