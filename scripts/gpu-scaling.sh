@@ -16,6 +16,7 @@
 # a GPU would have waited, promotion's measurements a batch left under way
 # to the next), the compile workers' CPU seconds per variant measured by
 # phase (pre-screen, ptxas, code generation, generated held-out tests),
+# the variants whose PTX the search knew, answered after code generation,
 # and the validated speedup. PRESCREENS (e.g. "all smallest off"; default
 # none: gevod's default) runs each mode once per `--prescreen` placement
 # (docs/evolve.md, "The pre-screen"), its rows named MODE.PLACEMENT;
@@ -38,7 +39,8 @@ tables.header([
     "fixture", "devices", "seconds", "generations", "generations/s vs the first",
     "variants measured", "variants measured/s", "vs the first", "GPU busy",
     "GPU idle (no request)", "compile busy",
-    "compile-worker CPU s/measured: pre-screen / ptxas / compile / generated", "timed", "timing rounds",
+    "compile-worker CPU s/measured: pre-screen / ptxas / compile / generated", "known PTX answered after compile",
+    "timed", "timing rounds",
     "measured ahead", "promotion carried", "validated"
 ])
 first = {}
@@ -70,7 +72,7 @@ for path in sorted(glob.glob(os.path.join(work, "*.json")), key=os.path.getmtime
           f"{pace / base_pace if base_pace else 0:.2f}x | "
           f"{u.get('measured', 0)} | {rate:.1f} | {rate / base if base else 0:.2f}x | "
           f"{100 * u.get('gpu_busy_share', 0):.0f}% | {idle:.1f} s of {capacity:.0f} | "
-          f"{100 * u.get('compile_busy_share', 0):.0f}% | {cpu} | "
+          f"{100 * u.get('compile_busy_share', 0):.0f}% | {cpu} | {u.get('known_skipped', 0)} | "
           f"{u.get('timed', 0)} | {u.get('rounds', 0)} | {u.get('measured_ahead', 0)} | "
           f"{u.get('promotion_carried', 0)} | {validated} |")
 PY

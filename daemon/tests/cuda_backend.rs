@@ -185,6 +185,67 @@ fn each_new_ptx_is_measured_once_and_known_ones_not_at_all() {
     );
 }
 
+/// A train batch's assessed PTX become known to the compile workers: the
+/// same variants in the next batch, which the search's cache answers, are
+/// answered after code generation (no pre-screen, guarded build or
+/// ptxas) and never measured; a variant new to that batch is compiled in
+/// full and measured.
+#[test]
+fn variants_the_search_knows_stop_after_code_generation() {
+    let dir = tempfile::tempdir().unwrap();
+    let counter = dir.path().join("requests");
+    let mut backend = backend("", &counter, true);
+    let first = patches(5, 24);
+    let results = backend
+        .evaluate(&first, TestSet::Train, &|_| false)
+        .unwrap();
+    let assessed: std::collections::BTreeSet<String> = results
+        .iter()
+        .filter(|e| e.assessment.is_some())
+        .filter_map(|e| e.build.as_ref().ok().map(|b| b.ptx_hash.clone()))
+        .collect();
+    assert!(!assessed.is_empty());
+    let u = backend.take_utilization().unwrap();
+    assert_eq!(u.known_skipped, 0, "nothing known in the first batch");
+    let measured = |counter: &std::path::Path| -> usize {
+        let text = std::fs::read_to_string(counter).unwrap_or_default();
+        text.trim().parse().unwrap_or(0)
+    };
+    let measured_first = measured(&counter);
+    // The same variants again, and new ones.
+    let mut second = first.clone();
+    second.extend(patches(6, 24));
+    let results = backend
+        .evaluate(&second, TestSet::Train, &|h| assessed.contains(h))
+        .unwrap();
+    let u = backend.take_utilization().unwrap();
+    let repeated = results
+        .iter()
+        .filter(|e| {
+            e.build
+                .as_ref()
+                .is_ok_and(|b| assessed.contains(&b.ptx_hash))
+        })
+        .count();
+    assert_eq!(u.known_skipped as usize, repeated, "{u:?}");
+    assert!(results[..first.len()]
+        .iter()
+        .all(|e| e.assessment.is_none()));
+    let new: std::collections::BTreeSet<&str> = results[first.len()..]
+        .iter()
+        .filter_map(|e| e.build.as_ref().ok())
+        .filter(|b| !assessed.contains(&b.ptx_hash))
+        .map(|b| b.ptx_hash.as_str())
+        .collect();
+    let measured_new = results[first.len()..]
+        .iter()
+        .filter(|e| e.assessment.is_some())
+        .count();
+    assert!(!new.is_empty(), "the new variants have new PTX");
+    assert_eq!(measured_new, new.len(), "each new PTX assessed once");
+    assert!(measured(&counter) <= measured_first + new.len());
+}
+
 /// The pre-screen rejects each planted variant on the simulator's train
 /// tests, by the verdict and the test named, before the GPU worker sees a
 /// request: an out-of-bounds access; a variant storing `a[i]` instead of

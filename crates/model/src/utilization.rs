@@ -169,6 +169,9 @@ summed_struct! {
         /// Variants of the search's batches that were compiled during the
         /// step before (docs/evolve.md, "Bred a step ahead").
         pub compiled_ahead: u64,
+        /// Variants a compile worker answered after code generation, their
+        /// PTX one the search knew: no pre-screen, guarded build or ptxas.
+        pub known_skipped: u64,
         /// Of `measured`, variants of the next batch, measured where a GPU
         /// would have waited for this batch's last ones.
         pub measured_ahead: u64,

@@ -455,6 +455,7 @@ mod tests {
                 stopped_early: stopped,
                 stopped_better: stopped / 4,
                 compiled_ahead: 0,
+                known_skipped: 0,
                 measured_ahead: 0,
                 promotion_carried: 0,
                 gpu_starts: 2,

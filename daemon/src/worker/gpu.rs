@@ -400,7 +400,20 @@ impl Backend for CudaBackend {
         known: &(dyn Fn(&str) -> bool + Sync),
     ) -> Result<Vec<Evaluated>, BackendError> {
         let race = self.race_for(set);
-        self.pipeline(patches, set, known, Purpose::Search { race }, false)
+        let evaluated = self.pipeline(patches, set, known, Purpose::Search { race }, false)?;
+        // The engine's fitness cache takes every assessment of a train
+        // batch: the compile workers hear of those PTX, and answer them
+        // after code generation from now on.
+        if set == TestSet::Train {
+            self.compile.note_known(
+                evaluated
+                    .iter()
+                    .filter(|e| e.assessment.is_some())
+                    .filter_map(|e| e.build.as_ref().ok())
+                    .map(|b| b.ptx_hash.clone()),
+            );
+        }
+        Ok(evaluated)
     }
 
     /// The next batch compiles while this one is measured.

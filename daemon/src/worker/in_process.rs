@@ -14,6 +14,7 @@ use gevo_model::spec::{Spec, TestCase, TestSet};
 use gevo_model::utilization::Spent;
 use gevo_search::eval::Evaluator;
 use gevo_search::evolve::{Backend, BackendError, Build, Scope};
+use std::collections::HashSet;
 use std::time::Instant;
 
 /// Compiles with LLVM and runs on the simulator (or, for harness specs,
@@ -29,6 +30,10 @@ pub struct InProcess {
     parts: Option<Option<PartAssembler>>,
     /// The train tests the pre-screen runs, least input first.
     screen_tests: Vec<TestCase>,
+    /// PTX hashes the search knows, as its compile requests told them
+    /// (`Compile::known`): a search's variant with one is answered after
+    /// code generation (`Compile::skip_known`).
+    known: HashSet<String>,
 }
 
 /// Simulator verdicts that reject a variant in the pre-screen: undefined
@@ -85,6 +90,7 @@ impl InProcess {
             screen_tests: Vec::new(),
             assembler: None,
             parts: None,
+            known: HashSet::new(),
         })
     }
 
@@ -103,6 +109,7 @@ impl InProcess {
             screen_tests,
             assembler: None,
             parts: None,
+            known: HashSet::new(),
         })
     }
 
@@ -289,12 +296,26 @@ impl Handler for InProcess {
                 cubin_for,
                 guarded,
                 defer_assembly,
+                known,
+                skip_known,
             } => {
+                self.known.extend(known);
                 let mut spent = Spent::default();
                 let started = Instant::now();
                 let built = self.compile_one(&patch);
                 spent.compile_s = started.elapsed().as_secs_f64();
                 match built {
+                    Ok(build) if skip_known && self.known.contains(&build.ptx_hash) => {
+                        Response::Built {
+                            id,
+                            build,
+                            cubin: None,
+                            screened_out: None,
+                            guarded: None,
+                            spent,
+                            known: true,
+                        }
+                    }
                     Ok(build) => {
                         let started = Instant::now();
                         let screened = self.screen(&patch, prescreen).map_err(|e| e.to_string())?;
@@ -326,6 +347,7 @@ impl Handler for InProcess {
                             screened_out,
                             guarded,
                             spent,
+                            known: false,
                         }
                     }
                     Err(reason) => Response::CompileFailed { id, reason, spent },
@@ -446,5 +468,52 @@ mod tests {
             "{message}"
         );
         assert!(guarded.is_none());
+    }
+
+    /// A search's compile request whose PTX its worker was told is known
+    /// is answered after code generation (no pre-screen, no guarded
+    /// build); one the worker was not told of, or promotion's, in full.
+    #[test]
+    fn a_known_ptx_is_answered_after_code_generation_in_a_search_only() {
+        let mut vecadd = worker("vecadd");
+        let patch = planted("vecadd.drops-b");
+        let build = |worker: &mut InProcess, request: Request| match worker.handle(request) {
+            Ok((
+                Response::Built {
+                    build,
+                    screened_out,
+                    guarded,
+                    known,
+                    spent,
+                    ..
+                },
+                _,
+            )) => (
+                build.ptx_hash,
+                screened_out.is_some() || guarded.is_some(),
+                known,
+                spent,
+            ),
+            other => panic!("not built: {other:?}"),
+        };
+        let search = |told: Vec<String>| {
+            let mut request =
+                Request::compile_measured(1, patch.clone(), Prescreen::All, None, true);
+            if let Request::Compile { known, .. } = &mut request {
+                *known = told;
+            }
+            request
+        };
+        let (hash, screened, known, _) = build(&mut vecadd, search(vec!["other".into()]));
+        assert!(screened && !known, "not known yet: screened in full");
+        // Told once, the worker keeps it.
+        let (_, screened, known, spent) = build(&mut vecadd, search(vec![hash.clone()]));
+        assert!(!screened && known);
+        assert_eq!(spent.prescreen_s, 0.0);
+        let (_, screened, known, _) = build(&mut vecadd, search(Vec::new()));
+        assert!(!screened && known, "kept from the request before");
+        let promotion = Request::compile_measured(2, patch.clone(), Prescreen::All, None, false);
+        let (_, screened, known, _) = build(&mut vecadd, promotion);
+        assert!(screened && !known, "promotion measures every patch");
     }
 }

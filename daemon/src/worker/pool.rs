@@ -124,6 +124,10 @@ pub struct WorkerPool {
     /// Requests a run ended with unanswered that its feed let outlive it
     /// ([`Feed::may_carry`]): the next run takes them first.
     carried: Vec<run::CarriedRequest>,
+    /// PTX hashes the search knows, in the order noted: each worker's
+    /// search compile requests carry what it has not been sent yet
+    /// ([`note_known`](Self::note_known)).
+    known: Vec<String>,
 }
 
 impl WorkerPool {
@@ -161,6 +165,7 @@ impl WorkerPool {
             pinned: None,
             spares: Vec::new(),
             carried: Vec::new(),
+            known: Vec::new(),
             standby_swaps: 0,
             assess_spent: Spent::default(),
         };
@@ -311,6 +316,14 @@ impl WorkerPool {
             )));
         }
         Ok(())
+    }
+
+    /// Notes PTX hashes the search now knows (its fitness cache has their
+    /// assessment): every worker hears of them with its next search compile
+    /// request (`Compile::known`), and answers a variant with one of them
+    /// after code generation (`Compile::skip_known`).
+    pub fn note_known(&mut self, hashes: impl IntoIterator<Item = String>) {
+        self.known.extend(hashes);
     }
 
     /// Sends every request to the worker of `slot` (its `slot_args`: one

@@ -34,6 +34,9 @@ pub(super) struct Worker {
     pub stdin: ChildStdin,
     stderr_tail: Arc<Mutex<String>>,
     pub state: State,
+    /// How much of its pool's known log (`WorkerPool::note_known`) its
+    /// compile requests have carried.
+    pub known_sent: usize,
     /// Its process group counts as gevod's on the GPU while it lives.
     _group: gevo_model::own_processes::GroupGuard,
     /// A local worker's `TMPDIR`: what it leaves there (a harness run's
@@ -146,6 +149,7 @@ impl Worker {
             stdin,
             stderr_tail,
             state: State::Starting(Instant::now()),
+            known_sent: 0,
             _group: group,
             _scratch: scratch,
         })

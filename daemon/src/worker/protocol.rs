@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 /// Wire protocol version, sent in the worker's greeting (5: guard sites
 /// carry their id; 6: guarded builds poison shared memory, the guard
 /// table's pattern word the worker fills; 7: `prescreen` names a
-/// placement).
-pub const PROTOCOL: u32 = 7;
+/// placement; 8: `known` and `skip_known`).
+pub const PROTOCOL: u32 = 8;
 
 /// A request from the engine's process.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -46,6 +46,17 @@ pub enum Request {
         /// (a search's variants, few of which pass; promotion's all do).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         defer_assembly: bool,
+        /// PTX hashes the search knows (its fitness cache holds them), new
+        /// since this worker's previous request: the pool adds them as it
+        /// sends (`WorkerPool::note_known`); the worker keeps them all.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        known: Vec<String>,
+        /// A search's variant whose PTX the worker was told is known is
+        /// answered after code generation: the search takes its cached
+        /// fitness and measures nothing, so the pre-screen, the guarded
+        /// build and ptxas would be spent for nothing.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        skip_known: bool,
     },
     /// The patch run on the simulator.
     Assess { id: u64, patch: Patch, set: TestSet },
@@ -94,18 +105,22 @@ impl Request {
             cubin_for: None,
             guarded: false,
             defer_assembly: false,
+            known: Vec::new(),
+            skip_known: false,
         }
     }
 
     /// A variant the GPU workers will measure: pre-screened where asked,
-    /// with its guarded build, both assembled for `cubin_for` (the variant
-    /// left to the GPU worker with `defer_assembly`).
+    /// with its guarded build, both assembled for `cubin_for`. A search's
+    /// (`searching`) leaves the variant's assembly to the GPU worker
+    /// (`defer_assembly`) and stops after code generation where its PTX is
+    /// known (`skip_known`); promotion's measures every patch it is given.
     pub fn compile_measured(
         id: u64,
         patch: Patch,
         prescreen: Prescreen,
         cubin_for: Option<String>,
-        defer_assembly: bool,
+        searching: bool,
     ) -> Request {
         Request::Compile {
             id,
@@ -113,7 +128,9 @@ impl Request {
             prescreen,
             cubin_for,
             guarded: true,
-            defer_assembly,
+            defer_assembly: searching,
+            known: Vec::new(),
+            skip_known: searching,
         }
     }
 
@@ -159,6 +176,10 @@ pub enum Response {
         guarded: Option<GuardedBuild>,
         #[serde(default, skip_serializing_if = "Spent::is_zero")]
         spent: Spent,
+        /// Answered after code generation: its PTX is one the worker was
+        /// told the search knows (`Compile::skip_known`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        known: bool,
     },
     CompileFailed {
         id: u64,
@@ -206,6 +227,7 @@ impl Response {
     pub fn kind(&self) -> &'static str {
         match self {
             Response::Ready { .. } => "ready",
+            Response::Built { known: true, .. } => "built_known",
             Response::Built {
                 screened_out: Some(_),
                 ..
@@ -339,8 +361,10 @@ mod tests {
                     cubin_for: Some("sm_90".into()),
                     guarded: true,
                     defer_assembly: true,
+                    known: vec!["ab".into(), "cd".into()],
+                    skip_known: true,
                 },
-                r#"{"op":"compile","id":10,"patch":{"format":1,"ir_hash":"00","kernel":"k","edits":[]},"prescreen":"smallest","cubin_for":"sm_90","guarded":true,"defer_assembly":true}"#,
+                r#"{"op":"compile","id":10,"patch":{"format":1,"ir_hash":"00","kernel":"k","edits":[]},"prescreen":"smallest","cubin_for":"sm_90","guarded":true,"defer_assembly":true,"known":["ab","cd"],"skip_known":true}"#,
             ),
             (
                 Request::Assess {
@@ -395,10 +419,11 @@ mod tests {
                     prescreen_s: 0.5,
                     ..Spent::default()
                 },
+                known: false,
             },
             Response::Built {
                 id: 2,
-                build,
+                build: build.clone(),
                 cubin: Some(Cubin(vec![0x7f, b'E', b'L', b'F', 1, 2])),
                 screened_out: None,
                 guarded: None,
@@ -406,6 +431,16 @@ mod tests {
                     assemble_s: 0.03,
                     ..Spent::default()
                 },
+                known: false,
+            },
+            Response::Built {
+                id: 5,
+                build,
+                cubin: None,
+                screened_out: None,
+                guarded: None,
+                spent: Spent::default(),
+                known: true,
             },
             Response::CompileFailed {
                 id: 3,
@@ -459,6 +494,7 @@ mod tests {
                 (None, "ready", None),
                 (Some(1), "screened_out", Some(0.52)),
                 (Some(2), "built", Some(0.03)),
+                (Some(5), "built_known", Some(0.0)),
                 (Some(3), "compile_failed", Some(0.0)),
                 (Some(4), "assessed", Some(0.261)),
                 (None, "fatal", None),

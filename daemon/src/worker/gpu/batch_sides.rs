@@ -347,6 +347,7 @@ impl Measuring<'_> {
             screened_out,
             cubin,
             guarded,
+            known,
         } = Compiled::of(response, self.utilization);
         let fresh = match (&build, self.purpose) {
             // Promotion measures every patch it is given (equal PTX too:
@@ -357,6 +358,11 @@ impl Measuring<'_> {
             }
             (Err(_), _) => false,
         };
+        if fresh && known {
+            // The worker's known hashes are the search's cache's; a search
+            // that forgot one measures it unguarded rather than not at all.
+            tracing::warn!("a variant its compile worker took for known is new to the search: measured without its guarded build");
+        }
         // Measured during the batch before, ahead of it.
         let measured_ahead = match (fresh, &screened_out, &build) {
             (true, None, Ok(b)) => self.ahead.take(&b.ptx_hash),
@@ -513,6 +519,9 @@ pub(super) struct Compiled {
     pub(super) screened_out: Option<Assessment>,
     cubin: Option<Cubin>,
     guarded: Option<GuardedBuild>,
+    /// Answered after code generation: its PTX was known to the search
+    /// (`Compile::skip_known`), so it has neither cubin nor guarded build.
+    known: bool,
 }
 
 impl Compiled {
@@ -523,6 +532,7 @@ impl Compiled {
             screened_out: None,
             cubin: None,
             guarded: None,
+            known: false,
         };
         match response {
             Ok(Response::Built {
@@ -531,14 +541,17 @@ impl Compiled {
                 screened_out,
                 guarded,
                 spent,
+                known,
                 ..
             }) => {
                 utilization.spent += &spent;
+                utilization.known_skipped += u64::from(known);
                 Compiled {
                     build: Ok(build),
                     screened_out,
                     cubin,
                     guarded,
+                    known,
                 }
             }
             Ok(Response::CompileFailed { reason, spent, .. }) => {

@@ -383,9 +383,9 @@ impl WorkerPool {
                 id = requests[r].id(),
                 "dispatched"
             );
-            let mut line = serde_json::to_string(&requests[r]).expect("requests serialize");
-            line.push('\n');
             let w = &mut self.workers[slot];
+            let mut line = with_known(&requests[r], &self.known, &mut w.known_sent);
+            line.push('\n');
             match &mut w.state {
                 State::Busy { requests, .. } => requests.push_back(r),
                 state => {
@@ -411,6 +411,25 @@ impl WorkerPool {
         }
         Ok(())
     }
+}
+
+/// `request` as its line, a search compile request with the known PTX
+/// hashes its worker has not been sent (`known[*sent..]`).
+fn with_known(request: &Request, known: &[String], sent: &mut usize) -> String {
+    let line = match request {
+        Request::Compile {
+            skip_known: true, ..
+        } if *sent < known.len() => {
+            let mut request = request.clone();
+            if let Request::Compile { known: carried, .. } = &mut request {
+                carried.extend_from_slice(&known[*sent..]);
+            }
+            *sent = known.len();
+            serde_json::to_string(&request)
+        }
+        _ => serde_json::to_string(request),
+    };
+    line.expect("requests serialize")
 }
 
 /// Hands the answers come in to the feed: its own requests' to
