@@ -14,6 +14,7 @@ mod fault;
 pub mod gpu;
 pub mod gpu_run;
 mod in_process;
+mod known;
 pub mod launch;
 pub mod pool;
 pub mod priority;

@@ -2,6 +2,7 @@
 //! running on the simulator (or a harness spec's command) in this process;
 //! an `eval-worker`'s request handler, and a backend for tests.
 
+use super::known::KnownPtx;
 use super::{Handler, Request, Response};
 use crate::config::Prescreen;
 use crate::cuda::guarded::GuardedBuild;
@@ -14,7 +15,6 @@ use gevo_model::spec::{Spec, TestCase, TestSet};
 use gevo_model::utilization::Spent;
 use gevo_search::eval::Evaluator;
 use gevo_search::evolve::{Backend, BackendError, Build, Scope};
-use std::collections::HashSet;
 use std::time::Instant;
 
 /// Compiles with LLVM and runs on the simulator (or, for harness specs,
@@ -33,7 +33,7 @@ pub struct InProcess {
     /// PTX hashes the search knows, as its compile requests told them
     /// (`Compile::known`): a search's variant with one is answered after
     /// code generation (`Compile::skip_known`).
-    known: HashSet<String>,
+    known: KnownPtx,
 }
 
 /// Simulator verdicts that reject a variant in the pre-screen: undefined
@@ -90,7 +90,7 @@ impl InProcess {
             screen_tests: Vec::new(),
             assembler: None,
             parts: None,
-            known: HashSet::new(),
+            known: KnownPtx::default(),
         })
     }
 
@@ -109,7 +109,7 @@ impl InProcess {
             screen_tests,
             assembler: None,
             parts: None,
-            known: HashSet::new(),
+            known: KnownPtx::default(),
         })
     }
 

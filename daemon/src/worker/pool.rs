@@ -127,7 +127,7 @@ pub struct WorkerPool {
     /// PTX hashes the search knows, in the order noted: each worker's
     /// search compile requests carry what it has not been sent yet
     /// ([`note_known`](Self::note_known)).
-    known: Vec<String>,
+    known: super::known::KnownLog,
 }
 
 impl WorkerPool {
@@ -165,7 +165,7 @@ impl WorkerPool {
             pinned: None,
             spares: Vec::new(),
             carried: Vec::new(),
-            known: Vec::new(),
+            known: Default::default(),
             standby_swaps: 0,
             assess_spent: Spent::default(),
         };
@@ -323,7 +323,7 @@ impl WorkerPool {
     /// request (`Compile::known`), and answers a variant with one of them
     /// after code generation (`Compile::skip_known`).
     pub fn note_known(&mut self, hashes: impl IntoIterator<Item = String>) {
-        self.known.extend(hashes);
+        self.known.note(hashes);
     }
 
     /// Sends every request to the worker of `slot` (its `slot_args`: one

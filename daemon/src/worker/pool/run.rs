@@ -4,6 +4,7 @@
 //! workers as soon as it is ready, so no GPU worker waits for a batch's
 //! slowest variant while others are queued.
 
+use super::super::known::KnownLog;
 use super::super::process::Event;
 use super::super::process::State;
 use super::super::{Request, Response};
@@ -414,20 +415,23 @@ impl WorkerPool {
 }
 
 /// `request` as its line, a search compile request with the known PTX
-/// hashes its worker has not been sent (`known[*sent..]`).
-fn with_known(request: &Request, known: &[String], sent: &mut usize) -> String {
-    let line = match request {
+/// hashes its worker has not been sent (those after `*sent` in `known`).
+fn with_known(request: &Request, known: &KnownLog, sent: &mut usize) -> String {
+    let new = match request {
         Request::Compile {
             skip_known: true, ..
-        } if *sent < known.len() => {
+        } => known.since(sent),
+        _ => &[],
+    };
+    let line = match new {
+        [] => serde_json::to_string(request),
+        new => {
             let mut request = request.clone();
             if let Request::Compile { known: carried, .. } = &mut request {
-                carried.extend_from_slice(&known[*sent..]);
+                carried.extend_from_slice(new);
             }
-            *sent = known.len();
             serde_json::to_string(&request)
         }
-        _ => serde_json::to_string(request),
     };
     line.expect("requests serialize")
 }
