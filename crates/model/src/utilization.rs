@@ -319,6 +319,7 @@ mod tests {
             stopped_early: 0,
             stopped_better: 0,
             compiled_ahead: 0,
+            known_skipped: 0,
             measured_ahead: 0,
             promotion_carried: 0,
             gpu_starts: 0,
