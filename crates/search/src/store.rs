@@ -98,6 +98,9 @@ impl Store {
             source,
         })?;
         let path = dir.join(FILE_NAME);
+        if !path.exists() {
+            create_whole(&path)?;
+        }
         let mut db = Database::create(&path).map_err(|e| db_error(&path, e))?;
         // Space freed by thinned records goes back to the file system here:
         // redb reuses freed pages while running, but never shrinks the file.
@@ -508,6 +511,37 @@ fn to_json<T: Serialize>(value: &T) -> Vec<u8> {
     serde_json::to_vec(value).expect("store records serialize")
 }
 
+/// A store file that does not exist yet, made whole under a temporary name
+/// (`gevod.redb.new`) and linked into place: a kill while redb writes its
+/// first pages leaves that file, which the next open makes again, never a
+/// `gevod.redb` that does not open (redb writes its magic number last).
+fn create_whole(path: &Path) -> Result<(), StoreError> {
+    let fresh = path.with_extension("redb.new");
+    let made = match Database::create(&fresh) {
+        // Another process is making it: its open goes on, this one stops.
+        Err(e @ redb::DatabaseError::DatabaseAlreadyOpen) => Err(e),
+        // What a killed open left.
+        Err(_) => {
+            let _ = std::fs::remove_file(&fresh);
+            Database::create(&fresh)
+        }
+        made => made,
+    };
+    drop(made.map_err(|e| db_error(&fresh, e))?);
+    match std::fs::hard_link(&fresh, path) {
+        // Another process made the store first: it is whole too.
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+            return Err(StoreError::Dir {
+                path: path.to_path_buf(),
+                source: e,
+            })
+        }
+        _ => {}
+    }
+    let _ = std::fs::remove_file(&fresh);
+    Ok(())
+}
+
 fn db_error(path: &Path, e: impl Into<redb::Error>) -> StoreError {
     StoreError::Db {
         path: path.to_path_buf(),
@@ -622,6 +656,21 @@ mod tests {
             msg.contains("gevod.redb") && msg.contains("newer gevod"),
             "{msg}"
         );
+    }
+
+    /// What a kill during a store's first open leaves (a file redb began
+    /// and never finished: no magic number) is made again; the store
+    /// opens, whole.
+    #[test]
+    fn a_store_whose_creation_was_killed_is_made_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let fresh = dir.path().join(FILE_NAME).with_extension("redb.new");
+        std::fs::write(&fresh, vec![0u8; 4096]).unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        assert!(store.jobs().unwrap().is_empty());
+        assert!(!fresh.exists(), "the temporary file is gone");
+        drop(store);
+        assert!(Store::open(dir.path()).is_ok(), "and it opens again");
     }
 
     #[test]

@@ -110,7 +110,8 @@ impl Daemon {
             .append(true)
             .open(&self.log)
             .unwrap();
-        let child = Process::new(&self.binary)
+        let mut command = Process::new(&self.binary);
+        command
             .args([
                 "serve",
                 "--config",
@@ -123,9 +124,20 @@ impl Daemon {
             .env("GEVOD_LOG", "info")
             .envs(env.iter().copied())
             .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
+            .stderr(log);
+        // A copy of gevod just written (`start_binary`) may still be open
+        // in a child another test thread forked meanwhile, until that child
+        // execs: exec then fails with ETXTBSY for a moment.
+        let mut tries = 0;
+        let child = loop {
+            match command.spawn() {
+                Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 100 => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                result => break result.unwrap(),
+            }
+        };
         self.child = Some(child);
         let started = Instant::now();
         while self.try_call(Command::Status).is_none() {
