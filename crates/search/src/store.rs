@@ -71,6 +71,12 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    #[error("{}: cannot put the new store in place: {source}", path.display())]
+    Place {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("{}: schema version {found} was written by a newer gevod (this one reads up to {SCHEMA_VERSION})", path.display())]
     TooNew { path: PathBuf, found: u64 },
     #[error("{}: record {key} is unreadable: {source}", path.display())]
@@ -528,16 +534,17 @@ fn create_whole(path: &Path) -> Result<(), StoreError> {
         made => made,
     };
     drop(made.map_err(|e| db_error(&fresh, e))?);
-    match std::fs::hard_link(&fresh, path) {
-        // Another process made the store first: it is whole too.
-        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
-            return Err(StoreError::Dir {
-                path: path.to_path_buf(),
-                source: e,
-            })
-        }
-        _ => {}
-    }
+    // A link never replaces a store another process made meanwhile; a file
+    // system without hard links gets a rename, which would.
+    let placed = match std::fs::hard_link(&fresh, path) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(_) => std::fs::rename(&fresh, path),
+        Ok(()) => Ok(()),
+    };
+    placed.map_err(|source| StoreError::Place {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let _ = std::fs::remove_file(&fresh);
     Ok(())
 }
