@@ -292,21 +292,17 @@ pub fn analyze(
         Outcome::Passes { cost } => *cost,
         other => return Err(ContribError::FullFails(other.phrase())),
     };
-    let m = margin(options.threshold, full);
-    let lines = Lines {
-        without: full.hi + m,
-        alone: 1.0 - m,
-    };
+    let lines = Lines::new(options.threshold, full);
     if plan.race {
         // A leave-one-out decides against the full patch, any other
         // subset (an edit alone, a pair) against the original.
-        let (without, other): (Vec<Vec<usize>>, Vec<Vec<usize>>) =
+        let (leave_one_outs, others): (Vec<Vec<usize>>, Vec<Vec<usize>>) =
             first[1..].iter().cloned().partition(|s| s.len() == n - 1);
-        outcomes.extend(plan.measure(backend, &without, Some(lines.without))?);
-        outcomes.extend(plan.measure(backend, &other, Some(lines.alone))?);
+        outcomes.extend(plan.measure(backend, &leave_one_outs, Some(lines.without))?);
+        outcomes.extend(plan.measure(backend, &others, Some(lines.alone))?);
     }
     if staged {
-        plan.measure_alone_where_needed(backend, options.threshold, full, lines, &mut outcomes)?;
+        plan.measure_alone_where_needed(backend, lines, &mut outcomes)?;
     }
     let seconds = started.elapsed().as_secs_f64();
     let judge = Judge {
@@ -392,9 +388,9 @@ fn leave_one_out_subsets(n: usize) -> Vec<Vec<usize>> {
         .collect()
 }
 
-/// The lines that decide a raced subset (the module's rule): a
-/// leave-one-out's against the full patch, an edit alone's against the
-/// original.
+/// The lines of the module's rule, which decide an edit's class and where
+/// a raced subset may stop: a leave-one-out's against the full patch, an
+/// edit alone's (or a pair's) against the original.
 #[derive(Debug, Clone, Copy)]
 struct Lines {
     /// `F.hi + m`: slower than this with confidence, the edit carries speed.
@@ -403,10 +399,26 @@ struct Lines {
     alone: f64,
 }
 
-/// The smallest difference that counts: the threshold `t`'s share of the
-/// full patch's gain (zero for a patch that gains nothing).
-fn margin(t: f64, full: Interval) -> f64 {
-    t * (1.0 - full.estimate).max(0.0)
+impl Lines {
+    /// With `m` the smallest difference that counts: the threshold `t`'s
+    /// share of the full patch's gain (zero for a patch that gains nothing).
+    fn new(t: f64, full: Interval) -> Lines {
+        let m = t * (1.0 - full.estimate).max(0.0);
+        Lines {
+            without: full.hi + m,
+            alone: 1.0 - m,
+        }
+    }
+
+    /// Whether `o` passed and is slower than the full patch with confidence.
+    fn slower_than_full(&self, o: &Outcome) -> bool {
+        o.cost().is_some_and(|c| c.lo > self.without)
+    }
+
+    /// Whether `o` passed and is faster than the original with confidence.
+    fn faster_than_original(&self, o: &Outcome) -> bool {
+        o.cost().is_some_and(|c| c.hi < self.alone)
+    }
 }
 
 /// What the measurements run on: the original, the patch whose subsets
@@ -426,21 +438,13 @@ impl Plan<'_> {
     fn measure_alone_where_needed(
         &self,
         backend: &mut dyn Backend,
-        threshold: f64,
-        full: Interval,
         lines: Lines,
         outcomes: &mut BTreeMap<Vec<usize>, Outcome>,
     ) -> Result<(), ContribError> {
         let all: Vec<usize> = (0..self.patch.edits.len()).collect();
-        let judge = Judge {
-            outcomes,
-            all: &all,
-            full,
-            t: threshold,
-        };
         let (decided, needed): (Vec<usize>, Vec<usize>) = all
             .iter()
-            .partition(|&&i| judge.slower_than_full(&judge.rest(i)));
+            .partition(|&&i| lines.slower_than_full(&outcomes[&without(&all, i)]));
         // With one or two edits an edit alone is the full patch or a
         // leave-one-out, measured already.
         let alone: Vec<Vec<usize>> = needed
@@ -530,21 +534,9 @@ impl Judge<'_> {
         self.outcomes[&without(self.all, i)].clone()
     }
 
-    /// The smallest difference that counts: the threshold's share of the
-    /// full patch's gain (zero for a patch that gains nothing).
-    fn margin(&self) -> f64 {
-        margin(self.t, self.full)
-    }
-
-    /// Whether `o` passed and is faster than the original with confidence.
-    fn faster_than_original(&self, o: &Outcome) -> bool {
-        o.cost().is_some_and(|c| c.hi < 1.0 - self.margin())
-    }
-
-    /// Whether `o` passed and is slower than the full patch with confidence.
-    fn slower_than_full(&self, o: &Outcome) -> bool {
-        o.cost()
-            .is_some_and(|c| c.lo > self.full.hi + self.margin())
+    /// The rule's lines for this full patch and threshold.
+    fn lines(&self) -> Lines {
+        Lines::new(self.t, self.full)
     }
 
     /// The full patch's cost, with its interval where it has one.
@@ -554,15 +546,19 @@ impl Judge<'_> {
 
     /// Whether edit `i` carries speed (see the module's rule).
     fn carries(&self, i: usize) -> bool {
-        self.slower_than_full(&self.rest(i)) || self.faster_than_original(&self.alone(i))
+        self.lines().slower_than_full(&self.rest(i))
+            || self.lines().faster_than_original(&self.alone(i))
     }
 
     /// The speed-carrying edits, not faster alone, that are faster paired
     /// with edit `i` (pairs measured only).
     fn enables(&self, i: usize, carries: &[bool]) -> Vec<usize> {
         (0..carries.len())
-            .filter(|&j| j != i && carries[j] && !self.faster_than_original(&self.alone(j)))
-            .filter(|&j| self.faster_than_original(&self.outcomes[&pair(i, j)]))
+            .filter(|&j| j != i && carries[j] && !self.lines().faster_than_original(&self.alone(j)))
+            .filter(|&j| {
+                self.lines()
+                    .faster_than_original(&self.outcomes[&pair(i, j)])
+            })
             .collect()
     }
 
@@ -577,7 +573,7 @@ impl Judge<'_> {
     ) -> (Class, String) {
         if carries {
             let why = match w.cost() {
-                Some(_) if self.slower_than_full(w) => format!(
+                Some(_) if self.lines().slower_than_full(w) => format!(
                     "without it the patch loses its gain: {} rises to {}",
                     self.full_phrase(),
                     w.phrase()
