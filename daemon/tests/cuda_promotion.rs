@@ -560,34 +560,12 @@ fn a_lost_gpu_ends_a_step_whose_promotion_waits_for_it() {
 #[test]
 fn edit_contributions_race_their_held_out_subsets_against_their_lines() {
     use gevo_search::contrib;
-    use rand::SeedableRng;
     let dir = tempfile::tempdir().unwrap();
     let (gpu, races) = fake_gpu_logging_races(dir.path());
     let mut backend = start(&common::spec_fixture("vecadd"), gpu, false);
     let ir = common::load("vecadd");
     // Three edits that replay in every subset.
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
-    let patch = (0..500)
-        .map(|_| {
-            let mut p = ir.empty_patch();
-            for _ in 0..3 {
-                p.edits.extend(ir.mutate(&mut rng, 1).unwrap().edits);
-            }
-            p
-        })
-        .find(|p| {
-            let distinct =
-                p.edits[0] != p.edits[1] && p.edits[1] != p.edits[2] && p.edits[0] != p.edits[2];
-            let replays = (0..3).all(|i| {
-                let mut one = p.clone();
-                one.edits = vec![p.edits[i].clone()];
-                let mut rest = p.clone();
-                rest.edits.remove(i);
-                ir.check(&one).is_ok() && ir.check(&rest).is_ok()
-            });
-            distinct && replays && ir.check(p).is_ok()
-        })
-        .expect("three edits that replay apart");
+    let patch = kernel_patch("vecadd.three-edits");
     let c = contrib::analyze(&ir, &mut backend, &patch, &contrib::Options::on_gpu()).unwrap();
     let log = std::fs::read_to_string(&races).unwrap();
     let lines: Vec<(&str, Option<f64>)> = log
