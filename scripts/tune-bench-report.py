@@ -61,6 +61,14 @@ def ordered(config, names):
     return {n: config[n] for n in names if n in config} if config else None
 
 
+def tuned_alone(spec, kt):
+    """What Kernel Tuner timed, where it is not the whole spec: a pipeline's
+    tuned kernel alone."""
+    if isinstance(spec.get("kernel"), str):
+        return ""
+    return f"; the pipeline's {kt.get('kernel', 'tuned')} alone, its first step"
+
+
 def rows(a, spec):
     """One dict per held-out test with every number the tables show."""
     runs = a.runs
@@ -87,7 +95,7 @@ def rows(a, spec):
         ratio = 1.0 if same and kt_orig and gevo_orig else (gevo_orig / kt_orig if kt_orig and gevo_orig else None)
         out.append({
             "test": t,
-            "size": " x ".join(str(v) for v in size["params"].values()),
+            "size": ", ".join(f"{k} = {v}" for k, v in size["params"].items()),
             "kt_config": kt_config, "kt_ms": best.get("time_ms"),
             "kt_source_ms": (size.get("source") or {}).get("time_ms"),
             "kt_orig": kt_orig, "kt_nvrtc": kt_nvrtc,
@@ -136,6 +144,7 @@ def main():
     ap = argparse.ArgumentParser()
     for name in ["runs", "spec", "out", "command", "commit", "host", "time", "date"]:
         ap.add_argument("--" + name, default="")
+    ap.add_argument("--section", default="tune-gpu", help="the BENCHMARKS.md section (bench:NAME)")
     a = ap.parse_args()
     spec = tomllib.load(open(a.spec, "rb"))
     date = a.date or subprocess.run(["date", "-u", "+%Y-%m-%d"], capture_output=True, text=True).stdout.strip()
@@ -152,7 +161,8 @@ def main():
         f"Date: {date}. Commit: {commit}. {machine}",
         f"Command: `{a.command}`. Kernel: `{a.spec}` (source configuration {shape(source)}, "
         f"{n_configs or '-'} configurations). Kernel Tuner {kt.get('version', '-')} "
-        f"(`lang=\"cupy\"`, brute force, {kt.get('iterations', '-')} launches a configuration, NVRTC builds) "
+        f"(`lang=\"cupy\"`, brute force, {kt.get('iterations', '-')} launches a configuration, NVRTC builds"
+        f"{tuned_alone(spec, kt)}) "
         f"on {kt.get('device') or 'the same GPU'}; `gevod tune --backend cuda --tests heldout`, then "
         f"`gevod evolve` on its configuration ({a.time or '-'}).",
         "All times compared are gevod's (`gevod run --backend cuda --tests heldout`: lower quartile of its "
@@ -213,7 +223,7 @@ def main():
               "of its cost over the source configuration's, per held-out test):", ""]
     lines += configuration_table(a, spec)
     lines.append("")
-    write_section(a.out, "tune-gpu", "\n".join(lines) + "\n")
+    write_section(a.out, a.section, "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -3,14 +3,18 @@
 #
 # The tunable fixture tests/fixtures/tune/tile2d (a shared-memory 5-point
 # stencil whose block shape BLOCK_X x BLOCK_Y is a compile-time constant,
-# source 8 x 8, 20 shapes in its [tune] table; SPEC picks another spec) is
-# tuned two ways on the same GPU, then gevo evolves on top of its choice:
+# source 8 x 8, 20 shapes in its [tune] table; SPEC picks another spec, such
+# as the tunable pipeline tests/fixtures/tune/pyramid.gevo.toml, whose
+# section is bench:tune-gpu-pyramid) is tuned two ways on the same GPU, then
+# gevo evolves on top of its choice:
 #
 #  1. kt:      Kernel Tuner (the `kernel_tuner` wheel, lang="cupy": NVRTC
 #              builds of the .cu, its own CUDA-event timing, brute force over
 #              exactly the spec's [tune] values) on every GPU-sized train and
-#              held-out test, each configuration's outputs checked against the
-#              source configuration's (scripts/tune-bench/kernel_tuner_run.py);
+#              held-out test (KT_SETS, default both), each configuration's
+#              outputs checked against the source configuration's
+#              (scripts/tune-bench/kernel_tuner_run.py; of a pipeline, the
+#              kernel launched with a [tune] constant as its block, alone);
 #  2. tune:    `gevod tune --backend cuda --tests heldout --json --write` (each
 #              configuration's clang-built original checked on the simulator
 #              against the source's, then timed); the best one's configured
@@ -43,7 +47,8 @@
 # a run can be split across calls that share KEEP; STEPS=wheels only fetches
 # the wheels, on a machine with pip's registry), KEEP=DIR (every step's
 # JSON, log, spec and PTX; default a temp dir, removed), REPORT=0 (no
-# report), BENCH_FILE (default BENCHMARKS.md; not OUT, which the device machine sets), SPEC.
+# report), BENCH_FILE (default BENCHMARKS.md; not OUT, which the device machine sets), SPEC,
+# KT_SETS (the sets Kernel Tuner tunes on, default "train,heldout").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -122,6 +127,7 @@ kernel_tuner() {
     wheels
     PYTHONUNBUFFERED=1 python3 scripts/tune-bench/kernel_tuner_run.py --spec "$spec" \
         --out "$keep/kt.json" --ptx-dir "$keep" --iterations "${KT_ITERATIONS:-32}" \
+        --sets "${KT_SETS:-train,heldout}" \
         > "$keep/kt.log" 2>&1 || failed "Kernel Tuner" "$keep/kt.log"
     grep '^kernel_tuner_run:' "$keep/kt.log" | sed 's/^/    /' >&2
 }
@@ -234,7 +240,9 @@ want measure && step measure measure
 if want report && [ "${REPORT:-1}" != 0 ]; then
     # The search's length as it ran (a split run's evolve call may differ).
     [ -f "$keep/evolve.time" ] && time_budget=$(cat "$keep/evolve.time")
-    python3 scripts/tune-bench-report.py --runs "$keep" --spec "$spec" --time "$time_budget" \
+    section=tune-gpu
+    [ "$name" = tile2d ] || section=tune-gpu-$name
+    python3 scripts/tune-bench-report.py --runs "$keep" --spec "$spec" --time "$time_budget" --section "$section" \
         --out "${BENCH_FILE:-BENCHMARKS.md}" --command "scripts/tune-bench.sh --gpu $package (TIME=$time_budget)"
 fi
 echo "tune-bench: everything it made is in $keep" >&2

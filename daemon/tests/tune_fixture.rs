@@ -1,8 +1,8 @@
-//! The tunable fixture `tests/fixtures/tune/tile2d` (built by
-//! scripts/tune-fixture-ir.sh): every configuration of its `[tune]` table
-//! loads as a configured spec, has its own IR file, launches its block
-//! shape with the grid covering the whole domain on every test, and its
-//! original computes on the simulator what the source's configuration
+//! The tunable fixtures `tests/fixtures/tune/tile2d` and `pyramid` (built
+//! by scripts/tune-fixture-ir.sh): every configuration of their `[tune]`
+//! tables loads as a configured spec, has its own IR file, launches its
+//! block shape with the grid covering the whole domain on every test, and
+//! its original computes on the simulator what the source's configuration
 //! computes, bit for bit, on the simulator's tests.
 
 use crate::common;
@@ -15,6 +15,10 @@ use std::collections::BTreeMap;
 
 fn tile2d() -> std::path::PathBuf {
     common::repo_root().join("tests/fixtures/tune/tile2d.gevo.toml")
+}
+
+fn tunable_pyramid() -> std::path::PathBuf {
+    common::repo_root().join("tests/fixtures/tune/pyramid.gevo.toml")
 }
 
 /// The spec's out buffers after the original ran each simulator test, by
@@ -110,5 +114,41 @@ fn every_tile2d_configuration_has_its_ir_block_and_the_source_outputs() {
             reference,
             "{name}: outputs differ from the source's"
         );
+    }
+}
+
+/// The tunable pipeline: each STEP_BLOCK launches every smoothing step in
+/// blocks of that size, covering the signal, and computes what the
+/// untuned pipeline fixture (tests/fixtures/pipelines/pyramid) computes.
+#[test]
+fn every_tunable_pyramid_configuration_has_its_ir_step_block_and_the_pipeline_outputs() {
+    let path = tunable_pyramid();
+    let source = spec::load(&path).unwrap();
+    let t = source.tune.as_ref().expect("pyramid has [tune]");
+    let configs = t.configurations();
+    assert_eq!(configs.len(), 6);
+    let untuned = common::repo_root().join("tests/fixtures/pipelines/pyramid.gevo.toml");
+    let reference = sim_outputs(&spec::load(&untuned).unwrap());
+    assert_eq!(sim_outputs(&source), reference, "the source configuration");
+    let dir = path.parent().unwrap();
+    for config in &configs {
+        let name = tune::describe(config);
+        let text = source.configured_text(config).unwrap();
+        let spec = spec::parse(&path, &text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let ir = t.ir_path(dir, config).unwrap_or_else(|| source.ir.clone());
+        assert_eq!(spec.ir, ir, "{name}");
+        assert!(spec.ir.is_file(), "{name}: {} is missing", spec.ir.display());
+        let block = config["STEP_BLOCK"] as u32;
+        let sim = spec.for_backend(TestTarget::Sim);
+        for test in sim.tests(TestSet::All) {
+            let inst = sim.instantiate(test).unwrap();
+            let steps = test.params["steps"] as usize;
+            let n = test.params["n"] as u32;
+            for launch in &inst.launches[..steps] {
+                assert_eq!(launch.block, [block, 1, 1], "{name} {}", test.name);
+                assert_eq!(launch.grid, [n.div_ceil(block), 1, 1], "{name} {}", test.name);
+            }
+        }
+        assert_eq!(sim_outputs(&spec), reference, "{name}: outputs differ from the pipeline's");
     }
 }

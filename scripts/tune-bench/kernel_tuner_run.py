@@ -19,6 +19,13 @@ configuration's (Kernel Tuner's `answer` and a `verify` that records the
 largest absolute difference instead of stopping the run), and for tile2d the
 source configuration's against a numpy stencil.
 
+A pipeline spec ([[launches]]): Kernel Tuner times one kernel, so the
+kernel tuned is the one launched with a [tune] constant as its block
+(pyramid's pyr_step), alone, with its launch's arguments; a loop's variable
+is 0 (the first step) and an input the pipeline's earlier launches would
+fill is filled as its [[args]] entry says. This is how a user tunes a
+kernel of a pipeline with Kernel Tuner; gevo times the whole pipeline.
+
 Writes JSON (--out): per test its configurations with their times (ms), the
 error against the source's outputs, and the best configuration (the fastest
 that passed); with --ptx-dir, also the best configuration's PTX as NVRTC
@@ -76,14 +83,13 @@ class Bench:
             sys.exit(f"{spec_path}: no [tune] table")
         self.constants = {k: v for k, v in tune.items() if k not in ("ir", "source", "chosen")}
         self.source_config = dict(tune["source"])
-        self.kernel = spec["kernel"]
-        if not isinstance(self.kernel, str):
-            sys.exit(f"{spec_path}: one kernel only (a [launch] spec)")
         self.source_path = os.path.join(os.path.dirname(spec_path),
                                         re.sub(r"\.(ll|bc)$", "", spec["ir"]) + ".cu")
         with open(self.source_path) as f:
             self.source = f.read()
-        launch = spec["launch"]
+        launch, self.loop_vars = self.tuned_launch()
+        self.kernel = launch["kernel"]
+        self.launch_args = launch["args"]
         blocks = launch["block"] if isinstance(launch["block"], list) else [launch["block"]]
         grids = launch["grid"] if isinstance(launch["grid"], list) else [launch["grid"]]
         if launch.get("shared_bytes", 0) not in (0, "0"):
@@ -108,6 +114,32 @@ class Bench:
                 self.tests.append({"test": f"{s}[{i}]", "set": s, "seed": t["seed"], "params": params})
         self.tolerance = spec["acceptance"].get("tolerance", 0.0)
 
+    def tuned_launch(self):
+        """The launch Kernel Tuner times, with its arguments (names of
+        [[args]] or inline scalars), and the loop variables around it: a
+        [launch] spec's one launch, or the one launch of a pipeline whose
+        block is a [tune] constant."""
+        spec = self.spec
+        if isinstance(spec["kernel"], str) and "launch" in spec:
+            return {**spec["launch"], "kernel": spec["kernel"],
+                    "args": [a["name"] for a in spec["args"]]}, []
+        found = []
+
+        def visit(launches, loops):
+            for launch in launches:
+                if "body" in launch:
+                    visit(launch["body"], loops + [launch["for"]])
+                    continue
+                blocks = launch["block"] if isinstance(launch["block"], list) else [launch["block"]]
+                if any(isinstance(b, str) and b in self.constants for b in blocks):
+                    found.append((launch, loops))
+        visit(spec.get("launches", []), [])
+        kernels = {launch["kernel"] for launch, _ in found}
+        if len(kernels) != 1:
+            sys.exit(f"{self.spec_path}: expected one kernel launched with a [tune] constant as its block, "
+                     f"found {sorted(kernels) or 'none'}")
+        return found[0]
+
     def configurations(self):
         names = list(self.constants)
         return [dict(zip(names, vs)) for vs in itertools.product(*self.constants.values())]
@@ -119,20 +151,26 @@ class Bench:
         """The kernel's arguments for `test` (numpy arrays and scalars), and
         the indices of the out buffers."""
         rng = np.random.default_rng(test["seed"])
+        params = {**test["params"], **{v: 0 for v in self.loop_vars}}
+        declared = {a["name"]: a for a in self.spec["args"]}
         args, outputs = [], []
-        for i, a in enumerate(self.spec["args"]):
+        for i, name in enumerate(self.launch_args):
+            if isinstance(name, dict):  # an inline scalar of the launch
+                args.append(NP_TYPES[name["type"]](evaluate(name["value"], params)))
+                continue
+            a = declared[name]
             dtype = NP_TYPES[a["type"]]
             if a["kind"] == "scalar":
-                args.append(dtype(evaluate(a["value"], test["params"])))
+                args.append(dtype(evaluate(a["value"], params)))
                 continue
-            n = int(evaluate(a["len"], test["params"]))
+            n = int(evaluate(a["len"], params))
             if a["role"] in ("out", "inout"):
                 outputs.append(i)
             if not allocate:
                 args.append((a["name"], n, a["type"]))
                 continue
             fill = a.get("fill")
-            if a["role"] == "out":
+            if a["role"] == "out" or fill is None:
                 args.append(np.zeros(n, dtype=dtype))
             elif "uniform" in fill:
                 lo, hi = fill["uniform"]
@@ -152,7 +190,15 @@ class Bench:
 
 def numpy_reference(kernel, args):
     """The source's outputs computed with numpy, for the kernels we know
-    (tile2d: the 5-point Jacobi sweep, in the kernel's order of additions)."""
+    (tile2d: the 5-point Jacobi sweep, in the kernel's order of additions;
+    pyr_step: one smoothing step)."""
+    if kernel == "pyr_step":
+        cur, n, s = args[0], int(args[2]), int(args[3])
+        out = cur.copy()
+        lo, hi = s + 1, n - 1 - s
+        if hi > lo:
+            out[lo:hi] = (cur[lo - 1:hi - 1] + 2 * cur[lo:hi] + cur[lo + 1:hi + 1]) >> 2
+        return {1: out}
     if kernel != "tile2d":
         return None
     inp, nx, ny = args[0], int(args[2]), int(args[3])
