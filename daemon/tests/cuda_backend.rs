@@ -246,6 +246,44 @@ fn variants_the_search_knows_stop_after_code_generation() {
     assert!(measured(&counter) <= measured_first + new.len());
 }
 
+/// After a resume the compile workers know nothing, while the search's
+/// cache holds the job's PTX: the first batch that meets a cached PTX
+/// compiles it in full (and does not measure it), and from then on the
+/// workers answer it after code generation.
+#[test]
+fn a_resumed_search_teaches_its_workers_the_ptx_its_cache_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let counter = dir.path().join("requests");
+    let batch = patches(5, 24);
+    let cached: std::collections::BTreeSet<String> = {
+        let mut before = backend("", &counter, true);
+        let results = before.evaluate(&batch, TestSet::Train, &|_| false).unwrap();
+        results
+            .iter()
+            .filter(|e| e.assessment.is_some())
+            .filter_map(|e| e.build.as_ref().ok().map(|b| b.ptx_hash.clone()))
+            .collect()
+    };
+    assert!(!cached.is_empty());
+    let mut resumed = backend("", &counter, true);
+    let known = |h: &str| cached.contains(h);
+    let first = resumed.evaluate(&batch, TestSet::Train, &known).unwrap();
+    assert!(
+        first.iter().all(|e| e.assessment.is_none()),
+        "the cache answers them"
+    );
+    let u = resumed.take_utilization().unwrap();
+    assert_eq!(u.known_skipped, 0, "the resumed workers knew none: {u:?}");
+    let again = resumed.evaluate(&batch, TestSet::Train, &known).unwrap();
+    let u = resumed.take_utilization().unwrap();
+    let cached_builds = again
+        .iter()
+        .filter(|e| e.build.as_ref().is_ok_and(|b| cached.contains(&b.ptx_hash)))
+        .count();
+    assert!(cached_builds > 0);
+    assert_eq!(u.known_skipped as usize, cached_builds, "{u:?}");
+}
+
 /// The pre-screen rejects each planted variant on the simulator's train
 /// tests, by the verdict and the test named, before the GPU worker sees a
 /// request: an out-of-bounds access; a variant storing `a[i]` instead of

@@ -402,15 +402,17 @@ impl Backend for CudaBackend {
         let race = self.race_for(set);
         let evaluated = self.pipeline(patches, set, known, Purpose::Search { race }, false)?;
         // The engine's fitness cache takes every assessment of a train
-        // batch: the compile workers hear of those PTX, and answer them
-        // after code generation from now on.
+        // batch, and holds what `known` answers: the compile workers hear
+        // of those PTX, and answer them after code generation from now on.
+        // The known ones matter after a resume, whose workers start with
+        // nothing but whose cache holds the whole job's PTX.
         if set == TestSet::Train {
             self.compile.note_known(
                 evaluated
                     .iter()
-                    .filter(|e| e.assessment.is_some())
-                    .filter_map(|e| e.build.as_ref().ok())
-                    .map(|b| b.ptx_hash.clone()),
+                    .filter_map(|e| Some((e.build.as_ref().ok()?, e.assessment.is_some())))
+                    .filter(|(b, assessed)| *assessed || known(&b.ptx_hash))
+                    .map(|(b, _)| b.ptx_hash.clone()),
             );
         }
         Ok(evaluated)

@@ -39,20 +39,29 @@ impl KnownPtx {
 /// The pool's log of known hashes, each worker's position in it, and the
 /// log trimmed to [`KNOWN_LIMIT`] once it holds twice that (a position
 /// before the trim then starts at the log's start: a worker behind by more
-/// than the limit has forgotten the rest anyway).
+/// than the limit has forgotten the rest anyway). A hash the log holds is
+/// not logged again: the search notes its cache hits too (after a resume
+/// its workers know none of them), most of them many times.
 #[derive(Debug, Default)]
 pub struct KnownLog {
     hashes: Vec<String>,
+    logged: HashSet<String>,
     /// Hashes trimmed off the front since the start.
     trimmed: usize,
 }
 
 impl KnownLog {
     pub fn note(&mut self, hashes: impl IntoIterator<Item = String>) {
-        self.hashes.extend(hashes);
+        for hash in hashes {
+            if self.logged.insert(hash.clone()) {
+                self.hashes.push(hash);
+            }
+        }
         if self.hashes.len() >= 2 * KNOWN_LIMIT {
             let drop = self.hashes.len() - KNOWN_LIMIT;
-            self.hashes.drain(..drop);
+            for old in self.hashes.drain(..drop) {
+                self.logged.remove(&old);
+            }
             self.trimmed += drop;
         }
     }
@@ -94,6 +103,9 @@ mod tests {
         assert_eq!(log.since(&mut a), hashes(0..5).as_slice());
         log.note(hashes(5..7));
         assert_eq!(log.since(&mut a), hashes(5..7).as_slice());
+        assert!(log.since(&mut a).is_empty());
+        // Hashes the log holds are not logged, nor sent, again.
+        log.note(hashes(3..7));
         assert!(log.since(&mut a).is_empty());
         assert_eq!(log.since(&mut b), hashes(0..7).as_slice());
         // Past twice the limit the oldest go; a worker behind gets the rest.
