@@ -46,6 +46,7 @@ def summarize(r):
         "rejected": (counters.get("rejections") or {}).get("generated", 0),
         "generated_share": spent.get("generated_s", 0.0) / worker if worker > 0 else None,
         "seconds": end,
+        "restarts": len(r.get("restarts") or []),
     }
 
 
@@ -55,7 +56,7 @@ def fmt(v, spec="{:.3f}"):
 
 def main():
     ap = argparse.ArgumentParser()
-    for a in ["mode", "runs", "specs", "seeds", "arms", "out", "command", "commit", "host"]:
+    for a in ["mode", "runs", "specs", "seeds", "arms", "out", "command", "commit", "host", "section", "stall"]:
         ap.add_argument("--" + a, default="")
     a = ap.parse_args()
     gpu = a.mode == "gpu"
@@ -67,12 +68,16 @@ def main():
     machine = a.host or (host() if gpu else "Simulator, this machine.")
     lines = [f"Date: {date}. Commit: {commit}. {machine}",
              f"Command: `{a.command}`. `on`: generated tests in selection (the default); `off`:",
-             "at promotion only (the search before). Late: after the first quarter of the run's seconds.",
+             "at promotion only (the search before)"
+             + (f"; `stall`: `on` with restarts after {a.stall or 8} generations without a new validated best"
+                if "stall" in a.arms.split() else "")
+             + ". Late: after the first quarter of the run's seconds; restarts: generations that restarted part"
+             " of the population.",
              "",
              "| spec | arm | seed | validated | found in generation (s) | generations | train best | "
              "late promotion failures (generated) | late new best | checks | rejected in selection | "
-             "generated tests' share of compile-worker time |",
-             "|" + "---|" * 12]
+             "generated tests' share of compile-worker time | restarts |",
+             "|" + "---|" * 13]
     medians = []
     for spec in a.specs.split():
         name = os.path.basename(spec).removesuffix(".gevo.toml")
@@ -88,12 +93,12 @@ def main():
                     f"| {name} | {arm} | {seed} | {fmt(s['speedup'])}x | {fmt(s['found'], '{}')} "
                     f"({fmt(s['found_s'], '{:.0f}')}) | {s['generations']} | {fmt(s['train'], '{:.4f}')} | "
                     f"{s['late_attempts']} ({s['late_generated']}) | {'yes' if s['late_best'] else 'no'} | "
-                    f"{s['checks']} | {s['rejected']} | {fmt(s['generated_share'], '{:.1%}')} |")
+                    f"{s['checks']} | {s['rejected']} | {fmt(s['generated_share'], '{:.1%}')} | {s['restarts']} |")
             if speedups:
                 medians.append(f"{name} `{arm}`: median validated {statistics.median(speedups):.3f}x "
                                f"over {len(speedups)} seeds")
     lines += ["", "; ".join(medians) + ".", ""]
-    section = "generality-gpu" if gpu else "generality"
+    section = a.section or ("generality-gpu" if gpu else "generality")
     write_section(a.out, section, "\n".join(lines))
 
 

@@ -12,7 +12,10 @@
 #                                               GPU, TIME (default 120s) each
 #
 # Environment: SPECS (default: the whole-tile stencil and the pyramid
-# pipeline), SEEDS (default "1 2"), ARMS ("on off"), TIME, EVALUATIONS,
+# pipeline), SEEDS (default "1 2"), ARMS ("on off"; also "stall": `on` with
+# restarts after STALL generations without a new validated best, default
+# 8), SECTION (the BENCHMARKS.md section, default bench:generality or
+# bench:generality-gpu), TIME, EVALUATIONS,
 # KEEP=DIR (each run's JSON and log; several commands can share one),
 # REPORT=0 (no report), BENCH_FILE (default BENCHMARKS.md; not OUT, which
 # the GPU machine sets to its output folder).
@@ -52,6 +55,8 @@ keep=${KEEP:-$work/runs}
 mkdir -p "$keep"
 printf '[evolve]\ngenerality_in_selection = true\n' > "$work/on.toml"
 printf '[evolve]\ngenerality_in_selection = false\n' > "$work/off.toml"
+printf '[evolve]\ngenerality_in_selection = true\nvalidated_stall_generations = %s\n' "${STALL:-8}" \
+    > "$work/stall.toml"
 
 for spec in $specs; do
     name=$(basename "$spec" .gevo.toml)
@@ -73,4 +78,5 @@ done
 [ "${REPORT:-1}" = 0 ] && exit 0
 python3 scripts/generality-bench-report.py --mode "$mode" --runs "$keep" \
     --specs "$specs" --seeds "$seeds" --arms "$arms" --out "${BENCH_FILE:-BENCHMARKS.md}" \
+    --section "${SECTION:-}" --stall "${STALL:-8}" \
     --command "$command"

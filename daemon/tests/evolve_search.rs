@@ -1,5 +1,6 @@
 //! The search's additions to GEVO's loop, through the library on the
-//! in-process simulator: distinct-PTX selection, restarts after stagnation,
+//! in-process simulator: distinct-PTX selection, restarts after stagnation
+//! (of the train cost or of the validated best),
 //! islands with migration, breeding a step ahead where the backend
 //! compiles ahead, and exact resume with all of them on.
 
@@ -56,7 +57,14 @@ fn a_checkpoint_without_the_new_fields_still_loads() {
     run(&mut engine, &ir, &mut b, 2);
     let mut value = serde_json::to_value(&engine).unwrap();
     let object = value.as_object_mut().unwrap();
-    for key in ["best_seen", "stagnant", "pool", "restarts"] {
+    for key in [
+        "best_seen",
+        "stagnant",
+        "pool",
+        "restarts",
+        "validated_seen",
+        "stalled",
+    ] {
         assert!(object.remove(key).is_some(), "{key}");
     }
     let config = object["config"].as_object_mut().unwrap();
@@ -65,6 +73,7 @@ fn a_checkpoint_without_the_new_fields_still_loads() {
         "islands",
         "promotion_pool",
         "stagnation_generations",
+        "validated_stall_generations",
     ] {
         assert!(config.remove(key).is_some(), "{key}");
     }
@@ -96,6 +105,45 @@ fn distinct_selection_reports_distinct_ptx_and_wastes_fewer_evaluations() {
         hits_on < hits_off && distinct_on > distinct_off,
         "on: {hits_on} hits, {distinct_on} distinct; off: {hits_off}, {distinct_off}"
     );
+}
+
+/// The validated best, not the train cost, sets the pace of these
+/// restarts: a generation after a new validated best counts from 0, and a
+/// restart comes only after `validated_stall_generations` without one.
+#[test]
+fn a_search_whose_validated_best_stalls_restarts_part_of_its_population() {
+    // The stencil validates its gains early on the simulator, then stalls.
+    let (ir, mut b) = backend("stencil");
+    let config = Config {
+        population: 16,
+        stagnation_generations: 0,
+        validated_stall_generations: 3,
+        ..Config::default()
+    };
+    let mut engine = Engine::new(config, 2).unwrap();
+    let reports = run(&mut engine, &ir, &mut b, 14);
+    let mut best = 0.0_f64;
+    let mut rose = 0;
+    for w in reports.windows(2) {
+        let found = w[0].validated.iter().map(|v| v.speedup).fold(0.0, f64::max);
+        if found > best {
+            best = found;
+            rose += 1;
+            assert_eq!(w[1].stalled, 0, "a new validated best in {:?}", w[0]);
+        }
+        if w[1].restarted > 0 {
+            assert!(w[0].stalled >= 3, "restarted after {:?}", w[0]);
+            assert!(w[1].stalled <= 1, "{:?}", w[1]);
+        }
+    }
+    assert!(rose > 0, "nothing validated: {reports:#?}");
+    let restarted: Vec<u64> = reports
+        .iter()
+        .filter(|r| r.restarted > 0)
+        .map(|r| r.generation)
+        .collect();
+    assert!(!restarted.is_empty(), "no restart in 14 generations");
+    assert_eq!(engine.restarts(), restarted);
 }
 
 #[test]

@@ -137,7 +137,11 @@ fn every_tunable_pyramid_configuration_has_its_ir_step_block_and_the_pipeline_ou
         let spec = spec::parse(&path, &text).unwrap_or_else(|e| panic!("{name}: {e}"));
         let ir = t.ir_path(dir, config).unwrap_or_else(|| source.ir.clone());
         assert_eq!(spec.ir, ir, "{name}");
-        assert!(spec.ir.is_file(), "{name}: {} is missing", spec.ir.display());
+        assert!(
+            spec.ir.is_file(),
+            "{name}: {} is missing",
+            spec.ir.display()
+        );
         let block = config["STEP_BLOCK"] as u32;
         let sim = spec.for_backend(TestTarget::Sim);
         for test in sim.tests(TestSet::All) {
@@ -146,9 +150,18 @@ fn every_tunable_pyramid_configuration_has_its_ir_step_block_and_the_pipeline_ou
             let n = test.params["n"] as u32;
             for launch in &inst.launches[..steps] {
                 assert_eq!(launch.block, [block, 1, 1], "{name} {}", test.name);
-                assert_eq!(launch.grid, [n.div_ceil(block), 1, 1], "{name} {}", test.name);
+                assert_eq!(
+                    launch.grid,
+                    [n.div_ceil(block), 1, 1],
+                    "{name} {}",
+                    test.name
+                );
             }
         }
-        assert_eq!(sim_outputs(&spec), reference, "{name}: outputs differ from the pipeline's");
+        assert_eq!(
+            sim_outputs(&spec),
+            reference,
+            "{name}: outputs differ from the pipeline's"
+        );
     }
 }

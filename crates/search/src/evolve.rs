@@ -73,6 +73,13 @@ pub struct Config {
     /// After this many generations without a lower best train cost, part
     /// of each island restarts from the archive (0: never).
     pub stagnation_generations: u64,
+    /// After this many generations without a new validated best (nothing
+    /// validated counts as none), part of each island restarts from the
+    /// archive as after stagnation (0: never). On a GPU the best train
+    /// cost is the minimum of noisy measurements and keeps inching down,
+    /// so only the validated best says that a long search has stopped
+    /// finding.
+    pub validated_stall_generations: u64,
     /// Share of an island (its elites excepted) that a restart replaces.
     pub restart_fraction: f64,
     /// Random edits a restarted individual gets on top of the archived
@@ -122,6 +129,7 @@ impl Default for Config {
             selection: Selection::Nsga2,
             distinct_ptx: true,
             stagnation_generations: 0,
+            validated_stall_generations: 0,
             restart_fraction: 0.5,
             restart_edits: 3,
             islands: 4,
@@ -146,6 +154,7 @@ impl Config {
             tournament_size: 2,
             distinct_ptx: false,
             stagnation_generations: 0,
+            validated_stall_generations: 0,
             islands: 1,
             promotion_pool: 0,
             generality_in_selection: false,

@@ -39,7 +39,7 @@ impl Engine {
         };
         if bred.restart {
             // The restart is under way: the next batch does not repeat it.
-            self.stagnant = 0;
+            self.note_restart();
         }
         bred
     }

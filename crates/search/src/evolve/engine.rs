@@ -60,6 +60,12 @@ pub struct Engine {
     pub(super) best_seen: Option<f64>,
     #[serde(default)]
     pub(super) stagnant: u64,
+    /// The largest validated speedup when the stall count last started,
+    /// and generations since it last rose (or since the last restart).
+    #[serde(default)]
+    pub(super) validated_seen: Option<f64>,
+    #[serde(default)]
+    pub(super) stalled: u64,
     /// The cheapest distinct valid variants seen (`promotion_pool`).
     #[serde(default)]
     pub(super) pool: Vec<Member>,
@@ -104,6 +110,10 @@ pub struct GenerationReport {
     /// Generations since the best train cost last went down.
     #[serde(default)]
     pub stagnant: u64,
+    /// Generations since the validated best last rose, or since the last
+    /// restart.
+    #[serde(default)]
+    pub stalled: u64,
     /// Individuals that moved between islands this generation.
     #[serde(default)]
     pub migrated: usize,
@@ -143,6 +153,8 @@ impl Engine {
             seeds: Vec::new(),
             best_seen: None,
             stagnant: 0,
+            validated_seen: None,
+            stalled: 0,
             pool: Vec::new(),
             restarts: Vec::new(),
             gating: Vec::new(),

@@ -26,6 +26,8 @@ pub const MINIMIZE_THRESHOLD: Share = Share::new("evolve.minimize_threshold", 0.
 pub const MAX_TEST_REGRESSION: Share = Share::new("evolve.max_test_regression", 0.0, 1.0);
 pub const STAGNATION_GENERATIONS: SettingRange<u64> =
     SettingRange::new("evolve.stagnation_generations", 0, 1_000_000);
+pub const VALIDATED_STALL_GENERATIONS: SettingRange<u64> =
+    SettingRange::new("evolve.validated_stall_generations", 0, 1_000_000);
 pub const RESTART_FRACTION: Share = Share::new("evolve.restart_fraction", 0.0, 1.0);
 pub const RESTART_EDITS: Count = Count::new("evolve.restart_edits", 0, 64);
 pub const ISLANDS: Count = Count::new("evolve.islands", 1, 1024);
@@ -55,7 +57,11 @@ pub fn documented() -> Vec<(&'static str, String)> {
         MAX_TEST_REGRESSION,
         RESTART_FRACTION,
     ];
-    let generations = [STAGNATION_GENERATIONS, MIGRATION_INTERVAL];
+    let generations = [
+        STAGNATION_GENERATIONS,
+        VALIDATED_STALL_GENERATIONS,
+        MIGRATION_INTERVAL,
+    ];
     let counts = counts.iter().map(|r| (r.key, r.text()));
     let shares = shares.iter().map(|r| (r.key, r.text()));
     let generations = generations.iter().map(|r| (r.key, r.text()));
@@ -77,6 +83,7 @@ impl Config {
         MINIMIZE_THRESHOLD.check(self.minimize_threshold)?;
         MAX_TEST_REGRESSION.check(self.max_test_regression)?;
         STAGNATION_GENERATIONS.check(self.stagnation_generations)?;
+        VALIDATED_STALL_GENERATIONS.check(self.validated_stall_generations)?;
         RESTART_FRACTION.check(self.restart_fraction)?;
         RESTART_EDITS.check(self.restart_edits)?;
         ISLANDS.check(self.islands)?;

@@ -1,5 +1,6 @@
 //! Stagnation and the archives beyond the population. When the best train
-//! cost has not gone down for `stagnation_generations`, a share of every
+//! cost has not gone down for `stagnation_generations`, or the validated
+//! best has not risen for `validated_stall_generations`, a share of every
 //! island restarts from archived variants (the Pareto front, the validated,
 //! the promotion pool) with `restart_edits` extra random edits each: the
 //! search leaves the basin it converged to while keeping what it learnt.
@@ -14,11 +15,28 @@ use std::collections::BTreeSet;
 impl Engine {
     pub(super) fn restart_due(&self) -> bool {
         let n = self.config.stagnation_generations;
-        n > 0 && self.stagnant >= n
+        let m = self.config.validated_stall_generations;
+        (n > 0 && self.stagnant >= n) || (m > 0 && self.stalled >= m)
     }
 
-    /// Records whether this generation lowered the best train cost.
+    /// Both counts start again: a restart is under way.
+    pub(super) fn note_restart(&mut self) {
+        self.stagnant = 0;
+        self.stalled = 0;
+    }
+
+    /// Records whether this generation lowered the best train cost, and
+    /// whether the validated best rose since the last generation.
     pub(super) fn note_progress(&mut self) {
+        let validated = self.best_validated().map(|v| v.speedup);
+        match (validated, self.validated_seen) {
+            (Some(v), Some(seen)) if v <= seen => self.stalled += 1,
+            (None, _) => self.stalled += 1,
+            (Some(v), _) => {
+                self.validated_seen = Some(v);
+                self.stalled = 0;
+            }
+        }
         let best = self.best_cost();
         match (best, self.best_seen) {
             (Some(b), Some(seen)) if b >= seen => self.stagnant += 1,

@@ -146,7 +146,7 @@ impl Engine {
         }
         self.population = next;
         if restart {
-            self.stagnant = 0;
+            self.note_restart();
             self.restarts.push(generation);
         }
         Ok((restarted, self.migrate(generation)))
@@ -177,6 +177,7 @@ impl Engine {
             distinct_ptx: distinct_count(&self.population),
             restarted,
             stagnant: self.stagnant,
+            stalled: self.stalled,
             migrated,
             islands: self.island_reports(),
             utilization: None,
