@@ -67,9 +67,10 @@ def main():
                                         text=True).stdout.strip() or "unknown"
     machine = a.host or (host() if gpu else "Simulator, this machine.")
     lines = [f"Date: {date}. Commit: {commit}. {machine}",
-             f"Command: `{a.command}`. `on`: generated tests in selection (the default); `off`:",
-             "at promotion only (the search before)"
-             + (f"; `stall`: `on` with restarts after {a.stall or 8} generations without a new validated best"
+             f"Command: `{a.command}`. `on`: generated tests in selection; `off`:",
+             "at promotion only (the search before); neither restarts on a stalled validated best"
+             + (f"; `stall`: `on` with restarts after {a.stall or 8} generations without a new validated best "
+                "(gevod's default)"
                 if "stall" in a.arms.split() else "")
              + ". Late: after the first quarter of the run's seconds; restarts: generations that restarted part"
              " of the population.",

@@ -14,7 +14,7 @@
 # Environment: SPECS (default: the whole-tile stencil and the pyramid
 # pipeline), SEEDS (default "1 2"), ARMS ("on off"; also "stall": `on` with
 # restarts after STALL generations without a new validated best, default
-# 8), SECTION (the BENCHMARKS.md section, default bench:generality or
+# 8, gevod's default; `on` and `off` have no such restarts), SECTION (the BENCHMARKS.md section, default bench:generality or
 # bench:generality-gpu), TIME, EVALUATIONS,
 # KEEP=DIR (each run's JSON and log; several commands can share one),
 # REPORT=0 (no report), BENCH_FILE (default BENCHMARKS.md; not OUT, which
@@ -53,8 +53,10 @@ seeds=${SEEDS:-1 2}
 arms=${ARMS:-on off}
 keep=${KEEP:-$work/runs}
 mkdir -p "$keep"
-printf '[evolve]\ngenerality_in_selection = true\n' > "$work/on.toml"
-printf '[evolve]\ngenerality_in_selection = false\n' > "$work/off.toml"
+# `on` and `off` without restarts on a stalled validated best (the
+# searches they were measured as); `stall` is gevod's default.
+printf '[evolve]\ngenerality_in_selection = true\nvalidated_stall_generations = 0\n' > "$work/on.toml"
+printf '[evolve]\ngenerality_in_selection = false\nvalidated_stall_generations = 0\n' > "$work/off.toml"
 printf '[evolve]\ngenerality_in_selection = true\nvalidated_stall_generations = %s\n' "${STALL:-8}" \
     > "$work/stall.toml"
 

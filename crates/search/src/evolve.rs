@@ -129,7 +129,7 @@ impl Default for Config {
             selection: Selection::Nsga2,
             distinct_ptx: true,
             stagnation_generations: 0,
-            validated_stall_generations: 0,
+            validated_stall_generations: 8,
             restart_fraction: 0.5,
             restart_edits: 3,
             islands: 4,
