@@ -284,6 +284,49 @@ fn a_resumed_search_teaches_its_workers_the_ptx_its_cache_holds() {
     assert_eq!(u.known_skipped as usize, cached_builds, "{u:?}");
 }
 
+/// PTX the engine evicts from its cache are forgotten by the compile
+/// workers first (`Backend::forget_known`): while the engine still holds
+/// them the cache answers them and they are not taught again, and once it
+/// dropped them they are compiled in full and measured through their
+/// guarded builds, never answered as known to a search that forgot them.
+#[test]
+fn ptx_the_engine_forgets_are_forgotten_by_the_workers_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let counter = dir.path().join("requests");
+    let mut backend = backend("", &counter, true);
+    let batch = patches(5, 24);
+    let first = backend
+        .evaluate(&batch, TestSet::Train, &|_| false)
+        .unwrap();
+    let assessed: std::collections::BTreeSet<String> = first
+        .iter()
+        .filter(|e| e.assessment.is_some())
+        .filter_map(|e| e.build.as_ref().ok().map(|b| b.ptx_hash.clone()))
+        .collect();
+    assert!(!assessed.is_empty());
+    backend.take_utilization();
+    let evicted: Vec<String> = assessed.iter().cloned().collect();
+    backend.forget_known(&evicted);
+    let held = backend
+        .evaluate(&batch, TestSet::Train, &|h| assessed.contains(h))
+        .unwrap();
+    assert!(held.iter().all(|e| e.assessment.is_none()), "still cached");
+    let u = backend.take_utilization().unwrap();
+    assert_eq!(u.known_skipped, 0, "the workers forgot them: {u:?}");
+    backend.forget_known(&[]);
+    let dropped = backend
+        .evaluate(&batch, TestSet::Train, &|_| false)
+        .unwrap();
+    let u = backend.take_utilization().unwrap();
+    assert_eq!(u.known_skipped, 0, "not taught again while held: {u:?}");
+    let measured: std::collections::BTreeSet<String> = dropped
+        .iter()
+        .filter(|e| e.assessment.is_some())
+        .filter_map(|e| e.build.as_ref().ok().map(|b| b.ptx_hash.clone()))
+        .collect();
+    assert_eq!(measured, assessed, "each measured again");
+}
+
 /// The pre-screen rejects each planted variant on the simulator's train
 /// tests, by the verdict and the test named, before the GPU worker sees a
 /// request: an out-of-bounds access; a variant storing `a[i]` instead of

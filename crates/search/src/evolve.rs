@@ -289,6 +289,14 @@ pub trait Backend {
     /// better (the GPU's adaptive measurement); exact backends ignore it.
     fn race_against(&mut self, _threshold: Option<f64>) {}
 
+    /// PTX hashes the engine will drop from its fitness cache at the end
+    /// of the next generation (each call names the latest generation's).
+    /// A backend whose workers answer the PTX the search knows without
+    /// checking it (the GPU backend's known-PTX skip) makes them forget
+    /// these, and stops telling them of these, before the engine forgets:
+    /// a variant the search no longer knows must be checked again.
+    fn forget_known(&mut self, _ptx_hashes: &[String]) {}
+
     /// Where the backend's workers spent their time since the last call
     /// (the GPU backend; `None` where nothing is measured).
     fn take_utilization(&mut self) -> Option<Utilization> {

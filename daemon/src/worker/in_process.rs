@@ -297,8 +297,10 @@ impl Handler for InProcess {
                 guarded,
                 defer_assembly,
                 known,
+                forget,
                 skip_known,
             } => {
+                self.known.forget(forget);
                 self.known.extend(known);
                 let mut spent = Spent::default();
                 let started = Instant::now();

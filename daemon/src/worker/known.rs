@@ -3,7 +3,9 @@
 //! daemon job searching for days holds a bounded set in each of its
 //! workers. A hash forgotten costs what it cost before it was known: the
 //! variant's pre-screen, guarded build and ptxas (its cache hits are mostly
-//! recent elites' PTX again).
+//! recent elites' PTX again). A hash the search is about to forget (its
+//! fitness cache evicts it) is forgotten by the workers first: a variant
+//! the search does not know must never be answered as known.
 
 use std::collections::{HashSet, VecDeque};
 
@@ -34,6 +36,23 @@ impl KnownPtx {
     pub fn contains(&self, hash: &str) -> bool {
         self.set.contains(hash)
     }
+
+    /// Drops these hashes (their places in the order go when they come up:
+    /// a re-learnt hash may then be forgotten early, which only costs a
+    /// full compile).
+    pub fn forget(&mut self, hashes: impl IntoIterator<Item = String>) {
+        for hash in hashes {
+            self.set.remove(&hash);
+        }
+    }
+}
+
+/// What a worker is sent: hashes to learn and hashes to forget, disjoint
+/// (each hash's last change in the log since the worker's position).
+#[derive(Debug, Default, PartialEq)]
+pub struct KnownDelta {
+    pub learn: Vec<String>,
+    pub forget: Vec<String>,
 }
 
 /// The pool's log of known hashes, each worker's position in it, and the
@@ -41,12 +60,13 @@ impl KnownPtx {
 /// before the trim then starts at the log's start: a worker behind by more
 /// than the limit has forgotten the rest anyway). A hash the log holds is
 /// not logged again: the search notes its cache hits too (after a resume
-/// its workers know none of them), most of them many times.
+/// its workers know none of them), most of them many times. The log holds
+/// changes: a hash learnt (`true`) or forgotten (`false`).
 #[derive(Debug, Default)]
 pub struct KnownLog {
-    hashes: Vec<String>,
+    changes: Vec<(String, bool)>,
     logged: HashSet<String>,
-    /// Hashes trimmed off the front since the start.
+    /// Changes trimmed off the front since the start.
     trimmed: usize,
 }
 
@@ -54,24 +74,64 @@ impl KnownLog {
     pub fn note(&mut self, hashes: impl IntoIterator<Item = String>) {
         for hash in hashes {
             if self.logged.insert(hash.clone()) {
-                self.hashes.push(hash);
+                self.changes.push((hash, true));
             }
         }
-        if self.hashes.len() >= 2 * KNOWN_LIMIT {
-            let drop = self.hashes.len() - KNOWN_LIMIT;
-            for old in self.hashes.drain(..drop) {
-                self.logged.remove(&old);
-            }
-            self.trimmed += drop;
-        }
+        self.trim();
     }
 
-    /// The hashes after position `*sent` (counted from the log's start
-    /// ever), and `*sent` moved to the end.
-    pub fn since(&self, sent: &mut usize) -> &[String] {
-        let from = sent.saturating_sub(self.trimmed).min(self.hashes.len());
-        *sent = self.trimmed + self.hashes.len();
-        &self.hashes[from..]
+    /// Hashes the search is about to forget: logged as forgotten, so every
+    /// worker drops them with its next search compile request.
+    /// Logged even where the log no longer holds the hash: a worker may
+    /// have learnt it before a trim.
+    pub fn forget(&mut self, hashes: &[String]) {
+        for hash in hashes {
+            self.logged.remove(hash);
+            self.changes.push((hash.clone(), false));
+        }
+        self.trim();
+    }
+
+    /// Past twice the limit the oldest changes go; a hash is logged (and
+    /// not noted again) while its last change left says it is learnt.
+    fn trim(&mut self) {
+        if self.changes.len() < 2 * KNOWN_LIMIT {
+            return;
+        }
+        let drop = self.changes.len() - KNOWN_LIMIT;
+        self.changes.drain(..drop);
+        self.trimmed += drop;
+        let mut last = std::collections::HashMap::new();
+        for (hash, learnt) in &self.changes {
+            last.insert(hash.as_str(), *learnt);
+        }
+        self.logged = last
+            .into_iter()
+            .filter(|(_, learnt)| *learnt)
+            .map(|(h, _)| h.to_string())
+            .collect();
+    }
+
+    /// The changes after position `*sent` (counted from the log's start
+    /// ever), each hash's last one, and `*sent` moved to the end.
+    pub fn since(&self, sent: &mut usize) -> KnownDelta {
+        let from = sent.saturating_sub(self.trimmed).min(self.changes.len());
+        *sent = self.trimmed + self.changes.len();
+        let mut last: std::collections::HashMap<&str, bool> = Default::default();
+        let mut order = Vec::new();
+        for (hash, learnt) in &self.changes[from..] {
+            if last.insert(hash, *learnt).is_none() {
+                order.push(hash.as_str());
+            }
+        }
+        let mut delta = KnownDelta::default();
+        for hash in order {
+            match last[hash] {
+                true => delta.learn.push(hash.to_string()),
+                false => delta.forget.push(hash.to_string()),
+            }
+        }
+        delta
     }
 }
 
@@ -97,31 +157,60 @@ mod tests {
 
     #[test]
     fn each_worker_is_sent_what_it_has_not_been_and_the_log_stays_bounded() {
+        let learn = |hashes: Vec<String>| KnownDelta {
+            learn: hashes,
+            forget: Vec::new(),
+        };
         let mut log = KnownLog::default();
         let (mut a, mut b) = (0, 0);
         log.note(hashes(0..5));
-        assert_eq!(log.since(&mut a), hashes(0..5).as_slice());
+        assert_eq!(log.since(&mut a), learn(hashes(0..5)));
         log.note(hashes(5..7));
-        assert_eq!(log.since(&mut a), hashes(5..7).as_slice());
-        assert!(log.since(&mut a).is_empty());
+        assert_eq!(log.since(&mut a), learn(hashes(5..7)));
+        assert_eq!(log.since(&mut a), KnownDelta::default());
         // Hashes the log holds are not logged, nor sent, again.
         log.note(hashes(3..7));
-        assert!(log.since(&mut a).is_empty());
-        assert_eq!(log.since(&mut b), hashes(0..7).as_slice());
+        assert_eq!(log.since(&mut a), KnownDelta::default());
+        assert_eq!(log.since(&mut b), learn(hashes(0..7)));
         // Past twice the limit the oldest go; a worker behind gets the rest.
         log.note(hashes(7..2 * KNOWN_LIMIT));
-        assert_eq!(log.hashes.len(), KNOWN_LIMIT);
+        assert_eq!(log.changes.len(), KNOWN_LIMIT);
         assert_eq!(
             log.since(&mut a),
-            hashes(KNOWN_LIMIT..2 * KNOWN_LIMIT).as_slice()
+            learn(hashes(KNOWN_LIMIT..2 * KNOWN_LIMIT))
         );
         let mut fresh = 0;
-        assert_eq!(log.since(&mut fresh).len(), KNOWN_LIMIT);
+        assert_eq!(log.since(&mut fresh).learn.len(), KNOWN_LIMIT);
         log.note(hashes(2 * KNOWN_LIMIT..2 * KNOWN_LIMIT + 1));
         assert_eq!(
             log.since(&mut a),
-            hashes(2 * KNOWN_LIMIT..2 * KNOWN_LIMIT + 1).as_slice()
+            learn(hashes(2 * KNOWN_LIMIT..2 * KNOWN_LIMIT + 1))
         );
         assert_eq!(a, 2 * KNOWN_LIMIT + 1);
+        // A trimmed hash is noted again.
+        log.note(hashes(0..1));
+        assert_eq!(log.since(&mut a), learn(hashes(0..1)));
+    }
+
+    /// Each worker is sent each hash's last change since its position: one
+    /// that learnt and forgot in between is told to forget, one that forgot
+    /// and learnt again to learn; a forgotten hash is noted again.
+    #[test]
+    fn forgotten_hashes_reach_every_worker_and_may_be_learnt_again() {
+        let mut log = KnownLog::default();
+        let (mut a, mut b) = (0, 0);
+        log.note(hashes(0..4));
+        assert_eq!(log.since(&mut a).learn, hashes(0..4));
+        log.forget(&hashes(1..3));
+        log.note(hashes(2..3));
+        let delta = log.since(&mut a);
+        assert_eq!((delta.learn, delta.forget), (hashes(2..3), hashes(1..2)));
+        let delta = log.since(&mut b);
+        assert_eq!(delta.learn, ["h0", "h2", "h3"]);
+        assert_eq!(delta.forget, hashes(1..2));
+        let mut worker = KnownPtx::default();
+        worker.extend(hashes(0..4));
+        worker.forget(hashes(1..3));
+        assert!(worker.contains("h0") && !worker.contains("h1") && !worker.contains("h2"));
     }
 }

@@ -326,6 +326,13 @@ impl WorkerPool {
         self.known.note(hashes);
     }
 
+    /// PTX hashes the search is about to forget: every worker drops them
+    /// with its next search compile request, before the search does
+    /// (`Backend::forget_known`).
+    pub fn forget_known(&mut self, hashes: &[String]) {
+        self.known.forget(hashes);
+    }
+
     /// Sends every request to the worker of `slot` (its `slot_args`: one
     /// device) until unpinned with `None`: measurements that must be
     /// compared with each other come from one device.

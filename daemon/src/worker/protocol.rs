@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 /// Wire protocol version, sent in the worker's greeting (5: guard sites
 /// carry their id; 6: guarded builds poison shared memory, the guard
 /// table's pattern word the worker fills; 7: `prescreen` names a
-/// placement; 8: `known` and `skip_known`).
-pub const PROTOCOL: u32 = 8;
+/// placement; 8: `known` and `skip_known`; 9: `forget`).
+pub const PROTOCOL: u32 = 9;
 
 /// A request from the engine's process.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -51,6 +51,11 @@ pub enum Request {
         /// sends (`WorkerPool::note_known`); the worker keeps them all.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         known: Vec<String>,
+        /// PTX hashes the search is about to forget (`WorkerPool::
+        /// forget_known`), since this worker's previous request: the worker
+        /// drops them, so those variants are checked again in full.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        forget: Vec<String>,
         /// A search's variant whose PTX the worker was told is known is
         /// answered after code generation: the search takes its cached
         /// fitness and measures nothing, so the pre-screen, the guarded
@@ -106,6 +111,7 @@ impl Request {
             guarded: false,
             defer_assembly: false,
             known: Vec::new(),
+            forget: Vec::new(),
             skip_known: false,
         }
     }
@@ -130,6 +136,7 @@ impl Request {
             guarded: true,
             defer_assembly: searching,
             known: Vec::new(),
+            forget: Vec::new(),
             skip_known: searching,
         }
     }
@@ -362,9 +369,10 @@ mod tests {
                     guarded: true,
                     defer_assembly: true,
                     known: vec!["ab".into(), "cd".into()],
+                    forget: vec!["ef".into()],
                     skip_known: true,
                 },
-                r#"{"op":"compile","id":10,"patch":{"format":1,"ir_hash":"00","kernel":"k","edits":[]},"prescreen":"smallest","cubin_for":"sm_90","guarded":true,"defer_assembly":true,"known":["ab","cd"],"skip_known":true}"#,
+                r#"{"op":"compile","id":10,"patch":{"format":1,"ir_hash":"00","kernel":"k","edits":[]},"prescreen":"smallest","cubin_for":"sm_90","guarded":true,"defer_assembly":true,"known":["ab","cd"],"forget":["ef"],"skip_known":true}"#,
             ),
             (
                 Request::Assess {

@@ -2,6 +2,11 @@
 //! daemon job): the fitness cache and the promotion failures it carries
 //! from generation to generation. Both rules are functions of the state
 //! alone, so a resumed search still continues exactly as if never stopped.
+//!
+//! Cache entries are chosen for eviction at the end of one generation and
+//! dropped at the end of the next: the backend is told at once
+//! (`Backend::forget_known`), and the batch already compiling ahead, whose
+//! workers may still answer those PTX as known, finds them in the cache.
 
 use super::{CacheKey, Engine};
 use std::collections::{BTreeMap, BTreeSet};
@@ -9,21 +14,24 @@ use std::collections::{BTreeMap, BTreeSet};
 /// Fitness cache entries (and as many generated-test verdicts) an engine
 /// keeps at most. Over it, the entries no
 /// member of the population, archive or promotion pool uses are dropped, in
-/// key (PTX hash) order, down to three quarters of it: a variant seen again
-/// after that is evaluated again.
+/// key (PTX hash) order, down to three quarters of it (the cache's a
+/// generation later): a variant seen again after that is evaluated again.
 pub const CACHE_LIMIT: usize = 16_384;
 /// Promotion failures an engine keeps (the newest); the store keeps as many.
 pub const KEPT_PROMOTION_FAILURES: usize = 1000;
 
 impl Engine {
     /// Applies the bounds; called once per generation.
-    pub(super) fn bound_state(&mut self) {
+    /// Returns the PTX hashes of the cache entries newly chosen for
+    /// eviction, for the backend to forget.
+    pub(super) fn bound_state(&mut self) -> Vec<String> {
         if self.promotion_failures.len() > KEPT_PROMOTION_FAILURES {
             let excess = self.promotion_failures.len() - KEPT_PROMOTION_FAILURES;
             self.promotion_failures.drain(..excess);
         }
-        if self.cache.len() <= CACHE_LIMIT && self.generality.len() <= CACHE_LIMIT {
-            return;
+        let over = self.cache.len() > CACHE_LIMIT || self.generality.len() > CACHE_LIMIT;
+        if !over && self.evicting.is_empty() {
+            return Vec::new();
         }
         let used: BTreeSet<String> = self
             .population
@@ -32,28 +40,31 @@ impl Engine {
             .chain(&self.pool)
             .filter_map(|m| m.ptx_hash.clone())
             .collect();
-        evict_unused(&mut self.cache, &used);
-        evict_unused(&mut self.generality, &used);
+        for key in std::mem::take(&mut self.evicting) {
+            if !used.contains(&key.ptx_hash) {
+                self.cache.remove(&key);
+            }
+        }
+        self.evicting = unused_excess(&self.cache, &used);
+        for key in unused_excess(&self.generality, &used) {
+            self.generality.remove(&key);
+        }
+        self.evicting.iter().map(|k| k.ptx_hash.clone()).collect()
     }
 }
 
-/// Over `CACHE_LIMIT` entries, drops those of PTX hashes not in `used`, in
-/// key order, down to three quarters of it.
-fn evict_unused<V>(map: &mut BTreeMap<CacheKey, V>, used: &BTreeSet<String>) {
+/// Over `CACHE_LIMIT` entries, the keys of PTX hashes not in `used`, in key
+/// order, whose removal leaves three quarters of it.
+fn unused_excess<V>(map: &BTreeMap<CacheKey, V>, used: &BTreeSet<String>) -> Vec<CacheKey> {
     if map.len() <= CACHE_LIMIT {
-        return;
+        return Vec::new();
     }
-    let target = CACHE_LIMIT * 3 / 4;
-    let excess = map.len().saturating_sub(target);
-    let gone: Vec<CacheKey> = map
-        .keys()
+    let excess = map.len().saturating_sub(CACHE_LIMIT * 3 / 4);
+    map.keys()
         .filter(|k| !used.contains(&k.ptx_hash))
         .take(excess)
         .cloned()
-        .collect();
-    for key in gone {
-        map.remove(&key);
-    }
+        .collect()
 }
 
 #[cfg(test)]
@@ -106,11 +117,26 @@ mod tests {
             });
         }
         let before = engine.clone();
-        engine.bound_state();
-        assert_eq!(engine.cache.len(), CACHE_LIMIT * 3 / 4);
-        assert!(engine.cache.contains_key(&key(0)), "a member's entry stays");
-        assert!(!engine.cache.contains_key(&key(1)));
+        let forgotten = engine.bound_state();
+        // Chosen now and named for the backend; dropped a generation later.
+        assert_eq!(forgotten.len(), CACHE_LIMIT / 4 + 10);
+        assert_eq!(forgotten[0], key(1).ptx_hash);
+        assert_eq!(engine.cache.len(), CACHE_LIMIT + 10);
         assert_eq!(engine.generality.len(), CACHE_LIMIT * 3 / 4);
+        assert!(engine.generality.contains_key(&key(0)));
+        let chosen = engine.clone();
+        // One of them is a member again by then: it stays.
+        engine.population.push(Member {
+            patch: patch(),
+            ptx_hash: Some(key(1).ptx_hash),
+            outcome: valid.clone(),
+        });
+        assert!(engine.bound_state().is_empty(), "nothing more to choose");
+        assert_eq!(engine.cache.len(), CACHE_LIMIT * 3 / 4 + 1);
+        assert!(engine.cache.contains_key(&key(0)), "a member's entry stays");
+        assert!(engine.cache.contains_key(&key(1)));
+        assert!(!engine.cache.contains_key(&key(2)));
+        assert!(engine.evicting.is_empty());
         assert!(engine.generality.contains_key(&key(0)));
         assert_eq!(engine.promotion_failures.len(), KEPT_PROMOTION_FAILURES);
         assert_eq!(
@@ -120,6 +146,6 @@ mod tests {
         // Deterministic: the same state is bounded the same way.
         let mut again = before;
         again.bound_state();
-        assert_eq!(again, engine);
+        assert_eq!(again, chosen);
     }
 }

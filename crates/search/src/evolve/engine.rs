@@ -78,6 +78,10 @@ pub struct Engine {
     /// (or a new backend) checks them again.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(super) gating: Vec<Validated>,
+    /// Fitness cache entries chosen for eviction at the end of the last
+    /// generation, dropped at the end of this one (`bounds.rs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) evicting: Vec<CacheKey>,
     /// The batch the next step measures, where the backend compiles it
     /// ahead (`ahead.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -158,6 +162,7 @@ impl Engine {
             pool: Vec::new(),
             restarts: Vec::new(),
             gating: Vec::new(),
+            evicting: Vec::new(),
             ahead: None,
         })
     }

@@ -414,21 +414,28 @@ impl WorkerPool {
     }
 }
 
-/// `request` as its line, a search compile request with the known PTX
-/// hashes its worker has not been sent (those after `*sent` in `known`).
+/// `request` as its line, a search compile request with the changes to the
+/// known PTX hashes its worker has not been sent (those after `*sent` in
+/// `known`).
 fn with_known(request: &Request, known: &KnownLog, sent: &mut usize) -> String {
-    let new = match request {
+    let delta = match request {
         Request::Compile {
             skip_known: true, ..
         } => known.since(sent),
-        _ => &[],
+        _ => Default::default(),
     };
-    let line = match new {
-        [] => serde_json::to_string(request),
-        new => {
+    let line = match delta.learn.is_empty() && delta.forget.is_empty() {
+        true => serde_json::to_string(request),
+        false => {
             let mut request = request.clone();
-            if let Request::Compile { known: carried, .. } = &mut request {
-                carried.extend_from_slice(new);
+            if let Request::Compile {
+                known: learn,
+                forget,
+                ..
+            } = &mut request
+            {
+                learn.extend(delta.learn);
+                forget.extend(delta.forget);
             }
             serde_json::to_string(&request)
         }

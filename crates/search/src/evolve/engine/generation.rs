@@ -76,7 +76,8 @@ impl Engine {
             promotion_failures.extend(failed);
         }
         watch.lap(&mut spent.promote_s);
-        self.bound_state();
+        let forgotten = self.bound_state();
+        backend.forget_known(&forgotten);
         self.generations += 1;
         Ok(GenerationReport {
             validated,
