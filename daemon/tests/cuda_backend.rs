@@ -11,7 +11,18 @@ use crate::common::gpu_backend::*;
 use gevo_ir::Patch;
 use gevo_model::spec::TestSet;
 use gevo_search::evolve::{Backend, Evaluated};
+use std::collections::BTreeSet;
 use std::time::Duration;
+
+/// The PTX hashes a batch assessed (measured, or refused by the
+/// pre-screen).
+fn assessed_ptx(results: &[Evaluated]) -> BTreeSet<String> {
+    results
+        .iter()
+        .filter(|e| e.assessment.is_some())
+        .filter_map(|e| e.build.as_ref().ok().map(|b| b.ptx_hash.clone()))
+        .collect()
+}
 
 #[test]
 fn gpu_worker_faults_cost_one_variant_each_and_a_respawn() {
@@ -199,11 +210,7 @@ fn variants_the_search_knows_stop_after_code_generation() {
     let results = backend
         .evaluate(&first, TestSet::Train, &|_| false)
         .unwrap();
-    let assessed: std::collections::BTreeSet<String> = results
-        .iter()
-        .filter(|e| e.assessment.is_some())
-        .filter_map(|e| e.build.as_ref().ok().map(|b| b.ptx_hash.clone()))
-        .collect();
+    let assessed = assessed_ptx(&results);
     assert!(!assessed.is_empty());
     let u = backend.take_utilization().unwrap();
     assert_eq!(u.known_skipped, 0, "nothing known in the first batch");
@@ -255,14 +262,10 @@ fn a_resumed_search_teaches_its_workers_the_ptx_its_cache_holds() {
     let dir = tempfile::tempdir().unwrap();
     let counter = dir.path().join("requests");
     let batch = patches(5, 24);
-    let cached: std::collections::BTreeSet<String> = {
+    let cached = {
         let mut before = backend("", &counter, true);
         let results = before.evaluate(&batch, TestSet::Train, &|_| false).unwrap();
-        results
-            .iter()
-            .filter(|e| e.assessment.is_some())
-            .filter_map(|e| e.build.as_ref().ok().map(|b| b.ptx_hash.clone()))
-            .collect()
+        assessed_ptx(&results)
     };
     assert!(!cached.is_empty());
     let mut resumed = backend("", &counter, true);
@@ -298,11 +301,7 @@ fn ptx_the_engine_forgets_are_forgotten_by_the_workers_first() {
     let first = backend
         .evaluate(&batch, TestSet::Train, &|_| false)
         .unwrap();
-    let assessed: std::collections::BTreeSet<String> = first
-        .iter()
-        .filter(|e| e.assessment.is_some())
-        .filter_map(|e| e.build.as_ref().ok().map(|b| b.ptx_hash.clone()))
-        .collect();
+    let assessed = assessed_ptx(&first);
     assert!(!assessed.is_empty());
     backend.take_utilization();
     let evicted: Vec<String> = assessed.iter().cloned().collect();
@@ -319,11 +318,7 @@ fn ptx_the_engine_forgets_are_forgotten_by_the_workers_first() {
         .unwrap();
     let u = backend.take_utilization().unwrap();
     assert_eq!(u.known_skipped, 0, "not taught again while held: {u:?}");
-    let measured: std::collections::BTreeSet<String> = dropped
-        .iter()
-        .filter(|e| e.assessment.is_some())
-        .filter_map(|e| e.build.as_ref().ok().map(|b| b.ptx_hash.clone()))
-        .collect();
+    let measured = assessed_ptx(&dropped);
     assert_eq!(measured, assessed, "each measured again");
 }
 

@@ -21,6 +21,28 @@ fn tunable_pyramid() -> std::path::PathBuf {
     common::repo_root().join("tests/fixtures/tune/pyramid.gevo.toml")
 }
 
+/// `source` run at `config`: its configured spec, which names the chosen
+/// configuration and that configuration's IR file, which exists.
+fn configured(source: &Spec, path: &std::path::Path, config: &tune::Configuration) -> Spec {
+    let name = tune::describe(config);
+    let text = source.configured_text(config).unwrap();
+    let spec = spec::parse(path, &text).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let chosen = spec.tune.as_ref().unwrap();
+    assert!(chosen.chosen_written);
+    assert_eq!(&chosen.chosen, config);
+    let t = source.tune.as_ref().unwrap();
+    let ir = t
+        .ir_path(path.parent().unwrap(), config)
+        .unwrap_or_else(|| source.ir.clone());
+    assert_eq!(spec.ir, ir, "{name}");
+    assert!(
+        spec.ir.is_file(),
+        "{name}: {} is missing",
+        spec.ir.display()
+    );
+    spec
+}
+
 /// The spec's out buffers after the original ran each simulator test, by
 /// test name.
 fn sim_outputs(spec: &Spec) -> BTreeMap<String, Vec<Vec<u8>>> {
@@ -91,21 +113,9 @@ fn every_tile2d_configuration_has_its_ir_block_and_the_source_outputs() {
         "the source's shape is tried too"
     );
     let reference = sim_outputs(&source);
-    let dir = path.parent().unwrap();
     for config in &configs {
         let name = tune::describe(config);
-        let text = source.configured_text(config).unwrap();
-        let spec = spec::parse(&path, &text).unwrap_or_else(|e| panic!("{name}: {e}"));
-        let chosen = spec.tune.as_ref().unwrap();
-        assert!(chosen.chosen_written);
-        assert_eq!(&chosen.chosen, config);
-        let ir = t.ir_path(dir, config).unwrap_or_else(|| source.ir.clone());
-        assert_eq!(spec.ir, ir, "{name}");
-        assert!(
-            spec.ir.is_file(),
-            "{name}: {} is missing",
-            spec.ir.display()
-        );
+        let spec = configured(&source, &path, config);
         let (x, y) = (config["BLOCK_X"], config["BLOCK_Y"]);
         assert!(x * y <= 1024, "{name}: {} threads", x * y);
         check_geometry(&spec, x as u32, y as u32);
@@ -130,18 +140,9 @@ fn every_tunable_pyramid_configuration_has_its_ir_step_block_and_the_pipeline_ou
     let untuned = common::repo_root().join("tests/fixtures/pipelines/pyramid.gevo.toml");
     let reference = sim_outputs(&spec::load(&untuned).unwrap());
     assert_eq!(sim_outputs(&source), reference, "the source configuration");
-    let dir = path.parent().unwrap();
     for config in &configs {
         let name = tune::describe(config);
-        let text = source.configured_text(config).unwrap();
-        let spec = spec::parse(&path, &text).unwrap_or_else(|e| panic!("{name}: {e}"));
-        let ir = t.ir_path(dir, config).unwrap_or_else(|| source.ir.clone());
-        assert_eq!(spec.ir, ir, "{name}");
-        assert!(
-            spec.ir.is_file(),
-            "{name}: {} is missing",
-            spec.ir.display()
-        );
+        let spec = configured(&source, &path, config);
         let block = config["STEP_BLOCK"] as u32;
         let sim = spec.for_backend(TestTarget::Sim);
         for test in sim.tests(TestSet::All) {
