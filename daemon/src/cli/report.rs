@@ -230,7 +230,7 @@ impl Report<'_> {
         }
         if !e.restarts().is_empty() {
             out += &format!(
-                "restarts after stagnation: generations {:?}\n\n",
+                "restarts (after stagnation or a stalled validated best): generations {:?}\n\n",
                 e.restarts()
             );
         }
