@@ -29,23 +29,16 @@ impl Engine {
     /// whether the validated best rose since the last generation.
     pub(super) fn note_progress(&mut self) {
         let validated = self.best_validated().map(|v| v.speedup);
-        match (validated, self.validated_seen) {
-            (Some(v), Some(seen)) if v <= seen => self.stalled += 1,
-            (None, _) => self.stalled += 1,
-            (Some(v), _) => {
-                self.validated_seen = Some(v);
-                self.stalled = 0;
-            }
-        }
         let best = self.best_cost();
-        match (best, self.best_seen) {
-            (Some(b), Some(seen)) if b >= seen => self.stagnant += 1,
-            (None, _) => self.stagnant += 1,
-            (Some(b), _) => {
-                self.best_seen = Some(b);
-                self.stagnant = 0;
-            }
-        }
+        count_since_better(
+            validated,
+            &mut self.validated_seen,
+            &mut self.stalled,
+            |v, seen| v <= seen,
+        );
+        count_since_better(best, &mut self.best_seen, &mut self.stagnant, |b, seen| {
+            b >= seen
+        });
     }
 
     /// New individuals for a restart of the island `members`: archived
@@ -115,4 +108,23 @@ pub(super) fn by_cost(a: &Member, b: &Member) -> std::cmp::Ordering {
     pa.0.total_cmp(&pb.0)
         .then(pa.1.total_cmp(&pb.1))
         .then(a.patch.edits.len().cmp(&b.patch.edits.len()))
+}
+
+/// One more generation in `count`, unless `now` is better than the best
+/// `seen` so far (not `no_better`), or the first value at all: then `seen`
+/// takes it and the count starts again.
+fn count_since_better(
+    now: Option<f64>,
+    seen: &mut Option<f64>,
+    count: &mut u64,
+    no_better: impl Fn(f64, f64) -> bool,
+) {
+    match (now, *seen) {
+        (Some(n), Some(s)) if no_better(n, s) => *count += 1,
+        (None, _) => *count += 1,
+        (Some(n), _) => {
+            *seen = Some(n);
+            *count = 0;
+        }
+    }
 }
