@@ -29,7 +29,6 @@ mod promotion_lane;
 use ahead::{CompiledAhead, MeasuredAhead};
 use batch_sides::{compile_failure, Purpose};
 use promotion_lane::{LaneSetup, Running};
-use std::collections::BTreeSet;
 use std::sync::atomic::AtomicBool;
 use std::sync::{mpsc, Arc};
 use std::time::Instant;
@@ -158,10 +157,6 @@ pub struct CudaBackend {
     /// Whether a batch leaves promotion's measurements under way to the
     /// next ([`CudaBackend::carry_promotion`]).
     carry_promotion: bool,
-    /// The PTX hashes the engine drops from its cache at the end of this
-    /// generation (`Backend::forget_known`): still known to it, they are
-    /// not noted as known again.
-    forgetting: BTreeSet<String>,
 }
 
 impl CudaBackend {
@@ -203,7 +198,6 @@ impl CudaBackend {
             gpu_idle_seen: 0.0,
             promotion: None,
             ahead: CompiledAhead::default(),
-            forgetting: BTreeSet::new(),
             measured_ahead: MeasuredAhead::default(),
             carry_promotion: true,
         })
@@ -411,17 +405,14 @@ impl Backend for CudaBackend {
         // batch, and holds what `known` answers: the compile workers hear
         // of those PTX, and answer them after code generation from now on.
         // The known ones matter after a resume, whose workers start with
-        // nothing but whose cache holds the whole job's PTX; those the
-        // engine is about to forget are not taught again.
+        // nothing but whose cache holds the whole job's PTX (those the
+        // engine is about to forget the pool's log does not take).
         if set == TestSet::Train {
-            let forgetting = &self.forgetting;
             self.compile.note_known(
                 evaluated
                     .iter()
                     .filter_map(|e| Some((e.build.as_ref().ok()?, e.assessment.is_some())))
-                    .filter(|(b, assessed)| {
-                        *assessed || (known(&b.ptx_hash) && !forgetting.contains(&b.ptx_hash))
-                    })
+                    .filter(|(b, assessed)| *assessed || known(&b.ptx_hash))
                     .map(|(b, _)| b.ptx_hash.clone()),
             );
         }
@@ -433,7 +424,6 @@ impl Backend for CudaBackend {
     /// only after it).
     fn forget_known(&mut self, ptx_hashes: &[String]) {
         self.compile.forget_known(ptx_hashes);
-        self.forgetting = ptx_hashes.iter().cloned().collect();
     }
 
     /// The next batch compiles while this one is measured.

@@ -7,7 +7,7 @@
 //! fitness cache evicts it) is forgotten by the workers first: a variant
 //! the search does not know must never be answered as known.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 /// Hashes kept, by each compile worker and by the pool's log.
 pub const KNOWN_LIMIT: usize = 1 << 16;
@@ -66,6 +66,9 @@ pub struct KnownDelta {
 pub struct KnownLog {
     changes: Vec<(String, bool)>,
     logged: HashSet<String>,
+    /// The hashes of the latest [`forget`](Self::forget): the search still
+    /// knows them until its next one, and they are not noted meanwhile.
+    forgetting: HashSet<String>,
     /// Changes trimmed off the front since the start.
     trimmed: usize,
 }
@@ -73,22 +76,25 @@ pub struct KnownLog {
 impl KnownLog {
     pub fn note(&mut self, hashes: impl IntoIterator<Item = String>) {
         for hash in hashes {
-            if self.logged.insert(hash.clone()) {
+            if !self.forgetting.contains(&hash) && self.logged.insert(hash.clone()) {
                 self.changes.push((hash, true));
             }
         }
         self.trim();
     }
 
-    /// Hashes the search is about to forget: logged as forgotten, so every
-    /// worker drops them with its next search compile request.
-    /// Logged even where the log no longer holds the hash: a worker may
-    /// have learnt it before a trim.
+    /// Hashes the search is about to forget (at the end of its next
+    /// generation; each call names one generation's, and ends the last
+    /// call's wait): logged as forgotten, so every worker drops them with
+    /// its next search compile request, and not noted again before the
+    /// next call. Logged even where the log no longer holds the hash: a
+    /// worker may have learnt it before a trim.
     pub fn forget(&mut self, hashes: &[String]) {
         for hash in hashes {
             self.logged.remove(hash);
             self.changes.push((hash.clone(), false));
         }
+        self.forgetting = hashes.iter().cloned().collect();
         self.trim();
     }
 
@@ -101,11 +107,7 @@ impl KnownLog {
         let drop = self.changes.len() - KNOWN_LIMIT;
         self.changes.drain(..drop);
         self.trimmed += drop;
-        let mut last = std::collections::HashMap::new();
-        for (hash, learnt) in &self.changes {
-            last.insert(hash.as_str(), *learnt);
-        }
-        self.logged = last
+        self.logged = last_changes(&self.changes)
             .into_iter()
             .filter(|(_, learnt)| *learnt)
             .map(|(h, _)| h.to_string())
@@ -117,22 +119,31 @@ impl KnownLog {
     pub fn since(&self, sent: &mut usize) -> KnownDelta {
         let from = sent.saturating_sub(self.trimmed).min(self.changes.len());
         *sent = self.trimmed + self.changes.len();
-        let mut last: std::collections::HashMap<&str, bool> = Default::default();
-        let mut order = Vec::new();
-        for (hash, learnt) in &self.changes[from..] {
-            if last.insert(hash, *learnt).is_none() {
-                order.push(hash.as_str());
-            }
-        }
         let mut delta = KnownDelta::default();
-        for hash in order {
-            match last[hash] {
+        for (hash, learnt) in last_changes(&self.changes[from..]) {
+            match learnt {
                 true => delta.learn.push(hash.to_string()),
                 false => delta.forget.push(hash.to_string()),
             }
         }
         delta
     }
+}
+
+/// Each hash's last change in `changes`, in the order of their first.
+fn last_changes(changes: &[(String, bool)]) -> Vec<(&str, bool)> {
+    let mut at: HashMap<&str, usize> = HashMap::new();
+    let mut last: Vec<(&str, bool)> = Vec::new();
+    for (hash, learnt) in changes {
+        match at.get(hash.as_str()) {
+            Some(&i) => last[i].1 = *learnt,
+            None => {
+                at.insert(hash, last.len());
+                last.push((hash, *learnt));
+            }
+        }
+    }
+    last
 }
 
 #[cfg(test)]
@@ -202,12 +213,21 @@ mod tests {
         log.note(hashes(0..4));
         assert_eq!(log.since(&mut a).learn, hashes(0..4));
         log.forget(&hashes(1..3));
+        // The search dropped them (its next forget), then met h2 again.
+        log.forget(&[]);
         log.note(hashes(2..3));
         let delta = log.since(&mut a);
         assert_eq!((delta.learn, delta.forget), (hashes(2..3), hashes(1..2)));
         let delta = log.since(&mut b);
         assert_eq!(delta.learn, ["h0", "h2", "h3"]);
         assert_eq!(delta.forget, hashes(1..2));
+        // Until the next forget, the search still knows them: not noted.
+        log.forget(&hashes(0..1));
+        log.note(hashes(0..1));
+        assert_eq!(log.since(&mut a).forget, hashes(0..1));
+        log.forget(&[]);
+        log.note(hashes(0..1));
+        assert_eq!(log.since(&mut a).learn, hashes(0..1));
         let mut worker = KnownPtx::default();
         worker.extend(hashes(0..4));
         worker.forget(hashes(1..3));

@@ -328,7 +328,8 @@ impl WorkerPool {
 
     /// PTX hashes the search is about to forget: every worker drops them
     /// with its next search compile request, before the search does
-    /// (`Backend::forget_known`).
+    /// (`Backend::forget_known`), and they are not noted again until the
+    /// next call ([`KnownLog::forget`](super::known::KnownLog::forget)).
     pub fn forget_known(&mut self, hashes: &[String]) {
         self.known.forget(hashes);
     }
