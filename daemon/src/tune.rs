@@ -446,6 +446,9 @@ fn interval(source: &Measured, best: &Measured, ratio: f64) -> (f64, f64) {
     if timings.is_empty() || timings.len() != best.rounds.len() {
         return (1.0 / ratio, 1.0 / ratio);
     }
-    let cost = stats::cost_ratio(&timings.iter().collect::<Vec<_>>());
-    (1.0 / cost.hi, 1.0 / cost.lo)
+    // The geometric mean's own interval: the ratio of sums' follows the
+    // longest test and need not hold the speedup reported beside it (nor,
+    // by the costs' rounding to whole nanoseconds, quite does this one).
+    let cost = stats::geometric_cost_ratio(&timings.iter().collect::<Vec<_>>());
+    (1.0 / cost.hi.max(ratio), 1.0 / cost.lo.min(ratio))
 }

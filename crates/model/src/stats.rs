@@ -110,6 +110,22 @@ pub fn relative_spread(samples: &[f64]) -> f64 {
 /// replacement (pairs stay together) and recomputes the ratio. Tests
 /// without rounds are skipped; none gives NaN.
 pub fn cost_ratio(tests: &[&Timing]) -> Interval {
+    bootstrap(tests, ratio_of_undisturbed)
+}
+
+/// As [`cost_ratio`], for the geometric mean of the tests' own ratios
+/// `undisturbed variant / undisturbed original`: every test weighs the
+/// same, however long it runs, as `gevod tune` ranks configurations.
+pub fn geometric_cost_ratio(tests: &[&Timing]) -> Interval {
+    bootstrap(tests, geometric_mean_of_undisturbed)
+}
+
+/// A ratio statistic of the tests' rounds, drawn by index per test.
+type RatioOfRounds = fn(&[&Timing], &[Vec<usize>]) -> f64;
+
+/// `statistic` on all rounds, with its percentile bootstrap interval
+/// (widened to hold the estimate).
+fn bootstrap(tests: &[&Timing], statistic: RatioOfRounds) -> Interval {
     let tests: Vec<&Timing> = tests
         .iter()
         .copied()
@@ -122,7 +138,7 @@ pub fn cost_ratio(tests: &[&Timing]) -> Interval {
         .iter()
         .map(|t| (0..t.original_ns.len()).collect())
         .collect();
-    let estimate = ratio_of_undisturbed(&tests, &all);
+    let estimate = statistic(&tests, &all);
     let mut rng = ChaCha8Rng::seed_from_u64(BOOTSTRAP_SEED);
     let mut resampled: Vec<f64> = (0..RESAMPLES)
         .map(|_| {
@@ -133,7 +149,7 @@ pub fn cost_ratio(tests: &[&Timing]) -> Interval {
                     (0..n).map(|_| rng.gen_range(0..n)).collect()
                 })
                 .collect();
-            ratio_of_undisturbed(&tests, &draws)
+            statistic(&tests, &draws)
         })
         .collect();
     resampled.sort_by(f64::total_cmp);
@@ -179,17 +195,34 @@ pub fn race(tests: &[&Timing], threshold: f64, margin: f64) -> Option<Decided> {
 /// `sum(undisturbed variant) / sum(undisturbed original)` over the rounds
 /// `draws[t]` of each test `t`.
 fn ratio_of_undisturbed(tests: &[&Timing], draws: &[Vec<usize>]) -> f64 {
-    let (mut variant, mut original) = (0.0, 0.0);
-    let (mut o, mut v) = (Vec::new(), Vec::new());
-    for (t, rounds) in tests.iter().zip(draws) {
-        o.clear();
-        v.clear();
-        o.extend(rounds.iter().map(|&k| t.original_ns[k]));
-        v.extend(rounds.iter().map(|&k| t.variant_ns[k]));
-        original += quantile_in_place(&mut o, LOWER_QUARTILE);
-        variant += quantile_in_place(&mut v, LOWER_QUARTILE);
-    }
+    let (variant, original) = undisturbed_pairs(tests, draws)
+        .into_iter()
+        .fold((0.0, 0.0), |(v, o), (tv, to)| (v + tv, o + to));
     variant / original
+}
+
+fn geometric_mean_of_undisturbed(tests: &[&Timing], draws: &[Vec<usize>]) -> f64 {
+    let logs: f64 = undisturbed_pairs(tests, draws)
+        .into_iter()
+        .map(|(v, o)| (v / o).ln())
+        .sum();
+    (logs / tests.len() as f64).exp()
+}
+
+/// Each test's undisturbed (variant, original) time over the drawn rounds
+/// (one scratch buffer: the bootstrap calls this thousands of times).
+fn undisturbed_pairs(tests: &[&Timing], draws: &[Vec<usize>]) -> Vec<(f64, f64)> {
+    let mut drawn = Vec::new();
+    let mut pick = |ns: &[f64], rounds: &[usize]| {
+        drawn.clear();
+        drawn.extend(rounds.iter().map(|&k| ns[k]));
+        quantile_in_place(&mut drawn, LOWER_QUARTILE)
+    };
+    tests
+        .iter()
+        .zip(draws)
+        .map(|(t, rounds)| (pick(&t.variant_ns, rounds), pick(&t.original_ns, rounds)))
+        .collect()
 }
 
 #[cfg(test)]
@@ -267,6 +300,35 @@ mod tests {
                 assert!((i.estimate - 0.93).abs() < 0.01, "{share}: {i:?}");
             }
         }
+    }
+
+    /// A long test 2x faster and a short one unchanged: the ratio of sums
+    /// follows the long test, the geometric mean weighs both alike, and
+    /// each interval holds its own estimate (tune's sweep reported a
+    /// geometric mean beside the ratio of sums' interval, outside it).
+    #[test]
+    fn geometric_ratios_weigh_every_test_alike_and_hold_their_estimate() {
+        let long = timing(1, 40, 1_000_000.0, 500_000.0, 0.003);
+        let short = timing(2, 40, 10_000.0, 10_000.0, 0.003);
+        let tests = [&long, &short];
+        let sums = cost_ratio(&tests);
+        let geometric = geometric_cost_ratio(&tests);
+        assert!((sums.estimate - 0.505).abs() < 0.005, "{sums:?}");
+        assert!(
+            (geometric.estimate - 0.5f64.sqrt()).abs() < 0.005,
+            "{geometric:?}"
+        );
+        for i in [sums, geometric] {
+            assert!(
+                i.lo <= i.estimate && i.estimate <= i.hi && i.hi - i.lo < 0.02,
+                "{i:?}"
+            );
+        }
+        let own: f64 = tests
+            .iter()
+            .map(|t| (undisturbed(&t.variant_ns) / undisturbed(&t.original_ns)).ln())
+            .sum::<f64>();
+        assert!((geometric.estimate - (own / 2.0).exp()).abs() < 1e-12);
     }
 
     #[test]
