@@ -88,9 +88,10 @@ pub struct TestCost {
     pub cost: f64,
 }
 
-/// The fastest configuration and its speedup over the source's, with the
-/// 95% interval (GPU: a bootstrap over both configurations' rounds, timed
-/// one after the other; simulator: the exact point).
+/// The fastest configuration and its speedup over the source's (the
+/// geometric mean over the tests), with the 95% interval (GPU: a bootstrap
+/// of that mean over both configurations' rounds, timed one after the
+/// other; simulator: the exact point).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Best {
     pub configuration: Configuration,

@@ -62,6 +62,15 @@ impl Default for MeasureOptions {
     }
 }
 
+impl MeasureOptions {
+    /// The threshold to send a worker measuring with these options so that
+    /// its race decides against `line` (`stats::race` draws its line at the
+    /// threshold less `race_margin`).
+    pub fn threshold_for_line(&self, line: f64) -> f64 {
+        line / (1.0 - self.race_margin)
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum MeasureError {
     #[error(transparent)]

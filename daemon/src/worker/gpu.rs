@@ -389,7 +389,8 @@ impl Backend for CudaBackend {
         set: TestSet,
         line: f64,
     ) -> Result<Vec<Assessment>, BackendError> {
-        let threshold = line / (1.0 - MeasureOptions::default().race_margin);
+        // GPU workers measure with the default options (worker/setup.rs).
+        let threshold = MeasureOptions::default().threshold_for_line(line);
         self.assess_each(patches, set, Some(threshold))
     }
 
