@@ -414,21 +414,12 @@ fn copy_to_scratch(spec: &Spec, text: &str, files: &Files) -> Result<(PathBuf, P
 
 /// The geometric mean of `tests`' costs over `source`'s, test by test.
 fn mean_ratio(tests: &[TestCost], source: &[TestCost]) -> f64 {
-    geometric_mean(
+    stats::geometric_mean(
         tests
             .iter()
             .zip(source)
             .map(|(t, s)| t.cost / s.cost.max(f64::MIN_POSITIVE)),
     )
-}
-
-/// The geometric mean of cost ratios (1 for none): how the sweep and the
-/// carried patches sum up their tests.
-fn geometric_mean(ratios: impl IntoIterator<Item = f64>) -> f64 {
-    let (sum, n) = ratios
-        .into_iter()
-        .fold((0.0, 0usize), |(sum, n), r| (sum + r.ln(), n + 1));
-    (sum / n.max(1) as f64).exp()
 }
 
 /// The speedup's interval over the source: from both configurations' GPU

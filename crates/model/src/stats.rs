@@ -202,11 +202,20 @@ fn ratio_of_undisturbed(tests: &[&Timing], draws: &[Vec<usize>]) -> f64 {
 }
 
 fn geometric_mean_of_undisturbed(tests: &[&Timing], draws: &[Vec<usize>]) -> f64 {
-    let logs: f64 = undisturbed_pairs(tests, draws)
+    geometric_mean(
+        undisturbed_pairs(tests, draws)
+            .into_iter()
+            .map(|(v, o)| v / o),
+    )
+}
+
+/// The geometric mean of cost ratios (1 for none): how `gevod tune` sums
+/// up a configuration's tests, and a carried patch's.
+pub fn geometric_mean(ratios: impl IntoIterator<Item = f64>) -> f64 {
+    let (sum, n) = ratios
         .into_iter()
-        .map(|(v, o)| (v / o).ln())
-        .sum();
-    (logs / tests.len() as f64).exp()
+        .fold((0.0, 0usize), |(sum, n), r| (sum + r.ln(), n + 1));
+    (sum / n.max(1) as f64).exp()
 }
 
 /// Each test's undisturbed (variant, original) time over the drawn rounds

@@ -4,13 +4,14 @@
 //! configuration's original. What it says: whether another configuration
 //! with the same edits would beat the one the search ran on.
 
-use super::{copy_to_scratch, geometric_mean, Dropped, Files, Sweep, Timer};
+use super::{copy_to_scratch, Dropped, Files, Sweep, Timer};
 use crate::worker::gpu_run::{measure_on_gpu, Variants};
 use crate::worker::setup::WorkerSetup;
 use gevo_ir::transplant::Transplanter;
 use gevo_ir::{KernelIr, Patch};
 use gevo_model::spec::tune::Configuration;
 use gevo_model::spec::{self, Spec, TestSet, TestTarget};
+use gevo_model::stats;
 use gevo_search::eval::Evaluator;
 use std::path::Path;
 
@@ -182,5 +183,5 @@ fn carry_one(
         let cost = cost.ok_or_else(|| (kept, format!("{test}: not measured")))?;
         ratios.push(cost as f64 / original.max(1) as f64);
     }
-    Ok((kept, geometric_mean(ratios)))
+    Ok((kept, stats::geometric_mean(ratios)))
 }
