@@ -17,8 +17,6 @@ use gevo_ir::{CodegenOptions, KernelIr, Patch};
 use gevo_model::spec::{self, TestSet, TestTarget};
 use gevod::config::Prescreen;
 use gevod::worker::InProcess;
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -32,26 +30,6 @@ const FIXTURES: [&str; 8] = [
     "pipelines/lu",
     "pipelines/pyramid",
 ];
-
-/// The checked-out commit, short.
-fn commit() -> String {
-    std::process::Command::new("git")
-        .args(["rev-parse", "--short", "HEAD"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default()
-}
-
-/// This thread's CPU time.
-fn cpu() -> Duration {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `t` is a valid timespec for the call to fill.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
-    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
-}
 
 /// One placement's totals over a fixture's variants.
 #[derive(Default, Clone, Copy)]
@@ -103,12 +81,12 @@ struct Screen {
 }
 
 fn screen(on: &Screen, patch: &Patch, placement: Prescreen, side: &mut Side) -> Option<String> {
-    let started = cpu();
+    let started = report::thread_cpu();
     let screened = on
         .worker
         .screen(patch, placement)
         .expect("the pre-screen judges");
-    side.cpu += cpu() - started;
+    side.cpu += report::thread_cpu() - started;
     side.runs += screened.runs;
     side.bytes += on.bytes[..screened.runs].iter().sum::<u64>();
     let kind = screened
@@ -122,9 +100,9 @@ fn screen(on: &Screen, patch: &Patch, placement: Prescreen, side: &mut Side) -> 
 /// whether `all` passed it.
 fn both(worker: &Screen, ir: &KernelIr, patch: &Patch, seed: u64, kind: &mut Kind) -> bool {
     kind.variants += 1;
-    let started = cpu();
+    let started = report::thread_cpu();
     let _ = ir.lower_all(patch);
-    kind.lower += cpu() - started;
+    kind.lower += report::thread_cpu() - started;
     let (all, smallest) = match seed % 2 {
         0 => {
             let a = screen(worker, patch, Prescreen::All, &mut kind.all);
@@ -180,25 +158,13 @@ fn measure(name: &str, variants: u64, codegen: &CodegenOptions) -> Row {
         fresh: Kind::default(),
         children: Kind::default(),
     };
-    let mut parents = Vec::new();
-    for seed in 1..=variants {
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let edits = rng.gen_range(1..=4);
-        if let Ok(patch) = ir.mutate(&mut rng, edits) {
-            if both(&worker, &ir, &patch, seed, &mut row.fresh) {
-                parents.push(patch);
-            }
-        }
-    }
-    for seed in 1..=variants {
-        let Some(parent) = parents.get(seed as usize % parents.len().max(1)) else {
-            break;
+    report::bred_variants(&ir, variants, |patch, seed, child| {
+        let kind = match child {
+            false => &mut row.fresh,
+            true => &mut row.children,
         };
-        let mut rng = ChaCha8Rng::seed_from_u64(seed + 1_000_000);
-        if let Ok(child) = ir.extend(parent.clone(), &mut rng, 1) {
-            both(&worker, &ir, &child, seed, &mut row.children);
-        }
-    }
+        both(&worker, &ir, patch, seed, kind)
+    });
     for (what, k) in [("fresh", &row.fresh), ("children", &row.children)] {
         println!(
             "{:10} {what:8} {} variants: all {} runs {} rejected {:.2}s; smallest {} runs {} rejected {:.2}s",
@@ -305,7 +271,7 @@ fn table(rows: &[Row], variants: u64) -> String {
          |---|---|---|---|---|---|---|---|---|---|---|\n",
         report::machine(),
         report::today(),
-        commit(),
+        report::commit(),
     );
     let (mut fresh, mut children) = (Kind::default(), Kind::default());
     for r in rows {

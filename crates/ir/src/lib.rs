@@ -22,6 +22,7 @@ pub mod patch;
 mod signature;
 pub mod source;
 pub mod transplant;
+mod variant;
 
 pub use canonical::hash_without_build_directories;
 pub use codegen::{libdevice_candidates, CodegenOptions, DEFAULT_ARCH};
@@ -33,6 +34,7 @@ pub use patch::{
 };
 pub use signature::{display_name, source_parameter_types, Param};
 pub use source::{EditStory, Location, Named, SourceFiles};
+pub use variant::Variant;
 
 use inkwell::context::Context;
 use inkwell::memory_buffer::MemoryBuffer;
@@ -294,15 +296,7 @@ impl KernelIr {
 
     /// Replays `patch`, verifies, and emits PTX.
     pub fn compile(&self, patch: &Patch, options: &CodegenOptions) -> Result<Compiled, IrError> {
-        self.with_patched(patch, |context, module, _| {
-            let ir = module.print_to_string().to_string();
-            let ptx = codegen::emit_ptx(context, module, &self.kernels, options)?;
-            Ok(Compiled {
-                ptx_hash: content_hash(ptx.as_bytes()),
-                ir,
-                ptx,
-            })
-        })
+        self.with_variant(patch, |variant| variant.compile(options))?
     }
 
     /// Every instruction of the original kernel with its id, as IR text.
@@ -322,19 +316,12 @@ impl KernelIr {
 
     /// Replays `patch`, verifies, and lowers the (first) kernel for the simulator.
     pub fn lower(&self, patch: &Patch) -> Result<gevo_model::sim::code::Program, IrError> {
-        self.with_patched(patch, |_, module, live| {
-            lower::lower(module.as_mut_ptr(), &live.parts[0])
-        })
+        self.with_variant(patch, |variant| variant.lower_first())?
     }
 
     /// Replays `patch`, verifies, and lowers every chosen kernel, in order.
     pub fn lower_all(&self, patch: &Patch) -> Result<Vec<gevo_model::sim::code::Program>, IrError> {
-        self.with_patched(patch, |_, module, live| {
-            live.parts
-                .iter()
-                .map(|f| lower::lower(module.as_mut_ptr(), f))
-                .collect()
-        })
+        self.with_variant(patch, |variant| variant.lower_all())?
     }
 
     /// Replays `patch` edit by edit, recording what each does.

@@ -234,7 +234,19 @@ impl Evaluator {
         tests: &[&TestCase],
         stop: impl Fn(&TestResult) -> bool,
     ) -> Result<Vec<TestResult>, EvalError> {
-        let program = self.ir.lower_all(patch);
+        self.evaluate_lowered(patch, &self.ir.lower_all(patch), tests, stop)
+    }
+
+    /// [`Evaluator::evaluate_until`] on `patch` already lowered (or not
+    /// lowerable): a caller that replayed it for other work lowers it from
+    /// that replay.
+    pub fn evaluate_lowered(
+        &self,
+        patch: &Patch,
+        program: &Result<Vec<Program>, IrError>,
+        tests: &[&TestCase],
+        stop: impl Fn(&TestResult) -> bool,
+    ) -> Result<Vec<TestResult>, EvalError> {
         let mut results = Vec::new();
         for &test in tests {
             let reference = self.reference(test)?;
@@ -246,7 +258,7 @@ impl Evaluator {
                 original_cost: reference.stats.cost,
                 error: None,
             };
-            match &program {
+            match program {
                 Err(e) => result.failure = Some(Failure::Invalid(e.to_string())),
                 Ok(program) => {
                     let budget = (reference

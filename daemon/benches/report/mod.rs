@@ -42,6 +42,26 @@ pub fn today() -> String {
         .unwrap_or_default()
 }
 
+/// The checked-out commit, short.
+pub fn commit() -> String {
+    Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
+/// This thread's CPU time.
+pub fn thread_cpu() -> std::time::Duration {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is a valid timespec for the call to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    std::time::Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+}
+
 /// Replaces the text between `<!-- bench:NAME -->` and its end marker in
 /// BENCHMARKS.md (appending the section when it is new), keeping the others.
 pub fn write_section(path: &Path, name: &str, body: &str) {
@@ -54,4 +74,35 @@ pub fn write_section(path: &Path, name: &str, body: &str) {
         _ => format!("{}\n\n{section}\n", old.trim_end()),
     };
     std::fs::write(path, new).expect("write BENCHMARKS.md");
+}
+
+/// Variants as a search breeds them: `n` fresh ones (1 to 4 random edits
+/// from the original, seeds 1 to `n`), then `n` children (one edit more on
+/// a fresh variant `judge` accepted as a parent). `judge(patch, seed,
+/// child)` sees each in turn.
+pub fn bred_variants(
+    ir: &gevo_ir::KernelIr,
+    n: u64,
+    mut judge: impl FnMut(&gevo_ir::Patch, u64, bool) -> bool,
+) {
+    use rand::{Rng, SeedableRng};
+    let mut parents = Vec::new();
+    for seed in 1..=n {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let edits = rng.gen_range(1..=4);
+        if let Ok(patch) = ir.mutate(&mut rng, edits) {
+            if judge(&patch, seed, false) {
+                parents.push(patch);
+            }
+        }
+    }
+    for seed in 1..=n {
+        let Some(parent) = parents.get(seed as usize % parents.len().max(1)) else {
+            break;
+        };
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed + 1_000_000);
+        if let Ok(child) = ir.extend(parent.clone(), &mut rng, 1) {
+            judge(&child, seed, true);
+        }
+    }
 }

@@ -9,8 +9,9 @@ use crate::cuda::guarded::GuardedBuild;
 use crate::cuda::part_assembly::PartAssembler;
 use crate::cuda::toolkit::{Assembler, Cubin};
 use crate::harness::{HarnessEvaluator, Runner};
-use gevo_ir::{CodegenOptions, Patch};
+use gevo_ir::{CodegenOptions, IrError, Patch};
 use gevo_model::assessment::{Assessment, TestResult};
+use gevo_model::sim::code::Program;
 use gevo_model::spec::{Spec, TestCase, TestSet};
 use gevo_model::utilization::Spent;
 use gevo_search::eval::Evaluator;
@@ -30,9 +31,9 @@ pub struct InProcess {
     parts: Option<Option<PartAssembler>>,
     /// The train tests the pre-screen runs, least input first.
     screen_tests: Vec<TestCase>,
-    /// PTX hashes the search knows, as its compile requests told them
-    /// (`Compile::known`): a search's variant with one is answered after
-    /// code generation (`Compile::skip_known`).
+    /// Cache keys the search knows (PTX hashes and [`screened_key`]s), as
+    /// its compile requests told them (`Compile::known`): a search's variant
+    /// with one is answered early (`Compile::skip_known`).
     known: KnownPtx,
 }
 
@@ -61,6 +62,28 @@ pub struct Screened {
     pub passed: bool,
     /// Train tests run on the simulator.
     pub runs: usize,
+}
+
+/// The fitness-cache key of a variant the pre-screen rejected before code
+/// generation: its IR's hash, marked so that it never equals a PTX hash.
+pub fn screened_key(ir_hash: &str) -> String {
+    format!("ir:{ir_hash}")
+}
+
+/// What a search's compile request came to before its guarded build.
+enum Screening {
+    /// Did not replay, verify or generate code.
+    Failed(String),
+    /// The search knows it, by its IR or its PTX: nothing more to do. A
+    /// variant known by its IR has no PTX.
+    Known(Build),
+    /// Rejected by the pre-screen, with no PTX (keyed by its IR).
+    ScreenedOut(Build, Assessment),
+    /// Built; whether it passed every train test the pre-screen ran.
+    Passed {
+        build: Build,
+        passed_simulator: bool,
+    },
 }
 
 /// How variants are run: the spec's own launches on the simulator, or the
@@ -120,6 +143,26 @@ impl InProcess {
     /// worker (a timeout or a lost context) when it reaches the GPU;
     /// `smallest` costs the compile workers a fraction of that.
     pub fn screen(&self, patch: &Patch, placement: Prescreen) -> Result<Screened, BackendError> {
+        if !self.screens(placement) {
+            return Ok(Screened::default());
+        }
+        self.screen_lowered(patch, &self.ir().lower_all(patch), placement)
+    }
+
+    /// Whether `placement` runs any simulator test on this worker's variants.
+    fn screens(&self, placement: Prescreen) -> bool {
+        matches!(self.evaluation, Evaluation::Kernel(_))
+            && placement.tests(self.screen_tests.len()) > 0
+    }
+
+    /// [`InProcess::screen`] on `patch` lowered from a replay made for
+    /// other work too.
+    fn screen_lowered(
+        &self,
+        patch: &Patch,
+        program: &Result<Vec<Program>, IrError>,
+        placement: Prescreen,
+    ) -> Result<Screened, BackendError> {
         let Evaluation::Kernel(evaluator) = &self.evaluation else {
             return Ok(Screened::default());
         };
@@ -134,7 +177,7 @@ impl InProcess {
         }
         let tests: Vec<&TestCase> = self.screen_tests[..count].iter().collect();
         let results = evaluator
-            .evaluate_until(patch, &tests, screened_out)
+            .evaluate_lowered(patch, program, &tests, screened_out)
             .map_err(|e| {
                 BackendError::Failed(format!(
                     "the GPU backend's pre-screen (each new variant runs on the simulator's train tests before the GPU; --prescreen off or [gpu] prescreen = \"off\" skips it) cannot judge variants: {e}"
@@ -186,6 +229,68 @@ impl InProcess {
                 .ok();
         }
         self.assemble(ptx, arch)
+    }
+
+    /// A compile request's work up to its guarded build, on one replay of
+    /// the patch: a variant the search knows by its IR is answered at once;
+    /// the pre-screen runs before code generation, so a variant it rejects
+    /// costs no code generation and is keyed by its IR ([`screened_key`]);
+    /// one whose PTX the search knows is answered after code generation.
+    /// `Err` is this worker failing, not the variant.
+    fn screen_and_build(
+        &self,
+        patch: &Patch,
+        placement: Prescreen,
+        skip_known: bool,
+        spent: &mut Spent,
+    ) -> Result<Screening, String> {
+        let known = |hash: &str| skip_known && self.known.contains(hash);
+        let without_ptx = |ptx_hash| Build {
+            ptx_hash,
+            ptx: String::new(),
+        };
+        let started = Instant::now();
+        let screening = self.ir().with_variant(patch, |mut variant| {
+            let ir_key = screened_key(&variant.ir_hash());
+            spent.compile_s += started.elapsed().as_secs_f64();
+            if known(&ir_key) {
+                return Ok(Screening::Known(without_ptx(ir_key)));
+            }
+            let mut screened = Screened::default();
+            if self.screens(placement) {
+                let started = Instant::now();
+                screened = self
+                    .screen_lowered(patch, &variant.lower_all(), placement)
+                    .map_err(|e| e.to_string())?;
+                spent.prescreen_s += started.elapsed().as_secs_f64();
+            }
+            if let Some(rejected) = screened.rejected {
+                return Ok(Screening::ScreenedOut(without_ptx(ir_key), rejected));
+            }
+            let started = Instant::now();
+            let compiled = variant.compile(&self.codegen);
+            spent.compile_s += started.elapsed().as_secs_f64();
+            Ok(match compiled {
+                Err(e) => Screening::Failed(e.to_string()),
+                Ok(c) => {
+                    let build = Build {
+                        ptx_hash: c.ptx_hash,
+                        ptx: c.ptx,
+                    };
+                    match known(&build.ptx_hash) {
+                        true => Screening::Known(build),
+                        false => Screening::Passed {
+                            build,
+                            passed_simulator: screened.passed,
+                        },
+                    }
+                }
+            })
+        });
+        if screening.is_err() {
+            spent.compile_s += started.elapsed().as_secs_f64();
+        }
+        screening.unwrap_or_else(|e| Ok(Screening::Failed(e.to_string())))
     }
 
     /// The patch's guarded build, assembled for `arch` where one is named;
@@ -303,27 +408,26 @@ impl Handler for InProcess {
                 self.known.forget(forget);
                 self.known.extend(known);
                 let mut spent = Spent::default();
-                let started = Instant::now();
-                let built = self.compile_one(&patch);
-                spent.compile_s = started.elapsed().as_secs_f64();
-                match built {
-                    Ok(build) if skip_known && self.known.contains(&build.ptx_hash) => {
-                        Response::Built {
-                            id,
-                            build,
-                            cubin: None,
-                            screened_out: None,
-                            guarded: None,
-                            spent,
-                            known: true,
-                        }
+                let built = |build, screened_out, spent, known| Response::Built {
+                    id,
+                    build,
+                    cubin: None,
+                    screened_out,
+                    guarded: None,
+                    spent,
+                    known,
+                };
+                match self.screen_and_build(&patch, prescreen, skip_known, &mut spent)? {
+                    Screening::Failed(reason) => Response::CompileFailed { id, reason, spent },
+                    Screening::Known(build) => built(build, None, spent, true),
+                    Screening::ScreenedOut(build, rejected) => {
+                        built(build, Some(rejected), spent, false)
                     }
-                    Ok(build) => {
-                        let started = Instant::now();
-                        let screened = self.screen(&patch, prescreen).map_err(|e| e.to_string())?;
-                        let (screened_out, passed_simulator) = (screened.rejected, screened.passed);
-                        spent.prescreen_s = started.elapsed().as_secs_f64();
-                        let guarded = match guarded && screened_out.is_none() {
+                    Screening::Passed {
+                        build,
+                        passed_simulator,
+                    } => {
+                        let guarded = match guarded {
                             true => self.guarded_build(&patch, cubin_for.as_deref(), &mut spent),
                             false => None,
                         };
@@ -337,8 +441,8 @@ impl Handler for InProcess {
                             && !passed_simulator
                             && guarded.as_ref().is_some_and(|g| g.cubin.is_some());
                         let started = Instant::now();
-                        let cubin = match (&cubin_for, &screened_out) {
-                            (Some(arch), None) if !deferred => self.assemble(&build.ptx, arch),
+                        let cubin = match &cubin_for {
+                            Some(arch) if !deferred => self.assemble(&build.ptx, arch),
                             _ => None,
                         };
                         spent.assemble_s += started.elapsed().as_secs_f64();
@@ -346,13 +450,12 @@ impl Handler for InProcess {
                             id,
                             build,
                             cubin,
-                            screened_out,
+                            screened_out: None,
                             guarded,
                             spent,
                             known: false,
                         }
                     }
-                    Err(reason) => Response::CompileFailed { id, reason, spent },
                 }
             }
             Request::Assess { id, patch, set } => {
@@ -470,6 +573,44 @@ mod tests {
             "{message}"
         );
         assert!(guarded.is_none());
+    }
+
+    /// The pre-screen runs before code generation: a variant it rejects
+    /// comes without PTX, keyed by its IR's hash; one it passes comes with
+    /// the PTX and hash an ordinary compile gives.
+    #[test]
+    fn a_screened_out_variant_costs_no_code_generation() {
+        let mut vecadd = worker("vecadd");
+        let built = |worker: &mut InProcess, patch: Patch| {
+            let request = Request::compile_measured(1, patch, Prescreen::Smallest, None, true);
+            match worker.handle(request) {
+                Ok((
+                    Response::Built {
+                        build,
+                        screened_out,
+                        ..
+                    },
+                    _,
+                )) => (build, screened_out.is_some()),
+                other => panic!("not built: {other:?}"),
+            }
+        };
+        let drops_b = planted("vecadd.drops-b");
+        let (build, screened) = built(&mut vecadd, drops_b.clone());
+        let ir_hash = gevo_ir::content_hash(vecadd.ir().apply(&drops_b).unwrap().as_bytes());
+        assert!(screened);
+        assert_eq!(
+            (build.ptx.as_str(), build.ptx_hash),
+            ("", screened_key(&ir_hash))
+        );
+        let original = Patch {
+            edits: Vec::new(),
+            ..drops_b
+        };
+        let (build, screened) = built(&mut vecadd, original.clone());
+        assert!(!screened);
+        assert_eq!(build, vecadd.compile_one(&original).unwrap());
+        assert!(build.ptx.contains(".entry"), "{}", build.ptx);
     }
 
     /// A search's compile request whose PTX its worker was told is known

@@ -321,7 +321,8 @@ impl WorkerPool {
     /// Notes PTX hashes the search now knows (its fitness cache has their
     /// assessment): every worker hears of them with its next search compile
     /// request (`Compile::known`), and answers a variant with one of them
-    /// after code generation (`Compile::skip_known`).
+    /// early (`Compile::skip_known`). A pre-screen rejection's key is its
+    /// IR's (`in_process::screened_key`).
     pub fn note_known(&mut self, hashes: impl IntoIterator<Item = String>) {
         self.known.note(hashes);
     }

@@ -16,8 +16,9 @@ use serde::{Deserialize, Serialize};
 /// Wire protocol version, sent in the worker's greeting (5: guard sites
 /// carry their id; 6: guarded builds poison shared memory, the guard
 /// table's pattern word the worker fills; 7: `prescreen` names a
-/// placement; 8: `known` and `skip_known`; 9: `forget`).
-pub const PROTOCOL: u32 = 9;
+/// placement; 8: `known` and `skip_known`; 9: `forget`; 10: a variant the
+/// pre-screen rejects comes without PTX, keyed by its IR).
+pub const PROTOCOL: u32 = 10;
 
 /// A request from the engine's process.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -46,7 +47,8 @@ pub enum Request {
         /// (a search's variants, few of which pass; promotion's all do).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         defer_assembly: bool,
-        /// PTX hashes the search knows (its fitness cache holds them), new
+        /// Cache keys the search knows (PTX hashes, and the IR keys of the
+        /// pre-screen's rejections; its fitness cache holds them), new
         /// since this worker's previous request: the pool adds them as it
         /// sends (`WorkerPool::note_known`); the worker keeps them all.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -56,10 +58,10 @@ pub enum Request {
         /// drops them, so those variants are checked again in full.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         forget: Vec<String>,
-        /// A search's variant whose PTX the worker was told is known is
-        /// answered after code generation: the search takes its cached
-        /// fitness and measures nothing, so the pre-screen, the guarded
-        /// build and ptxas would be spent for nothing.
+        /// A search's variant whose IR key or PTX the worker was told is
+        /// known is answered right after its replay or its code generation:
+        /// the search takes its cached fitness and measures nothing, so the
+        /// rest would be spent for nothing.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         skip_known: bool,
     },
@@ -119,8 +121,8 @@ impl Request {
     /// A variant the GPU workers will measure: pre-screened where asked,
     /// with its guarded build, both assembled for `cubin_for`. A search's
     /// (`searching`) leaves the variant's assembly to the GPU worker
-    /// (`defer_assembly`) and stops after code generation where its PTX is
-    /// known (`skip_known`); promotion's measures every patch it is given.
+    /// (`defer_assembly`) and stops early where its IR key or PTX is known
+    /// (`skip_known`); promotion's measures every patch it is given.
     pub fn compile_measured(
         id: u64,
         patch: Patch,
@@ -170,6 +172,9 @@ pub enum Response {
     },
     Built {
         id: u64,
+        /// Its PTX and hash; no PTX, and its IR's hash as the key
+        /// (`in_process::screened_key`), where the pre-screen rejected it
+        /// before code generation or the search knows it by its IR.
         build: Build,
         /// The PTX assembled, when `cubin_for` asked, ptxas took it and
         /// `defer_assembly` did not leave it to the GPU worker.
@@ -183,8 +188,8 @@ pub enum Response {
         guarded: Option<GuardedBuild>,
         #[serde(default, skip_serializing_if = "Spent::is_zero")]
         spent: Spent,
-        /// Answered after code generation: its PTX is one the worker was
-        /// told the search knows (`Compile::skip_known`).
+        /// Answered early: its PTX (after code generation) or its IR (before)
+        /// is one the worker was told the search knows (`Compile::skip_known`).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         known: bool,
     },

@@ -363,6 +363,12 @@ impl Measuring<'_> {
             // that forgot one measures it unguarded rather than not at all.
             tracing::warn!("a variant its compile worker took for known is new to the search: measured without its guarded build");
         }
+        // Known by its IR, which only a pre-screen rejection keys: there is
+        // no PTX to measure, and the simulator rejected this IR before.
+        let screened_out = match (fresh && known, &build) {
+            (true, Ok(b)) if b.ptx.is_empty() => Some(rejected_before()),
+            _ => screened_out,
+        };
         // Measured during the batch before, ahead of it.
         let measured_ahead = match (fresh, &screened_out, &build) {
             (true, None, Ok(b)) => self.ahead.take(&b.ptx_hash),
@@ -505,6 +511,16 @@ impl Feed for Measuring<'_> {
         }
         let _ = reply.send(result);
     }
+}
+
+/// A variant its compile worker knew by its IR, which the search no longer
+/// holds a verdict for: only the pre-screen's rejections are keyed by IR.
+fn rejected_before() -> Assessment {
+    Assessment::failed(
+        "train",
+        "prescreen",
+        "pre-screen on the simulator: this variant's IR was rejected before (the search no longer holds the verdict)".into(),
+    )
 }
 
 /// A variant that did not compile, as promotion's measurements say it.
