@@ -68,10 +68,7 @@ fn assemble(ptxas: &Path, ptx: &Path, arch: &str) -> Duration {
 
 fn main() {
     let root = repo_root();
-    let options = CodegenOptions {
-        libdevice: Some(root.join("tests/fixtures/libdevice-stub.ll")),
-        ..CodegenOptions::default()
-    };
+    let options = report::stub_codegen();
     let ptxas = ptxas();
     let work = tempfile::tempdir().expect("temp dir");
     let specs = KERNELS

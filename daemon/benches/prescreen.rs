@@ -285,10 +285,7 @@ fn table(rows: &[Row], variants: u64) -> String {
 
 fn main() {
     let root = repo_root();
-    let codegen = CodegenOptions {
-        libdevice: Some(root.join("tests/fixtures/libdevice-stub.ll")),
-        ..CodegenOptions::default()
-    };
+    let codegen = report::stub_codegen();
     let variants = report::setting("PRESCREEN_VARIANTS", 1000) as u64;
     let rows: Vec<Row> = FIXTURES
         .iter()

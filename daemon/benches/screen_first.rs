@@ -181,10 +181,7 @@ fn table(rows: &[Row], variants: u64) -> String {
 
 fn main() {
     let root = repo_root();
-    let codegen = CodegenOptions {
-        libdevice: Some(root.join("tests/fixtures/libdevice-stub.ll")),
-        ..CodegenOptions::default()
-    };
+    let codegen = report::stub_codegen();
     let variants = report::setting("SCREEN_VARIANTS", 300) as u64;
     let rows: Vec<Row> = FIXTURES
         .iter()

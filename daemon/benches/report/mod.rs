@@ -42,6 +42,15 @@ pub fn today() -> String {
         .unwrap_or_default()
 }
 
+/// Code generation as the fixtures' tests build them: the stub libdevice,
+/// so no CUDA toolkit is needed.
+pub fn stub_codegen() -> gevo_ir::CodegenOptions {
+    gevo_ir::CodegenOptions {
+        libdevice: Some(repo_root().join("tests/fixtures/libdevice-stub.ll")),
+        ..gevo_ir::CodegenOptions::default()
+    }
+}
+
 /// The checked-out commit, short.
 pub fn commit() -> String {
     Command::new("git")

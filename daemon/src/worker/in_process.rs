@@ -250,14 +250,16 @@ impl InProcess {
             ptx: String::new(),
         };
         let started = Instant::now();
+        let screens = self.screens(placement);
         let screening = self.ir().with_variant(patch, |mut variant| {
-            let ir_key = screened_key(&variant.ir_hash());
+            // Printing the IR costs a little: only where it may serve.
+            let ir_key = (skip_known || screens).then(|| screened_key(&variant.ir_hash()));
             spent.compile_s += started.elapsed().as_secs_f64();
-            if known(&ir_key) {
-                return Ok(Screening::Known(without_ptx(ir_key)));
+            if let Some(key) = ir_key.as_ref().filter(|k| known(k)) {
+                return Ok(Screening::Known(without_ptx(key.clone())));
             }
             let mut screened = Screened::default();
-            if self.screens(placement) {
+            if screens {
                 let started = Instant::now();
                 screened = self
                     .screen_lowered(patch, &variant.lower_all(), placement)
@@ -265,7 +267,8 @@ impl InProcess {
                 spent.prescreen_s += started.elapsed().as_secs_f64();
             }
             if let Some(rejected) = screened.rejected {
-                return Ok(Screening::ScreenedOut(without_ptx(ir_key), rejected));
+                let key = ir_key.unwrap_or_else(|| screened_key(&variant.ir_hash()));
+                return Ok(Screening::ScreenedOut(without_ptx(key), rejected));
             }
             let started = Instant::now();
             let compiled = variant.compile(&self.codegen);
