@@ -9,15 +9,11 @@
 #   scripts/package-commit.sh REV
 #
 # On a 2-GPU machine, each side on its own GPU and half the cores, each
-# running its own tree's script on its own fixtures (docs/cluster.md,
-# "Against an earlier commit"):
+# running its own tree's scripts/gpu-scaling.sh on its own fixtures
+# (docs/cluster.md, "Against an earlier commit"):
 #
-#   gunzip -c .dist/gevod.gz > /tmp/gevod
-#   gunzip -c .dist/commit-REV/gevod.gz > /tmp/gevod-REV
-#   chmod +x /tmp/gevod /tmp/gevod-REV
-#   CUDA_VISIBLE_DEVICES=0 taskset -c 0-15 scripts/gpu-scaling.sh /tmp/gevod /tmp/new &
-#   CUDA_VISIBLE_DEVICES=1 taskset -c 16-31 .dist/commit-REV/scripts/gpu-scaling.sh /tmp/gevod-REV /tmp/old &
-#   wait
+#   gunzip -c .dist/gevod.gz > /tmp/gevod && chmod +x /tmp/gevod
+#   RUNS="stencil:1 lu:1" scripts/gpu-side-by-side.sh REV /tmp/gevod /tmp/side
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rev=$(git rev-parse --short "${1:?usage: scripts/package-commit.sh REV}^{commit}")

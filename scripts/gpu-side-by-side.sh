@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# An earlier commit against this tree in one run, on a 2-GPU host
+# (docs/cluster.md, "Against an earlier commit"): REV's package
+# (`scripts/package-commit.sh REV` made .dist/commit-REV/) on GPU 0 and the
+# first half of the cores, GEVOD (this tree's) on GPU 1 and the second half,
+# each running its own tree's scripts/gpu-scaling.sh on its own fixtures:
+# one search per RUNS entry (FIXTURE:SEED, default "stencil:1"), TIME each
+# (default 60s, stopped at LIMIT seconds, default 70), one after another on
+# each side, both sides at once. Prints a row per search and side (the
+# compile workers' CPU seconds per variant measured: pre-screen, ptxas,
+# code generation and generated tests together; the validated speedup, 1
+# where nothing validated), then per fixture the medians over its seeds.
+#
+#   RUNS="lu:1 lu:2 pyramid:1" scripts/gpu-side-by-side.sh REV GEVOD WORKDIR
+#   scripts/gpu-side-by-side.sh --table REV WORKDIR    (the runs already made)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+summary() {
+    python3 - "$1" "$2" <<'PY'
+import glob, json, os, statistics, sys
+work, rev = sys.argv[1:3]
+print("| fixture | seed | commit | generations | measured/s | GPU busy | CPU s per measured variant | validated |")
+print("|---|---|---|---|---|---|---|---|")
+runs = {}
+for side in (rev, "new"):
+    for path in sorted(glob.glob(os.path.join(work, side, "s*", "*-one.json"))):
+        seed = os.path.basename(os.path.dirname(path))[1:]
+        fixture = os.path.basename(path)[: -len("-one.json")]
+        try:
+            r = json.load(open(path))
+        except ValueError as e:
+            print(f"| {fixture} | {seed} | {side} | no result: {e} |")
+            continue
+        u = r.get("utilization") or {}
+        spent = u.get("spent") or {}
+        measured = u.get("measured") or 0
+        cpu = sum(spent.get(k, 0.0) for k in ("prescreen_s", "assemble_s", "compile_s", "generated_s"))
+        per = cpu / measured if measured else float("nan")
+        speedup = (r.get("best") or {}).get("speedup") or 1.0
+        runs.setdefault(fixture, {}).setdefault(side, []).append((per, speedup))
+        print(f"| {fixture} | {seed} | {side} | {r.get('generations')} | {u.get('measured_per_s', 0):.1f} "
+              f"| {u.get('gpu_busy_share', 0):.0%} | {per:.3f} | {speedup:.4f}x |")
+print()
+print(f"| fixture | seeds | CPU s per measured variant, {rev} -> new (median) | validated, {rev} -> new (median) |")
+print("|---|---|---|---|")
+for fixture, sides in runs.items():
+    old, new = sides.get(rev, []), sides.get("new", [])
+    if not old or not new:
+        print(f"| {fixture} | - | one side has no result | |")
+        continue
+    median = lambda rows, i: statistics.median(row[i] for row in rows)
+    print(f"| {fixture} | {len(old)} / {len(new)} | {median(old, 0):.3f} -> {median(new, 0):.3f} "
+          f"({median(new, 0) / median(old, 0):.2f}x) | {median(old, 1):.4f}x -> {median(new, 1):.4f}x |")
+PY
+}
+if [ "${1:-}" = --table ]; then
+    summary "${3:?usage: scripts/gpu-side-by-side.sh --table REV WORKDIR}" "$2"
+    exit
+fi
+rev=${1:?usage: scripts/gpu-side-by-side.sh REV GEVOD WORKDIR}
+gevod=${2:?usage: scripts/gpu-side-by-side.sh REV GEVOD WORKDIR}
+work=${3:?usage: scripts/gpu-side-by-side.sh REV GEVOD WORKDIR}
+old=.dist/commit-$rev
+if [ ! -f "$old/gevod.gz" ]; then
+    echo "no $old/gevod.gz: run scripts/package-commit.sh $rev first" >&2
+    exit 2
+fi
+RUNS=${RUNS:-stencil:1} TIME=${TIME:-60s} LIMIT=${LIMIT:-70}
+mkdir -p "$work"
+gunzip -c "$old/gevod.gz" > "$work/gevod-$rev" && chmod +x "$work/gevod-$rev"
+cores=$(nproc)
+half=$((cores / 2))
+# side NAME GPU CPUS SCRIPT GEVOD: the searches of RUNS, one after another.
+side() {
+    for run in $RUNS; do
+        CUDA_VISIBLE_DEVICES=$2 taskset -c "$3" env MODES=one:0 FIXTURES="${run%%:*}" \
+            TIME="$TIME" LIMIT="$LIMIT" SEED="${run##*:}" "$4" "$5" "$work/$1/s${run##*:}"
+    done > "$work/$1.log" 2>&1
+}
+side "$rev" 0 "0-$((half - 1))" "$old/scripts/gpu-scaling.sh" "$work/gevod-$rev" &
+side new 1 "$half-$((cores - 1))" scripts/gpu-scaling.sh "$gevod" &
+wait
+grep -h '^ok\|^FAIL' "$work/$rev.log" "$work/new.log"
+summary "$work" "$rev"
