@@ -1,10 +1,11 @@
 //! PTX emission through LLVM's NVPTX target, with libdevice linked in when the
 //! kernel calls `__nv_*` functions.
 
+mod libdevice;
+
 use super::error::IrError;
 use inkwell::context::Context;
-use inkwell::memory_buffer::MemoryBuffer;
-use inkwell::module::{Linkage, Module};
+use inkwell::module::Module;
 use inkwell::passes::PassBuilderOptions;
 use inkwell::targets::{
     CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine, TargetTriple,
@@ -12,7 +13,7 @@ use inkwell::targets::{
 use inkwell::OptimizationLevel;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, Once, OnceLock};
+use std::sync::Once;
 
 pub const DEFAULT_ARCH: &str = "sm_90";
 const NVPTX_TRIPLE: &str = "nvptx64-nvidia-cuda";
@@ -111,94 +112,6 @@ fn with_target_machine_features<T>(
     })
 }
 
-/// Bytes of each libdevice file read so far (it is about 500 KB and read once).
-fn libdevice_bytes(path: &Path) -> Result<Arc<Vec<u8>>, IrError> {
-    static CACHE: OnceLock<Mutex<HashMap<PathBuf, Arc<Vec<u8>>>>> = OnceLock::new();
-    let cache = CACHE.get_or_init(Default::default);
-    if let Some(bytes) = cache.lock().expect("libdevice cache").get(path) {
-        return Ok(bytes.clone());
-    }
-    let bytes = Arc::new(std::fs::read(path).map_err(|error| IrError::Io {
-        path: path.to_path_buf(),
-        error,
-    })?);
-    cache
-        .lock()
-        .expect("libdevice cache")
-        .insert(path.to_path_buf(), bytes.clone());
-    Ok(bytes)
-}
-
-/// Names of `__nv_*` functions the module declares and uses.
-fn libdevice_calls(module: &Module) -> Vec<String> {
-    module
-        .get_functions()
-        .filter(|f| f.count_basic_blocks() == 0)
-        .map(|f| f.get_name().to_string_lossy().into_owned())
-        .filter(|name| name.starts_with("__nv_"))
-        .collect()
-}
-
-fn link_libdevice<'ctx>(
-    context: &'ctx Context,
-    module: &Module<'ctx>,
-    options: &CodegenOptions,
-    kernels: &[String],
-    tm: &TargetMachine,
-) -> Result<(), IrError> {
-    let needed = libdevice_calls(module);
-    let Some(first) = needed.first() else {
-        return Ok(());
-    };
-    let candidates = libdevice_candidates(options.libdevice.as_deref());
-    let Some(path) = candidates.iter().find(|p| p.is_file()) else {
-        return Err(IrError::LibdeviceNotFound {
-            function: first.clone(),
-            searched: candidates.iter().map(|p| p.display().to_string()).collect(),
-        });
-    };
-    let link_error = |message: String| IrError::LibdeviceLink {
-        path: path.display().to_string(),
-        message: super::one_line(&message),
-    };
-    let bytes = libdevice_bytes(path)?;
-    let buffer = MemoryBuffer::create_from_memory_range_copy(&bytes, &path.display().to_string());
-    let libdevice = context
-        .create_module_from_ir(buffer)
-        .map_err(|e| link_error(e.to_string()))?;
-    // libdevice ships with a generic data layout; adopt the kernel's so the
-    // linker does not warn.
-    libdevice.set_triple(&module.get_triple());
-    libdevice.set_data_layout(&module.get_data_layout());
-    module
-        .link_in_module(libdevice)
-        .map_err(|e| link_error(e.to_string()))?;
-    for name in &needed {
-        if module
-            .get_function(name)
-            .is_none_or(|f| f.count_basic_blocks() == 0)
-        {
-            return Err(IrError::UnresolvedFunction {
-                function: name.clone(),
-            });
-        }
-    }
-    // Keep only what the kernels reach: libdevice defines hundreds of functions.
-    for f in module.get_functions() {
-        let name = f.get_name().to_string_lossy();
-        if f.count_basic_blocks() > 0 && !kernels.iter().any(|k| *k == name) {
-            f.set_linkage(Linkage::Internal);
-        }
-    }
-    module
-        .run_passes(
-            "function(nvvm-reflect),globaldce",
-            tm,
-            PassBuilderOptions::create(),
-        )
-        .map_err(|e| link_error(e.to_string()))
-}
-
 /// Runs the LLVM pass pipeline `passes` (new pass manager syntax) on
 /// `module`, with the target machine for `arch`.
 pub(super) fn run_passes(module: &Module<'_>, arch: &str, passes: &str) -> Result<(), IrError> {
@@ -236,7 +149,7 @@ pub(super) fn emit_ptx_with_features<'ctx>(
         // (and its hash, the fitness cache's key) is the same as for IR
         // compiled without them, and no `.loc` makes two variants differ.
         module.strip_debug_info();
-        link_libdevice(context, module, options, kernels, tm)?;
+        libdevice::link(context, module, options, kernels, tm)?;
         let buffer = tm
             .write_to_memory_buffer(module, FileType::Assembly)
             .map_err(|e| IrError::Codegen {
