@@ -46,7 +46,7 @@ pub(super) fn link<'ctx>(
         path: path.display().to_string(),
         message: crate::one_line(&message),
     };
-    let target = Target {
+    let target = KernelTarget {
         triple: module.get_triple().as_str().to_string_lossy().into_owned(),
         layout: module
             .get_data_layout()
@@ -85,7 +85,7 @@ pub(super) fn link<'ctx>(
 /// The kernel module's triple and data layout, which libdevice adopts (it
 /// ships with generic ones, and the linker would warn).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct Target {
+struct KernelTarget {
     triple: String,
     layout: String,
 }
@@ -118,10 +118,10 @@ fn internalize_all_but(module: &Module, kept: &[String]) {
 fn slice(
     path: &Path,
     needed: &[String],
-    target: &Target,
+    target: &KernelTarget,
     tm: &TargetMachine,
 ) -> Result<Arc<Vec<u8>>, String> {
-    type Key = (PathBuf, Vec<String>, Target);
+    type Key = (PathBuf, Vec<String>, KernelTarget);
     static SLICES: OnceLock<Mutex<HashMap<Key, Arc<Vec<u8>>>>> = OnceLock::new();
     let slices = SLICES.get_or_init(Default::default);
     let key = (path.to_path_buf(), needed.to_vec(), target.clone());
