@@ -72,6 +72,16 @@ pub(super) fn link<'ctx>(
             });
         }
     }
+    keep_what_kernels_reach(module, kernels, tm).map_err(link_error)
+}
+
+/// libdevice's `__nvvm_reflect` queries answered, and every function
+/// `kernels` do not reach dropped.
+fn keep_what_kernels_reach(
+    module: &Module,
+    kernels: &[String],
+    tm: &TargetMachine,
+) -> Result<(), String> {
     internalize_all_but(module, kernels);
     module
         .run_passes(
@@ -79,7 +89,7 @@ pub(super) fn link<'ctx>(
             tm,
             PassBuilderOptions::create(),
         )
-        .map_err(|e| link_error(e.to_string()))
+        .map_err(|e| e.to_string())
 }
 
 /// The kernel module's triple and data layout, which libdevice adopts (it
@@ -171,14 +181,7 @@ mod tests {
         libdevice.set_triple(&module.get_triple());
         libdevice.set_data_layout(&module.get_data_layout());
         module.link_in_module(libdevice).unwrap();
-        internalize_all_but(module, kernels);
-        module
-            .run_passes(
-                "function(nvvm-reflect),globaldce",
-                tm,
-                PassBuilderOptions::create(),
-            )
-            .unwrap();
+        keep_what_kernels_reach(module, kernels, tm).unwrap();
     }
 
     /// A kernel calling libdevice functions that reach others and its
