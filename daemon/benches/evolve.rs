@@ -42,10 +42,7 @@ fn run(fixture: &'static str, seed: u64, selection: &'static str) -> Row {
         .arg(&config)
         .args(["--evaluations", &EVALUATIONS.to_string()])
         .args(["--seed", &seed.to_string(), "--json"])
-        .env(
-            "GEVO_LIBDEVICE",
-            root.join("tests/fixtures/libdevice-stub.ll"),
-        )
+        .env("GEVO_LIBDEVICE", report::stub_libdevice())
         .output()
         .unwrap();
     assert!(

@@ -183,10 +183,7 @@ fn main() {
     let root = repo_root();
     // Compile workers link the team's libdevice stand-in where a kernel
     // needs it.
-    std::env::set_var(
-        "GEVO_LIBDEVICE",
-        root.join("tests/fixtures/libdevice-stub.ll"),
-    );
+    std::env::set_var("GEVO_LIBDEVICE", report::stub_libdevice());
     let (count, size) = (
         setting("GEVO_BENCH_BATCHES", 3),
         setting("GEVO_BENCH_BATCH", 48),

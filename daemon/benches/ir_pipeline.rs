@@ -59,7 +59,7 @@ struct Row {
 
 fn main() {
     let root = repo_root();
-    let libdevice = root.join("tests/fixtures/libdevice-stub.ll");
+    let libdevice = report::stub_libdevice();
     let options = CodegenOptions {
         libdevice: Some(libdevice.clone()),
         ..CodegenOptions::default()

@@ -95,10 +95,7 @@ fn run(spec_path: &Path, carry: bool, dir: &Path) -> Run {
 
 fn main() {
     let root = repo_root();
-    std::env::set_var(
-        "GEVO_LIBDEVICE",
-        root.join("tests/fixtures/libdevice-stub.ll"),
-    );
+    std::env::set_var("GEVO_LIBDEVICE", report::stub_libdevice());
     let spec_path = root.join("tests/fixtures/kernels/vecadd.gevo.toml");
     let dir = tempfile::tempdir().unwrap();
     let runs: Vec<Run> = [true, false]

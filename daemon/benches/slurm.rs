@@ -27,10 +27,7 @@ fn rate(mut command: Command, state: &Path, slurm: bool) -> f64 {
         .args(["--backend", "sim", "--workers", WORKERS, "--seed", "1"])
         .args(["--evaluations", EVALUATIONS, "--json", "--state"])
         .arg(state)
-        .env(
-            "GEVO_LIBDEVICE",
-            root.join("tests/fixtures/libdevice-stub.ll"),
-        );
+        .env("GEVO_LIBDEVICE", report::stub_libdevice());
     if slurm {
         command.arg("--slurm");
     }

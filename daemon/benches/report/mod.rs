@@ -42,11 +42,16 @@ pub fn today() -> String {
         .unwrap_or_default()
 }
 
-/// Code generation as the fixtures' tests build them: the stub libdevice,
-/// so no CUDA toolkit is needed.
+/// The team's libdevice stand-in (tests/fixtures): no CUDA toolkit needed.
+pub fn stub_libdevice() -> PathBuf {
+    repo_root().join("tests/fixtures/libdevice-stub.ll")
+}
+
+/// Code generation as the fixtures' tests build them, with the stub
+/// libdevice.
 pub fn stub_codegen() -> gevo_ir::CodegenOptions {
     gevo_ir::CodegenOptions {
-        libdevice: Some(repo_root().join("tests/fixtures/libdevice-stub.ll")),
+        libdevice: Some(stub_libdevice()),
         ..gevo_ir::CodegenOptions::default()
     }
 }
