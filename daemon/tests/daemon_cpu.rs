@@ -17,14 +17,22 @@ fn stat_of(path: &str) -> Option<(i64, i64, u32)> {
     Some((field(41)?, field(19)?, field(4)? as u32))
 }
 
-/// (pid, policy, nice) of each process whose parent is `parent`.
+/// (pid, policy, nice) of each process whose parent is `parent` and that
+/// has exec'd its own program. A child between fork and exec still runs
+/// the daemon's image at the daemon's priority (its priority is set just
+/// before exec), so it is not a worker yet: its command line is still the
+/// daemon's.
 fn children(parent: u32) -> Vec<(u32, i64, i64)> {
+    let cmdline = |pid: u32| std::fs::read(format!("/proc/{pid}/cmdline")).ok();
+    let parents = cmdline(parent);
     std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .filter_map(|pid| {
+            // The command line first: a stat read after it is post-exec.
+            let execd = cmdline(pid).is_some_and(|own| Some(own) != parents);
             let (policy, nice, ppid) = stat_of(&format!("/proc/{pid}/stat"))?;
-            (ppid == parent).then_some((pid, policy, nice))
+            (ppid == parent && execd).then_some((pid, policy, nice))
         })
         .collect()
 }
