@@ -24,6 +24,7 @@
 //! The engine's side (compile workers feeding a GPU worker, the simulator
 //! pre-screen) lives beside the other worker pools, in `worker::gpu`.
 
+pub mod batch_assembly;
 pub mod check;
 pub mod compare;
 mod device_test;
@@ -36,6 +37,7 @@ pub mod measure;
 mod output_check;
 mod pace;
 pub mod part_assembly;
+mod ptx_items;
 mod timing;
 pub mod toolkit;
 

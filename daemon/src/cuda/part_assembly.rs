@@ -11,6 +11,7 @@
 //! does not understand (an unknown directive, a weak symbol, a mutable
 //! internal variable two kernels could share) is assembled whole.
 
+use super::ptx_items::{function_name, items, mentions, variable_name, Item};
 use super::toolkit::{AssembleError, Assembler, Assembling, Cubin};
 use gevo_ir::content_hash;
 use std::collections::HashMap;
@@ -32,20 +33,6 @@ pub struct Parts {
     /// (made internal) and variables (visible ones declared `.extern`) it
     /// uses.
     pub kernels: Vec<(String, String)>,
-}
-
-/// One top-level item of a PTX module.
-enum Item {
-    /// `.version`, `.target`, `.address_size`.
-    Preamble(String),
-    /// A function's prototype (ends in `;`).
-    Prototype(String),
-    /// A function with its body.
-    Function(String),
-    /// A kernel with its body.
-    Entry { name: String, text: String },
-    /// A variable: `.global`, `.const`, `.shared`, possibly `.visible`.
-    Variable(String),
 }
 
 /// `ptx` split into parts, or `None` where it has fewer than two kernels
@@ -144,16 +131,6 @@ fn used_by(kernel: &str, shared: &[(String, String)]) -> Vec<String> {
     used
 }
 
-/// Whether `text` names `name` as a whole identifier.
-fn mentions(text: &str, name: &str) -> bool {
-    let identifier = |c: char| c.is_alphanumeric() || c == '_' || c == '$';
-    text.match_indices(name).any(|(at, _)| {
-        let before = text[..at].chars().next_back();
-        let after = text[at + name.len()..].chars().next();
-        !before.is_some_and(identifier) && !after.is_some_and(identifier)
-    })
-}
-
 /// A function's text with the function's number in the module taken out
 /// of its labels and local depot (`$L__BB9_1` -> `$L__BB_1`,
 /// `__local_depot9` -> `__local_depot`): both are scoped to the function,
@@ -172,130 +149,6 @@ fn function_numbers_dropped(text: &str) -> String {
     }
     out += rest;
     out
-}
-
-/// `.global .align 4 .b8 name[256];` (or `... name = ...;`) -> `name`.
-fn variable_name(text: &str) -> Option<String> {
-    let end = text.find(['[', '=', ';'])?;
-    let name = text[..end].split_whitespace().next_back()?;
-    let identifier = |c: char| c.is_alphanumeric() || c == '_' || c == '$';
-    name.chars().all(identifier).then(|| name.to_string())
-}
-
-/// `.func (.param .b32 r) name(` -> `name`.
-fn function_name(text: &str) -> Option<String> {
-    let directive = text.trim_start();
-    let directive = directive.strip_prefix(".visible ").unwrap_or(directive);
-    let directive = directive.strip_prefix(".extern ").unwrap_or(directive);
-    let mut rest = directive.strip_prefix(".func")?.trim_start();
-    if rest.starts_with('(') {
-        rest = rest[rest.find(')')? + 1..].trim_start();
-    }
-    let name: String = rest
-        .chars()
-        .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '$')
-        .collect();
-    (!name.is_empty()).then_some(name)
-}
-
-/// The module's top-level items, or `None` at anything unknown.
-fn items(ptx: &str) -> Option<Vec<Item>> {
-    let mut items = Vec::new();
-    let mut lines = ptx.lines();
-    while let Some(line) = lines.next() {
-        let t = line.trim();
-        if t.is_empty() || t.starts_with("//") {
-            continue;
-        }
-        let first = t.split_whitespace().next()?;
-        if [".version", ".target", ".address_size"].contains(&first) {
-            items.push(Item::Preamble(format!("{line}\n")));
-            continue;
-        }
-        let directive = t.strip_prefix(".visible ").unwrap_or(t);
-        let kind = directive.split_whitespace().next()?;
-        match kind {
-            ".global" | ".const" | ".shared" | ".extern" => {
-                items.push(Item::Variable(statement(line, &mut lines)?))
-            }
-            ".func" | ".entry" => {
-                let text = block(line, &mut lines)?;
-                let item = match (kind, text.contains('{')) {
-                    (".entry", true) => Item::Entry {
-                        name: entry_name(directive)?,
-                        text,
-                    },
-                    (".func", true) => Item::Function(text),
-                    (".func", false) => Item::Prototype(text),
-                    _ => return None,
-                };
-                items.push(item);
-            }
-            _ => return None,
-        }
-    }
-    Some(items)
-}
-
-/// A variable's text: lines up to the one that ends in `;`.
-fn statement<'a>(first: &str, lines: &mut impl Iterator<Item = &'a str>) -> Option<String> {
-    let mut text = format!("{first}\n");
-    let mut last = first;
-    while !last.trim_end().ends_with(';') {
-        last = lines.next()?;
-        text += last;
-        text.push('\n');
-    }
-    Some(text)
-}
-
-/// A function's or kernel's text: a prototype up to its `;`, or its body
-/// up to the brace that closes it.
-fn block<'a>(first: &str, lines: &mut impl Iterator<Item = &'a str>) -> Option<String> {
-    let mut text = String::new();
-    let (mut depth, mut opened) = (0i64, false);
-    let mut line = without_call_numbers(first);
-    loop {
-        text += line;
-        text.push('\n');
-        for c in line.chars() {
-            match c {
-                '{' => {
-                    depth += 1;
-                    opened = true;
-                }
-                '}' => depth -= 1,
-                _ => {}
-            }
-        }
-        if opened && depth == 0 {
-            return Some(text);
-        }
-        if !opened && line.trim_end().ends_with(';') {
-            return Some(text);
-        }
-        line = without_call_numbers(lines.next()?);
-    }
-}
-
-/// `line` without the code generator's call-sequence comment
-/// (`{ // callseq 17, 0`): numbered across the module, it would make a
-/// kernel's part change with another kernel's calls.
-fn without_call_numbers(line: &str) -> &str {
-    match line.find(" // callseq ") {
-        Some(at) => &line[..at],
-        None => line,
-    }
-}
-
-/// `.entry name(` -> `name`.
-fn entry_name(directive: &str) -> Option<String> {
-    let rest = directive.strip_prefix(".entry")?.trim_start();
-    let name: String = rest
-        .chars()
-        .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '$')
-        .collect();
-    (!name.is_empty()).then_some(name)
 }
 
 /// A function made internal to its part: each part holds its own copy.
