@@ -7,6 +7,8 @@ scripts/install-deps.sh test
 cargo bench -p gevod --bench ir_pipeline
 cargo bench -p gevod --bench guard_builds
 cargo bench -p gevod --bench prescreen --profile dev
+cargo bench -p gevod --bench screen_first --profile dev
+cargo bench -p gevod --bench ptxas_batches --profile dev
 cargo bench -p gevod --bench sim_speed
 cargo bench -p gevod --bench inputs
 cargo bench -p gevod --bench evolve
