@@ -32,14 +32,6 @@ use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::Duration;
 
-const FIXTURES: [&str; 5] = [
-    "kernels/stencil",
-    "kernels/nw",
-    "pipelines/wavefront",
-    "pipelines/lu",
-    "pipelines/pyramid",
-];
-
 /// CPU time of this process's children that have ended.
 fn children_cpu() -> Duration {
     // SAFETY: an all-zero rusage is a valid value for the call to fill.
@@ -320,7 +312,7 @@ fn main() {
     let codegen = report::stub_codegen();
     let batch = report::setting("BATCH", 8);
     let batches = report::setting("BATCHES", 4);
-    let rows: Vec<Row> = FIXTURES
+    let rows: Vec<Row> = report::GPU_SIZED_FIXTURES
         .iter()
         .map(|f| measure(f, batch, batches, &codegen))
         .collect();

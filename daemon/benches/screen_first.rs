@@ -22,14 +22,6 @@ use gevod::config::Prescreen;
 use gevod::worker::{Handler, InProcess, Request, Response};
 use std::time::Duration;
 
-const FIXTURES: [&str; 5] = [
-    "kernels/stencil",
-    "kernels/nw",
-    "pipelines/wavefront",
-    "pipelines/lu",
-    "pipelines/pyramid",
-];
-
 #[derive(Default)]
 struct Row {
     name: String,
@@ -183,7 +175,7 @@ fn main() {
     let root = repo_root();
     let codegen = report::stub_codegen();
     let variants = report::setting("SCREEN_VARIANTS", 300) as u64;
-    let rows: Vec<Row> = FIXTURES
+    let rows: Vec<Row> = report::GPU_SIZED_FIXTURES
         .iter()
         .map(|f| measure(f, variants, &codegen))
         .collect();

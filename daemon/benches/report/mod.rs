@@ -6,6 +6,16 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// The fixtures with GPU-sized tests (tests/fixtures/NAME.gevo.toml), as
+/// the GPU benchmark searches them.
+pub const GPU_SIZED_FIXTURES: [&str; 5] = [
+    "kernels/stencil",
+    "kernels/nw",
+    "pipelines/wavefront",
+    "pipelines/lu",
+    "pipelines/pyramid",
+];
+
 /// The repository's root (fixtures, BENCHMARKS.md).
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
