@@ -16,7 +16,9 @@
 //! how many are the same. Run with `cargo bench -p gevod --bench
 //! ptxas_batches --profile dev` (`BATCH`, 8, and `BATCHES`, 4, unless
 //! set); it rewrites its section of BENCHMARKS.md, and says so and writes
-//! nothing where this machine has no ptxas.
+//! nothing where this machine has no ptxas. With `PTX_OUT=DIR` it also
+//! writes the modules it assembles there, for scripts/ptxas-cost.sh to
+//! time another machine's ptxas on (the GPU host has no Rust).
 
 mod report;
 use report::repo_root;
@@ -211,7 +213,11 @@ fn measure(name: &str, batch: usize, batches: usize, codegen: &CodegenOptions) -
     parts
         .assemble(&guarded_original, arch)
         .expect("the original's parts");
-    for chunk in variants.chunks(batch) {
+    let out = std::env::var_os("PTX_OUT").map(|dir| std::path::PathBuf::from(dir).join(&row.name));
+    if let Some(out) = &out {
+        write_module(&out.join("empty.ptx"), &preamble);
+    }
+    for (index, chunk) in variants.chunks(batch).enumerate() {
         let guarded: Vec<String> = chunk
             .iter()
             .map(|p| ir.compile_guarded(p, codegen).expect("a guarded build").ptx)
@@ -220,6 +226,10 @@ fn measure(name: &str, batch: usize, batches: usize, codegen: &CodegenOptions) -
             .iter()
             .map(|p| ir.compile(p, codegen).expect("a build").ptx)
             .collect();
+        if let Some(out) = &out {
+            write_batch(&out.join(format!("guarded/{index}")), &guarded);
+            write_batch(&out.join(format!("ordinary/{index}")), &ordinary);
+        }
         row.guarded_now += in_children(|| {
             for ptx in &guarded {
                 parts
@@ -241,6 +251,26 @@ fn measure(name: &str, batch: usize, batches: usize, codegen: &CodegenOptions) -
         ms(row.guarded.batched, row.variants),
     );
     row
+}
+
+/// With `PTX_OUT`, what is assembled goes to files as well, for
+/// scripts/ptxas-cost.sh to time another machine's ptxas on.
+fn write_module(path: &std::path::Path, ptx: &str) {
+    std::fs::create_dir_all(path.parent().expect("a directory")).expect("PTX_OUT is writable");
+    std::fs::write(path, ptx).expect("PTX_OUT is writable");
+}
+
+/// A batch's modules as `DIR/variant-N.ptx`, and their batch as
+/// `DIR/batch.ptx`.
+fn write_batch(dir: &std::path::Path, modules: &[String]) {
+    for (n, ptx) in modules.iter().enumerate() {
+        write_module(&dir.join(format!("variant-{n}.ptx")), ptx);
+    }
+    let texts: Vec<&str> = modules.iter().map(String::as_str).collect();
+    write_module(
+        &dir.join("batch.ptx"),
+        &batched(&texts).expect("the modules batch"),
+    );
 }
 
 fn ms(total: Duration, per: usize) -> f64 {

@@ -1,14 +1,14 @@
 //! Several variants' PTX as one module, for one ptxas run. ptxas pays a
-//! fixed cost a run, whatever the module holds (about 20 ms of CPU for
-//! sm_90, the same through its library, nvPTXCompiler): most of what a
-//! one-kernel variant's assembly costs. Each module's top-level names (its
-//! kernels, functions and module-scope variables) get the suffix
-//! `__gevo_b<index>`, so the modules' copies of one kernel do not clash;
-//! ptxas assembles each function on its own, so a kernel's machine code
-//! in the batch is its machine code alone (the `ptxas_batches` bench
-//! compares them). Not yet used by the compile workers: a GPU worker would
-//! have to load a batch's cubin and find each variant's kernels by their
-//! suffixed names (docs/evolve.md, "What ptxas costs").
+//! fixed cost a run whatever the module holds (28 ms of CPU for sm_90
+//! with ptxas 11.8 here, 21 ms of it through its library; 12-15 ms with CUDA
+//! 13.0 on the H200 host). Each module's top-level names (its kernels,
+//! functions and module-scope variables) get the suffix `__gevo_b<index>`,
+//! so the modules' copies of one kernel do not clash. The workers do not
+//! batch: on the H200 host a batch saved at most 1.5x on guarded builds
+//! and gave most ordinary kernels other machine code than alone
+//! (docs/evolve.md, "What ptxas costs"). This is the `ptxas_batches`
+//! bench's instrument; scripts/ptxas-cost.sh times its modules on another
+//! machine.
 
 use super::ptx_items::{function_name, items, variable_name, Item};
 use std::collections::HashMap;
