@@ -65,7 +65,7 @@ for path in sorted(glob.glob(os.path.join(work, "*.json")), key=os.path.getmtime
     capacity = u.get("wall_s", 0.0) * u.get("gpu_workers", 0)
     spent, measured = u.get("spent") or {}, max(u.get("measured", 0), 1)
     cpu = " / ".join(f"{spent.get(k, 0.0) / measured:.3f}"
-                     for k in ("prescreen_s", "assemble_s", "compile_s", "generated_s"))
+                     for k in tables.COMPILE_WORKER_PHASES)
     validated = (r.get("best") or {}).get("speedup")
     validated = f"{validated:.3f}x" if validated else "-"
     print(f"| {fixture} | {mode} ({u.get('gpu_workers', 0)} GPU workers) | {seconds:.0f} | {r.get('generations', 0)} | "

@@ -18,6 +18,8 @@ cd "$(dirname "$0")/.."
 summary() {
     python3 - "$1" "$2" <<'PY'
 import glob, json, os, statistics, sys
+sys.path.insert(0, "scripts/lib")
+import tables
 work, rev = sys.argv[1:3]
 print("| fixture | seed | commit | generations | measured/s | GPU busy | CPU s per measured variant | validated |")
 print("|---|---|---|---|---|---|---|---|")
@@ -34,7 +36,7 @@ for side in (rev, "new"):
         u = r.get("utilization") or {}
         spent = u.get("spent") or {}
         measured = u.get("measured") or 0
-        cpu = sum(spent.get(k, 0.0) for k in ("prescreen_s", "assemble_s", "compile_s", "generated_s"))
+        cpu = sum(spent.get(k, 0.0) for k in tables.COMPILE_WORKER_PHASES)
         per = cpu / measured if measured else float("nan")
         speedup = (r.get("best") or {}).get("speedup") or 1.0
         runs.setdefault(fixture, {}).setdefault(side, []).append((per, speedup))

@@ -4,6 +4,10 @@ import os
 import shutil
 import subprocess
 
+# The utilization's compile-worker phases (`spent`, seconds), in the order
+# the tables print them: what `Spent::compile_worker_s` sums.
+COMPILE_WORKER_PHASES = ("prescreen_s", "assemble_s", "compile_s", "generated_s")
+
 
 def gpus():
     """This host's GPUs as nvidia-smi names them ("name, driver"), one a

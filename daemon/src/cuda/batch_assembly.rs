@@ -10,7 +10,7 @@
 //! bench's instrument; scripts/ptxas-cost.sh times its modules on another
 //! machine.
 
-use super::ptx_items::{function_name, items, variable_name, Item};
+use super::ptx_items::{function_name, identifier_char, items, variable_name, Item};
 use std::collections::HashMap;
 
 /// What a batched module's names end in, before the module's index.
@@ -92,13 +92,12 @@ fn top_level_names(items: &[Item]) -> Option<Vec<String>> {
 /// `text` with each whole identifier found in `renames` replaced. A
 /// register (`%r1`) is not a name, whatever follows its `%`.
 fn with_names_replaced(text: &str, renames: &HashMap<&str, String>) -> String {
-    let identifier = |c: char| c.is_alphanumeric() || c == '_' || c == '$';
     let mut out = String::with_capacity(text.len() + 64);
     let mut rest = text;
-    while let Some(start) = rest.find(identifier) {
+    while let Some(start) = rest.find(identifier_char) {
         out += &rest[..start];
         let word_len = rest[start..]
-            .find(|c| !identifier(c))
+            .find(|c| !identifier_char(c))
             .unwrap_or(rest.len() - start);
         let word = &rest[start..start + word_len];
         let register = rest[..start].ends_with('%');

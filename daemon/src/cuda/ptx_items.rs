@@ -3,6 +3,11 @@
 //! read line by line. A module holding anything else (an unknown
 //! directive, a weak symbol) is not read: callers then treat it whole.
 
+/// Whether `c` may stand in a PTX identifier (letters, digits, `_`, `$`).
+pub(crate) fn identifier_char(c: char) -> bool {
+    c.is_alphanumeric() || c == '_' || c == '$'
+}
+
 /// One top-level item of a PTX module.
 pub(crate) enum Item {
     /// `.version`, `.target`, `.address_size`.
@@ -19,11 +24,10 @@ pub(crate) enum Item {
 
 /// Whether `text` names `name` as a whole identifier.
 pub(crate) fn mentions(text: &str, name: &str) -> bool {
-    let identifier = |c: char| c.is_alphanumeric() || c == '_' || c == '$';
     text.match_indices(name).any(|(at, _)| {
         let before = text[..at].chars().next_back();
         let after = text[at + name.len()..].chars().next();
-        !before.is_some_and(identifier) && !after.is_some_and(identifier)
+        !before.is_some_and(identifier_char) && !after.is_some_and(identifier_char)
     })
 }
 
@@ -31,8 +35,7 @@ pub(crate) fn mentions(text: &str, name: &str) -> bool {
 pub(crate) fn variable_name(text: &str) -> Option<String> {
     let end = text.find(['[', '=', ';'])?;
     let name = text[..end].split_whitespace().next_back()?;
-    let identifier = |c: char| c.is_alphanumeric() || c == '_' || c == '$';
-    name.chars().all(identifier).then(|| name.to_string())
+    name.chars().all(identifier_char).then(|| name.to_string())
 }
 
 /// `.func (.param .b32 r) name(` -> `name`.
@@ -44,10 +47,12 @@ pub(crate) fn function_name(text: &str) -> Option<String> {
     if rest.starts_with('(') {
         rest = rest[rest.find(')')? + 1..].trim_start();
     }
-    let name: String = rest
-        .chars()
-        .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '$')
-        .collect();
+    leading_identifier(rest)
+}
+
+/// The identifier `text` starts with, if any.
+fn leading_identifier(text: &str) -> Option<String> {
+    let name: String = text.chars().take_while(|c| identifier_char(*c)).collect();
     (!name.is_empty()).then_some(name)
 }
 
@@ -144,9 +149,5 @@ fn without_call_numbers(line: &str) -> &str {
 /// `.entry name(` -> `name`.
 fn entry_name(directive: &str) -> Option<String> {
     let rest = directive.strip_prefix(".entry")?.trim_start();
-    let name: String = rest
-        .chars()
-        .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '$')
-        .collect();
-    (!name.is_empty()).then_some(name)
+    leading_identifier(rest)
 }
