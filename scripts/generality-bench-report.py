@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, "scripts/lib")
-from tables import host, write_section  # noqa: E402
+from tables import COMPILE_WORKER_PHASES, host, write_section  # noqa: E402
 
 
 def summarize(r):
@@ -33,7 +33,7 @@ def summarize(r):
     # timeline's last generation: its generation's seconds say when.
     late_best = any(s > 0.75 * end for s in changes) or (found_s or 0.0) > 0.75 * end
     spent = ((r.get("utilization") or {}).get("spent")) or {}
-    worker = sum(spent.get(k, 0.0) for k in ["compile_s", "prescreen_s", "assemble_s", "generated_s"])
+    worker = sum(spent.get(k, 0.0) for k in COMPILE_WORKER_PHASES)
     counters = r.get("counters") or {}
     return {
         "speedup": best.get("speedup"),

@@ -95,8 +95,9 @@ print("New variants/s, adaptive over fixed: " + ", ".join(ratios) + ".")
 print()
 # Where the workers' seconds went, per search (busy::Spent; start-ups are
 # the GPU workers' replacements after crashes and hangs).
-phases = [("compile", "compile_s"), ("pre-screen", "prescreen_s"), ("ptxas", "assemble_s"),
-          ("module load", "jit_load_s"), ("output check", "check_s"), ("timing", "timing_s"),
+phases = [("compile", "compile_s"), ("pre-screen", "prescreen_s"), ("ptxas, guarded", "assemble_guarded_s"),
+          ("ptxas, timed", "assemble_s"), ("module load", "jit_load_s"), ("output check", "check_s"),
+          ("timing", "timing_s"),
           ("per-kernel times", "profile_s"), ("compute-sanitizer", "sanitizer_s")]
 tables.header(["fixture", "measurement", *(p for p, _ in phases), "GPU worker start-up"])
 for f in fixtures:

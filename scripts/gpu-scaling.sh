@@ -15,8 +15,9 @@
 # more), and what was done ahead (variants of the next batch measured where
 # a GPU would have waited, promotion's measurements a batch left under way
 # to the next), the compile workers' CPU seconds per variant measured by
-# phase (pre-screen, ptxas, code generation, generated held-out tests),
-# the variants whose PTX the search knew, answered after code generation,
+# phase (pre-screen, ptxas on guarded builds, ptxas on timed builds, code
+# generation, generated held-out tests), the compile workers' assemblies per
+# variant measured (guarded / timed builds), the variants whose PTX the search knew, answered after code generation,
 # and the validated speedup. PRESCREENS (e.g. "all smallest off"; default
 # none: gevod's default) runs each mode once per `--prescreen` placement
 # (docs/evolve.md, "The pre-screen"), its rows named MODE.PLACEMENT;
@@ -39,7 +40,8 @@ tables.header([
     "fixture", "devices", "seconds", "generations", "generations/s vs the first",
     "variants measured", "variants measured/s", "vs the first", "GPU busy",
     "GPU idle (no request)", "compile busy",
-    "compile-worker CPU s/measured: pre-screen / ptxas / compile / generated", "known PTX answered after compile",
+    "compile-worker CPU s/measured: pre-screen / ptxas guarded / ptxas timed / compile / generated",
+    "assemblies/measured: guarded / timed", "known PTX answered after compile",
     "timed", "timing rounds",
     "measured ahead", "promotion carried", "validated"
 ])
@@ -66,13 +68,15 @@ for path in sorted(glob.glob(os.path.join(work, "*.json")), key=os.path.getmtime
     spent, measured = u.get("spent") or {}, max(u.get("measured", 0), 1)
     cpu = " / ".join(f"{spent.get(k, 0.0) / measured:.3f}"
                      for k in tables.COMPILE_WORKER_PHASES)
+    assembled = (f"{u.get('guarded_assembled', 0) / measured:.2f} / "
+                 f"{u.get('timed_assembled', 0) / measured:.2f}")
     validated = (r.get("best") or {}).get("speedup")
     validated = f"{validated:.3f}x" if validated else "-"
     print(f"| {fixture} | {mode} ({u.get('gpu_workers', 0)} GPU workers) | {seconds:.0f} | {r.get('generations', 0)} | "
           f"{pace / base_pace if base_pace else 0:.2f}x | "
           f"{u.get('measured', 0)} | {rate:.1f} | {rate / base if base else 0:.2f}x | "
           f"{100 * u.get('gpu_busy_share', 0):.0f}% | {idle:.1f} s of {capacity:.0f} | "
-          f"{100 * u.get('compile_busy_share', 0):.0f}% | {cpu} | {u.get('known_skipped', 0)} | "
+          f"{100 * u.get('compile_busy_share', 0):.0f}% | {cpu} | {assembled} | {u.get('known_skipped', 0)} | "
           f"{u.get('timed', 0)} | {u.get('rounds', 0)} | {u.get('measured_ahead', 0)} | "
           f"{u.get('promotion_carried', 0)} | {validated} |")
 PY

@@ -8,8 +8,11 @@
 # (default 60s, stopped at LIMIT seconds, default 70), one after another on
 # each side, both sides at once. Prints a row per search and side (the
 # compile workers' CPU seconds per variant measured: pre-screen, ptxas,
-# code generation and generated tests together; the validated speedup, 1
-# where nothing validated), then per fixture the medians over its seeds.
+# code generation and generated tests together, then ptxas's share on the
+# guarded and the timed builds, code generation's, and how many of each
+# build the compile workers assembled per variant measured, "-" where a
+# side's results predate those figures; the validated speedup, 1 where
+# nothing validated), then per fixture the medians over its seeds.
 #
 #   RUNS="lu:1 lu:2 pyramid:1" scripts/gpu-side-by-side.sh REV GEVOD WORKDIR
 #   scripts/gpu-side-by-side.sh --table REV WORKDIR    (the runs already made)
@@ -21,8 +24,9 @@ import glob, json, os, statistics, sys
 sys.path.insert(0, "scripts/lib")
 import tables
 work, rev = sys.argv[1:3]
-print("| fixture | seed | commit | generations | measured/s | GPU busy | CPU s per measured variant | validated |")
-print("|---|---|---|---|---|---|---|---|")
+tables.header(["fixture", "seed", "commit", "generations", "measured/s", "GPU busy", "CPU s per measured variant",
+               "of which ptxas: guarded / timed", "code generation", "assemblies per measured: guarded / timed",
+               "validated"])
 runs = {}
 for side in (rev, "new"):
     for path in sorted(glob.glob(os.path.join(work, side, "s*", "*-one.json"))):
@@ -39,9 +43,15 @@ for side in (rev, "new"):
         cpu = sum(spent.get(k, 0.0) for k in tables.COMPILE_WORKER_PHASES)
         per = cpu / measured if measured else float("nan")
         speedup = (r.get("best") or {}).get("speedup") or 1.0
+        per_measured = lambda v: f"{v / measured:.3f}" if measured else "-"
+        # Results from before the split have one ptxas figure, both builds'.
+        guarded = per_measured(spent["assemble_guarded_s"]) if "assemble_guarded_s" in spent else "-"
+        assemblies = (f"{u['guarded_assembled'] / measured:.2f} / {u['timed_assembled'] / measured:.2f}"
+                      if measured and "guarded_assembled" in u else "-")
         runs.setdefault(fixture, {}).setdefault(side, []).append((per, speedup))
         print(f"| {fixture} | {seed} | {side} | {r.get('generations')} | {u.get('measured_per_s', 0):.1f} "
-              f"| {u.get('gpu_busy_share', 0):.0%} | {per:.3f} | {speedup:.4f}x |")
+              f"| {u.get('gpu_busy_share', 0):.0%} | {per:.3f} | {guarded} / {per_measured(spent.get('assemble_s', 0.0))} "
+              f"| {per_measured(spent.get('compile_s', 0.0))} | {assemblies} | {speedup:.4f}x |")
 print()
 print(f"| fixture | seeds | CPU s per measured variant, {rev} -> new (median) | validated, {rev} -> new (median) |")
 print("|---|---|---|---|")

@@ -200,7 +200,13 @@ fn compile_workers_assemble_the_measured_variants_for_the_gpu() {
                 vec!["sm_90"; measured + own]
             );
             assert!(u.spent.assemble_s > 0.0, "{u:?}");
+            assert!(u.spent.assemble_guarded_s > 0.0, "{u:?}");
+            // The search counts what the compile workers assembled: every
+            // measured variant's guarded build, its own build where it came.
+            assert_eq!(u.guarded_assembled as usize, measured, "{u:?}");
+            assert_eq!(u.timed_assembled as usize, own, "{u:?}");
         } else {
+            assert_eq!((u.guarded_assembled, u.timed_assembled), (0, 0), "{u:?}");
             assert!(sent.iter().all(|c| *c == "- -"), "{sent:?}");
         }
     }

@@ -6,7 +6,9 @@ import subprocess
 
 # The utilization's compile-worker phases (`spent`, seconds), in the order
 # the tables print them: what `Spent::compile_worker_s` sums.
-COMPILE_WORKER_PHASES = ("prescreen_s", "assemble_s", "compile_s", "generated_s")
+# ptxas is two: the guarded builds (outputs checked) and the timed ones
+# (`assemble_guarded_s` is absent, so 0, in results from before 2026-11-30).
+COMPILE_WORKER_PHASES = ("prescreen_s", "assemble_guarded_s", "assemble_s", "compile_s", "generated_s")
 
 
 def gpus():

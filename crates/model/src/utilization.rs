@@ -38,8 +38,12 @@ summed_struct! {
         pub compile_s: f64,
         /// The simulator's runs of the train tests (compile workers).
         pub prescreen_s: f64,
-        /// ptxas assembling variants for the GPU (compile workers).
+        /// ptxas assembling variants' ordinary builds, the ones timed
+        /// (compile workers).
         pub assemble_s: f64,
+        /// ptxas assembling variants' guarded builds, the ones their outputs
+        /// are checked through (compile workers).
+        pub assemble_guarded_s: f64,
         /// The simulator's runs of the generated held-out tests (compile
         /// workers): selection's generality checks and promotion's.
         pub generated_s: f64,
@@ -71,7 +75,11 @@ impl Spent {
 
     /// Seconds of a compile worker's.
     pub fn compile_worker_s(&self) -> f64 {
-        self.compile_s + self.prescreen_s + self.assemble_s + self.generated_s
+        self.compile_s
+            + self.prescreen_s
+            + self.assemble_s
+            + self.assemble_guarded_s
+            + self.generated_s
     }
 }
 
@@ -172,6 +180,12 @@ summed_struct! {
         /// Variants a compile worker answered after code generation, their
         /// PTX one the search knew: no pre-screen, guarded build or ptxas.
         pub known_skipped: u64,
+        /// Cubins the compile workers assembled for the search's variants
+        /// and promotion's: of guarded builds, and of the builds timed. Set
+        /// against `measured`, they say how many assemblies a measured
+        /// variant cost (the GPU workers' own are in `jit_load_s`).
+        pub guarded_assembled: u64,
+        pub timed_assembled: u64,
         /// Of `measured`, variants of the next batch, measured where a GPU
         /// would have waited for this batch's last ones.
         pub measured_ahead: u64,
@@ -224,12 +238,13 @@ impl Utilization {
     }
 
     /// The phases in the order a variant goes through them, for tables.
-    pub fn phases(&self) -> [(&'static str, f64); 10] {
+    pub fn phases(&self) -> [(&'static str, f64); 11] {
         let s = &self.spent;
         [
             ("compile", s.compile_s),
             ("pre-screen", s.prescreen_s),
-            ("ptxas", s.assemble_s),
+            ("ptxas, guarded builds", s.assemble_guarded_s),
+            ("ptxas, timed builds", s.assemble_s),
             ("generated tests", s.generated_s),
             ("GPU worker start-up", self.gpu_start_s),
             ("module load", s.jit_load_s),
@@ -320,6 +335,8 @@ mod tests {
             stopped_better: 0,
             compiled_ahead: 0,
             known_skipped: 0,
+            guarded_assembled: 0,
+            timed_assembled: 0,
             measured_ahead: 0,
             promotion_carried: 0,
             gpu_starts: 0,

@@ -456,6 +456,8 @@ mod tests {
                 stopped_better: stopped / 4,
                 compiled_ahead: 0,
                 known_skipped: 0,
+                guarded_assembled: 0,
+                timed_assembled: 0,
                 measured_ahead: 0,
                 promotion_carried: 0,
                 gpu_starts: 2,

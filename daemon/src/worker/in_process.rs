@@ -314,7 +314,7 @@ impl InProcess {
         let guarded = guarded?;
         let started = Instant::now();
         let cubin = arch.and_then(|arch| self.assemble_guarded(&guarded.ptx, arch));
-        spent.assemble_s += started.elapsed().as_secs_f64();
+        spent.assemble_guarded_s += started.elapsed().as_secs_f64();
         Some(GuardedBuild {
             ptx: guarded.ptx,
             cubin,

@@ -562,6 +562,9 @@ impl Compiled {
             }) => {
                 utilization.spent += &spent;
                 utilization.known_skipped += u64::from(known);
+                utilization.timed_assembled += u64::from(cubin.is_some());
+                utilization.guarded_assembled +=
+                    u64::from(guarded.as_ref().is_some_and(|g| g.cubin.is_some()));
                 Compiled {
                     build: Ok(build),
                     screened_out,
