@@ -45,6 +45,8 @@ mod generality;
 mod generated;
 mod guard_barriers;
 mod guard_builds;
+mod guard_repeats;
+mod guard_text;
 mod harness;
 mod harness_exec;
 mod hostile_ir;

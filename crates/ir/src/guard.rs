@@ -45,6 +45,7 @@ mod loops;
 mod plan;
 mod poison;
 mod record;
+mod repeated;
 mod uniform;
 
 use inline_check::InlineChecks;
@@ -409,6 +410,13 @@ fn insert_guards<'c>(
     for access in &plan.accesses {
         // Planned before linking: linking the runtime in adds but removes nothing.
         let inst = instruction(access.inst);
+        if let Some(earlier) = access.reuses {
+            // Guarded before this one: the plan's order is the functions'.
+            let checked = &plan.accesses[earlier];
+            let guarded = operand(instruction(checked.inst), checked.pointers[0]);
+            inst.set_operand(access.pointers[0], guarded);
+            continue;
+        }
         builder.position_before(&inst);
         if inline.guard(context, module, &builder, access, inst, &runtime)? {
             continue;

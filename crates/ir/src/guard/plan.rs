@@ -6,6 +6,7 @@
 use super::super::live::LiveFunction;
 use super::super::llvm;
 use super::aligned::{gep_offset_alignment, BUFFER_ALIGNMENT, NO_OFFSET};
+use super::repeated::Checked;
 use super::{is_runtime, GuardSite, SiteKind, SCRATCH_BYTES, SHARED_SCRATCH_BYTES};
 use inkwell::module::Module;
 use inkwell::values::AsValueRef;
@@ -53,6 +54,9 @@ pub(super) struct Access {
     pub(super) base: Option<Base>,
     /// Proven aligned from its root (`aligned.rs`): only its range is tested.
     pub(super) aligned: bool,
+    /// An earlier access (its index in the plan's) whose check covers this
+    /// one's, whose guarded pointer it takes (`repeated.rs`).
+    pub(super) reuses: Option<usize>,
 }
 
 impl Access {
@@ -240,6 +244,7 @@ impl Planner<'_, '_> {
         variables: &[(llvm::Value, u64, u64)],
     ) {
         let space = self.space_of(function);
+        let mut checked = Checked::new(function);
         for (index, block) in llvm::blocks(function).into_iter().enumerate() {
             let block_label = block_label(block, index);
             for inst in llvm::instructions(block) {
@@ -278,6 +283,7 @@ impl Planner<'_, '_> {
                 };
                 access.aligned =
                     rooted.is_some_and(|r| root_alignment.min(r.offset_alignment) >= access.align);
+                access.reuses = checked.covering(&access, index, self.plan.accesses.len());
                 self.plan.sites.push(site);
                 self.plan.accesses.push(access);
             }
@@ -510,6 +516,7 @@ fn access_of(inst: llvm::Value, layout: llvm::DataLayout) -> Found {
         length: None,
         base: None,
         aligned: false,
+        reuses: None,
     })
 }
 
@@ -538,5 +545,6 @@ fn memory_intrinsic(call: llvm::Value) -> Option<Access> {
         length: Some(2),
         base: None,
         aligned: false,
+        reuses: None,
     })
 }

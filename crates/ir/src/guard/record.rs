@@ -18,7 +18,8 @@ use super::super::llvm;
 use super::plan::Plan;
 
 /// The most check sites a kernel may have and still write its records out:
-/// guarded accesses, and two per checked barrier, whose poll and check are
+/// checked accesses (not those that take another's check: repeated.rs),
+/// and two per checked barrier, whose poll and check are
 /// twice an access's text (the weight the threshold was measured with,
 /// when a barrier had a check before and after it).
 pub(super) const MOST_WRITTEN_OUT: usize = 48;
@@ -32,7 +33,11 @@ pub(super) fn function_of(inst: llvm::Value) -> llvm::Value {
 /// with more than [`MOST_WRITTEN_OUT`] check sites.
 pub(super) fn calling_functions(plan: &Plan) -> Vec<llvm::Value> {
     let mut sites: Vec<(llvm::Value, usize)> = Vec::new();
-    let accesses = plan.accesses.iter().map(|a| (function_of(a.inst), 1));
+    let accesses = plan
+        .accesses
+        .iter()
+        .filter(|a| a.reuses.is_none())
+        .map(|a| (function_of(a.inst), 1));
     let barriers = plan
         .barriers
         .iter()
