@@ -257,6 +257,56 @@ fn a_slow_compile_holds_back_no_other_variant() {
     );
 }
 
+/// Once a batch's own variants are measured it still waits for the compile
+/// requests under way (the next batch's, compiled ahead): meanwhile its one
+/// GPU measures those of them already compiled. Here the batch's one
+/// variant was compiled the batch before, and the first assembly of this
+/// batch, one of the next batch's, takes 3 s more.
+#[test]
+fn a_gpu_waiting_for_the_compiles_under_way_measures_ahead() {
+    let dir = tempfile::tempdir().unwrap();
+    let slow = dir.path().join("slow");
+    let claim = dir.path().join("slow.claim");
+    // Claimed: no assembly is slow until the claim goes.
+    std::fs::create_dir(&claim).unwrap();
+    let mut gpu = fake_gpu("", &dir.path().join("counter"));
+    // Long enough for the next batch's first compiles to start and some to
+    // end while the batch's own variant is measured.
+    gpu.env.push(("FAKE_GPU_SET_MS".into(), "train:400".into()));
+    let fake_ptxas = common::repo_root().join("tests/fixtures/fake/ptxas.sh");
+    let compile_env = vec![
+        ("GEVO_PTXAS".into(), fake_ptxas.into()),
+        (
+            "FAKE_PTXAS_SLOW".into(),
+            format!("{}:3", slow.display()).into(),
+        ),
+    ];
+    let mut backend = start_assembling(gpu, compile_env, false);
+    let (first, this, next) = (patches(21, 1), patches(22, 1), patches(23, 8));
+    let built = backend.compile(&this).unwrap();
+    let this_ptx = built[0].as_ref().unwrap().ptx_hash.clone();
+    let mut step = |this: &[gevo_ir::Patch], next: Vec<gevo_ir::Patch>, known: &str| {
+        let (sender, coming) = std::sync::mpsc::channel();
+        backend.compile_ahead(coming);
+        sender.send(next).unwrap();
+        backend
+            .evaluate(this, TestSet::Train, &|h| h == known)
+            .unwrap();
+        backend.take_utilization().unwrap()
+    };
+    // The first batch compiles `this` ahead; known to it, it is not
+    // measured ahead there.
+    step(&first, this.clone(), &this_ptx);
+    std::fs::remove_dir(&claim).unwrap();
+    let u = step(&this, next, "");
+    assert_eq!(u.compiled_ahead, 1, "{u:?}");
+    assert!(slow.exists(), "the slow assembly ran in this batch: {u:?}");
+    assert!(
+        u.measured_ahead > 0,
+        "the GPU measured nothing while the slow assembly ran: {u:?}"
+    );
+}
+
 /// Each generation on the GPU backend says where the engine's own thread
 /// spent it (breeding, waiting for evaluation, selection, promotion): every
 /// part is measured, and the parts add up to no more than the generation's

@@ -306,9 +306,15 @@ impl Measuring<'_> {
 
     /// The batch ends once its own are measured (the lane's measurements
     /// under way are carried to the next batch, or, not carried, waited
-    /// for): until then a GPU nothing waits for may as well measure ahead.
+    /// for) and the compile requests under way are answered: until then a
+    /// GPU nothing waits for may as well measure ahead. Those compile
+    /// requests are the next batch's, and one of lu's takes a second: the
+    /// GPU measured nothing while it waited for them (`measured_ahead` 0
+    /// in every one-GPU search of BENCHMARKS.md's "240 s searches").
     fn may_measure_ahead(&self) -> bool {
-        !self.end.measured.load(Ordering::Relaxed) || (!self.carry_lane && self.lane_waiting > 0)
+        !self.end.measured.load(Ordering::Relaxed)
+            || (!self.carry_lane && self.lane_waiting > 0)
+            || !self.producer_done
     }
 
     /// A variant compiled ahead, offered to measure ahead where it built,
