@@ -212,6 +212,19 @@ fn compile_workers_assemble_the_measured_variants_for_the_gpu() {
     }
 }
 
+/// The compile workers' environment for the stand-in ptxas whose first
+/// call of all takes 3 s more, then writes its start and end to `slow`.
+fn slow_first_assembly(slow: &std::path::Path) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    let fake_ptxas = common::repo_root().join("tests/fixtures/fake/ptxas.sh");
+    vec![
+        ("GEVO_PTXAS".into(), fake_ptxas.into()),
+        (
+            "FAKE_PTXAS_SLOW".into(),
+            format!("{}:3", slow.display()).into(),
+        ),
+    ]
+}
+
 /// The GPU side takes variants as they compile: the first assembly of the
 /// batch takes 3 s more, and the stand-in GPU worker measures the variants
 /// compiled meanwhile, though they come after it in the batch.
@@ -222,14 +235,7 @@ fn a_slow_compile_holds_back_no_other_variant() {
     let mut gpu = fake_gpu("", &dir.path().join("counter"));
     gpu.env
         .push(("FAKE_GPU_TIME_LOG".into(), times.clone().into()));
-    let fake_ptxas = common::repo_root().join("tests/fixtures/fake/ptxas.sh");
-    let compile_env = vec![
-        ("GEVO_PTXAS".into(), fake_ptxas.into()),
-        (
-            "FAKE_PTXAS_SLOW".into(),
-            format!("{}:3", slow.display()).into(),
-        ),
-    ];
+    let compile_env = slow_first_assembly(&slow);
     // No pre-screen: every variant that builds goes to the GPU worker.
     let mut backend = start_assembling(gpu, compile_env, false);
     backend
@@ -273,14 +279,7 @@ fn a_gpu_waiting_for_the_compiles_under_way_measures_ahead() {
     // Long enough for the next batch's first compiles to start and some to
     // end while the batch's own variant is measured.
     gpu.env.push(("FAKE_GPU_SET_MS".into(), "train:400".into()));
-    let fake_ptxas = common::repo_root().join("tests/fixtures/fake/ptxas.sh");
-    let compile_env = vec![
-        ("GEVO_PTXAS".into(), fake_ptxas.into()),
-        (
-            "FAKE_PTXAS_SLOW".into(),
-            format!("{}:3", slow.display()).into(),
-        ),
-    ];
+    let compile_env = slow_first_assembly(&slow);
     let mut backend = start_assembling(gpu, compile_env, false);
     let (first, this, next) = (patches(21, 1), patches(22, 1), patches(23, 8));
     let built = backend.compile(&this).unwrap();
