@@ -17,6 +17,22 @@ pub struct DomTree {
 }
 
 impl DomTree {
+    /// The tree of `function`'s blocks, in the function's order.
+    pub fn of_function(function: super::llvm::Value) -> Self {
+        let blocks = super::llvm::blocks(function);
+        let index = |b| {
+            blocks
+                .iter()
+                .position(|x| *x == b)
+                .expect("successor is a block of the function")
+        };
+        let successors: Vec<Vec<usize>> = blocks
+            .iter()
+            .map(|&b| super::llvm::successors(b).into_iter().map(index).collect())
+            .collect();
+        DomTree::new(&successors)
+    }
+
     /// `successors[b]` lists the blocks that block `b`'s terminator may jump to.
     pub fn new(successors: &[Vec<usize>]) -> Self {
         let n = successors.len();

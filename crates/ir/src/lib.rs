@@ -194,19 +194,9 @@ impl KernelIr {
                 }
                 count += 1;
             }
-            let index = |b| {
-                blocks
-                    .iter()
-                    .position(|x| *x == b)
-                    .expect("successor is a block of the function")
-            };
-            let successors: Vec<Vec<usize>> = blocks
-                .iter()
-                .map(|&b| llvm::successors(b).into_iter().map(index).collect())
-                .collect();
             parts.push(Part {
                 symbol: symbol.clone(),
-                dom: DomTree::new(&successors),
+                dom: DomTree::of_function(function.as_value_ref()),
                 first,
                 count,
             });

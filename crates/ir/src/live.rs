@@ -128,6 +128,12 @@ impl<'d> LiveFunction<'d> {
         self.func
     }
 
+    /// The dominator tree of its blocks (the CFG's on load: edits never
+    /// change it).
+    pub fn dom(&self) -> &'d DomTree {
+        self.dom
+    }
+
     /// Live instructions in function order.
     pub fn live_instructions(&self) -> Vec<Value> {
         llvm::blocks(self.func)

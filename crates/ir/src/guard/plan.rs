@@ -3,6 +3,7 @@
 //! the parameter its pointer derives from) and every loop header, found
 //! before line tables are stripped and before the runtime is linked in.
 
+use super::super::dom::DomTree;
 use super::super::live::LiveFunction;
 use super::super::llvm;
 use super::aligned::{gep_offset_alignment, BUFFER_ALIGNMENT, NO_OFFSET};
@@ -10,6 +11,7 @@ use super::repeated::Checked;
 use super::{is_runtime, GuardSite, SiteKind, SCRATCH_BYTES, SHARED_SCRATCH_BYTES};
 use inkwell::module::Module;
 use inkwell::values::AsValueRef;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 /// Bits of a site id that number the sites within one function
@@ -244,7 +246,11 @@ impl Planner<'_, '_> {
         variables: &[(llvm::Value, u64, u64)],
     ) {
         let space = self.space_of(function);
-        let mut checked = Checked::new(function);
+        let dom = match self.parts.iter().find(|p| p.function() == function) {
+            Some(part) => Cow::Borrowed(part.dom()),
+            None => Cow::Owned(DomTree::of_function(function)),
+        };
+        let mut checked = Checked::new(dom);
         for (index, block) in llvm::blocks(function).into_iter().enumerate() {
             let block_label = block_label(block, index);
             for inst in llvm::instructions(block) {

@@ -19,10 +19,11 @@
 use super::super::dom::DomTree;
 use super::super::llvm;
 use super::plan::Access;
+use std::borrow::Cow;
 
 /// The accesses of one function checked so far, by the block they are in.
-pub(super) struct Checked {
-    dom: DomTree,
+pub(super) struct Checked<'d> {
+    dom: Cow<'d, DomTree>,
     checked: Vec<Check>,
 }
 
@@ -37,23 +38,14 @@ struct Check {
     writes: bool,
 }
 
-impl Checked {
-    /// Nothing checked yet in `function`, whose blocks the plan visits in
-    /// order, each from its first instruction.
-    pub(super) fn new(function: llvm::Value) -> Self {
-        let blocks = llvm::blocks(function);
-        let index = |b: llvm::Block| {
-            blocks
-                .iter()
-                .position(|&x| x == b)
-                .expect("a successor is a block of its function")
-        };
-        let successors: Vec<Vec<usize>> = blocks
-            .iter()
-            .map(|&b| llvm::successors(b).into_iter().map(index).collect())
-            .collect();
+impl<'d> Checked<'d> {
+    /// Nothing checked yet in a function whose blocks' dominator tree is
+    /// `dom` (a chosen kernel's, kept since it was loaded, or one computed
+    /// for another function), its blocks visited in order, each from its
+    /// first instruction.
+    pub(super) fn new(dom: Cow<'d, DomTree>) -> Self {
         Checked {
-            dom: DomTree::new(&successors),
+            dom,
             checked: Vec::new(),
         }
     }
