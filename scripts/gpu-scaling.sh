@@ -16,10 +16,11 @@
 # a GPU would have waited, promotion's measurements a batch left under way
 # to the next), the compile workers' CPU seconds per variant measured by
 # phase (pre-screen, ptxas on guarded builds, ptxas on timed builds, code
-# generation, generated held-out tests), the compile workers' assemblies per
-# variant measured (guarded / timed builds), the variants whose PTX the search knew, answered after code generation,
-# and the validated speedup. PRESCREENS (e.g. "all smallest off"; default
-# none: gevod's default) runs each mode once per `--prescreen` placement
+# generation, generated held-out tests), the builds they assembled per
+# variant measured (guarded / timed), the variants whose PTX the search
+# knew, answered after code generation, and the validated speedup.
+# PRESCREENS (e.g. "all smallest off"; default none: gevod's default)
+# runs each mode once per `--prescreen` placement
 # (docs/evolve.md, "The pre-screen"), its rows named MODE.PLACEMENT;
 # GEVOD_ARGS adds flags to every `gevod evolve`.
 #

@@ -5,9 +5,9 @@ import shutil
 import subprocess
 
 # The utilization's compile-worker phases (`spent`, seconds), in the order
-# the tables print them: what `Spent::compile_worker_s` sums.
-# ptxas is two: the guarded builds (outputs checked) and the timed ones
-# (`assemble_guarded_s` is absent, so 0, in results from before 2026-11-30).
+# the tables print them: what `Spent::compile_worker_s` sums. ptxas is two,
+# on the guarded builds (outputs checked) and on the timed ones; results
+# from before 2026-11-30 have no `assemble_guarded_s` (read as 0).
 COMPILE_WORKER_PHASES = ("prescreen_s", "assemble_guarded_s", "assemble_s", "compile_s", "generated_s")
 
 
