@@ -241,6 +241,9 @@ if want guards; then
 # argument and side, and the context survives each.
 for f in "${fixtures[@]}"; do
     check "guards: $f original, guarded outputs identical" "$gevod" gpu-guard-check $k/$f.gevo.toml
+    # Assembled as compile workers assemble it: at ptxas's quickest level.
+    check "guards: $f original as compile workers assemble it, guarded outputs identical" \
+        "$gevod" gpu-guard-check $k/$f.gevo.toml --parts
 done
 for f in "${pipelines[@]}"; do
     check "guards: $f (pipeline) original, guarded outputs identical" "$gevod" gpu-guard-check $pk/$f.gevo.toml
@@ -268,6 +271,11 @@ check "guards: ... and the verdict is the time budget's" grep -q "time budget of
 for spec in $k/reduce.gevo.toml $k/stencil.gevo.toml $pk/wavefront.gevo.toml $pk/pyramid.gevo.toml $pk/lu.gevo.toml; do
     check "guards: $(basename "$spec" .gevo.toml): a guarded run's cost at GPU sizes" \
         "$gevod" gpu-guard-check "$spec" --cost "${COST_RUNS:-7}"
+    grep "^cost" "$work/log" | sed 's/^/    /'
+    # The guarded build as compile workers assemble it (ptxas's quickest
+    # level) against the JIT's, fully optimized, above.
+    check "guards: $(basename "$spec" .gevo.toml): the same, assembled as compile workers do" \
+        "$gevod" gpu-guard-check "$spec" --cost "${COST_RUNS:-7}" --parts
     grep "^cost" "$work/log" | sed 's/^/    /'
 done
 rejected_when_guarded "guards: the GPU worker rejects an out-of-bounds variant by its guarded run, no restart" \

@@ -6,7 +6,8 @@
 //! (what is timed) assembled
 //! - one ptxas run per variant, whole;
 //! - the guarded build as compile workers assemble it now (a pipeline's a
-//!   kernel at a time, the original's parts assembled before);
+//!   kernel at a time, the original's parts assembled before, at the level
+//!   `GEVO_CHECK_ASSEMBLY` names: `Assembler::for_checks`);
 //! - `BATCH` variants in one ptxas run (`cuda::batch_assembly`).
 //!
 //! and ptxas on a module with no code: its fixed cost a run. CPU is
@@ -28,7 +29,7 @@ use gevo_model::spec::{self, TestTarget};
 use gevod::config::Prescreen;
 use gevod::cuda::batch_assembly::{batched, renamed, SUFFIX};
 use gevod::cuda::part_assembly::PartAssembler;
-use gevod::cuda::toolkit::{Assembler, Cubin};
+use gevod::cuda::toolkit::{Assembler, CheckAssembly, Cubin};
 use gevod::worker::InProcess;
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -205,7 +206,7 @@ fn measure(name: &str, batch: usize, batches: usize, codegen: &CodegenOptions) -
         })
         .sum::<Duration>()
         / runs;
-    let mut parts = PartAssembler::new(assembler.clone());
+    let mut parts = PartAssembler::new(assembler.clone().for_checks(CheckAssembly::from_env()));
     let guarded_original = ir
         .compile_guarded(&ir.empty_patch(), codegen)
         .expect("guarded")
@@ -307,7 +308,7 @@ fn table(rows: &[Row], batch: usize, batches: usize, ptxas: &str) -> String {
          --bench ptxas_batches --profile dev`. For each fixture, {} random variants the pre-screen passes (bred as \
          a search breeds them), their guarded builds (what the GPU checks) and ordinary builds (what is timed) \
          assembled one ptxas run each, the guarded builds also as compile workers assemble them (now: a pipeline's \
-         in parts, a kernel at a time, the parts kept by each worker), and {batch} variants a ptxas run (`cuda::batch_assembly`). Fixed: ptxas on a module \
+         in parts, a kernel at a time, the parts kept by each worker, at ptxas's default level), and {batch} variants a ptxas run (`cuda::batch_assembly`). Fixed: ptxas on a module \
          with no code. CPU ms per variant, ptxas's and nvlink's; same code: kernels whose machine code in the \
          batch is their own assembly's (`cuobjdump -sass`).\n\n\
          | fixture | variants | fixed, ms a run | guarded: alone | now | batched | now / batched | same code | \

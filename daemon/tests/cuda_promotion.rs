@@ -157,12 +157,15 @@ fn compile_workers_assemble_the_measured_variants_for_the_gpu() {
     for (ptxas, assembles) in [(fake_ptxas, true), ("/bin/false".into(), false)] {
         let dir = tempfile::tempdir().unwrap();
         let (cubins, calls) = (dir.path().join("cubins"), dir.path().join("calls"));
+        let flags = dir.path().join("flags");
         let mut gpu = fake_gpu("", &dir.path().join("counter"));
         gpu.env
             .push(("FAKE_GPU_CUBIN_LOG".into(), cubins.clone().into()));
         let compile_env = vec![
             ("GEVO_PTXAS".into(), ptxas.into()),
             ("FAKE_PTXAS_LOG".into(), calls.clone().into()),
+            ("FAKE_PTXAS_FLAGS_LOG".into(), flags.clone().into()),
+            ("GEVO_CHECK_ASSEMBLY".into(), "fast".into()),
         ];
         let mut backend = start_assembling(gpu, compile_env, true);
         let results = backend
@@ -205,6 +208,13 @@ fn compile_workers_assemble_the_measured_variants_for_the_gpu() {
             // measured variant's guarded build, its own build where it came.
             assert_eq!(u.guarded_assembled as usize, measured, "{u:?}");
             assert_eq!(u.timed_assembled as usize, own, "{u:?}");
+            // With GEVO_CHECK_ASSEMBLY=fast, guarded builds at ptxas's
+            // quickest level (the stand-in lists it in its help), timed
+            // builds at its default.
+            let levels = std::fs::read_to_string(&flags).unwrap();
+            let count = |level: &str| levels.lines().filter(|l| *l == level).count();
+            let counts = (count("--Ofast-compile=max -maxrregcount=64"), count(""));
+            assert_eq!(counts, (measured, own), "{levels}");
         } else {
             assert_eq!((u.guarded_assembled, u.timed_assembled), (0, 0), "{u:?}");
             assert!(sent.iter().all(|c| *c == "- -"), "{sent:?}");

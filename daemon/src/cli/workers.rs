@@ -291,9 +291,11 @@ pub struct GpuGuardCheckArgs {
     /// runs each), and what restoring the inputs costs.
     #[arg(long, value_name = "RUNS")]
     cost: Option<usize>,
-    /// Check the guarded build as linked from a part per kernel (ptxas -c
-    /// and nvlink, as the compile workers build it) instead of the JIT's build.
-    #[arg(long, conflicts_with = "cost")]
+    /// Check (or with --cost, time) the guarded build as the compile workers
+    /// assemble it instead of the JIT's build: at the level
+    /// $GEVO_CHECK_ASSEMBLY names, a pipeline's linked from a part per
+    /// kernel (ptxas -c and nvlink).
+    #[arg(long)]
     parts: bool,
     #[arg(long, env = "GEVO_LIBDEVICE")]
     libdevice: Option<PathBuf>,
@@ -318,20 +320,29 @@ impl GpuGuardCheckArgs {
             arch: device.arch(),
             libdevice: self.libdevice,
         };
+        let mut parts = match self.parts {
+            true => Some(gevod::cuda::part_assembly::PartAssembler::new(
+                gevod::cuda::toolkit::Assembler::find()
+                    .context("--parts needs ptxas")?
+                    .for_checks(gevod::cuda::toolkit::CheckAssembly::from_env()),
+            )),
+            false => None,
+        };
         if let Some(runs) = self.cost {
-            let costs = gevod::cuda::guard_cost::cost(&spec, &ir, &codegen, device.ordinal, runs)
-                .with_context(|| self.spec.display().to_string())?;
+            let costs = gevod::cuda::guard_cost::cost(
+                &spec,
+                &ir,
+                &codegen,
+                device.ordinal,
+                runs,
+                parts.as_mut(),
+            )
+            .with_context(|| self.spec.display().to_string())?;
             for cost in &costs {
                 println!("{cost}");
             }
             return Ok(0);
         }
-        let mut parts = match self.parts {
-            true => Some(gevod::cuda::part_assembly::PartAssembler::new(
-                gevod::cuda::toolkit::Assembler::find().context("--parts needs ptxas")?,
-            )),
-            false => None,
-        };
         let found = gevod::cuda::guard_check::check(
             &spec,
             &ir,

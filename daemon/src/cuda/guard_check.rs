@@ -48,8 +48,9 @@ const LIMIT: Duration = Duration::from_secs(60);
 /// every test of `spec` (its simulator tests: both sides run the same
 /// sizes) on device `ordinal`. With `time_budget_only`, the runs have no
 /// trip budget: only the time budget ends a runaway loop. With `parts`,
-/// the guarded build checked is the cubin it links from the build's parts
-/// (`cuda::parts`), loaded as it is, with no fallback.
+/// the guarded build checked is the cubin compile workers make: a
+/// pipeline's linked from the build's parts (`cuda::parts`), loaded as it
+/// is, with no fallback; one kernel's assembled whole.
 pub fn check(
     spec: &Spec,
     ir: &KernelIr,
@@ -65,7 +66,11 @@ pub fn check(
     let build = ir.compile_guarded(patch, codegen)?;
     let guarded = match parts {
         Some(parts) => {
-            let cubin = parts.assemble_linked(&build.ptx, &codegen.arch)?;
+            // One kernel's build is assembled whole, as compile workers do.
+            let cubin = match names.len() {
+                1 => parts.assemble(&build.ptx, &codegen.arch)?,
+                _ => parts.assemble_linked(&build.ptx, &codegen.arch)?,
+            };
             GuardedKernel::from_kernel(Kernel::load_cubin(&cubin, &names)?)?
         }
         None => GuardedKernel::load(&Loader::Jit, &build.ptx, None, &names)?,

@@ -17,6 +17,7 @@ use super::guard_check::GuardCheckError;
 use super::guarded::{Budget, GuardedKernel};
 use super::load::Loader;
 use super::pace::Pacer;
+use super::part_assembly::PartAssembler;
 use super::CudaError;
 use gevo_ir::{CodegenOptions, KernelIr};
 use gevo_model::spec::{ArgValue, Role, Spec, TestSet};
@@ -52,19 +53,29 @@ const LIMIT: Duration = Duration::from_secs(60);
 
 /// The original's builds timed on every train test of `spec` (give it the
 /// GPU's tests) on device `ordinal`, `runs` times each after a warm-up.
+/// The guarded build is loaded by the driver's JIT, or with `parts` as
+/// compile workers assemble it (a kernel at a time, at the level
+/// `parts`' assembler has: `Assembler::for_checks`).
 pub fn cost(
     spec: &Spec,
     ir: &KernelIr,
     codegen: &CodegenOptions,
     ordinal: usize,
     runs: usize,
+    parts: Option<&mut PartAssembler>,
 ) -> Result<Vec<TestCost>, GuardCheckError> {
     let names: Vec<String> = ir.chosen_kernels().iter().map(|k| k.to_string()).collect();
     let _context = Context::new(ordinal)?;
     let empty = ir.empty_patch();
     let plain = Kernel::load(&ir.compile(&empty, codegen)?.ptx, &names)?;
     let guarded_build = ir.compile_guarded(&empty, codegen)?;
-    let guarded = GuardedKernel::load(&Loader::Jit, &guarded_build.ptx, None, &names)?;
+    let guarded = match parts {
+        Some(parts) => {
+            let cubin = parts.assemble(&guarded_build.ptx, &codegen.arch)?;
+            GuardedKernel::from_kernel(Kernel::load_cubin(&cubin, &names)?)?
+        }
+        None => GuardedKernel::load(&Loader::Jit, &guarded_build.ptx, None, &names)?,
+    };
     let protects = guarded_build.protects_inputs;
     let timer = Timer::new()?;
     let mut costs = Vec::new();

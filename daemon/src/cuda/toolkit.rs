@@ -87,11 +87,91 @@ impl<'de> Deserialize<'de> for Cubin {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Assembler {
     ptxas: PathBuf,
+    /// Flags before the input's: none (ptxas's default level) unless
+    /// [`Assembler::for_checks`] at [`CheckAssembly::Fast`].
+    flags: Vec<String>,
 }
+
+/// Names the level guarded builds are assembled at: `full` (the default)
+/// or `fast` ([`CheckAssembly`]).
+pub const CHECK_ASSEMBLY_VARIABLE: &str = "GEVO_CHECK_ASSEMBLY";
+
+/// How hard ptxas optimizes a guarded build, which only checks a variant
+/// (docs/evolve.md, "The guarded build's ptxas level"). Timed builds always
+/// get ptxas's default level, the one a user's build gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CheckAssembly {
+    /// ptxas's default level. The default: on the H200 host, the quickest
+    /// level made a check's run 2-14x slower on the GPU, which at one GPU
+    /// and 16 cores is the busier side.
+    #[default]
+    Full,
+    /// ptxas's quickest level (`--Ofast-compile=max` where its help lists
+    /// it, CUDA 12.8 and later; `-O0` before): 0.4-0.8x the CPU. With at
+    /// most 64 registers a thread, so that the build launches with every
+    /// block size the ordinary build can (the quickest level gave the
+    /// stencil's 72).
+    Fast,
+}
+
+impl CheckAssembly {
+    /// `$GEVO_CHECK_ASSEMBLY`: `fast`, else `full` (with a warning for a
+    /// value it does not know).
+    pub fn from_env() -> Self {
+        match std::env::var(CHECK_ASSEMBLY_VARIABLE).as_deref() {
+            Ok("fast") => CheckAssembly::Fast,
+            Ok("full") | Err(_) => CheckAssembly::Full,
+            Ok(other) => {
+                tracing::warn!(
+                    "{CHECK_ASSEMBLY_VARIABLE}={other:?} is neither \"full\" nor \"fast\": full"
+                );
+                CheckAssembly::Full
+            }
+        }
+    }
+}
+
+/// ptxas's fast-compile option (CUDA 12.8 and later list it in `ptxas
+/// --help`), used at its quickest level; `-O0` where it is missing.
+const FAST_COMPILE: &str = "--Ofast-compile";
+const NO_OPTIMIZATION: &str = "-O0";
+/// The most registers a thread of a block of 1024 may have (64K a block).
+const MOST_REGISTERS: &str = "-maxrregcount=64";
 
 impl Assembler {
     pub fn new(ptxas: PathBuf) -> Self {
-        Assembler { ptxas }
+        Assembler {
+            ptxas,
+            flags: Vec::new(),
+        }
+    }
+
+    /// This ptxas for guarded builds at `level`. The floating-point
+    /// instructions code generation writes are rounded explicitly (`.rn`),
+    /// so no level fuses or reorders them: outputs are the same at every
+    /// level (the GPU suite's guards section compares them byte for byte).
+    pub fn for_checks(mut self, level: CheckAssembly) -> Self {
+        if level == CheckAssembly::Full {
+            return self;
+        }
+        let help = Command::new(&self.ptxas)
+            .arg("--help")
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output();
+        let lists_fast_compile =
+            help.is_ok_and(|out| String::from_utf8_lossy(&out.stdout).contains(FAST_COMPILE));
+        let quickest = match lists_fast_compile {
+            true => format!("{FAST_COMPILE}=max"),
+            false => NO_OPTIMIZATION.to_string(),
+        };
+        self.flags = vec![quickest, MOST_REGISTERS.to_string()];
+        self
+    }
+
+    /// The flags given to every run before the input's (the level).
+    pub fn flags(&self) -> &[String] {
+        &self.flags
     }
 
     /// `$GEVO_PTXAS` (none when it says `off`), else ptxas where
@@ -189,6 +269,7 @@ impl Assembler {
             source,
         })?;
         let child = Command::new(&self.ptxas)
+            .args(&self.flags)
             .arg(format!("-arch={arch}"))
             .args(relocatable.then_some("-c"))
             .arg("-o")
@@ -316,16 +397,58 @@ mod tests {
         );
     }
 
+    /// A stand-in ptxas at `dir/name` that runs `body`.
+    fn stand_in(dir: &Path, name: &str, body: &str) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        let mut permissions = std::fs::metadata(&path).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+        std::fs::set_permissions(&path, permissions).unwrap();
+        path
+    }
+
+    /// Fast guarded builds: fast-compile where ptxas's help lists it, else
+    /// -O0 (an older ptxas, or one whose help fails), with the register
+    /// cap; full ones and timed builds: no flags.
+    #[test]
+    fn fast_checks_are_assembled_at_the_quickest_level_this_ptxas_has() {
+        let dir = tempfile::tempdir().unwrap();
+        for (help, flags) in [
+            (
+                "echo '--Ofast-compile <0|min|mid|max>  (-Ofc)'",
+                vec!["--Ofast-compile=max", "-maxrregcount=64"],
+            ),
+            (
+                "echo '--opt-level <N>  (-O)'",
+                vec!["-O0", "-maxrregcount=64"],
+            ),
+            ("exit 1", vec!["-O0", "-maxrregcount=64"]),
+        ] {
+            let ptxas = stand_in(dir.path(), "ptxas", help);
+            let assembler = Assembler::new(ptxas);
+            assert!(assembler.flags().is_empty());
+            let full = assembler.clone().for_checks(CheckAssembly::Full);
+            assert!(full.flags().is_empty(), "{help}");
+            let fast = assembler.for_checks(CheckAssembly::Fast);
+            assert_eq!(fast.flags(), flags, "{help}");
+        }
+        // The toolkit's own, where installed, assembles at that level.
+        let Some(ptxas) = find_tool("ptxas") else {
+            eprintln!("skipped the toolkit's ptxas: none found");
+            return;
+        };
+        let checks = Assembler::new(ptxas).for_checks(CheckAssembly::Fast);
+        let ptx = ".version 7.0\n.target sm_80\n.address_size 64\n\n.visible .entry noop()\n{\n\tret;\n}\n";
+        let cubin = checks.assemble(ptx, "sm_80").unwrap();
+        assert!(cubin.0.starts_with(b"\x7fELF"), "{:?}", checks.flags());
+    }
+
     /// An assembly no longer wanted stops ptxas and leaves no files.
     #[test]
     fn a_dropped_assembly_stops_ptxas_and_removes_its_files() {
         // A stand-in for ptxas that takes its time.
         let dir = tempfile::tempdir().unwrap();
-        let slow = dir.path().join("ptxas");
-        std::fs::write(&slow, "#!/bin/sh\nsleep 30\n").unwrap();
-        let mut permissions = std::fs::metadata(&slow).unwrap().permissions();
-        std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
-        std::fs::set_permissions(&slow, permissions).unwrap();
+        let slow = stand_in(dir.path(), "ptxas", "sleep 30");
         let started = std::time::Instant::now();
         let assembling = Assembler::new(slow).start("// nothing", "sm_90").unwrap();
         let pid = assembling.child.as_ref().unwrap().id();

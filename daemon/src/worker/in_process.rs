@@ -7,7 +7,7 @@ use super::{Handler, Request, Response};
 use crate::config::Prescreen;
 use crate::cuda::guarded::GuardedBuild;
 use crate::cuda::part_assembly::PartAssembler;
-use crate::cuda::toolkit::{Assembler, Cubin};
+use crate::cuda::toolkit::{Assembler, CheckAssembly, Cubin};
 use crate::harness::{HarnessEvaluator, Runner};
 use gevo_ir::{CodegenOptions, IrError, Patch};
 use gevo_model::assessment::{Assessment, TestResult};
@@ -216,11 +216,15 @@ impl InProcess {
     }
 
     /// A guarded build's PTX assembled for `arch`, a kernel at a time
-    /// ([`PartAssembler`]); none where no ptxas is found or it refuses.
+    /// ([`PartAssembler`]), at the level `$GEVO_CHECK_ASSEMBLY` names
+    /// ([`Assembler::for_checks`]); none where no ptxas is found or it
+    /// refuses.
     fn assemble_guarded(&mut self, ptx: &str, arch: &str) -> Option<Cubin> {
         if self.parts.is_none() {
             let assembler = self.assembler.get_or_insert_with(Assembler::find);
-            self.parts = Some(assembler.clone().map(PartAssembler::new));
+            let level = CheckAssembly::from_env();
+            let for_checks = assembler.clone().map(|a| a.for_checks(level));
+            self.parts = Some(for_checks.map(PartAssembler::new));
         }
         if let Some(Some(parts)) = &mut self.parts {
             return parts
