@@ -157,6 +157,13 @@ fn limit<'c>(
         .into_int_value())
 }
 
+/// [`limit`] for a variable of `bytes`, a constant: a variable's range never
+/// wraps past the address space's top, which LLVM cannot fold away from
+/// its address (an add, a compare and a select in every check before).
+fn variable_limit(bytes: u64, access_bytes: u64) -> u64 {
+    (bytes + 1).saturating_sub(access_bytes)
+}
+
 /// Finds, at `function`'s entry, the range of its parameter `index`, with
 /// a limit per width the plan's accesses through it use.
 fn parameter_range<'c>(
@@ -353,8 +360,7 @@ impl<'c> InlineChecks<'c> {
         // The access is made in its root's own address space (a generic
         // pointer cast to it, as code generation would infer it had the
         // guard not selected between two generic pointers).
-        let Some((own, begin, limit)) = self.root_range(context, module, builder, access, space)?
-        else {
+        let Some((own, begin, limit)) = self.root_range(context, module, access, space) else {
             return Ok(false);
         };
         let compared = if space == own {
@@ -424,12 +430,11 @@ impl<'c> InlineChecks<'c> {
         &self,
         context: &'c Context,
         module: &Module<'c>,
-        builder: &Builder<'c>,
         access: &Access,
         space: u32,
-    ) -> Result<Option<(u32, IntValue<'c>, IntValue<'c>)>, IrError> {
+    ) -> Option<(u32, IntValue<'c>, IntValue<'c>)> {
         let i64_type = context.i64_type();
-        Ok(Some(match access.base {
+        Some(match access.base {
             Some(Base::KernelParameter { function, index }) if matches!(space, 0 | 1) => {
                 let (_, range) = self
                     .parameters
@@ -440,15 +445,13 @@ impl<'c> InlineChecks<'c> {
             }
             Some(Base::Variable { global, bytes }) => {
                 let own = llvm::pointer_address_space(llvm::type_of(global));
-                let Some(variable) = module.get_global(&llvm::value_name(global)) else {
-                    return Ok(None);
-                };
+                let variable = module.get_global(&llvm::value_name(global))?;
                 let begin = variable.as_pointer_value().const_to_int(i64_type);
-                let end = begin.const_add(i64_type.const_int(bytes, false));
-                (own, begin, limit(builder, begin, end, access.bytes)?)
+                let room = variable_limit(bytes, access.bytes);
+                (own, begin, i64_type.const_int(room, false))
             }
-            _ => return Ok(None),
-        }))
+            _ => return None,
+        })
     }
 
     /// Records `this` access's refusal before `inst`, in one call with the
@@ -590,6 +593,36 @@ mod tests {
             assert_eq!(
                 below, inside,
                 "[{begin}, {end}), {bytes} bytes at {address}"
+            );
+        }
+    }
+
+    /// A variable's constant limit is what [`limit`] answers for its range
+    /// at an address that does not wrap.
+    #[test]
+    fn a_variable_limit_is_its_range_limit() {
+        let context = Context::create();
+        let builder = context.create_builder();
+        let module = context.create_module("limits");
+        let function = module.add_function("f", context.void_type().fn_type(&[], false), None);
+        builder.position_at_end(context.append_basic_block(function, "entry"));
+        let c = |v: u64| context.i64_type().const_int(v, false);
+        // (variable bytes, access bytes)
+        for (bytes, access) in [
+            (1296, 4),
+            (1296, 8),
+            (4, 4),
+            (4, 8),
+            (0, 1),
+            (7, 8),
+            (8, 16),
+            (64, 1),
+        ] {
+            let expected = limit(&builder, c(4096), c(4096 + bytes), access).unwrap();
+            assert_eq!(
+                Some(variable_limit(bytes, access)),
+                expected.get_zero_extended_constant(),
+                "{bytes} bytes, an access of {access}"
             );
         }
     }
