@@ -555,16 +555,22 @@ fn returns_at_once(call: llvm::Value) -> bool {
 mod tests {
     use super::*;
 
+    /// A builder at the end of a function's only block (it folds constants).
+    fn builder_in_a_function(context: &Context) -> (Module<'_>, Builder<'_>) {
+        let builder = context.create_builder();
+        let module = context.create_module("limits");
+        let function = module.add_function("f", context.void_type().fn_type(&[], false), None);
+        builder.position_at_end(context.append_basic_block(function, "entry"));
+        (module, builder)
+    }
+
     /// `address - begin < limit` answers what `begin <= address`,
     /// `address + bytes <= end` and no wrap past the top of the address
     /// space answer, constants folded by the builder.
     #[test]
     fn an_offset_below_its_limit_is_an_access_inside_its_range() {
         let context = Context::create();
-        let builder = context.create_builder();
-        let module = context.create_module("limits");
-        let function = module.add_function("f", context.void_type().fn_type(&[], false), None);
-        builder.position_at_end(context.append_basic_block(function, "entry"));
+        let (_module, builder) = builder_in_a_function(&context);
         let i64_type = context.i64_type();
         let top = u64::MAX;
         // (begin, end, bytes, address, inside)
@@ -602,10 +608,7 @@ mod tests {
     #[test]
     fn a_variable_limit_is_its_range_limit() {
         let context = Context::create();
-        let builder = context.create_builder();
-        let module = context.create_module("limits");
-        let function = module.add_function("f", context.void_type().fn_type(&[], false), None);
-        builder.position_at_end(context.append_basic_block(function, "entry"));
+        let (_module, builder) = builder_in_a_function(&context);
         let c = |v: u64| context.i64_type().const_int(v, false);
         // (variable bytes, access bytes)
         for (bytes, access) in [
