@@ -173,7 +173,10 @@ fn measure(name: &str, batch: usize, batches: usize, codegen: &CodegenOptions) -
     let spec = spec::load(&path)
         .expect("fixture spec loads")
         .for_backend(TestTarget::Sim);
-    let ir = KernelIr::load_kernels(&spec.ir, &spec.kernels).expect("fixture loads");
+    // As compile workers have it: with the spec's block bounds.
+    let ir = KernelIr::load_kernels(&spec.ir, &spec.kernels)
+        .expect("fixture loads")
+        .with_block_bounds(spec.block_bounds());
     let worker = InProcess::new(spec, codegen.clone()).expect("a compile worker");
     let variants = passing_variants(&ir, &worker, batch * batches);
     let mut row = Row {

@@ -45,6 +45,7 @@ mod generality;
 mod generated;
 mod guard_barriers;
 mod guard_builds;
+mod guard_in_bounds;
 mod guard_repeats;
 mod guard_text;
 mod harness;

@@ -40,6 +40,7 @@ use serde::{Deserialize, Serialize};
 mod aligned;
 pub use aligned::BUFFER_ALIGNMENT;
 mod barriers;
+mod in_bounds;
 mod inline_check;
 mod loops;
 mod plan;
@@ -177,6 +178,10 @@ pub struct GuardSite {
     pub argument: Option<u32>,
 }
 
+/// The most threads a kernel's blocks have in x, y and z, over every
+/// launch: a thread index is below it (`KernelIr::with_block_bounds`).
+pub type BlockBounds = [u64; 3];
+
 /// A variant's guarded build.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Guarded {
@@ -196,6 +201,16 @@ pub struct Guarded {
 }
 
 impl KernelIr {
+    /// This IR with its chosen kernels' block bounds, in their order (none
+    /// where a kernel's blocks are not known): a guarded build leaves
+    /// unchecked the accesses of a module variable that thread indices
+    /// below them keep inside it (`guard::in_bounds`). The caller vouches
+    /// that every launch of a guarded build stays within them.
+    pub fn with_block_bounds(mut self, bounds: Vec<Option<BlockBounds>>) -> Self {
+        self.block_bounds = bounds;
+        self
+    }
+
     /// Replays `patch`, verifies, guards every memory access and loop, and
     /// emits PTX.
     pub fn compile_guarded(
@@ -205,7 +220,7 @@ impl KernelIr {
     ) -> Result<Guarded, IrError> {
         self.with_patched(patch, |context, module, live| {
             let (sites, unguarded, protects_inputs, poisons_shared) =
-                guard_module(context, module, live, &self.parts, &options.arch)?;
+                guard_module(context, module, live, self, &options.arch)?;
             let ptx = codegen::emit_ptx_with_features(
                 context,
                 module,
@@ -231,7 +246,7 @@ impl KernelIr {
         options: &CodegenOptions,
     ) -> Result<(String, Vec<GuardSite>), IrError> {
         self.with_patched(patch, |context, module, live| {
-            let (sites, ..) = guard_module(context, module, live, &self.parts, &options.arch)?;
+            let (sites, ..) = guard_module(context, module, live, self, &options.arch)?;
             Ok((module.print_to_string().to_string(), sites))
         })
     }
@@ -246,10 +261,10 @@ fn guard_module<'c>(
     context: &'c Context,
     module: &Module<'c>,
     live: &super::LiveModule<'_>,
-    parts: &[super::Part],
+    ir: &KernelIr,
     arch: &str,
 ) -> Result<(Vec<GuardSite>, usize, bool, bool), IrError> {
-    let plan = plan(module, &live.parts, parts);
+    let plan = plan(module, &live.parts, &ir.parts, &ir.block_bounds);
     module.strip_debug_info();
     let runtime = context
         .create_module_from_ir(MemoryBuffer::create_from_memory_range_copy(
@@ -408,6 +423,9 @@ fn insert_guards<'c>(
     // refuse a read-only range).
     let mut writes_inline = true;
     for access in &plan.accesses {
+        if access.in_bounds {
+            continue;
+        }
         // Planned before linking: linking the runtime in adds but removes nothing.
         let inst = instruction(access.inst);
         if let Some(earlier) = access.reuses {

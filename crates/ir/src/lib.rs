@@ -28,7 +28,7 @@ pub use canonical::hash_without_build_directories;
 pub use codegen::{libdevice_candidates, CodegenOptions, DEFAULT_ARCH};
 pub use dom::DomTree;
 pub use error::{EditError, IrError};
-pub use guard::{GuardSite, Guarded};
+pub use guard::{BlockBounds, GuardSite, Guarded};
 pub use patch::{
     ConstKind, Edit, EditKind, InstId, Patch, PatchFormatError, Repair, ValueRef, PATCH_FORMAT,
 };
@@ -70,6 +70,9 @@ pub struct KernelIr {
     instruction_count: u32,
     /// Instruction id -> `file:line`, for the instructions that have one.
     source_lines: std::collections::BTreeMap<u32, String>,
+    /// Per chosen kernel, its blocks' bounds where known
+    /// (`KernelIr::with_block_bounds`); none by default.
+    block_bounds: Vec<Option<guard::BlockBounds>>,
 }
 
 /// A patched kernel: verified IR text and its PTX.
@@ -212,6 +215,7 @@ impl KernelIr {
             parts,
             instruction_count: first,
             source_lines,
+            block_bounds: Vec::new(),
         })
     }
 

@@ -97,7 +97,10 @@ impl Evaluator {
             spec: spec.path.clone(),
             source,
         };
-        let ir = KernelIr::load_kernels(&spec.ir, &spec.kernels).map_err(ir_error)?;
+        // The spec's launches bound thread indices in guarded builds.
+        let ir = KernelIr::load_kernels(&spec.ir, &spec.kernels)
+            .map_err(ir_error)?
+            .with_block_bounds(spec.block_bounds());
         let original = ir.lower_all(&ir.empty_patch()).map_err(ir_error)?;
         arguments::check(&spec, &original)?;
         Ok(Evaluator {

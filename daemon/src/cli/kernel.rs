@@ -32,7 +32,9 @@ pub struct PtxArgs {
     #[arg(long)]
     emit_ir: Option<PathBuf>,
     /// The guarded check build's PTX instead (docs/evolve.md, "Guarded
-    /// check builds"): what the GPU worker checks a variant's outputs with.
+    /// check builds"): what the GPU worker checks a variant's outputs with,
+    /// but with no block bounds (a search's build, which has its spec's,
+    /// may leave tile accesses unchecked).
     #[arg(long, conflicts_with = "emit_ir")]
     guarded: bool,
     /// Output file (default: stdout).

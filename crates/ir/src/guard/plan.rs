@@ -7,8 +7,9 @@ use super::super::dom::DomTree;
 use super::super::live::LiveFunction;
 use super::super::llvm;
 use super::aligned::{gep_offset_alignment, BUFFER_ALIGNMENT, NO_OFFSET};
+use super::in_bounds;
 use super::repeated::Checked;
-use super::{is_runtime, GuardSite, SiteKind, SCRATCH_BYTES, SHARED_SCRATCH_BYTES};
+use super::{is_runtime, BlockBounds, GuardSite, SiteKind, SCRATCH_BYTES, SHARED_SCRATCH_BYTES};
 use inkwell::module::Module;
 use inkwell::values::AsValueRef;
 use std::borrow::Cow;
@@ -59,6 +60,9 @@ pub(super) struct Access {
     /// An earlier access (its index in the plan's) whose check covers this
     /// one's, whose guarded pointer it takes (`repeated.rs`).
     pub(super) reuses: Option<usize>,
+    /// Proven aligned and inside its variable for every thread
+    /// (`in_bounds.rs`): not checked at all.
+    pub(super) in_bounds: bool,
 }
 
 impl Access {
@@ -137,16 +141,19 @@ enum Found {
 
 /// Finds what to guard, before line tables are stripped (the sites keep
 /// their source lines) and before the runtime is linked in.
+/// `blocks`: per part, the most threads its blocks have, where known.
 pub(super) fn plan(
     module: &Module<'_>,
     parts: &[LiveFunction<'_>],
     loaded: &[super::super::Part],
+    blocks: &[Option<BlockBounds>],
 ) -> Plan {
     let layout = llvm::DataLayout::of(module.as_mut_ptr());
     let kernels = llvm::kernel_functions(module.as_mut_ptr());
     let variables = variables(module, layout);
     let mut planner = Planner {
         parts,
+        blocks,
         layout,
         ids: SiteIds::default(),
         plan: Plan {
@@ -193,6 +200,7 @@ fn variables(module: &Module<'_>, layout: llvm::DataLayout) -> Vec<(llvm::Value,
 /// The plan as `plan` builds it, with the numbering of its sites.
 struct Planner<'p, 'd> {
     parts: &'p [LiveFunction<'d>],
+    blocks: &'p [Option<BlockBounds>],
     layout: llvm::DataLayout,
     ids: SiteIds,
     plan: Plan,
@@ -250,6 +258,11 @@ impl Planner<'_, '_> {
             Some(part) => Cow::Borrowed(part.dom()),
             None => Cow::Owned(DomTree::of_function(function)),
         };
+        let block_bounds = self
+            .parts
+            .iter()
+            .position(|p| p.function() == function)
+            .and_then(|i| self.blocks.get(i).copied().flatten());
         let mut checked = Checked::new(dom);
         for (index, block) in llvm::blocks(function).into_iter().enumerate() {
             let block_label = block_label(block, index);
@@ -289,6 +302,21 @@ impl Planner<'_, '_> {
                 };
                 access.aligned =
                     rooted.is_some_and(|r| root_alignment.min(r.offset_alignment) >= access.align);
+                access.in_bounds = match (access.base, block_bounds) {
+                    (Some(Base::Variable { global, bytes }), Some(bounds)) => {
+                        let pointer = llvm::operand(inst, access.pointers[0]);
+                        access.aligned
+                            && in_bounds::proven_inside(
+                                pointer,
+                                global,
+                                bytes,
+                                access.bytes,
+                                bounds,
+                                self.layout,
+                            )
+                    }
+                    _ => false,
+                };
                 access.reuses = checked.covering(&access, index, self.plan.accesses.len());
                 self.plan.sites.push(site);
                 self.plan.accesses.push(access);
@@ -523,6 +551,7 @@ fn access_of(inst: llvm::Value, layout: llvm::DataLayout) -> Found {
         base: None,
         aligned: false,
         reuses: None,
+        in_bounds: false,
     })
 }
 
@@ -552,5 +581,6 @@ fn memory_intrinsic(call: llvm::Value) -> Option<Access> {
         base: None,
         aligned: false,
         reuses: None,
+        in_bounds: false,
     })
 }

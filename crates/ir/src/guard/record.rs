@@ -18,7 +18,8 @@ use super::super::llvm;
 use super::plan::Plan;
 
 /// The most check sites a kernel may have and still write its records out:
-/// checked accesses (not those that take another's check: repeated.rs),
+/// checked accesses (not those that take another's check: repeated.rs,
+/// nor those proven inside their variable: in_bounds.rs),
 /// and two per checked barrier, whose poll and check are
 /// twice an access's text (the weight the threshold was measured with,
 /// when a barrier had a check before and after it).
@@ -36,7 +37,7 @@ pub(super) fn calling_functions(plan: &Plan) -> Vec<llvm::Value> {
     let accesses = plan
         .accesses
         .iter()
-        .filter(|a| a.reuses.is_none())
+        .filter(|a| a.reuses.is_none() && !a.in_bounds)
         .map(|a| (function_of(a.inst), 1));
     let barriers = plan
         .barriers

@@ -316,6 +316,39 @@ impl Spec {
         out
     }
 
+    /// Per kernel of `kernels`, the most threads its blocks have in x, y
+    /// and z over every launch: known only where every launch of it gives
+    /// its block as numbers (none where a block depends on a test's sizes
+    /// or a tunable constant, or where nothing launches the kernel, as in
+    /// harness mode, where the application does). A guarded build takes
+    /// thread indices to be below these (`KernelIr::with_block_bounds`).
+    pub fn block_bounds(&self) -> Vec<Option<[u64; 3]>> {
+        let launches = self.launch_specs();
+        (0..self.kernels.len())
+            .map(|kernel| {
+                if self.harness.is_some() {
+                    return None;
+                }
+                let mut most = None::<[u64; 3]>;
+                for launch in launches.iter().filter(|l| l.kernel == kernel) {
+                    let mut block = [1u64; 3];
+                    for (d, size) in launch.geometry.block.iter().enumerate().take(3) {
+                        let value = size.value.constant()?;
+                        if !(value >= 1.0 && value.fract() == 0.0) {
+                            return None;
+                        }
+                        block[d] = value as u64;
+                    }
+                    let so_far = most.get_or_insert(block);
+                    for d in 0..3 {
+                        so_far[d] = so_far[d].max(block[d]);
+                    }
+                }
+                most
+            })
+            .collect()
+    }
+
     /// Whether the spec is the single-kernel form (one `[launch]`).
     pub fn is_single_launch(&self) -> bool {
         matches!(self.pipeline.as_slice(), [Step::Launch(l)] if l.field == "launch")

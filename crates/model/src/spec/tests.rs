@@ -3,6 +3,7 @@
 //! spellings). This file holds the helpers they share.
 
 mod backends;
+mod block_bounds;
 mod comparison;
 mod expressions;
 mod fills;
