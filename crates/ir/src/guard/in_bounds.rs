@@ -38,7 +38,8 @@ pub(super) fn proven_inside(
     ranges
         .offset(pointer, variable, 0)
         .is_some_and(|(low, high)| {
-            low >= 0 && high + i128::from(bytes) <= i128::from(variable_bytes)
+            let end = high.checked_add(i128::from(bytes));
+            low >= 0 && end.is_some_and(|end| end <= i128::from(variable_bytes))
         })
 }
 
