@@ -5,38 +5,25 @@
 //! bounds, what it spares.
 
 use crate::common;
-use crate::guard_text::{checks_and_guarded, guarded_access_count};
+use crate::guard_text::{check_cases, checks_and_guarded, guarded_access_count, guarded_function};
 use gevo_ir::{BlockBounds, KernelIr};
 
 /// The checks the guarded build of `ir` makes in the function `name`.
 fn checks_in(ir: &KernelIr, name: &str) -> usize {
-    let (text, _) = ir
-        .guarded_ir(&ir.empty_patch(), &common::codegen_options())
-        .unwrap_or_else(|e| panic!("{name}: {e}"));
-    let body = text
-        .split("\ndefine ")
-        .find(|f| f.contains(&format!("@{name}(")))
-        .unwrap_or_else(|| panic!("{name} is in its guarded build"));
-    checks_and_guarded(body).0
+    checks_and_guarded(&guarded_function(ir, name)).0
 }
 
 #[test]
 fn accesses_that_thread_indices_keep_inside_their_variable_are_not_checked() {
     let path = common::repo_root().join("tests/fixtures/guard/in_bounds.ll");
-    let text = std::fs::read_to_string(&path).unwrap();
     let bounds: Option<BlockBounds> = Some([8, 4, 1]);
     let mut cases = 0;
-    for line in text
-        .lines()
-        .filter(|l| l.starts_with("define void @checks_"))
-    {
-        let name = &line["define void @".len()..line.find('(').unwrap()];
-        let expected: usize = name.split('_').nth(1).unwrap().parse().unwrap();
-        let ir = KernelIr::load_kernels(&path, &[name.to_string()]).unwrap();
+    for (name, expected) in check_cases(&path) {
+        let ir = KernelIr::load_kernels(&path, std::slice::from_ref(&name)).unwrap();
         let accesses = guarded_access_count(&ir);
-        assert_eq!(checks_in(&ir, name), accesses, "{name}: no bounds");
+        assert_eq!(checks_in(&ir, &name), accesses, "{name}: no bounds");
         let bounded = ir.with_block_bounds(vec![bounds]);
-        let checks = checks_in(&bounded, name);
+        let checks = checks_in(&bounded, &name);
         assert_eq!(checks, expected, "{name}: checks for {accesses} accesses");
         cases += 1;
     }

@@ -5,35 +5,22 @@
 
 use crate::common;
 use crate::guard_builds::fixtures;
-use crate::guard_text::{checks_and_guarded, guarded_access_count};
+use crate::guard_text::{check_cases, checks_and_guarded, guarded_access_count, guarded_function};
 
 /// The kernel `name`'s guarded IR: (checks made, accesses through a
 /// guarded pointer, accesses).
 fn checks_of(path: &std::path::Path, name: &str) -> (usize, usize, usize) {
     let ir = gevo_ir::KernelIr::load_kernels(path, &[name.to_string()]).unwrap();
-    let (text, _) = ir
-        .guarded_ir(&ir.empty_patch(), &common::codegen_options())
-        .unwrap_or_else(|e| panic!("{name}: {e}"));
-    let body = text
-        .split("\ndefine ")
-        .find(|f| f.contains(&format!("@{name}(")))
-        .unwrap_or_else(|| panic!("{name} is in its guarded build"));
-    let (checks, guarded) = checks_and_guarded(body);
+    let (checks, guarded) = checks_and_guarded(&guarded_function(&ir, name));
     (checks, guarded, guarded_access_count(&ir))
 }
 
 #[test]
 fn an_access_checked_as_strictly_on_every_path_before_is_not_checked_again() {
     let path = common::repo_root().join("tests/fixtures/guard/repeated.ll");
-    let text = std::fs::read_to_string(&path).unwrap();
     let mut cases = 0;
-    for line in text
-        .lines()
-        .filter(|l| l.starts_with("define void @checks_"))
-    {
-        let name = &line["define void @".len()..line.find('(').unwrap()];
-        let expected: usize = name.split('_').nth(1).unwrap().parse().unwrap();
-        let (checks, guarded, accesses) = checks_of(&path, name);
+    for (name, expected) in check_cases(&path) {
+        let (checks, guarded, accesses) = checks_of(&path, &name);
         assert_eq!(guarded, accesses, "{name}: every access is guarded");
         assert_eq!(checks, expected, "{name}: checks for {accesses} accesses");
         cases += 1;

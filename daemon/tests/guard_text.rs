@@ -45,6 +45,33 @@ pub(crate) fn checks_and_guarded(guarded_ir: &str) -> (usize, usize) {
     (checks, guarded)
 }
 
+/// The kernels of a cases file (`tests/fixtures/guard/*.ll`) named
+/// `checks_<N>_<case>`, each with its N (the checks it expects).
+pub(crate) fn check_cases(path: &std::path::Path) -> Vec<(String, usize)> {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.lines()
+        .filter_map(|l| l.strip_prefix("define void @"))
+        .filter(|l| l.starts_with("checks_"))
+        .map(|l| {
+            let name = &l[..l.find('(').unwrap()];
+            let expected = name.split('_').nth(1).unwrap().parse().unwrap();
+            (name.to_string(), expected)
+        })
+        .collect()
+}
+
+/// The guarded IR of the function `name` in `ir`'s original's guarded
+/// build (`gevo_ir::KernelIr::guarded_ir`).
+pub(crate) fn guarded_function(ir: &KernelIr, name: &str) -> String {
+    let (text, _) = ir
+        .guarded_ir(&ir.empty_patch(), &crate::common::codegen_options())
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    text.split("\ndefine ")
+        .find(|f| f.contains(&format!("@{name}(")))
+        .unwrap_or_else(|| panic!("{name} is in its guarded build"))
+        .to_string()
+}
+
 pub(crate) fn guarded_access_count(ir: &KernelIr) -> usize {
     ir.listing()
         .unwrap()
