@@ -146,10 +146,10 @@ impl Assembler {
         }
     }
 
-    /// This ptxas for guarded builds at `level`. The floating-point
-    /// instructions code generation writes are rounded explicitly (`.rn`),
-    /// so no level fuses or reorders them: outputs are the same at every
-    /// level (the GPU suite's guards section compares them byte for byte).
+    /// This ptxas for guarded builds at `level`. Where code generation
+    /// rounds floating-point instructions explicitly (`.rn`, every
+    /// fixture's), no level fuses them: outputs are the same at every level
+    /// (the GPU suite's guards section compares them byte for byte).
     pub fn for_checks(mut self, level: CheckAssembly) -> Self {
         if level == CheckAssembly::Full {
             return self;
