@@ -75,8 +75,6 @@ fn changed_kernels<'a>(
         .collect()
 }
 
-/// The address space of the pointer a memory instruction's text accesses
-/// through, when it is a load, store or atomic.
 #[test]
 fn every_memory_access_and_loop_of_every_fixture_is_guarded() {
     let options = common::codegen_options();

@@ -181,9 +181,10 @@ summed_struct! {
         /// PTX one the search knew: no pre-screen, guarded build or ptxas.
         pub known_skipped: u64,
         /// Cubins the compile workers assembled for the search's variants
-        /// and promotion's: of guarded builds, and of the builds timed. Set
-        /// against `measured`, they say how many assemblies a measured
-        /// variant cost (the GPU workers' own are in `jit_load_s`).
+        /// (promotion's share only their seconds, in `spent`): of guarded
+        /// builds, and of the builds timed. Set against `measured`, they say
+        /// how many assemblies a measured variant cost (the GPU workers' own
+        /// are in `jit_load_s`).
         pub guarded_assembled: u64,
         pub timed_assembled: u64,
         /// Of `measured`, variants of the next batch, measured where a GPU

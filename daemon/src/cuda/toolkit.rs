@@ -102,8 +102,8 @@ pub const CHECK_ASSEMBLY_VARIABLE: &str = "GEVO_CHECK_ASSEMBLY";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum CheckAssembly {
     /// ptxas's default level. The default: on the H200 host, the quickest
-    /// level made a check's run 2-14x slower on the GPU, which at one GPU
-    /// and 16 cores is the busier side.
+    /// level made a check's run take 2-5x as long on the GPU, which at one
+    /// GPU and 16 cores is the busier side.
     #[default]
     Full,
     /// ptxas's quickest level (`--Ofast-compile=max` where its help lists

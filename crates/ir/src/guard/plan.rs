@@ -254,15 +254,13 @@ impl Planner<'_, '_> {
         variables: &[(llvm::Value, u64, u64)],
     ) {
         let space = self.space_of(function);
-        let dom = match self.parts.iter().find(|p| p.function() == function) {
-            Some(part) => Cow::Borrowed(part.dom()),
+        // A chosen kernel's tree kept since load, and its block bounds.
+        let part = self.parts.iter().position(|p| p.function() == function);
+        let dom = match part {
+            Some(i) => Cow::Borrowed(self.parts[i].dom()),
             None => Cow::Owned(DomTree::of_function(function)),
         };
-        let block_bounds = self
-            .parts
-            .iter()
-            .position(|p| p.function() == function)
-            .and_then(|i| self.blocks.get(i).copied().flatten());
+        let block_bounds = part.and_then(|i| self.blocks.get(i).copied().flatten());
         let mut checked = Checked::new(dom);
         for (index, block) in llvm::blocks(function).into_iter().enumerate() {
             let block_label = block_label(block, index);
