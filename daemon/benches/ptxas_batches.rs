@@ -174,9 +174,7 @@ fn measure(name: &str, batch: usize, batches: usize, codegen: &CodegenOptions) -
         .expect("fixture spec loads")
         .for_backend(TestTarget::Sim);
     // As compile workers have it: with the spec's block bounds.
-    let ir = KernelIr::load_kernels(&spec.ir, &spec.kernels)
-        .expect("fixture loads")
-        .with_block_bounds(spec.block_bounds());
+    let ir = KernelIr::load_spec(&spec).expect("fixture loads");
     let worker = InProcess::new(spec, codegen.clone()).expect("a compile worker");
     let variants = passing_variants(&ir, &worker, batch * batches);
     let mut row = Row {

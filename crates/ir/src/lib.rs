@@ -103,6 +103,13 @@ impl KernelIr {
         Self::parse(&path.display().to_string(), &bytes, kernel)
     }
 
+    /// `spec`'s IR with its kernels, and their block bounds from its
+    /// launches (`Spec::block_bounds`, `KernelIr::with_block_bounds`): as
+    /// a GPU check's guarded build takes it.
+    pub fn load_spec(spec: &gevo_model::spec::Spec) -> Result<Self, IrError> {
+        Ok(Self::load_kernels(&spec.ir, &spec.kernels)?.with_block_bounds(spec.block_bounds()))
+    }
+
     /// Loads `.ll` or `.bc` and picks several kernels (a pipeline's), in
     /// order; their instruction ids continue from one kernel to the next.
     pub fn load_kernels(path: &Path, kernels: &[String]) -> Result<Self, IrError> {

@@ -97,10 +97,7 @@ impl Evaluator {
             spec: spec.path.clone(),
             source,
         };
-        // The spec's launches bound thread indices in guarded builds.
-        let ir = KernelIr::load_kernels(&spec.ir, &spec.kernels)
-            .map_err(ir_error)?
-            .with_block_bounds(spec.block_bounds());
+        let ir = KernelIr::load_spec(&spec).map_err(ir_error)?;
         let original = ir.lower_all(&ir.empty_patch()).map_err(ir_error)?;
         arguments::check(&spec, &original)?;
         Ok(Evaluator {

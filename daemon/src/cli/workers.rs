@@ -310,8 +310,7 @@ impl GpuGuardCheckArgs {
             None => TestTarget::Sim,
         };
         let spec = gevo_model::spec::load(&self.spec)?.for_backend(tests);
-        let ir = gevo_ir::KernelIr::load_kernels(&spec.ir, &spec.kernels)?
-            .with_block_bounds(spec.block_bounds());
+        let ir = gevo_ir::KernelIr::load_spec(&spec)?;
         let patch = match &self.patch {
             Some(path) => super::output::read_patch(path)?,
             None => ir.empty_patch(),

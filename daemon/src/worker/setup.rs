@@ -481,12 +481,10 @@ pub fn start_measurer(
     let device = driver::probe(device)?;
     let arch = arch_for(&spec, arch, Some(&device));
     let codegen = CodegenOptions { arch, libdevice };
-    let ir = KernelIr::load_kernels(&spec.ir, &spec.kernels)
-        .map_err(|source| SetupError::Ir {
-            spec: spec_path.to_path_buf(),
-            source,
-        })?
-        .with_block_bounds(spec.block_bounds());
+    let ir = KernelIr::load_spec(&spec).map_err(|source| SetupError::Ir {
+        spec: spec_path.to_path_buf(),
+        source,
+    })?;
     let original =
         ir.compile(&ir.empty_patch(), &codegen)
             .map_err(|source| SetupError::Original {
