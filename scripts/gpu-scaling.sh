@@ -18,7 +18,10 @@
 # phase (pre-screen, ptxas on guarded builds, ptxas on timed builds, code
 # generation, generated held-out tests), the builds they assembled per
 # variant measured (guarded / timed), the variants whose PTX the search
-# knew, answered after code generation, and the validated speedup.
+# knew, answered after code generation, the compile requests the search's
+# variants took per variant measured (screened out, known and failed ones
+# too), promotion's share of the compile workers' CPU and of the GPU
+# workers' time with the variants it measured, and the validated speedup.
 # PRESCREENS (e.g. "all smallest off"; default none: gevod's default)
 # runs each mode once per `--prescreen` placement
 # (docs/evolve.md, "The pre-screen"), its rows named MODE.PLACEMENT;
@@ -43,6 +46,7 @@ tables.header([
     "GPU idle (no request)", "compile busy",
     "compile-worker CPU s/measured: pre-screen / ptxas guarded / ptxas timed / compile / generated",
     "assemblies/measured: guarded / timed", "known PTX answered after compile",
+    "compile requests/measured", "promotion: compile CPU / GPU / measured",
     "timed", "timing rounds",
     "measured ahead", "promotion carried", "validated"
 ])
@@ -78,6 +82,7 @@ for path in sorted(glob.glob(os.path.join(work, "*.json")), key=os.path.getmtime
           f"{u.get('measured', 0)} | {rate:.1f} | {rate / base if base else 0:.2f}x | "
           f"{100 * u.get('gpu_busy_share', 0):.0f}% | {idle:.1f} s of {capacity:.0f} | "
           f"{100 * u.get('compile_busy_share', 0):.0f}% | {cpu} | {assembled} | {u.get('known_skipped', 0)} | "
+          f"{u.get('compiled', 0) / measured:.1f} | {tables.promotion_share(u)} | "
           f"{u.get('timed', 0)} | {u.get('rounds', 0)} | {u.get('measured_ahead', 0)} | "
           f"{u.get('promotion_carried', 0)} | {validated} |")
 PY

@@ -363,8 +363,10 @@ fn a_generation_is_promoted_beside_the_next_ones_batch() {
     assert!(backend.promotes_beside());
     let (mut engine, ir) = vecadd_search(24);
     let (mut seen, mut interleaved, mut promoted) = (0, 0, 0);
+    let mut utilization = gevo_model::utilization::Utilization::default();
     for _ in 0..4 {
         let report = engine.step(&ir, &mut backend).unwrap();
+        utilization.add(report.utilization.as_ref().expect("the GPU backend reports"));
         let text = std::fs::read_to_string(&races).unwrap_or_default();
         let sets: Vec<&str> = text
             .lines()
@@ -389,6 +391,19 @@ fn a_generation_is_promoted_beside_the_next_ones_batch() {
         }
     }
     assert!(promoted > 0, "no generation promoted anything");
+    // Promotion's share of the workers' time is told apart: every
+    // measurement not on the train tests is promotion's (a step's last ones
+    // may be carried to the next step, whose utilization counts them).
+    let promotion_runs = std::fs::read_to_string(&races)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with("train "))
+        .count() as u64;
+    let u = &utilization;
+    assert!(u.promotion_measured > 0 && u.promotion_measured <= promotion_runs, "{u:?}");
+    assert!(u.promotion.gpu_s() > 0.0 && u.promotion.gpu_s() <= u.spent.gpu_s(), "{u:?}");
+    assert!(u.promotion.compile_s > 0.0 && u.promotion.compile_s <= u.spent.compile_s, "{u:?}");
+    assert!(u.compiled >= u.measured - u.measured_ahead, "{u:?}");
     assert!(
         interleaved > 0,
         "promotion waited for every batch: {}",

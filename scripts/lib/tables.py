@@ -9,6 +9,21 @@ import subprocess
 # on the guarded builds (outputs checked) and on the timed ones; results
 # from before 2026-11-30 have no `assemble_guarded_s` (read as 0).
 COMPILE_WORKER_PHASES = ("prescreen_s", "assemble_guarded_s", "assemble_s", "compile_s", "generated_s")
+GPU_WORKER_PHASES = ("jit_load_s", "check_s", "timing_s", "profile_s")
+
+
+def promotion_share(u):
+    """Promotion's part of a search's utilization: its compile workers' CPU
+    seconds and its GPU seconds, each as a share of the whole, and the
+    variants it measured ("-" where the build did not split it out)."""
+    if "promotion" not in u:
+        return "-"
+    spent, promotion = u.get("spent") or {}, u["promotion"]
+    def share(phases):
+        whole = sum(spent.get(k, 0.0) for k in phases)
+        return 100 * sum(promotion.get(k, 0.0) for k in phases) / whole if whole else 0.0
+    return (f"{share(COMPILE_WORKER_PHASES):.0f}% / {share(GPU_WORKER_PHASES):.0f}% / "
+            f"{u.get('promotion_measured', 0)}")
 
 
 def gpus():

@@ -187,6 +187,15 @@ summed_struct! {
         /// are in `jit_load_s`).
         pub guarded_assembled: u64,
         pub timed_assembled: u64,
+        /// Compile requests the search's variants took, answered: screened
+        /// out, known and failed ones too (promotion's are not counted).
+        pub compiled: u64,
+        /// Promotion's share of `spent`: the compile workers' and GPU
+        /// workers' seconds on its requests (held-out runs, minimization,
+        /// generated tests), and the variants it measured on the GPU. The
+        /// safety gate's `sanitizer_s` is promotion's too and stays apart.
+        pub promotion: Spent,
+        pub promotion_measured: u64,
         /// Of `measured`, variants of the next batch, measured where a GPU
         /// would have waited for this batch's last ones.
         pub measured_ahead: u64,
@@ -338,6 +347,9 @@ mod tests {
             known_skipped: 0,
             guarded_assembled: 0,
             timed_assembled: 0,
+            compiled: 0,
+            promotion: Spent::default(),
+            promotion_measured: 0,
             measured_ahead: 0,
             promotion_carried: 0,
             gpu_starts: 0,

@@ -249,6 +249,15 @@ pub trait Backend {
         false
     }
 
+    /// Whether what this backend runs and times is the PTX alone (the GPU
+    /// backend): two patches with the same PTX are then the same program,
+    /// and minimization drops an edit whose removal leaves the PTX as it is
+    /// without measuring it. The simulator runs the IR, where such an edit
+    /// may still change the cost it counts.
+    fn runs_ptx(&self) -> bool {
+        false
+    }
+
     /// Checks a variant about to be validated beyond its outputs and
     /// timings (the GPU backend's compute-sanitizer gate): why it must not
     /// be, if so. The simulator checks every run already.

@@ -254,6 +254,7 @@ impl CudaBackend {
         };
         let outputs = running.take_outputs();
         self.utilization.spent += &outputs.spent;
+        self.utilization.promotion += &outputs.spent;
         if let Some(gate) = &mut self.gate {
             for build in &outputs.gate_queue {
                 gate.submit(build)?;
@@ -365,6 +366,12 @@ impl Backend for CudaBackend {
 
     fn compile(&mut self, patches: &[Patch]) -> Result<Vec<Result<Build, String>>, BackendError> {
         self.compile.compile(patches)
+    }
+
+    /// The GPU runs and times the variant's PTX (or its cubin, assembled
+    /// from it), nothing else of the IR.
+    fn runs_ptx(&self) -> bool {
+        true
     }
 
     /// The generated held-out tests are correctness tests: the compile

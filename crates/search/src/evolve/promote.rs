@@ -3,12 +3,15 @@
 //! is slower with confidence on none of them, is it minimized and kept as
 //! validated.
 
+mod minimize;
+
 use super::gating::gate_failure;
 use super::{Backend, Engine, EvolveError, GateStart, Member, PromotionFailure, Validated};
 use gevo_ir::{KernelIr, Patch};
 use gevo_model::assessment::Assessment;
 use gevo_model::spec::TestSet;
 use gevo_model::stats::Interval;
+use minimize::Minimized;
 use std::collections::BTreeSet;
 
 /// A promotion's results: the variants validated at once, and those that
@@ -267,11 +270,16 @@ impl Promotion {
             }
         }
         let started = std::time::Instant::now();
-        let minimized = self.minimize(ir, backend, patch)?;
+        let Minimized {
+            patch: minimized,
+            same_program,
+            measured,
+        } = self.minimize(ir, backend, patch)?;
         tracing::debug!(
             seconds = started.elapsed().as_secs_f64(),
             edits = patch.edits.len(),
             kept = minimized.edits.len(),
+            measured,
             "promotion: minimized"
         );
         if minimized != *patch {
@@ -280,7 +288,9 @@ impl Promotion {
                 return Ok(Err(self.failure_generated(c, reason)));
             }
         }
-        let heldout = if minimized == *patch {
+        // The same program runs the same on the held-out tests: measured
+        // again, it would only add noise and GPU time.
+        let heldout = if same_program {
             heldout
         } else {
             assess_one(backend, &minimized, TestSet::Heldout)?
@@ -324,39 +334,6 @@ impl Promotion {
             kind: "generated".into(),
             ..self.failure(c, reason)
         }
-    }
-
-    /// Drops, last edit first, each edit whose removal keeps the variant
-    /// valid on every test and moves its cost by less than the threshold
-    /// (relative to the patch as found, so small changes cannot add up).
-    fn minimize(
-        &self,
-        ir: &KernelIr,
-        backend: &mut dyn Backend,
-        patch: &Patch,
-    ) -> Result<Patch, EvolveError> {
-        let full = assess_one(backend, patch, TestSet::All)?;
-        let Some(full_cost) = full.cost_ratio() else {
-            return Ok(patch.clone());
-        };
-        let mut current = patch.clone();
-        for i in (0..current.edits.len()).rev() {
-            let mut candidate = current.clone();
-            candidate.edits.remove(i);
-            if ir.check(&candidate).is_err() {
-                continue; // a later edit needs this one
-            }
-            let a = assess_one(backend, &candidate, TestSet::All)?;
-            // Still faster than the original, and within the threshold: an
-            // improvement smaller than the threshold is never minimized away.
-            let keeps_cost = a.cost_ratio().is_some_and(|c| {
-                c < 1.0 && (c - full_cost).abs() < self.minimize_threshold * full_cost
-            });
-            if a.passed() && keeps_cost {
-                current = candidate;
-            }
-        }
-        Ok(current)
     }
 }
 

@@ -348,6 +348,15 @@ impl Measuring<'_> {
         response: Answer,
         next_id: &mut dyn FnMut() -> u64,
     ) -> Option<Request> {
+        match (self.purpose, &response) {
+            (Purpose::Search { .. }, _) => self.utilization.compiled += 1,
+            (Purpose::Promotion { .. }, Ok(answer)) => {
+                if let Some(spent) = answer.spent() {
+                    self.utilization.promotion += spent;
+                }
+            }
+            (Purpose::Promotion { .. }, Err(_)) => {}
+        }
         let Compiled {
             build,
             screened_out,
@@ -614,6 +623,11 @@ pub(super) fn account(
     let searching = matches!(purpose, Purpose::Search { .. });
     if searching {
         utilization.measured += 1;
+    } else {
+        utilization.promotion_measured += 1;
+        if let Some(spent) = response.as_ref().ok().and_then(Response::spent) {
+            utilization.promotion += spent;
+        }
     }
     if let Ok(Response::Assessed {
         spent,

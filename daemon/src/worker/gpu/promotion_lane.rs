@@ -160,6 +160,15 @@ impl Lane {
         outputs.spent += spent;
     }
 
+    /// Shares the compile workers' time on these answers.
+    fn share_answers(&self, answers: &[Answer]) {
+        let mut spent = Spent::default();
+        for s in answers.iter().flatten().filter_map(Response::spent) {
+            spent += s;
+        }
+        self.share(&spent);
+    }
+
     /// Sends each request to `line`'s pool and waits for every answer, in
     /// order.
     fn ask(
@@ -216,7 +225,14 @@ impl Backend for Lane {
             .map(|p| (Request::compile(0, p.clone()), None))
             .collect();
         let answers = self.ask(&self.compile, requests)?;
+        self.share_answers(&answers);
         Ok(answers.into_iter().map(build_of).collect())
+    }
+
+    /// The GPU runs and times the variant's PTX (or its cubin, assembled
+    /// from it), nothing else of the IR.
+    fn runs_ptx(&self) -> bool {
+        true
     }
 
     /// The generated tests run on the simulator in the compile workers;
@@ -240,11 +256,7 @@ impl Backend for Lane {
                 })
                 .collect();
             let answers = self.ask(&self.compile, requests)?;
-            let mut spent = Spent::default();
-            for s in answers.iter().flatten().filter_map(Response::spent) {
-                spent += s;
-            }
-            self.share(&spent);
+            self.share_answers(&answers);
             return Ok(answers.into_iter().map(assessment_of).collect());
         }
         let requests = patches
