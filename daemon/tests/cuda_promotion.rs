@@ -366,7 +366,12 @@ fn a_generation_is_promoted_beside_the_next_ones_batch() {
     let mut utilization = gevo_model::utilization::Utilization::default();
     for _ in 0..4 {
         let report = engine.step(&ir, &mut backend).unwrap();
-        utilization.add(report.utilization.as_ref().expect("the GPU backend reports"));
+        utilization.add(
+            report
+                .utilization
+                .as_ref()
+                .expect("the GPU backend reports"),
+        );
         let text = std::fs::read_to_string(&races).unwrap_or_default();
         let sets: Vec<&str> = text
             .lines()
@@ -400,9 +405,18 @@ fn a_generation_is_promoted_beside_the_next_ones_batch() {
         .filter(|l| !l.starts_with("train "))
         .count() as u64;
     let u = &utilization;
-    assert!(u.promotion_measured > 0 && u.promotion_measured <= promotion_runs, "{u:?}");
-    assert!(u.promotion.gpu_s() > 0.0 && u.promotion.gpu_s() <= u.spent.gpu_s(), "{u:?}");
-    assert!(u.promotion.compile_s > 0.0 && u.promotion.compile_s <= u.spent.compile_s, "{u:?}");
+    assert!(
+        u.promotion_measured > 0 && u.promotion_measured <= promotion_runs,
+        "{u:?}"
+    );
+    assert!(
+        u.promotion.gpu_s() > 0.0 && u.promotion.gpu_s() <= u.spent.gpu_s(),
+        "{u:?}"
+    );
+    assert!(
+        u.promotion.compile_s > 0.0 && u.promotion.compile_s <= u.spent.compile_s,
+        "{u:?}"
+    );
     assert!(u.compiled >= u.measured - u.measured_ahead, "{u:?}");
     assert!(
         interleaved > 0,

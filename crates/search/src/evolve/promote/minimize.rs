@@ -271,4 +271,33 @@ mod tests {
             .collect();
         assert_eq!(heldout, [&(TestSet::Heldout, key(&patch))]);
     }
+
+    /// A candidate that passes the held-out tests but is not faster there
+    /// as found fails without being minimized: its one measurement is the
+    /// held-out run.
+    #[test]
+    fn a_candidate_not_faster_as_found_is_not_minimized() {
+        let (ir, patch) = three_edits();
+        let mut backend = Neutral {
+            table: Table(BTreeMap::from([(key(&patch), (1.0, true))]), None),
+            neutral: String::new(),
+            runs_ptx: true,
+            assessed: Vec::new(),
+        };
+        let config = Config {
+            population: 4,
+            promotions_per_generation: 1,
+            ..Config::default()
+        };
+        let mut engine = Engine::new(config, 1).unwrap();
+        engine.population = vec![member(&patch, 0.8)];
+        let (validated, failed) = engine.promote(&ir, &mut backend, 0).unwrap();
+        assert!(validated.is_empty(), "{validated:?}");
+        assert_eq!(failed.len(), 1);
+        assert!(
+            failed[0].reason.starts_with("not faster with confidence"),
+            "{failed:?}"
+        );
+        assert_eq!(backend.assessed, [(TestSet::Heldout, key(&patch))]);
+    }
 }
