@@ -14,9 +14,11 @@
 # that gets further times more of its variants, each costing its GPU
 # more), and what was done ahead (variants of the next batch measured where
 # a GPU would have waited, promotion's measurements a batch left under way
-# to the next), the compile workers' CPU seconds per variant measured by
+# to the next), the compile workers' busy seconds per variant measured by
 # phase (pre-screen, ptxas on guarded builds, ptxas on timed builds, code
-# generation, generated held-out tests), the builds they assembled per
+# generation, generated held-out tests: wall time in each phase) and their
+# CPU seconds per variant measured (getrusage, ptxas's included; "-" where
+# the build did not count them), the builds they assembled per
 # variant measured (guarded / timed), the variants whose PTX the search
 # knew, answered after code generation, the compile requests the search's
 # variants took per variant measured (screened out, known and failed ones
@@ -44,7 +46,8 @@ tables.header([
     "fixture", "devices", "seconds", "generations", "generations/s vs the first",
     "variants measured", "variants measured/s", "vs the first", "GPU busy",
     "GPU idle (no request)", "compile busy",
-    "compile-worker CPU s/measured: pre-screen / ptxas guarded / ptxas timed / compile / generated",
+    "compile-worker busy s/measured: pre-screen / ptxas guarded / ptxas timed / compile / generated",
+    "compile-worker CPU s/measured (getrusage)",
     "assemblies/measured: guarded / timed", "known PTX answered after compile",
     "compile requests/measured", "promotion: compile CPU / GPU / measured",
     "timed", "timing rounds",
@@ -81,7 +84,8 @@ for path in sorted(glob.glob(os.path.join(work, "*.json")), key=os.path.getmtime
           f"{pace / base_pace if base_pace else 0:.2f}x | "
           f"{u.get('measured', 0)} | {rate:.1f} | {rate / base if base else 0:.2f}x | "
           f"{100 * u.get('gpu_busy_share', 0):.0f}% | {idle:.1f} s of {capacity:.0f} | "
-          f"{100 * u.get('compile_busy_share', 0):.0f}% | {cpu} | {assembled} | {u.get('known_skipped', 0)} | "
+          f"{100 * u.get('compile_busy_share', 0):.0f}% | {cpu} | {tables.compile_cpu(u)} | {assembled} | "
+          f"{u.get('known_skipped', 0)} | "
           f"{u.get('compiled', 0) / measured:.1f} | {tables.promotion_share(u)} | "
           f"{u.get('timed', 0)} | {u.get('rounds', 0)} | {u.get('measured_ahead', 0)} | "
           f"{u.get('promotion_carried', 0)} | {validated} |")

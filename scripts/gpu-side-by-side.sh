@@ -25,6 +25,7 @@ sys.path.insert(0, "scripts/lib")
 import tables
 work, rev = sys.argv[1:3]
 tables.header(["fixture", "seed", "commit", "generations", "measured/s", "GPU busy", "CPU s per measured variant",
+               "getrusage CPU s per measured variant",
                "of which ptxas: guarded / timed", "code generation", "assemblies per measured: guarded / timed",
                "validated"])
 runs = {}
@@ -50,7 +51,7 @@ for side in (rev, "new"):
                       if measured and "guarded_assembled" in u else "-")
         runs.setdefault(fixture, {}).setdefault(side, []).append((per, speedup))
         print(f"| {fixture} | {seed} | {side} | {r.get('generations')} | {u.get('measured_per_s', 0):.1f} "
-              f"| {u.get('gpu_busy_share', 0):.0%} | {per:.3f} | {guarded} / {per_measured(spent.get('assemble_s', 0.0))} "
+              f"| {u.get('gpu_busy_share', 0):.0%} | {per:.3f} | {tables.compile_cpu(u)} | {guarded} / {per_measured(spent.get('assemble_s', 0.0))} "
               f"| {per_measured(spent.get('compile_s', 0.0))} | {assemblies} | {speedup:.4f}x |")
 print()
 print(f"| fixture | seeds | CPU s per measured variant, {rev} -> new (median) | validated, {rev} -> new (median) |")

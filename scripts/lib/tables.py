@@ -12,6 +12,15 @@ COMPILE_WORKER_PHASES = ("prescreen_s", "assemble_guarded_s", "assemble_s", "com
 GPU_WORKER_PHASES = ("jit_load_s", "check_s", "timing_s", "profile_s")
 
 
+def compile_cpu(u):
+    """The compile workers' CPU seconds (getrusage, their ptxas runs
+    included) per variant measured, "-" where the build did not count them."""
+    spent, measured = u.get("spent") or {}, u.get("measured", 0)
+    if "compile_cpu_s" not in spent or not measured:
+        return "-"
+    return f"{spent['compile_cpu_s'] / measured:.3f}"
+
+
 def promotion_share(u):
     """Promotion's part of a search's utilization: its compile workers' CPU
     seconds and its GPU seconds, each as a share of the whole, and the

@@ -46,7 +46,7 @@ pub struct EvolveArgs {
     devices: Option<String>,
     /// GPU only: which of the simulator's train tests (least input first)
     /// each new variant runs on before it may cost GPU time; promotion's
-    /// variants run on all of them unless off [default: smallest]
+    /// variants run on all of them unless off [default: all]
     #[arg(long, value_enum, value_name = "PLACEMENT")]
     prescreen: Option<Prescreen>,
     /// GPU only: `--prescreen off`.

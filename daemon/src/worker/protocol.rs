@@ -263,6 +263,23 @@ impl Response {
             Response::Ready { .. } | Response::Fatal { .. } => None,
         }
     }
+
+    fn spent_mut(&mut self) -> Option<&mut Spent> {
+        match self {
+            Response::Built { spent, .. }
+            | Response::CompileFailed { spent, .. }
+            | Response::Assessed { spent, .. } => Some(spent),
+            Response::Ready { .. } | Response::Fatal { .. } => None,
+        }
+    }
+
+    /// Sets the compile worker's CPU seconds on the request (`cpu_s`).
+    pub fn with_compile_cpu(mut self, cpu_s: f64) -> Self {
+        if let Some(spent) = self.spent_mut() {
+            spent.compile_cpu_s = cpu_s;
+        }
+        self
+    }
 }
 
 #[cfg(test)]
