@@ -54,7 +54,8 @@ tables.header([
     "measured ahead", "promotion carried", "validated"
 ])
 first = {}
-for path in sorted(glob.glob(os.path.join(work, "*.json")), key=os.path.getmtime):
+results = [p for p in glob.glob(os.path.join(work, "*.json")) if not p.endswith(".cpu.json")]
+for path in sorted(results, key=os.path.getmtime):
     name = os.path.basename(path)[:-5]
     fixture, mode = name.rsplit("-", 1)
     try:
