@@ -467,8 +467,29 @@ pub fn utilization_text(u: &Utilization) -> String {
         s if s > 0.0 => format!("; promotion beside the batches {s:.1} s"),
         _ => String::new(),
     };
+    // Phases are wall seconds; the CPU is what the compile workers' answers
+    // counted (getrusage), and promotion's part is inside the phases.
+    let mut shares = Vec::new();
+    if u.spent.compile_cpu_s > 0.0 {
+        shares.push(format!(
+            "compile workers' CPU {:.1} s",
+            u.spent.compile_cpu_s
+        ));
+    }
+    if u.promotion_measured > 0 || !u.promotion.is_zero() {
+        shares.push(format!(
+            "promotion {:.1} s of the compile workers' and {:.1} s of the GPU's ({} measured)",
+            u.promotion.compile_worker_s(),
+            u.promotion.gpu_s(),
+            u.promotion_measured
+        ));
+    }
+    let shares = match shares.is_empty() {
+        true => String::new(),
+        false => format!("; {}", shares.join("; ")),
+    };
     format!(
-        "{}\nworker time by phase: {}\nthe engine's time: {} ({:.1} s between batches{beside})",
+        "{}\nworker time by phase: {}{shares}\nthe engine's time: {} ({:.1} s between batches{beside})",
         u.summary(),
         phases.join(", "),
         engine.join(", "),
@@ -558,7 +579,7 @@ fn carried_text(
 
 #[cfg(test)]
 mod tests {
-    use super::{pareto_rows, Progress};
+    use super::{pareto_rows, utilization_text, Progress};
     use gevo_model::utilization::{Spent, Utilization};
     use gevo_search::evolve::{Config, Engine, GenerationReport};
     use std::time::Instant;
@@ -615,6 +636,46 @@ mod tests {
                 "      0.5000     1.000e-6      7",
                 "      0.8848      0.000e0      5",
             ]
+        );
+    }
+
+    /// The text report's phases line adds the compile workers' CPU and
+    /// promotion's part where the workers counted them, and nothing where
+    /// they did not (a build before them, or no promotion).
+    #[test]
+    fn the_phases_line_tells_cpu_and_promotions_part() {
+        let mut u = Utilization {
+            wall_s: 10.0,
+            gpu_workers: 1,
+            compile_workers: 4,
+            spent: Spent {
+                compile_s: 6.0,
+                assemble_guarded_s: 2.0,
+                timing_s: 5.0,
+                compile_cpu_s: 4.5,
+                ..Spent::default()
+            },
+            promotion: Spent {
+                compile_s: 1.0,
+                timing_s: 2.5,
+                ..Spent::default()
+            },
+            promotion_measured: 3,
+            ..Utilization::default()
+        };
+        let text = utilization_text(&u);
+        assert!(
+            text.contains("; compile workers' CPU 4.5 s; promotion 1.0 s of the compile workers' and 2.5 s of the GPU's (3 measured)\n"),
+            "{text}"
+        );
+        u.spent.compile_cpu_s = 0.0;
+        u.promotion = Spent::default();
+        u.promotion_measured = 0;
+        let text = utilization_text(&u);
+        let phases = text.lines().nth(1).unwrap();
+        assert_eq!(
+            phases,
+            "worker time by phase: compile 6.0 s, ptxas, guarded builds 2.0 s, timing 5.0 s"
         );
     }
 }
