@@ -519,3 +519,37 @@ fn smallest_screens_the_search_on_one_test_and_promotion_on_all() {
     );
     assert!(!counter.exists(), "the GPU worker saw a request");
 }
+
+/// The GPU worker's spare starts beside it, not after its greeting (a GPU
+/// worker's start takes seconds, which the search would wait twice), and
+/// the seconds the first worker waited for the spare are not counted as
+/// the search's GPU idle time.
+#[test]
+fn a_standby_gpu_worker_starts_beside_the_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let starts = dir.path().join("starts");
+    let mut gpu = fake_gpu("", &dir.path().join("counter"));
+    gpu.standby = true;
+    gpu.env.extend([
+        ("FAKE_GPU_START_MS".into(), "700".into()),
+        ("FAKE_GPU_START_LOG".into(), starts.clone().into()),
+    ]);
+    let mut backend = start(&common::spec_fixture("vecadd"), gpu, false);
+    let log = std::fs::read_to_string(&starts).unwrap();
+    let times: Vec<(f64, f64)> = log
+        .lines()
+        .map(|l| {
+            let (started, greeted) = l.split_once(' ').unwrap();
+            (started.parse().unwrap(), greeted.parse().unwrap())
+        })
+        .collect();
+    assert_eq!(times.len(), 2, "the worker and its spare: {log}");
+    let first_greeting = times[0].1.min(times[1].1);
+    let last_start = times[0].0.max(times[1].0);
+    assert!(
+        last_start < first_greeting,
+        "the spare started after the worker greeted: {log}"
+    );
+    let u = backend.take_utilization().unwrap();
+    assert!(u.gpu_idle_s < 0.5, "the start counted as idle: {u:?}");
+}

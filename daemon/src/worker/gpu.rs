@@ -173,10 +173,13 @@ impl CudaBackend {
             backend: "sim".into(),
             target: options.arch.clone(),
         };
+        // Both pools start at once: the GPU worker's start (context, inputs,
+        // references) takes seconds, as do fifteen compile workers'.
         let sim_spec = spec.for_backend(TestTarget::Sim);
-        let compile = WorkerPool::start(options.compile, &sim_spec, compile_scope, stop.clone())?;
+        let compile = WorkerPool::launch(options.compile, &sim_spec, compile_scope, stop.clone())?;
         let gpu_spec = spec.for_backend(TestTarget::Gpu);
-        let gpu = WorkerPool::start(options.gpu, &gpu_spec, scope.clone(), stop)?;
+        let gpu = WorkerPool::launch(options.gpu, &gpu_spec, scope.clone(), stop)?;
+        let (compile, gpu) = (compile.ready()?, gpu.ready()?);
         Ok(CudaBackend {
             compile,
             gpu,

@@ -131,9 +131,22 @@ pub struct WorkerPool {
 }
 
 impl WorkerPool {
-    /// Starts the workers; `scope` is what they measure (checked against
-    /// each worker's greeting); `stop` abandons a batch when set.
+    /// Starts the workers and waits for their greetings; `scope` is what
+    /// they measure (checked against each worker's greeting); `stop`
+    /// abandons a batch when set.
     pub fn start(
+        options: PoolOptions,
+        spec: &Spec,
+        scope: Scope,
+        stop: Arc<AtomicBool>,
+    ) -> Result<Self, BackendError> {
+        Self::launch(options, spec, scope, stop)?.ready()
+    }
+
+    /// Starts the workers, and their spares where the pool keeps them,
+    /// all at once, without waiting for them: [`ready`](Self::ready)
+    /// waits. Two pools launched before either waits start side by side.
+    pub fn launch(
         options: PoolOptions,
         spec: &Spec,
         scope: Scope,
@@ -173,15 +186,29 @@ impl WorkerPool {
             let w = pool.spawn(slot)?;
             pool.workers.push(w);
         }
-        // Wait for every greeting, so a broken spec fails here, once.
-        pool.run(Vec::new())?;
         if pool.options.standby {
             for slot in 0..pool.workers.len() {
                 pool.start_spare(slot);
             }
-            pool.settle_spares();
         }
         Ok(pool)
+    }
+
+    /// Waits for every worker's greeting, so a broken spec fails here,
+    /// once, and for the spares' (which started beside them: a GPU
+    /// worker's start takes seconds, and its spare's no longer follows it).
+    /// Idle time counts from here: what a worker waited for the others to
+    /// start is not the search's.
+    pub fn ready(mut self) -> Result<Self, BackendError> {
+        self.run(Vec::new())?;
+        self.settle_spares();
+        self.idle_s = 0.0;
+        for w in &mut self.workers {
+            if let State::Idle(since) = &mut w.state {
+                *since = Instant::now();
+            }
+        }
+        Ok(self)
     }
 
     /// What `assess` requests cost the workers since the last call (the
