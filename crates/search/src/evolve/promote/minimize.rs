@@ -170,6 +170,31 @@ mod tests {
         panic!("no three-edit vecadd variant whose edits drop alone");
     }
 
+    /// A backend on `table` with `neutral` (an edit's JSON, or none),
+    /// running the PTX alone where `runs_ptx`, and an engine whose
+    /// population is `patch`, valid at 0.8, to promote.
+    fn promoting(
+        patch: &Patch,
+        table: BTreeMap<String, (f64, bool)>,
+        neutral: String,
+        runs_ptx: bool,
+    ) -> (Neutral, Engine) {
+        let backend = Neutral {
+            table: Table(table, None),
+            neutral,
+            runs_ptx,
+            assessed: Vec::new(),
+        };
+        let config = Config {
+            population: 4,
+            promotions_per_generation: 1,
+            ..Config::default()
+        };
+        let mut engine = Engine::new(config, 1).unwrap();
+        engine.population = vec![member(patch, 0.8)];
+        (backend, engine)
+    }
+
     fn only(patch: &Patch, keep: &[usize]) -> Patch {
         let mut p = patch.clone();
         p.edits = keep.iter().map(|&i| patch.edits[i].clone()).collect();
@@ -214,19 +239,7 @@ mod tests {
             if two_alone_passes {
                 table.insert(key(&only(&patch, &[2])), (0.8, true));
             }
-            let mut backend = Neutral {
-                table: Table(table, None),
-                neutral: neutral.clone(),
-                runs_ptx,
-                assessed: Vec::new(),
-            };
-            let config = Config {
-                population: 4,
-                promotions_per_generation: 1,
-                ..Config::default()
-            };
-            let mut engine = Engine::new(config, 1).unwrap();
-            engine.population = vec![member(&patch, 0.8)];
+            let (mut backend, engine) = promoting(&patch, table, neutral.clone(), runs_ptx);
             let promotion = engine.promotion(0);
             let minimized = promotion.minimize(&ir, &mut backend, &patch).unwrap();
             let case = format!("runs_ptx {runs_ptx}, edit 2 alone passes {two_alone_passes}");
@@ -247,19 +260,9 @@ mod tests {
     #[test]
     fn the_same_program_is_not_measured_on_the_heldout_tests_again() {
         let (ir, patch) = three_edits();
-        let mut backend = Neutral {
-            table: Table(BTreeMap::from([(key(&patch), (0.8, true))]), None),
-            neutral: serde_json::to_string(&patch.edits[1]).unwrap(),
-            runs_ptx: true,
-            assessed: Vec::new(),
-        };
-        let config = Config {
-            population: 4,
-            promotions_per_generation: 1,
-            ..Config::default()
-        };
-        let mut engine = Engine::new(config, 1).unwrap();
-        engine.population = vec![member(&patch, 0.8)];
+        let neutral = serde_json::to_string(&patch.edits[1]).unwrap();
+        let table = BTreeMap::from([(key(&patch), (0.8, true))]);
+        let (mut backend, mut engine) = promoting(&patch, table, neutral, true);
         let (validated, failed) = engine.promote(&ir, &mut backend, 0).unwrap();
         assert!(failed.is_empty(), "{failed:?}");
         assert_eq!(validated.len(), 1);
@@ -278,19 +281,8 @@ mod tests {
     #[test]
     fn a_candidate_not_faster_as_found_is_not_minimized() {
         let (ir, patch) = three_edits();
-        let mut backend = Neutral {
-            table: Table(BTreeMap::from([(key(&patch), (1.0, true))]), None),
-            neutral: String::new(),
-            runs_ptx: true,
-            assessed: Vec::new(),
-        };
-        let config = Config {
-            population: 4,
-            promotions_per_generation: 1,
-            ..Config::default()
-        };
-        let mut engine = Engine::new(config, 1).unwrap();
-        engine.population = vec![member(&patch, 0.8)];
+        let table = BTreeMap::from([(key(&patch), (1.0, true))]);
+        let (mut backend, mut engine) = promoting(&patch, table, String::new(), true);
         let (validated, failed) = engine.promote(&ir, &mut backend, 0).unwrap();
         assert!(validated.is_empty(), "{validated:?}");
         assert_eq!(failed.len(), 1);
