@@ -280,6 +280,28 @@ impl Utilization {
         self.compile_workers = compile_workers;
     }
 
+    /// The compile workers' CPU seconds and promotion's part of the
+    /// phases, in words, for reports: none where the workers did not count
+    /// them (an older build's record) or nothing was promoted.
+    pub fn cpu_and_promotion(&self) -> Vec<String> {
+        let mut said = Vec::new();
+        if self.spent.compile_cpu_s > 0.0 {
+            said.push(format!(
+                "compile workers' CPU {:.1} s",
+                self.spent.compile_cpu_s
+            ));
+        }
+        if self.promotion_measured > 0 || !self.promotion.is_zero() {
+            said.push(format!(
+                "promotion {:.1} s of the compile workers' and {:.1} s of the GPU's ({} measured)",
+                self.promotion.compile_worker_s(),
+                self.promotion.gpu_s(),
+                self.promotion_measured
+            ));
+        }
+        said
+    }
+
     /// The engine's parts in the order of a generation, for tables.
     pub fn engine_parts(&self) -> [(&'static str, f64); 4] {
         let e = &self.engine;

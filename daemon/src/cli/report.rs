@@ -469,25 +469,11 @@ pub fn utilization_text(u: &Utilization) -> String {
     };
     // Phases are wall seconds; the CPU is what the compile workers' answers
     // counted (getrusage), and promotion's part is inside the phases.
-    let mut shares = Vec::new();
-    if u.spent.compile_cpu_s > 0.0 {
-        shares.push(format!(
-            "compile workers' CPU {:.1} s",
-            u.spent.compile_cpu_s
-        ));
-    }
-    if u.promotion_measured > 0 || !u.promotion.is_zero() {
-        shares.push(format!(
-            "promotion {:.1} s of the compile workers' and {:.1} s of the GPU's ({} measured)",
-            u.promotion.compile_worker_s(),
-            u.promotion.gpu_s(),
-            u.promotion_measured
-        ));
-    }
-    let shares = match shares.is_empty() {
-        true => String::new(),
-        false => format!("; {}", shares.join("; ")),
-    };
+    let shares: String = u
+        .cpu_and_promotion()
+        .iter()
+        .map(|s| format!("; {s}"))
+        .collect();
     format!(
         "{}\nworker time by phase: {}{shares}\nthe engine's time: {} ({:.1} s between batches{beside})",
         u.summary(),

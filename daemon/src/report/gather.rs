@@ -447,6 +447,7 @@ mod tests {
                     compile_s: 30.0,
                     check_s: 1.5,
                     timing_s: 7.5,
+                    compile_cpu_s: 12.0,
                     ..Default::default()
                 },
                 measured: timed,
@@ -459,8 +460,12 @@ mod tests {
                 guarded_assembled: 0,
                 timed_assembled: 0,
                 compiled: 0,
-                promotion: Default::default(),
-                promotion_measured: 0,
+                promotion: gevo_model::utilization::Spent {
+                    compile_s: 2.0,
+                    timing_s: 1.5,
+                    ..Default::default()
+                },
+                promotion_measured: 3,
                 measured_ahead: 0,
                 promotion_carried: 0,
                 gpu_starts: 2,
@@ -503,6 +508,8 @@ mod tests {
             "<tr><td>waiting for evaluation</td><td class=\"num\">12.0</td><td class=\"num\">60.0%</td></tr>",
             "<tr><td>promotion</td><td class=\"num\">6.0</td><td class=\"num\">30.0%</td></tr>",
             "8.0 s between batches",
+            // Summed too: the compile workers' CPU, promotion's part.
+            "Of these: compile workers' CPU 24.0 s; promotion 4.0 s of the compile workers' and 3.0 s of the GPU's (6 measured).",
             "beside the batches in a thread of its own instead (5.0 s, which no batch waits for)",
         ] {
             assert!(html.contains(text), "{text} not in the report");

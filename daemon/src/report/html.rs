@@ -417,6 +417,15 @@ fn utilization_section(out: &mut String, u: &Utilization) {
         );
     }
     *out += "</table>\n<p>Compile and pre-screen run on the compile workers, the rest on the GPU: a GPU worker's start-up (uploading the tests, making the references) measures nothing; compute-sanitizer checks variants about to be validated. Held-out measurements for promotion are included.</p>\n";
+    let shares = u.cpu_and_promotion();
+    if !shares.is_empty() {
+        // The phases are wall seconds, which grow where workers share cores.
+        let _ = writeln!(
+            out,
+            "<p id=\"utilization-shares\">Of these: {}.</p>",
+            esc(&shares.join("; "))
+        );
+    }
     engine_table(out, u);
     let p = &u.gpu_start_parts;
     if *p != gevo_model::utilization::StartUp::default() {
