@@ -57,8 +57,8 @@ summed_struct! {
         /// A pipeline's per-kernel times (runs with an event after each launch).
         pub profile_s: f64,
         /// The CPU a compile worker's process and the programs it ran
-        /// (ptxas, nvlink) used on its requests, user and system, from
-        /// getrusage. The phases above are wall seconds in each phase, which
+        /// (ptxas, nvlink; a harness spec's command) used on its requests,
+        /// user and system, from getrusage. The phases above are wall seconds in each phase, which
         /// grow where the workers share busy cores; this does not.
         pub compile_cpu_s: f64,
         /// compute-sanitizer's runs of variants about to be validated (the
