@@ -34,8 +34,10 @@ build_packages=(llvm-19-dev libpolly-19-dev libzstd-dev libffi-dev zlib1g-dev g+
 cmake_packages=(clang-19 cmake make)
 cmake_extras=(nvidia-cuda-toolkit)
 # Testing besides: slurmctld, slurmd, slurm-client and munge for the
-# single-node cluster of daemon/tests/slurm.rs (scripts/slurm-cluster.sh).
-test_packages=(slurmctld slurmd slurm-client munge)
+# single-node cluster of daemon/tests/slurm.rs (scripts/slurm-cluster.sh);
+# python3 for daemon/tests/worker_cpu.rs (scripts/lib/worker_cpu.py, which
+# the GPU scripts' tables use too).
+test_packages=(slurmctld slurmd slurm-client munge python3)
 # Testing also: systemd-analyze (scripts/verify-systemd.sh), a headless
 # chromium, rustfmt and clippy (below, each only where missing).
 test_extras=(systemd-analyze chromium rustfmt clippy)

@@ -76,4 +76,5 @@ mod transplant;
 mod trust;
 mod tune;
 mod tune_fixture;
+mod worker_cpu;
 mod worker_pool;
