@@ -58,8 +58,9 @@ summed_struct! {
         pub profile_s: f64,
         /// The CPU a compile worker's process and the programs it ran
         /// (ptxas, nvlink; a harness spec's command) used on its requests,
-        /// user and system, from getrusage. The phases above are wall seconds in each phase, which
-        /// grow where the workers share busy cores; this does not.
+        /// user and system, from getrusage. The phases above are wall
+        /// seconds in each phase, which grow where the workers share busy
+        /// cores; this does not.
         pub compile_cpu_s: f64,
         /// compute-sanitizer's runs of variants about to be validated (the
         /// GPU safety gate, in its own processes on the GPU, beside the GPU

@@ -273,7 +273,8 @@ impl Response {
         }
     }
 
-    /// Sets the compile worker's CPU seconds on the request (`cpu_s`).
+    /// Sets the CPU seconds the compile worker's request took
+    /// (`Spent::compile_cpu_s`).
     pub fn with_compile_cpu(mut self, cpu_s: f64) -> Self {
         if let Some(spent) = self.spent_mut() {
             spent.compile_cpu_s = cpu_s;

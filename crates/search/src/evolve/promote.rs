@@ -245,8 +245,9 @@ impl Promotion {
 
     /// Runs a candidate on the held-out (and generated) tests, minimizes
     /// it where it is faster with confidence as found, and checks the
-    /// minimized patch is faster with confidence and regresses on no test: the minimized patch, its held-out assessment
-    /// and cost-ratio interval, or why it failed.
+    /// minimized patch is faster with confidence and regresses on no test:
+    /// the minimized patch, its held-out assessment and cost-ratio
+    /// interval, or why it failed.
     fn heldout_checks(
         &self,
         ir: &KernelIr,

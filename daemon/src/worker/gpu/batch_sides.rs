@@ -348,14 +348,9 @@ impl Measuring<'_> {
         response: Answer,
         next_id: &mut dyn FnMut() -> u64,
     ) -> Option<Request> {
-        match (self.purpose, &response) {
-            (Purpose::Search { .. }, _) => self.utilization.compiled += 1,
-            (Purpose::Promotion { .. }, Ok(answer)) => {
-                if let Some(spent) = answer.spent() {
-                    self.utilization.promotion += spent;
-                }
-            }
-            (Purpose::Promotion { .. }, Err(_)) => {}
+        match self.purpose {
+            Purpose::Search { .. } => self.utilization.compiled += 1,
+            Purpose::Promotion { .. } => add_promotion_time(self.utilization, &response),
         }
         let Compiled {
             build,
@@ -612,6 +607,14 @@ impl Compiled {
     }
 }
 
+/// Adds a worker's time on one of promotion's requests to promotion's part
+/// (`utilization.spent` gets it where the answer is taken).
+fn add_promotion_time(utilization: &mut Utilization, response: &Answer) {
+    if let Some(spent) = response.as_ref().ok().and_then(Response::spent) {
+        utilization.promotion += spent;
+    }
+}
+
 /// Adds a GPU worker's answer to the utilization: its time always, its
 /// rounds for the search's measurements.
 pub(super) fn account(
@@ -625,9 +628,7 @@ pub(super) fn account(
         utilization.measured += 1;
     } else {
         utilization.promotion_measured += 1;
-        if let Some(spent) = response.as_ref().ok().and_then(Response::spent) {
-            utilization.promotion += spent;
-        }
+        add_promotion_time(utilization, response);
     }
     if let Ok(Response::Assessed {
         spent,

@@ -29,14 +29,13 @@ impl Promotion {
         backend: &mut dyn Backend,
         patch: &Patch,
     ) -> Result<Minimized, EvolveError> {
-        let unchanged = |patch: &Patch| Minimized {
-            patch: patch.clone(),
-            same_program: true,
-            measured: 1,
-        };
         let full = assess_one(backend, patch, TestSet::All)?;
         let Some(full_cost) = full.cost_ratio() else {
-            return Ok(unchanged(patch));
+            return Ok(Minimized {
+                patch: patch.clone(),
+                same_program: true,
+                measured: 1,
+            });
         };
         let found_ptx = ptx_hash(backend, patch)?;
         let mut current_ptx = found_ptx.clone();
@@ -48,10 +47,7 @@ impl Promotion {
             if ir.check(&candidate).is_err() {
                 continue; // a later edit needs this one
             }
-            let candidate_ptx = match current_ptx {
-                Some(_) => ptx_hash(backend, &candidate)?,
-                None => None,
-            };
+            let candidate_ptx = ptx_hash(backend, &candidate)?;
             if candidate_ptx.is_some() && candidate_ptx == current_ptx {
                 current = candidate;
                 continue;
