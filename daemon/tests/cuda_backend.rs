@@ -396,6 +396,13 @@ fn the_gpu_backend_runs_the_generated_tests_on_the_simulator() {
             .is_empty(),
         "the GPU worker was asked to run generated tests"
     );
+    // Only promotion runs generated tests: their time is promotion's part,
+    // in line (`promote_last`) as beside the search.
+    let u = backend
+        .take_utilization()
+        .expect("the GPU backend keeps its utilization");
+    assert!(u.spent.generated_s > 0.0, "{:?}", u.spent);
+    assert_eq!(u.promotion.generated_s, u.spent.generated_s);
 }
 
 /// A kernel whose original faults on the simulator: the pre-screen says it

@@ -277,7 +277,10 @@ impl CudaBackend {
     ) -> Result<Vec<Assessment>, BackendError> {
         if set == TestSet::Generated {
             let out = self.compile.assess(patches, set);
-            self.utilization.spent += &self.compile.take_assess_spent();
+            // Only promotion runs the generated tests.
+            let spent = self.compile.take_assess_spent();
+            self.utilization.spent += &spent;
+            self.utilization.promotion += &spent;
             return out;
         }
         self.gpu.pin(Some(0));
