@@ -48,8 +48,8 @@ tables.header([
     "GPU idle (no request)", "compile busy",
     "compile-worker busy s/measured: pre-screen / ptxas guarded / ptxas timed / compile / generated",
     "compile-worker CPU s/measured (getrusage)",
-    "assemblies/measured: guarded / timed", "known PTX answered after compile",
-    "compile requests/measured", "promotion: compile CPU / GPU / measured",
+    "assemblies/measured: guarded / timed", "known to the search (IR or PTX)",
+    "compile requests/measured: all / screened out", "promotion: compile CPU / GPU / measured",
     "timed", "timing rounds",
     "measured ahead", "promotion carried", "validated"
 ])
@@ -87,7 +87,8 @@ for path in sorted(results, key=os.path.getmtime):
           f"{100 * u.get('gpu_busy_share', 0):.0f}% | {idle:.1f} s of {capacity:.0f} | "
           f"{100 * u.get('compile_busy_share', 0):.0f}% | {cpu} | {tables.compile_cpu(u)} | {assembled} | "
           f"{u.get('known_skipped', 0)} | "
-          f"{u.get('compiled', 0) / measured:.1f} | {tables.promotion_share(u)} | "
+          f"{u.get('compiled', 0) / measured:.1f} / {u.get('screened_out', 0) / measured:.1f} | "
+          f"{tables.promotion_share(u)} | "
           f"{u.get('timed', 0)} | {u.get('rounds', 0)} | {u.get('measured_ahead', 0)} | "
           f"{u.get('promotion_carried', 0)} | {validated} |")
 PY

@@ -214,6 +214,17 @@ fn variants_the_search_knows_stop_after_code_generation() {
     assert!(!assessed.is_empty());
     let u = backend.take_utilization().unwrap();
     assert_eq!(u.known_skipped, 0, "nothing known in the first batch");
+    assert_eq!(u.compiled as usize, first.len(), "{u:?}");
+    let screened = results
+        .iter()
+        .filter_map(|e| e.assessment.as_ref()?.first_failure())
+        .filter(|f| f.contains("pre-screen on the simulator"))
+        .count();
+    assert!(
+        screened > 0,
+        "the batch has variants the pre-screen rejects"
+    );
+    assert_eq!(u.screened_out as usize, screened, "{u:?}");
     let measured = |counter: &std::path::Path| -> usize {
         let text = std::fs::read_to_string(counter).unwrap_or_default();
         text.trim().parse().unwrap_or(0)

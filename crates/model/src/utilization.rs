@@ -183,8 +183,9 @@ summed_struct! {
         /// Variants of the search's batches that were compiled during the
         /// step before (docs/evolve.md, "Bred a step ahead").
         pub compiled_ahead: u64,
-        /// Variants a compile worker answered after code generation, their
-        /// PTX one the search knew: no pre-screen, guarded build or ptxas.
+        /// Variants a compile worker answered as known to the search: by
+        /// their IR right after replay (a pre-screen rejection before), or
+        /// by their PTX after code generation; no guarded build or ptxas.
         pub known_skipped: u64,
         /// Cubins the compile workers assembled for the search's variants
         /// (promotion's share only their seconds, in `spent`): of guarded
@@ -196,6 +197,9 @@ summed_struct! {
         /// Compile requests the search's variants took, answered: screened
         /// out, known and failed ones too (promotion's are not counted).
         pub compiled: u64,
+        /// Of `compiled`, variants the pre-screen rejected on the simulator,
+        /// before code generation (their replay and pre-screen spent).
+        pub screened_out: u64,
         /// Promotion's share of `spent`: the compile workers' and GPU
         /// workers' seconds on its requests (held-out runs, minimization,
         /// generated tests), and the variants it measured on the GPU. The
@@ -376,6 +380,7 @@ mod tests {
             guarded_assembled: 0,
             timed_assembled: 0,
             compiled: 0,
+            screened_out: 0,
             promotion: Spent::default(),
             promotion_measured: 0,
             measured_ahead: 0,

@@ -460,6 +460,7 @@ mod tests {
                 guarded_assembled: 0,
                 timed_assembled: 0,
                 compiled: 0,
+                screened_out: 0,
                 promotion: gevo_model::utilization::Spent {
                     compile_s: 2.0,
                     timing_s: 1.5,

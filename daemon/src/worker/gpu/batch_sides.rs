@@ -359,6 +359,9 @@ impl Measuring<'_> {
             guarded,
             known,
         } = Compiled::of(response, self.utilization);
+        if matches!(self.purpose, Purpose::Search { .. }) {
+            self.utilization.screened_out += u64::from(screened_out.is_some());
+        }
         let fresh = match (&build, self.purpose) {
             // Promotion measures every patch it is given (equal PTX too:
             // its measurements are compared with each other).
