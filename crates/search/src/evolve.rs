@@ -532,6 +532,11 @@ pub struct Counters {
     pub crossover_fallbacks: u64,
     /// Mutations that found no valid edit within the tries.
     pub mutation_failures: u64,
+    /// Children bred from a rejected member: a tournament that drew only
+    /// rejected members (a population short of valid ones), or a crossover
+    /// with one. Most such children are rejected too.
+    #[serde(default)]
+    pub children_of_rejected: u64,
     /// Variants run on the generated held-out tests for selection
     /// (`generality_in_selection`), each PTX once.
     #[serde(default)]

@@ -1,5 +1,7 @@
 //! The engine: one generation per `step`, all state in one serializable value.
 
+#[cfg(test)]
+mod breeding_tests;
 mod generation;
 
 use super::ahead::Bred;
@@ -293,18 +295,26 @@ impl Engine {
             let a = self.tournament(&standing);
             let b = self.tournament(&standing);
             let (pa, pb) = (members[a].patch.clone(), members[b].patch.clone());
+            // Each child with whether a parent of it was rejected: both
+            // parents of a crossed child, else the one it copies.
+            let rejected = |i: usize| members[i].outcome.cost().is_none();
+            let either = rejected(a) || rejected(b);
             let pair = if self.rng.gen_bool(self.config.crossover_rate) {
                 let [x, y] = crossover(ir, &pa, &pb, &mut self.rng);
                 let fallbacks = u64::from(x.is_none()) + u64::from(y.is_none());
                 self.counters.crossover_fallbacks += fallbacks;
-                [x.unwrap_or(pa), y.unwrap_or(pb)]
+                [
+                    x.map_or((pa, rejected(a)), |x| (x, either)),
+                    y.map_or((pb, rejected(b)), |y| (y, either)),
+                ]
             } else {
-                [pa, pb]
+                [(pa, rejected(a)), (pb, rejected(b))]
             };
-            for child in pair {
+            for (child, of_rejected) in pair {
                 if children.len() == wanted {
                     break;
                 }
+                self.counters.children_of_rejected += u64::from(of_rejected);
                 let child = if self.rng.gen_bool(self.config.mutation_rate) {
                     self.mutated(ir, child)
                 } else {
