@@ -16,7 +16,8 @@
 #                                      (.dist/gevod.gz) by default
 #
 # Environment: GEVOD (the binary; default: cargo build --release), FIXTURES,
-# SEEDS, EVALUATIONS (simulator), SHORT and LONG (GPU run times), OUT (the
+# SEEDS, EVALUATIONS (simulator), SHORT and LONG (GPU run times), AFTER_KEYS
+# (settings added to "after"), OUT (the
 # Markdown file, default BENCHMARKS.md), KEEP=DIR keeps every run's JSON
 # and progress log. To split a long GPU benchmark into several commands
 # (one KEEP for all): RUNS ("short long"), SEARCHES ("before after") pick
@@ -68,7 +69,9 @@ mkdir -p "$keep"
 # "before": the keys that turn the search's additions off (docs/evolve.md).
 printf '[evolve]\ntournament_size = 2\ndistinct_ptx = false\nstagnation_generations = 0\nislands = 1\npromotion_pool = 0\n' \
     > "$work/before.toml"
-printf '[evolve]\n' > "$work/after.toml"
+# "after": gevod's defaults, and AFTER_KEYS (TOML lines of [evolve], say
+# "valid_parents_first = true") to measure a setting against them.
+printf '[evolve]\n%s\n' "${AFTER_KEYS:-}" > "$work/after.toml"
 
 run() { # search, fixture, seed, budget name, budget arguments...
     local search=$1 fixture=$2 seed=$3 name=$4

@@ -290,10 +290,16 @@ impl Engine {
         }
         let elites = self.elite_count(members.len());
         let wanted = members.len() - elites;
+        let valid: Vec<usize> = match self.config.valid_parents_first {
+            true => (0..members.len())
+                .filter(|&i| members[i].outcome.cost().is_some())
+                .collect(),
+            false => Vec::new(),
+        };
         let mut children = Vec::with_capacity(wanted);
         while children.len() < wanted {
-            let a = self.tournament(&standing);
-            let b = self.tournament(&standing);
+            let a = self.tournament(&standing, &valid);
+            let b = self.tournament(&standing, &valid);
             let (pa, pb) = (members[a].patch.clone(), members[b].patch.clone());
             // Each child with whether a parent of it was rejected: both
             // parents of a crossed child, else the one it copies.
@@ -349,9 +355,20 @@ impl Engine {
         }
     }
 
-    fn tournament(&mut self, standing: &[usize]) -> usize {
-        (0..self.config.tournament_size)
+    /// The best standing of `tournament_size` members drawn at random; where
+    /// it drew only rejected members and `valid` names any (the valid
+    /// members, with `valid_parents_first`), a tournament of those instead.
+    fn tournament(&mut self, standing: &[usize], valid: &[usize]) -> usize {
+        let size = self.config.tournament_size;
+        let winner = (0..size)
             .map(|_| self.rng.gen_range(0..standing.len()))
+            .min_by_key(|&i| (standing[i], i))
+            .expect("tournament size is at least 1");
+        if valid.is_empty() || valid.contains(&winner) {
+            return winner;
+        }
+        (0..size)
+            .map(|_| valid[self.rng.gen_range(0..valid.len())])
             .min_by_key(|&i| (standing[i], i))
             .expect("tournament size is at least 1")
     }
