@@ -70,10 +70,11 @@ pub struct Config {
     /// patch repeats one already in its island or among its siblings gets
     /// a fresh mutation instead of costing an evaluation for nothing.
     pub distinct_ptx: bool,
-    /// A tournament that drew only rejected members is drawn again from the
-    /// valid ones, where the population has any, so that no child is bred
-    /// from a rejected parent while a valid one could be. Off by default
-    /// until measured on the GPU (docs/evolve.md, "Valid parents first").
+    /// A tournament won by a rejected member (one that drew no valid member
+    /// ranked before it) is drawn again from the valid ones, where the
+    /// population has any, so that no child is bred from a rejected parent
+    /// while a valid one could be. Off by default until measured on the GPU
+    /// (docs/evolve.md, "Valid parents first").
     pub valid_parents_first: bool,
     /// After this many generations without a lower best train cost, part
     /// of each island restarts from the archive (0: never).

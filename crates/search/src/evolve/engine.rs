@@ -356,15 +356,15 @@ impl Engine {
     }
 
     /// The best standing of `tournament_size` members drawn at random; where
-    /// it drew only rejected members and `valid` names any (the valid
-    /// members, with `valid_parents_first`), a tournament of those instead.
+    /// that is a rejected member and `valid` (ascending: the valid members,
+    /// with `valid_parents_first`) names any, a tournament of those instead.
     fn tournament(&mut self, standing: &[usize], valid: &[usize]) -> usize {
         let size = self.config.tournament_size;
         let winner = (0..size)
             .map(|_| self.rng.gen_range(0..standing.len()))
             .min_by_key(|&i| (standing[i], i))
             .expect("tournament size is at least 1");
-        if valid.is_empty() || valid.contains(&winner) {
+        if valid.is_empty() || valid.binary_search(&winner).is_ok() {
             return winner;
         }
         (0..size)
