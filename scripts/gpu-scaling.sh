@@ -19,10 +19,11 @@
 # generation, generated held-out tests: wall time in each phase) and their
 # CPU seconds per variant measured (getrusage, ptxas's included; "-" where
 # the build did not count them), the builds they assembled per
-# variant measured (guarded / timed), the variants whose PTX the search
-# knew, answered after code generation, the compile requests the search's
-# variants took per variant measured (screened out, known and failed ones
-# too), promotion's share of the compile workers' CPU and of the GPU
+# variant measured (guarded / timed), the variants answered as known to
+# the search (by their IR after replay, or their PTX after code
+# generation), the compile requests the search's variants took per variant
+# measured (all, known and failed ones too / those the pre-screen
+# rejected), promotion's share of the compile workers' CPU and of the GPU
 # workers' time with the variants it measured, and the validated speedup.
 # PRESCREENS (e.g. "all smallest off"; default none: gevod's default)
 # runs each mode once per `--prescreen` placement

@@ -290,10 +290,9 @@ impl Engine {
         }
         let elites = self.elite_count(members.len());
         let wanted = members.len() - elites;
+        let rejected = |i: usize| members[i].outcome.cost().is_none();
         let valid: Vec<usize> = match self.config.valid_parents_first {
-            true => (0..members.len())
-                .filter(|&i| members[i].outcome.cost().is_some())
-                .collect(),
+            true => (0..members.len()).filter(|&i| !rejected(i)).collect(),
             false => Vec::new(),
         };
         let mut children = Vec::with_capacity(wanted);
@@ -303,7 +302,6 @@ impl Engine {
             let (pa, pb) = (members[a].patch.clone(), members[b].patch.clone());
             // Each child with whether a parent of it was rejected: both
             // parents of a crossed child, else the one it copies.
-            let rejected = |i: usize| members[i].outcome.cost().is_none();
             let either = rejected(a) || rejected(b);
             let pair = if self.rng.gen_bool(self.config.crossover_rate) {
                 let [x, y] = crossover(ir, &pa, &pb, &mut self.rng);

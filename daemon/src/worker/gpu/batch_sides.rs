@@ -348,9 +348,9 @@ impl Measuring<'_> {
         response: Answer,
         next_id: &mut dyn FnMut() -> u64,
     ) -> Option<Request> {
-        match self.purpose {
-            Purpose::Search { .. } => self.utilization.compiled += 1,
-            Purpose::Promotion { .. } => add_promotion_time(self.utilization, &response),
+        let searching = matches!(self.purpose, Purpose::Search { .. });
+        if !searching {
+            add_promotion_time(self.utilization, &response);
         }
         let Compiled {
             build,
@@ -359,7 +359,8 @@ impl Measuring<'_> {
             guarded,
             known,
         } = Compiled::of(response, self.utilization);
-        if matches!(self.purpose, Purpose::Search { .. }) {
+        if searching {
+            self.utilization.compiled += 1;
             self.utilization.screened_out += u64::from(screened_out.is_some());
         }
         let fresh = match (&build, self.purpose) {
